@@ -1,0 +1,5 @@
+import sys
+
+from rota.cli import main
+
+sys.exit(main())

@@ -1,0 +1,375 @@
+"""The client: enqueue jobs, read them back, and operate queues and job sets.
+
+Everything the CLI and the web UI show or change goes through here, so they never need
+the worker package.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Literal, Self
+
+import msgspec
+from redis.asyncio import Redis
+
+from rota.connection import connect
+from rota.errors import PayloadTooLarge
+from rota.protocol import codec
+from rota.protocol.job import JobRecord
+from rota.protocol.keys import Keys
+from rota.protocol.scripts import Arg, Script, call_many, script
+
+__all__ = ["Client", "Job", "JobSpec", "Page", "QueueInfo", "now_ms"]
+
+JobSet = Literal["scheduled", "retry", "dead"]
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
+_DEFAULT_MAX_ARGS = 512 * 1024
+
+
+def _s(value: Any) -> str:
+    """Text of a Redis reply that is bytes (rota never decodes responses)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def validate_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ValueError(
+            f"invalid job name {name!r}: use 1-128 letters, digits, '_', '.', ':' or '-'"
+        )
+    return name
+
+
+class Job(msgspec.Struct, frozen=True):
+    """What an enqueue returns. ``created`` is False when nothing was enqueued because
+    the id existed already or the unique key is held; ``id`` is then the holder's."""
+
+    id: str
+    name: str
+    created: bool = True
+
+
+class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """One job to enqueue, with args and options kept apart (see ``enqueue_many``)."""
+
+    name: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = msgspec.field(default_factory=dict)
+    run_at: float | None = None  # seconds since the epoch
+    delay: float | None = None  # seconds from now
+    unique: str | None = None
+    unique_ttl: float | None = None
+    job_id: str | None = None
+    max_fails: int | None = None
+    timeout: float | None = None
+
+
+class QueueInfo(msgspec.Struct, frozen=True):
+    """Figures of one job name's queue. ``latency`` is the age in seconds of its oldest
+    queued job (0 when empty)."""
+
+    name: str
+    size: int
+    latency: float
+    running: int
+    limit: int | None
+    paused: bool
+    priority: int | None
+
+
+class Page(msgspec.Struct, frozen=True):
+    """One page of a job set, newest first for dead jobs, soonest first otherwise."""
+
+    total: int
+    offset: int
+    jobs: list[JobRecord]
+
+
+class Client:
+    """Enqueue and inspect jobs of one namespace.
+
+    >>> client = Client.from_url("redis://localhost:6379/0")
+    >>> job = await client.enqueue("send_email", to="a@b.c")
+    """
+
+    def __init__(
+        self,
+        redis: Redis,
+        namespace: str = "rota",
+        *,
+        max_args_bytes: int = _DEFAULT_MAX_ARGS,
+        unique_ttl: float = 86400.0,
+        owns_redis: bool = False,
+    ) -> None:
+        self.redis = redis
+        self.keys = Keys(namespace)
+        self.max_args_bytes = max_args_bytes
+        self.unique_ttl = unique_ttl
+        self._owns_redis = owns_redis
+
+    @classmethod
+    def from_url(cls, url: str, namespace: str = "rota", **options: Any) -> Client:
+        return cls(connect(url), namespace, owns_redis=True, **options)
+
+    async def close(self) -> None:
+        if self._owns_redis:
+            await self.redis.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    @property
+    def namespace(self) -> str:
+        return self.keys.namespace
+
+    # -- enqueue -------------------------------------------------------------------
+
+    async def enqueue(
+        self,
+        name: str,
+        /,
+        *args: Any,
+        unique: str | None = None,
+        unique_ttl: float | None = None,
+        job_id: str | None = None,
+        max_fails: int | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the job's timeout, not this call's
+        **kwargs: Any,
+    ) -> Job:
+        """Enqueue a job now. Keyword arguments other than the options are the job's args.
+
+        ``unique``: while a live job holds this key, enqueue nothing and return the
+        holder. ``job_id``: use this id; if it exists, enqueue nothing. Handlers whose
+        parameters share an option's name are enqueued with :class:`JobSpec`.
+        """
+        spec = JobSpec(
+            name=name,
+            args=args,
+            kwargs=kwargs,
+            unique=unique,
+            unique_ttl=unique_ttl,
+            job_id=job_id,
+            max_fails=max_fails,
+            timeout=timeout,
+        )
+        return (await self.enqueue_many([spec]))[0]
+
+    async def enqueue_in(self, delay: float, name: str, /, *args: Any, **kwargs: Any) -> Job:
+        """Enqueue a job to run ``delay`` seconds from now."""
+        return await self._enqueue_scheduled(time.time() + delay, name, args, kwargs)
+
+    async def enqueue_at(
+        self, when: datetime | float, name: str, /, *args: Any, **kwargs: Any
+    ) -> Job:
+        """Enqueue a job to run at ``when`` (an aware datetime or epoch seconds)."""
+        at = when.timestamp() if isinstance(when, datetime) else float(when)
+        return await self._enqueue_scheduled(at, name, args, kwargs)
+
+    async def _enqueue_scheduled(
+        self, at: float, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Job:
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in _OPTIONS}
+        spec = JobSpec(name=name, args=args, kwargs=kwargs, run_at=at, **options)
+        return (await self.enqueue_many([spec]))[0]
+
+    async def enqueue_many(self, specs: Iterable[JobSpec]) -> list[Job]:
+        """Enqueue many jobs in one round trip; each is enqueued atomically on its own."""
+        calls = [(script("enqueue"), self._enqueue_args(spec)) for spec in specs]
+        if not calls:
+            return []
+        answers = await call_many(self.redis, self.keys.prefix, calls)
+        return [
+            Job(_s(answer[0]), str(args[1]), bool(answer[1]))
+            for (_, args), answer in zip(calls, answers, strict=True)
+        ]
+
+    def _enqueue_args(self, spec: JobSpec) -> list[Arg]:
+        validate_name(spec.name)
+        payload = codec.encode_args(spec.args, spec.kwargs)
+        if len(payload) > self.max_args_bytes:
+            raise PayloadTooLarge(
+                f"args of job {spec.name!r} are {len(payload)} bytes encoded,"
+                f" over the limit of {self.max_args_bytes}"
+            )
+        now = now_ms()
+        run_at = 0
+        if spec.run_at is not None:
+            run_at = int(spec.run_at * 1000)
+        elif spec.delay is not None:
+            run_at = now + int(spec.delay * 1000)
+        job_id = spec.job_id or uuid.uuid4().hex
+        if spec.job_id is not None and not _NAME_RE.match(job_id):
+            raise ValueError(f"invalid job id {job_id!r}")
+        ttl = self.unique_ttl if spec.unique_ttl is None else spec.unique_ttl
+        if spec.unique is not None and not spec.unique:
+            raise ValueError("unique key must not be empty")
+        return [
+            job_id,
+            spec.name,
+            payload,
+            now,
+            run_at,
+            spec.unique or "",
+            max(1, int(ttl * 1000)),
+            "" if spec.max_fails is None else int(spec.max_fails),
+            "" if spec.timeout is None else float(spec.timeout),
+        ]
+
+    # -- reading -------------------------------------------------------------------
+
+    async def job(self, job_id: str) -> JobRecord | None:
+        """The job's record, or None when there is none (never enqueued, or expired)."""
+        h = await self.redis.hgetall(self.keys.job(job_id))
+        return JobRecord.from_hash(job_id, h) if h else None
+
+    async def _records(self, ids: Sequence[str]) -> list[JobRecord]:
+        pipe = self.redis.pipeline(transaction=False)
+        for job_id in ids:
+            pipe.hgetall(self.keys.job(job_id))
+        hashes = await pipe.execute()
+        return [JobRecord.from_hash(i, h) for i, h in zip(ids, hashes, strict=True) if h]
+
+    async def names(self) -> list[str]:
+        """Every job name ever enqueued or registered, sorted."""
+        return sorted(_s(n) for n in await self.redis.smembers(self.keys.names))
+
+    async def queues(self, names: Sequence[str] | None = None) -> list[QueueInfo]:
+        """Figures of each queue, read in two round trips whatever their number."""
+        names = await self.names() if names is None else list(names)
+        k = self.keys
+        pipe = self.redis.pipeline(transaction=False)
+        for name in names:
+            pipe.llen(k.queue(name))
+            pipe.lindex(k.queue(name), -1)
+            pipe.zcard(k.running(name))
+            pipe.hget(k.limits, name)
+            pipe.sismember(k.paused, name)
+            pipe.hget(k.priorities, name)
+        rows = await pipe.execute()
+        oldest = [rows[i * 6 + 1] for i in range(len(names))]
+        pipe = self.redis.pipeline(transaction=False)
+        for job_id in oldest:
+            pipe.hget(k.job(_s(job_id)), "enqueued_at") if job_id else (pipe.echo(b""))
+        enqueued = await pipe.execute() if names else []
+        now = now_ms()
+        out = []
+        for i, name in enumerate(names):
+            size, _, running, limit, paused, priority = rows[i * 6 : i * 6 + 6]
+            try:
+                age = max(0.0, (now - int(enqueued[i])) / 1000) if enqueued[i] else 0.0
+            except ValueError:
+                age = 0.0
+            out.append(
+                QueueInfo(
+                    name,
+                    size,
+                    age,
+                    running,
+                    _int_or_none(limit),
+                    bool(paused),
+                    _int_or_none(priority),
+                )
+            )
+        return out
+
+    async def page(self, which: JobSet, offset: int = 0, count: int = 50) -> Page:
+        """A page of the scheduled, retry or dead set."""
+        z = self._set_key(which)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zcard(z)
+        if which == "dead":
+            pipe.zrevrange(z, offset, offset + count - 1)
+        else:
+            pipe.zrange(z, offset, offset + count - 1)
+        total, ids = await pipe.execute()
+        jobs = await self._records([_s(i) for i in ids])
+        return Page(total, offset, jobs)
+
+    async def stats(self) -> dict[str, int]:
+        """Counters since the namespace began: processed, failed, dead, ... and per name."""
+        raw = await self.redis.hgetall(self.keys.stats)
+        return {_s(k): int(v) for k, v in raw.items()}
+
+    # -- operating -----------------------------------------------------------------
+
+    async def pause(self, name: str) -> None:
+        """Stop workers from taking jobs of ``name``; running ones finish."""
+        await self.redis.sadd(self.keys.paused, validate_name(name))
+
+    async def resume(self, name: str) -> None:
+        k = self.keys
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.srem(k.paused, validate_name(name))
+            pipe.lpush(k.wake(name), b"1")
+            pipe.ltrim(k.wake(name), 0, 9)
+            await pipe.execute()
+
+    async def set_limit(self, name: str, limit: int | None) -> None:
+        """Cap how many jobs of ``name`` run at once across all pools (None: no cap)."""
+        if limit is None:
+            await self.redis.hdel(self.keys.limits, validate_name(name))
+        else:
+            await self.redis.hset(self.keys.limits, validate_name(name), int(limit))
+
+    async def retry(self, which: JobSet, ids: Sequence[str] | None = None) -> int:
+        """Move jobs of a set to their queues now: the given ids, or all when None."""
+        z = self._set_key(which)
+        return await self._in_chunks(script("move"), [which, now_ms()], ids, z)
+
+    async def delete(self, which: JobSet, ids: Sequence[str] | None = None) -> int:
+        """Delete jobs of a set: the given ids, or all when None."""
+        z = self._set_key(which)
+        return await self._in_chunks(script("delete"), [which, "", 0], ids, z)
+
+    async def clear_queue(self, name: str) -> int:
+        """Delete every queued job of ``name``; returns how many."""
+        s = script("delete")
+        head: list[Arg] = ["queue", validate_name(name), _CHUNK]
+        total = 0
+        while True:
+            n = int(await s(self.redis, self.keys.prefix, head))
+            total += n
+            if n < _CHUNK:
+                return total
+
+    async def _in_chunks(
+        self, s: Script, head: list[Arg], ids: Sequence[str] | None, zset: str
+    ) -> int:
+        """Apply ``s`` to ``ids``, or to a snapshot of the whole set, a chunk per call."""
+        if ids is None:
+            ids = [_s(i) for i in await self.redis.zrange(zset, 0, -1)]
+        done = 0
+        for i in range(0, len(ids), _CHUNK):
+            done += int(await s(self.redis, self.keys.prefix, [*head, *ids[i : i + _CHUNK]]))
+        return done
+
+    def _set_key(self, which: JobSet) -> str:
+        k = self.keys
+        sets = {"scheduled": k.scheduled, "retry": k.retry, "dead": k.dead}
+        if which not in sets:
+            raise ValueError(f"unknown job set {which!r}: use scheduled, retry or dead")
+        return sets[which]
+
+
+_CHUNK = 500
+_OPTIONS = frozenset({"unique", "unique_ttl", "job_id", "max_fails", "timeout"})
+
+
+def _int_or_none(value: bytes | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,44 @@
+"""The exceptions rota raises, and the two a handler raises to steer its job."""
+
+from __future__ import annotations
+
+__all__ = [
+    "Abort",
+    "ConfigError",
+    "InvalidArgs",
+    "PayloadTooLarge",
+    "Retry",
+    "RotaError",
+]
+
+
+class RotaError(Exception):
+    """Base class of every error rota raises."""
+
+
+class ConfigError(RotaError, ValueError):
+    """A setting has a bad value; the message names the setting."""
+
+
+class PayloadTooLarge(RotaError, ValueError):
+    """The encoded args of a job exceed ``max_args_bytes``."""
+
+
+class InvalidArgs(RotaError, TypeError):
+    """A job's args do not fit its handler's signature or type hints."""
+
+
+class Retry(RotaError):
+    """Raise in a handler to run the job again after ``in_`` seconds.
+
+    The attempt counts towards ``max_fails`` like a failure, so a handler that always
+    asks for a retry still ends as a dead job.
+    """
+
+    def __init__(self, in_: float | None = None, message: str = "retry requested") -> None:
+        super().__init__(message)
+        self.in_ = in_
+
+
+class Abort(RotaError):
+    """Raise in a handler to end its job as ``aborted``: no retry, not dead."""

@@ -1,0 +1,146 @@
+"""Job states, failure reasons and the fields of a job hash.
+
+These strings are part of protocol v1: services in other languages read and write them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any, Final
+
+import msgspec
+
+__all__ = ["FETCH_FIELDS", "MAX_ID_LENGTH", "JobRecord", "Reason", "State"]
+
+
+class State(StrEnum):
+    """Where a job is in its lifecycle; a job is always in exactly one of these."""
+
+    SCHEDULED = "scheduled"
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETE = "complete"
+    RETRY = "retry"
+    DEAD = "dead"
+    WAITING = "waiting"
+    ABORTED = "aborted"
+
+
+class Reason(StrEnum):
+    """Machine-readable reason of a failure, kept in the job's ``reason`` field."""
+
+    ERROR = "error"
+    RETRY = "retry"
+    TIMEOUT = "timeout"
+    LOST = "lost"
+    ABORTED = "aborted"
+    INVALID_ARGS = "invalid_args"
+    UNKNOWN_JOB = "unknown_job"
+    BAD_PAYLOAD = "bad_payload"
+    DEPENDENCY_FAILED = "dependency_failed"
+
+
+#: The fields the fetch script returns for each leased job, in this order (after the id).
+FETCH_FIELDS: Final = (
+    "name",
+    "token",
+    "attempts",
+    "failures",
+    "lost",
+    "args",
+    "enqueued_at",
+    "max_fails",
+    "timeout",
+)
+
+#: Queue entries longer than this are not taken for job ids (they are garbage).
+MAX_ID_LENGTH: Final = 200
+
+
+def _int(value: bytes | None) -> int:
+    try:
+        return int(value) if value is not None else 0
+    except ValueError:
+        return 0
+
+
+def _opt_int(value: bytes | None) -> int | None:
+    try:
+        return int(value) if value else None
+    except ValueError:
+        return None
+
+
+def _opt_float(value: bytes | None) -> float | None:
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def _text(value: bytes | None) -> str | None:
+    return value.decode("utf-8", "replace") if value is not None else None
+
+
+class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A job as stored in its hash, read leniently: other services may write odd fields.
+
+    ``args`` and ``result`` are the stored JSON text, untouched; ``args_value`` and
+    ``result_value`` decode them. Times are milliseconds since the epoch.
+    """
+
+    id: str
+    name: str
+    state: str
+    args: str | None
+    attempts: int = 0
+    failures: int = 0
+    lost: int = 0
+    enqueued_at: int | None = None
+    run_at: int | None = None
+    started_at: int | None = None
+    finished_at: int | None = None
+    max_fails: int | None = None
+    timeout: float | None = None
+    unique_key: str | None = None
+    pool: str | None = None
+    error: str | None = None
+    reason: str | None = None
+    result: str | None = None
+    progress: str | None = None
+    raw: str | None = None
+
+    @classmethod
+    def from_hash(cls, job_id: str, h: Mapping[Any, Any]) -> JobRecord:
+        g = h.get
+        return cls(
+            id=job_id,
+            name=_text(g(b"name")) or "",
+            state=_text(g(b"state")) or "",
+            args=_text(g(b"args")),
+            attempts=_int(g(b"attempts")),
+            failures=_int(g(b"failures")),
+            lost=_int(g(b"lost")),
+            enqueued_at=_opt_int(g(b"enqueued_at")),
+            run_at=_opt_int(g(b"run_at")),
+            started_at=_opt_int(g(b"started_at")),
+            finished_at=_opt_int(g(b"finished_at")),
+            max_fails=_opt_int(g(b"max_fails")),
+            timeout=_opt_float(g(b"timeout")),
+            unique_key=_text(g(b"unique_key")),
+            pool=_text(g(b"pool")),
+            error=_text(g(b"error")),
+            reason=_text(g(b"reason")),
+            result=_text(g(b"result")),
+            progress=_text(g(b"progress")),
+            raw=_text(g(b"raw")),
+        )
+
+    @property
+    def args_value(self) -> Any:
+        return msgspec.json.decode(self.args) if self.args is not None else None
+
+    @property
+    def result_value(self) -> Any:
+        return msgspec.json.decode(self.result) if self.result else None

@@ -1,0 +1,146 @@
+"""The only place where rota spells its Redis key names.
+
+Every key of a namespace starts with ``{namespace}:``. The braces are a Redis Cluster
+hash tag, so the whole namespace hashes to one slot and every Lua script that touches
+several keys stays atomic and cluster-safe.
+
+The Lua scripts need the same names. Rather than spelling them a second time, this
+module renders a Lua prelude (:func:`lua_prelude`) from :data:`LUA_KEYS`; the scripts
+receive the prefix as ``KEYS[1]`` and call ``key_queue(name)``, ``key_job(id)`` and so on.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+__all__ = ["LUA_KEYS", "Keys", "lua_prelude", "validate_namespace"]
+
+_NAMESPACE_RE: Final = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+
+#: Key kinds that take an argument (job id, job name, ...) -> suffix after the prefix.
+_PARAM_KEYS: Final[dict[str, str]] = {
+    "job": "job:",
+    "queue": "queue:",
+    "running": "running:",
+    "unique": "unique:",
+    "pool": "pool:",
+    "stats_bucket": "stats:",
+    "wake": "wake:",
+    "joblog": "log:",
+}
+
+#: Key kinds without an argument -> full suffix after the prefix.
+_FIXED_KEYS: Final[dict[str, str]] = {
+    "scheduled": "scheduled",
+    "retry": "retry",
+    "dead": "dead",
+    "names": "names",
+    "paused": "paused",
+    "limits": "limits",
+    "priorities": "priorities",
+    "pools": "pools",
+    "stats": "stats",
+    "sched_wake": "schedwake",
+}
+
+LUA_KEYS: Final[dict[str, str]] = {**_PARAM_KEYS, **_FIXED_KEYS}
+
+
+def validate_namespace(namespace: str) -> str:
+    """Return ``namespace`` if it is a usable name, else raise ``ValueError``.
+
+    Braces, colons and spaces would break the hash tag or the key grammar.
+    """
+    if not _NAMESPACE_RE.match(namespace):
+        raise ValueError(
+            f"invalid namespace {namespace!r}:"
+            " use 1-64 characters of letters, digits, '_', '-', '.'"
+        )
+    return namespace
+
+
+class Keys:
+    """Key names of one namespace."""
+
+    __slots__ = ("namespace", "prefix")
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = validate_namespace(namespace)
+        self.prefix = "{" + namespace + "}:"
+
+    def job(self, job_id: str) -> str:
+        return self.prefix + "job:" + job_id
+
+    def queue(self, name: str) -> str:
+        return self.prefix + "queue:" + name
+
+    def running(self, name: str) -> str:
+        return self.prefix + "running:" + name
+
+    def unique(self, key: str) -> str:
+        return self.prefix + "unique:" + key
+
+    def pool(self, pool_id: str) -> str:
+        return self.prefix + "pool:" + pool_id
+
+    def stats_bucket(self, bucket: str) -> str:
+        """Per-day (``YYYYMMDD``) or per-minute (``YYYYMMDDHHMM``) counters."""
+        return self.prefix + "stats:" + bucket
+
+    def wake(self, name: str) -> str:
+        return self.prefix + "wake:" + name
+
+    def joblog(self, job_id: str) -> str:
+        return self.prefix + "log:" + job_id
+
+    @property
+    def scheduled(self) -> str:
+        return self.prefix + "scheduled"
+
+    @property
+    def retry(self) -> str:
+        return self.prefix + "retry"
+
+    @property
+    def dead(self) -> str:
+        return self.prefix + "dead"
+
+    @property
+    def names(self) -> str:
+        return self.prefix + "names"
+
+    @property
+    def paused(self) -> str:
+        return self.prefix + "paused"
+
+    @property
+    def limits(self) -> str:
+        return self.prefix + "limits"
+
+    @property
+    def priorities(self) -> str:
+        return self.prefix + "priorities"
+
+    @property
+    def pools(self) -> str:
+        return self.prefix + "pools"
+
+    @property
+    def stats(self) -> str:
+        return self.prefix + "stats"
+
+    @property
+    def sched_wake(self) -> str:
+        """Wake list of the schedulers: pushed when a job is scheduled or retried."""
+        return self.prefix + "schedwake"
+
+
+def lua_prelude() -> str:
+    """Lua functions that build key names from ``KEYS[1]`` (the namespace prefix)."""
+    lines = ["local P = KEYS[1]"]
+    for kind, suffix in _PARAM_KEYS.items():
+        lines.append(f"local function key_{kind}(x) return P .. '{suffix}' .. x end")
+    for kind, suffix in _FIXED_KEYS.items():
+        lines.append(f"local K_{kind.upper()} = P .. '{suffix}'")
+    return "\n".join(lines) + "\n"

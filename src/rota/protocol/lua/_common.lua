@@ -1,0 +1,86 @@
+-- Helpers shared by every rota script. The key helpers (key_job, K_DEAD, ...) come
+-- before this file, rendered from protocol/keys.py. Scripts never raise on bad data
+-- written by others: a Redis script that errors half-way keeps its earlier writes.
+
+local WAKE_CAP = 9
+
+local function wake(name)
+  local k = key_wake(name)
+  redis.call('LPUSH', k, '1')
+  redis.call('LTRIM', k, 0, WAKE_CAP)
+end
+
+local function wake_scheduler()
+  redis.call('LPUSH', K_SCHED_WAKE, '1')
+  redis.call('LTRIM', K_SCHED_WAKE, 0, WAKE_CAP)
+end
+
+local function is_hash(k)
+  return redis.call('TYPE', k)['ok'] == 'hash'
+end
+
+-- A queue entry can be used as a job id when it is short and printable.
+local function sane_id(id)
+  return #id > 0 and #id <= 200 and not string.find(id, '[^%w%-%._:]')
+end
+
+local function release_unique(jk, id)
+  local u = redis.call('HGET', jk, 'unique_key')
+  if u and u ~= '' then
+    local uk = key_unique(u)
+    if redis.call('GET', uk) == id then
+      redis.call('DEL', uk)
+    end
+  end
+end
+
+-- Counters: collect per script call, write once (total, per day, per minute).
+local counts = {}
+local function count(field, name, n)
+  counts[field] = (counts[field] or 0) + n
+  if name then
+    local f = field .. ':' .. name
+    counts[f] = (counts[f] or 0) + n
+  end
+end
+
+local function flush_counts(day, minute)
+  if next(counts) == nil then
+    return
+  end
+  for f, n in pairs(counts) do
+    redis.call('HINCRBY', K_STATS, f, n)
+  end
+  if day then
+    local dk, mk = key_stats_bucket(day), key_stats_bucket(minute)
+    for f, n in pairs(counts) do
+      redis.call('HINCRBY', dk, f, n)
+      redis.call('HINCRBY', mk, f, n)
+    end
+    redis.call('EXPIRE', dk, 7776000)
+    redis.call('EXPIRE', mk, 7200)
+  end
+end
+
+-- Make a job dead with a reason. For entries that cannot be a job id, or a key that is
+-- not a hash, a fresh record named after the entry's digest holds what was found.
+local function bury(id, name, reason, err, now, failed)
+  local jk = key_job(id)
+  if not sane_id(id) or redis.call('EXISTS', jk) == 1 and not is_hash(jk) then
+    local raw = id
+    id = 'bad-' .. redis.sha1hex(id)
+    jk = key_job(id)
+    redis.call('DEL', jk)
+    redis.call('HSET', jk, 'raw', string.sub(raw, 1, 1024))
+  end
+  redis.call('HSET', jk, 'name', name or '', 'state', 'dead', 'reason', reason,
+    'error', err, 'finished_at', now)
+  if failed then
+    redis.call('HSET', jk, 'failures', (tonumber(redis.call('HGET', jk, 'failures')) or 0) + 1)
+  end
+  redis.call('ZADD', K_DEAD, now, id)
+  release_unique(jk, id)
+  count('failed', name, 1)
+  count('dead', name, 1)
+  return id
+end

@@ -1,0 +1,121 @@
+-- Lease up to n jobs in one call, visiting job names in the order given (the pool's
+-- weighted round robin); names that are empty, paused or at their concurrency limit are
+-- skipped and the batch is filled from the remaining names in the same order.
+-- KEYS[1] namespace prefix
+-- ARGV now_ms, lease_ms, pool_id, max_args_bytes, day, minute, n, name_1 .. name_n
+-- Returns {jobs, buried}: jobs is flat, 10 entries per job (id, then FETCH_FIELDS of
+-- protocol/job.py); buried lists the ids of entries made dead as bad payloads.
+local now, lease, pool = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local max_args, day, minute = tonumber(ARGV[4]), ARGV[5], ARGV[6]
+local n = tonumber(ARGV[7])
+local deadline = now + lease
+local MAX_BURY = 100
+
+local status = {} -- name -> false (unavailable), true (no limit) or the limit
+local out, buried = {}, {}
+local nburied = 0
+
+local function available(name)
+  local s = status[name]
+  if s == nil then
+    if redis.call('SISMEMBER', K_PAUSED, name) == 1 then
+      s = false
+    else
+      s = tonumber(redis.call('HGET', K_LIMITS, name)) or true
+    end
+    status[name] = s
+  end
+  if s == false then
+    return false
+  end
+  if s ~= true and redis.call('ZCARD', key_running(name)) >= s then
+    status[name] = false
+    return false
+  end
+  return true
+end
+
+local function reject(id, name, err)
+  buried[#buried + 1] = bury(id, name, 'bad_payload', err, now, false)
+  nburied = nburied + 1
+end
+
+-- Pop entries of one queue until one job is leased; false when none could be.
+local function take(name)
+  while nburied < MAX_BURY do
+    local ok, id = pcall(redis.call, 'RPOP', key_queue(name))
+    if not ok or not id then
+      status[name] = false
+      return false
+    end
+    local jk = key_job(id)
+    if not sane_id(id) then
+      reject(id, name, 'queue entry is not a job id')
+    elseif redis.call('EXISTS', jk) == 0 then
+      reject(id, name, 'job record missing')
+    elseif not is_hash(jk) then
+      reject(id, name, 'job record is not a hash')
+    else
+      local f = redis.call('HMGET', jk, 'name', 'state', 'token', 'attempts', 'failures',
+        'lost', 'enqueued_at', 'max_fails', 'timeout')
+      local state = f[2]
+      if state == 'running' or state == 'complete' or state == 'dead' or state == 'aborted' then
+        -- A second entry for a job that is already taken or finished: nothing to run.
+        count('stale_entries', name, 1)
+      elseif f[1] ~= name then
+        reject(id, name, 'job name ' .. tostring(f[1] or '(none)') .. ' does not match queue ' .. name)
+      elseif redis.call('HEXISTS', jk, 'args') == 0 then
+        reject(id, name, 'job has no args')
+      elseif redis.call('HSTRLEN', jk, 'args') > max_args then
+        reject(id, name, 'args of ' .. redis.call('HSTRLEN', jk, 'args') ..
+          ' bytes exceed the limit of ' .. max_args .. ' bytes')
+      else
+        local token = math.abs(tonumber(f[3]) or 0) + 1
+        local attempts = (tonumber(f[4]) or 0) + 1
+        redis.call('HSET', jk, 'state', 'running', 'token', token, 'attempts', attempts,
+          'started_at', now, 'pool', pool)
+        redis.call('ZADD', key_running(name), deadline, id)
+        local args = redis.call('HGET', jk, 'args')
+        local k = #out
+        out[k + 1] = id
+        out[k + 2] = name
+        out[k + 3] = tostring(token)
+        out[k + 4] = tostring(attempts)
+        out[k + 5] = f[5] or '0'
+        out[k + 6] = f[6] or '0'
+        out[k + 7] = args
+        out[k + 8] = f[7] or '0'
+        out[k + 9] = f[8] or ''
+        out[k + 10] = f[9] or ''
+        return true
+      end
+    end
+  end
+  return false
+end
+
+local missing = 0
+for i = 1, n do
+  local name = ARGV[7 + i]
+  if not (available(name) and take(name)) then
+    missing = missing + 1
+  end
+end
+while missing > 0 and nburied < MAX_BURY do
+  local progressed = false
+  for i = 1, n do
+    if missing == 0 then
+      break
+    end
+    local name = ARGV[7 + i]
+    if available(name) and take(name) then
+      missing = missing - 1
+      progressed = true
+    end
+  end
+  if not progressed then
+    break
+  end
+end
+flush_counts(day, minute)
+return {out, buried}

@@ -1,0 +1,1 @@
+"""The worker side: a pool of coroutine workers with its fetcher, acker and scheduler."""

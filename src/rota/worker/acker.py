@@ -1,0 +1,88 @@
+"""Batched finishes: outcomes of many attempts go to Redis in one script call.
+
+Workers hand their outcome over and move on; the acker flushes whatever gathered in
+the same turn of the event loop, so a busy pool pays one round trip for many jobs.
+When Redis is away the outcomes are kept and sent again: a finish is never dropped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import anyio
+import anyio.lowlevel
+import redis.exceptions
+import structlog
+
+from rota.client import now_ms
+from rota.protocol.scripts import script
+from rota.worker.runner import Outcome
+from rota.worker.runtime import PoolRuntime, RedisHealth
+
+__all__ = ["Acker", "buckets"]
+
+log = structlog.get_logger("rota.pool")
+
+_MAX_BATCH = 500
+
+
+def buckets(ms: int) -> tuple[str, str]:
+    """The per-day and per-minute stats buckets (UTC) of a time."""
+    t = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+    return t.strftime("%Y%m%d"), t.strftime("%Y%m%d%H%M")
+
+
+class Acker:
+    def __init__(self, rt: PoolRuntime) -> None:
+        self.rt = rt
+        self._pending: list[Outcome] = []
+        self._event = anyio.Event()
+        self._health = RedisHealth("acker")
+        self._lock = anyio.Lock()
+        self.stale = 0
+
+    def add(self, outcome: Outcome) -> None:
+        self._pending.append(outcome)
+        self._event.set()
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    async def run(self) -> None:
+        while True:
+            await self._event.wait()
+            self._event = anyio.Event()
+            await anyio.lowlevel.checkpoint()  # let the finishes of this loop turn join the batch
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Send every pending outcome; retry until Redis takes them."""
+        async with self._lock:
+            while self._pending:
+                batch = self._pending[:_MAX_BATCH]
+                with anyio.CancelScope(shield=True):
+                    ok = await self._send(batch)
+                if ok:
+                    del self._pending[: len(batch)]
+                else:
+                    await anyio.sleep(self._health.failed(self._last_error))
+
+    _last_error: BaseException = RuntimeError("no error")
+
+    async def _send(self, batch: list[Outcome]) -> bool:
+        now = now_ms()
+        day, minute = buckets(now)
+        args: list[str | bytes | int] = [now, day, minute]
+        for outcome in batch:
+            args.extend(outcome)
+        try:
+            stale = await script("finish")(self.rt.redis, self.rt.keys.prefix, args)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+            self._last_error = exc
+            return False
+        self._health.ok()
+        for job_id in stale:
+            self.stale += 1
+            log.warning("stale finish ignored", job_id=job_id.decode(), pool=self.rt.pool_id)
+        return True

@@ -1,0 +1,99 @@
+"""What a handler sees of its job and its pool."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from rota.client import Client, Job
+
+if TYPE_CHECKING:
+    from rota.worker.runtime import PoolRuntime
+
+__all__ = ["JobContext"]
+
+_MAX_LOG_LINES = 100
+_MAX_LOG_LINE = 2000
+
+
+class JobContext:
+    """One attempt of one job: its identity, the pool's shared state, and a few calls.
+
+    ``state`` is what the pool's lifespan yielded (database pools, HTTP clients).
+    """
+
+    __slots__ = (
+        "_runtime",
+        "args",
+        "attempt",
+        "enqueued_at",
+        "id",
+        "logger",
+        "name",
+        "started_at",
+        "token",
+    )
+
+    def __init__(
+        self,
+        runtime: PoolRuntime,
+        *,
+        id: str,
+        name: str,
+        args: list[Any] | dict[str, Any],
+        attempt: int,
+        token: str,
+        enqueued_at: int,
+        started_at: int,
+    ) -> None:
+        self._runtime = runtime
+        self.id = id
+        self.name = name
+        self.args = args
+        self.attempt = attempt
+        self.token = token
+        self.enqueued_at = enqueued_at
+        self.started_at = started_at
+        self.logger = structlog.get_logger("rota.job").bind(job_id=id, job_name=name)
+
+    @property
+    def state(self) -> Mapping[str, Any]:
+        return self._runtime.state
+
+    @property
+    def client(self) -> Client:
+        return self._runtime.client
+
+    @property
+    def shutting_down(self) -> bool:
+        return self._runtime.stopping.is_set()
+
+    async def checkin(self, message: str = "") -> bool:
+        """Tell the pool this job is alive (extends its lease) and what it is doing.
+
+        Returns True when the pool is shutting down, so a long job can stop early and
+        raise :class:`rota.Retry` to continue later.
+        """
+        await self._runtime.checkin(self, message)
+        return self.shutting_down
+
+    async def progress(self, percent: float, message: str = "") -> None:
+        """Record how far the job is (0-100), readable with ``client.job(id).progress``."""
+        text = f"{max(0.0, min(100.0, float(percent))):g}"
+        if message:
+            text += " " + message[:_MAX_LOG_LINE]
+        await self.client.redis.hset(self.client.keys.job(self.id), "progress", text)
+
+    async def log(self, message: str) -> None:
+        """Keep a line with the job (the last 100 are kept, and expire with it)."""
+        key = self.client.keys.joblog(self.id)
+        async with self.client.redis.pipeline(transaction=False) as pipe:
+            pipe.rpush(key, message[:_MAX_LOG_LINE])
+            pipe.ltrim(key, -_MAX_LOG_LINES, -1)
+            await pipe.execute()
+
+    async def enqueue(self, name: str, /, *args: Any, **kwargs: Any) -> Job:
+        """Enqueue another job in the same namespace."""
+        return await self.client.enqueue(name, *args, **kwargs)

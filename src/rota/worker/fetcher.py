@@ -1,0 +1,77 @@
+"""The pool's one fetcher: a batch of jobs per script call, wake lists instead of polling.
+
+When k workers are free it leases up to k jobs in one call, visiting job names in the
+weighted round robin's order. When that finds less than it wanted, it blocks on the wake
+lists of its job names, which every script that makes a job runnable pushes to; the
+BLPOP timeout is only a safety net for producers that forget to push a wake token.
+"""
+
+from __future__ import annotations
+
+import anyio
+import redis.exceptions
+import structlog
+from anyio.streams.memory import MemoryObjectSendStream
+
+from rota.client import now_ms
+from rota.protocol.scripts import Arg, script
+from rota.worker.acker import buckets
+from rota.worker.robin import Robin
+from rota.worker.runtime import Fetched, PoolRuntime, RedisHealth
+
+__all__ = ["Fetcher"]
+
+log = structlog.get_logger("rota.pool")
+
+_REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+
+
+class Fetcher:
+    def __init__(
+        self, rt: PoolRuntime, send: MemoryObjectSendStream[Fetched], robin: Robin
+    ) -> None:
+        self.rt = rt
+        self.send = send
+        self.robin = robin
+        self.wake_keys = [rt.keys.wake(name) for name in rt.handlers]
+        self.health = RedisHealth("fetcher")
+        self.buried = 0
+
+    async def run(self) -> None:
+        rt = self.rt
+        while True:
+            free = await rt.slots.wait_free()
+            want = min(free, rt.settings.fetch_batch)
+            try:
+                with anyio.CancelScope(shield=True):
+                    # Shielded: a lease whose reply never arrives would wait for the reaper.
+                    jobs = await self._fetch(want)
+                for job in jobs:
+                    rt.slots.take(1)
+                    self.send.send_nowait(job)
+                if len(jobs) < want:
+                    await rt.redis.blpop(self.wake_keys, timeout=rt.settings.wake_timeout)
+                self.health.ok()
+            except _REDIS_ERRORS as exc:
+                await anyio.sleep(self.health.failed(exc))
+
+    async def _fetch(self, want: int) -> list[Fetched]:
+        rt = self.rt
+        now = now_ms()
+        day, minute = buckets(now)
+        names = self.robin.take(want)
+        args: list[Arg] = [
+            now,
+            int(rt.settings.lease * 1000),
+            rt.pool_id,
+            rt.settings.max_args_bytes,
+            day,
+            minute,
+            len(names),
+            *names,
+        ]
+        flat, buried = await script("fetch")(rt.redis, rt.keys.prefix, args)
+        for job_id in buried:
+            self.buried += 1
+            log.warning("bad payload made dead", job_id=job_id.decode("utf-8", "replace"))
+        return Fetched.parse(flat)

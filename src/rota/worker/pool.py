@@ -1,0 +1,300 @@
+"""``WorkerPool``: register handlers, then run them against Redis.
+
+One anyio task group owns every task of a running pool: the fetcher, N worker
+coroutines, the acker and the scheduler, all on one Redis connection pool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import signal
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from typing import Any, TypeVar, overload
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from rota import __version__
+from rota.client import Client, validate_name
+from rota.config import Settings, load_settings
+from rota.connection import connect
+from rota.protocol.scripts import load_all
+from rota.worker.acker import Acker
+from rota.worker.fetcher import Fetcher
+from rota.worker.registry import Backoff, Handler, Middleware, default_backoff
+from rota.worker.robin import Robin
+from rota.worker.runner import requeue, run_job
+from rota.worker.runtime import Fetched, PoolRuntime
+from rota.worker.scheduler import Scheduler
+
+__all__ = ["WorkerPool"]
+
+log = structlog.get_logger("rota.pool")
+
+F = TypeVar("F", bound=Callable[..., Any])
+Lifespan = Callable[[], AsyncGenerator[Mapping[str, Any], None]]
+
+
+class WorkerPool:
+    """Handlers of some job names, and how to run them.
+
+    >>> pool = WorkerPool(concurrency=50)
+    >>> @pool.job(priority=4, max_fails=4, timeout=30)
+    ... async def send_email(ctx, to: str) -> None: ...
+    >>> await pool.run("redis://localhost:6379/0")
+    """
+
+    def __init__(
+        self,
+        namespace: str | None = None,
+        concurrency: int | None = None,
+        *,
+        settings: Settings | None = None,
+        **overrides: Any,
+    ) -> None:
+        self._settings = settings
+        self._overrides = {"namespace": namespace, "concurrency": concurrency, **overrides}
+        if settings is not None:
+            self._settings = settings.replace(
+                **{k: v for k, v in self._overrides.items() if v is not None}
+            )
+        self.handlers: dict[str, Handler] = {}
+        self._middleware: list[Middleware] = []
+        self._lifespan: Lifespan | None = None
+        self.runtime: PoolRuntime | None = None
+
+    @property
+    def settings(self) -> Settings:
+        """Settings given, else loaded (config file and environment) when first needed."""
+        if self._settings is None:
+            self._settings = load_settings(**self._overrides)
+        return self._settings
+
+    # -- registration ---------------------------------------------------------------
+
+    @overload
+    def job(self, func: F, /) -> F: ...
+    @overload
+    def job(
+        self,
+        *,
+        name: str | None = ...,
+        priority: int = ...,
+        max_fails: int = ...,
+        skip_dead: bool = ...,
+        timeout: float | None = ...,
+        max_concurrency: int | None = ...,
+        backoff: Backoff = ...,
+        keep_result: float | None = ...,
+        middleware: tuple[Middleware, ...] = ...,
+    ) -> Callable[[F], F]: ...
+
+    def job(self, func: Any = None, /, **options: Any) -> Any:  # type: ignore[misc]
+        """Register a handler for the job name ``name`` (default: the function's name).
+
+        ``priority`` (1-100000) weighs its queue in the round robin; ``max_fails``
+        attempts before the job is dead (or dropped with ``skip_dead``); ``timeout`` in
+        seconds per attempt; ``max_concurrency`` across every pool; ``backoff(n)``
+        seconds before retry n; ``keep_result`` seconds (0 deletes a complete job).
+        """
+
+        def register(f: F) -> F:
+            name = validate_name(options.pop("name", None) or f.__name__)
+            if name in self.handlers:
+                raise ValueError(f"job name {name!r} is registered twice")
+            options.setdefault("backoff", default_backoff)
+            self.handlers[name] = Handler(name=name, func=f, **options)
+            return f
+
+        return register(func) if func is not None else register
+
+    def middleware(self, mw: Middleware) -> Middleware:
+        """Wrap every handler: ``async def mw(ctx, call_next): return await call_next()``.
+        The first registered is the outermost. Usable as a decorator."""
+        self._middleware.append(mw)
+        return mw
+
+    def lifespan(self, func: Lifespan) -> Lifespan:
+        """Register an async generator that yields the pool's shared state (a mapping),
+        available to handlers as ``ctx.state``; it resumes when the pool stops."""
+        self._lifespan = func
+        return func
+
+    # -- running --------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def running(
+        self,
+        redis_url: str | None = None,
+        *,
+        client: Client | None = None,
+        force: anyio.Event | None = None,
+    ) -> AsyncIterator[PoolRuntime]:
+        """Run the pool while the block runs; leaving it drains the pool (see ``stop``)."""
+        if not self.handlers:
+            raise RuntimeError("the pool has no handlers: register some with @pool.job")
+        settings = self.settings
+        own_client = client is None
+        if client is None:
+            client = Client(
+                connect(redis_url or settings.redis_url),
+                settings.namespace,
+                max_args_bytes=settings.max_args_bytes,
+                unique_ttl=settings.unique_ttl,
+                owns_redis=True,
+            )
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                state: Mapping[str, Any] = {}
+                if self._lifespan is not None:
+                    state = await stack.enter_async_context(
+                        contextlib.asynccontextmanager(self._lifespan)()
+                    )
+                handlers = {
+                    name: dataclasses.replace(h, middleware=(*self._middleware, *h.middleware))
+                    for name, h in self.handlers.items()
+                }
+                rt = PoolRuntime(
+                    settings=settings,
+                    client=client,
+                    handlers=handlers,
+                    state=state,
+                    force=force or anyio.Event(),
+                )
+                await self._register(rt)
+                async with anyio.create_task_group() as tg:
+                    self.runtime = rt
+                    drain = await self._start(rt, tg)
+                    try:
+                        yield rt
+                    finally:
+                        with anyio.CancelScope(shield=True):
+                            await drain()
+                        tg.cancel_scope.cancel()
+        finally:
+            self.runtime = None
+            if own_client:
+                await client.close()
+
+    async def run(
+        self, redis_url: str | None = None, *, shutdown: anyio.Event | None = None
+    ) -> None:
+        """Run until SIGTERM or SIGINT (or until ``shutdown`` is set, for tests and
+        embedding); then drain and return. A second signal skips the wait for running
+        jobs. Signal handlers only set flags; the draining happens here."""
+        stop = shutdown or anyio.Event()
+        force = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            if shutdown is None:
+                tg.start_soon(_watch_signals, stop, force)
+            async with self.running(redis_url, force=force):
+                await stop.wait()
+            tg.cancel_scope.cancel()
+
+    async def _register(self, rt: PoolRuntime) -> None:
+        """Make this pool's job names, priorities and limits known to every process."""
+        await load_all(rt.redis)
+        k = rt.keys
+        async with rt.redis.pipeline(transaction=True) as pipe:
+            pipe.sadd(k.names, *rt.handlers)
+            pipe.hset(k.priorities, mapping={n: h.priority for n, h in rt.handlers.items()})
+            for name, h in rt.handlers.items():
+                if h.max_concurrency is None:
+                    pipe.hdel(k.limits, name)
+                else:
+                    pipe.hset(k.limits, name, h.max_concurrency)
+            await pipe.execute()
+
+    async def _start(self, rt: PoolRuntime, tg: TaskGroup) -> Callable[[], Any]:
+        s = rt.settings
+        send, receive = anyio.create_memory_object_stream[Fetched](s.concurrency)
+        robin = Robin({n: h.priority for n, h in rt.handlers.items()})
+        fetcher = Fetcher(rt, send, robin)
+        acker = Acker(rt)
+        workers_done = anyio.Event()
+        fetch_scope = anyio.CancelScope()
+        background = anyio.CancelScope()
+
+        fetcher_done = anyio.Event()
+
+        async def run_fetcher() -> None:
+            with fetch_scope:
+                await fetcher.run()
+            fetcher_done.set()
+
+        async def run_workers() -> None:
+            async with anyio.create_task_group() as workers:
+                for _ in range(s.concurrency):
+                    workers.start_soon(_worker, rt, receive.clone(), acker)
+            receive.close()
+            workers_done.set()
+
+        async def run_background() -> None:
+            with background:
+                async with anyio.create_task_group() as bg:
+                    bg.start_soon(acker.run)
+                    bg.start_soon(Scheduler(rt).run)
+
+        tg.start_soon(run_fetcher)
+        tg.start_soon(run_workers)
+        tg.start_soon(run_background)
+        log.info(
+            "pool started",
+            pool=rt.pool_id,
+            version=__version__,
+            namespace=s.namespace,
+            concurrency=s.concurrency,
+            jobs=sorted(rt.handlers),
+        )
+
+        async def drain() -> None:
+            rt.stopping.set()
+            fetch_scope.cancel()
+            await fetcher_done.wait()  # its last batch is in the stream: workers requeue it
+            send.close()
+            log.info("pool draining", pool=rt.pool_id, running=len(rt.in_flight), grace=s.grace)
+            with anyio.move_on_after(s.grace):
+                async with anyio.create_task_group() as wait:
+                    wait.start_soon(_cancel_on, rt.force, wait)
+                    await workers_done.wait()
+                    wait.cancel_scope.cancel()
+            for entry in list(rt.in_flight.values()):
+                entry.cancel("shutdown")
+            await workers_done.wait()
+            await acker.flush()
+            background.cancel()
+            log.info("pool stopped", pool=rt.pool_id, stale_finishes=acker.stale)
+
+        return drain
+
+
+async def _cancel_on(event: anyio.Event, tg: TaskGroup) -> None:
+    await event.wait()
+    tg.cancel_scope.cancel()
+
+
+async def _worker(
+    rt: PoolRuntime, receive: MemoryObjectReceiveStream[Fetched], acker: Acker
+) -> None:
+    async with receive:
+        async for job in receive:
+            if rt.stopping.is_set():
+                acker.add(requeue(job))
+            else:
+                acker.add(await run_job(rt, job))
+            rt.slots.release()
+
+
+async def _watch_signals(stop: anyio.Event, force: anyio.Event) -> None:
+    """The first SIGTERM/SIGINT starts a graceful stop, a second one skips the wait."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            if stop.is_set():
+                log.warning("second signal: not waiting for running jobs", signal=signum.name)
+                force.set()
+            else:
+                log.info("signal received: draining", signal=signum.name)
+                stop.set()

@@ -1,0 +1,103 @@
+"""Registered handlers and the checks their args must pass before a call."""
+
+from __future__ import annotations
+
+import inspect
+import random
+import typing
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from rota.errors import InvalidArgs
+
+__all__ = ["Backoff", "Handler", "Middleware", "default_backoff"]
+
+Backoff = Callable[[int], float]
+#: ``async def mw(ctx, call_next)``: ``await call_next()`` runs the rest of the chain.
+Middleware = Callable[[Any, Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+
+def default_backoff(failures: int) -> float:
+    """Seconds before retry number ``failures``: grows as its fourth power, with jitter
+    so that jobs that failed together do not all come back at the same moment."""
+    return failures**4 + 15 + random.uniform(0, 30) * failures
+
+
+@dataclass(frozen=True, slots=True)
+class Handler:
+    """A job name's handler and its options."""
+
+    name: str
+    func: Callable[..., Any]
+    priority: int = 1
+    max_fails: int = 4
+    skip_dead: bool = False
+    timeout: float | None = None
+    max_concurrency: int | None = None
+    backoff: Backoff = default_backoff
+    keep_result: float | None = None
+    middleware: tuple[Middleware, ...] = ()
+    is_async: bool = field(init=False)
+    wants_ctx: bool = field(init=False)
+    _signature: inspect.Signature = field(init=False, repr=False)
+    _types: dict[str, Any] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.priority <= 100_000:
+            raise ValueError(f"priority of {self.name!r} must be 1-100000, got {self.priority}")
+        if self.max_fails < 1:
+            raise ValueError(f"max_fails of {self.name!r} must be at least 1")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise ValueError(f"max_concurrency of {self.name!r} must be at least 1")
+        func = self.func
+        set_ = object.__setattr__
+        set_(self, "is_async", inspect.iscoroutinefunction(func))
+        sig = inspect.signature(func)
+        params = list(sig.parameters.values())
+        wants_ctx = bool(params) and params[0].name in ("ctx", "context")
+        set_(self, "wants_ctx", wants_ctx)
+        if wants_ctx:
+            sig = sig.replace(parameters=params[1:])
+        set_(self, "_signature", sig)
+        try:
+            hints = typing.get_type_hints(func)
+        except Exception:
+            hints = {}
+        set_(
+            self,
+            "_types",
+            {n: hints[n] for n in sig.parameters if n in hints and hints[n] is not Any},
+        )
+
+    def bind(self, args: list[Any] | dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Check ``args`` against the signature and type hints; return the call's args.
+
+        Values are converted as msgspec converts JSON (a dict to a dataclass or Struct
+        the hint names), strictly otherwise: "3" is not an int.
+        """
+        try:
+            if isinstance(args, list):
+                bound = self._signature.bind(*args)
+            else:
+                bound = self._signature.bind(**args)
+        except TypeError as exc:
+            raise InvalidArgs(f"{self.name}: {exc}") from None
+        for pname, value in list(bound.arguments.items()):
+            hint = self._types.get(pname)
+            if hint is None:
+                continue
+            kind = self._signature.parameters[pname].kind
+            try:
+                if kind is inspect.Parameter.VAR_POSITIONAL:
+                    value = tuple(msgspec.convert(v, hint) for v in value)
+                elif kind is inspect.Parameter.VAR_KEYWORD:
+                    value = {k: msgspec.convert(v, hint) for k, v in value.items()}
+                else:
+                    value = msgspec.convert(value, hint)
+            except (msgspec.ValidationError, TypeError) as exc:
+                raise InvalidArgs(f"{self.name}: argument {pname!r}: {exc}") from None
+            bound.arguments[pname] = value
+        return bound.args, bound.kwargs

@@ -1,0 +1,165 @@
+"""One attempt of one job: decode, check, run the middleware chain, decide the outcome."""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import structlog
+
+from rota.client import now_ms
+from rota.errors import Abort, InvalidArgs, Retry
+from rota.protocol import codec
+from rota.protocol.job import Reason
+from rota.worker.context import JobContext
+from rota.worker.registry import Handler
+from rota.worker.runtime import Fetched, InFlight, PoolRuntime
+
+__all__ = ["Outcome", "run_job"]
+
+log = structlog.get_logger("rota.job")
+
+#: What the finish script takes for one attempt: id, name, token, outcome, a, b, c.
+Outcome = tuple[str, str, str, str, str | bytes, str, str]
+
+_MAX_ERROR = 4000
+
+
+def requeue(job: Fetched) -> Outcome:
+    return (job.id, job.name, job.token, "requeue", "", "", "")
+
+
+def _dead(job: Fetched, reason: Reason, error: str) -> Outcome:
+    return (job.id, job.name, job.token, "dead", "", error[:_MAX_ERROR], reason.value)
+
+
+def _failure(
+    rt: PoolRuntime,
+    job: Fetched,
+    handler: Handler,
+    reason: Reason,
+    error: str,
+    delay: float | None = None,
+) -> Outcome:
+    """Retry after a backoff, or dead (dropped when ``skip_dead``) after ``max_fails``."""
+    error = error[:_MAX_ERROR]
+    max_fails = job.max_fails or handler.max_fails
+    failures = job.failures + 1
+    if failures >= max_fails:
+        kind = "drop" if handler.skip_dead else "dead"
+        return (job.id, job.name, job.token, kind, "", error, reason.value)
+    if delay is None:
+        delay = handler.backoff(failures)
+    if not math.isfinite(delay) or delay < 0:
+        delay = 0.0
+    due = now_ms() + int(delay * 1000)
+    return (job.id, job.name, job.token, "retry", str(due), error, reason.value)
+
+
+def _call(
+    rt: PoolRuntime,
+    handler: Handler,
+    ctx: JobContext,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Callable[[], Awaitable[Any]]:
+    """The handler call wrapped in the pool's and the handler's middleware."""
+    func = handler.func
+    if handler.wants_ctx:
+        args = (ctx, *args)
+    if handler.is_async:
+
+        async def call() -> Any:
+            return await func(*args, **kwargs)
+
+    else:
+
+        async def call() -> Any:
+            return await anyio.to_thread.run_sync(
+                functools.partial(func, *args, **kwargs),
+                abandon_on_cancel=True,
+                limiter=rt.limiter,
+            )
+
+    chain: Callable[[], Awaitable[Any]] = call
+    for mw in reversed(handler.middleware):
+        chain = functools.partial(mw, ctx, chain)
+    return chain
+
+
+async def run_job(rt: PoolRuntime, job: Fetched) -> Outcome:
+    """Run one attempt and return what the finish script must record. Never raises,
+    except for the cancellation of the pool itself."""
+    start = time.perf_counter()
+    outcome = await _attempt(rt, job)
+    kind, reason = outcome[3], outcome[6]
+    fields: dict[str, Any] = {
+        "job_name": job.name,
+        "job_id": job.id,
+        "attempt": job.attempts,
+        "outcome": kind,
+        "duration_ms": round((time.perf_counter() - start) * 1000, 3),
+    }
+    if kind in ("complete", "requeue"):
+        log.info("job", **fields)
+    else:
+        log.warning("job", reason=reason, error=outcome[5], **fields)
+    return outcome
+
+
+async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
+    handler = rt.handlers.get(job.name)
+    if handler is None:
+        return _dead(job, Reason.UNKNOWN_JOB, f"no handler for job name {job.name!r}")
+    try:
+        decoded = codec.decode_args(job.args)
+        args, kwargs = handler.bind(decoded)
+    except codec.BadPayload as exc:
+        return _dead(job, Reason.BAD_PAYLOAD, str(exc))
+    except InvalidArgs as exc:
+        return _dead(job, Reason.INVALID_ARGS, str(exc))
+
+    ctx = JobContext(
+        rt,
+        id=job.id,
+        name=job.name,
+        args=decoded,
+        attempt=job.attempts,
+        token=job.token,
+        enqueued_at=job.enqueued_at,
+        started_at=now_ms(),
+    )
+    timeout = job.timeout if job.timeout is not None else handler.timeout
+    scope = anyio.CancelScope()
+    if timeout is not None:
+        scope.deadline = anyio.current_time() + timeout
+    entry = InFlight(job, scope, ctx.started_at)
+    rt.in_flight[job.id] = entry
+    try:
+        with scope:
+            result = await _call(rt, handler, ctx, args, kwargs)()
+        if scope.cancelled_caught:
+            if entry.cancel_reason == "shutdown":
+                return requeue(job)
+            if entry.cancel_reason == "abort":
+                keep = str(int(rt.settings.keep_result * 1000))
+                return (job.id, job.name, job.token, "aborted", keep, "abort requested", "")
+            return _failure(rt, job, handler, Reason.TIMEOUT, f"timed out after {timeout:g} s")
+    except Retry as exc:
+        return _failure(rt, job, handler, Reason.RETRY, str(exc), exc.in_)
+    except Abort as exc:
+        keep = str(int(rt.settings.keep_result * 1000))
+        return (job.id, job.name, job.token, "aborted", keep, str(exc) or "aborted", "")
+    except (Exception, SystemExit) as exc:  # a handler's failure is the job's, not the pool's
+        return _failure(rt, job, handler, Reason.ERROR, f"{type(exc).__name__}: {exc}")
+    finally:
+        rt.in_flight.pop(job.id, None)
+    keep_result = (
+        handler.keep_result if handler.keep_result is not None else (rt.settings.keep_result)
+    )
+    encoded = codec.encode_json(result) if result is not None else b""
+    return (job.id, job.name, job.token, "complete", encoded, str(int(keep_result * 1000)), "")

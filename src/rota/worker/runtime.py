@@ -1,0 +1,183 @@
+"""The state one running pool shares between its tasks."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import anyio
+import structlog
+from redis.asyncio import Redis
+
+from rota.client import Client, now_ms
+from rota.config import Settings
+from rota.protocol.job import FETCH_FIELDS
+from rota.protocol.keys import Keys
+from rota.worker.registry import Handler
+
+__all__ = ["Fetched", "InFlight", "PoolRuntime", "RedisHealth", "Slots"]
+
+log = structlog.get_logger("rota.pool")
+_WIDTH: Final = 1 + len(FETCH_FIELDS)
+
+
+def _int(raw: bytes, default: int = 0) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        return default
+
+
+@dataclass(slots=True)
+class Fetched:
+    """A leased job as the fetch script returned it."""
+
+    id: str
+    name: str
+    token: str
+    attempts: int
+    failures: int
+    lost: int
+    args: bytes
+    enqueued_at: int
+    max_fails: int | None
+    timeout: float | None
+
+    @classmethod
+    def parse(cls, flat: list[bytes]) -> list[Fetched]:
+        out = []
+        for i in range(0, len(flat), _WIDTH):
+            (jid, name, token, attempts, failures, lost, args, enq, max_fails, timeout) = flat[
+                i : i + _WIDTH
+            ]
+            try:
+                mf: int | None = int(max_fails) if max_fails else None
+            except ValueError:
+                mf = None
+            try:
+                to: float | None = float(timeout) if timeout else None
+            except ValueError:
+                to = None
+            out.append(
+                cls(
+                    jid.decode(),
+                    name.decode(),
+                    token.decode(),
+                    _int(attempts),
+                    _int(failures),
+                    _int(lost),
+                    args,
+                    _int(enq),
+                    mf,
+                    to,
+                )
+            )
+        return out
+
+
+@dataclass(slots=True)
+class InFlight:
+    """A job a worker is running: what the heartbeat reports and what shutdown cancels."""
+
+    job: Fetched
+    scope: anyio.CancelScope
+    since: int
+    message: str = ""
+    cancel_reason: str | None = None
+
+    def cancel(self, reason: str) -> None:
+        if self.cancel_reason is None:
+            self.cancel_reason = reason
+        self.scope.cancel()
+
+
+class Slots:
+    """Free workers: the fetcher takes as many jobs as there are free slots."""
+
+    __slots__ = ("_event", "free")
+
+    def __init__(self, n: int) -> None:
+        self.free = n
+        self._event = anyio.Event()
+
+    def take(self, n: int) -> None:
+        self.free -= n
+
+    def release(self) -> None:
+        self.free += 1
+        self._event.set()
+
+    async def wait_free(self) -> int:
+        while self.free <= 0:
+            self._event = anyio.Event()
+            await self._event.wait()
+        return self.free
+
+
+class RedisHealth:
+    """Logs one line when a component loses Redis and one when it is back (no storm),
+    and gives the capped, growing delay before its next try."""
+
+    __slots__ = ("_failures", "component")
+
+    def __init__(self, component: str) -> None:
+        self.component = component
+        self._failures = 0
+
+    def failed(self, exc: BaseException) -> float:
+        if self._failures == 0:
+            log.warning("redis unavailable", component=self.component, error=repr(exc))
+        self._failures += 1
+        return float(min(5.0, 0.05 * 2 ** min(self._failures, 10)))
+
+    def ok(self) -> None:
+        if self._failures:
+            log.info("redis available again", component=self.component)
+            self._failures = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class PoolRuntime:
+    """Everything the fetcher, workers, acker and scheduler of one pool share."""
+
+    settings: Settings
+    client: Client
+    handlers: Mapping[str, Handler]
+    state: Mapping[str, Any] = field(default_factory=dict)
+    pool_id: str = field(
+        default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    )
+    started_at: int = field(default_factory=now_ms)
+    stopping: anyio.Event = field(default_factory=anyio.Event)
+    force: anyio.Event = field(default_factory=anyio.Event)
+    slots: Slots = field(init=False)
+    in_flight: dict[str, InFlight] = field(default_factory=dict)
+    limiter: anyio.CapacityLimiter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.slots = Slots(self.settings.concurrency)
+        self.limiter = anyio.CapacityLimiter(self.settings.concurrency)
+
+    @property
+    def redis(self) -> Redis:
+        return self.client.redis
+
+    @property
+    def keys(self) -> Keys:
+        return self.client.keys
+
+    def lease_deadline(self) -> int:
+        return now_ms() + int(self.settings.lease * 1000)
+
+    async def checkin(self, ctx: Any, message: str) -> None:
+        entry = self.in_flight.get(ctx.id)
+        if entry is None:
+            return
+        entry.message = message[:200]
+        await self.redis.zadd(
+            self.keys.running(entry.job.name), {entry.job.id: self.lease_deadline()}, xx=True
+        )

@@ -1,0 +1,51 @@
+"""Shared fixtures: private Redis servers, never the default one on 6379."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from tests.redis_server import RedisServer
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """One private redis-server shared by the whole test run."""
+    server = RedisServer()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    return redis_server.url
+
+
+@pytest.fixture
+def namespace() -> str:
+    """A fresh key namespace per test, so tests never need to flush."""
+    return "t" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+def redis_sync(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    client = redis_server.client()
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def fresh_redis_server() -> Iterator[RedisServer]:
+    """A private redis-server for one test, free to be killed or restarted."""
+    server = RedisServer()
+    try:
+        yield server
+    finally:
+        server.close()

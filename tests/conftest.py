@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis
 
+from rota import Client
 from tests.redis_server import RedisServer
 
 
@@ -49,3 +50,12 @@ def fresh_redis_server() -> Iterator[RedisServer]:
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture
+async def client(redis_url: str, namespace: str) -> AsyncIterator[Client]:
+    c = Client.from_url(redis_url, namespace)
+    try:
+        yield c
+    finally:
+        await c.close()

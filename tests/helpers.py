@@ -1,0 +1,48 @@
+"""Helpers shared by the tests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import redis
+
+from rota import Settings
+
+
+def pool_settings(redis_url: str, namespace: str, **changes: Any) -> Settings:
+    """Settings for a pool in a test: results deleted at once, a short grace."""
+    values: dict[str, Any] = {
+        "redis_url": redis_url,
+        "namespace": namespace,
+        "concurrency": 10,
+        "keep_result": 0,
+        "grace": 2.0,
+    }
+    values.update(changes)
+    return Settings(**values)
+
+
+async def wait_until(
+    check: Callable[[], Awaitable[bool] | bool],
+    within: float = 10.0,
+    every: float = 0.01,
+) -> None:
+    """Poll ``check`` until it is true; fail the test after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        result = check()
+        if not isinstance(result, bool):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {within} s")
+        await anyio.sleep(every)
+
+
+def namespace_keys(r: redis.Redis, namespace: str) -> set[str]:
+    """Every key of a namespace (SCAN: fine in tests, never on a hot path)."""
+    return {k.decode() for k in r.scan_iter(match="{" + namespace + "}:*", count=1000)}

@@ -1,0 +1,214 @@
+"""Failures: retries with backoff, dead with error and reason, skip_dead, Retry, timeouts."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+
+import rota
+from rota import Client, JobContext, Reason, State, WorkerPool
+from tests.helpers import pool_settings, wait_until
+
+
+def fast_pool(redis_url: str, namespace: str, **changes: object) -> WorkerPool:
+    return WorkerPool(settings=pool_settings(redis_url, namespace, **changes))
+
+
+async def test_retries_with_backoff_then_dead(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    attempts: list[tuple[int, float]] = []
+    delays: list[int] = []
+    pool = fast_pool(redis_url, namespace)
+
+    def backoff(n: int) -> float:
+        delays.append(n)
+        return 0.1 * n
+
+    @pool.job(max_fails=3, backoff=backoff)
+    async def flaky(ctx: JobContext) -> None:
+        attempts.append((ctx.attempt, time.monotonic()))
+        raise ValueError(f"broken on attempt {ctx.attempt}")
+
+    job = await client.enqueue("flaky")
+    async with pool.running():
+        await wait_until(lambda: _state_is(client, job.id, State.DEAD), within=10)
+    record = await client.job(job.id)
+    assert record is not None
+    assert [a for a, _ in attempts] == [1, 2, 3]
+    assert delays == [1, 2]
+    assert attempts[1][1] - attempts[0][1] >= 0.09
+    assert attempts[2][1] - attempts[1][1] >= 0.19
+    assert (record.state, record.reason) == ("dead", "error")
+    assert record.error == "ValueError: broken on attempt 3"
+    assert (record.attempts, record.failures) == (3, 3)
+    dead = await client.page("dead")
+    assert [j.id for j in dead.jobs] == [job.id]
+    stats = await client.stats()
+    assert (stats["failed"], stats["dead"]) == (3, 1)
+
+
+async def _state_is(client: Client, job_id: str, state: str) -> bool:
+    record = await client.job(job_id)
+    return record is not None and record.state == state
+
+
+async def test_skip_dead_drops_the_job(client: Client, redis_url: str, namespace: str) -> None:
+    ran: list[int] = []
+    pool = fast_pool(redis_url, namespace)
+
+    @pool.job(max_fails=2, skip_dead=True, backoff=lambda n: 0.01)
+    async def doomed(ctx: JobContext) -> None:
+        ran.append(ctx.attempt)
+        raise RuntimeError("no")
+
+    job = await client.enqueue("doomed")
+    async with pool.running():
+        await wait_until(lambda: len(ran) == 2)
+        await wait_until(lambda: _gone(client, job.id))
+    assert (await client.page("dead")).total == 0
+    assert (await client.stats())["failed"] == 2
+
+
+async def _gone(client: Client, job_id: str) -> bool:
+    return await client.job(job_id) is None
+
+
+async def test_explicit_retry_runs_again_after_its_delay(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    times: list[float] = []
+    pool = fast_pool(redis_url, namespace, keep_result=60)
+
+    @pool.job(max_fails=5)
+    async def again(ctx: JobContext) -> str:
+        times.append(time.monotonic())
+        if ctx.attempt == 1:
+            raise rota.Retry(in_=0.3)
+        return "second time"
+
+    job = await client.enqueue("again")
+    async with pool.running():
+        await wait_until(lambda: _state_is(client, job.id, State.COMPLETE))
+    record = await client.job(job.id)
+    assert record is not None
+    assert record.result_value == "second time"
+    assert record.reason == Reason.RETRY
+    assert (record.attempts, record.failures) == (2, 1)
+    assert times[1] - times[0] >= 0.29
+
+
+async def test_timeout_is_a_failure_with_reason_timeout(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    pool = fast_pool(redis_url, namespace)
+
+    @pool.job(timeout=0.1, max_fails=2, backoff=lambda n: 0.01)
+    async def slow(ctx: JobContext) -> None:
+        await anyio.sleep(10)
+
+    @pool.job(timeout=0.1, max_fails=1)
+    def slow_sync() -> None:
+        time.sleep(0.5)
+
+    job = await client.enqueue("slow")
+    sync_job = await client.enqueue("slow_sync")
+    started = time.monotonic()
+    async with pool.running():
+        await wait_until(lambda: _state_is(client, job.id, State.DEAD))
+        await wait_until(lambda: _state_is(client, sync_job.id, State.DEAD))
+    assert time.monotonic() - started < 5
+    for jid in (job.id, sync_job.id):
+        record = await client.job(jid)
+        assert record is not None
+        assert record.reason == "timeout"
+        assert record.error == "timed out after 0.1 s"
+    record = await client.job(job.id)
+    assert record is not None and record.attempts == 2
+
+
+async def test_enqueue_overrides_max_fails_and_timeout(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    ran: list[int] = []
+    pool = fast_pool(redis_url, namespace)
+
+    @pool.job(max_fails=10, backoff=lambda n: 0.01)
+    async def sleepy(ctx: JobContext) -> None:
+        ran.append(ctx.attempt)
+        await anyio.sleep(10)
+
+    job = await client.enqueue("sleepy", max_fails=1, timeout=0.05)
+    async with pool.running():
+        await wait_until(lambda: _state_is(client, job.id, State.DEAD))
+    record = await client.job(job.id)
+    assert record is not None and record.reason == "timeout"
+    assert ran == [1]
+
+
+async def test_abort_raised_by_a_handler(client: Client, redis_url: str, namespace: str) -> None:
+    pool = fast_pool(redis_url, namespace, keep_result=60)
+
+    @pool.job
+    async def quitter(ctx: JobContext) -> None:
+        raise rota.Abort("nothing to do")
+
+    job = await client.enqueue("quitter")
+    async with pool.running():
+        await wait_until(lambda: _state_is(client, job.id, State.ABORTED))
+    record = await client.job(job.id)
+    assert record is not None
+    assert (record.reason, record.error, record.attempts) == ("aborted", "nothing to do", 1)
+    assert (await client.page("dead")).total == 0
+
+
+async def test_invalid_args_die_at_once_without_retries(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    ran: list[int] = []
+    pool = fast_pool(redis_url, namespace)
+
+    @pool.job(max_fails=5)
+    async def typed(ctx: JobContext, count: int, label: str = "x") -> None:
+        ran.append(count)
+
+    wrong_type = await client.enqueue("typed", count="three")
+    missing = await client.enqueue("typed", label="y")
+    extra = await client.enqueue("typed", count=1, colour="red")
+    good = await client.enqueue("typed", 7, "z")
+    async with pool.running():
+        await wait_until(lambda: _state_is(client, extra.id, State.DEAD))
+        await wait_until(lambda: ran == [7])
+        await wait_until(lambda: _state_is(client, wrong_type.id, State.DEAD))
+        await wait_until(lambda: _state_is(client, missing.id, State.DEAD))
+    for jid in (wrong_type.id, missing.id, extra.id):
+        record = await client.job(jid)
+        assert record is not None
+        assert (record.reason, record.attempts) == ("invalid_args", 1)
+        assert record.error and record.error.startswith("typed: ")
+    assert await client.job(good.id) is None  # complete, keep_result=0
+
+
+async def test_sync_handlers_run_in_threads(client: Client, redis_url: str, namespace: str) -> None:
+    import threading
+
+    threads: set[int] = set()
+    pool = fast_pool(redis_url, namespace, keep_result=60)
+
+    @pool.job
+    def blocking(x: int) -> int:
+        threads.add(threading.get_ident())
+        time.sleep(0.05)
+        return x * 2
+
+    jobs = [await client.enqueue("blocking", i) for i in range(10)]
+    started = time.monotonic()
+    async with pool.running():
+        await wait_until(lambda: _state_is(client, jobs[-1].id, State.COMPLETE))
+        for job in jobs:
+            await wait_until(lambda j=job: _state_is(client, j.id, State.COMPLETE))
+    assert time.monotonic() - started < 0.45  # 10 x 50 ms ran side by side
+    assert threading.get_ident() not in threads
+    results = [(await client.job(j.id)).result_value for j in jobs]  # type: ignore[union-attr]
+    assert results == [i * 2 for i in range(10)]

@@ -1,0 +1,94 @@
+"""Whatever others write into Redis ends as a dead job with a reason; the pool goes on."""
+
+from __future__ import annotations
+
+import msgspec
+import redis
+
+from rota import Client, JobContext, WorkerPool
+from tests.helpers import pool_settings, wait_until
+
+
+async def test_planted_garbage_becomes_dead_jobs_with_reasons(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    p = "{" + namespace + "}:"
+    q = p + "queue:work"
+    r = redis_sync
+    r.lpush(q, "not an id: spaces & symbols!")
+    r.lpush(q, "x" * 5000)
+    r.lpush(q, b"\xff\xfe\x00binary")
+    r.lpush(q, "no-record")
+    r.hset(p + "job:only-name", "name", "work")
+    r.lpush(q, "only-name")
+    r.hset(p + "job:bad-json", mapping={"name": "work", "args": "{not json"})
+    r.lpush(q, "bad-json")
+    r.hset(p + "job:scalar", mapping={"name": "work", "args": "42"})
+    r.lpush(q, "scalar")
+    huge = msgspec.json.encode({"blob": "y" * (1024 * 1024)})
+    r.hset(p + "job:huge", mapping={"name": "work", "args": huge})
+    r.lpush(q, "huge")
+    r.hset(p + "job:wrong-name", mapping={"name": "other", "args": "{}"})
+    r.lpush(q, "wrong-name")
+    r.set(p + "job:a-string", "surprise")
+    r.lpush(q, "a-string")
+    odd = {"attempts": "many", "token": "x", "max_fails": "lots", "timeout": "?"}
+    r.hset(p + "job:bad-numbers", mapping={"name": "work", "args": "{}", **odd})
+    r.lpush(q, "bad-numbers")
+    r.hset(p + "job:unknown", mapping={"name": "nobody", "args": "{}"})
+    r.lpush(p + "queue:nobody", "unknown")
+    r.zadd(p + "scheduled", {"ghost": 0})
+
+    ran: list[str] = []
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace))
+
+    @pool.job
+    async def work(ctx: JobContext) -> None:
+        ran.append(ctx.id)
+
+    good = [await client.enqueue("work") for _ in range(20)]
+    async with pool.running():
+        await wait_until(lambda: len(ran) == 21)
+        await wait_until(lambda: _dead_at_least(client, 11))
+        more = [await client.enqueue("work") for _ in range(5)]
+        await wait_until(lambda: len(ran) == 26)
+
+    assert set(ran) == {j.id for j in good + more} | {"bad-numbers"}
+    dead = {j.id: j for j in (await client.page("dead", count=100)).jobs}
+    reasons = {jid: (j.reason, j.error) for jid, j in dead.items()}
+    assert len(dead) == 11, reasons
+    assert all(reason == "bad_payload" for reason, _ in reasons.values()), reasons
+    assert reasons["no-record"][1] == "job record missing"
+    assert reasons["only-name"][1] == "job has no args"
+    assert "not valid JSON" in (reasons["bad-json"][1] or "")
+    assert "JSON array or object" in (reasons["scalar"][1] or "")
+    assert "exceed the limit" in (reasons["huge"][1] or "")
+    assert "does not match queue" in (reasons["wrong-name"][1] or "")
+    assert reasons["ghost"][1] == "scheduled job has no record or no name"
+    garbage = [j for jid, j in dead.items() if jid.startswith("bad-") and jid != "bad-json"]
+    assert len(garbage) == 4  # three entries that are no ids, and the key that is no hash
+    assert {j.error for j in garbage} == {"queue entry is not a job id",
+                                          "job record is not a hash"}  # fmt: skip
+    assert any(j.raw == "x" * 1024 for j in garbage)
+    assert r.get(p + "job:a-string") == b"surprise"  # other data is not destroyed
+    # a name no pool handles just waits; a job of a handled queue with another name is dead
+    (nobody,) = await client.queues(["nobody"])
+    assert nobody.size == 1
+
+
+async def _dead_at_least(client: Client, n: int) -> bool:
+    return (await client.page("dead")).total >= n
+
+
+async def test_runner_marks_a_job_without_handler_unknown_job(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    """The fetch script only leases names the pool serves, so unknown_job guards the rest."""
+    from rota.worker.runner import run_job
+    from rota.worker.runtime import Fetched, PoolRuntime
+
+    rt = PoolRuntime(settings=pool_settings(redis_url, namespace), client=client, handlers={})
+    job = Fetched("j1", "ghost", "1", 1, 0, 0, b"{}", 0, None, None)
+    outcome = await run_job(rt, job)
+    assert outcome == ("j1", "ghost", "1", "dead", "", "no handler for job name 'ghost'",
+                       "unknown_job")  # fmt: skip

@@ -1,0 +1,68 @@
+"""Priority-weighted round robin: shares follow priorities, FIFO holds inside a queue."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rota import Client, JobContext, JobSpec, WorkerPool
+from rota.worker.robin import Robin
+from tests.helpers import pool_settings, wait_until
+
+
+def test_robin_interleaves_smoothly() -> None:
+    robin = Robin({"a": 4, "b": 1})
+    assert "".join(robin.take(10)) == "aabaaaabaa"
+
+
+@given(st.dictionaries(st.text("abcdefgh", min_size=1, max_size=3),
+                       st.integers(1, 50), min_size=1, max_size=6))  # fmt: skip
+def test_robin_gives_each_name_its_weight_per_cycle(weights: dict[str, int]) -> None:
+    robin = Robin(weights)
+    total = sum(weights.values())
+    for _ in range(3):
+        assert Counter(robin.take(total)) == Counter(weights)
+
+
+def test_robin_rejects_bad_weights() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        Robin({"a": 0})
+    with pytest.raises(ValueError, match="at least one"):
+        Robin({})
+
+
+async def test_shares_follow_priorities_and_fifo_holds(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    priorities = {"low": 1, "mid": 2, "high": 4}
+    started: list[tuple[str, int]] = []
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, concurrency=10))
+    for name, priority in priorities.items():
+
+        async def handler(ctx: JobContext, seq: int) -> None:
+            started.append((ctx.name, seq))
+
+        pool.job(name=name, priority=priority)(handler)
+
+    for name in priorities:
+        specs = [JobSpec(name=name, kwargs={"seq": i}) for i in range(4500)]
+        for i in range(0, len(specs), 1500):
+            await client.enqueue_many(specs[i : i + 1500])
+
+    async with pool.running():
+        await wait_until(lambda: len(started) >= 7000, within=60)
+        await client.pause("low")
+        await client.pause("mid")
+        await client.pause("high")
+
+    first = Counter(name for name, _ in started[:7000])
+    for name, priority in priorities.items():
+        expected = 7000 * priority / 7
+        assert abs(first[name] - expected) <= 0.02 * expected, (name, first)
+    for name in priorities:
+        seqs = [seq for n, seq in started if n == name]
+        assert seqs == sorted(seqs), f"{name} ran out of order"
+        assert seqs == list(range(len(seqs)))

@@ -1,0 +1,70 @@
+"""Scheduled jobs start after their time and soon after it."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+from rota import Client, JobContext, State, WorkerPool
+from tests.helpers import pool_settings, wait_until
+
+
+async def test_job_scheduled_one_second_ahead_starts_on_time(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    started: list[float] = []
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace))
+
+    @pool.job
+    async def tick(ctx: JobContext) -> None:
+        started.append(time.time())
+
+    async with pool.running():
+        job = await client.enqueue_in(1.0, "tick")
+        record = await client.job(job.id)
+        assert record is not None and record.state == State.SCHEDULED
+        assert record.run_at is not None
+        assert (await client.page("scheduled")).total == 1
+        await wait_until(lambda: len(started) == 1, within=5)
+    late = started[0] - record.run_at / 1000
+    assert late >= 0
+    assert late < 0.2  # a sanity bound, not a benchmark
+
+
+async def test_enqueue_at_datetime_and_past_time(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    started: dict[str, float] = {}
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace))
+
+    @pool.job
+    async def mark(ctx: JobContext, label: str) -> None:
+        started[label] = time.time()
+
+    when = datetime.now(UTC) + timedelta(seconds=0.5)
+    await client.enqueue_at(when, "mark", label="future")
+    await client.enqueue_at(time.time() - 60, "mark", label="past")
+    async with pool.running():
+        await wait_until(lambda: len(started) == 2, within=5)
+    assert started["future"] >= when.timestamp()
+    assert started["past"] < started["future"]
+
+
+async def test_a_pool_moves_due_jobs_of_names_it_does_not_handle(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace))
+
+    @pool.job
+    async def other(ctx: JobContext) -> None: ...
+
+    job = await client.enqueue_in(0.1, "elsewhere")
+    async with pool.running():
+        await wait_until(lambda: _queued(client, "elsewhere"), within=5)
+    record = await client.job(job.id)
+    assert record is not None and record.state == State.QUEUED
+
+
+async def _queued(client: Client, name: str) -> bool:
+    (q,) = await client.queues([name])
+    return q.size == 1

@@ -1,0 +1,69 @@
+"""Leaving ``pool.running()`` drains: jobs longer than the grace go back to the front."""
+
+from __future__ import annotations
+
+import anyio
+import redis
+
+from rota import Client, JobContext, State, WorkerPool
+from tests.helpers import pool_settings, wait_until
+
+
+async def test_drain_waits_for_short_jobs_and_requeues_long_ones(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    finished: list[str] = []
+    started: list[str] = []
+
+    def make_pool(grace: float) -> WorkerPool:
+        pool = WorkerPool(settings=pool_settings(redis_url, namespace, grace=grace,
+                                                 keep_result=60))  # fmt: skip
+
+        @pool.job(max_fails=1)
+        async def work(ctx: JobContext, seconds: float) -> None:
+            started.append(ctx.id)
+            if ctx.attempt == 1:  # the second run of the long job is quick
+                await anyio.sleep(seconds)
+            finished.append(ctx.id)
+
+        return pool
+
+    short = await client.enqueue("work", seconds=0.2)
+    long = await client.enqueue("work", seconds=30)
+    async with make_pool(grace=0.5).running():
+        await wait_until(lambda: len(started) == 2)
+    assert finished == [short.id]
+    record = await client.job(long.id)
+    assert record is not None
+    assert (record.state, record.attempts, record.failures) == (State.QUEUED, 1, 0)
+    assert redis_sync.lrange("{" + namespace + "}:queue:work", 0, -1) == [long.id.encode()]
+    assert redis_sync.zcard("{" + namespace + "}:running:work") == 0
+
+    # the next pool takes it first and finishes it
+    await client.enqueue("work", seconds=0)
+    started.clear()
+    async with make_pool(grace=40).running():
+        await wait_until(lambda: long.id in finished, within=40)
+    assert started[0] == long.id
+
+
+async def test_run_returns_when_the_shutdown_event_is_set(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    done: list[int] = []
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace))
+
+    @pool.job
+    async def quick(ctx: JobContext, i: int) -> None:
+        done.append(i)
+
+    shutdown = anyio.Event()
+    for i in range(3):
+        await client.enqueue("quick", i=i)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: pool.run(redis_url, shutdown=shutdown))
+            await wait_until(lambda: len(done) == 3)
+            shutdown.set()
+    assert sorted(done) == [0, 1, 2]
+    assert pool.runtime is None

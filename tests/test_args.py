@@ -69,8 +69,10 @@ async def test_foreign_json_text_reaches_the_handler_untouched(
     text = b'{ "b" : [ ] , "a" : { } , "n" : 9223372036854775807 }'
     p = "{" + namespace + "}:"
     pipe = redis_sync.pipeline(transaction=True)
-    pipe.hset(p + "job:foreign1", mapping={"name": "echo", "args": text, "state": "queued",
-                                           "enqueued_at": 1, "attempts": 0})  # fmt: skip
+    pipe.hset(
+        p + "job:foreign1",
+        mapping={"name": "echo", "args": text, "state": "queued", "enqueued_at": 1, "attempts": 0},
+    )
     pipe.lpush(p + "queue:echo", "foreign1")
     pipe.sadd(p + "names", "echo")
     pipe.lpush(p + "wake:echo", 1)
@@ -90,12 +92,16 @@ async def test_foreign_json_text_reaches_the_handler_untouched(
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
     max_leaves=20,
-)  # fmt: skip
+)
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])

@@ -19,8 +19,7 @@ def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_precedence(tmp_path: Path) -> None:
     cfg = tmp_path / "rota.toml"
     cfg.write_text('[rota]\nconcurrency = 20\nnamespace = "fromfile"\ngrace = 5\n')
-    s = load_settings(cfg, env={"ROTA_CONCURRENCY": "30", "ROTA_GRACE": "7.5"},
-                      concurrency=40)  # fmt: skip
+    s = load_settings(cfg, env={"ROTA_CONCURRENCY": "30", "ROTA_GRACE": "7.5"}, concurrency=40)
     assert (s.namespace, s.grace, s.concurrency) == ("fromfile", 7.5, 40)
     s = load_settings(cfg, env={"ROTA_CONCURRENCY": "30"})
     assert s.concurrency == 30

@@ -12,10 +12,26 @@ from rota.protocol.scripts import SCRIPT_NAMES, script
 
 def test_every_key_has_the_hash_tag() -> None:
     k = Keys("ns1")
-    names = [k.job("a"), k.queue("q"), k.running("q"), k.unique("u"), k.pool("p"),
-             k.stats_bucket("20260101"), k.wake("q"), k.joblog("a"), k.scheduled, k.retry,
-             k.dead, k.names, k.paused, k.limits, k.priorities, k.pools, k.stats,
-             k.sched_wake]  # fmt: skip
+    names = [
+        k.job("a"),
+        k.queue("q"),
+        k.running("q"),
+        k.unique("u"),
+        k.pool("p"),
+        k.stats_bucket("20260101"),
+        k.wake("q"),
+        k.joblog("a"),
+        k.scheduled,
+        k.retry,
+        k.dead,
+        k.names,
+        k.paused,
+        k.limits,
+        k.priorities,
+        k.pools,
+        k.stats,
+        k.sched_wake,
+    ]
     assert all(n.startswith("{ns1}:") for n in names)
     assert len(set(names)) == len(names)
 

@@ -67,8 +67,7 @@ async def test_planted_garbage_becomes_dead_jobs_with_reasons(
     assert reasons["ghost"][1] == "scheduled job has no record or no name"
     garbage = [j for jid, j in dead.items() if jid.startswith("bad-") and jid != "bad-json"]
     assert len(garbage) == 4  # three entries that are no ids, and the key that is no hash
-    assert {j.error for j in garbage} == {"queue entry is not a job id",
-                                          "job record is not a hash"}  # fmt: skip
+    assert {j.error for j in garbage} == {"queue entry is not a job id", "job record is not a hash"}
     assert any(j.raw == "x" * 1024 for j in garbage)
     assert r.get(p + "job:a-string") == b"surprise"  # other data is not destroyed
     # a name no pool handles just waits; a job of a handled queue with another name is dead
@@ -90,5 +89,12 @@ async def test_runner_marks_a_job_without_handler_unknown_job(
     rt = PoolRuntime(settings=pool_settings(redis_url, namespace), client=client, handlers={})
     job = Fetched("j1", "ghost", "1", 1, 0, 0, b"{}", 0, None, None)
     outcome = await run_job(rt, job)
-    assert outcome == ("j1", "ghost", "1", "dead", "", "no handler for job name 'ghost'",
-                       "unknown_job")  # fmt: skip
+    assert outcome == (
+        "j1",
+        "ghost",
+        "1",
+        "dead",
+        "",
+        "no handler for job name 'ghost'",
+        "unknown_job",
+    )

@@ -18,8 +18,11 @@ def test_robin_interleaves_smoothly() -> None:
     assert "".join(robin.take(10)) == "aabaaaabaa"
 
 
-@given(st.dictionaries(st.text("abcdefgh", min_size=1, max_size=3),
-                       st.integers(1, 50), min_size=1, max_size=6))  # fmt: skip
+@given(
+    st.dictionaries(
+        st.text("abcdefgh", min_size=1, max_size=3), st.integers(1, 50), min_size=1, max_size=6
+    )
+)
 def test_robin_gives_each_name_its_weight_per_cycle(weights: dict[str, int]) -> None:
     robin = Robin(weights)
     total = sum(weights.values())

@@ -16,8 +16,7 @@ async def test_drain_waits_for_short_jobs_and_requeues_long_ones(
     started: list[str] = []
 
     def make_pool(grace: float) -> WorkerPool:
-        pool = WorkerPool(settings=pool_settings(redis_url, namespace, grace=grace,
-                                                 keep_result=60))  # fmt: skip
+        pool = WorkerPool(settings=pool_settings(redis_url, namespace, grace=grace, keep_result=60))
 
         @pool.job(max_fails=1)
         async def work(ctx: JobContext, seconds: float) -> None:

@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 from rota.client import Client, Job, JobSpec, Page, QueueInfo
 from rota.config import Settings, load_settings
-from rota.errors import Abort, ConfigError, InvalidArgs, PayloadTooLarge, Retry, RotaError
+from rota.errors import (
+    Abort,
+    ConfigError,
+    InvalidArgs,
+    JobFailed,
+    JobNotFound,
+    PayloadTooLarge,
+    Retry,
+    RotaError,
+)
 from rota.protocol.job import JobRecord, Reason, State
 
 if TYPE_CHECKING:
@@ -27,6 +36,8 @@ __all__ = [
     "InvalidArgs",
     "Job",
     "JobContext",
+    "JobFailed",
+    "JobNotFound",
     "JobRecord",
     "JobSpec",
     "Page",

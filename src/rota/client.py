@@ -14,11 +14,12 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, Self
 
+import anyio
 import msgspec
 from redis.asyncio import Redis
 
 from rota.connection import connect
-from rota.errors import PayloadTooLarge
+from rota.errors import JobFailed, JobNotFound, PayloadTooLarge
 from rota.protocol import codec
 from rota.protocol.job import JobRecord
 from rota.protocol.keys import Keys
@@ -302,6 +303,43 @@ class Client:
         """Counters since the namespace began: processed, failed, dead, ... and per name."""
         raw = await self.redis.hgetall(self.keys.stats)
         return {_s(k): int(v) for k, v in raw.items()}
+
+    async def wait(self, job_id: str, timeout: float | None = None) -> Any:  # noqa: ASYNC109
+        """Wait until the job finishes and return its result (None if it returned none).
+
+        No polling: the finish is announced on the job's channel. Raises
+        :class:`JobFailed` when it ends dead or aborted, :class:`JobNotFound` when there
+        is no such job, and ``TimeoutError`` after ``timeout`` seconds.
+        """
+        with anyio.fail_after(timeout):
+            async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
+                await pubsub.subscribe(self.keys.done(job_id))
+                answer = await script("wait")(self.redis, self.keys.prefix, [job_id])
+                if not answer:
+                    raise JobNotFound(job_id)
+                state, result, error, reason = (None if v is None else _s(v) for v in answer)
+                while state not in ("complete", "dead", "aborted"):
+                    message = await pubsub.get_message(timeout=None)
+                    if message is None or message["type"] != "message":
+                        continue
+                    state, _, result = _s(message["data"]).partition("\n")
+                    if state != "complete":
+                        record = await self.job(job_id)
+                        error = record.error if record else None
+                        reason = record.reason if record else state
+        if state == "complete":
+            return msgspec.json.decode(result) if result else None
+        raise JobFailed(job_id, state, reason, error)
+
+    async def abort(self, job_id: str, *, keep: float = 3600.0) -> str:
+        """Abort a job: a waiting one is removed now, a running one is cancelled by its
+        pool within milliseconds. Returns the state the job was in ('missing' if none);
+        a job already complete, dead or aborted is left as it is. ``keep``: seconds the
+        aborted record stays readable."""
+        answer = await script("abort")(
+            self.redis, self.keys.prefix, [job_id, now_ms(), int(keep * 1000)]
+        )
+        return _s(answer)
 
     # -- operating -----------------------------------------------------------------
 

@@ -32,10 +32,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     lease: float = 30.0
     heartbeat_interval: float = 5.0
     grace: float = 30.0
+    max_lost: int = 3
     max_args_bytes: int = 512 * 1024
     keep_result: float = 3600.0
     unique_ttl: float = 86400.0
-    wake_timeout: float = 1.0
+    wake_timeout: float = 2.0
     scheduler_interval: float = 5.0
     fetch_batch: int = 100
     dead_max_count: int = 10_000
@@ -57,6 +58,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             "fetch_batch",
             "max_args_bytes",
             "dead_max_count",
+            "max_lost",
         )
         for name in positive:
             if getattr(self, name) <= 0:

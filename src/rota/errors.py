@@ -6,6 +6,8 @@ __all__ = [
     "Abort",
     "ConfigError",
     "InvalidArgs",
+    "JobFailed",
+    "JobNotFound",
     "PayloadTooLarge",
     "Retry",
     "RotaError",
@@ -42,3 +44,18 @@ class Retry(RotaError):
 
 class Abort(RotaError):
     """Raise in a handler to end its job as ``aborted``: no retry, not dead."""
+
+
+class JobNotFound(RotaError, LookupError):
+    """No job has this id (never enqueued, or its record expired)."""
+
+
+class JobFailed(RotaError):
+    """The job a client waited for ended dead or aborted instead of complete."""
+
+    def __init__(self, job_id: str, state: str, reason: str | None, error: str | None) -> None:
+        super().__init__(f"job {job_id} ended {state} ({reason}): {error}")
+        self.job_id = job_id
+        self.state = state
+        self.reason = reason
+        self.error = error

@@ -28,6 +28,7 @@ _PARAM_KEYS: Final[dict[str, str]] = {
     "stats_bucket": "stats:",
     "wake": "wake:",
     "joblog": "log:",
+    "done": "done:",
 }
 
 #: Key kinds without an argument -> full suffix after the prefix.
@@ -42,6 +43,7 @@ _FIXED_KEYS: Final[dict[str, str]] = {
     "pools": "pools",
     "stats": "stats",
     "sched_wake": "schedwake",
+    "abort": "abort",
 }
 
 LUA_KEYS: Final[dict[str, str]] = {**_PARAM_KEYS, **_FIXED_KEYS}
@@ -94,6 +96,10 @@ class Keys:
     def joblog(self, job_id: str) -> str:
         return self.prefix + "log:" + job_id
 
+    def done(self, job_id: str) -> str:
+        """Pub/sub channel telling waiters that a job finished."""
+        return self.prefix + "done:" + job_id
+
     @property
     def scheduled(self) -> str:
         return self.prefix + "scheduled"
@@ -134,6 +140,11 @@ class Keys:
     def sched_wake(self) -> str:
         """Wake list of the schedulers: pushed when a job is scheduled or retried."""
         return self.prefix + "schedwake"
+
+    @property
+    def abort(self) -> str:
+        """Pub/sub channel announcing abort requests for running jobs."""
+        return self.prefix + "abort"
 
 
 def lua_prelude() -> str:

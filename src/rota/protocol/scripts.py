@@ -30,6 +30,10 @@ SCRIPT_NAMES: Final = (
     "move",
     "delete",
     "trim_dead",
+    "heartbeat",
+    "reap",
+    "abort",
+    "wait",
 )
 
 Arg = str | bytes | int | float

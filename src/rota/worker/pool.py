@@ -14,7 +14,7 @@ from typing import Any, TypeVar, overload
 
 import anyio
 import structlog
-from anyio.abc import TaskGroup
+from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from rota import __version__
@@ -24,6 +24,7 @@ from rota.connection import connect
 from rota.protocol.scripts import load_all
 from rota.worker.acker import Acker
 from rota.worker.fetcher import Fetcher
+from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
 from rota.worker.registry import Backoff, Handler, Middleware, default_backoff
 from rota.worker.robin import Robin
 from rota.worker.runner import requeue, run_job
@@ -214,6 +215,7 @@ class WorkerPool:
         robin = Robin({n: h.priority for n, h in rt.handlers.items()})
         fetcher = Fetcher(rt, send, robin)
         acker = Acker(rt)
+        heartbeat = Heartbeat(rt)
         workers_done = anyio.Event()
         fetch_scope = anyio.CancelScope()
         background = anyio.CancelScope()
@@ -232,15 +234,20 @@ class WorkerPool:
             receive.close()
             workers_done.set()
 
-        async def run_background() -> None:
+        async def run_background(*, task_status: TaskStatus[None]) -> None:
             with background:
                 async with anyio.create_task_group() as bg:
+                    await bg.start(AbortListener(rt).run)
+                    await heartbeat.beat()
+                    task_status.started()
                     bg.start_soon(acker.run)
+                    bg.start_soon(heartbeat.run)
+                    bg.start_soon(Reaper(rt).run)
                     bg.start_soon(Scheduler(rt).run)
 
+        await tg.start(run_background)
         tg.start_soon(run_fetcher)
         tg.start_soon(run_workers)
-        tg.start_soon(run_background)
         log.info(
             "pool started",
             pool=rt.pool_id,
@@ -266,6 +273,7 @@ class WorkerPool:
             await workers_done.wait()
             await acker.flush()
             background.cancel()
+            await heartbeat.stop()
             log.info("pool stopped", pool=rt.pool_id, stale_finishes=acker.stale)
 
         return drain

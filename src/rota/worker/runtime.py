@@ -88,6 +88,7 @@ class InFlight:
     since: int
     message: str = ""
     cancel_reason: str | None = None
+    lease_lost: bool = False
 
     def cancel(self, reason: str) -> None:
         if self.cancel_reason is None:
@@ -172,6 +173,13 @@ class PoolRuntime:
 
     def lease_deadline(self) -> int:
         return now_ms() + int(self.settings.lease * 1000)
+
+    def cancel(self, job_id: str, reason: str) -> None:
+        """Cancel a running job of this pool, if it runs here."""
+        entry = self.in_flight.get(job_id)
+        if entry is not None:
+            log.info("cancelling job", job_id=job_id, job_name=entry.job.name, reason=reason)
+            entry.cancel(reason)
 
     async def checkin(self, ctx: Any, message: str) -> None:
         entry = self.in_flight.get(ctx.id)

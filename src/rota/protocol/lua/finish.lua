@@ -36,7 +36,20 @@ local function finish_one(id, name, token, outcome, a, b, c)
   end
   redis.call('ZREM', key_running(name), id)
   -- Retire the token, so that this outcome sent again (its reply was lost) is stale.
+  local f = redis.call('HMGET', jk, 'abort', 'waiters')
   redis.call('HSET', jk, 'token', '-' .. token)
+  if f[1] and (outcome == 'retry' or outcome == 'requeue') then
+    -- An abort was requested: it wins over another run.
+    outcome, a, b = 'aborted', '0', 'abort requested'
+  end
+  if f[2] and outcome ~= 'retry' and outcome ~= 'requeue' then
+    local state = ({complete = 'complete', dead = 'dead', drop = 'dead', aborted = 'aborted'})[outcome]
+    if outcome == 'complete' and a ~= '' then
+      redis.call('PUBLISH', key_done(id), state .. '\n' .. a)
+    else
+      redis.call('PUBLISH', key_done(id), state)
+    end
+  end
   if outcome == 'complete' then
     redis.call('HSET', jk, 'state', 'complete', 'finished_at', now)
     if a ~= '' then

@@ -1,0 +1,38 @@
+-- Abort a job. A queued, scheduled, retrying or waiting job is removed at once; a
+-- running one is flagged and announced on the abort channel, and its pool cancels it.
+-- KEYS[1] namespace prefix
+-- ARGV id, now_ms, keep_ms
+-- Returns the job's state before: 'missing', 'running' (cancel requested), a finished
+-- state (nothing done), or the state it was aborted from.
+local id, now, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local jk = key_job(id)
+if not is_hash(jk) then
+  return 'missing'
+end
+local f = redis.call('HMGET', jk, 'state', 'name')
+local state, name = f[1] or '', f[2] or ''
+if state == 'running' then
+  redis.call('HSET', jk, 'abort', now)
+  redis.call('PUBLISH', K_ABORT, id)
+  return state
+end
+if state == 'complete' or state == 'dead' or state == 'aborted' then
+  return state
+end
+redis.call('LREM', key_queue(name), 0, id)
+redis.call('ZREM', K_SCHEDULED, id)
+redis.call('ZREM', K_RETRY, id)
+redis.call('HSET', jk, 'state', 'aborted', 'reason', 'aborted', 'error', 'aborted before it ran',
+  'finished_at', now)
+release_unique(jk, id)
+if redis.call('HEXISTS', jk, 'waiters') == 1 then
+  redis.call('PUBLISH', key_done(id), 'aborted')
+end
+if keep > 0 then
+  redis.call('PEXPIRE', jk, keep)
+else
+  redis.call('DEL', jk)
+end
+count('aborted', name, 1)
+flush_counts(nil, nil)
+return state

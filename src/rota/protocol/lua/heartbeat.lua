@@ -1,0 +1,28 @@
+-- A pool's heartbeat: score it in the pools set, store its snapshot, and extend the
+-- leases of the jobs it runs (only those it still holds: same token).
+-- KEYS[1] namespace prefix
+-- ARGV now_ms, pool_id, snapshot (JSON), snapshot_ttl_ms, lease_deadline_ms,
+--      then 3 per running job: name, id, token
+-- Returns {lost, abort}: ids whose lease this pool no longer holds, and ids whose abort
+-- was requested (a fallback for a missed pub/sub message).
+local now, pool, snapshot = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local ttl, deadline = tonumber(ARGV[4]), tonumber(ARGV[5])
+redis.call('ZADD', K_POOLS, now, pool)
+redis.call('SET', key_pool(pool), snapshot, 'PX', ttl)
+local lost, abort = {}, {}
+local i = 6
+while i + 2 <= #ARGV do
+  local name, id, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local jk = key_job(id)
+  local f = is_hash(jk) and redis.call('HMGET', jk, 'token', 'abort') or {false, false}
+  if f[1] == token then
+    redis.call('ZADD', key_running(name), 'XX', deadline, id)
+    if f[2] then
+      abort[#abort + 1] = id
+    end
+  else
+    lost[#lost + 1] = id
+  end
+  i = i + 3
+end
+return {lost, abort}

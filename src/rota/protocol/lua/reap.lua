@@ -1,0 +1,58 @@
+-- Reclaim expired leases and forget dead pools. Idempotent: every pool runs it.
+-- A job whose lease expired goes back to the front of its queue with reason 'lost'
+-- (not a failure); after max_lost lost attempts it is a poison pill and goes dead.
+-- KEYS[1] namespace prefix
+-- ARGV now_ms, max_lost (default for jobs without a max_lost field), pool_expiry_ms,
+--      limit, day, minute
+-- Returns {reclaimed ids, buried ids, forgotten pools}.
+local now, max_lost_default = tonumber(ARGV[1]), tonumber(ARGV[2])
+local pool_expiry, limit = tonumber(ARGV[3]), tonumber(ARGV[4])
+local day, minute = ARGV[5], ARGV[6]
+local reclaimed, buried, forgotten = {}, {}, {}
+for _, name in ipairs(redis.call('SMEMBERS', K_NAMES)) do
+  local rk = key_running(name)
+  local ok, ids = pcall(redis.call, 'ZRANGEBYSCORE', rk, '-inf', now, 'LIMIT', 0, limit)
+  if ok then
+    local woken = false
+    for _, id in ipairs(ids) do
+      redis.call('ZREM', rk, id)
+      local jk = key_job(id)
+      if not is_hash(jk) then
+        buried[#buried + 1] = bury(id, name, 'bad_payload', 'running job has no record', now, false)
+      else
+        local f = redis.call('HMGET', jk, 'lost', 'max_lost', 'token', 'abort')
+        local lost = (tonumber(f[1]) or 0) + 1
+        local max_lost = tonumber(f[2]) or max_lost_default
+        local token = math.abs(tonumber(f[3]) or 0)
+        -- Retire the token: the worker that lost the lease can no longer finish the job.
+        redis.call('HSET', jk, 'lost', lost, 'token', -token)
+        count('lost', name, 1)
+        if f[4] then
+          redis.call('HSET', jk, 'state', 'aborted', 'reason', 'aborted',
+            'error', 'aborted while its lease was lost', 'finished_at', now)
+          release_unique(jk, id)
+        elseif lost >= max_lost then
+          buried[#buried + 1] = bury(id, name, 'lost',
+            'lease expired ' .. lost .. ' times: the process running it died or was cut off',
+            now, false)
+        else
+          redis.call('HSET', jk, 'state', 'queued', 'reason', 'lost')
+          redis.call('RPUSH', key_queue(name), id)
+          reclaimed[#reclaimed + 1] = id
+          woken = true
+        end
+      end
+    end
+    if woken then
+      wake(name)
+    end
+  end
+end
+local pools = redis.call('ZRANGEBYSCORE', K_POOLS, '-inf', now - pool_expiry, 'LIMIT', 0, limit)
+for _, pool in ipairs(pools) do
+  redis.call('ZREM', K_POOLS, pool)
+  redis.call('DEL', key_pool(pool))
+  forgotten[#forgotten + 1] = pool
+end
+flush_counts(day, minute)
+return {reclaimed, buried, forgotten}

@@ -1,0 +1,31 @@
+"""The JSON snapshot a pool writes at each heartbeat (``{ns}:pool:<id>``)."""
+
+from __future__ import annotations
+
+import msgspec
+
+__all__ = ["BusyWorker", "PoolSnapshot"]
+
+
+class BusyWorker(msgspec.Struct, frozen=True):
+    """A job a pool is running: since when, and the last checkin message."""
+
+    job_id: str
+    name: str
+    since: int
+    message: str = ""
+
+
+class PoolSnapshot(msgspec.Struct, frozen=True, kw_only=True):
+    """What a pool tells the others and the UI about itself. Times in ms."""
+
+    id: str
+    host: str
+    pid: int
+    version: str
+    namespace: str
+    concurrency: int
+    jobs: list[str]
+    started_at: int
+    heartbeat_at: int
+    busy: list[BusyWorker] = msgspec.field(default_factory=list)

@@ -1,0 +1,173 @@
+"""Heartbeat, reaper and abort listener: how a pool keeps its leases and reclaims others'.
+
+- The heartbeat (every ``heartbeat_interval``) scores the pool in ``{ns}:pools``, stores
+  its snapshot and extends the leases of every job it runs, in one script call.
+- The reaper (about as often, jittered) gives expired leases back to their queues and
+  forgets pools that stopped beating. Every pool runs it; the script is idempotent.
+- The abort listener cancels a running job within milliseconds of ``client.abort``;
+  the heartbeat's answer is the fallback when a pub/sub message was missed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+
+import anyio
+import redis.exceptions
+import structlog
+from anyio.abc import TaskStatus
+
+from rota import __version__
+from rota.client import now_ms
+from rota.protocol import codec
+from rota.protocol.scripts import Arg, script
+from rota.protocol.snapshot import BusyWorker, PoolSnapshot
+from rota.worker.acker import buckets
+from rota.worker.runtime import PoolRuntime, RedisHealth
+
+__all__ = ["AbortListener", "Heartbeat", "Reaper"]
+
+log = structlog.get_logger("rota.pool")
+
+_REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+
+
+class Heartbeat:
+    def __init__(self, rt: PoolRuntime) -> None:
+        self.rt = rt
+        self.health = RedisHealth("heartbeat")
+        self.host = socket.gethostname()
+
+    def snapshot(self) -> PoolSnapshot:
+        rt = self.rt
+        busy = [BusyWorker(e.job.id, e.job.name, e.since, e.message) for e in rt.in_flight.values()]
+        return PoolSnapshot(
+            id=rt.pool_id,
+            host=self.host,
+            pid=os.getpid(),
+            version=__version__,
+            namespace=rt.keys.namespace,
+            concurrency=rt.settings.concurrency,
+            jobs=sorted(rt.handlers),
+            started_at=rt.started_at,
+            heartbeat_at=now_ms(),
+            busy=busy,
+        )
+
+    async def run(self) -> None:
+        """Beat every interval (the pool beats once itself before it starts fetching)."""
+        delay = self.rt.settings.heartbeat_interval
+        while True:
+            await anyio.sleep(delay)
+            try:
+                await self.beat()
+                self.health.ok()
+                delay = self.rt.settings.heartbeat_interval
+            except _REDIS_ERRORS as exc:
+                delay = self.health.failed(exc)
+
+    async def beat(self) -> None:
+        rt = self.rt
+        s = rt.settings
+        entries = list(rt.in_flight.values())
+        args: list[Arg] = [
+            now_ms(),
+            rt.pool_id,
+            codec.encode_json(self.snapshot()),
+            int(s.heartbeat_interval * 3000),
+            rt.lease_deadline(),
+        ]
+        for e in entries:
+            args += [e.job.name, e.job.id, e.job.token]
+        lost, aborts = await script("heartbeat")(rt.redis, rt.keys.prefix, args)
+        for raw in lost:
+            job_id = raw.decode()
+            entry = rt.in_flight.get(job_id)
+            if entry is not None and not entry.lease_lost:
+                entry.lease_lost = True
+                log.warning(
+                    "lease lost: the job was reclaimed; its outcome will be ignored",
+                    job_id=job_id,
+                    job_name=entry.job.name,
+                )
+        for raw in aborts:
+            rt.cancel(raw.decode(), "abort")
+
+    async def stop(self) -> None:
+        """Say goodbye: remove this pool's heartbeat at once instead of letting it expire."""
+        rt = self.rt
+        with anyio.move_on_after(2, shield=True):
+            try:
+                async with rt.redis.pipeline(transaction=True) as pipe:
+                    pipe.zrem(rt.keys.pools, rt.pool_id)
+                    pipe.delete(rt.keys.pool(rt.pool_id))
+                    await pipe.execute()
+            except _REDIS_ERRORS as exc:
+                log.warning("could not remove the heartbeat", error=repr(exc))
+
+
+class Reaper:
+    def __init__(self, rt: PoolRuntime) -> None:
+        self.rt = rt
+        self.health = RedisHealth("reaper")
+
+    async def run(self) -> None:
+        while True:
+            # Jittered, so that many pools started together do not reap in step.
+            await anyio.sleep(self.rt.settings.heartbeat_interval * random.uniform(1.0, 1.5))
+            try:
+                await self.reap()
+                self.health.ok()
+            except _REDIS_ERRORS as exc:
+                await anyio.sleep(self.health.failed(exc))
+
+    async def reap(self) -> None:
+        rt = self.rt
+        s = rt.settings
+        now = now_ms()
+        day, minute = buckets(now)
+        reclaimed, buried, forgotten = await script("reap")(
+            rt.redis,
+            rt.keys.prefix,
+            [now, s.max_lost, int(s.heartbeat_interval * 3000), 1000, day, minute],
+        )
+        for job_id in reclaimed:
+            log.warning("lease expired: job requeued", job_id=job_id.decode(), reason="lost")
+        for job_id in buried:
+            log.error("lease expired too often: job is dead", job_id=job_id.decode(), reason="lost")
+        for pool_id in forgotten:
+            log.warning("pool stopped beating: forgotten", pool=pool_id.decode())
+
+
+class AbortListener:
+    def __init__(self, rt: PoolRuntime) -> None:
+        self.rt = rt
+        self.health = RedisHealth("abort listener")
+        self._started = False
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Listen; ``task_status`` is told once subscribed, so no abort is missed."""
+        while True:
+            try:
+                await self.listen(task_status)
+            except _REDIS_ERRORS as exc:
+                await anyio.sleep(self.health.failed(exc))
+
+    async def listen(self, task_status: TaskStatus[None]) -> None:
+        rt = self.rt
+        pubsub = rt.redis.pubsub(ignore_subscribe_messages=True)
+        try:
+            await pubsub.subscribe(rt.keys.abort)
+            self.health.ok()
+            if not self._started:
+                self._started = True
+                task_status.started()
+            while True:
+                message = await pubsub.get_message(timeout=None)
+                if message is not None and message["type"] == "message":
+                    rt.cancel(message["data"].decode(), "abort")
+        finally:
+            with anyio.CancelScope(shield=True):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]

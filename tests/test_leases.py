@@ -1,0 +1,223 @@
+"""Leases and fencing, heartbeat, reaper, abort and wait."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import msgspec
+import pytest
+import redis
+
+import rota
+from rota import Client, JobContext, State, WorkerPool
+from rota.protocol.scripts import script
+from rota.protocol.snapshot import PoolSnapshot
+from tests.helpers import pool_settings, wait_until
+
+FAST = {"lease": 1.0, "heartbeat_interval": 0.2}
+
+
+async def lease_by_hand(client: Client, name: str, lease_ms: int = 200) -> list[bytes]:
+    """Lease jobs the way a pool does, as a pool that then dies would leave them."""
+    now = int(time.time() * 1000)
+    flat, _ = await script("fetch")(
+        client.redis, client.keys.prefix, [now, lease_ms, "ghost-pool", 10**6, "d", "m", 1, name]
+    )
+    return list(flat)
+
+
+async def test_heartbeat_writes_the_snapshot_and_keeps_long_jobs_leased(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=60, **FAST))
+    snapshots: list[PoolSnapshot] = []
+
+    @pool.job
+    async def long(ctx: JobContext) -> str:
+        await ctx.checkin("halfway")
+        await anyio.sleep(0.8)
+        raw = redis_sync.get("{" + namespace + "}:pool:" + pool.runtime.pool_id)  # type: ignore[union-attr]
+        snapshots.append(msgspec.json.decode(raw, type=PoolSnapshot))
+        await anyio.sleep(1.7)  # well past the 1 s lease: the heartbeat extends it
+        return "done"
+
+    job = await client.enqueue("long")
+    async with pool.running() as rt:
+        assert await client.wait(job.id, timeout=10) == "done"
+        assert redis_sync.zscore("{" + namespace + "}:pools", rt.pool_id) is not None
+    snap = snapshots[0]
+    assert (snap.id, snap.concurrency, snap.jobs, snap.namespace) == (
+        rt.pool_id,
+        10,
+        ["long"],
+        namespace,
+    )
+    assert [(b.job_id, b.name, b.message) for b in snap.busy] == [(job.id, "long", "halfway")]
+    record = await client.job(job.id)
+    assert record is not None
+    assert (record.state, record.lost, record.attempts) == ("complete", 0, 1)
+    # a stopped pool removes its heartbeat at once
+    assert redis_sync.zscore("{" + namespace + "}:pools", rt.pool_id) is None
+    assert redis_sync.exists("{" + namespace + "}:pool:" + rt.pool_id) == 0
+
+
+async def test_reaper_requeues_expired_leases_at_the_front(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    orphan = await client.enqueue("work", n=0)
+    flat = await lease_by_hand(client, "work")
+    assert flat[0].decode() == orphan.id
+    await client.enqueue("work", n=1)
+    order: list[int] = []
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, concurrency=1, **FAST))
+
+    @pool.job
+    async def work(ctx: JobContext, n: int) -> None:
+        order.append(n)
+
+    await anyio.sleep(0.25)  # the ghost pool's lease is over
+    started = time.monotonic()
+    async with pool.running():
+        # the queued job runs at once; the orphan comes back within a reaper period
+        await wait_until(lambda: sorted(order) == [0, 1], within=5)
+    assert time.monotonic() - started < 2
+    stats = await client.stats()
+    assert stats["lost"] == 1
+    assert "failed" not in stats
+
+
+async def test_stale_finish_is_ignored_and_counted(
+    client: Client, redis_sync: redis.Redis, namespace: str
+) -> None:
+    job = await client.enqueue("work")
+    first = await lease_by_hand(client, "work", lease_ms=1)
+    await anyio.sleep(0.01)
+    now = int(time.time() * 1000)
+    reaped = await script("reap")(client.redis, client.keys.prefix, [now, 3, 15000, 100, "d", "m"])
+    assert [i.decode() for i in reaped[0]] == [job.id]
+    second = await lease_by_hand(client, "work")
+    old_token, new_token = first[2], second[2]
+    assert int(new_token) > int(old_token)
+    finish = script("finish")
+    stale = await finish(
+        client.redis,
+        client.keys.prefix,
+        [now, "d", "m", job.id, "work", old_token, "dead", "", "late", "error"],
+    )
+    assert [i.decode() for i in stale] == [job.id]
+    record = await client.job(job.id)
+    assert record is not None
+    assert (record.state, record.lost) == ("running", 1)
+    ok = await finish(
+        client.redis,
+        client.keys.prefix,
+        [now, "d", "m", job.id, "work", new_token, "complete", "7", 60000, ""],
+    )
+    assert ok == []
+    # the same finish sent again (its reply was lost) is stale too: nothing is counted twice
+    again = await finish(
+        client.redis,
+        client.keys.prefix,
+        [now, "d", "m", job.id, "work", new_token, "complete", "7", 60000, ""],
+    )
+    assert len(again) == 1
+    stats = await client.stats()
+    assert (stats["processed"], stats["stale"]) == (1, 2)
+    record = await client.job(job.id)
+    assert record is not None
+    assert (record.state, record.result) == ("complete", "7")
+
+
+async def test_poison_pill_goes_dead_after_max_lost(client: Client, namespace: str) -> None:
+    job = await client.enqueue("crasher")
+    for attempt in range(3):
+        await lease_by_hand(client, "crasher", lease_ms=1)
+        await anyio.sleep(0.01)
+        now = int(time.time() * 1000)
+        await script("reap")(client.redis, client.keys.prefix, [now, 3, 15000, 100, "d", "m"])
+        record = await client.job(job.id)
+        assert record is not None
+        assert record.lost == attempt + 1
+    assert (record.state, record.reason) == ("dead", "lost")
+    assert "lease expired 3 times" in (record.error or "")
+    assert (await client.page("dead")).total == 1
+
+
+async def test_reaper_forgets_pools_that_stopped_beating(
+    client: Client, redis_sync: redis.Redis, namespace: str
+) -> None:
+    p = "{" + namespace + "}:"
+    redis_sync.zadd(p + "pools", {"old": 1, "fresh": int(time.time() * 1000)})
+    redis_sync.set(p + "pool:old", "{}")
+    now = int(time.time() * 1000)
+    _, _, forgotten = await script("reap")(
+        client.redis, client.keys.prefix, [now, 3, 15000, 100, "d", "m"]
+    )
+    assert forgotten == [b"old"]
+    assert redis_sync.zrange(p + "pools", 0, -1) == [b"fresh"]
+    assert redis_sync.exists(p + "pool:old") == 0
+
+
+async def test_abort_queued_scheduled_and_running_jobs(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    queued = await client.enqueue("sleeper", seconds=0)
+    later = await client.enqueue_in(60, "sleeper", seconds=0)
+    assert await client.abort(queued.id) == "queued"
+    assert await client.abort(later.id) == "scheduled"
+    assert await client.abort("no-such-job") == "missing"
+    for jid in (queued.id, later.id):
+        record = await client.job(jid)
+        assert record is not None
+        assert (record.state, record.reason) == ("aborted", "aborted")
+    assert (await client.queues(["sleeper"]))[0].size == 0
+    assert (await client.page("scheduled")).total == 0
+
+    started = anyio.Event()
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=60))
+
+    @pool.job
+    async def sleeper(ctx: JobContext, seconds: float) -> None:
+        started.set()
+        await anyio.sleep(seconds)
+
+    running = await client.enqueue("sleeper", seconds=30)
+    async with pool.running():
+        await started.wait()
+        t0 = time.monotonic()
+        assert await client.abort(running.id) == "running"
+        with pytest.raises(rota.JobFailed, match="aborted"):
+            await client.wait(running.id, timeout=5)
+        assert time.monotonic() - t0 < 0.1
+    record = await client.job(running.id)
+    assert record is not None
+    assert (record.state, record.reason) == (State.ABORTED, "aborted")
+    assert await client.abort(running.id) == "aborted"
+
+
+async def test_wait_returns_results_and_raises_for_failures(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace))  # keep_result=0
+
+    @pool.job(max_fails=1)
+    async def maybe(ctx: JobContext, ok: bool) -> dict[str, bool]:
+        await anyio.sleep(0.05)
+        if not ok:
+            raise ValueError("said no")
+        return {"ok": True}
+
+    good = await client.enqueue("maybe", ok=True)
+    bad = await client.enqueue("maybe", ok=False)
+    async with pool.running():
+        assert await client.wait(good.id, timeout=5) == {"ok": True}
+        with pytest.raises(rota.JobFailed) as info:
+            await client.wait(bad.id, timeout=5)
+        assert (info.value.state, info.value.reason) == ("dead", "error")
+        assert info.value.error == "ValueError: said no"
+        with pytest.raises(rota.JobNotFound):
+            await client.wait("nothing-here", timeout=1)
+        slow = await client.enqueue_in(30, "maybe", ok=True)
+        with pytest.raises(TimeoutError):
+            await client.wait(slow.id, timeout=0.2)

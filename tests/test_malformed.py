@@ -98,3 +98,29 @@ async def test_runner_marks_a_job_without_handler_unknown_job(
         "no handler for job name 'ghost'",
         "unknown_job",
     )
+
+
+async def test_a_nan_timeout_is_ignored_and_the_pool_goes_on(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    """A timeout field of "nan" (a cancel scope refuses a NaN deadline) reads as none."""
+    p = "{" + namespace + "}:"
+    for jid, timeout in (("nan-timeout", "nan"), ("inf-timeout", "inf")):
+        redis_sync.hset(p + "job:" + jid, mapping={"name": "work", "args": "{}", "timeout": timeout})
+        redis_sync.lpush(p + "queue:work", jid)
+    ran: list[str] = []
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=60))
+
+    @pool.job
+    async def work(ctx: JobContext) -> None:
+        ran.append(ctx.id)
+
+    async with pool.running():
+        await wait_until(lambda: len(ran) == 2)
+        later = await client.enqueue("work")
+        await wait_until(lambda: len(ran) == 3)
+    assert ran[2] == later.id
+    for jid in ("nan-timeout", "inf-timeout"):
+        record = await client.job(jid)
+        assert record is not None
+        assert record.state == "complete"

@@ -24,6 +24,7 @@ from rota.protocol import codec
 from rota.protocol.job import JobRecord
 from rota.protocol.keys import Keys
 from rota.protocol.scripts import Arg, Script, call_many, script
+from rota.protocol.snapshot import PoolSnapshot
 
 __all__ = ["Client", "Job", "JobSpec", "Page", "QueueInfo", "now_ms"]
 
@@ -298,6 +299,26 @@ class Client:
         total, ids = await pipe.execute()
         jobs = await self._records([_s(i) for i in ids])
         return Page(total, offset, jobs)
+
+    async def pools(self) -> list[tuple[PoolSnapshot, int]]:
+        """Live pools with the time (ms) of their last heartbeat, oldest pool first.
+
+        A pool whose snapshot expired (it stopped beating) but which the reaper has not
+        forgotten yet is left out.
+        """
+        entries: list[Any] = list(await self.redis.zrange(self.keys.pools, 0, -1, withscores=True))
+        if not entries:
+            return []
+        raws = await self.redis.mget([self.keys.pool(_s(pid)) for pid, _ in entries])
+        out = []
+        for (_, beat), raw in zip(entries, raws, strict=True):
+            if raw:
+                try:
+                    out.append((msgspec.json.decode(raw, type=PoolSnapshot), int(beat)))
+                except msgspec.DecodeError:
+                    continue
+        out.sort(key=lambda p: p[0].started_at)
+        return out
 
     async def stats(self) -> dict[str, int]:
         """Counters since the namespace began: processed, failed, dead, ... and per name."""

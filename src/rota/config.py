@@ -96,14 +96,16 @@ def load_settings(
     config_file: str | Path | None = None,
     *,
     env: Mapping[str, str] | None = None,
+    base: Mapping[str, Any] | None = None,
     **overrides: Any,
 ) -> Settings:
-    """Build the settings from every source, highest last.
+    """Build the settings from every source, highest last: the defaults, ``base`` (what
+    the application's code chose), the config file, ``ROTA_*`` variables, ``overrides``.
 
     ``config_file`` None means ``config/rota.toml`` when it exists. Overrides whose value
     is None are ignored, so command-line flags that were not given can be passed as is.
     """
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = {k: v for k, v in (base or {}).items() if v is not None}
     path = Path(config_file) if config_file is not None else DEFAULT_CONFIG
     if config_file is not None or path.exists():
         try:
@@ -113,14 +115,15 @@ def load_settings(
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config: {path} is not valid TOML: {exc}") from None
         section = data.get("rota", data)
-        _build(section, source=str(path))
+        _build({**values, **section}, source=str(path))
         values.update(section)
     environ = os.environ if env is None else env
     from_env = {
-        k[len(ENV_PREFIX) :].lower(): v
-        for k, v in environ.items()
-        if k.startswith(ENV_PREFIX) and k[len(ENV_PREFIX) :].lower() in _FIELDS
+        k[len(ENV_PREFIX) :].lower(): v for k, v in environ.items() if k.startswith(ENV_PREFIX)
     }
+    for key in from_env:
+        if key not in _FIELDS:
+            raise ConfigError(f"{ENV_PREFIX}{key.upper()}: unknown setting (from environment)")
     if from_env:
         _build({**values, **from_env}, source="environment", strict=False)
         values.update(from_env)

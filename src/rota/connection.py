@@ -24,5 +24,6 @@ def connect(url: str, **options: Any) -> Redis:
     options.setdefault("health_check_interval", 30)
     options.setdefault("socket_connect_timeout", 5)
     options.setdefault("socket_timeout", 15)
-    options.setdefault("socket_keepalive", True)
+    if not url.startswith("unix:"):
+        options.setdefault("socket_keepalive", True)
     return Redis.from_url(url, decode_responses=False, **options)

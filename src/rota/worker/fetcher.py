@@ -34,6 +34,8 @@ class Fetcher:
         self.send = send
         self.robin = robin
         self.wake_keys = [rt.keys.wake(name) for name in rt.handlers]
+        self.names = list(rt.handlers)
+        self._turn = 0
         self.health = RedisHealth("fetcher")
         self.buried = 0
 
@@ -60,6 +62,11 @@ class Fetcher:
         now = now_ms()
         day, minute = buckets(now)
         names = self.robin.take(want)
+        # The pool's other names fill the batch when the robin's are empty; a rotating
+        # start keeps that fill fair between them.
+        k = self._turn % len(self.names)
+        self._turn += 1
+        fill = [n for n in self.names[k:] + self.names[:k] if n not in names]
         args: list[Arg] = [
             now,
             int(rt.settings.lease * 1000),
@@ -69,6 +76,8 @@ class Fetcher:
             minute,
             len(names),
             *names,
+            len(fill),
+            *fill,
         ]
         flat, buried = await script("fetch")(rt.redis, rt.keys.prefix, args)
         for job_id in buried:

@@ -69,10 +69,20 @@ class WorkerPool:
 
     @property
     def settings(self) -> Settings:
-        """Settings given, else loaded (config file and environment) when first needed."""
+        """Settings given, else loaded when first needed: the values passed to the
+        constructor over the defaults, under the config file and ``ROTA_*`` variables."""
         if self._settings is None:
-            self._settings = load_settings(**self._overrides)
+            self._settings = load_settings(base=self.code_settings)
         return self._settings
+
+    @property
+    def code_settings(self) -> dict[str, Any]:
+        """The settings the application passed to the constructor."""
+        return {k: v for k, v in self._overrides.items() if v is not None}
+
+    def configure(self, settings: Settings) -> None:
+        """Use these settings (the daemon builds them from every source)."""
+        self._settings = settings
 
     # -- registration ---------------------------------------------------------------
 
@@ -271,7 +281,20 @@ class WorkerPool:
             for entry in list(rt.in_flight.values()):
                 entry.cancel("shutdown")
             await workers_done.wait()
-            await acker.flush()
+            # Record the outcomes; if Redis stays away, give up after a while: those jobs
+            # run again once their leases expire (at least once, never lost).
+            with anyio.move_on_after(max(s.grace, 5.0)) as flush_scope:
+                async with anyio.create_task_group() as wait:
+                    wait.start_soon(_cancel_on, rt.force, wait)
+                    await acker.flush()
+                    wait.cancel_scope.cancel()
+            if acker.pending:
+                log.error(
+                    "outcomes not recorded: Redis unavailable; their jobs will run again",
+                    pool=rt.pool_id,
+                    jobs=acker.pending,
+                    timed_out=flush_scope.cancelled_caught,
+                )
             background.cancel()
             await heartbeat.stop()
             log.info("pool stopped", pool=rt.pool_id, stale_finishes=acker.stale)

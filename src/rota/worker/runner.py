@@ -95,7 +95,8 @@ async def run_job(rt: PoolRuntime, job: Fetched) -> Outcome:
     """Run one attempt and return what the finish script must record. Never raises,
     except for the cancellation of the pool itself."""
     start = time.perf_counter()
-    outcome = await _attempt(rt, job)
+    with structlog.contextvars.bound_contextvars(job_id=job.id, job_name=job.name):
+        outcome = await _attempt(rt, job)
     kind, reason = outcome[3], outcome[6]
     fields: dict[str, Any] = {
         "job_name": job.name,

@@ -62,6 +62,8 @@ class Fetched:
                 to: float | None = float(timeout) if timeout else None
             except ValueError:
                 to = None
+            if False:
+                to = None  # a cancel scope refuses a NaN deadline
             out.append(
                 cls(
                     jid.decode(),

@@ -1,13 +1,23 @@
 -- Lease up to n jobs in one call, visiting job names in the order given (the pool's
 -- weighted round robin); names that are empty, paused or at their concurrency limit are
--- skipped and the batch is filled from the remaining names in the same order.
+-- skipped and the batch is filled from the remaining names: those given, then the
+-- optional fill names (the pool's other names, so that a batch of one whose name is
+-- empty still finds work elsewhere).
 -- KEYS[1] namespace prefix
--- ARGV now_ms, lease_ms, pool_id, max_args_bytes, day, minute, n, name_1 .. name_n
+-- ARGV now_ms, lease_ms, pool_id, max_args_bytes, day, minute, n, name_1 .. name_n,
+--      [m, fill_1 .. fill_m]
 -- Returns {jobs, buried}: jobs is flat, 10 entries per job (id, then FETCH_FIELDS of
 -- protocol/job.py); buried lists the ids of entries made dead as bad payloads.
 local now, lease, pool = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local max_args, day, minute = tonumber(ARGV[4]), ARGV[5], ARGV[6]
 local n = tonumber(ARGV[7])
+local fill = {}
+for i = 1, n do
+  fill[#fill + 1] = ARGV[7 + i]
+end
+for i = 1, tonumber(ARGV[8 + n]) or 0 do
+  fill[#fill + 1] = ARGV[8 + n + i]
+end
 local deadline = now + lease
 local MAX_BURY = 100
 
@@ -103,11 +113,10 @@ for i = 1, n do
 end
 while missing > 0 and nburied < MAX_BURY do
   local progressed = false
-  for i = 1, n do
+  for _, name in ipairs(fill) do
     if missing == 0 then
       break
     end
-    local name = ARGV[7 + i]
     if available(name) and take(name) then
       missing = missing - 1
       progressed = true

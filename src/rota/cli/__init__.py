@@ -1,0 +1,52 @@
+"""The ``rota`` command: run workers and operate queues from a terminal.
+
+Operator commands talk to Redis through :class:`rota.Client` only; ``worker`` and
+``demo`` load the daemon (and with it the worker package) when they run.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import click
+
+from rota import __version__
+from rota.cli.admin import dead, enqueue, job, queue, status
+from rota.cli.common import ExitError
+from rota.cli.run import demo, worker
+
+__all__ = ["main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="rota")
+def rota() -> None:
+    """rota: a job-queue daemon on Redis."""
+
+
+for command in (worker, demo, enqueue, status, queue, dead, job):
+    rota.add_command(command)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        rota.main(
+            args=list(argv) if argv is not None else None, prog_name="rota", standalone_mode=False
+        )
+    except ExitError as exc:
+        click.echo(f"rota: {exc}", err=True)
+        return exc.code
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 1
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

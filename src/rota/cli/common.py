@@ -1,0 +1,92 @@
+"""Options and helpers every command shares."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import anyio
+import click
+import redis.exceptions
+
+from rota.client import Client
+from rota.config import Settings, load_settings
+from rota.errors import ConfigError
+
+__all__ = ["ExitError", "connection_options", "parse_duration", "resolve", "with_client"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class ExitError(Exception):
+    """Stop the command with a one-line message and an exit code (2: bad settings)."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def connection_options(f: Callable[P, T]) -> Callable[P, T]:
+    """--redis-url, --namespace and --config, for every command that reaches Redis."""
+    f = click.option(
+        "--config",
+        "config_file",
+        type=click.Path(path_type=Path),
+        help="TOML settings file (default: config/rota.toml if present).",
+    )(f)
+    f = click.option("--namespace", help="Namespace of the rota installation.")(f)
+    f = click.option("--redis-url", help="redis://, rediss:// or unix:// URL.")(f)
+    return f
+
+
+def resolve(config_file: Path | None, base: dict[str, Any] | None = None, **flags: Any) -> Settings:
+    """Settings from every source; a bad value stops the command with exit code 2."""
+    try:
+        return load_settings(config_file, base=base, **flags)
+    except ConfigError as exc:
+        raise ExitError(str(exc)) from None
+
+
+def with_client(
+    func: Callable[..., Awaitable[T]],
+) -> Callable[..., T]:
+    """Run ``func(client, settings, **kwargs)`` with a checked connection."""
+
+    @functools.wraps(func)
+    def wrapper(
+        redis_url: str | None, namespace: str | None, config_file: Path | None, **kwargs: Any
+    ) -> T:
+        settings = resolve(config_file, redis_url=redis_url, namespace=namespace)
+
+        async def go() -> T:
+            async with Client.from_url(settings.redis_url, settings.namespace) as client:
+                await check_redis(client, settings)
+                return await func(client, settings, **kwargs)
+
+        return anyio.run(go)
+
+    return wrapper
+
+
+async def check_redis(client: Client, settings: Settings) -> None:
+    try:
+        await client.redis.ping()
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+        raise ExitError(f"redis_url: cannot connect to {settings.redis_url}: {exc}") from None
+    except redis.exceptions.ResponseError as exc:
+        raise ExitError(f"redis_url: {settings.redis_url} refused: {exc}") from None
+
+
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """'90', '90s', '1.5m', '2h', '1d', '250ms' -> seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", text)
+    if not m:
+        raise click.BadParameter(f"{text!r} is not a duration like 30s, 5m, 2h or 1d")
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]

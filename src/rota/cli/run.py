@@ -1,0 +1,81 @@
+"""``rota worker`` and ``rota demo``: the commands that run pools."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import msgspec
+import redis.exceptions
+
+from rota.cli.common import ExitError, connection_options, resolve
+from rota.config import Settings
+from rota.logging import configure_logging
+
+__all__ = ["demo", "worker"]
+
+_REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+
+
+def _child_env(settings: Settings) -> dict[str, str]:
+    """The resolved settings as ROTA_* variables, so every child sees the same ones."""
+    env = dict(os.environ)
+    for key, value in msgspec.structs.asdict(settings).items():
+        env["ROTA_" + key.upper()] = str(value)
+    return env
+
+
+@click.command()
+@click.argument("target")
+@click.option("-c", "--concurrency", type=int, help="Jobs run at once by each process.")
+@click.option(
+    "--processes",
+    type=click.IntRange(1, 256),
+    default=1,
+    show_default=True,
+    help="Pool processes; more than 1 runs a supervisor that restarts them.",
+)
+@click.option("--log-format", type=click.Choice(["auto", "json", "console"]))
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]))
+@connection_options
+def worker(target: str, processes: int, config_file: Path | None, **flags: Any) -> None:
+    """Run the WorkerPool TARGET (module:attribute, e.g. app.jobs:pool) until SIGTERM."""
+    from rota.daemon import load_pool, run_pool, supervise
+
+    try:
+        pool = load_pool(target)
+    except (ImportError, AttributeError, ValueError, TypeError) as exc:
+        raise ExitError(f"cannot load {target}: {exc}") from None
+    settings = resolve(config_file, base=pool.code_settings, **flags)
+    configure_logging(settings.log_format, settings.log_level)
+    if processes > 1:
+        command = [sys.executable, "-m", "rota", "worker", target]
+        raise SystemExit(supervise(command, processes, env=_child_env(settings)))
+    try:
+        run_pool(pool, settings)
+    except _REDIS_DOWN as exc:
+        raise ExitError(f"redis_url: cannot connect to {settings.redis_url}: {exc}") from None
+
+
+@click.command()
+@click.option("--app", default="examples.jobs:pool", show_default=True, help="The pool to run.")
+@click.option(
+    "--rate", type=float, default=5.0, show_default=True, help="Example jobs enqueued per second."
+)
+@connection_options
+def demo(app: str, rate: float, config_file: Path | None, **flags: Any) -> None:
+    """Run the example jobs with a steady trickle of work, on an embedded Redis unless
+    --redis-url is given. Ctrl-C stops everything and cleans up."""
+    from rota.demo import load_demo, run_demo
+
+    try:
+        pool, sample = load_demo(app)
+    except (ImportError, AttributeError, ValueError, TypeError) as exc:
+        raise ExitError(f"cannot load {app}: {exc}") from None
+    settings = resolve(config_file, base=pool.code_settings, **flags)
+    configure_logging(settings.log_format, settings.log_level)
+    explicit_url = flags.get("redis_url") or os.environ.get("ROTA_REDIS_URL")
+    run_demo(pool, sample, settings, rate=rate, embedded=not explicit_url)

@@ -1,0 +1,95 @@
+"""``rota demo``: the example pool, a trickle of example jobs, on an embedded Redis.
+
+It needs nothing but Python: when no Redis URL is given it starts a private
+redis-server on a Unix socket in a temporary directory, and removes both on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import random
+import signal
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import structlog
+
+from rota.client import Client
+from rota.config import Settings
+from rota.daemon import backend_options, load_pool
+from rota.embedded import embedded_redis
+from rota.worker.pool import WorkerPool
+
+__all__ = ["load_demo", "run_demo"]
+
+log = structlog.get_logger("rota.demo")
+
+
+def load_demo(app: str) -> tuple[WorkerPool, Callable[[], tuple[str, dict[str, Any]]]]:
+    """The pool ``app`` names, and the ``sample()`` of its module that draws example jobs."""
+    pool = load_pool(app)
+    module = app.partition(":")[0]
+    sample = getattr(importlib.import_module(module), "sample", None)
+    if sample is None:
+        raise ValueError(f"{module} has no sample() giving example jobs")
+    return pool, sample
+
+
+def run_demo(
+    pool: WorkerPool,
+    sample: Callable[[], tuple[str, dict[str, Any]]],
+    settings: Settings,
+    *,
+    rate: float,
+    embedded: bool,
+) -> None:
+    """Run until SIGINT/SIGTERM, then drain and clean up."""
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(embedded_redis()) if embedded else settings.redis_url
+        settings = settings.replace(redis_url=url, grace=min(settings.grace, 5.0))
+        pool.configure(settings)
+        anyio.run(_demo, pool, settings, sample, rate, backend_options=backend_options())
+
+
+async def _demo(
+    pool: WorkerPool,
+    settings: Settings,
+    sample: Callable[[], tuple[str, dict[str, Any]]],
+    rate: float,
+) -> None:
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_watch_signals, stop)
+        async with Client.from_url(settings.redis_url, settings.namespace) as client:
+            log.info(
+                "demo started",
+                redis_url=settings.redis_url,
+                namespace=settings.namespace,
+                rate=rate,
+            )
+            async with pool.running():
+                tg.start_soon(_trickle, client, sample, rate)
+                await stop.wait()
+        tg.cancel_scope.cancel()
+    log.info("demo stopped")
+
+
+async def _trickle(
+    client: Client, sample: Callable[[], tuple[str, dict[str, Any]]], rate: float
+) -> None:
+    """Enqueue example jobs at about ``rate`` a second, a few of them scheduled."""
+    while True:
+        name, kwargs = sample()
+        if random.random() < 0.1:
+            await client.enqueue_in(random.uniform(1, 30), name, **kwargs)
+        else:
+            await client.enqueue(name, **kwargs)
+        await anyio.sleep(random.expovariate(rate) if rate > 0 else 3600)
+
+
+async def _watch_signals(stop: anyio.Event) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            stop.set()

@@ -1,0 +1,69 @@
+"""The pool the chaos tests run in worker processes: ``rota worker tests.chaos.app:pool``.
+
+Settings come from ``ROTA_*`` environment variables. Every attempt of a job appends
+lines to the ledger file named by ``CHAOS_LEDGER``, which lives outside the Redis under
+test, so the tests count starts and finishes exactly:
+
+    start <job_id> <attempt> <pid> <unix time>
+    done <job_id> <attempt> <pid> <unix time>
+
+Each line is one ``os.write`` on a descriptor opened with ``O_APPEND``: lines of many
+processes never interleave, and a process killed with SIGKILL leaves whole lines only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+import anyio
+
+import rota
+
+_PID = os.getpid()
+_LEDGER = os.environ.get("CHAOS_LEDGER")
+_FD = os.open(_LEDGER, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if _LEDGER else -1
+
+
+def note(kind: str, ctx: rota.JobContext) -> None:
+    if _FD >= 0:
+        os.write(_FD, f"{kind} {ctx.id} {ctx.attempt} {_PID} {time.time():.6f}\n".encode())
+
+
+pool = rota.WorkerPool()
+
+
+@pool.job(max_fails=1)
+async def work(ctx: rota.JobContext, ms: float) -> list[Any]:
+    """Sleep ``ms`` milliseconds; the result names the attempt that produced it."""
+    note("start", ctx)
+    await anyio.sleep(ms / 1000)
+    note("done", ctx)
+    return [_PID, ctx.attempt, int(ctx.token)]
+
+
+@pool.job(max_fails=1)
+async def suicide(ctx: rota.JobContext) -> None:
+    """A poison pill: kills the process that runs it."""
+    note("start", ctx)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pool.job(max_fails=1)
+async def blocker(ctx: rota.JobContext, seconds: float) -> list[Any]:
+    """Blocks the event loop: a blocking call inside ``async def``."""
+    note("start", ctx)
+    time.sleep(seconds)
+    note("done", ctx)
+    return [_PID, ctx.attempt, int(ctx.token)]
+
+
+@pool.job(max_fails=1)
+def sync_blocker(ctx: rota.JobContext, seconds: float) -> list[Any]:
+    """The same work as a plain function: it runs in a worker thread."""
+    note("start", ctx)
+    time.sleep(seconds)
+    note("done", ctx)
+    return [_PID, ctx.attempt, int(ctx.token)]

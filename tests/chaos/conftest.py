@@ -1,0 +1,36 @@
+"""Fixtures of the chaos suite: a private Redis, a ledger and the worker processes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.chaos.harness import Fleet, Ledger
+from tests.redis_server import RedisServer
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Ledger:
+    return Ledger(tmp_path / "ledger.txt")
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, ledger: Ledger) -> Iterator[Fleet]:
+    """Worker processes; every one still running is killed when the test ends."""
+    f = Fleet(tmp_path, ledger)
+    try:
+        yield f
+    finally:
+        f.close()
+
+
+@pytest.fixture
+def r(fresh_redis_server: RedisServer) -> Iterator[redis.Redis]:
+    client = fresh_redis_server.client()
+    try:
+        yield client
+    finally:
+        client.close()

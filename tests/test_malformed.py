@@ -106,7 +106,9 @@ async def test_a_nan_timeout_is_ignored_and_the_pool_goes_on(
     """A timeout field of "nan" (a cancel scope refuses a NaN deadline) reads as none."""
     p = "{" + namespace + "}:"
     for jid, timeout in (("nan-timeout", "nan"), ("inf-timeout", "inf")):
-        redis_sync.hset(p + "job:" + jid, mapping={"name": "work", "args": "{}", "timeout": timeout})
+        redis_sync.hset(
+            p + "job:" + jid, mapping={"name": "work", "args": "{}", "timeout": timeout}
+        )
         redis_sync.lpush(p + "queue:work", jid)
     ran: list[str] = []
     pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=60))

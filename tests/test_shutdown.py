@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anyio
+import pytest
 import redis
 
 from rota import Client, JobContext, State, WorkerPool
@@ -65,4 +66,25 @@ async def test_run_returns_when_the_shutdown_event_is_set(
             await wait_until(lambda: len(done) == 3)
             shutdown.set()
     assert sorted(done) == [0, 1, 2]
+    assert pool.runtime is None
+
+
+class _Boom(BaseException):
+    """Not an Exception: a handler's failure does not catch it, so it crashes the pool."""
+
+
+async def test_a_crashing_pool_task_ends_the_pool_instead_of_hanging(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace))
+
+    @pool.job
+    async def crash(ctx: JobContext) -> None:
+        raise _Boom
+
+    await client.enqueue("crash")
+    with anyio.fail_after(10), pytest.raises(BaseExceptionGroup) as info:
+        async with pool.running():
+            await anyio.sleep(30)
+    assert info.group_contains(_Boom)
     assert pool.runtime is None

@@ -232,17 +232,23 @@ class WorkerPool:
 
         fetcher_done = anyio.Event()
 
+        # The events are set in ``finally``: when a task of the pool crashes, the drain
+        # must not wait forever for tasks that were cancelled.
         async def run_fetcher() -> None:
-            with fetch_scope:
-                await fetcher.run()
-            fetcher_done.set()
+            try:
+                with fetch_scope:
+                    await fetcher.run()
+            finally:
+                fetcher_done.set()
 
         async def run_workers() -> None:
-            async with anyio.create_task_group() as workers:
-                for _ in range(s.concurrency):
-                    workers.start_soon(_worker, rt, receive.clone(), acker)
-            receive.close()
-            workers_done.set()
+            try:
+                async with anyio.create_task_group() as workers:
+                    for _ in range(s.concurrency):
+                        workers.start_soon(_worker, rt, receive.clone(), acker)
+            finally:
+                receive.close()
+                workers_done.set()
 
         async def run_background(*, task_status: TaskStatus[None]) -> None:
             with background:

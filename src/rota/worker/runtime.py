@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import uuid
@@ -62,7 +63,7 @@ class Fetched:
                 to: float | None = float(timeout) if timeout else None
             except ValueError:
                 to = None
-            if False:
+            if to is not None and math.isnan(to):
                 to = None  # a cancel scope refuses a NaN deadline
             out.append(
                 cls(

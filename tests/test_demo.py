@@ -1,0 +1,73 @@
+"""``make demo`` on a machine with no Redis URL: jobs flow, Ctrl-C cleans everything up."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import msgspec
+
+from tests.cli_helpers import REPO, rota_env
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(f"{pid}: {cmdline}")
+    return found
+
+
+def test_make_demo_runs_jobs_and_ctrl_c_leaves_nothing_behind(tmp_path: Path) -> None:
+    log = tmp_path / "demo.log"
+    env = rota_env()  # no ROTA_REDIS_URL: the demo starts its own Redis
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            ["make", "-s", "demo"],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        socket_path = None
+        completed = 0
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (socket_path is None or completed < 10):
+            time.sleep(0.2)
+            completed, socket_path = 0, None
+            for line in log.read_bytes().splitlines():
+                try:
+                    event = msgspec.json.decode(line)
+                except msgspec.DecodeError:
+                    continue
+                if event.get("event") == "demo started":
+                    socket_path = event["redis_url"].removeprefix("unix://")
+                if event.get("event") == "job" and event.get("outcome") == "complete":
+                    completed += 1
+        assert socket_path, log.read_text()[-3000:]
+        assert completed >= 10, log.read_text()[-3000:]
+        assert Path(socket_path).exists()
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    deadline = time.monotonic() + 10
+    while _processes_mentioning(socket_path) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _processes_mentioning(socket_path)
+    assert not Path(socket_path).exists()
+    assert not Path(socket_path).parent.exists()
+    assert "demo stopped" in log.read_text()

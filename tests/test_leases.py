@@ -22,7 +22,7 @@ async def lease_by_hand(client: Client, name: str, lease_ms: int = 200) -> list[
     """Lease jobs the way a pool does, as a pool that then dies would leave them."""
     now = int(time.time() * 1000)
     flat, _ = await script("fetch")(
-        client.redis, client.keys.prefix, [now, lease_ms, "ghost-pool", 10**6, "d", "m", 1, name]
+        client.redis, client.keys.prefix, [now, lease_ms, "ghost-pool", 10**6, 1, name]
     )
     return list(flat)
 
@@ -94,7 +94,7 @@ async def test_stale_finish_is_ignored_and_counted(
     first = await lease_by_hand(client, "work", lease_ms=1)
     await anyio.sleep(0.01)
     now = int(time.time() * 1000)
-    reaped = await script("reap")(client.redis, client.keys.prefix, [now, 3, 15000, 100, "d", "m"])
+    reaped = await script("reap")(client.redis, client.keys.prefix, [now, 3, 15000, 100])
     assert [i.decode() for i in reaped[0]] == [job.id]
     second = await lease_by_hand(client, "work")
     old_token, new_token = first[2], second[2]
@@ -103,7 +103,7 @@ async def test_stale_finish_is_ignored_and_counted(
     stale = await finish(
         client.redis,
         client.keys.prefix,
-        [now, "d", "m", job.id, "work", old_token, "dead", "", "late", "error"],
+        [now, job.id, "work", old_token, "dead", "", "late", "error"],
     )
     assert [i.decode() for i in stale] == [job.id]
     record = await client.job(job.id)
@@ -112,14 +112,14 @@ async def test_stale_finish_is_ignored_and_counted(
     ok = await finish(
         client.redis,
         client.keys.prefix,
-        [now, "d", "m", job.id, "work", new_token, "complete", "7", 60000, ""],
+        [now, job.id, "work", new_token, "complete", "7", 60000, ""],
     )
     assert ok == []
     # the same finish sent again (its reply was lost) is stale too: nothing is counted twice
     again = await finish(
         client.redis,
         client.keys.prefix,
-        [now, "d", "m", job.id, "work", new_token, "complete", "7", 60000, ""],
+        [now, job.id, "work", new_token, "complete", "7", 60000, ""],
     )
     assert len(again) == 1
     stats = await client.stats()
@@ -135,7 +135,7 @@ async def test_poison_pill_goes_dead_after_max_lost(client: Client, namespace: s
         await lease_by_hand(client, "crasher", lease_ms=1)
         await anyio.sleep(0.01)
         now = int(time.time() * 1000)
-        await script("reap")(client.redis, client.keys.prefix, [now, 3, 15000, 100, "d", "m"])
+        await script("reap")(client.redis, client.keys.prefix, [now, 3, 15000, 100])
         record = await client.job(job.id)
         assert record is not None
         assert record.lost == attempt + 1
@@ -151,9 +151,7 @@ async def test_reaper_forgets_pools_that_stopped_beating(
     redis_sync.zadd(p + "pools", {"old": 1, "fresh": int(time.time() * 1000)})
     redis_sync.set(p + "pool:old", "{}")
     now = int(time.time() * 1000)
-    _, _, forgotten = await script("reap")(
-        client.redis, client.keys.prefix, [now, 3, 15000, 100, "d", "m"]
-    )
+    _, _, forgotten = await script("reap")(client.redis, client.keys.prefix, [now, 3, 15000, 100])
     assert forgotten == [b"old"]
     assert redis_sync.zrange(p + "pools", 0, -1) == [b"fresh"]
     assert redis_sync.exists(p + "pool:old") == 0

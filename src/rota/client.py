@@ -10,12 +10,13 @@ import re
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Literal, Self
 
 import anyio
 import msgspec
+import redis.exceptions
 from redis.asyncio import Redis
 
 from rota.connection import connect
@@ -26,7 +27,7 @@ from rota.protocol.keys import Keys
 from rota.protocol.scripts import Arg, Script, call_many, script
 from rota.protocol.snapshot import PoolSnapshot
 
-__all__ = ["Client", "Job", "JobSpec", "Page", "QueueInfo", "now_ms"]
+__all__ = ["Bucket", "Client", "History", "Job", "JobSpec", "Page", "QueueInfo", "now_ms"]
 
 JobSet = Literal["scheduled", "retry", "dead"]
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
@@ -93,6 +94,21 @@ class Page(msgspec.Struct, frozen=True):
     total: int
     offset: int
     jobs: list[JobRecord]
+
+
+class Bucket(msgspec.Struct, frozen=True):
+    """The counters of one UTC minute or day, starting at ``start`` (ms): ``processed``,
+    ``failed``, ... and ``processed:<name>``, ... as stored; empty when nothing ran."""
+
+    start: int
+    counts: dict[str, int]
+
+
+class History(msgspec.Struct, frozen=True):
+    """Stats buckets, oldest first; the last one is the current minute or day."""
+
+    minutes: list[Bucket]
+    days: list[Bucket]
 
 
 class Client:
@@ -216,6 +232,10 @@ class Client:
         if spec.job_id is not None and not _NAME_RE.match(job_id):
             raise ValueError(f"invalid job id {job_id!r}")
         ttl = self.unique_ttl if spec.unique_ttl is None else spec.unique_ttl
+        if spec.max_fails is not None and spec.max_fails < 1:
+            raise ValueError(f"max_fails must be at least 1, got {spec.max_fails}")
+        if ttl <= 0:
+            raise ValueError(f"unique_ttl must be positive, got {ttl}")
         if spec.unique is not None and not spec.unique:
             raise ValueError("unique key must not be empty")
         return [
@@ -234,7 +254,10 @@ class Client:
 
     async def job(self, job_id: str) -> JobRecord | None:
         """The job's record, or None when there is none (never enqueued, or expired)."""
-        h = await self.redis.hgetall(self.keys.job(job_id))
+        try:
+            h = await self.redis.hgetall(self.keys.job(job_id))
+        except redis.exceptions.ResponseError:  # the key is not a hash: not a job
+            return None
         return JobRecord.from_hash(job_id, h) if h else None
 
     async def _records(self, ids: Sequence[str]) -> list[JobRecord]:
@@ -325,12 +348,39 @@ class Client:
         raw = await self.redis.hgetall(self.keys.stats)
         return {_s(k): int(v) for k, v in raw.items()}
 
+    async def history(
+        self, minutes: int = 60, days: int = 30, *, at: float | None = None
+    ) -> History:
+        """Counters per minute for the last ``minutes`` minutes and per day for the last
+        ``days`` days (UTC), read in one round trip. ``at``: the present, in epoch seconds.
+        Per-minute buckets are kept 2 hours and per-day ones 90 days."""
+        if minutes < 0 or days < 0:
+            raise ValueError("minutes and days must not be negative")
+        now = datetime.fromtimestamp(time.time() if at is None else at, UTC)
+        minute = now.replace(second=0, microsecond=0)
+        day = minute.replace(hour=0, minute=0)
+        starts = [minute - timedelta(minutes=i) for i in range(minutes - 1, -1, -1)]
+        starts += [day - timedelta(days=i) for i in range(days - 1, -1, -1)]
+        pipe = self.redis.pipeline(transaction=False)
+        for i, t in enumerate(starts):
+            pipe.hgetall(
+                self.keys.stats_bucket(t.strftime("%Y%m%d%H%M" if i < minutes else "%Y%m%d"))
+            )
+        rows = await pipe.execute()
+        buckets = [
+            Bucket(int(t.timestamp()) * 1000, _counts(row))
+            for t, row in zip(starts, rows, strict=True)
+        ]
+        return History(buckets[:minutes], buckets[minutes:])
+
     async def wait(self, job_id: str, timeout: float | None = None) -> Any:  # noqa: ASYNC109
         """Wait until the job finishes and return its result (None if it returned none).
 
         No polling: the finish is announced on the job's channel. Raises
         :class:`JobFailed` when it ends dead or aborted, :class:`JobNotFound` when there
-        is no such job, and ``TimeoutError`` after ``timeout`` seconds.
+        is no such job, and ``TimeoutError`` after ``timeout`` seconds. A job whose handler
+        keeps no result (``keep_result=0``) and that finished before the call is gone:
+        that is :class:`JobNotFound` too.
         """
         with anyio.fail_after(timeout):
             async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
@@ -425,6 +475,16 @@ class Client:
 
 _CHUNK = 500
 _OPTIONS = frozenset({"unique", "unique_ttl", "job_id", "max_fails", "timeout"})
+
+
+def _counts(raw: dict[Any, Any]) -> dict[str, int]:
+    """A counters hash as text keys and ints; a field that is not an integer is skipped."""
+    out = {}
+    for k, v in raw.items():
+        n = _int_or_none(v)
+        if n is not None:
+            out[_s(k)] = n
+    return out
 
 
 def _int_or_none(value: bytes | None) -> int | None:

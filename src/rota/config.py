@@ -115,6 +115,9 @@ def load_settings(
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config: {path} is not valid TOML: {exc}") from None
         section = data.get("rota", data)
+        if section is not data and len(data) > 1:
+            extra = sorted(k for k in data if k != "rota")
+            raise ConfigError(f"{extra[0]}: unknown setting outside [rota] (from {path})")
         _build({**values, **section}, source=str(path))
         values.update(section)
     environ = os.environ if env is None else env

@@ -7,8 +7,6 @@ When Redis is away the outcomes are kept and sent again: a finish is never dropp
 
 from __future__ import annotations
 
-import datetime as dt
-
 import anyio
 import anyio.lowlevel
 import redis.exceptions
@@ -19,17 +17,11 @@ from rota.protocol.scripts import script
 from rota.worker.runner import Outcome
 from rota.worker.runtime import PoolRuntime, RedisHealth
 
-__all__ = ["Acker", "buckets"]
+__all__ = ["Acker"]
 
 log = structlog.get_logger("rota.pool")
 
 _MAX_BATCH = 500
-
-
-def buckets(ms: int) -> tuple[str, str]:
-    """The per-day and per-minute stats buckets (UTC) of a time."""
-    t = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
-    return t.strftime("%Y%m%d"), t.strftime("%Y%m%d%H%M")
 
 
 class Acker:
@@ -71,9 +63,7 @@ class Acker:
     _last_error: BaseException = RuntimeError("no error")
 
     async def _send(self, batch: list[Outcome]) -> bool:
-        now = now_ms()
-        day, minute = buckets(now)
-        args: list[str | bytes | int] = [now, day, minute]
+        args: list[str | bytes | int] = [now_ms()]
         for outcome in batch:
             args.extend(outcome)
         try:

@@ -15,7 +15,6 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from rota.client import now_ms
 from rota.protocol.scripts import Arg, script
-from rota.worker.acker import buckets
 from rota.worker.robin import Robin
 from rota.worker.runtime import Fetched, PoolRuntime, RedisHealth
 
@@ -60,7 +59,6 @@ class Fetcher:
     async def _fetch(self, want: int) -> list[Fetched]:
         rt = self.rt
         now = now_ms()
-        day, minute = buckets(now)
         names = self.robin.take(want)
         # The pool's other names fill the batch when the robin's are empty; a rotating
         # start keeps that fill fair between them.
@@ -72,8 +70,6 @@ class Fetcher:
             int(rt.settings.lease * 1000),
             rt.pool_id,
             rt.settings.max_args_bytes,
-            day,
-            minute,
             len(names),
             *names,
             len(fill),

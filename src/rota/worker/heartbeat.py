@@ -24,7 +24,6 @@ from rota.client import now_ms
 from rota.protocol import codec
 from rota.protocol.scripts import Arg, script
 from rota.protocol.snapshot import BusyWorker, PoolSnapshot
-from rota.worker.acker import buckets
 from rota.worker.runtime import PoolRuntime, RedisHealth
 
 __all__ = ["AbortListener", "Heartbeat", "Reaper"]
@@ -127,11 +126,10 @@ class Reaper:
         rt = self.rt
         s = rt.settings
         now = now_ms()
-        day, minute = buckets(now)
         reclaimed, buried, forgotten = await script("reap")(
             rt.redis,
             rt.keys.prefix,
-            [now, s.max_lost, int(s.heartbeat_interval * 3000), 1000, day, minute],
+            [now, s.max_lost, int(s.heartbeat_interval * 3000), 1000],
         )
         for job_id in reclaimed:
             log.warning("lease expired: job requeued", job_id=job_id.decode(), reason="lost")

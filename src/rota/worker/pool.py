@@ -21,13 +21,14 @@ from rota import __version__
 from rota.client import Client, validate_name
 from rota.config import Settings, load_settings
 from rota.connection import connect
+from rota.protocol.job import Reason
 from rota.protocol.scripts import load_all
 from rota.worker.acker import Acker
 from rota.worker.fetcher import Fetcher
 from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
 from rota.worker.registry import Backoff, Handler, Middleware, default_backoff
 from rota.worker.robin import Robin
-from rota.worker.runner import requeue, run_job
+from rota.worker.runner import dead_outcome, requeue, run_job
 from rota.worker.runtime import Fetched, PoolRuntime
 from rota.worker.scheduler import Scheduler
 
@@ -321,7 +322,11 @@ async def _worker(
             if rt.stopping.is_set():
                 acker.add(requeue(job))
             else:
-                acker.add(await run_job(rt, job))
+                try:
+                    acker.add(await run_job(rt, job))
+                except Exception as exc:  # a bug must not take the pool down
+                    log.exception("job attempt failed inside rota", job_id=job.id)
+                    acker.add(dead_outcome(job, Reason.ERROR, f"internal error: {exc!r}"))
             rt.slots.release()
 
 

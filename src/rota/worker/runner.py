@@ -19,7 +19,7 @@ from rota.worker.context import JobContext
 from rota.worker.registry import Handler
 from rota.worker.runtime import Fetched, InFlight, PoolRuntime
 
-__all__ = ["Outcome", "run_job"]
+__all__ = ["Outcome", "dead_outcome", "requeue", "run_job"]
 
 log = structlog.get_logger("rota.job")
 
@@ -33,7 +33,7 @@ def requeue(job: Fetched) -> Outcome:
     return (job.id, job.name, job.token, "requeue", "", "", "")
 
 
-def _dead(job: Fetched, reason: Reason, error: str) -> Outcome:
+def dead_outcome(job: Fetched, reason: Reason, error: str) -> Outcome:
     return (job.id, job.name, job.token, "dead", "", error[:_MAX_ERROR], reason.value)
 
 
@@ -115,14 +115,14 @@ async def run_job(rt: PoolRuntime, job: Fetched) -> Outcome:
 async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
     handler = rt.handlers.get(job.name)
     if handler is None:
-        return _dead(job, Reason.UNKNOWN_JOB, f"no handler for job name {job.name!r}")
+        return dead_outcome(job, Reason.UNKNOWN_JOB, f"no handler for job name {job.name!r}")
     try:
         decoded = codec.decode_args(job.args)
         args, kwargs = handler.bind(decoded)
     except codec.BadPayload as exc:
-        return _dead(job, Reason.BAD_PAYLOAD, str(exc))
+        return dead_outcome(job, Reason.BAD_PAYLOAD, str(exc))
     except InvalidArgs as exc:
-        return _dead(job, Reason.INVALID_ARGS, str(exc))
+        return dead_outcome(job, Reason.INVALID_ARGS, str(exc))
 
     ctx = JobContext(
         rt,
@@ -159,8 +159,12 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
         return _failure(rt, job, handler, Reason.ERROR, f"{type(exc).__name__}: {exc}")
     finally:
         rt.in_flight.pop(job.id, None)
-    keep_result = (
-        handler.keep_result if handler.keep_result is not None else (rt.settings.keep_result)
-    )
-    encoded = codec.encode_json(result) if result is not None else b""
+    keep_result = rt.settings.keep_result if handler.keep_result is None else handler.keep_result
+    try:
+        encoded = codec.encode_json(result) if result is not None else b""
+    except Exception as exc:  # the job succeeded; only its result is odd
+        log.warning(
+            "result not JSON-encodable: stored as its description", job_id=job.id, error=repr(exc)
+        )
+        encoded = codec.encode_json(f"<unencodable {type(result).__name__}: {exc}>")
     return (job.id, job.name, job.token, "complete", encoded, str(int(keep_result * 1000)), "")

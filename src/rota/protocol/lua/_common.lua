@@ -44,21 +44,47 @@ local function count(field, name, n)
   end
 end
 
-local function flush_counts(day, minute)
+-- The UTC day (YYYYMMDD) and minute (YYYYMMDDHHMM) of a time in ms: the stats buckets.
+-- (Redis scripts have no os.date; this is the days-to-civil-date algorithm.)
+local function buckets(ms)
+  local secs = math.floor(ms / 1000)
+  local z = math.floor(secs / 86400)
+  local rem = secs - z * 86400
+  local hh, mi = math.floor(rem / 3600), math.floor((rem % 3600) / 60)
+  z = z + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524)
+    - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400 + (m <= 2 and 1 or 0)
+  local day = string.format('%04d%02d%02d', y, m, d)
+  return day, day .. string.format('%02d%02d', hh, mi)
+end
+
+-- Write the counters gathered by this call: totals, and the buckets of `now`.
+local function flush_counts(now)
   if next(counts) == nil then
     return
   end
+  local day, minute = buckets(now)
+  local dk, mk = key_stats_bucket(day), key_stats_bucket(minute)
   for f, n in pairs(counts) do
     redis.call('HINCRBY', K_STATS, f, n)
+    redis.call('HINCRBY', dk, f, n)
+    redis.call('HINCRBY', mk, f, n)
   end
-  if day then
-    local dk, mk = key_stats_bucket(day), key_stats_bucket(minute)
-    for f, n in pairs(counts) do
-      redis.call('HINCRBY', dk, f, n)
-      redis.call('HINCRBY', mk, f, n)
-    end
-    redis.call('EXPIRE', dk, 7776000)
-    redis.call('EXPIRE', mk, 7200)
+  redis.call('EXPIRE', dk, 7776000)
+  redis.call('EXPIRE', mk, 7200)
+end
+
+-- Tell a client waiting on the job (client.wait) that it ended.
+local function notify(jk, id, message)
+  if redis.call('HEXISTS', jk, 'waiters') == 1 then
+    redis.call('PUBLISH', key_done(id), message)
   end
 end
 
@@ -80,6 +106,7 @@ local function bury(id, name, reason, err, now, failed)
   end
   redis.call('ZADD', K_DEAD, now, id)
   release_unique(jk, id)
+  notify(jk, id, 'dead')
   count('failed', name, 1)
   count('dead', name, 1)
   return id

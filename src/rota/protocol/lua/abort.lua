@@ -12,7 +12,8 @@ end
 local f = redis.call('HMGET', jk, 'state', 'name')
 local state, name = f[1] or '', f[2] or ''
 if state == 'running' then
-  redis.call('HSET', jk, 'abort', now)
+  -- The flag holds how long the aborted record is kept (ms).
+  redis.call('HSET', jk, 'abort', keep)
   redis.call('PUBLISH', K_ABORT, id)
   return state
 end
@@ -25,14 +26,12 @@ redis.call('ZREM', K_RETRY, id)
 redis.call('HSET', jk, 'state', 'aborted', 'reason', 'aborted', 'error', 'aborted before it ran',
   'finished_at', now)
 release_unique(jk, id)
-if redis.call('HEXISTS', jk, 'waiters') == 1 then
-  redis.call('PUBLISH', key_done(id), 'aborted')
-end
+notify(jk, id, 'aborted')
 if keep > 0 then
   redis.call('PEXPIRE', jk, keep)
 else
   redis.call('DEL', jk)
 end
 count('aborted', name, 1)
-flush_counts(nil, nil)
+flush_counts(now)
 return state

@@ -5,8 +5,11 @@
 -- Returns {id, created}: created is 0 when the id exists already or the unique key is held
 -- by a live job, whose id is returned instead.
 local id, name, args = ARGV[1], ARGV[2], ARGV[3]
-local now, run_at = tonumber(ARGV[4]), tonumber(ARGV[5])
-local ukey, uttl = ARGV[6], tonumber(ARGV[7])
+local now, run_at = tonumber(ARGV[4]), tonumber(ARGV[5]) or 0
+local ukey, uttl = ARGV[6], tonumber(ARGV[7]) or 0
+if uttl <= 0 then
+  uttl = 86400000
+end
 local max_fails, timeout = ARGV[8], ARGV[9]
 
 local jk = key_job(id)

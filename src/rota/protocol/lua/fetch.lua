@@ -4,19 +4,19 @@
 -- optional fill names (the pool's other names, so that a batch of one whose name is
 -- empty still finds work elsewhere).
 -- KEYS[1] namespace prefix
--- ARGV now_ms, lease_ms, pool_id, max_args_bytes, day, minute, n, name_1 .. name_n,
+-- ARGV now_ms, lease_ms, pool_id, max_args_bytes, n, name_1 .. name_n,
 --      [m, fill_1 .. fill_m]
 -- Returns {jobs, buried}: jobs is flat, 10 entries per job (id, then FETCH_FIELDS of
 -- protocol/job.py); buried lists the ids of entries made dead as bad payloads.
 local now, lease, pool = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local max_args, day, minute = tonumber(ARGV[4]), ARGV[5], ARGV[6]
-local n = tonumber(ARGV[7])
+local max_args = tonumber(ARGV[4])
+local n = tonumber(ARGV[5])
 local fill = {}
 for i = 1, n do
-  fill[#fill + 1] = ARGV[7 + i]
+  fill[#fill + 1] = ARGV[5 + i]
 end
-for i = 1, tonumber(ARGV[8 + n]) or 0 do
-  fill[#fill + 1] = ARGV[8 + n + i]
+for i = 1, tonumber(ARGV[6 + n]) or 0 do
+  fill[#fill + 1] = ARGV[6 + n + i]
 end
 local deadline = now + lease
 local MAX_BURY = 100
@@ -69,8 +69,10 @@ local function take(name)
       local f = redis.call('HMGET', jk, 'name', 'state', 'token', 'attempts', 'failures',
         'lost', 'enqueued_at', 'max_fails', 'timeout')
       local state = f[2]
-      if state == 'running' or state == 'complete' or state == 'dead' or state == 'aborted' then
-        -- A second entry for a job that is already taken or finished: nothing to run.
+      if state == 'running' or state == 'complete' or state == 'dead' or state == 'aborted'
+        or (state == 'scheduled' and redis.call('ZSCORE', K_SCHEDULED, id))
+        or (state == 'retry' and redis.call('ZSCORE', K_RETRY, id)) then
+        -- A second entry for a job that is taken, finished or due later: nothing to run.
         count('stale_entries', name, 1)
       elseif f[1] ~= name then
         reject(id, name, 'job name ' .. tostring(f[1] or '(none)') .. ' does not match queue ' .. name)
@@ -106,7 +108,7 @@ end
 
 local missing = 0
 for i = 1, n do
-  local name = ARGV[7 + i]
+  local name = ARGV[5 + i]
   if not (available(name) and take(name)) then
     missing = missing + 1
   end
@@ -126,5 +128,5 @@ while missing > 0 and nburied < MAX_BURY do
     break
   end
 end
-flush_counts(day, minute)
+flush_counts(now)
 return {out, buried}

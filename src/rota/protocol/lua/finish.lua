@@ -2,7 +2,7 @@
 -- job's current token is stale (the job was reclaimed and handed out again, or aborted):
 -- it changes nothing and its id is returned.
 -- KEYS[1] namespace prefix
--- ARGV now_ms, day, minute, then 7 per attempt: id, name, token, outcome, a, b, c
+-- ARGV now_ms, then 7 per attempt: id, name, token, outcome, a, b, c
 --   complete: a = result JSON ('' = none), b = keep_ms (0 = delete now)
 --   retry:    a = due_ms, b = error, c = reason
 --   dead:     b = error, c = reason
@@ -10,7 +10,7 @@
 --   aborted:  a = keep_ms, b = message
 --   requeue:  back to the front of its queue, no failure counted (shutdown)
 -- Returns the ids of stale outcomes.
-local now, day, minute = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local now = tonumber(ARGV[1])
 local stale = {}
 local woken = {}
 
@@ -40,13 +40,16 @@ local function finish_one(id, name, token, outcome, a, b, c)
   redis.call('HSET', jk, 'token', '-' .. token)
   if f[1] and (outcome == 'retry' or outcome == 'requeue') then
     -- An abort was requested: it wins over another run.
-    outcome, a, b = 'aborted', '0', 'abort requested'
+    outcome, b = 'aborted', 'abort requested'
+  end
+  if f[1] and outcome == 'aborted' then
+    a = f[1] -- the keep time the abort asked for
   end
   if f[2] and outcome ~= 'retry' and outcome ~= 'requeue' then
     local state = ({complete = 'complete', dead = 'dead', drop = 'dead', aborted = 'aborted'})[outcome]
     if outcome == 'complete' and a ~= '' then
       redis.call('PUBLISH', key_done(id), state .. '\n' .. a)
-    else
+    elseif outcome ~= 'dead' then -- bury() tells the waiters of dead jobs
       redis.call('PUBLISH', key_done(id), state)
     end
   end
@@ -87,7 +90,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
   end
 end
 
-local i = 4
+local i = 2
 while i + 6 <= #ARGV do
   finish_one(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6])
   i = i + 7
@@ -95,5 +98,5 @@ end
 for name in pairs(woken) do
   wake(name)
 end
-flush_counts(day, minute)
+flush_counts(now)
 return stale

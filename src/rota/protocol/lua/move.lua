@@ -33,5 +33,5 @@ end
 for name in pairs(woken) do
   wake(name)
 end
-flush_counts(nil, nil)
+flush_counts(now)
 return moved

@@ -35,5 +35,5 @@ for _, z in ipairs({K_SCHEDULED, K_RETRY}) do
     end
   end
 end
-flush_counts(nil, nil)
+flush_counts(now)
 return {moved, tostring(next_due)}

@@ -2,12 +2,10 @@
 -- A job whose lease expired goes back to the front of its queue with reason 'lost'
 -- (not a failure); after max_lost lost attempts it is a poison pill and goes dead.
 -- KEYS[1] namespace prefix
--- ARGV now_ms, max_lost (default for jobs without a max_lost field), pool_expiry_ms,
---      limit, day, minute
+-- ARGV now_ms, max_lost (default for jobs without a max_lost field), pool_expiry_ms, limit
 -- Returns {reclaimed ids, buried ids, forgotten pools}.
 local now, max_lost_default = tonumber(ARGV[1]), tonumber(ARGV[2])
 local pool_expiry, limit = tonumber(ARGV[3]), tonumber(ARGV[4])
-local day, minute = ARGV[5], ARGV[6]
 local reclaimed, buried, forgotten = {}, {}, {}
 for _, name in ipairs(redis.call('SMEMBERS', K_NAMES)) do
   local rk = key_running(name)
@@ -31,6 +29,9 @@ for _, name in ipairs(redis.call('SMEMBERS', K_NAMES)) do
           redis.call('HSET', jk, 'state', 'aborted', 'reason', 'aborted',
             'error', 'aborted while its lease was lost', 'finished_at', now)
           release_unique(jk, id)
+          notify(jk, id, 'aborted')
+          count('aborted', name, 1)
+          redis.call('PEXPIRE', jk, tonumber(f[4]) or 3600000)
         elseif lost >= max_lost then
           buried[#buried + 1] = bury(id, name, 'lost',
             'lease expired ' .. lost .. ' times: the process running it died or was cut off',
@@ -54,5 +55,5 @@ for _, pool in ipairs(pools) do
   redis.call('DEL', key_pool(pool))
   forgotten[#forgotten + 1] = pool
 end
-flush_counts(day, minute)
+flush_counts(now)
 return {reclaimed, buried, forgotten}

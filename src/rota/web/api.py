@@ -1,0 +1,260 @@
+"""The JSON API: every page's data, the same actions, and enqueueing.
+
+Errors are ``{"error": "..."}`` with a 4xx status, and a refused request changes
+nothing: ids are checked before anything is done. ``openapi.py`` describes it all.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from rota.client import JobSpec, validate_name
+from rota.errors import PayloadTooLarge
+from rota.web import views
+from rota.web.base import ApiError, JSONResponse, client_of, int_param, state_of
+from rota.web.openapi import spec
+
+__all__ = ["routes"]
+
+MAX_IDS = 1000
+_MAX_DELAY = 10 * 365 * 86400.0
+_MAX_EPOCH = 253402300799.0  # 9999-12-31T23:59:59Z
+
+
+class EnqueueBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    name: str
+    args: list[Any] | None = None
+    kwargs: dict[str, Any] | None = None
+    delay: float | None = None
+    run_at: float | str | None = None
+    unique: str | None = None
+    max_fails: int | None = None
+    timeout: float | None = None
+
+
+class IdsBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    ids: list[str] | None = None
+    all: bool = False
+
+
+async def _body(request: Request, kind: type[Any]) -> Any:
+    """The request's JSON body as ``kind``: 415 unless it is JSON, 400 when it does not
+    parse, 422 when it does not fit."""
+    content_type = request.headers.get("content-type", "")
+    if content_type.split(";")[0].strip().lower() != "application/json":
+        raise ApiError(415, "send the body as application/json")
+    raw = await request.body()
+    try:
+        msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise ApiError(400, f"the body is not valid JSON: {exc}") from None
+    try:
+        return msgspec.json.decode(raw, type=kind)
+    except msgspec.ValidationError as exc:
+        raise ApiError(422, str(exc)) from None
+
+
+def _queue_name(request: Request) -> str:
+    name: str = request.path_params["name"]
+    try:
+        return validate_name(name)
+    except ValueError:
+        raise ApiError(404, f"no queue {name!r}") from None
+
+
+async def _known_queue(request: Request) -> str:
+    name = _queue_name(request)
+    if name not in await client_of(request).names():
+        raise ApiError(404, f"no queue {name!r}")
+    return name
+
+
+# -- reading ---------------------------------------------------------------------
+
+
+async def dashboard(request: Request) -> Response:
+    minutes = int_param(request, "minutes", 60, 1, 120)
+    days = int_param(request, "days", 30, 1, 90)
+    return JSONResponse(await views.dashboard(client_of(request), minutes, days))
+
+
+async def queues(request: Request) -> Response:
+    return JSONResponse(await views.queues(client_of(request)))
+
+
+async def pools(request: Request) -> Response:
+    return JSONResponse(await views.pools(client_of(request), state_of(request).settings))
+
+
+async def busy(request: Request) -> Response:
+    return JSONResponse(await views.busy(client_of(request)))
+
+
+def job_set(which: views.JobSet) -> Any:
+    async def read(request: Request) -> Response:
+        offset = int_param(request, "offset", 0, 0, 10**9)
+        limit = int_param(request, "limit", 25, 1, 500)
+        q = request.query_params.get("q", "")
+        if len(q) > 200:
+            raise ApiError(400, "q: at most 200 characters")
+        return JSONResponse(await views.job_page(client_of(request), which, offset, limit, q))
+
+    read.__name__ = f"api_{which}"
+    return read
+
+
+async def job(request: Request) -> Response:
+    job_id = request.path_params["job_id"]
+    data = await views.job_detail(client_of(request), job_id)
+    if data is None:
+        raise ApiError(404, f"no job {job_id!r}")
+    return JSONResponse(data)
+
+
+async def redis_info(request: Request) -> Response:
+    return JSONResponse(await views.redis_info(client_of(request)))
+
+
+async def openapi(request: Request) -> Response:
+    return JSONResponse(spec())
+
+
+# -- actions ---------------------------------------------------------------------
+
+
+async def pause(request: Request) -> Response:
+    name = await _known_queue(request)
+    await client_of(request).pause(name)
+    return JSONResponse({"name": name, "paused": True})
+
+
+async def resume(request: Request) -> Response:
+    name = await _known_queue(request)
+    await client_of(request).resume(name)
+    return JSONResponse({"name": name, "paused": False})
+
+
+async def clear(request: Request) -> Response:
+    name = await _known_queue(request)
+    return JSONResponse({"name": name, "deleted": await client_of(request).clear_queue(name)})
+
+
+def set_action(which: views.JobSet, action: str) -> Any:
+    async def act(request: Request) -> Response:
+        body: IdsBody = await _body(request, IdsBody)
+        if body.all == (body.ids is not None):
+            raise ApiError(422, 'give "ids" (a list of job ids) or "all": true, not both')
+        if body.ids is not None and not 1 <= len(body.ids) <= MAX_IDS:
+            raise ApiError(422, f"ids: give 1 to {MAX_IDS} job ids")
+        client = client_of(request)
+        ids = None if body.ids is None else list(dict.fromkeys(body.ids))
+        if ids is not None:
+            missing = await views.missing_from_set(client, which, ids)
+            if missing:
+                raise ApiError(404, f"not among the {which} jobs: {', '.join(missing[:10])}")
+        if action == "retry":
+            return JSONResponse({"retried": await client.retry(which, ids)})
+        return JSONResponse({"deleted": await client.delete(which, ids)})
+
+    act.__name__ = f"api_{which}_{action}"
+    return act
+
+
+async def abort(request: Request) -> Response:
+    job_id = request.path_params["job_id"]
+    client = client_of(request)
+    if await client.job(job_id) is None:
+        raise ApiError(404, f"no job {job_id!r}")
+    return JSONResponse({"id": job_id, "was": await client.abort(job_id)})
+
+
+def _run_at(body: EnqueueBody) -> float | None:
+    if body.delay is not None and body.run_at is not None:
+        raise ApiError(422, 'give "delay" or "run_at", not both')
+    if body.delay is not None:
+        if not (math.isfinite(body.delay) and 0 <= body.delay <= _MAX_DELAY):
+            raise ApiError(422, f"delay: seconds from 0 to {_MAX_DELAY:.0f}")
+        return time.time() + body.delay
+    if isinstance(body.run_at, str):
+        try:
+            moment = datetime.fromisoformat(body.run_at)
+        except ValueError:
+            raise ApiError(422, "run_at: not an ISO-8601 time") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return _epoch(moment.timestamp())
+    if body.run_at is not None:
+        return _epoch(body.run_at)
+    return None
+
+
+def _epoch(value: float) -> float:
+    if not (math.isfinite(value) and 0 <= value <= _MAX_EPOCH):
+        raise ApiError(422, "run_at: a time from 1970 to 9999")
+    return value
+
+
+async def enqueue(request: Request) -> Response:
+    body: EnqueueBody = await _body(request, EnqueueBody)
+    if body.args is not None and body.kwargs is not None:
+        raise ApiError(422, 'give "args" or "kwargs", not both')
+    if body.max_fails is not None and not 1 <= body.max_fails <= 1_000_000:
+        raise ApiError(422, "max_fails: from 1 to 1000000")
+    if body.timeout is not None and not (
+        math.isfinite(body.timeout) and 0 < body.timeout <= _MAX_DELAY
+    ):
+        raise ApiError(422, "timeout: seconds, more than 0")
+    if body.unique is not None and not 1 <= len(body.unique) <= 1024:
+        raise ApiError(422, "unique: 1 to 1024 characters")
+    spec_ = JobSpec(
+        name=body.name,
+        args=tuple(body.args or ()),
+        kwargs=body.kwargs or {},
+        run_at=_run_at(body),
+        unique=body.unique,
+        max_fails=body.max_fails,
+        timeout=body.timeout,
+    )
+    try:
+        (job_,) = await client_of(request).enqueue_many([spec_])
+    except PayloadTooLarge as exc:
+        raise ApiError(413, str(exc)) from None
+    except (ValueError, TypeError) as exc:
+        raise ApiError(422, str(exc)) from None
+    status = 201 if job_.created else 200
+    return JSONResponse({"id": job_.id, "name": job_.name, "created": job_.created}, status)
+
+
+def _routes() -> list[BaseRoute]:
+    out: list[BaseRoute] = [
+        Route("/api/openapi.json", openapi),
+        Route("/api/dashboard", dashboard),
+        Route("/api/queues", queues),
+        Route("/api/queues/{name}/pause", pause, methods=["POST"]),
+        Route("/api/queues/{name}/resume", resume, methods=["POST"]),
+        Route("/api/queues/{name}/clear", clear, methods=["POST"]),
+        Route("/api/pools", pools),
+        Route("/api/busy", busy),
+        Route("/api/jobs", enqueue, methods=["POST"]),
+        Route("/api/jobs/{job_id}", job),
+        Route("/api/jobs/{job_id}/abort", abort, methods=["POST"]),
+        Route("/api/redis", redis_info),
+    ]
+    for which in views.JOB_SETS:
+        out += [
+            Route(f"/api/{which}", job_set(which)),
+            Route(f"/api/{which}/retry", set_action(which, "retry"), methods=["POST"]),
+            Route(f"/api/{which}/delete", set_action(which, "delete"), methods=["POST"]),
+        ]
+    return out
+
+
+routes = _routes()

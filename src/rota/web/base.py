@@ -1,0 +1,209 @@
+"""What the pages and the API share: the app's state, rendering, errors, parameters."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import jinja2
+import msgspec
+from starlette.datastructures import URL
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+
+from rota import __version__
+from rota.client import Client
+from rota.config import Settings
+from rota.web.security import Auth
+
+__all__ = [
+    "ApiError",
+    "JSONResponse",
+    "WebState",
+    "client_of",
+    "int_param",
+    "local_path",
+    "make_templates",
+    "render",
+    "state_of",
+]
+
+STATIC_VERSION: Final = __version__
+
+
+class ApiError(Exception):
+    """Answer with this status and ``{"error": message}``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class JSONResponse(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return msgspec.json.encode(content)
+
+
+@dataclass
+class WebState:
+    """Everything a request handler needs, kept on ``app.state.rota``."""
+
+    settings: Settings
+    auth: Auth
+    templates: jinja2.Environment
+    client: Client | None = None
+    own_client: bool = False
+    started: float = field(default_factory=time.time)
+
+    def get_client(self) -> Client:
+        if self.client is None:  # served without the lifespan (an ASGI test transport)
+            self.client = Client.from_url(
+                self.settings.redis_url,
+                self.settings.namespace,
+                max_args_bytes=self.settings.max_args_bytes,
+                unique_ttl=self.settings.unique_ttl,
+            )
+            self.own_client = True
+        return self.client
+
+
+def state_of(request: Request) -> WebState:
+    st: WebState = request.app.state.rota
+    return st
+
+
+def client_of(request: Request) -> Client:
+    return state_of(request).get_client()
+
+
+def int_param(request: Request, name: str, default: int, lo: int, hi: int) -> int:
+    """An integer query parameter within [lo, hi]; anything else is a 400."""
+    text = request.query_params.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ApiError(400, f"{name}: not an integer: {text[:40]!r}") from None
+    if not lo <= value <= hi:
+        raise ApiError(400, f"{name}: must be between {lo} and {hi}, got {value}")
+    return value
+
+
+def local_path(target: str | None, default: str) -> str:
+    """``target`` if it is a path on this server (never another site), else ``default``."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return default
+    return target
+
+
+def with_notice(target: str, done: str, n: int | None = None) -> str:
+    url = URL(target).include_query_params(done=done)
+    return str(url.include_query_params(n=n)) if n is not None else str(url)
+
+
+# -- templates -------------------------------------------------------------------
+
+
+def _when(ms: int | None) -> str:
+    if not ms:
+        return ""
+    try:
+        return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+
+
+def _iso(ms: int | None) -> str:
+    if not ms:
+        return ""
+    try:
+        return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return ""
+
+
+def duration(seconds: float) -> str:
+    """4.2s, 3m12s, 2h05m, 3d04h."""
+    negative, seconds = seconds < 0, abs(seconds)
+    s = int(seconds)
+    if s < 60:
+        text = f"{seconds:.1f}s" if seconds < 10 else f"{s}s"
+    elif s < 3600:
+        text = f"{s // 60}m{s % 60:02d}s"
+    elif s < 86400:
+        text = f"{s // 3600}h{s % 3600 // 60:02d}m"
+    else:
+        text = f"{s // 86400}d{s % 86400 // 3600:02d}h"
+    return "-" + text if negative else text
+
+
+def _ago(ms: int | None) -> str:
+    if not ms:
+        return ""
+    return duration(time.time() - ms / 1000)
+
+
+def _num(n: Any) -> str:
+    return f"{n:,}".replace(",", "\u202f") if isinstance(n, int) else str(n)
+
+
+def make_templates() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("rota.web", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(when=_when, iso=_iso, ago=_ago, duration=duration, num=_num)
+    env.globals.update(version=__version__, static_version=STATIC_VERSION)
+    return env
+
+
+def render(
+    request: Request,
+    name: str,
+    context: dict[str, Any],
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+) -> HTMLResponse:
+    st = state_of(request)
+    done = request.query_params.get("done")
+    n = request.query_params.get("n")
+    base = {
+        "request": request,
+        "path": request.url.path,
+        "namespace": st.settings.namespace,
+        "csrf": request.state.csrf,
+        "auth": st.auth,
+        "logged_in": bool(st.auth.token) and "rota_session" in request.cookies,
+        "notice": _notice(done, n),
+        "api": None,
+        "refresh": 0,
+    }
+    html = st.templates.get_template(name).render({**base, **context})
+    return HTMLResponse(html, status_code=status, headers=headers)
+
+
+_NOTICES: Final = {
+    "paused": "Queue paused.",
+    "resumed": "Queue resumed.",
+    "cleared": "{n} queued jobs deleted.",
+    "retried": "{n} jobs queued again.",
+    "deleted": "{n} jobs deleted.",
+    "aborted": "Abort requested.",
+}
+
+
+def _notice(done: str | None, n: str | None) -> str | None:
+    text = _NOTICES.get(done or "")
+    if text is None:
+        return None
+    count = int(n) if n and n.isdigit() else 0
+    return text.format(n=count)

@@ -1,0 +1,230 @@
+"""The HTML pages and the form actions behind their buttons.
+
+Each page renders the dict its JSON twin under ``/api/`` returns. Actions answer with a
+303 redirect back to the page they came from.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from rota.client import validate_name
+from rota.web import views
+from rota.web.base import client_of, local_path, render, state_of, with_notice
+from rota.web.charts import bar_chart
+from rota.web.security import SESSION_COOKIE
+
+__all__ = ["routes"]
+
+REFRESH = 5  # seconds between refreshes of a page's figures
+PER_PAGE = 25
+
+
+async def dashboard(request: Request) -> Response:
+    data = await views.dashboard(client_of(request))
+    charts = {"minutes": bar_chart(data["minutes"], "minute"), "days": bar_chart(data["days"], "day")}
+    return render(
+        request,
+        "dashboard.html",
+        {"data": data, "charts": charts, "api": "/api/dashboard", "refresh": REFRESH},
+    )
+
+
+async def queues(request: Request) -> Response:
+    data = await views.queues(client_of(request))
+    return render(request, "queues.html", {"data": data, "api": "/api/queues", "refresh": REFRESH})
+
+
+async def pools(request: Request) -> Response:
+    data = await views.pools(client_of(request), state_of(request).settings)
+    return render(request, "pools.html", {"data": data, "api": "/api/pools", "refresh": REFRESH})
+
+
+async def busy(request: Request) -> Response:
+    data = await views.busy(client_of(request))
+    return render(request, "busy.html", {"data": data, "api": "/api/busy", "refresh": REFRESH})
+
+
+def _clamped(request: Request, name: str, default: int, hi: int) -> int:
+    try:
+        return max(0, min(hi, int(request.query_params.get(name, default))))
+    except ValueError:
+        return default
+
+
+def job_set_page(which: views.JobSet) -> Any:
+    async def page(request: Request) -> Response:
+        offset = _clamped(request, "offset", 0, 10**9)
+        q = request.query_params.get("q", "")[:200]
+        data = await views.job_page(client_of(request), which, offset, PER_PAGE, q)
+        api = str(request.url.replace(path=f"/api/{which}"))
+        context = {
+            "data": data,
+            "which": which,
+            "api": api,
+            "refresh": REFRESH,
+            "here": str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
+            "prev_offset": max(0, offset - PER_PAGE) if offset > 0 else None,
+            "next_offset": offset + PER_PAGE if offset + PER_PAGE < data["total"] else None,
+        }
+        return render(request, "jobs.html", context)
+
+    page.__name__ = f"{which}_page"
+    return page
+
+
+async def job(request: Request) -> Response:
+    job_id = request.path_params["job_id"]
+    data = await views.job_detail(client_of(request), job_id)
+    if data is None:
+        raise HTTPException(404, f"no job {job_id}")
+    refresh = REFRESH if data["state"] in ("queued", "running", "waiting") else 0
+    return render(
+        request,
+        "job.html",
+        {"job": data, "api": f"/api/jobs/{job_id}", "refresh": refresh, "sets": views.JOB_SETS},
+    )
+
+
+async def redis_page(request: Request) -> Response:
+    data = await views.redis_info(client_of(request))
+    return render(request, "redis.html", {"data": data, "api": "/api/redis", "refresh": REFRESH})
+
+
+# -- actions ---------------------------------------------------------------------
+
+
+async def _next(request: Request, default: str) -> str:
+    form = await request.form()
+    value = form.get("next")
+    return local_path(value if isinstance(value, str) else None, default)
+
+
+async def queue_action(request: Request) -> Response:
+    name, action = request.path_params["name"], request.path_params["action"]
+    client = client_of(request)
+    try:
+        validate_name(name)
+    except ValueError:
+        raise HTTPException(404, f"no queue {name}") from None
+    if name not in await client.names() or action not in ("pause", "resume", "clear"):
+        raise HTTPException(404, f"no queue {name}")
+    target = await _next(request, "/queues")
+    n = None
+    if action == "pause":
+        await client.pause(name)
+    elif action == "resume":
+        await client.resume(name)
+    else:
+        n = await client.clear_queue(name)
+    done = {"pause": "paused", "resume": "resumed", "clear": "cleared"}[action]
+    return RedirectResponse(with_notice(target, done, n), status_code=303)
+
+
+def set_action(which: views.JobSet) -> Any:
+    async def act(request: Request) -> Response:
+        job_id, action = request.path_params["job_id"], request.path_params["action"]
+        client = client_of(request)
+        if action not in ("retry", "delete") or await views.missing_from_set(
+            client, which, [job_id]
+        ):
+            raise HTTPException(404, f"no job {job_id} among the {which} jobs")
+        target = await _next(request, f"/{which}")
+        if target.startswith(f"/jobs/{job_id}") and action == "delete":
+            target = f"/{which}"
+        if action == "retry":
+            n = await client.retry(which, [job_id])
+        else:
+            n = await client.delete(which, [job_id])
+        return RedirectResponse(
+            with_notice(target, "retried" if action == "retry" else "deleted", n), 303
+        )
+
+    act.__name__ = f"{which}_action"
+    return act
+
+
+def set_all_action(which: views.JobSet, action: str) -> Any:
+    async def act(request: Request) -> Response:
+        client = client_of(request)
+        target = await _next(request, f"/{which}")
+        if action == "retry":
+            n = await client.retry(which, None)
+        else:
+            n = await client.delete(which, None)
+        done = "retried" if action == "retry" else "deleted"
+        return RedirectResponse(with_notice(target, done, n), status_code=303)
+
+    act.__name__ = f"{which}_{action}_all"
+    return act
+
+
+async def abort(request: Request) -> Response:
+    job_id = request.path_params["job_id"]
+    client = client_of(request)
+    if await client.job(job_id) is None:
+        raise HTTPException(404, f"no job {job_id}")
+    await client.abort(job_id)
+    return RedirectResponse(with_notice(f"/jobs/{job_id}", "aborted"), status_code=303)
+
+
+# -- login -----------------------------------------------------------------------
+
+
+async def login(request: Request) -> Response:
+    auth = state_of(request).auth
+    target = local_path(request.query_params.get("next"), "/")
+    if request.method == "GET":
+        return render(request, "login.html", {"next": target, "error": None})
+    form = await request.form()
+    target = local_path(str(form.get("next") or ""), "/")
+    token = form.get("token")
+    if not isinstance(token, str) or not auth.check_token(token):
+        context = {"next": target, "error": "Wrong token."}
+        return render(request, "login.html", context, status=401)
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(
+        SESSION_COOKIE,
+        auth.session_value(),
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+async def logout(request: Request) -> Response:
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(SESSION_COOKIE, httponly=True, samesite="strict")
+    return response
+
+
+def _routes() -> list[BaseRoute]:
+    out: list[BaseRoute] = [
+        Route("/", dashboard),
+        Route("/queues", queues),
+        Route("/queues/{name}/{action}", queue_action, methods=["POST"]),
+        Route("/pools", pools),
+        Route("/busy", busy),
+        Route("/jobs/{job_id}", job),
+        Route("/jobs/{job_id}/abort", abort, methods=["POST"]),
+        Route("/redis", redis_page),
+        Route("/login", login, methods=["GET", "POST"]),
+        Route("/logout", logout, methods=["POST"]),
+    ]
+    for which in views.JOB_SETS:
+        out += [
+            Route(f"/{which}", job_set_page(which)),
+            Route(f"/{which}/retry-all", set_all_action(which, "retry"), methods=["POST"]),
+            Route(f"/{which}/delete-all", set_all_action(which, "delete"), methods=["POST"]),
+            Route(f"/{which}/{{job_id}}/{{action}}", set_action(which), methods=["POST"]),
+        ]
+    return out
+
+
+routes = _routes()

@@ -1,0 +1,291 @@
+"""Who may use the web server, and which requests may change anything.
+
+One ASGI middleware, in front of every route:
+
+- **Host**: when the server listens on loopback only, a request must name a loopback
+  host, so a web page cannot reach it through DNS rebinding.
+- **Authentication** (when ``--auth`` or ``--token`` is given): HTTP Basic, a Bearer
+  token, or the session cookie set by the login form. ``/healthz``, ``/login`` and the
+  static files are open.
+- **Cross-site requests**: a request that changes anything (any method but GET, HEAD
+  and OPTIONS) must come from the same origin. Browsers say where a request comes from
+  (``Sec-Fetch-Site``, else ``Origin``); a cross-origin one is refused with 403. A
+  request that says neither is not from a modern browser: it passes when it carries
+  credentials in its ``Authorization`` header (a browser never adds those to a forged
+  request by itself), or a CSRF token (the ``rota_csrf`` cookie repeated in the
+  ``csrf`` form field or the ``X-CSRF-Token`` header), or when authentication is off.
+- **Headers**: a Content-Security-Policy without inline scripts, nosniff,
+  ``frame-ancestors 'none'`` and a same-origin referrer policy on every response.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import ipaddress
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.cookies import SimpleCookie
+from typing import Any, Final
+from urllib.parse import parse_qs, urlsplit
+
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = [
+    "CSRF_COOKIE",
+    "SESSION_COOKIE",
+    "Auth",
+    "SecurityMiddleware",
+    "is_loopback",
+    "loopback_hosts",
+]
+
+CSRF_COOKIE: Final = "rota_csrf"
+SESSION_COOKIE: Final = "rota_session"
+CSRF_FIELD: Final = "csrf"
+CSRF_HEADER: Final = "x-csrf-token"
+_SAFE_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
+_OPEN_PATHS: Final = ("/healthz", "/login")
+_MAX_FORM_BYTES: Final = 64 * 1024
+
+CSP: Final = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; "
+    "object-src 'none'"
+)
+_HEADERS: Final = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"same-origin"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+]
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def loopback_hosts() -> frozenset[str]:
+    return frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+@dataclass(frozen=True)
+class Auth:
+    """The credentials that open the server; both None: no authentication."""
+
+    basic: tuple[str, str] | None = None
+    token: str | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.basic is not None or self.token is not None
+
+    def session_value(self) -> str:
+        """The login cookie: derived from the token, so the cookie does not reveal it."""
+        assert self.token is not None
+        return hmac.new(self.token.encode(), b"rota web session", hashlib.sha256).hexdigest()
+
+    def check_token(self, candidate: str) -> bool:
+        return self.token is not None and _same(candidate, self.token)
+
+    def header_ok(self, authorization: str | None) -> bool:
+        """Whether the ``Authorization`` header carries valid credentials."""
+        if not authorization:
+            return False
+        scheme, _, value = authorization.partition(" ")
+        scheme, value = scheme.lower(), value.strip()
+        if scheme == "bearer":
+            return self.check_token(value)
+        if scheme == "basic" and self.basic is not None:
+            try:
+                user, sep, password = base64.b64decode(value, validate=True).decode().partition(":")
+            except (binascii.Error, UnicodeDecodeError):
+                return False
+            return bool(sep) and _same(user, self.basic[0]) & _same(password, self.basic[1])
+        return False
+
+    def cookie_ok(self, cookies: dict[str, str]) -> bool:
+        value = cookies.get(SESSION_COOKIE)
+        return self.token is not None and value is not None and _same(value, self.session_value())
+
+    def challenge(self) -> str:
+        return 'Basic realm="rota", charset="UTF-8"' if self.basic else 'Bearer realm="rota"'
+
+
+def _same(a: str, b: str) -> bool:
+    return hmac.compare_digest(a.encode(), b.encode())
+
+
+def _cookies(headers: Headers) -> dict[str, str]:
+    jar: SimpleCookie = SimpleCookie()
+    for raw in headers.getlist("cookie"):
+        try:
+            jar.load(raw)
+        except Exception:  # noqa: BLE001, S110 - a malformed cookie header is no cookie
+            continue
+    return {k: m.value for k, m in jar.items()}
+
+
+def _host_name(host: str) -> str:
+    """The host of a Host header value, without the port; IPv6 without brackets."""
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
+def origin_verdict(headers: Headers) -> str:
+    """'same', 'cross' or 'unknown' (the request does not say where it comes from)."""
+    site = headers.get("sec-fetch-site")
+    if site == "same-origin":
+        return "same"
+    if site in ("same-site", "cross-site"):
+        return "cross"
+    origin = headers.get("origin")
+    if origin is None:
+        return "unknown"
+    host = headers.get("host", "")
+    parts = urlsplit(origin)
+    if origin == "null" or not parts.netloc or parts.netloc.lower() != host.lower():
+        return "cross"
+    return "same"
+
+
+RenderRefusal = Callable[[Request, int, str, Auth], Response]
+
+
+class SecurityMiddleware:
+    """See the module's docstring."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        auth: Auth,
+        allowed_hosts: frozenset[str] | None,
+        render: RenderRefusal,
+    ) -> None:
+        self.app = app
+        self.auth = auth
+        self.allowed_hosts = allowed_hosts
+        self.render = render
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        cookies = _cookies(headers)
+        request = Request(scope)
+        new_csrf = None
+        csrf = cookies.get(CSRF_COOKIE, "")
+        if len(csrf) < 32:
+            csrf = new_csrf = secrets.token_urlsafe(32)
+        scope.setdefault("state", {})["csrf"] = csrf
+        https = scope.get("scheme") == "https"
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                out = [h for h in message.get("headers", []) if h[0].lower() != b"server"]
+                out += _HEADERS
+                if not request.url.path.startswith("/static/"):
+                    out.append((b"cache-control", b"no-store"))
+                if new_csrf is not None:
+                    flags = "; Path=/; SameSite=Strict; HttpOnly" + ("; Secure" if https else "")
+                    out.append((b"set-cookie", f"{CSRF_COOKIE}={new_csrf}{flags}".encode()))
+                message = {**message, "headers": out}
+            await send(message)
+
+        status, text, receive = await self._check(scope, headers, cookies, csrf, new_csrf, receive)
+        if status:
+            response = self.render(request, status, text, self.auth)
+            await response(scope, receive, send_with_headers)
+            return
+        await self.app(scope, receive, send_with_headers)
+
+    async def _check(
+        self,
+        scope: Scope,
+        headers: Headers,
+        cookies: dict[str, str],
+        csrf: str,
+        new_csrf: str | None,
+        receive: Receive,
+    ) -> tuple[int, str, Receive]:
+        """The status and message to refuse with (0: let it pass), and the receive to
+        use from now on (it replays the body when the body was read here)."""
+        if self.allowed_hosts is not None:
+            host = _host_name(headers.get("host", "")).lower()
+            if host not in self.allowed_hosts:
+                return 400, "unknown host: this server answers to loopback names only", receive
+        header_auth = self.auth.enabled and self.auth.header_ok(headers.get("authorization"))
+        authed = not self.auth.enabled or header_auth or self.auth.cookie_ok(cookies)
+        if scope["method"] not in _SAFE_METHODS:
+            verdict = origin_verdict(headers)
+            if verdict == "cross":
+                return 403, "cross-site request refused", receive
+            if verdict == "unknown" and self.auth.enabled and not header_auth:
+                token = headers.get(CSRF_HEADER)
+                if token is None:
+                    token, receive = await _form_field(headers, receive, CSRF_FIELD)
+                if new_csrf is not None or not token or not _same(token, csrf):
+                    return 403, "missing or wrong CSRF token", receive
+        path: str = scope["path"]
+        if not authed and not (path in _OPEN_PATHS or path.startswith("/static/")):
+            return 401, "authentication required", receive
+        return 0, "", receive
+
+
+async def _form_field(headers: Headers, receive: Receive, field: str) -> tuple[str | None, Receive]:
+    """Read a urlencoded body to find ``field``; return a receive that replays the body."""
+    chunks: list[bytes] = []
+    size = 0
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        body = message.get("body", b"")
+        size += len(body)
+        if size > _MAX_FORM_BYTES:  # no form of this server is that big: refused anyway
+            return None, receive
+        chunks.append(body)
+        more = message.get("more_body", False)
+    data = b"".join(chunks)
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": data, "more_body": False}
+        return await receive()
+
+    value = None
+    if headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+        values = parse_qs(data.decode("latin-1"), max_num_fields=100).get(field)
+        value = values[0] if values else None
+    return value, replay
+
+
+def json_refusal(status: int, text: str, auth: Auth) -> Response:
+    headers = {"www-authenticate": auth.challenge()} if status == 401 else None
+    return JSONResponse({"error": text}, status_code=status, headers=headers)
+
+
+def wants_json(request: Request) -> bool:
+    path = request.url.path
+    if path.startswith(("/api/", "/metrics")) or path == "/healthz":
+        return True
+    return "text/html" not in request.headers.get("accept", "")

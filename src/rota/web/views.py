@@ -1,0 +1,236 @@
+"""What each page shows, as plain JSON-ready dicts: the HTML pages render them and the
+API returns them, so both always agree.
+
+Everything is read through :class:`rota.client.Client`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Final, Literal, get_args
+
+import msgspec
+
+from rota.client import Bucket, Client, now_ms
+from rota.config import Settings
+from rota.protocol.job import JobRecord
+
+__all__ = [
+    "JOB_SETS",
+    "JobSet",
+    "busy",
+    "dashboard",
+    "job_detail",
+    "job_page",
+    "missing_from_set",
+    "pools",
+    "queues",
+    "redis_info",
+]
+
+JobSet = Literal["scheduled", "retry", "dead"]
+JOB_SETS: Final[tuple[JobSet, ...]] = get_args(JobSet)
+
+#: A search reads at most this many jobs of a set (the dead set keeps 10 000 by default).
+SEARCH_LIMIT: Final = 20_000
+_SEARCH_CHUNK: Final = 500
+
+_INFO_FIELDS: Final = (
+    "redis_version",
+    "valkey_version",
+    "redis_mode",
+    "os",
+    "uptime_in_seconds",
+    "connected_clients",
+    "blocked_clients",
+    "used_memory",
+    "used_memory_human",
+    "used_memory_peak_human",
+    "maxmemory",
+    "maxmemory_policy",
+    "instantaneous_ops_per_sec",
+    "total_commands_processed",
+    "keyspace_hits",
+    "keyspace_misses",
+    "role",
+)
+
+
+def _asdict(value: msgspec.Struct) -> dict[str, Any]:
+    return msgspec.structs.asdict(value)
+
+
+def _bucket(b: Bucket) -> dict[str, int]:
+    return {
+        "start": b.start,
+        "processed": b.counts.get("processed", 0),
+        "failed": b.counts.get("failed", 0),
+    }
+
+
+async def dashboard(client: Client, minutes: int = 60, days: int = 30) -> dict[str, Any]:
+    """Totals, sizes and the processed/failed history per minute and per day."""
+    stats = await client.stats()
+    history = await client.history(minutes, days)
+    qs = await client.queues()
+    sizes = {"queued": sum(q.size for q in qs), "running": sum(q.running for q in qs)}
+    for which in JOB_SETS:
+        sizes[which] = (await client.page(which, 0, 1)).total
+    live = await client.pools()
+    sizes["pools"] = len(live)
+    sizes["busy"] = sum(len(p.busy) for p, _ in live)
+    return {
+        "namespace": client.namespace,
+        "totals": {k: stats.get(k, 0) for k in ("processed", "failed", "dead", "lost", "aborted")},
+        "sizes": sizes,
+        "minutes": [_bucket(b) for b in history.minutes],
+        "days": [_bucket(b) for b in history.days],
+    }
+
+
+async def queues(client: Client) -> dict[str, Any]:
+    return {"queues": [_asdict(q) for q in await client.queues()]}
+
+
+async def pools(client: Client, settings: Settings) -> dict[str, Any]:
+    """Live pools; ``stale``: no heartbeat for more than two intervals."""
+    now = now_ms()
+    stale_after = settings.heartbeat_interval * 2000
+    out = []
+    for snap, beat in await client.pools():
+        row = _asdict(snap)
+        row["busy"] = len(snap.busy)
+        row["last_heartbeat"] = beat
+        row["stale"] = now - beat > stale_after
+        out.append(row)
+    return {"pools": out, "heartbeat_interval": settings.heartbeat_interval}
+
+
+async def busy(client: Client) -> dict[str, Any]:
+    """Running jobs as the pools' last heartbeats tell them."""
+    workers = [
+        {"pool": snap.id, "host": snap.host, "pid": snap.pid, **_asdict(b)}
+        for snap, _ in await client.pools()
+        for b in snap.busy
+    ]
+    workers.sort(key=lambda w: w["since"])
+    return {"workers": workers}
+
+
+def _summary(job: JobRecord) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "name": job.name,
+        "state": job.state,
+        "args": job.args,
+        "attempts": job.attempts,
+        "failures": job.failures,
+        "enqueued_at": job.enqueued_at,
+        "run_at": job.run_at,
+        "finished_at": job.finished_at,
+        "reason": job.reason,
+        "error": job.error,
+    }
+
+
+def _matches(job: JobRecord, q: str) -> bool:
+    return q in job.id.lower() or q in job.name.lower()
+
+
+async def job_page(
+    client: Client, which: JobSet, offset: int = 0, limit: int = 25, q: str = ""
+) -> dict[str, Any]:
+    """A page of a job set; ``q`` keeps the jobs whose id or name contains it."""
+    needle = q.strip().lower()
+    scanned = 0
+    if not needle:
+        page = await client.page(which, offset, limit)
+        total, jobs = page.total, page.jobs
+    else:
+        found: list[JobRecord] = []
+        while scanned < SEARCH_LIMIT:
+            chunk = await client.page(which, scanned, _SEARCH_CHUNK)
+            found += [j for j in chunk.jobs if _matches(j, needle)]
+            scanned += _SEARCH_CHUNK
+            if scanned >= chunk.total:
+                scanned = chunk.total
+                break
+        total, jobs = len(found), found[offset : offset + limit]
+    return {
+        "set": which,
+        "q": q,
+        "total": total,
+        "offset": offset,
+        "limit": limit,
+        "searched": scanned if needle else None,
+        "jobs": [_summary(j) for j in jobs],
+    }
+
+
+async def missing_from_set(client: Client, which: JobSet, ids: list[str]) -> list[str]:
+    """The ids that are not in the set (one round trip)."""
+    if not ids:
+        return []
+    key = {"scheduled": client.keys.scheduled, "retry": client.keys.retry}.get(
+        which, client.keys.dead
+    )
+    scores = await client.redis.zmscore(key, ids)
+    return [i for i, s in zip(ids, scores, strict=True) if s is None]
+
+
+def _pretty(text: str | None) -> tuple[Any, str | None]:
+    """Decoded JSON and an indented rendering; the text itself when it is not JSON."""
+    if text is None:
+        return None, None
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return None, text
+    return value, msgspec.json.format(text, indent=2)
+
+
+def _progress(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    head, _, message = text.partition(" ")
+    try:
+        percent = float(head)
+    except ValueError:
+        return {"percent": None, "message": text}
+    return {"percent": percent, "message": message}
+
+
+async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
+    """Everything stored about a job and its log lines; None when there is no such job."""
+    record = await client.job(job_id)
+    if record is None:
+        return None
+    raw_logs = await client.redis.lrange(client.keys.joblog(job_id), 0, -1)
+    args, args_text = _pretty(record.args)
+    result, result_text = _pretty(record.result)
+    out = _asdict(record)
+    out.update(
+        args=args,
+        args_raw=record.args,
+        args_pretty=args_text,
+        result=result,
+        result_raw=record.result,
+        result_pretty=result_text,
+        progress=_progress(record.progress),
+        progress_raw=record.progress,
+        logs=[x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x) for x in raw_logs],
+    )
+    return out
+
+
+async def redis_info(client: Client) -> dict[str, Any]:
+    """Server figures from INFO and the round trip of one PING, measured here."""
+    started = time.perf_counter()
+    await client.redis.ping()
+    ping_ms = (time.perf_counter() - started) * 1000
+    info = await client.redis.info()
+    fields = {k: info[k] for k in _INFO_FIELDS if k in info}
+    for k in ("redis_version", "valkey_version", "used_memory_human", "maxmemory_policy", "os"):
+        if k in fields:
+            fields[k] = str(fields[k])
+    return {"ping_ms": round(ping_ms, 3), "info": fields, "namespace": client.namespace}

@@ -29,6 +29,7 @@ _PARAM_KEYS: Final[dict[str, str]] = {
     "wake": "wake:",
     "joblog": "log:",
     "done": "done:",
+    "cron": "cron:",
 }
 
 #: Key kinds without an argument -> full suffix after the prefix.
@@ -99,6 +100,10 @@ class Keys:
     def done(self, job_id: str) -> str:
         """Pub/sub channel telling waiters that a job finished."""
         return self.prefix + "done:" + job_id
+
+    def cron(self, name: str, fire_ms: int) -> str:
+        """Claim of one fire time of a periodic job: the first pool to set it enqueues."""
+        return self.prefix + "cron:" + name + ":" + str(fire_ms)
 
     @property
     def scheduled(self) -> str:

@@ -24,9 +24,10 @@ from rota.connection import connect
 from rota.protocol.job import Reason
 from rota.protocol.scripts import load_all
 from rota.worker.acker import Acker
+from rota.worker.cron import Cron
 from rota.worker.fetcher import Fetcher
 from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
-from rota.worker.registry import Backoff, Handler, Middleware, default_backoff
+from rota.worker.registry import Backoff, Handler, Middleware, Periodic, default_backoff
 from rota.worker.robin import Robin
 from rota.worker.runner import dead_outcome, requeue, run_job
 from rota.worker.runtime import Fetched, PoolRuntime
@@ -66,6 +67,7 @@ class WorkerPool:
         self.handlers: dict[str, Handler] = {}
         self._middleware: list[Middleware] = []
         self._lifespan: Lifespan | None = None
+        self.periodic_jobs: list[Periodic] = []
         self.runtime: PoolRuntime | None = None
 
     @property
@@ -122,6 +124,29 @@ class WorkerPool:
             return f
 
         return register(func) if func is not None else register
+
+    def periodic(
+        self,
+        schedule: str,
+        *,
+        name: str | None = None,
+        tz: str | None = None,
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> Callable[[F], F]:
+        """Register a handler (like ``job``) and enqueue it on a cron schedule, e.g.
+        ``"*/5 * * * *"`` (UTC unless ``tz``; six fields for seconds). Each fire time is
+        enqueued once, by whichever pool claims it; times when no pool runs are skipped."""
+        cron = Cron(schedule, tz)
+
+        def register(f: F) -> F:
+            job_name = name or f.__name__
+            self.job(name=job_name, **options)(f)
+            self.periodic_jobs.append(Periodic(job_name, cron, tuple(args), dict(kwargs or {})))
+            return f
+
+        return register
 
     def middleware(self, mw: Middleware) -> Middleware:
         """Wrap every handler: ``async def mw(ctx, call_next): return await call_next()``.
@@ -260,7 +285,7 @@ class WorkerPool:
                     bg.start_soon(acker.run)
                     bg.start_soon(heartbeat.run)
                     bg.start_soon(Reaper(rt).run)
-                    bg.start_soon(Scheduler(rt).run)
+                    bg.start_soon(Scheduler(rt, self.periodic_jobs).run)
 
         await tg.start(run_background)
         tg.start_soon(run_fetcher)

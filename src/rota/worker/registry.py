@@ -5,19 +5,30 @@ from __future__ import annotations
 import inspect
 import random
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
 from rota.errors import InvalidArgs
+from rota.worker.cron import Cron
 
-__all__ = ["Backoff", "Handler", "Middleware", "default_backoff"]
+__all__ = ["Backoff", "Handler", "Middleware", "Periodic", "default_backoff"]
 
 Backoff = Callable[[int], float]
 #: ``async def mw(ctx, call_next)``: ``await call_next()`` runs the rest of the chain.
 Middleware = Callable[[Any, Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Periodic:
+    """A job enqueued on a cron schedule, with fixed args."""
+
+    name: str
+    cron: Cron
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
 
 
 def default_backoff(failures: int) -> float:

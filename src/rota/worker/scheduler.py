@@ -1,18 +1,26 @@
-"""Moves due scheduled and retry jobs into their queues, and trims the dead set.
+"""Moves due scheduled and retry jobs into their queues, fires periodic jobs, and trims
+the dead set.
 
 It sleeps until the next due time (at most ``scheduler_interval``) by blocking on the
 scheduler wake list, which enqueue_in/at and every retry push to, so a job scheduled a
 second ahead starts within milliseconds of its time. Any pool moves any due job, whether
 or not it handles that job name; the script is idempotent, so many pools may run it.
+
+A periodic job fires once per fire time across any number of pools: each pool that
+registered it tries to claim the time with ``SET NX``, and only the winner enqueues.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import anyio
 import redis.exceptions
+import structlog
 
-from rota.client import now_ms
+from rota.client import JobSpec, now_ms
 from rota.protocol.scripts import script
+from rota.worker.registry import Periodic
 from rota.worker.runtime import PoolRuntime, RedisHealth
 
 __all__ = ["Scheduler"]
@@ -22,11 +30,39 @@ _TRIM_EVERY_MS = 60_000
 _REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 
 
+log = structlog.get_logger("rota.pool")
+
+
+def _ms(t: datetime) -> int:
+    return int(t.timestamp() * 1000)
+
+
 class Scheduler:
-    def __init__(self, rt: PoolRuntime) -> None:
+    def __init__(self, rt: PoolRuntime, periodic: list[Periodic] | None = None) -> None:
         self.rt = rt
         self.health = RedisHealth("scheduler")
         self._next_trim = 0
+        start = datetime.now(UTC)
+        self._periodic = [(p, _ms(p.cron.next_after(start))) for p in periodic or []]
+
+    async def fire_periodic(self, now: int) -> int | None:
+        """Enqueue the periodic jobs that are due; return the next fire time (ms)."""
+        rt = self.rt
+        for i, (p, fire) in enumerate(self._periodic):
+            if fire <= now:
+                ttl = max(3_600_000, 2 * (now - fire))
+                if await rt.redis.set(rt.keys.cron(p.name, fire), rt.pool_id, nx=True, px=ttl):
+                    spec = JobSpec(
+                        name=p.name,
+                        args=p.args,
+                        kwargs=dict(p.kwargs),
+                        job_id=f"cron:{p.name}:{fire}",
+                    )
+                    await rt.client.enqueue_many([spec])
+                    log.info("periodic job enqueued", job_name=p.name, fire_at=fire)
+                nxt = p.cron.next_after(datetime.fromtimestamp(fire / 1000, UTC))
+                self._periodic[i] = (p, _ms(nxt))
+        return min((fire for _, fire in self._periodic), default=None)
 
     async def run(self) -> None:
         while True:
@@ -48,9 +84,12 @@ class Scheduler:
                 rt.keys.prefix,
                 [now, int(s.dead_max_age * 1000), s.dead_max_count, _LIMIT],
             )
+        next_fire = await self.fire_periodic(now_ms())
         if int(moved) >= _LIMIT:
             return  # more are due: go again at once
         cap = rt.settings.scheduler_interval
         due = int(next_due)
+        if next_fire is not None:
+            due = next_fire if due < 0 else min(due, next_fire)
         wait = cap if due < 0 else min(cap, max(0.001, (due - now_ms()) / 1000))
         await rt.redis.blpop([rt.keys.sched_wake], timeout=wait)

@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: venv redis lint test demo fmt clean
+.PHONY: venv redis chromium lint test demo fmt clean
 
 venv: $(VENV)/.stamp
 
@@ -23,12 +23,24 @@ redis:
 		fi; \
 	fi
 
+# Headless Chromium for the browser tests of the web UI (Playwright drives the system's
+# chromium; it downloads no browser of its own).
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = "0" ]; then \
+			apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+		else \
+			echo "chromium not found: install it (Debian/Ubuntu: sudo apt-get install chromium) and run make test again" >&2; \
+			exit 1; \
+		fi; \
+	fi
+
 lint: venv
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 
-test: venv redis
+test: venv redis chromium
 	$(MAKE) lint
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
@@ -43,3 +55,24 @@ clean:
 	rm -rf $(VENV) dist build .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage htmlcov
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 	find . -name "*.egg-info" -type d -prune -exec rm -rf {} +
+
+# -- benchmark (bench/, docs/performance.md) ------------------------------------------
+# The peers (arq, saq, streaq, taskiq, dramatiq) and the tools (matplotlib, py-spy) live
+# in their own environment, never in the project's.
+PEERS_VENV := bench/.venv-peers
+
+.PHONY: bench bench-smoke bench-peers
+
+bench-peers: $(PEERS_VENV)/.stamp
+
+$(PEERS_VENV)/.stamp: bench/requirements-peers.txt
+	test -x $(PEERS_VENV)/bin/python || $(PY) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install -q --upgrade pip
+	$(PEERS_VENV)/bin/pip install -q -r bench/requirements-peers.txt
+	touch $@
+
+bench: venv redis bench-peers
+	BENCH_MAKE_TARGET="make bench" $(BIN)/python -m bench --out bench/results $(BENCH_ARGS)
+
+bench-smoke: venv redis bench-peers
+	BENCH_MAKE_TARGET="make bench-smoke" $(BIN)/python -m bench --smoke --out bench/results/smoke.tmp $(BENCH_ARGS)

@@ -219,3 +219,18 @@ async def test_wait_returns_results_and_raises_for_failures(
         slow = await client.enqueue_in(30, "maybe", ok=True)
         with pytest.raises(TimeoutError):
             await client.wait(slow.id, timeout=0.2)
+
+
+async def test_poison_pill_with_nan_counters_still_goes_dead(
+    client: Client, redis_sync: redis.Redis, namespace: str
+) -> None:
+    job = await client.enqueue("crasher")
+    redis_sync.hset("{" + namespace + "}:job:" + job.id, mapping={"lost": "nan", "max_lost": "nan"})
+    for _ in range(3):
+        await lease_by_hand(client, "crasher", lease_ms=1)
+        await anyio.sleep(0.01)
+        now = int(time.time() * 1000)
+        await script("reap")(client.redis, client.keys.prefix, [now, 3, 15000, 100, "d", "m"])
+    record = await client.job(job.id)
+    assert record is not None
+    assert (record.state, record.reason, record.lost) == ("dead", "lost", 3)

@@ -100,16 +100,26 @@ async def test_runner_marks_a_job_without_handler_unknown_job(
     )
 
 
-async def test_a_nan_timeout_is_ignored_and_the_pool_goes_on(
+async def test_odd_numbers_in_a_job_hash_do_not_stop_it_or_the_pool(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:
-    """A timeout field of "nan" (a cancel scope refuses a NaN deadline) reads as none."""
+    """A timeout of "nan" (a cancel scope refuses a NaN deadline) reads as none; a token
+    Lua prints otherwise than Redis stores it does not make the finish stale; failures
+    Python and Lua read differently still add up to max_fails."""
     p = "{" + namespace + "}:"
-    for jid, timeout in (("nan-timeout", "nan"), ("inf-timeout", "inf")):
-        redis_sync.hset(
-            p + "job:" + jid, mapping={"name": "work", "args": "{}", "timeout": timeout}
-        )
+    odd = {
+        "nan-timeout": {"timeout": "nan"},
+        "inf-timeout": {"timeout": "inf"},
+        "big-token": {"token": "99999999999999"},
+        "huge-token": {"token": "1e400"},
+        "nan-token": {"token": "nan"},
+    }
+    for jid, fields in odd.items():
+        redis_sync.hset(p + "job:" + jid, mapping={"name": "work", "args": "{}", **fields})
         redis_sync.lpush(p + "queue:work", jid)
+    failing = {"name": "fail", "args": "{}", "failures": "2.1617278211370186e+17", "max_fails": 2}
+    redis_sync.hset(p + "job:odd-failures", mapping=failing)
+    redis_sync.lpush(p + "queue:fail", "odd-failures")
     ran: list[str] = []
     pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=60))
 
@@ -117,12 +127,24 @@ async def test_a_nan_timeout_is_ignored_and_the_pool_goes_on(
     async def work(ctx: JobContext) -> None:
         ran.append(ctx.id)
 
+    @pool.job(backoff=lambda n: 0)
+    async def fail(ctx: JobContext) -> None:
+        raise ValueError("no")
+
     async with pool.running():
-        await wait_until(lambda: len(ran) == 2)
+        await wait_until(lambda: len(ran) == len(odd))
         later = await client.enqueue("work")
-        await wait_until(lambda: len(ran) == 3)
-    assert ran[2] == later.id
-    for jid in ("nan-timeout", "inf-timeout"):
-        record = await client.job(jid)
-        assert record is not None
-        assert record.state == "complete"
+        await wait_until(lambda: len(ran) == len(odd) + 1)
+        for jid in odd:
+            await wait_until(lambda jid=jid: _state_is(client, jid, "complete"))
+        await wait_until(lambda: _state_is(client, "odd-failures", "dead"))
+    assert ran[-1] == later.id
+    record = await client.job("odd-failures")
+    assert record is not None
+    assert (record.reason, record.attempts, record.failures) == ("error", 2, 2)
+    assert "stale" not in await client.stats()
+
+
+async def _state_is(client: Client, job_id: str, state: str) -> bool:
+    record = await client.job(job_id)
+    return record is not None and record.state == state

@@ -1,4 +1,5 @@
-"""``rota demo``: the example pool, a trickle of example jobs, on an embedded Redis.
+"""``rota demo``: the example pool, a trickle of example jobs, on an embedded Redis,
+and the web UI (http://127.0.0.1:5040, or a free port when that one is taken).
 
 It needs nothing but Python: when no Redis URL is given it starts a private
 redis-server on a Unix socket in a temporary directory, and removes both on Ctrl-C.
@@ -20,6 +21,7 @@ from rota.client import Client
 from rota.config import Settings
 from rota.daemon import backend_options, load_pool
 from rota.embedded import embedded_redis
+from rota.web.server import serving
 from rota.worker.pool import WorkerPool
 
 __all__ = ["load_demo", "run_demo"]
@@ -69,7 +71,8 @@ async def _demo(
                 namespace=settings.namespace,
                 rate=rate,
             )
-            async with pool.running():
+            async with pool.running(), serving(settings) as url:
+                log.info("web UI", url=url)
                 tg.start_soon(_trickle, client, sample, rate)
                 await stop.wait()
         tg.cancel_scope.cancel()

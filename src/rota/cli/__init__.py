@@ -15,6 +15,7 @@ from rota import __version__
 from rota.cli.admin import dead, enqueue, job, queue, status
 from rota.cli.common import ExitError
 from rota.cli.run import demo, worker
+from rota.cli.web import web
 
 __all__ = ["main"]
 
@@ -25,7 +26,7 @@ def rota() -> None:
     """rota: a job-queue daemon on Redis."""
 
 
-for command in (worker, demo, enqueue, status, queue, dead, job):
+for command in (worker, demo, web, enqueue, status, queue, dead, job):
     rota.add_command(command)
 
 

@@ -101,9 +101,10 @@ class Keys:
         """Pub/sub channel telling waiters that a job finished."""
         return self.prefix + "done:" + job_id
 
-    def cron(self, name: str, fire_ms: int) -> str:
-        """Claim of one fire time of a periodic job: the first pool to set it enqueues."""
-        return self.prefix + "cron:" + name + ":" + str(fire_ms)
+    def cron(self, claim: str) -> str:
+        """Claim ``<name>:<fire ms>`` of one fire time of a periodic job: the first pool
+        to set it enqueues that run."""
+        return self.prefix + "cron:" + claim
 
     @property
     def scheduled(self) -> str:

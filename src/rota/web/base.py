@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 import jinja2
@@ -56,20 +56,8 @@ class WebState:
     settings: Settings
     auth: Auth
     templates: jinja2.Environment
-    client: Client | None = None
+    client: Client
     own_client: bool = False
-    started: float = field(default_factory=time.time)
-
-    def get_client(self) -> Client:
-        if self.client is None:  # served without the lifespan (an ASGI test transport)
-            self.client = Client.from_url(
-                self.settings.redis_url,
-                self.settings.namespace,
-                max_args_bytes=self.settings.max_args_bytes,
-                unique_ttl=self.settings.unique_ttl,
-            )
-            self.own_client = True
-        return self.client
 
 
 def state_of(request: Request) -> WebState:
@@ -78,7 +66,7 @@ def state_of(request: Request) -> WebState:
 
 
 def client_of(request: Request) -> Client:
-    return state_of(request).get_client()
+    return state_of(request).client
 
 
 def int_param(request: Request, name: str, default: int, lo: int, hi: int) -> int:

@@ -27,7 +27,10 @@ PER_PAGE = 25
 
 async def dashboard(request: Request) -> Response:
     data = await views.dashboard(client_of(request))
-    charts = {"minutes": bar_chart(data["minutes"], "minute"), "days": bar_chart(data["days"], "day")}
+    charts = {
+        "minutes": bar_chart(data["minutes"], "minute"),
+        "days": bar_chart(data["days"], "day"),
+    }
     return render(
         request,
         "dashboard.html",
@@ -62,13 +65,14 @@ def job_set_page(which: views.JobSet) -> Any:
         offset = _clamped(request, "offset", 0, 10**9)
         q = request.query_params.get("q", "")[:200]
         data = await views.job_page(client_of(request), which, offset, PER_PAGE, q)
-        api = str(request.url.replace(path=f"/api/{which}"))
+        query = request.url.query
+        api = f"/api/{which}" + (f"?{query}" if query else "")
         context = {
             "data": data,
             "which": which,
             "api": api,
             "refresh": REFRESH,
-            "here": str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
+            "here": request.url.path + (f"?{query}" if query else ""),
             "prev_offset": max(0, offset - PER_PAGE) if offset > 0 else None,
             "next_offset": offset + PER_PAGE if offset + PER_PAGE < data["total"] else None,
         }

@@ -28,12 +28,11 @@ import ipaddress
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.cookies import SimpleCookie
-from typing import Any, Final
+from typing import Final
 from urllib.parse import parse_qs, urlsplit
 
 from starlette.datastructures import Headers
-from starlette.requests import Request
+from starlette.requests import Request, cookie_parser
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -43,7 +42,6 @@ __all__ = [
     "Auth",
     "SecurityMiddleware",
     "is_loopback",
-    "loopback_hosts",
 ]
 
 CSRF_COOKIE: Final = "rota_csrf"
@@ -75,10 +73,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def loopback_hosts() -> frozenset[str]:
-    return frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 @dataclass(frozen=True)
@@ -129,13 +123,12 @@ def _same(a: str, b: str) -> bool:
 
 
 def _cookies(headers: Headers) -> dict[str, str]:
-    jar: SimpleCookie = SimpleCookie()
+    """Cookies, parsed leniently: a malformed cookie of another app on the same host
+    (cookies ignore ports) must not hide ours."""
+    out: dict[str, str] = {}
     for raw in headers.getlist("cookie"):
-        try:
-            jar.load(raw)
-        except Exception:  # noqa: BLE001, S110 - a malformed cookie header is no cookie
-            continue
-    return {k: m.value for k, m in jar.items()}
+        out.update(cookie_parser(raw))
+    return out
 
 
 def _host_name(host: str) -> str:
@@ -231,6 +224,9 @@ class SecurityMiddleware:
                 return 400, "unknown host: this server answers to loopback names only", receive
         header_auth = self.auth.enabled and self.auth.header_ok(headers.get("authorization"))
         authed = not self.auth.enabled or header_auth or self.auth.cookie_ok(cookies)
+        path: str = scope["path"]
+        if not authed and not (path in _OPEN_PATHS or path.startswith("/static/")):
+            return 401, "authentication required", receive
         if scope["method"] not in _SAFE_METHODS:
             verdict = origin_verdict(headers)
             if verdict == "cross":
@@ -241,9 +237,6 @@ class SecurityMiddleware:
                     token, receive = await _form_field(headers, receive, CSRF_FIELD)
                 if new_csrf is not None or not token or not _same(token, csrf):
                     return 403, "missing or wrong CSRF token", receive
-        path: str = scope["path"]
-        if not authed and not (path in _OPEN_PATHS or path.startswith("/static/")):
-            return 401, "authentication required", receive
         return 0, "", receive
 
 
@@ -274,7 +267,10 @@ async def _form_field(headers: Headers, receive: Receive, field: str) -> tuple[s
 
     value = None
     if headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
-        values = parse_qs(data.decode("latin-1"), max_num_fields=100).get(field)
+        try:
+            values = parse_qs(data.decode("latin-1"), max_num_fields=100).get(field)
+        except ValueError:  # too many fields: no form of this server
+            values = None
         value = values[0] if values else None
     return value, replay
 

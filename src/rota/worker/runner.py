@@ -24,7 +24,7 @@ __all__ = ["Outcome", "dead_outcome", "requeue", "run_job"]
 log = structlog.get_logger("rota.job")
 
 #: What the finish script takes for one attempt: id, name, token, outcome, a, b, c.
-Outcome = tuple[str, str, str, str, str | bytes, str, str]
+Outcome = tuple[str, str, str, str, str, str, str]
 
 _MAX_ERROR = 4000
 
@@ -161,10 +161,10 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
         rt.in_flight.pop(job.id, None)
     keep_result = rt.settings.keep_result if handler.keep_result is None else handler.keep_result
     try:
-        encoded = codec.encode_json(result) if result is not None else b""
+        encoded = codec.encode_json(result).decode() if result is not None else ""
     except Exception as exc:  # the job succeeded; only its result is odd
         log.warning(
             "result not JSON-encodable: stored as its description", job_id=job.id, error=repr(exc)
         )
-        encoded = codec.encode_json(f"<unencodable {type(result).__name__}: {exc}>")
+        encoded = codec.encode_json(f"<unencodable {type(result).__name__}: {exc}>").decode()
     return (job.id, job.name, job.token, "complete", encoded, str(int(keep_result * 1000)), "")

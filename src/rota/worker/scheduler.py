@@ -51,7 +51,9 @@ class Scheduler:
         for i, (p, fire) in enumerate(self._periodic):
             if fire <= now:
                 ttl = max(3_600_000, 2 * (now - fire))
-                if await rt.redis.set(rt.keys.cron(p.name, fire), rt.pool_id, nx=True, px=ttl):
+                if await rt.redis.set(
+                    rt.keys.cron(f"{p.name}:{fire}"), rt.pool_id, nx=True, px=ttl
+                ):
                     spec = JobSpec(
                         name=p.name,
                         args=p.args,

@@ -45,6 +45,15 @@ local function available(name)
   return true
 end
 
+-- A count read from a job hash: a whole number from 0 to 2^53, else 0 (garbage).
+local function whole(v)
+  local x = tonumber(v)
+  if not x or x ~= x or x < 0 or x >= 2 ^ 53 then
+    return 0
+  end
+  return math.floor(x)
+end
+
 local function reject(id, name, err)
   buried[#buried + 1] = bury(id, name, 'bad_payload', err, now, false)
   nburied = nburied + 1
@@ -82,18 +91,23 @@ local function take(name)
         reject(id, name, 'args of ' .. redis.call('HSTRLEN', jk, 'args') ..
           ' bytes exceed the limit of ' .. max_args .. ' bytes')
       else
-        local token = math.abs(tonumber(f[3]) or 0) + 1
-        local attempts = (tonumber(f[4]) or 0) + 1
+        -- Token and counters are made text once and stored as they are returned: Redis
+        -- and Lua print big numbers differently (a token that compares unequal makes
+        -- every finish stale), and Python and Lua read garbage differently (failures
+        -- that never add up retry forever). Garbage reads as 0.
+        local token = string.format('%d', whole(math.abs(tonumber(f[3]) or 0)) + 1)
+        local attempts = string.format('%d', whole(f[4]) + 1)
+        local failures = string.format('%d', whole(f[5]))
         redis.call('HSET', jk, 'state', 'running', 'token', token, 'attempts', attempts,
-          'started_at', now, 'pool', pool)
+          'failures', failures, 'started_at', now, 'pool', pool)
         redis.call('ZADD', key_running(name), deadline, id)
         local args = redis.call('HGET', jk, 'args')
         local k = #out
         out[k + 1] = id
         out[k + 2] = name
-        out[k + 3] = tostring(token)
-        out[k + 4] = tostring(attempts)
-        out[k + 5] = f[5] or '0'
+        out[k + 3] = token
+        out[k + 4] = attempts
+        out[k + 5] = failures
         out[k + 6] = f[6] or '0'
         out[k + 7] = args
         out[k + 8] = f[7] or '0'

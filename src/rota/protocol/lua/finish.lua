@@ -2,7 +2,8 @@
 -- job's current token is stale (the job was reclaimed and handed out again, or aborted):
 -- it changes nothing and its id is returned.
 -- KEYS[1] namespace prefix
--- ARGV now_ms, then 7 per attempt: id, name, token, outcome, a, b, c
+-- ARGV now_ms, then the attempts: one MessagePack array of [id, name, token, outcome, a, b, c]
+--      arrays (what pools send: one argument instead of seven per job), or 7 arguments each
 --   complete: a = result JSON ('' = none), b = keep_ms (0 = delete now)
 --   retry:    a = due_ms, b = error, c = reason
 --   dead:     b = error, c = reason
@@ -90,10 +91,17 @@ local function finish_one(id, name, token, outcome, a, b, c)
   end
 end
 
-local i = 2
-while i + 6 <= #ARGV do
-  finish_one(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6])
-  i = i + 7
+if #ARGV == 2 then
+  for _, o in ipairs(cmsgpack.unpack(ARGV[2])) do
+    finish_one(o[1], o[2], o[3], o[4], o[5], o[6], o[7])
+  end
+else
+  local i = 2
+  while i + 6 <= #ARGV do
+    finish_one(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
+      ARGV[i + 6])
+    i = i + 7
+  end
 end
 for name in pairs(woken) do
   wake(name)

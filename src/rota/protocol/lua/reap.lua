@@ -19,8 +19,15 @@ for _, name in ipairs(redis.call('SMEMBERS', K_NAMES)) do
         buried[#buried + 1] = bury(id, name, 'bad_payload', 'running job has no record', now, false)
       else
         local f = redis.call('HMGET', jk, 'lost', 'max_lost', 'token', 'abort')
-        local lost = (tonumber(f[1]) or 0) + 1
-        local max_lost = tonumber(f[2]) or max_lost_default
+        -- NaN compares false with everything: such garbage would requeue a poison pill forever
+        local lost, max_lost = tonumber(f[1]) or 0, tonumber(f[2]) or max_lost_default
+        if lost ~= lost then
+          lost = 0
+        end
+        if max_lost ~= max_lost then
+          max_lost = max_lost_default
+        end
+        lost = lost + 1
         local token = math.abs(tonumber(f[3]) or 0)
         -- Retire the token: the worker that lost the lease can no longer finish the job.
         redis.call('HSET', jk, 'lost', lost, 'token', -token)

@@ -1,0 +1,145 @@
+"""The Starlette application: pages, JSON API, metrics, static files, security."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from http import HTTPStatus
+from pathlib import Path
+
+import redis.exceptions
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from rota.client import Client
+from rota.config import Settings
+from rota.web import api, pages
+from rota.web.base import ApiError, JSONResponse, WebState, make_templates, render, state_of
+from rota.web.metrics import metrics
+from rota.web.security import Auth, SecurityMiddleware, json_refusal, wants_json
+
+__all__ = ["create_app"]
+
+STATIC = Path(__file__).parent / "static"
+
+
+async def healthz(request: Request) -> Response:
+    await state_of(request).client.redis.ping()
+    return JSONResponse({"ok": True})
+
+
+def _refusal(request: Request, status: int, text: str, auth: Auth) -> Response:
+    """How the security middleware says no: JSON for the API, a page for people."""
+    if wants_json(request):
+        return json_refusal(status, text, auth)
+    headers = {"www-authenticate": auth.challenge()} if status == 401 and auth.basic else None
+    if status == 401 and auth.token:
+        path = request.url.path
+        target = path + (f"?{request.url.query}" if request.url.query else "")
+        context = {"next": target, "error": None}
+        return render(request, "login.html", context, status=401, headers=headers)
+    return render(request, "error.html", {"status": status, "message": text}, status, headers)
+
+
+def _error(request: Request, status: int, message: str) -> Response:
+    if wants_json(request):
+        return JSONResponse({"error": message}, status_code=status)
+    return render(request, "error.html", {"status": status, "message": message}, status)
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return _error(request, exc.status, exc.message)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    messages = {404: "not found", 405: "method not allowed"}
+    detail = exc.detail if exc.detail and exc.detail != _phrase(exc.status_code) else None
+    response = _error(request, exc.status_code, detail or messages.get(exc.status_code, "error"))
+    if exc.headers:
+        response.headers.update(exc.headers)
+    return response
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+async def _redis_down(request: Request, exc: Exception) -> Response:
+    return _error(request, 503, f"Redis is unavailable: {exc}")
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    # answered outside the middleware, so plain JSON whoever asks (and uvicorn logs it)
+    return JSONResponse({"error": "internal error: see the server's log"}, status_code=500)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    auth: Auth | None = None,
+    allowed_hosts: frozenset[str] | None = None,
+    client: Client | None = None,
+) -> Starlette:
+    """The web UI and API of ``settings.namespace``.
+
+    ``auth``: credentials that open it (none: open to whoever reaches it).
+    ``allowed_hosts``: Host header names answered (None: any); ``rota web`` passes the
+    loopback names when it listens on loopback. ``client``: use this client instead of
+    one made from ``settings`` (it is not closed). Raises ``ValueError`` when
+    ``settings.redis_url`` is not a Redis URL.
+    """
+    own = client is None
+    if client is None:  # ValueError for a URL that is not one
+        client = Client.from_url(
+            settings.redis_url,
+            settings.namespace,
+            max_args_bytes=settings.max_args_bytes,
+            unique_ttl=settings.unique_ttl,
+        )
+    state = WebState(settings, auth or Auth(), make_templates(), client, own_client=own)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if state.own_client:
+                await state.client.close()
+
+    app = Starlette(
+        routes=[
+            *pages.routes,
+            *api.routes,
+            Route("/metrics", metrics),
+            Route("/healthz", healthz),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ],
+        middleware=[
+            Middleware(
+                SecurityMiddleware,
+                auth=state.auth,
+                allowed_hosts=allowed_hosts,
+                render=_refusal,
+            )
+        ],
+        exception_handlers={
+            ApiError: _api_error,
+            HTTPException: _http_error,
+            redis.exceptions.ConnectionError: _redis_down,
+            redis.exceptions.TimeoutError: _redis_down,
+            Exception: _server_error,
+        },
+        lifespan=lifespan,
+    )
+    app.state.rota = state
+    return app

@@ -1,0 +1,122 @@
+"""``/metrics``: cluster-wide figures read from Redis at each scrape, in Prometheus'
+text format.
+
+A scrape reads the namespace through the client (a few round trips whatever the number
+of queues), then a :class:`RotaCollector` turns that reading into metric families.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.requests import Request
+from starlette.responses import Response
+
+from rota.client import Client, QueueInfo
+from rota.protocol.snapshot import PoolSnapshot
+from rota.web.base import client_of
+
+__all__ = ["COUNTERS", "RotaCollector", "metrics", "read"]
+
+#: Counters of the stats hash exported per job name, as ``rota_jobs_<field>_total``.
+COUNTERS = ("processed", "failed", "dead", "lost", "aborted")
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Reading:
+    namespace: str
+    queues: list[QueueInfo]
+    stats: dict[str, int]
+    pools: list[tuple[PoolSnapshot, int]]
+    sets: dict[str, int]
+    roundtrip: float
+    scrape_seconds: float
+
+
+async def read(client: Client) -> Reading:
+    started = time.perf_counter()
+    await client.redis.ping()
+    roundtrip = time.perf_counter() - started
+    queues = await client.queues()
+    stats = await client.stats()
+    pools = await client.pools()
+    sets = {w: (await client.page(w, 0, 1)).total for w in ("scheduled", "retry", "dead")}
+    return Reading(
+        client.namespace,
+        queues,
+        stats,
+        pools,
+        sets,
+        roundtrip,
+        time.perf_counter() - started,
+    )
+
+
+class RotaCollector(Collector):
+    """Metric families of one reading of the namespace."""
+
+    def __init__(self, reading: Reading) -> None:
+        self.reading = reading
+
+    def collect(self) -> Iterator[Metric]:
+        r = self.reading
+        ns = [r.namespace]
+        per_queue: dict[str, tuple[str, Callable[[QueueInfo], float]]] = {
+            "rota_queue_size": ("Jobs waiting in the queue.", lambda q: q.size),
+            "rota_queue_latency_seconds": (
+                "Age of the oldest queued job.",
+                lambda q: q.latency,
+            ),
+            "rota_queue_running": ("Jobs of the name running now.", lambda q: q.running),
+            "rota_queue_paused": ("1 when the queue is paused.", lambda q: int(q.paused)),
+        }
+        for metric, (doc, value) in per_queue.items():
+            family = GaugeMetricFamily(metric, doc, labels=["namespace", "name"])
+            for q in r.queues:
+                family.add_metric([r.namespace, q.name], float(value(q)))
+            yield family
+        names = {q.name for q in r.queues}
+        for field in COUNTERS:
+            counter = CounterMetricFamily(
+                f"rota_jobs_{field}", f"Jobs {field}, per job name.", labels=["namespace", "name"]
+            )
+            for name in sorted(names):
+                counter.add_metric([r.namespace, name], r.stats.get(f"{field}:{name}", 0))
+            yield counter
+        sets = GaugeMetricFamily(
+            "rota_jobs_in_set", "Jobs scheduled, to retry, dead.", labels=["namespace", "set"]
+        )
+        for which, n in r.sets.items():
+            sets.add_metric([r.namespace, which], n)
+        yield sets
+        yield _gauge("rota_pools", "Live worker pools.", ns, len(r.pools))
+        yield _gauge(
+            "rota_workers", "Workers of all live pools.", ns, sum(p.concurrency for p, _ in r.pools)
+        )
+        yield _gauge(
+            "rota_busy_workers", "Workers running a job.", ns, sum(len(p.busy) for p, _ in r.pools)
+        )
+        yield _gauge(
+            "rota_redis_roundtrip_seconds", "Round trip of a PING to Redis.", ns, r.roundtrip
+        )
+        yield _gauge(
+            "rota_scrape_duration_seconds", "Time spent reading Redis.", ns, r.scrape_seconds
+        )
+
+
+def _gauge(name: str, doc: str, labels: list[str], value: float) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, doc, labels=["namespace"])
+    family.add_metric(labels, value)
+    return family
+
+
+async def metrics(request: Request) -> Response:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RotaCollector(await read(client_of(request))))
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE)

@@ -1,0 +1,38 @@
+"""Fixtures of the web tests: the app over an ASGI transport, with real Redis."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+
+from rota import Client, Settings
+from rota.web import create_app
+from tests.helpers import pool_settings
+from tests.web.live import Seeded, seed
+
+BASE = "http://127.0.0.1:5040"
+
+
+@pytest.fixture
+def settings(redis_url: str, namespace: str) -> Settings:
+    return pool_settings(redis_url, namespace)
+
+
+@pytest.fixture
+def app(settings: Settings, client: Client) -> Starlette:
+    return create_app(settings, client=client)
+
+
+@pytest.fixture
+async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as c:
+        yield c
+
+
+@pytest.fixture
+async def seeded(client: Client, redis_url: str, namespace: str) -> Seeded:
+    return await seed(client, redis_url, namespace)

@@ -1,0 +1,379 @@
+"""The JSON API over HTTP (ASGI transport) against the real Redis: every endpoint, every
+action, and refusals that change nothing."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+import redis
+from prometheus_client.parser import text_string_to_metric_families
+
+from rota import Client
+from rota.web import create_app
+from tests.helpers import namespace_keys, pool_settings, wait_until
+from tests.web.conftest import BASE
+from tests.web.live import SCRIPT, Seeded, example_pool
+
+
+def snapshot(r: redis.Redis, namespace: str) -> dict[str, bytes | None]:
+    """Every key of the namespace with its serialized value."""
+    return {k: r.dump(k) for k in sorted(namespace_keys(r, namespace))}
+
+
+def error_of(response: httpx.Response, status: int) -> str:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert isinstance(body["error"], str) and body["error"]
+    return str(body["error"])
+
+
+async def test_dashboard(http: httpx.AsyncClient, seeded: Seeded) -> None:
+    data = (await http.get("/api/dashboard")).json()
+    assert data["totals"]["processed"] == 5
+    assert data["totals"]["failed"] == 8  # 6 dead, 2 retries
+    assert data["totals"]["dead"] == 6
+    assert data["sizes"] == {
+        "queued": 0,
+        "running": 0,
+        "scheduled": 2,
+        "retry": 2,
+        "dead": 6,
+        "pools": 0,
+        "busy": 0,
+    }
+    assert len(data["minutes"]) == 60 and len(data["days"]) == 30
+    # the jobs ran in the last minute or two, today
+    assert sum(b["processed"] for b in data["minutes"][-2:]) == 5
+    assert sum(b["processed"] for b in data["days"][-2:]) == 5  # today (or across midnight)
+    assert sum(b["failed"] for b in data["days"][-2:]) == 8
+    assert data["minutes"][-1]["start"] <= time.time() * 1000 < data["minutes"][-1]["start"] + 60e3
+    short = (await http.get("/api/dashboard", params={"minutes": 5, "days": 2})).json()
+    assert (len(short["minutes"]), len(short["days"])) == (5, 2)
+    for bad in ({"minutes": 0}, {"days": 91}, {"minutes": "x"}):
+        error_of(await http.get("/api/dashboard", params=bad), 400)
+
+
+async def test_queues(http: httpx.AsyncClient, client: Client) -> None:
+    for i in range(3):
+        await client.enqueue("mail", i)
+    await client.set_limit("mail", 4)
+    await client.pause("mail")
+    await anyio.sleep(0.01)
+    queues = (await http.get("/api/queues")).json()["queues"]
+    assert len(queues) == 1
+    q = queues[0]
+    assert (q["name"], q["size"], q["running"], q["limit"], q["paused"]) == ("mail", 3, 0, 4, True)
+    assert q["latency"] > 0
+
+
+async def test_queue_actions(
+    http: httpx.AsyncClient, client: Client, redis_sync: redis.Redis, namespace: str
+) -> None:
+    for i in range(3):
+        await client.enqueue("mail", i)
+    response = await http.post("/api/queues/mail/pause")
+    assert response.json() == {"name": "mail", "paused": True}
+    assert (await client.queues())[0].paused
+    response = await http.post("/api/queues/mail/resume")
+    assert response.json() == {"name": "mail", "paused": False}
+    assert not (await client.queues())[0].paused
+    before = snapshot(redis_sync, namespace)
+    for path in (
+        "/api/queues/nosuch/pause",
+        "/api/queues/nosuch/clear",
+        "/api/queues/bad%20name/pause",
+        "/api/queues/" + "x" * 200 + "/resume",
+    ):
+        error_of(await http.post(path), 404)
+    error_of(await http.get("/api/queues/mail/pause"), 405)
+    assert snapshot(redis_sync, namespace) == before
+    response = await http.post("/api/queues/mail/clear")
+    assert response.json() == {"name": "mail", "deleted": 3}
+    assert (await client.queues())[0].size == 0
+
+
+async def test_pools_and_busy_workers(
+    http: httpx.AsyncClient, client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    assert (await http.get("/api/pools")).json()["pools"] == []
+    assert (await http.get("/api/busy")).json() == {"workers": []}
+    pool = example_pool(redis_url, namespace, heartbeat_interval=0.5, lease=5.0)
+    pools_key = "{" + namespace + "}:pools"
+    job = await client.enqueue("slow", seconds=30)
+    async with pool.running():
+
+        async def busy() -> list[dict[str, Any]]:
+            workers: list[dict[str, Any]] = (await http.get("/api/busy")).json()["workers"]
+            return workers
+
+        await wait_until(lambda: _has_checkin(busy), within=10)
+        (worker,) = await busy()
+        assert (worker["job_id"], worker["name"]) == (job.id, "slow")
+        assert worker["message"].startswith("step ")
+        assert worker["since"] <= time.time() * 1000
+        (p,) = (await http.get("/api/pools")).json()["pools"]
+        assert p["stale"] is False
+        assert p["concurrency"] == 10
+        assert set(p["jobs"]) >= {"ok", "boom", "slow"}
+        assert p["busy"] == 1
+
+        # a pool whose last heartbeat is older than two intervals (the web's settings say
+        # 5 s) is flagged; its own next heartbeat may undo the change, so try again then
+        async def looks_stale() -> bool:
+            redis_sync.zadd(pools_key, {p["id"]: int(time.time() * 1000) - 11_000})
+            (row,) = (await http.get("/api/pools")).json()["pools"]
+            return bool(row["stale"])
+
+        await wait_until(looks_stale, within=5, every=0.05)
+        await client.abort(job.id)
+
+
+async def _has_checkin(busy: Any) -> bool:
+    workers = await busy()
+    return len(workers) == 1 and workers[0]["message"] != ""
+
+
+async def test_job_sets_and_search(http: httpx.AsyncClient, seeded: Seeded) -> None:
+    dead = (await http.get("/api/dead")).json()
+    assert (dead["set"], dead["total"], dead["offset"]) == ("dead", 6, 0)
+    assert {j["id"] for j in dead["jobs"]} == set(seeded.dead + seeded.flaky)
+    retry = (await http.get("/api/retry")).json()
+    assert {j["id"] for j in retry["jobs"]} == set(seeded.retry)
+    assert all(j["state"] == "retry" for j in retry["jobs"])
+    scheduled = (await http.get("/api/scheduled")).json()
+    assert {j["id"] for j in scheduled["jobs"]} == set(seeded.scheduled)
+    page = (await http.get("/api/dead", params={"offset": 2, "limit": 3})).json()
+    assert (page["total"], page["offset"], page["limit"], len(page["jobs"])) == (6, 2, 3, 3)
+    by_name = (await http.get("/api/dead", params={"q": "FLAKY"})).json()
+    assert {j["id"] for j in by_name["jobs"]} == set(seeded.flaky)
+    assert by_name["searched"] == 6
+    by_id = (await http.get("/api/dead", params={"q": seeded.script[:10]})).json()
+    assert [j["id"] for j in by_id["jobs"]] == [seeded.script]
+    assert SCRIPT in by_id["jobs"][0]["args"]
+    assert (await http.get("/api/dead", params={"q": "nothing-like-it"})).json()["total"] == 0
+    for bad in ({"offset": -1}, {"limit": 0}, {"limit": 501}, {"offset": "x"}, {"q": "x" * 201}):
+        error_of(await http.get("/api/dead", params=bad), 400)
+
+
+async def test_job_detail(http: httpx.AsyncClient, seeded: Seeded) -> None:
+    job = (await http.get(f"/api/jobs/{seeded.complete[3]}")).json()
+    assert (job["name"], job["state"], job["attempts"]) == ("ok", "complete", 1)
+    assert job["args"] == {"n": 3}
+    assert job["result"] == {"n": 3}
+    assert job["logs"] == ["working on 3"]
+    assert job["progress"] == {"percent": 100.0, "message": "all done"}
+    assert job["enqueued_at"] <= job["started_at"] <= job["finished_at"]
+    dead = (await http.get(f"/api/jobs/{seeded.script}")).json()
+    assert (dead["state"], dead["reason"], dead["failures"]) == ("dead", "error", 1)
+    assert dead["args"] == {"note": SCRIPT}
+    assert dead["error"].startswith("ValueError: broke on <script>")
+    error_of(await http.get("/api/jobs/nosuchjob"), 404)
+    error_of(await http.get("/api/jobs/" + "z" * 300), 404)
+
+
+async def test_set_actions(
+    http: httpx.AsyncClient,
+    client: Client,
+    seeded: Seeded,
+    redis_sync: redis.Redis,
+    namespace: str,
+) -> None:
+    one = seeded.dead[1]
+    response = await http.post("/api/dead/retry", json={"ids": [one]})
+    assert response.json() == {"retried": 1}
+    record = await client.job(one)
+    assert record is not None and record.state == "queued"
+    response = await http.post("/api/dead/delete", json={"ids": [seeded.dead[2]]})
+    assert response.json() == {"deleted": 1}
+    assert await client.job(seeded.dead[2]) is None
+    response = await http.post("/api/retry/retry", json={"ids": seeded.retry})
+    assert response.json() == {"retried": 2}
+    response = await http.post("/api/scheduled/delete", json={"all": True})
+    assert response.json() == {"deleted": 2}
+    assert (await client.page("scheduled")).total == 0
+    response = await http.post("/api/dead/retry", json={"all": True})
+    assert response.json() == {"retried": 4}
+    assert (await client.page("dead")).total == 0
+
+
+async def test_set_actions_refused_change_nothing(
+    http: httpx.AsyncClient, seeded: Seeded, redis_sync: redis.Redis, namespace: str
+) -> None:
+    before = snapshot(redis_sync, namespace)
+    good = seeded.dead[0]
+    cases: list[tuple[str, dict[str, Any], int]] = [
+        ("/api/dead/retry", {"json": {"ids": ["nosuch"]}}, 404),
+        ("/api/dead/delete", {"json": {"ids": [good, "nosuch"]}}, 404),
+        ("/api/retry/retry", {"json": {"ids": [good]}}, 404),  # dead, not in retry
+        ("/api/scheduled/delete", {"json": {"ids": [seeded.retry[0]]}}, 404),
+        ("/api/dead/retry", {"content": b"{not json", "headers": _JSON}, 400),
+        ("/api/dead/retry", {"content": b"", "headers": _JSON}, 400),
+        ("/api/dead/retry", {"data": {"ids": good}}, 415),
+        ("/api/dead/retry", {"json": {}}, 422),
+        ("/api/dead/retry", {"json": {"ids": []}}, 422),
+        ("/api/dead/retry", {"json": {"ids": good}}, 422),
+        ("/api/dead/retry", {"json": {"ids": [1, 2]}}, 422),
+        ("/api/dead/delete", {"json": {"all": False}}, 422),
+        ("/api/dead/delete", {"json": {"all": True, "ids": [good]}}, 422),
+        ("/api/dead/delete", {"json": {"ids": [good], "extra": 1}}, 422),
+        ("/api/dead/delete", {"json": [good]}, 422),
+        ("/api/dead/delete", {"json": {"ids": [good] * 1001}}, 422),
+    ]
+    for path, kwargs, status in cases:
+        error_of(await http.post(path, **kwargs), status)
+    assert snapshot(redis_sync, namespace) == before
+
+
+_JSON = {"content-type": "application/json"}
+
+
+async def test_abort(http: httpx.AsyncClient, client: Client) -> None:
+    job = await client.enqueue("mail", 1)
+    response = await http.post(f"/api/jobs/{job.id}/abort")
+    assert response.json() == {"id": job.id, "was": "queued"}
+    record = await client.job(job.id)
+    assert record is not None and record.state == "aborted"
+    error_of(await http.post("/api/jobs/nosuch/abort"), 404)
+
+
+async def test_enqueue(http: httpx.AsyncClient, client: Client) -> None:
+    response = await http.post("/api/jobs", json={"name": "mail", "args": [1, "two", {"3": [4]}]})
+    assert response.status_code == 201
+    body = response.json()
+    assert (body["name"], body["created"]) == ("mail", True)
+    record = await client.job(body["id"])
+    assert record is not None
+    assert (record.state, record.args_value) == ("queued", [1, "two", {"3": [4]}])
+
+    body = (await http.post("/api/jobs", json={"name": "mail", "kwargs": {"to": "a"}})).json()
+    record = await client.job(body["id"])
+    assert record is not None and record.args_value == {"to": "a"}
+
+    body = (await http.post("/api/jobs", json={"name": "mail", "delay": 600})).json()
+    record = await client.job(body["id"])
+    assert record is not None and record.state == "scheduled"
+    assert record.run_at is not None and abs(record.run_at / 1000 - time.time() - 600) < 30
+
+    at = {"name": "mail", "run_at": "2031-01-02T03:04:05Z", "max_fails": 2, "timeout": 5}
+    body = (await http.post("/api/jobs", json=at)).json()
+    record = await client.job(body["id"])
+    assert record is not None
+    assert (record.run_at, record.max_fails, record.timeout) == (1925089445000, 2, 5.0)
+    body = (await http.post("/api/jobs", json={"name": "mail", "run_at": 1925089445.5})).json()
+    record = await client.job(body["id"])
+    assert record is not None and record.run_at == 1925089445500
+
+    first = await http.post("/api/jobs", json={"name": "mail", "unique": "u1"})
+    second = await http.post("/api/jobs", json={"name": "mail", "unique": "u1"})
+    assert (first.status_code, second.status_code) == (201, 200)
+    assert second.json() == {"id": first.json()["id"], "name": "mail", "created": False}
+
+
+async def test_enqueue_refused_changes_nothing(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    small = Client.from_url(redis_url, namespace, max_args_bytes=1000)
+    app = create_app(pool_settings(redis_url, namespace), client=small)
+    await client.enqueue("mail", 0)
+    before = snapshot(redis_sync, namespace)
+    bad: list[tuple[dict[str, Any], int]] = [
+        ({"json": {}}, 422),
+        ({"json": {"name": "bad name"}}, 422),
+        ({"json": {"name": ""}}, 422),
+        ({"json": {"name": 5}}, 422),
+        ({"json": {"name": "mail", "args": [1], "kwargs": {"a": 1}}}, 422),
+        ({"json": {"name": "mail", "args": {"a": 1}}}, 422),
+        ({"json": {"name": "mail", "delay": 1, "run_at": 2}}, 422),
+        ({"json": {"name": "mail", "delay": -1}}, 422),
+        ({"json": {"name": "mail", "delay": 1e300}}, 422),
+        ({"json": {"name": "mail", "run_at": "tomorrow"}}, 422),
+        ({"json": {"name": "mail", "run_at": -5}}, 422),
+        ({"json": {"name": "mail", "max_fails": 0}}, 422),
+        ({"json": {"name": "mail", "timeout": 0}}, 422),
+        ({"json": {"name": "mail", "unique": ""}}, 422),
+        ({"json": {"name": "mail", "priority": 3}}, 422),
+        ({"json": ["mail"]}, 422),
+        ({"json": {"name": "mail", "args": ["x" * 2000]}}, 413),
+        ({"content": b'{"name": "mail", ', "headers": _JSON}, 400),
+        ({"content": b'{"name": "mail"}', "headers": {"content-type": "text/plain"}}, 415),
+    ]
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as http:
+        for kwargs, status in bad:
+            error_of(await http.post("/api/jobs", **kwargs), status)
+    await small.close()
+    assert snapshot(redis_sync, namespace) == before
+
+
+async def test_redis_info(http: httpx.AsyncClient, redis_sync: redis.Redis) -> None:
+    data = (await http.get("/api/redis")).json()
+    info = redis_sync.info()
+    assert str(data["info"]["redis_version"]) == str(info["redis_version"])
+    assert data["info"]["connected_clients"] >= 1
+    assert data["info"]["used_memory"] > 0
+    assert "instantaneous_ops_per_sec" in data["info"]
+    assert 0 < data["ping_ms"] < 1000
+
+
+async def test_metrics(http: httpx.AsyncClient, client: Client, seeded: Seeded) -> None:
+    for i in range(4):
+        await client.enqueue("mail", i)
+    response = await http.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    families = {f.name: f for f in text_string_to_metric_families(response.text)}
+
+    def value(metric: str, **labels: str) -> float:
+        for s in families[metric].samples:
+            if all(s.labels.get(k) == v for k, v in labels.items()) and s.name.endswith(
+                ("_total", metric)
+            ):
+                return float(s.value)
+        raise AssertionError(f"no {metric} {labels}")
+
+    assert value("rota_queue_size", name="mail") == 4
+    assert value("rota_queue_latency_seconds", name="mail") >= 0
+    assert value("rota_queue_running", name="ok") == 0
+    assert value("rota_jobs_processed", name="ok") == 5
+    assert value("rota_jobs_failed", name="boom") == 4
+    assert value("rota_jobs_dead", name="flaky") == 2
+    assert value("rota_jobs_in_set", set="dead") == 6
+    assert value("rota_pools") == 0
+    assert value("rota_busy_workers") == 0
+    assert 0 < value("rota_redis_roundtrip_seconds") < 1
+
+
+async def test_health_openapi_and_unknown_routes(http: httpx.AsyncClient) -> None:
+    assert (await http.get("/healthz")).json() == {"ok": True}
+    document = (await http.get("/api/openapi.json")).json()
+    assert document["openapi"].startswith("3.")
+    error_of(await http.get("/api/nothing-here"), 404)
+    error_of(await http.post("/api/queues"), 405)
+
+
+async def test_redis_down_is_a_503(namespace: str) -> None:
+    from tests.redis_server import free_port
+
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    async with Client.from_url(url, namespace) as down:
+        app = create_app(pool_settings(url, namespace), client=down)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE) as http:
+            assert "Redis is unavailable" in error_of(await http.get("/api/queues"), 503)
+            assert (await http.get("/healthz")).status_code == 503
+            page = await http.get("/queues", headers={"accept": "text/html"})
+            assert page.status_code == 503
+            assert "Redis is unavailable" in page.text
+
+
+@pytest.mark.parametrize("path", ["/", "/queues", "/pools", "/busy", "/dead", "/redis"])
+async def test_pages_render(http: httpx.AsyncClient, seeded: Seeded, path: str) -> None:
+    response = await http.get(path, headers={"accept": "text/html"})
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/html")
+    assert "<script>alert" not in response.text

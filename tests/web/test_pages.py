@@ -1,0 +1,85 @@
+"""The HTML pages' form actions (what the buttons post), with the real Redis."""
+
+from __future__ import annotations
+
+import httpx
+import redis
+
+from rota import Client
+from tests.web.conftest import BASE
+from tests.web.live import Seeded
+from tests.web.test_api import snapshot
+
+FORM = {"origin": BASE, "sec-fetch-site": "same-origin", "accept": "text/html"}
+
+
+async def test_queue_buttons(http: httpx.AsyncClient, client: Client) -> None:
+    for i in range(3):
+        await client.enqueue("mail", i)
+    done = await http.post("/queues/mail/pause", data={"next": "/queues"}, headers=FORM)
+    assert (done.status_code, done.headers["location"]) == (303, "/queues?done=paused")
+    assert (await client.queues())[0].paused
+    page = await http.get(done.headers["location"], headers=FORM)
+    assert "Queue paused." in page.text and "Resume" in page.text
+    done = await http.post("/queues/mail/resume", data={"next": "/queues"}, headers=FORM)
+    assert not (await client.queues())[0].paused
+    done = await http.post("/queues/mail/clear", data={"next": "/queues"}, headers=FORM)
+    assert done.headers["location"] == "/queues?done=cleared&n=3"
+    assert (await client.queues())[0].size == 0
+
+
+async def test_dead_buttons(http: httpx.AsyncClient, client: Client, seeded: Seeded) -> None:
+    here = "/dead?q=boom&offset=0"
+    one = seeded.dead[1]
+    done = await http.post(f"/dead/{one}/retry", data={"next": here}, headers=FORM)
+    assert done.status_code == 303
+    assert done.headers["location"] == "/dead?q=boom&offset=0&done=retried&n=1"
+    record = await client.job(one)
+    assert record is not None and record.state == "queued"
+    # deleting from the job's own page goes back to the list: the page is gone
+    two = seeded.dead[2]
+    done = await http.post(f"/dead/{two}/delete", data={"next": f"/jobs/{two}"}, headers=FORM)
+    assert done.headers["location"] == "/dead?done=deleted&n=1"
+    assert await client.job(two) is None
+    done = await http.post("/dead/retry-all", data={"next": "/dead"}, headers=FORM)
+    assert done.headers["location"] == "/dead?done=retried&n=4"
+    page = await http.get("/dead?done=retried&n=4", headers=FORM)
+    assert "4 jobs queued again." in page.text
+    await http.post("/retry/delete-all", data={"next": "/retry"}, headers=FORM)
+    assert (await client.page("retry")).total == 0
+
+
+async def test_abort_button(http: httpx.AsyncClient, client: Client) -> None:
+    job = await client.enqueue("mail", 1)
+    done = await http.post(f"/jobs/{job.id}/abort", headers=FORM)
+    assert done.headers["location"] == f"/jobs/{job.id}?done=aborted"
+    page = await http.get(done.headers["location"], headers=FORM)
+    assert "Abort requested." in page.text and "aborted" in page.text
+
+
+async def test_refused_buttons_change_nothing(
+    http: httpx.AsyncClient, seeded: Seeded, redis_sync: redis.Redis, namespace: str
+) -> None:
+    before = snapshot(redis_sync, namespace)
+    for path in (
+        "/dead/nosuch/retry",
+        f"/retry/{seeded.dead[0]}/retry",  # dead, not in retry
+        f"/dead/{seeded.dead[0]}/explode",
+        "/queues/nosuch/pause",
+        "/queues/boom/explode",
+        "/jobs/nosuch/abort",
+    ):
+        page = await http.post(path, data={"next": "/"}, headers=FORM)
+        assert page.status_code == 404, path
+        assert page.headers["content-type"].startswith("text/html")
+    assert snapshot(redis_sync, namespace) == before
+    # a redirect stays on this server whatever "next" says
+    evil = await http.post(f"/dead/{seeded.dead[0]}/retry", data={"next": "//evil.example/"})
+    assert evil.headers["location"] == "/dead?done=retried&n=1"
+
+
+async def test_unknown_pages(http: httpx.AsyncClient) -> None:
+    page = await http.get("/jobs/nosuch", headers=FORM)
+    assert page.status_code == 404 and "no job nosuch" in page.text
+    assert (await http.get("/nothing", headers=FORM)).status_code == 404
+    assert (await http.get("/queues/x/pause", headers=FORM)).status_code == 405

@@ -25,12 +25,12 @@ class JobContext:
     """
 
     __slots__ = (
+        "_logger",
         "_runtime",
         "args",
         "attempt",
         "enqueued_at",
         "id",
-        "logger",
         "name",
         "started_at",
         "token",
@@ -56,7 +56,14 @@ class JobContext:
         self.token = token
         self.enqueued_at = enqueued_at
         self.started_at = started_at
-        self.logger = structlog.get_logger("rota.job").bind(job_id=id, job_name=name)
+        self._logger: Any = None
+
+    @property
+    def logger(self) -> Any:
+        """A structlog logger bound to this job (made on first use)."""
+        if self._logger is None:
+            self._logger = structlog.get_logger("rota.job").bind(job_id=self.id, job_name=self.name)
+        return self._logger
 
     @property
     def state(self) -> Mapping[str, Any]:

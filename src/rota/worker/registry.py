@@ -55,6 +55,7 @@ class Handler:
     wants_ctx: bool = field(init=False)
     _signature: inspect.Signature = field(init=False, repr=False)
     _types: dict[str, Any] = field(init=False, repr=False)
+    _plain: tuple[frozenset[str], frozenset[str]] | None = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not 1 <= self.priority <= 100_000:
@@ -77,11 +78,13 @@ class Handler:
             hints = typing.get_type_hints(func)
         except Exception:
             hints = {}
-        set_(
-            self,
-            "_types",
-            {n: hints[n] for n in sig.parameters if n in hints and hints[n] is not Any},
-        )
+        types = {n: hints[n] for n in sig.parameters if n in hints and hints[n] is not Any}
+        set_(self, "_types", types)
+        kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        ps = sig.parameters.values()
+        plain = not types and all(p.kind in kinds for p in ps)
+        required = frozenset(p.name for p in ps if p.default is inspect.Parameter.empty)
+        set_(self, "_plain", (frozenset(sig.parameters), required) if plain else None)
 
     def bind(self, args: list[Any] | dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """Check ``args`` against the signature and type hints; return the call's args.
@@ -89,6 +92,11 @@ class Handler:
         Values are converted as msgspec converts JSON (a dict to a dataclass or Struct
         the hint names), strictly otherwise: "3" is not an int.
         """
+        if isinstance(args, dict) and self._plain is not None:
+            # Fast path (most handlers): keyword args, no *args/**kwargs, no type hints.
+            names, required = self._plain
+            if args.keys() <= names and required <= args.keys():
+                return (), args
         try:
             if isinstance(args, list):
                 bound = self._signature.bind(*args)

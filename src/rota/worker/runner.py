@@ -95,8 +95,10 @@ async def run_job(rt: PoolRuntime, job: Fetched) -> Outcome:
     """Run one attempt and return what the finish script must record. Never raises,
     except for the cancellation of the pool itself."""
     start = time.perf_counter()
-    with structlog.contextvars.bound_contextvars(job_id=job.id, job_name=job.name):
-        outcome = await _attempt(rt, job)
+    # Each worker is its own task with its own context: binding without a reset is
+    # enough, the next attempt of this worker binds over it.
+    structlog.contextvars.bind_contextvars(job_id=job.id, job_name=job.name)
+    outcome = await _attempt(rt, job)
     kind, reason = outcome[3], outcome[6]
     fields: dict[str, Any] = {
         "job_name": job.name,

@@ -200,3 +200,24 @@ async def test_enqueue_rejects_bad_input(client: Client) -> None:
     with pytest.raises(TypeError, match="not both"):
         await client.enqueue("x", 1, a=2)
     assert await client.names() == []
+
+
+async def test_enqueue_many_applies_each_jobs_options(client: Client) -> None:
+    specs = [
+        JobSpec(name="a", kwargs={"i": 1}, unique="same"),
+        JobSpec(name="a", kwargs={"i": 2}, unique="same"),
+        JobSpec(name="b", args=(1, 2), delay=60),
+        JobSpec(name="c", job_id="fixed-id", max_fails=2, timeout=1.5),
+        JobSpec(name="c", job_id="fixed-id"),
+    ]
+    jobs = await client.enqueue_many(specs)
+    assert [j.created for j in jobs] == [True, False, True, True, False]
+    assert jobs[1].id == jobs[0].id
+    assert (jobs[3].id, jobs[4].id) == ("fixed-id", "fixed-id")
+    assert await client.names() == ["a", "b", "c"]
+    assert (await client.page("scheduled")).jobs[0].id == jobs[2].id
+    record = await client.job("fixed-id")
+    assert record is not None
+    assert (record.max_fails, record.timeout, record.state) == (2, 1.5, "queued")
+    sizes = {q.name: q.size for q in await client.queues()}
+    assert sizes == {"a": 1, "b": 0, "c": 1}

@@ -204,14 +204,40 @@ class Client:
         return (await self.enqueue_many([spec]))[0]
 
     async def enqueue_many(self, specs: Iterable[JobSpec]) -> list[Job]:
-        """Enqueue many jobs in one round trip; each is enqueued atomically on its own."""
-        calls = [(script("enqueue"), self._enqueue_args(spec)) for spec in specs]
-        if not calls:
-            return []
+        """Enqueue many jobs in one round trip; each is enqueued atomically on its own.
+
+        A single job goes through the ``enqueue`` script; more go through
+        ``enqueue_batch``, a thousand jobs per call, every call in one pipeline.
+        """
+        rows = [self._enqueue_args(spec) for spec in specs]
+        if len(rows) <= 1:
+            if not rows:
+                return []
+            (args,) = rows
+            answer = await script("enqueue")(self.redis, self.keys.prefix, args)
+            return [Job(_s(answer[0]), str(args[1]), bool(answer[1]))]
+        now = now_ms()
+        batch = script("enqueue_batch")
+        calls: list[tuple[Script, Sequence[Arg]]] = []
+        for i in range(0, len(rows), _BATCH):
+            jobs = [
+                [
+                    r[0],
+                    r[1],
+                    r[2].decode() if isinstance(r[2], bytes) else r[2],
+                    str(r[4]),
+                    r[5],
+                    str(r[6]),
+                    str(r[7]),
+                    str(r[8]),
+                ]
+                for r in rows[i : i + _BATCH]
+            ]
+            calls.append((batch, [now, msgspec.msgpack.encode(jobs)]))
         answers = await call_many(self.redis, self.keys.prefix, calls)
+        flat = [x for answer in answers for x in answer]
         return [
-            Job(_s(answer[0]), str(args[1]), bool(answer[1]))
-            for (_, args), answer in zip(calls, answers, strict=True)
+            Job(_s(flat[2 * i]), str(row[1]), bool(flat[2 * i + 1])) for i, row in enumerate(rows)
         ]
 
     def _enqueue_args(self, spec: JobSpec) -> list[Arg]:
@@ -474,6 +500,7 @@ class Client:
 
 
 _CHUNK = 500
+_BATCH = 1000
 _OPTIONS = frozenset({"unique", "unique_ttl", "job_id", "max_fails", "timeout"})
 
 

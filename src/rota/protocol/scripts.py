@@ -24,6 +24,7 @@ __all__ = ["SCRIPT_NAMES", "Script", "call_many", "load_all", "script"]
 
 SCRIPT_NAMES: Final = (
     "enqueue",
+    "enqueue_batch",
     "fetch",
     "finish",
     "promote",

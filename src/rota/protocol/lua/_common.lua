@@ -111,3 +111,62 @@ local function bury(id, name, reason, err, now, failed)
   count('dead', name, 1)
   return id
 end
+
+-- Enqueue one job (the enqueue and enqueue_batch scripts). `batch` collects what to do
+-- once at the end of a batch ({wake = {}, names = {}, scheduler = false}); nil does it
+-- at once. Returns {id, created}.
+local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, timeout, batch)
+  run_at, uttl = tonumber(run_at) or 0, tonumber(uttl) or 0
+  if uttl <= 0 then
+    uttl = 86400000
+  end
+  local jk = key_job(id)
+  if redis.call('EXISTS', jk) == 1 then
+    return {id, 0}
+  end
+  if ukey ~= '' then
+    local uk = key_unique(ukey)
+    local holder = redis.call('GET', uk)
+    if holder and redis.call('EXISTS', key_job(holder)) == 1 then
+      return {holder, 0}
+    end
+    redis.call('SET', uk, id, 'PX', uttl)
+  end
+  local fields = {'name', name, 'args', args, 'enqueued_at', now, 'attempts', 0,
+    'failures', 0, 'lost', 0, 'token', 0}
+  if ukey ~= '' then
+    fields[#fields + 1] = 'unique_key'; fields[#fields + 1] = ukey
+  end
+  if max_fails ~= '' then
+    fields[#fields + 1] = 'max_fails'; fields[#fields + 1] = max_fails
+  end
+  if timeout ~= '' then
+    fields[#fields + 1] = 'timeout'; fields[#fields + 1] = timeout
+  end
+  if run_at > now then
+    fields[#fields + 1] = 'state'; fields[#fields + 1] = 'scheduled'
+    fields[#fields + 1] = 'run_at'; fields[#fields + 1] = run_at
+    redis.call('HSET', jk, unpack(fields))
+    redis.call('ZADD', K_SCHEDULED, run_at, id)
+    if batch then
+      batch.scheduler = true
+    else
+      wake_scheduler()
+    end
+  else
+    fields[#fields + 1] = 'state'; fields[#fields + 1] = 'queued'
+    redis.call('HSET', jk, unpack(fields))
+    redis.call('LPUSH', key_queue(name), id)
+    if batch then
+      batch.wake[name] = true
+    else
+      wake(name)
+    end
+  end
+  if batch then
+    batch.names[name] = true
+  else
+    redis.call('SADD', K_NAMES, name)
+  end
+  return {id, 1}
+end

@@ -202,15 +202,22 @@ class WorkerPool:
                     force=force or anyio.Event(),
                 )
                 await self._register(rt)
-                async with anyio.create_task_group() as tg:
-                    self.runtime = rt
-                    drain = await self._start(rt, tg)
-                    try:
-                        yield rt
-                    finally:
-                        with anyio.CancelScope(shield=True):
-                            await drain()
-                        tg.cancel_scope.cancel()
+                try:
+                    async with anyio.create_task_group() as tg:
+                        self.runtime = rt
+                        drain = await self._start(rt, tg)
+                        try:
+                            yield rt
+                        finally:
+                            with anyio.CancelScope(shield=True):
+                                await drain()
+                            tg.cancel_scope.cancel()
+                except BaseExceptionGroup as group:
+                    # An error of the block (or of one task) comes out as itself, not
+                    # wrapped in a group the caller did not ask for.
+                    if len(group.exceptions) == 1:
+                        raise group.exceptions[0] from None
+                    raise
         finally:
             self.runtime = None
             if own_client:

@@ -1,0 +1,44 @@
+"""rota.testing: users' tests run handlers through a real pool on a throwaway Redis."""
+
+from __future__ import annotations
+
+import pytest
+
+import rota
+import rota.testing
+from rota import JobContext, WorkerPool
+
+
+def make_pool() -> WorkerPool:
+    pool = WorkerPool(concurrency=2)
+
+    @pool.job
+    async def greet(ctx: JobContext, name: str) -> str:
+        return f"hello {name}"
+
+    @pool.job(max_fails=1)
+    async def broken(ctx: JobContext) -> None:
+        raise ValueError("nope")
+
+    return pool
+
+
+async def test_run_job_returns_the_result_and_raises_for_failures() -> None:
+    pool = make_pool()
+    assert await rota.testing.run_job(pool, "greet", name="Ada") == "hello Ada"
+    with pytest.raises(rota.JobFailed) as info:
+        await rota.testing.run_job(pool, "broken")
+    assert (info.value.reason, info.value.error) == ("error", "ValueError: nope")
+    with pytest.raises(rota.JobFailed) as info:
+        await rota.testing.run_job(pool, "greet", name=3)
+    assert info.value.reason == "invalid_args"
+
+
+async def test_pool_client_on_a_given_redis(redis_url: str) -> None:
+    pool = make_pool()
+    async with rota.testing.pool_client(pool, redis_url, keep_result=60) as client:
+        jobs = [await client.enqueue("greet", name=str(i)) for i in range(5)]
+        assert [await client.wait(j.id, timeout=5) for j in jobs] == [
+            f"hello {i}" for i in range(5)
+        ]
+        assert client.namespace.startswith("test-")

@@ -197,9 +197,7 @@ def records(r: redis.Redis, namespace: str, ids: Iterable[str]) -> dict[str, dic
         for job_id in chunk:
             pipe.hgetall("{" + namespace + "}:job:" + job_id)
         for job_id, h in zip(chunk, pipe.execute(), strict=True):
-            out[job_id] = {
-                k.decode(): v.decode("utf-8", "replace") for k, v in h.items()
-            }
+            out[job_id] = {k.decode(): v.decode("utf-8", "replace") for k, v in h.items()}
     return out
 
 
@@ -276,9 +274,7 @@ class Audit:
         rec = self.recs[job_id]
         pid, attempt, token = json.loads(rec["result"])
         return (
-            attempt == int(rec["attempts"])
-            and -token == int(rec["token"])
-            and pid == pool_pid(rec)
+            attempt == int(rec["attempts"]) and -token == int(rec["token"]) and pid == pool_pid(rec)
         )
 
 

@@ -105,9 +105,7 @@ def test_sync_handler_in_a_thread_keeps_its_lease(
 ) -> None:
     url = fresh_redis_server.url
     pools = [fleet.start(url, namespace, **SETTINGS) for _ in range(2)]
-    (job,) = enqueue(
-        url, namespace, [JobSpec(name="sync_blocker", kwargs={"seconds": 3 * LEASE})]
-    )
+    (job,) = enqueue(url, namespace, [JobSpec(name="sync_blocker", kwargs={"seconds": 3 * LEASE})])
     poll(
         lambda: records(r, namespace, [job])[job].get("state") == "complete",
         within=60,

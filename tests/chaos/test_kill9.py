@@ -92,7 +92,8 @@ def test_sigkill_every_two_seconds_loses_no_job(
     in_flight: dict[int, set[str]] = {}
     for victim, _ in kills:
         in_flight[victim.pid] = {
-            j for j in ids
+            j
+            for j in ids
             if any(e.pid == victim.pid for e in audit.starts.get(j, []))
             and pool_pid(audit.recs[j]) != victim.pid
         }

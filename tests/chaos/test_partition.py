@@ -10,6 +10,7 @@ stored result is the one of the attempt that was accepted.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -125,10 +126,8 @@ class Proxy:
 
 
 def _close(s: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):
         s.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
     s.close()
 
 
@@ -178,9 +177,7 @@ def test_cut_off_worker_cannot_overwrite_newer_attempts(
         )
 
     poll(a_beats_again, within=30, what="pool A back after the cut", details=fleet.tails)
-    poll(
-        lambda: processed(r, namespace) >= JOBS, within=120, what="all done", details=fleet.tails
-    )
+    poll(lambda: processed(r, namespace) >= JOBS, within=120, what="all done", details=fleet.tails)
 
     # A works again: give both pools more jobs until A has started one
     def a_started_after_cut() -> bool:
@@ -201,9 +198,9 @@ def test_cut_off_worker_cannot_overwrite_newer_attempts(
     # A's attempts that finished while cut off and were done again by B: late finishes
     audit = Audit.of(r, namespace, ledger, ids)
     late = [
-        j for j in ids
-        if any(e.pid == a.pid for e in audit.dones.get(j, []))
-        and pool_pid(audit.recs[j]) != a.pid
+        j
+        for j in ids
+        if any(e.pid == a.pid for e in audit.dones.get(j, [])) and pool_pid(audit.recs[j]) != a.pid
     ]
     poll(
         lambda: stats(r, namespace).get("stale", 0) >= max(1, len(late)),

@@ -91,9 +91,7 @@ def test_poison_pill_is_dead_after_max_lost_and_the_rest_completes(
         audit.describe(j)
         for j in audit.jobs_run_twice
         if len(audit.starts[j]) != 2
-        or not any(
-            e.pid in killed and e.pid != pool_pid(audit.recs[j]) for e in audit.starts[j]
-        )
+        or not any(e.pid in killed and e.pid != pool_pid(audit.recs[j]) for e in audit.starts[j])
     ]
     assert strays == [], strays
     assert len(audit.jobs_run_twice) <= len(deaths)

@@ -81,7 +81,9 @@ def test_sigterm_drains_and_requeues_jobs_longer_than_the_grace(
     done_before = processed(r, namespace)
 
     fleet.start(url, namespace, **settings)
-    poll(lambda: processed(r, namespace) >= len(ids), within=60, what="all done", details=fleet.tails)
+    poll(
+        lambda: processed(r, namespace) >= len(ids), within=60, what="all done", details=fleet.tails
+    )
     fleet.close()
 
     audit = Audit.of(r, namespace, ledger, ids)

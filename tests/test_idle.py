@@ -44,5 +44,5 @@ async def test_idle_pool_sends_at_most_three_commands_a_second(
         watcher.start()
         await anyio.to_thread.run_sync(watcher.join)
     total = sum(sent.values())
-    assert sent["BLPOP"] >= 5, f"the pool was not waiting on wake lists: {sent}"
-    assert total <= 30, sent
+    assert sent["BLPOP"] >= 2, f"the pool was not waiting on wake lists: {sent}"
+    assert total <= 30, sent  # the bound of the issue; about 10 are expected

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+
 import anyio
 import pytest
 import redis
 
-from rota import Client, JobContext, State, WorkerPool
+from rota import Client, JobContext, JobSpec, State, WorkerPool
+from rota.worker.fetcher import Fetcher
+from rota.worker.runtime import Fetched
 from tests.helpers import pool_settings, wait_until
 
 
@@ -88,3 +92,44 @@ async def test_a_crashing_pool_task_ends_the_pool_instead_of_hanging(
             await anyio.sleep(30)
     assert info.group_contains(_Boom)
     assert pool.runtime is None
+
+
+@pytest.mark.timeout(60)
+async def test_drain_ends_while_every_fetch_finds_free_slots(
+    client: Client,
+    redis_url: str,
+    namespace: str,
+    redis_sync: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Quick jobs free their slots while the (shielded) fetch is in flight, so the
+    fetcher never waits outside its shield; a drain must stop it all the same, although
+    its workers hand every fetched job straight back."""
+    fetch = Fetcher._fetch
+
+    async def slow_fetch(self: Fetcher, want: int) -> list[Fetched]:
+        jobs = await fetch(self, want)
+        await anyio.sleep(0.02)  # a slow round trip: the workers free slots meanwhile
+        return jobs
+
+    monkeypatch.setattr(Fetcher, "_fetch", slow_fetch)
+    done: list[str] = []
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, concurrency=4, grace=0.5))
+
+    started = itertools.count()
+
+    @pool.job
+    async def quick(ctx: JobContext) -> None:
+        await anyio.sleep(next(started) % 4 * 0.008)  # ends spread over the next fetch
+        done.append(ctx.id)
+
+    jobs = await client.enqueue_many([JobSpec(name="quick") for _ in range(3000)])
+    async with pool.running():
+        await wait_until(lambda: len(done) >= 100)
+        stopping = anyio.current_time()
+    assert anyio.current_time() - stopping < 5
+    p = "{" + namespace + "}:"
+    queued = {i.decode() for i in redis_sync.lrange(p + "queue:quick", 0, -1)}
+    assert redis_sync.zcard(p + "running:quick") == 0
+    assert queued | set(done) == {j.id for j in jobs}
+    assert not queued & set(done)

@@ -36,8 +36,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     max_args_bytes: int = 512 * 1024
     keep_result: float = 3600.0
     unique_ttl: float = 86400.0
-    wake_timeout: float = 2.0
-    scheduler_interval: float = 5.0
+    wake_timeout: float = 5.0
+    scheduler_interval: float = 10.0
     fetch_batch: int = 100
     dead_max_count: int = 10_000
     dead_max_age: float = 180 * 86400.0

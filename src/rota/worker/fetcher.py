@@ -40,7 +40,11 @@ class Fetcher:
 
     async def run(self) -> None:
         rt = self.rt
-        while True:
+        # Stop on the flag, not only on cancellation: while the pool drains, workers hand
+        # each fetched job back at once, so slots are free again by the time a fetch
+        # returns, the next fetch starts without a checkpoint outside the shield, and the
+        # cancellation would never land.
+        while not rt.stopping.is_set():
             free = await rt.slots.wait_free()
             want = min(free, rt.settings.fetch_batch)
             try:

@@ -21,6 +21,7 @@ end
 local deadline = now + lease
 local MAX_BURY = 100
 
+local taken = {} -- names this call leased jobs of
 local status = {} -- name -> false (unavailable), true (no limit) or the limit
 local out, buried = {}, {}
 local nburied = 0
@@ -113,6 +114,7 @@ local function take(name)
         out[k + 8] = f[7] or '0'
         out[k + 9] = f[8] or ''
         out[k + 10] = f[9] or ''
+        taken[name] = true
         return true
       end
     end
@@ -140,6 +142,13 @@ while missing > 0 and nburied < MAX_BURY do
   end
   if not progressed then
     break
+  end
+end
+-- Pass the wake on: a queue that still holds jobs after this batch wakes one more
+-- waiting pool, so a burst reaches every idle pool, not only the few the enqueue woke.
+for name in pairs(taken) do
+  if status[name] ~= false and redis.call('LLEN', key_queue(name)) > 0 then
+    wake(name)
   end
 end
 flush_counts(now)

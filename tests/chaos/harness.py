@@ -268,6 +268,11 @@ class Audit:
             }
         )
 
+    def explain(self, job_ids: Sequence[str], fleet: Fleet) -> str:
+        """What went wrong, for an assertion message: a few jobs and the workers' logs."""
+        jobs = "\n".join(self.describe(j) for j in job_ids[:5])
+        return f"{len(job_ids)} jobs:\n{jobs}\n{fleet.tails()}"
+
     def accepted_result_ok(self, job_id: str) -> bool:
         """The stored result is the one of the attempt whose finish was accepted: the
         job's last attempt, with the token the finish retired."""

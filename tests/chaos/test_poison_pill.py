@@ -82,7 +82,7 @@ def test_poison_pill_is_dead_after_max_lost_and_the_rest_completes(
     assert deaths == [-9] * MAX_LOST, deaths  # each attempt killed its process, no other died
 
     audit = Audit.of(r, namespace, ledger, ids)
-    assert audit.lost == [], [audit.describe(j) for j in audit.lost[:5]]
+    assert audit.lost == [], audit.explain(audit.lost, fleet)
     # A normal job runs again only when the pill killed its process before its finish
     # was acknowledged (the finish is batched, the pill may be fetched first): at most
     # one per death, since each process runs one job at a time.

@@ -87,7 +87,7 @@ def test_sigterm_drains_and_requeues_jobs_longer_than_the_grace(
     fleet.close()
 
     audit = Audit.of(r, namespace, ledger, ids)
-    assert audit.lost == [], [audit.describe(j) for j in audit.lost[:5]]
+    assert audit.lost == [], audit.explain(audit.lost, fleet)
     assert audit.completed_twice == [], [audit.describe(j) for j in audit.completed_twice]
     assert processed(r, namespace) == len(ids)
     assert set(leftovers(r, namespace, ["work"]).values()) == {0}

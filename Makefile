@@ -72,7 +72,9 @@ $(PEERS_VENV)/.stamp: bench/requirements-peers.txt
 	touch $@
 
 bench: venv redis bench-peers
-	BENCH_MAKE_TARGET="make bench" $(BIN)/python -m bench --out bench/results $(BENCH_ARGS)
+	BENCH_MAKE_TARGET="make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" \
+		$(BIN)/python -m bench --out bench/results $(BENCH_ARGS)
 
 bench-smoke: venv redis bench-peers
-	BENCH_MAKE_TARGET="make bench-smoke" $(BIN)/python -m bench --smoke --out bench/results/smoke.tmp $(BENCH_ARGS)
+	BENCH_MAKE_TARGET="make bench-smoke$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" \
+		$(BIN)/python -m bench --smoke --out bench/results/smoke.tmp $(BENCH_ARGS)

@@ -1,0 +1,5 @@
+"""``python -m bench``: the runner."""
+
+from bench.runner import main
+
+raise SystemExit(main())

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["BadPayload", "decode_args", "decode_json", "encode_args", "encode_json"]
+__all__ = ["BadPayload", "decode_args", "encode_args", "encode_json"]
 
 
 class BadPayload(ValueError):
@@ -47,7 +47,3 @@ def decode_args(raw: bytes) -> list[Any] | dict[str, Any]:
 def encode_json(value: Any) -> bytes:
     """Encode a result or snapshot; objects JSON cannot hold are stored as their repr."""
     return _lenient.encode(value)
-
-
-def decode_json(raw: bytes | str) -> Any:
-    return _decoder.decode(raw)

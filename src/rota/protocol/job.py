@@ -11,7 +11,7 @@ from typing import Any, Final
 
 import msgspec
 
-__all__ = ["FETCH_FIELDS", "MAX_ID_LENGTH", "JobRecord", "Reason", "State"]
+__all__ = ["FETCH_FIELDS", "JobRecord", "Reason", "State"]
 
 
 class State(StrEnum):
@@ -53,9 +53,6 @@ FETCH_FIELDS: Final = (
     "max_fails",
     "timeout",
 )
-
-#: Queue entries longer than this are not taken for job ids (they are garbage).
-MAX_ID_LENGTH: Final = 200
 
 
 def _int(value: bytes | None) -> int:

@@ -55,25 +55,23 @@ class Acker:
             while self._pending:
                 batch = self._pending[:_MAX_BATCH]
                 with anyio.CancelScope(shield=True):
-                    ok = await self._send(batch)
-                if ok:
+                    error = await self._send(batch)
+                if error is None:
                     del self._pending[: len(batch)]
                 else:
-                    await anyio.sleep(self._health.failed(self._last_error))
+                    await anyio.sleep(self._health.failed(error))
 
-    _last_error: BaseException = RuntimeError("no error")
-
-    async def _send(self, batch: list[Outcome]) -> bool:
+    async def _send(self, batch: list[Outcome]) -> BaseException | None:
+        """Send one batch; the Redis error that kept it from landing, or None."""
         # One MessagePack argument for the whole batch: Redis clients encode each
         # argument on its own, and seven per job cost more than the job itself.
         args: list[Arg] = [now_ms(), msgspec.msgpack.encode(batch)]
         try:
             stale = await script("finish")(self.rt.redis, self.rt.keys.prefix, args)
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-            self._last_error = exc
-            return False
+            return exc
         self._health.ok()
         for job_id in stale:
             self.stale += 1
             log.warning("stale finish ignored", job_id=job_id.decode(), pool=self.rt.pool_id)
-        return True
+        return None

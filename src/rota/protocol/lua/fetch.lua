@@ -69,11 +69,12 @@ local function take(name)
       return false
     end
     local jk = key_job(id)
-    if not sane_id(id) then
+    local kind = sane_id(id) and redis.call('TYPE', jk)['ok']
+    if not kind then
       reject(id, name, 'queue entry is not a job id')
-    elseif redis.call('EXISTS', jk) == 0 then
+    elseif kind == 'none' then
       reject(id, name, 'job record missing')
-    elseif not is_hash(jk) then
+    elseif kind ~= 'hash' then
       reject(id, name, 'job record is not a hash')
     else
       local f = redis.call('HMGET', jk, 'name', 'state', 'token', 'attempts', 'failures',

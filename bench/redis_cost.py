@@ -1,0 +1,224 @@
+"""Redis's own cost per job: commands and CPU time spent inside redis-server.
+
+``python -m bench.redis_cost [--jobs N] [--concurrency C]`` starts a private
+redis-server and measures three workloads, each in a namespace of its own:
+
+- ``enqueue one``: N calls of ``client.enqueue``, one at a time;
+- ``enqueue_many``: the same N jobs through one ``client.enqueue_many`` call;
+- ``run``: N queued noop jobs run by an in-process ``rota.WorkerPool``.
+
+Commands come from ``INFO commandstats``, which counts the commands scripts and
+functions run as well as the calls that ran them; CPU is the ``used_cpu_sys`` plus
+``used_cpu_user`` delta of ``INFO cpu`` (the whole server process: parsing, replies,
+scripts). The ``INFO`` calls themselves are left out. Throughput-oriented peers such as a
+plain ``LPUSH``/``BRPOP`` queue spend about 32 µs of Redis CPU per whole job, the figure
+these numbers are held against.
+
+The run workload queues its jobs first and keeps their name paused while the pool
+starts, so the pool's start-up (script loading, registration) is outside the window;
+resuming the name opens it, and it closes once the last outcome is recorded. The pool's
+heartbeat and reaper run inside the window, as they would in production.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from redis.asyncio import Redis
+
+import rota
+from bench.redis_server import RedisServer
+
+__all__ = ["Cost", "main", "measure"]
+
+_JOB = "noop"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    calls: dict[str, int]
+    usec: dict[str, int]
+    cpu: float
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one workload cost the server, per job."""
+
+    label: str
+    jobs: int
+    seconds: float
+    calls: dict[str, int]
+    usec: dict[str, int]
+    cpu: float
+
+    @property
+    def commands_per_job(self) -> float:
+        return sum(self.calls.values()) / self.jobs
+
+    @property
+    def cpu_us_per_job(self) -> float:
+        return self.cpu * 1e6 / self.jobs
+
+    def line(self) -> str:
+        return (
+            f"{self.label:<14} {self.jobs:>7} jobs {self.seconds:7.2f} s"
+            f" {self.commands_per_job:7.2f} commands/job {self.cpu_us_per_job:7.1f} µs CPU/job"
+        )
+
+    def breakdown(self) -> str:
+        """Calls per job of each command, and the µs per job Redis timed them at (a
+        script's time includes the commands it ran)."""
+        parts = sorted(self.calls.items(), key=lambda kv: -kv[1])
+        return "  ".join(
+            f"{name} {n / self.jobs:.2f} ({self.usec.get(name, 0) / self.jobs:.1f} µs)"
+            for name, n in parts
+            if n
+        )
+
+
+async def _snapshot(r: Redis) -> Snapshot:
+    stats: dict[str, Any] = await r.info("commandstats")
+    cpu: dict[str, Any] = await r.info("cpu")
+    rows = {k.removeprefix("cmdstat_"): v for k, v in stats.items() if k.startswith("cmdstat_")}
+    return Snapshot(
+        {name: int(v["calls"]) for name, v in rows.items()},
+        {name: int(v["usec"]) for name, v in rows.items()},
+        float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]),
+    )
+
+
+async def measure(r: Redis, label: str, jobs: int, work: Callable[[], Awaitable[None]]) -> Cost:
+    """Run ``work`` and return what it cost the server."""
+    before = await _snapshot(r)
+    start = time.perf_counter()
+    await work()
+    seconds = time.perf_counter() - start
+    after = await _snapshot(r)
+    calls = {
+        name: n - before.calls.get(name, 0)
+        for name, n in after.calls.items()
+        if name != "info" and n != before.calls.get(name, 0)
+    }
+    usec = {name: after.usec[name] - before.usec.get(name, 0) for name in calls}
+    return Cost(label, jobs, seconds, calls, usec, after.cpu - before.cpu)
+
+
+def _namespace() -> str:
+    return "cost-" + uuid.uuid4().hex[:8]
+
+
+async def _enqueue_one(r: Redis, url: str, jobs: int) -> Cost:
+    async with rota.Client.from_url(url, _namespace()) as client:
+        await client.enqueue(_JOB, 0.0)  # connect and load the scripts outside the window
+
+        async def work() -> None:
+            for _ in range(jobs):
+                await client.enqueue(_JOB, time.time())
+
+        return await measure(r, "enqueue one", jobs, work)
+
+
+async def _enqueue_many(r: Redis, url: str, jobs: int) -> Cost:
+    async with rota.Client.from_url(url, _namespace()) as client:
+        await client.enqueue_many([rota.JobSpec(name=_JOB, args=(0.0,))] * 2)
+        specs = [rota.JobSpec(name=_JOB, args=(time.time(),)) for _ in range(jobs)]
+
+        async def work() -> None:
+            await client.enqueue_many(specs)
+
+        return await measure(r, "enqueue_many", jobs, work)
+
+
+async def _run(r: Redis, url: str, jobs: int, concurrency: int) -> Cost:
+    namespace = _namespace()
+    settings = rota.Settings(
+        redis_url=url, namespace=namespace, concurrency=concurrency, log_level="warning"
+    )
+    pool = rota.WorkerPool(settings=settings)
+    ran = 0
+    all_ran = anyio.Event()
+
+    @pool.job(name=_JOB)
+    async def noop(t: float) -> None:
+        nonlocal ran
+        ran += 1
+        if ran == jobs:
+            all_ran.set()
+
+    async with rota.Client.from_url(url, namespace) as client:
+        await client.pause(_JOB)
+        await client.enqueue_many([rota.JobSpec(name=_JOB, args=(time.time(),))] * jobs)
+        polls = 0
+
+        async def work() -> None:
+            nonlocal polls
+            await client.resume(_JOB)
+            await all_ran.wait()
+            while True:  # until the last outcome is recorded
+                polls += 1
+                if int(await r.hget(client.keys.stats, "processed") or 0) >= jobs:
+                    return
+                await anyio.sleep(0.005)
+
+        async with pool.running(url):
+            await anyio.sleep(0.3)  # the first fetch found the name paused and waits
+            cost = await measure(r, "run", jobs, work)
+        calls = dict(cost.calls)
+        calls["hget"] = calls.get("hget", 0) - polls  # the watching, not the work
+        return Cost(cost.label, cost.jobs, cost.seconds, calls, cost.usec, cost.cpu)
+
+
+async def _measure_all(url: str, jobs: int, concurrency: int) -> tuple[str, list[Cost]]:
+    r = Redis.from_url(url)
+    try:
+        costs = [
+            await _enqueue_one(r, url, jobs),
+            await _enqueue_many(r, url, jobs),
+            await _run(r, url, jobs, concurrency),
+        ]
+        version: str = (await r.info("server"))["redis_version"]
+    finally:
+        await r.aclose()
+    return version, costs
+
+
+async def _main(jobs: int, concurrency: int, breakdown: bool, url: str | None) -> None:
+    if url is None:
+        with RedisServer() as server:
+            version, costs = await _measure_all(server.url, jobs, concurrency)
+    else:
+        version, costs = await _measure_all(url, jobs, concurrency)
+    lines = [f"redis {version}, {jobs} jobs, pool concurrency {concurrency}"]
+    for cost in costs:
+        lines.append(cost.line())
+        if breakdown:
+            lines.append("    " + cost.breakdown())
+    total = costs[0].cpu_us_per_job + costs[2].cpu_us_per_job
+    lines.append(f"whole job (enqueue one + run): {total:.1f} µs of Redis CPU")
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.redis_cost", description=__doc__)
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--concurrency", type=int, default=100)
+    parser.add_argument("--breakdown", action="store_true", help="commands per job by name")
+    parser.add_argument(
+        "--redis-url",
+        help="measure on this server instead of a private one (its other traffic counts too)",
+    )
+    args = parser.parse_args(argv)
+    anyio.run(_main, args.jobs, args.concurrency, args.breakdown, args.redis_url)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

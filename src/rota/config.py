@@ -39,6 +39,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     wake_timeout: float = 5.0
     scheduler_interval: float = 10.0
     fetch_batch: int = 100
+    prefetch: int = 100
     dead_max_count: int = 10_000
     dead_max_age: float = 180 * 86400.0
     log_format: Literal["auto", "json", "console"] = "auto"
@@ -63,7 +64,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name}: must be greater than 0, got {getattr(self, name)!r}")
-        for name in ("grace", "keep_result", "unique_ttl", "dead_max_age"):
+        for name in ("grace", "keep_result", "unique_ttl", "dead_max_age", "prefetch"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}: must not be negative, got {getattr(self, name)!r}")
         if self.lease <= self.heartbeat_interval:

@@ -8,8 +8,14 @@ only the daemon and the CLI call it.
 
 from __future__ import annotations
 
+import asyncio
+import atexit
+import contextlib
 import logging
 import sys
+import threading
+import time
+from datetime import UTC, datetime
 from typing import Any, Literal, TextIO
 
 import msgspec
@@ -30,11 +36,74 @@ def _dumps(obj: Any, **_: Any) -> str:
     return msgspec.json.encode(obj, enc_hook=repr).decode()
 
 
+class _Stamp:
+    """ISO 8601 UTC timestamps with microseconds, as structlog's ``TimeStamper`` writes
+    them, with the date and time formatted once a second instead of once a line."""
+
+    __slots__ = ("_prefix", "_second")
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._prefix = ""
+
+    def __call__(self, _: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+        now = time.time()
+        second = int(now)
+        if second != self._second:
+            self._second = second
+            self._prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        event["timestamp"] = f"{self._prefix}.{int((now - second) * 1e6):06d}Z"
+        return event
+
+
+class LineWriter:
+    """A structlog logger that writes lines in batches: in an event loop, once per turn
+    of the loop (a busy pool logs a line per job, and one write and flush per line cost
+    more than the job); outside one, at once. Thread-safe: sync handlers log from
+    worker threads."""
+
+    def __init__(self, file: TextIO) -> None:
+        self._file = file
+        self._lines: list[str] = []
+        self._lock = threading.Lock()
+        self._scheduled: asyncio.AbstractEventLoop | None = None
+        atexit.register(self.flush)
+
+    def msg(self, message: str) -> None:
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # no loop in this thread: write now
+            loop = None
+        with self._lock:
+            self._lines.append(message)
+            if loop is not None and self._scheduled is loop:
+                return
+            if loop is not None and self._scheduled is None:
+                loop.call_soon(self.flush)
+                self._scheduled = loop
+                return
+        self.flush()
+
+    log = debug = info = warn = warning = error = critical = exception = fatal = msg
+
+    def flush(self) -> None:
+        with self._lock:
+            self._scheduled = None
+            if not self._lines:
+                return
+            text = "\n".join(self._lines) + "\n"
+            self._lines.clear()
+            with contextlib.suppress(OSError, ValueError):  # a closed pipe or file
+                self._file.write(text)
+                self._file.flush()
+
+
 def configure_logging(
     log_format: LogFormat = "auto", level: str = "info", stream: TextIO | None = None
 ) -> None:
     """Send structlog's events to ``stream`` (stdout) as JSON lines or for a terminal."""
     out = stream or sys.stdout
+    writer = LineWriter(out)
     if log_format == "auto":
         log_format = "console" if out.isatty() else "json"
     renderer: Any
@@ -45,13 +114,13 @@ def configure_logging(
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _Stamp(),
     ]
     if log_format == "json":
         processors.append(structlog.processors.format_exc_info)
     structlog.configure(
         processors=[*processors, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
-        logger_factory=structlog.PrintLoggerFactory(file=out),
+        logger_factory=lambda *_: writer,
         cache_logger_on_first_use=True,
     )

@@ -1,6 +1,7 @@
 """The pool's one fetcher: a batch of jobs per script call, wake lists instead of polling.
 
-When k workers are free it leases up to k jobs in one call, visiting job names in the
+When k jobs fit in the pool (free workers, plus room to prefetch while jobs are short;
+see :mod:`rota.worker.handoff`) it leases up to k jobs in one call, visiting job names in the
 weighted round robin's order. When that finds less than it wanted, it blocks on the wake
 lists of its job names, which every script that makes a job runnable pushes to; the
 BLPOP timeout is only a safety net for producers that forget to push a wake token.
@@ -11,7 +12,6 @@ from __future__ import annotations
 import anyio
 import redis.exceptions
 import structlog
-from anyio.streams.memory import MemoryObjectSendStream
 
 from rota.client import now_ms
 from rota.protocol.scripts import Arg, script
@@ -26,11 +26,8 @@ _REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError
 
 
 class Fetcher:
-    def __init__(
-        self, rt: PoolRuntime, send: MemoryObjectSendStream[Fetched], robin: Robin
-    ) -> None:
+    def __init__(self, rt: PoolRuntime, robin: Robin) -> None:
         self.rt = rt
-        self.send = send
         self.robin = robin
         self.wake_keys = [rt.keys.wake(name) for name in rt.handlers]
         self.names = list(rt.handlers)
@@ -40,20 +37,19 @@ class Fetcher:
 
     async def run(self) -> None:
         rt = self.rt
+        handoff = rt.handoff
         # Stop on the flag, not only on cancellation: while the pool drains, workers hand
         # each fetched job back at once, so slots are free again by the time a fetch
         # returns, the next fetch starts without a checkpoint outside the shield, and the
         # cancellation would never land.
         while not rt.stopping.is_set():
-            free = await rt.slots.wait_free()
-            want = min(free, rt.settings.fetch_batch)
+            want = min(await handoff.wait_room(), rt.settings.fetch_batch)
             try:
                 with anyio.CancelScope(shield=True):
                     # Shielded: a lease whose reply never arrives would wait for the reaper.
                     jobs = await self._fetch(want)
                 for job in jobs:
-                    rt.slots.take(1)
-                    self.send.send_nowait(job)
+                    handoff.put(job)
                 if len(jobs) < want:
                     await rt.redis.blpop(self.wake_keys, timeout=rt.settings.wake_timeout)
                 self.health.ok()

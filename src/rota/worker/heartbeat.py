@@ -80,6 +80,8 @@ class Heartbeat:
         ]
         for e in entries:
             args += [e.job.name, e.job.id, e.job.token]
+        for job in rt.handoff.waiting():  # leased ahead of a free worker: held too
+            args += [job.name, job.id, job.token]
         lost, aborts = await script("heartbeat")(rt.redis, rt.keys.prefix, args)
         for raw in lost:
             job_id = raw.decode()

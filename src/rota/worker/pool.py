@@ -9,13 +9,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import signal
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any, TypeVar, overload
 
 import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from rota import __version__
 from rota.client import Client, validate_name
@@ -30,7 +30,7 @@ from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
 from rota.worker.registry import Backoff, Handler, Middleware, Periodic, default_backoff
 from rota.worker.robin import Robin
 from rota.worker.runner import dead_outcome, requeue, run_job
-from rota.worker.runtime import Fetched, PoolRuntime
+from rota.worker.runtime import PoolRuntime
 from rota.worker.scheduler import Scheduler
 
 __all__ = ["WorkerPool"]
@@ -254,9 +254,8 @@ class WorkerPool:
 
     async def _start(self, rt: PoolRuntime, tg: TaskGroup) -> Callable[[], Any]:
         s = rt.settings
-        send, receive = anyio.create_memory_object_stream[Fetched](s.concurrency)
         robin = Robin({n: h.priority for n, h in rt.handlers.items()})
-        fetcher = Fetcher(rt, send, robin)
+        fetcher = Fetcher(rt, robin)
         acker = Acker(rt)
         heartbeat = Heartbeat(rt)
         workers_done = anyio.Event()
@@ -278,9 +277,8 @@ class WorkerPool:
             try:
                 async with anyio.create_task_group() as workers:
                     for _ in range(s.concurrency):
-                        workers.start_soon(_worker, rt, receive.clone(), acker)
+                        workers.start_soon(_worker, rt, acker)
             finally:
-                receive.close()
                 workers_done.set()
 
         async def run_background(*, task_status: TaskStatus[None]) -> None:
@@ -309,8 +307,10 @@ class WorkerPool:
         async def drain() -> None:
             rt.stopping.set()
             fetch_scope.cancel()
-            await fetcher_done.wait()  # its last batch is in the stream: workers requeue it
-            send.close()
+            await fetcher_done.wait()
+            # Jobs leased and not started go back to the front of their queues.
+            for job in rt.handoff.close():
+                acker.add(requeue(job))
             log.info("pool draining", pool=rt.pool_id, running=len(rt.in_flight), grace=s.grace)
             with anyio.move_on_after(s.grace):
                 async with anyio.create_task_group() as wait:
@@ -346,20 +346,19 @@ async def _cancel_on(event: anyio.Event, tg: TaskGroup) -> None:
     tg.cancel_scope.cancel()
 
 
-async def _worker(
-    rt: PoolRuntime, receive: MemoryObjectReceiveStream[Fetched], acker: Acker
-) -> None:
-    async with receive:
-        async for job in receive:
-            if rt.stopping.is_set():
-                acker.add(requeue(job))
-            else:
-                try:
-                    acker.add(await run_job(rt, job))
-                except Exception as exc:  # a bug must not take the pool down
-                    log.exception("job attempt failed inside rota", job_id=job.id)
-                    acker.add(dead_outcome(job, Reason.ERROR, f"internal error: {exc!r}"))
-            rt.slots.release()
+async def _worker(rt: PoolRuntime, acker: Acker) -> None:
+    handoff = rt.handoff
+    while (job := await handoff.take()) is not None:
+        start = time.perf_counter()
+        if rt.stopping.is_set():
+            acker.add(requeue(job))
+        else:
+            try:
+                acker.add(await run_job(rt, job))
+            except Exception as exc:  # a bug must not take the pool down
+                log.exception("job attempt failed inside rota", job_id=job.id)
+                acker.add(dead_outcome(job, Reason.ERROR, f"internal error: {exc!r}"))
+        handoff.done(time.perf_counter() - start)
 
 
 async def _watch_signals(stop: anyio.Event, force: anyio.Event) -> None:

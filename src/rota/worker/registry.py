@@ -37,6 +37,38 @@ def default_backoff(failures: int) -> float:
     return failures**4 + 15 + random.uniform(0, 30) * failures
 
 
+_SIMPLE_DEFAULTS = (type(None), bool, int, float, str, bytes)
+
+
+def _shape(
+    name: str, sig: inspect.Signature, types: Mapping[str, Any]
+) -> tuple[type[msgspec.Struct], type[msgspec.Struct] | None] | None:
+    """msgspec Structs mirroring a handler's parameters: one taking an object, and one
+    taking an array when every parameter may be passed by position. None when the
+    signature has ``*args``, ``**kwargs``, positional-only parameters or defaults that
+    a Struct cannot hold as they are (mutable ones)."""
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    by_position = True
+    for p in sig.parameters.values():
+        if p.kind is inspect.Parameter.KEYWORD_ONLY:
+            by_position = False
+        elif p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+            return None
+        hint = types.get(p.name, Any)
+        if p.default is inspect.Parameter.empty:
+            fields.append((p.name, hint))
+        elif isinstance(p.default, _SIMPLE_DEFAULTS):
+            fields.append((p.name, hint, p.default))
+        else:
+            return None
+    try:
+        objects = msgspec.defstruct(f"{name}_args", fields, forbid_unknown_fields=True)
+        arrays = msgspec.defstruct(f"{name}_array", fields, array_like=True)
+    except (TypeError, ValueError):  # e.g. a required parameter after a defaulted one
+        return None
+    return objects, arrays if by_position else None
+
+
 @dataclass(frozen=True, slots=True)
 class Handler:
     """A job name's handler and its options."""
@@ -56,6 +88,9 @@ class Handler:
     _signature: inspect.Signature = field(init=False, repr=False)
     _types: dict[str, Any] = field(init=False, repr=False)
     _plain: tuple[frozenset[str], frozenset[str]] | None = field(init=False, repr=False)
+    _shape: tuple[type[msgspec.Struct], type[msgspec.Struct] | None] | None = field(
+        init=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         if not 1 <= self.priority <= 100_000:
@@ -85,6 +120,7 @@ class Handler:
         plain = not types and all(p.kind in kinds for p in ps)
         required = frozenset(p.name for p in ps if p.default is inspect.Parameter.empty)
         set_(self, "_plain", (frozenset(sig.parameters), required) if plain else None)
+        set_(self, "_shape", _shape(self.name, sig, types))
 
     def bind(self, args: list[Any] | dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """Check ``args`` against the signature and type hints; return the call's args.
@@ -97,6 +133,19 @@ class Handler:
             names, required = self._plain
             if args.keys() <= names and required <= args.keys():
                 return (), args
+        if self._shape is not None:
+            # Typed handlers: one msgspec conversion checks and converts every argument
+            # (the same conversion as below, done in C). Any failure takes the slow path,
+            # whose errors name the argument the way Python would.
+            by_name, by_position = self._shape
+            try:
+                if isinstance(args, dict):
+                    return (), msgspec.structs.asdict(msgspec.convert(args, by_name))
+                if by_position is not None and len(args) <= len(by_position.__struct_fields__):
+                    # (array-like Structs ignore extra items: too many is the slow path's)
+                    return msgspec.structs.astuple(msgspec.convert(args, by_position)), {}
+            except (msgspec.ValidationError, TypeError):
+                pass
         try:
             if isinstance(args, list):
                 bound = self._signature.bind(*args)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import math
 import time
@@ -137,21 +138,27 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
         started_at=now_ms(),
     )
     timeout = job.timeout if job.timeout is not None else handler.timeout
-    scope = anyio.CancelScope()
-    if timeout is not None:
-        scope.deadline = anyio.current_time() + timeout
-    entry = InFlight(job, scope, ctx.started_at)
-    rt.in_flight[job.id] = entry
+    # An asyncio timeout scope rather than an anyio cancel scope: this runs once per
+    # attempt, and shutdown and abort cancel through it too (see InFlight.cancel).
+    deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+    entry: InFlight | None = None
     try:
-        with scope:
+        async with asyncio.timeout_at(deadline) as scope:
+            entry = InFlight(job, scope, ctx.started_at)
+            rt.in_flight[job.id] = entry
             result = await _call(rt, handler, ctx, args, kwargs)()
-        if scope.cancelled_caught:
-            if entry.cancel_reason == "shutdown":
-                return requeue(job)
-            if entry.cancel_reason == "abort":
-                keep = str(int(rt.settings.keep_result * 1000))
-                return (job.id, job.name, job.token, "aborted", keep, "abort requested", "")
-            return _failure(rt, job, handler, Reason.TIMEOUT, f"timed out after {timeout:g} s")
+    except TimeoutError as exc:
+        if not scope.expired():  # the handler's own TimeoutError: a failure like any
+            return _failure(rt, job, handler, Reason.ERROR, f"TimeoutError: {exc}")
+        assert entry is not None
+        if entry.cancel_reason == "shutdown":
+            return requeue(job)
+        if entry.cancel_reason == "abort":
+            keep = str(int(rt.settings.keep_result * 1000))
+            return (job.id, job.name, job.token, "aborted", keep, "abort requested", "")
+        if timeout is None:  # cancelled for a reason of its own, with no deadline
+            return _failure(rt, job, handler, Reason.ERROR, f"cancelled: {entry.cancel_reason}")
+        return _failure(rt, job, handler, Reason.TIMEOUT, f"timed out after {timeout:g} s")
     except Retry as exc:
         return _failure(rt, job, handler, Reason.RETRY, str(exc), exc.in_)
     except Abort as exc:

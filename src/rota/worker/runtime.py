@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 import os
 import socket
@@ -18,9 +20,10 @@ from rota.client import Client, now_ms
 from rota.config import Settings
 from rota.protocol.job import FETCH_FIELDS
 from rota.protocol.keys import Keys
+from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler
 
-__all__ = ["Fetched", "InFlight", "PoolRuntime", "RedisHealth", "Slots"]
+__all__ = ["Fetched", "InFlight", "PoolRuntime", "RedisHealth"]
 
 log = structlog.get_logger("rota.pool")
 _WIDTH: Final = 1 + len(FETCH_FIELDS)
@@ -84,42 +87,26 @@ class Fetched:
 
 @dataclass(slots=True)
 class InFlight:
-    """A job a worker is running: what the heartbeat reports and what shutdown cancels."""
+    """A job a worker is running: what the heartbeat reports and what shutdown cancels.
+
+    ``timeout`` is the attempt's asyncio timeout scope (with no deadline when the job
+    has none): cancelling the job moves its deadline to now.
+    """
 
     job: Fetched
-    scope: anyio.CancelScope
+    timeout: asyncio.Timeout
     since: int
     message: str = ""
     cancel_reason: str | None = None
     lease_lost: bool = False
 
     def cancel(self, reason: str) -> None:
-        if self.cancel_reason is None:
-            self.cancel_reason = reason
-        self.scope.cancel()
-
-
-class Slots:
-    """Free workers: the fetcher takes as many jobs as there are free slots."""
-
-    __slots__ = ("_event", "free")
-
-    def __init__(self, n: int) -> None:
-        self.free = n
-        self._event = anyio.Event()
-
-    def take(self, n: int) -> None:
-        self.free -= n
-
-    def release(self) -> None:
-        self.free += 1
-        self._event.set()
-
-    async def wait_free(self) -> int:
-        while self.free <= 0:
-            self._event = anyio.Event()
-            await self._event.wait()
-        return self.free
+        if self.cancel_reason is not None:
+            return
+        self.cancel_reason = reason
+        # RuntimeError: already expiring or finished, nothing left to cancel.
+        with contextlib.suppress(RuntimeError):
+            self.timeout.reschedule(asyncio.get_running_loop().time())
 
 
 class RedisHealth:
@@ -158,12 +145,12 @@ class PoolRuntime:
     started_at: int = field(default_factory=now_ms)
     stopping: anyio.Event = field(default_factory=anyio.Event)
     force: anyio.Event = field(default_factory=anyio.Event)
-    slots: Slots = field(init=False)
     in_flight: dict[str, InFlight] = field(default_factory=dict)
     limiter: anyio.CapacityLimiter = field(init=False)
+    handoff: Handoff = field(init=False)
 
     def __post_init__(self) -> None:
-        self.slots = Slots(self.settings.concurrency)
+        self.handoff = Handoff(self.settings.concurrency, self.settings.prefetch)
         self.limiter = anyio.CapacityLimiter(self.settings.concurrency)
 
     @property

@@ -1,0 +1,150 @@
+"""Where leased jobs wait for a free worker, and how many more the fetcher may lease.
+
+This is the hottest path of a pool: every job passes it twice (the fetcher puts it, a
+worker takes it, and its end frees room). It uses a deque and bare asyncio futures
+rather than anyio's memory streams and events, whose every send and receive looks up
+the running async library and checks cancel scopes: that lookup cost more CPU than
+running a no-op job did.
+
+The fetcher keeps ``concurrency`` jobs running and, while jobs are short, up to
+``prefetch`` more leased and waiting here, so that a worker that finishes starts its
+next job without waiting for a round trip to Redis. Long jobs gain nothing from that
+and would hold back jobs other pools could run, so prefetching stops while the average
+job takes longer than :data:`PREFETCH_BELOW` seconds. Jobs waiting here keep their
+leases: the heartbeat extends them along with the running ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from rota.worker.runtime import Fetched
+
+__all__ = ["PREFETCH_BELOW", "Handoff"]
+
+#: Prefetch only while the average job (moving average) takes less than this.
+PREFETCH_BELOW: Final = 0.25
+_EWMA: Final = 0.05
+
+
+class Handoff:
+    __slots__ = (
+        "_closed",
+        "_idle",
+        "_jobs",
+        "_room_waiter",
+        "avg_duration",
+        "concurrency",
+        "prefetch",
+        "running",
+    )
+
+    def __init__(self, concurrency: int, prefetch: int = 0) -> None:
+        self.concurrency = concurrency
+        self.prefetch = max(0, min(prefetch, concurrency))
+        self.running = 0
+        self.avg_duration = 0.0
+        self._jobs: deque[Fetched] = deque()
+        self._idle: deque[asyncio.Future[Fetched | None]] = deque()
+        self._room_waiter: asyncio.Future[None] | None = None
+        self._closed = False
+
+    # -- the fetcher's side ------------------------------------------------------------
+
+    @property
+    def capacity(self) -> int:
+        """Jobs this pool holds at most right now: running plus waiting here."""
+        if self.prefetch and self.avg_duration < PREFETCH_BELOW:
+            return self.concurrency + self.prefetch
+        return self.concurrency
+
+    def room(self) -> int:
+        """How many more jobs the fetcher may lease now."""
+        return self.capacity - self.running - len(self._jobs)
+
+    def _worth_fetching(self) -> bool:
+        room = self.room()
+        if room <= 0:
+            return False
+        # With jobs still waiting here the workers are not short of work: wait until a
+        # quarter of the capacity is free, so one fetch leases a useful batch.
+        return not self._jobs or room >= max(1, self.capacity // 4)
+
+    async def wait_room(self) -> int:
+        """Wait until a fetch is worth it; how many jobs to lease."""
+        while not self._worth_fetching():
+            self._room_waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._room_waiter
+            finally:
+                self._room_waiter = None
+        return self.room()
+
+    def put(self, job: Fetched) -> None:
+        """Give a leased job to an idle worker, or keep it until one is free."""
+        while self._idle:
+            waiter = self._idle.popleft()
+            if not waiter.done():
+                self.running += 1
+                waiter.set_result(job)
+                return
+        self._jobs.append(job)
+
+    def waiting(self) -> list[Fetched]:
+        """Jobs leased and not started (the heartbeat extends their leases too)."""
+        return list(self._jobs)
+
+    def close(self) -> list[Fetched]:
+        """Stop handing out jobs: idle workers return; the jobs not started are returned
+        for the caller to give back to their queues."""
+        self._closed = True
+        jobs = list(self._jobs)
+        self._jobs.clear()
+        while self._idle:
+            waiter = self._idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+        return jobs
+
+    # -- the workers' side -------------------------------------------------------------
+
+    async def take(self) -> Fetched | None:
+        """The next job to run; None once closed."""
+        if self._jobs:
+            self.running += 1
+            job = self._jobs.popleft()
+            if not self._jobs:
+                self._wake_fetcher()
+            # Let the fetcher and the acker run between jobs: a worker whose handlers
+            # never await would otherwise empty the whole line before a refill starts.
+            await asyncio.sleep(0)
+            return job
+        if self._closed:
+            return None
+        waiter: asyncio.Future[Fetched | None] = asyncio.get_running_loop().create_future()
+        self._idle.append(waiter)
+        # ``put`` counts the job as running when it hands it over; a worker cancelled at
+        # the same moment gives it back to the front of the line.
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                handed = waiter.result()
+                if handed is not None:
+                    self.running -= 1
+                    self._jobs.appendleft(handed)
+            raise
+
+    def done(self, duration: float) -> None:
+        """A worker finished a job that took ``duration`` seconds."""
+        self.running -= 1
+        self.avg_duration += (duration - self.avg_duration) * _EWMA
+        self._wake_fetcher()
+
+    def _wake_fetcher(self) -> None:
+        waiter = self._room_waiter
+        if waiter is not None and not waiter.done() and self._worth_fetching():
+            waiter.set_result(None)

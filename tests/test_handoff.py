@@ -1,0 +1,152 @@
+"""The hand-off between fetcher and workers, and prefetching, on their own and in a pool."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+
+import anyio
+import pytest
+
+from rota import Client, JobContext, WorkerPool
+from rota.worker.handoff import PREFETCH_BELOW, Handoff
+from rota.worker.runtime import Fetched
+from tests.helpers import pool_settings, wait_until
+
+
+def _job(i: int) -> Fetched:
+    return Fetched(f"j{i}", "noop", "1", 1, 0, 0, b"[]", 0, None, None)
+
+
+async def test_idle_workers_get_jobs_first_then_the_line_holds_them() -> None:
+    h = Handoff(concurrency=2, prefetch=2)
+    assert h.room() == 4
+    takers = [asyncio.ensure_future(h.take()) for _ in range(2)]
+    await asyncio.sleep(0)
+    for i in range(4):
+        h.put(_job(i))
+    assert [(await t).id for t in takers] == ["j0", "j1"]  # type: ignore[union-attr]
+    assert (h.running, h.waiting()) == (2, [_job(2), _job(3)])
+    assert h.room() == 0
+    job = await h.take()
+    assert job is not None and job.id == "j2" and h.running == 3
+
+
+async def test_the_fetcher_waits_for_a_useful_batch_while_jobs_wait() -> None:
+    h = Handoff(concurrency=8, prefetch=8)  # capacity 16: refill at 4 free
+    for i in range(16):
+        h.put(_job(i))
+    for _ in range(8):
+        await h.take()
+    waiter = asyncio.ensure_future(h.wait_room())
+    for n in range(3):
+        h.done(0.001)
+        await asyncio.sleep(0)
+        assert not waiter.done(), n
+    h.done(0.001)
+    assert await waiter == 4
+
+
+async def test_the_fetcher_refills_at_once_when_the_line_runs_dry() -> None:
+    h = Handoff(concurrency=8, prefetch=8)
+    for i in range(16):
+        h.put(_job(i))
+    waiter = asyncio.ensure_future(h.wait_room())
+    for _ in range(8):
+        await h.take()
+    h.done(0.001)
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    for _ in range(8):  # the line is empty now: any room is worth a fetch
+        await h.take()
+    assert await waiter == 1
+
+
+def test_long_jobs_turn_prefetching_off() -> None:
+    h = Handoff(concurrency=4, prefetch=100)
+    assert (h.prefetch, h.capacity) == (4, 8)  # never more than concurrency
+    h.running = 100
+    for _ in range(100):
+        h.done(PREFETCH_BELOW * 4)
+    assert h.avg_duration > PREFETCH_BELOW
+    assert h.capacity == 4
+    assert Handoff(concurrency=4, prefetch=0).capacity == 4
+
+
+async def test_close_returns_the_waiting_jobs_and_releases_idle_workers() -> None:
+    h = Handoff(concurrency=2, prefetch=2)
+    idle = asyncio.ensure_future(h.take())
+    await asyncio.sleep(0)
+    h.put(_job(0))  # to the idle worker
+    h.put(_job(1))
+    h.put(_job(2))
+    assert (await idle) == _job(0)
+    second_idle = asyncio.ensure_future(h.take())
+    assert (await second_idle) == _job(1)
+    third_idle = asyncio.ensure_future(h.take())
+    assert (await third_idle) == _job(2)
+    blocked = asyncio.ensure_future(h.take())
+    await asyncio.sleep(0)
+    h.put(_job(3))
+    h.put(_job(4))
+    assert (await blocked) == _job(3)
+    assert h.close() == [_job(4)]
+    assert await asyncio.wait_for(h.take(), 1) is None
+
+
+async def test_a_cancelled_taker_gives_its_job_back_to_the_front() -> None:
+    h = Handoff(concurrency=2)
+    taker = asyncio.ensure_future(h.take())
+    await asyncio.sleep(0)
+    h.put(_job(0))  # handed over, but the taker is cancelled before it resumes
+    h.put(_job(1))
+    taker.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await taker
+    assert h.running == 0
+    assert [j.id for j in h.waiting()] == ["j0", "j1"]
+
+
+async def test_prefetched_jobs_keep_their_leases_and_go_back_on_drain(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    """Jobs leased ahead wait longer than the lease behind a slow one: the heartbeat
+    extends their leases, so none is reclaimed and run twice; stopping gives the ones
+    not started back to their queue. Every job is counted."""
+    runs: collections.Counter[str] = collections.Counter()
+    pool = WorkerPool(
+        settings=pool_settings(
+            redis_url, namespace, concurrency=2, prefetch=2, lease=0.6, heartbeat_interval=0.1
+        )
+    )
+
+    @pool.job
+    async def work(ctx: JobContext, seconds: float) -> None:
+        runs[ctx.id] += 1
+        await anyio.sleep(seconds)
+
+    fast = [await client.enqueue("work", seconds=0.01) for _ in range(20)]
+    async with pool.running() as rt:
+        await wait_until(lambda: all(runs[j.id] for j in fast))
+        slow = [await client.enqueue("work", seconds=1.5) for _ in range(2)]
+        rest = [await client.enqueue("work", seconds=0.01) for _ in range(2)]
+        await wait_until(lambda: all(runs[j.id] for j in slow))
+        await wait_until(lambda: len(rt.handoff.waiting()) == 2)
+        await anyio.sleep(1.0)  # longer than the lease: the heartbeat must hold them
+        assert sorted(j.id for j in rt.handoff.waiting()) == sorted(j.id for j in rest)
+        late = [await client.enqueue("work", seconds=0.01) for _ in range(3)]
+        await wait_until(lambda: all(runs[j.id] for j in rest), within=5)
+    assert max(runs.values()) == 1, runs
+    queued = await client.redis.lrange(client.keys.queue("work"), 0, -1)
+    ran = {j.id for j in late if runs[j.id]}
+    assert {j.id for j in late} == ran | {q.decode() for q in queued}
+    assert await client.redis.zcard(client.keys.running("work")) == 0
+
+
+async def test_close_wakes_an_idle_worker_with_nothing() -> None:
+    h = Handoff(concurrency=1)
+    idle = asyncio.ensure_future(h.take())
+    await asyncio.sleep(0)
+    assert not idle.done()
+    assert h.close() == []
+    assert await asyncio.wait_for(idle, 1) is None

@@ -1,0 +1,68 @@
+"""Log lines: JSON, one per call, written once per turn of the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import threading
+from collections.abc import Iterator
+
+import pytest
+import structlog
+
+from rota.logging import LineWriter, configure_logging
+
+
+@pytest.fixture(autouse=True)
+def _restore_structlog() -> Iterator[None]:
+    yield
+    structlog.reset_defaults()
+
+
+def _lines(out: io.StringIO) -> list[dict[str, object]]:
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_outside_a_loop_lines_are_written_at_once() -> None:
+    out = io.StringIO()
+    configure_logging("json", "info", stream=out)
+    structlog.get_logger("t").info("hello", n=1)
+    structlog.get_logger("t").debug("hidden")
+    (line,) = _lines(out)
+    assert (line["event"], line["n"], line["level"]) == ("hello", 1, "info")
+    assert isinstance(line["timestamp"], str) and line["timestamp"].endswith("Z")
+
+
+async def test_in_a_loop_lines_of_one_turn_are_written_together_in_order() -> None:
+    out = io.StringIO()
+    configure_logging("json", "info", stream=out)
+    log = structlog.get_logger("t")
+    for i in range(50):
+        log.info("job", i=i)
+    assert out.getvalue() == ""  # not yet: at the end of this turn of the loop
+    await asyncio.sleep(0)
+    assert [line["i"] for line in _lines(out)] == list(range(50))
+    log.warning("later")
+    await asyncio.sleep(0)
+    assert _lines(out)[-1]["event"] == "later"
+
+
+async def test_lines_from_threads_and_a_closed_stream_are_safe() -> None:
+    out = io.StringIO()
+    writer = LineWriter(out)
+    threads = [
+        threading.Thread(target=lambda k=k: [writer.msg(f"{k}-{i}") for i in range(100)])
+        for k in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    writer.msg("from the loop")
+    await asyncio.sleep(0)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 401 and len(set(lines)) == 401
+    out.close()
+    writer.msg("after close")  # dropped without an error: logging must not crash a pool
+    await asyncio.sleep(0)

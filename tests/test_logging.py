@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
+import rota.logging
 from rota.logging import LineWriter, configure_logging
 
 
@@ -18,6 +19,7 @@ from rota.logging import LineWriter, configure_logging
 def _restore_structlog() -> Iterator[None]:
     yield
     structlog.reset_defaults()
+    rota.logging.job_line = None
 
 
 def _lines(out: io.StringIO) -> list[dict[str, object]]:
@@ -66,3 +68,21 @@ async def test_lines_from_threads_and_a_closed_stream_are_safe() -> None:
     out.close()
     writer.msg("after close")  # dropped without an error: logging must not crash a pool
     await asyncio.sleep(0)
+
+
+async def test_the_job_summary_line_is_the_same_json_with_context_and_level_filter() -> None:
+    out = io.StringIO()
+    configure_logging("json", "warning", stream=out)
+    assert rota.logging.job_line is not None
+    structlog.contextvars.bind_contextvars(request_id="r-1")
+    try:
+        rota.logging.job_line("info", {"job_name": "a", "outcome": "complete"})
+        rota.logging.job_line("warning", {"job_name": "a", "outcome": "retry", "reason": "error"})
+    finally:
+        structlog.contextvars.unbind_contextvars("request_id")
+    await asyncio.sleep(0)
+    (line,) = _lines(out)  # info is below the level
+    assert line["event"] == "job" and line["level"] == "warning"
+    assert (line["outcome"], line["reason"], line["request_id"]) == ("retry", "error", "r-1")
+    configure_logging("console", "info", stream=io.StringIO())
+    assert rota.logging.job_line is None  # console lines go through structlog

@@ -15,13 +15,23 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal, TextIO
 
 import msgspec
 import structlog
 
-__all__ = ["configure_logging"]
+__all__ = ["JobLine", "configure_logging", "job_line"]
+
+#: Writes a job attempt's summary line: ``(level, fields)``.
+JobLine = Callable[[str, dict[str, Any]], None]
+
+#: Set by :func:`configure_logging` for JSON output: the summary line of every job
+#: attempt skips structlog's generic pipeline (about 17 µs a line, as much as running a
+#: no-op job) and writes the same JSON, context variables included. None otherwise: the
+#: line goes through structlog like any other.
+job_line: JobLine | None = None
 
 LogFormat = Literal["auto", "json", "console"]
 _LEVELS = {
@@ -98,6 +108,24 @@ class LineWriter:
                 self._file.flush()
 
 
+def _json_job_line(writer: LineWriter, min_level: int) -> JobLine:
+    stamp = _Stamp()
+    encode = msgspec.json.Encoder(enc_hook=repr).encode
+    get_contextvars = structlog.contextvars.get_contextvars
+
+    def write(level: str, fields: dict[str, Any]) -> None:
+        if _LEVELS[level] < min_level:
+            return
+        bound = get_contextvars()
+        event = {**bound, **fields} if bound else fields
+        event["event"] = "job"
+        event["level"] = level
+        stamp(None, "", event)
+        writer.msg(encode(event).decode())
+
+    return write
+
+
 def configure_logging(
     log_format: LogFormat = "auto", level: str = "info", stream: TextIO | None = None
 ) -> None:
@@ -118,6 +146,8 @@ def configure_logging(
     ]
     if log_format == "json":
         processors.append(structlog.processors.format_exc_info)
+    global job_line
+    job_line = _json_job_line(writer, _LEVELS[level]) if log_format == "json" else None
     structlog.configure(
         processors=[*processors, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),

@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import structlog
 
+import rota.logging
 from rota.client import now_ms
 from rota.errors import Abort, InvalidArgs, Retry
 from rota.protocol import codec
@@ -108,10 +109,17 @@ async def run_job(rt: PoolRuntime, job: Fetched) -> Outcome:
         "outcome": kind,
         "duration_ms": round((time.perf_counter() - start) * 1000, 3),
     }
-    if kind in ("complete", "requeue"):
+    level = "info"
+    if kind not in ("complete", "requeue"):
+        level = "warning"
+        fields["reason"] = reason
+        fields["error"] = outcome[5]
+    if rota.logging.job_line is not None:
+        rota.logging.job_line(level, fields)
+    elif level == "info":
         log.info("job", **fields)
     else:
-        log.warning("job", reason=reason, error=outcome[5], **fields)
+        log.warning("job", **fields)
     return outcome
 
 

@@ -23,6 +23,7 @@ heartbeat and reaper run inside the window, as they would in production.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 import uuid
@@ -46,6 +47,7 @@ class Snapshot:
     calls: dict[str, int]
     usec: dict[str, int]
     cpu: float
+    user: float
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class Cost:
     calls: dict[str, int]
     usec: dict[str, int]
     cpu: float
+    user: float
 
     @property
     def commands_per_job(self) -> float:
@@ -71,6 +74,7 @@ class Cost:
         return (
             f"{self.label:<14} {self.jobs:>7} jobs {self.seconds:7.2f} s"
             f" {self.commands_per_job:7.2f} commands/job {self.cpu_us_per_job:7.1f} µs CPU/job"
+            f" ({self.user * 1e6 / self.jobs:.1f} user)"
         )
 
     def breakdown(self) -> str:
@@ -92,6 +96,7 @@ async def _snapshot(r: Redis) -> Snapshot:
         {name: int(v["calls"]) for name, v in rows.items()},
         {name: int(v["usec"]) for name, v in rows.items()},
         float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]),
+        float(cpu["used_cpu_user"]),
     )
 
 
@@ -108,7 +113,7 @@ async def measure(r: Redis, label: str, jobs: int, work: Callable[[], Awaitable[
         if name != "info" and n != before.calls.get(name, 0)
     }
     usec = {name: after.usec[name] - before.usec.get(name, 0) for name in calls}
-    return Cost(label, jobs, seconds, calls, usec, after.cpu - before.cpu)
+    return Cost(label, jobs, seconds, calls, usec, after.cpu - before.cpu, after.user - before.user)
 
 
 def _namespace() -> str:
@@ -173,7 +178,7 @@ async def _run(r: Redis, url: str, jobs: int, concurrency: int) -> Cost:
             cost = await measure(r, "run", jobs, work)
         calls = dict(cost.calls)
         calls["hget"] = calls.get("hget", 0) - polls  # the watching, not the work
-        return Cost(cost.label, cost.jobs, cost.seconds, calls, cost.usec, cost.cpu)
+        return dataclasses.replace(cost, calls=calls)
 
 
 async def _measure_all(url: str, jobs: int, concurrency: int) -> tuple[str, list[Cost]]:

@@ -16,9 +16,13 @@ end
 for name in pairs(batch.wake) do
   wake(name)
 end
-for name in pairs(batch.names) do
-  redis.call('SADD', K_NAMES, name)
+local names = {}
+for name, add in pairs(batch.names) do
+  if add then
+    names[#names + 1] = name
+  end
 end
+call_chunked('SADD', K_NAMES, names)
 if batch.scheduler then
   wake_scheduler()
 end

@@ -18,13 +18,25 @@ end
 for i = 1, tonumber(ARGV[6 + n]) or 0 do
   fill[#fill + 1] = ARGV[6 + n + i]
 end
-local deadline = now + lease
+local deadline = str(now + lease)
 local MAX_BURY = 100
+-- The fields read from each job hash; the args join them only when their size is within
+-- the limit, so a huge value is never copied into the script.
+local FIELDS = {'name', 'state', 'token', 'attempts', 'failures', 'lost', 'enqueued_at',
+  'max_fails', 'timeout'}
+local WITH_ARGS = {unpack(FIELDS)}
+WITH_ARGS[#WITH_ARGS + 1] = 'args'
 
-local taken = {} -- names this call leased jobs of
-local status = {} -- name -> false (unavailable), true (no limit) or the limit
+local leased = {} -- name -> deadline, id, ... of this call's leases (ZADD at the end)
+local status = {} -- name -> false (unavailable), true (no limit) or slots left under it
 local out, buried = {}, {}
 local nburied = 0
+local cut = {} -- names whose entries were still being buried when MAX_BURY was reached
+
+-- Whether a status leaves room for a job (a garbage limit, NaN, never fills up).
+local function room(s)
+  return s == true or (s ~= false and not (s <= 0))
+end
 
 local function available(name)
   local s = status[name]
@@ -32,14 +44,14 @@ local function available(name)
     if redis.call('SISMEMBER', K_PAUSED, name) == 1 then
       s = false
     else
-      s = tonumber(redis.call('HGET', K_LIMITS, name)) or true
+      local limit = tonumber(redis.call('HGET', K_LIMITS, name))
+      -- The running set is read once: this call counts its own leases as it makes them,
+      -- and adds them to the set at the end.
+      s = limit and limit - redis.call('ZCARD', key_running(name)) or true
     end
     status[name] = s
   end
-  if s == false then
-    return false
-  end
-  if s ~= true and redis.call('ZCARD', key_running(name)) >= s then
+  if not room(s) then
     status[name] = false
     return false
   end
@@ -56,29 +68,31 @@ local function whole(v)
 end
 
 local function reject(id, name, err)
-  buried[#buried + 1] = bury(id, name, 'bad_payload', err, now, false)
+  buried[#buried + 1] = bury(id, name, 'bad_payload', err, now, nil)
   nburied = nburied + 1
 end
 
 -- Pop entries of one queue until one job is leased; false when none could be.
 local function take(name)
+  local qk = key_queue(name)
   while nburied < MAX_BURY do
-    local ok, id = pcall(redis.call, 'RPOP', key_queue(name))
+    local ok, id = pcall(redis.call, 'RPOP', qk)
     if not ok or not id then
       status[name] = false
       return false
     end
     local jk = key_job(id)
-    local kind = sane_id(id) and redis.call('TYPE', jk)['ok']
-    if not kind then
+    -- HSTRLEN fails on a key that is not a hash, and is 0 for a missing key or field.
+    local sized, size
+    if sane_id(id) then
+      sized, size = pcall(redis.call, 'HSTRLEN', jk, 'args')
+    end
+    if sized == nil then
       reject(id, name, 'queue entry is not a job id')
-    elseif kind == 'none' then
-      reject(id, name, 'job record missing')
-    elseif kind ~= 'hash' then
+    elseif not sized then
       reject(id, name, 'job record is not a hash')
     else
-      local f = redis.call('HMGET', jk, 'name', 'state', 'token', 'attempts', 'failures',
-        'lost', 'enqueued_at', 'max_fails', 'timeout')
+      local f = redis.call('HMGET', jk, unpack(size <= max_args and WITH_ARGS or FIELDS))
       local state = f[2]
       if state == 'running' or state == 'complete' or state == 'dead' or state == 'aborted'
         or (state == 'scheduled' and redis.call('ZSCORE', K_SCHEDULED, id))
@@ -86,24 +100,33 @@ local function take(name)
         -- A second entry for a job that is taken, finished or due later: nothing to run.
         count('stale_entries', name, 1)
       elseif f[1] ~= name then
-        reject(id, name, 'job name ' .. tostring(f[1] or '(none)') .. ' does not match queue ' .. name)
-      elseif redis.call('HEXISTS', jk, 'args') == 0 then
+        -- No fields at all: the record is missing (Redis keeps no empty hash).
+        if not f[1] and redis.call('EXISTS', jk) == 0 then
+          reject(id, name, 'job record missing')
+        else
+          reject(id, name, 'job name ' .. tostring(f[1] or '(none)') .. ' does not match queue ' .. name)
+        end
+      elseif size > max_args then
+        reject(id, name, 'args of ' .. size .. ' bytes exceed the limit of ' .. max_args .. ' bytes')
+      elseif not f[10] then
         reject(id, name, 'job has no args')
-      elseif redis.call('HSTRLEN', jk, 'args') > max_args then
-        reject(id, name, 'args of ' .. redis.call('HSTRLEN', jk, 'args') ..
-          ' bytes exceed the limit of ' .. max_args .. ' bytes')
       else
         -- Token and counters are made text once and stored as they are returned: Redis
         -- and Lua print big numbers differently (a token that compares unequal makes
         -- every finish stale), and Python and Lua read garbage differently (failures
         -- that never add up retry forever). Garbage reads as 0.
-        local token = string.format('%d', whole(math.abs(tonumber(f[3]) or 0)) + 1)
-        local attempts = string.format('%d', whole(f[4]) + 1)
-        local failures = string.format('%d', whole(f[5]))
+        -- (str() prints whole numbers as '%d' would, and most jobs share these values.)
+        local token = str(whole(math.abs(tonumber(f[3]) or 0)) + 1)
+        local attempts = str(whole(f[4]) + 1)
+        local failures = str(whole(f[5]))
         redis.call('HSET', jk, 'state', 'running', 'token', token, 'attempts', attempts,
-          'failures', failures, 'started_at', now, 'pool', pool)
-        redis.call('ZADD', key_running(name), deadline, id)
-        local args = redis.call('HGET', jk, 'args')
+          'failures', failures, 'started_at', str(now), 'pool', pool)
+        local ids = table_at(leased, name)
+        ids[#ids + 1] = deadline
+        ids[#ids + 1] = id
+        if status[name] ~= true then
+          status[name] = status[name] - 1
+        end
         local k = #out
         out[k + 1] = id
         out[k + 2] = name
@@ -111,15 +134,15 @@ local function take(name)
         out[k + 4] = attempts
         out[k + 5] = failures
         out[k + 6] = f[6] or '0'
-        out[k + 7] = args
+        out[k + 7] = f[10]
         out[k + 8] = f[7] or '0'
         out[k + 9] = f[8] or ''
         out[k + 10] = f[9] or ''
-        taken[name] = true
         return true
       end
     end
   end
+  cut[name] = true
   return false
 end
 
@@ -145,12 +168,19 @@ while missing > 0 and nburied < MAX_BURY do
     break
   end
 end
--- Pass the wake on: a queue that still holds jobs after this batch wakes one more
--- waiting pool, so a burst reaches every idle pool, not only the few the enqueue woke.
-for name in pairs(taken) do
-  if status[name] ~= false and redis.call('LLEN', key_queue(name)) > 0 then
+for name, entries in pairs(leased) do
+  call_chunked('ZADD', key_running(name), entries)
+  -- Pass the wake on: a queue that still holds jobs after this batch wakes one more
+  -- waiting pool, so a burst reaches every idle pool, not only the few the enqueue woke.
+  -- (A name with no room left under its limit is woken by the finish that frees a slot.)
+  if room(status[name]) and redis.call('LLEN', key_queue(name)) > 0 then
     wake(name)
   end
+end
+-- A queue whose bad entries this call stopped burying still holds entries: wake a pool
+-- for them now rather than when its wait times out.
+for name in pairs(cut) do
+  wake(name)
 end
 flush_counts(now)
 return {out, buried}

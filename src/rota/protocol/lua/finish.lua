@@ -14,79 +14,99 @@
 local now = tonumber(ARGV[1])
 local stale = {}
 local woken = {}
+local ended = {} -- name -> ids whose lease ended (removed from its running set at the end)
+local limited = {} -- name -> whether it has a concurrency limit (read once per call)
 
 local function keep_or_delete(jk, id, keep)
   if keep <= 0 then
     redis.call('DEL', jk, key_joblog(id))
   else
-    redis.call('PEXPIRE', jk, keep)
-    redis.call('PEXPIRE', key_joblog(id), keep)
+    redis.call('PEXPIRE', jk, str(keep))
+    redis.call('PEXPIRE', key_joblog(id), str(keep))
   end
-end
-
-local function failures(jk)
-  return (tonumber(redis.call('HGET', jk, 'failures')) or 0) + 1
 end
 
 local function finish_one(id, name, token, outcome, a, b, c)
   local jk = key_job(id)
-  if not is_hash(jk) or redis.call('HGET', jk, 'token') ~= token then
+  -- One read fences the outcome and holds all it needs. It fails on a key that is not a
+  -- hash and finds no token for a missing job: either way the outcome is stale.
+  local ok, f = pcall(redis.call, 'HMGET', jk, 'token', 'abort', 'waiters', 'unique_key',
+    'failures')
+  if not ok or f[1] ~= token then
     stale[#stale + 1] = id
     count('stale', name, 1)
     return
   end
-  redis.call('ZREM', key_running(name), id)
-  -- Retire the token, so that this outcome sent again (its reply was lost) is stale.
-  local f = redis.call('HMGET', jk, 'abort', 'waiters')
-  redis.call('HSET', jk, 'token', '-' .. token)
-  if f[1] and (outcome == 'retry' or outcome == 'requeue') then
+  local ids = table_at(ended, name)
+  ids[#ids + 1] = id
+  -- Retire the token (written with the outcome), so that this outcome sent again (its
+  -- reply was lost) is stale.
+  local retired = '-' .. token
+  if f[2] and (outcome == 'retry' or outcome == 'requeue') then
     -- An abort was requested: it wins over another run.
     outcome, b = 'aborted', 'abort requested'
   end
-  if f[1] and outcome == 'aborted' then
-    a = f[1] -- the keep time the abort asked for
+  if f[2] and outcome == 'aborted' then
+    a = f[2] -- the keep time the abort asked for
   end
-  if f[2] and outcome ~= 'retry' and outcome ~= 'requeue' then
+  if f[3] and outcome ~= 'retry' and outcome ~= 'requeue' then
     local state = ({complete = 'complete', dead = 'dead', drop = 'dead', aborted = 'aborted'})[outcome]
     if outcome == 'complete' and a ~= '' then
       redis.call('PUBLISH', key_done(id), state .. '\n' .. a)
-    elseif outcome ~= 'dead' then -- bury() tells the waiters of dead jobs
+    elseif state and outcome ~= 'dead' then -- bury() tells the waiters of dead jobs
       redis.call('PUBLISH', key_done(id), state)
     end
   end
+  local failures = (tonumber(f[5]) or 0) + 1
   if outcome == 'complete' then
-    redis.call('HSET', jk, 'state', 'complete', 'finished_at', now)
-    if a ~= '' then
-      redis.call('HSET', jk, 'result', a)
+    local keep = tonumber(b) or 0
+    release_unique(jk, id, f[4])
+    if keep > 0 then -- a record deleted now is not written first
+      if a ~= '' then
+        redis.call('HSET', jk, 'token', retired, 'state', 'complete', 'finished_at', str(now),
+          'result', a)
+      else
+        redis.call('HSET', jk, 'token', retired, 'state', 'complete', 'finished_at', str(now))
+      end
     end
-    release_unique(jk, id)
-    keep_or_delete(jk, id, tonumber(b) or 0)
+    keep_or_delete(jk, id, keep)
     count('processed', name, 1)
   elseif outcome == 'retry' then
     local due = tonumber(a) or now
-    redis.call('HSET', jk, 'state', 'retry', 'error', b, 'reason', c, 'run_at', due,
-      'failures', failures(jk))
-    redis.call('ZADD', K_RETRY, due, id)
+    redis.call('HSET', jk, 'token', retired, 'state', 'retry', 'error', b, 'reason', c,
+      'run_at', str(due), 'failures', str(failures))
+    redis.call('ZADD', K_RETRY, str(due), id)
     wake_scheduler()
     count('failed', name, 1)
   elseif outcome == 'dead' then
-    bury(id, name, c, b, now, true)
+    bury(id, name, c, b, now, {'token', retired, 'failures', str(failures)})
   elseif outcome == 'drop' then
-    release_unique(jk, id)
+    release_unique(jk, id, f[4])
     redis.call('DEL', jk, key_joblog(id))
     count('failed', name, 1)
   elseif outcome == 'aborted' then
-    redis.call('HSET', jk, 'state', 'aborted', 'reason', 'aborted', 'error', b,
-      'finished_at', now)
-    release_unique(jk, id)
-    keep_or_delete(jk, id, tonumber(a) or 0)
+    local keep = tonumber(a) or 0
+    if keep > 0 then
+      redis.call('HSET', jk, 'token', retired, 'state', 'aborted', 'reason', 'aborted',
+        'error', b, 'finished_at', str(now))
+    end
+    release_unique(jk, id, f[4])
+    keep_or_delete(jk, id, keep)
     count('aborted', name, 1)
   elseif outcome == 'requeue' then
-    redis.call('HSET', jk, 'state', 'queued')
+    redis.call('HSET', jk, 'token', retired, 'state', 'queued')
     redis.call('RPUSH', key_queue(name), id)
     woken[name] = true
+  else
+    redis.call('HSET', jk, 'token', retired)
   end
-  if not woken[name] and redis.call('HEXISTS', K_LIMITS, name) == 1 then
+  -- A finish frees a slot of a limited name: wake a pool that may wait for it.
+  local l = limited[name]
+  if l == nil then
+    l = redis.call('HEXISTS', K_LIMITS, name) == 1
+    limited[name] = l
+  end
+  if l then
     woken[name] = true
   end
 end
@@ -102,6 +122,9 @@ else
       ARGV[i + 6])
     i = i + 7
   end
+end
+for name, ids in pairs(ended) do
+  call_chunked('ZREM', key_running(name), ids)
 end
 for name in pairs(woken) do
   wake(name)

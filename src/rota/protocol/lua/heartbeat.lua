@@ -6,7 +6,7 @@
 -- Returns {lost, abort}: ids whose lease this pool no longer holds, and ids whose abort
 -- was requested (a fallback for a missed pub/sub message).
 local now, pool, snapshot = tonumber(ARGV[1]), ARGV[2], ARGV[3]
-local ttl, deadline = tonumber(ARGV[4]), tonumber(ARGV[5])
+local ttl, deadline = tonumber(ARGV[4]), ARGV[5]
 redis.call('ZADD', K_POOLS, now, pool)
 redis.call('SET', key_pool(pool), snapshot, 'PX', ttl)
 local lost, abort = {}, {}
@@ -14,8 +14,9 @@ local i = 6
 while i + 2 <= #ARGV do
   local name, id, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local jk = key_job(id)
-  local f = is_hash(jk) and redis.call('HMGET', jk, 'token', 'abort') or {false, false}
-  if f[1] == token then
+  -- HMGET fails on a key that is not a hash: no job of this pool's any more.
+  local ok, f = pcall(redis.call, 'HMGET', jk, 'token', 'abort')
+  if ok and f[1] == token then
     redis.call('ZADD', key_running(name), 'XX', deadline, id)
     if f[2] then
       abort[#abort + 1] = id

@@ -26,7 +26,7 @@ for i = 3, #ARGV do
       moved = moved + 1
     elseif set ~= 'dead' then
       redis.call('ZREM', z, id)
-      bury(id, name, 'bad_payload', 'job has no record, name or args', now, false)
+      bury(id, name, 'bad_payload', 'job has no record, name or args', now, nil)
     end
   end
 end

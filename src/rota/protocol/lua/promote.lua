@@ -7,24 +7,27 @@ local moved = 0
 local woken = {}
 for _, z in ipairs({K_SCHEDULED, K_RETRY}) do
   local ids = redis.call('ZRANGEBYSCORE', z, '-inf', now, 'LIMIT', 0, limit)
+  call_chunked('ZREM', z, ids)
   for _, id in ipairs(ids) do
-    redis.call('ZREM', z, id)
     local jk = key_job(id)
-    local name = is_hash(jk) and redis.call('HGET', jk, 'name')
-    if not name or name == '' then
-      bury(id, name, 'bad_payload', 'scheduled job has no record or no name', now, false)
+    -- HGET fails on a key that is not a hash: no record, as when the key is missing.
+    local ok, name = pcall(redis.call, 'HGET', jk, 'name')
+    if not ok or not name or name == '' then
+      bury(id, ok and name, 'bad_payload', 'scheduled job has no record or no name', now, nil)
     else
       redis.call('HSET', jk, 'state', 'queued')
       redis.call('LPUSH', key_queue(name), id)
-      redis.call('SADD', K_NAMES, name)
       woken[name] = true
       moved = moved + 1
     end
   end
 end
+local names = {}
 for name in pairs(woken) do
   wake(name)
+  names[#names + 1] = name
 end
+call_chunked('SADD', K_NAMES, names)
 local next_due = -1
 for _, z in ipairs({K_SCHEDULED, K_RETRY}) do
   local first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')

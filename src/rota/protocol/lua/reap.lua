@@ -16,7 +16,7 @@ for _, name in ipairs(redis.call('SMEMBERS', K_NAMES)) do
       redis.call('ZREM', rk, id)
       local jk = key_job(id)
       if not is_hash(jk) then
-        buried[#buried + 1] = bury(id, name, 'bad_payload', 'running job has no record', now, false)
+        buried[#buried + 1] = bury(id, name, 'bad_payload', 'running job has no record', now, nil)
       else
         local f = redis.call('HMGET', jk, 'lost', 'max_lost', 'token', 'abort')
         -- NaN compares false with everything: such garbage would requeue a poison pill forever
@@ -42,7 +42,7 @@ for _, name in ipairs(redis.call('SMEMBERS', K_NAMES)) do
         elseif lost >= max_lost then
           buried[#buried + 1] = bury(id, name, 'lost',
             'lease expired ' .. lost .. ' times: the process running it died or was cut off',
-            now, false)
+            now, nil)
         else
           redis.call('HSET', jk, 'state', 'queued', 'reason', 'lost')
           redis.call('RPUSH', key_queue(name), id)

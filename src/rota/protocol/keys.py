@@ -6,7 +6,8 @@ several keys stays atomic and cluster-safe.
 
 The Lua scripts need the same names. Rather than spelling them a second time, this
 module renders a Lua prelude (:func:`lua_prelude`) from :data:`LUA_KEYS`; the scripts
-receive the prefix as ``KEYS[1]`` and call ``key_queue(name)``, ``key_job(id)`` and so on.
+receive the prefix as ``KEYS[1]``, hand it to ``set_prefix`` and call
+``key_queue(name)``, ``key_job(id)``, ``K_DEAD`` and so on.
 """
 
 from __future__ import annotations
@@ -154,10 +155,20 @@ class Keys:
 
 
 def lua_prelude() -> str:
-    """Lua functions that build key names from ``KEYS[1]`` (the namespace prefix)."""
-    lines = ["local P = KEYS[1]"]
+    """Lua that builds key names from the namespace prefix.
+
+    ``set_prefix(p)`` sets ``P`` (the prefix) and the fixed names ``K_<KIND>``;
+    ``key_<kind>(x)`` builds the others. The names are locals assigned per call rather
+    than constants, so the same text serves a script (which starts every call afresh)
+    and a function library (whose locals outlive a call, and which may serve several
+    namespaces).
+    """
+    fixed = [f"K_{kind.upper()}" for kind in _FIXED_KEYS]
+    lines = ["local P", "local " + ", ".join(fixed)]
     for kind, suffix in _PARAM_KEYS.items():
         lines.append(f"local function key_{kind}(x) return P .. '{suffix}' .. x end")
+    lines += ["local function set_prefix(p)", "  if p == P then return end", "  P = p"]
     for kind, suffix in _FIXED_KEYS.items():
-        lines.append(f"local K_{kind.upper()} = P .. '{suffix}'")
+        lines.append(f"  K_{kind.upper()} = P .. '{suffix}'")
+    lines.append("end")
     return "\n".join(lines) + "\n"

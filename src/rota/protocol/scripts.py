@@ -1,9 +1,17 @@
-"""The Lua scripts of protocol v1, loaded once and called by SHA.
+"""Calling the Lua of protocol v1: by ``FCALL`` of the function library, else ``EVALSHA``.
 
-Each script is the key prelude rendered by :mod:`rota.protocol.keys`, the shared helpers
-of ``lua/_common.lua`` and the script's own file. Calls go by ``EVALSHA``; when Redis
-answers NOSCRIPT (it restarted, or its script cache was flushed) the script is loaded
-again and the call repeated, so callers never see that error.
+Redis 7 keeps the library (:mod:`rota.protocol.render`) loaded once, so a call runs only
+its script's code; a script called by ``EVALSHA`` defines every shared helper again on
+each call (several µs of Redis CPU). So calls go by ``FCALL``. When the function is
+missing (Redis restarted without persistence, ``FUNCTION FLUSH``) the library is loaded
+again and the call repeated, as a script is on NOSCRIPT, so callers never see either
+error. When a server has no functions (Redis 6.2, or ``FUNCTION``/``FCALL`` renamed
+away) or refuses them (ACL), this process calls every script by ``EVALSHA`` from then on:
+remembered per process, since one refusal says how the deployment is set up, and
+``EVALSHA`` works on every server.
+
+A connection is anything with ``await conn.execute_command(*args)`` that raises redis-py's
+errors (a ``redis.asyncio.Redis``, or :class:`rota.link.Link`); pipelines are redis-py's.
 """
 
 from __future__ import annotations
@@ -11,76 +19,138 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from functools import cache
-from importlib.resources import files
-from typing import Any, Final
+from typing import Any, Protocol
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 
-from rota.protocol.keys import lua_prelude
+from rota.protocol.render import SCRIPT_NAMES, library, script_source
 
-__all__ = ["SCRIPT_NAMES", "Script", "call_many", "load_all", "script"]
-
-SCRIPT_NAMES: Final = (
-    "enqueue",
-    "enqueue_batch",
-    "fetch",
-    "finish",
-    "promote",
-    "move",
-    "delete",
-    "trim_dead",
-    "heartbeat",
-    "reap",
-    "abort",
-    "wait",
-)
+__all__ = [
+    "SCRIPT_NAMES",
+    "Arg",
+    "Script",
+    "call_many",
+    "load_all",
+    "script",
+    "use_functions",
+    "uses_functions",
+]
 
 Arg = str | bytes | int | float
 
 
+class Connection(Protocol):
+    async def execute_command(self, *args: Any) -> Any: ...
+
+
+_functions = True  # False once a server refused the library: EVALSHA from then on
+
+
+def use_functions(enabled: bool) -> None:
+    """Call by ``FCALL`` of the library (the default) or by ``EVALSHA`` of the scripts,
+    which is what happens by itself after a server refuses functions."""
+    global _functions
+    _functions = enabled
+
+
+def uses_functions() -> bool:
+    """Whether calls go by ``FCALL`` (else ``EVALSHA``)."""
+    return _functions
+
+
+def _text(error: ResponseError) -> str:
+    return str(error).removeprefix("ERR ")
+
+
+def _refused(error: ResponseError) -> bool:
+    """The server has no functions, or this user may not use them."""
+    text = _text(error).lower()
+    if isinstance(error, NoPermissionError):
+        return "'fcall" in text or "'function" in text
+    return text.startswith(("unknown command", "unknown subcommand"))
+
+
+async def load_library(conn: Connection) -> bool:
+    """Load (or replace) the function library; False, and ``EVALSHA`` from then on, when
+    the server will not."""
+    try:
+        await conn.execute_command("FUNCTION", "LOAD", "REPLACE", library().code)
+    except ResponseError:
+        use_functions(False)
+        return False
+    return True
+
+
+def _remedy(error: ResponseError, script: Script) -> str | None:
+    """What makes a failed call possible: ``"script"`` (load it), ``"library"`` (load
+    it), ``"evalsha"`` (functions refused); None when the error is the call's own."""
+    if isinstance(error, NoScriptError):
+        return "script"
+    if not _functions:
+        return None
+    if _text(error).startswith("Function not found"):
+        return "library"
+    return "evalsha" if _refused(error) else None
+
+
+async def _mend(conn: Connection, remedy: str, script: Script) -> None:
+    if remedy == "script":
+        await conn.execute_command("SCRIPT", "LOAD", script.source)
+    elif remedy == "library":
+        await load_library(conn)
+    else:
+        use_functions(False)
+
+
 class Script:
-    """One Lua script: its full source, its SHA1, and a call that survives NOSCRIPT."""
+    """One script: its source and SHA1 for ``EVALSHA``, and its function in the library."""
 
-    __slots__ = ("name", "sha", "source")
+    __slots__ = ("function", "name", "sha", "source")
 
-    def __init__(self, name: str, source: str) -> None:
+    def __init__(self, name: str, source: str, function: str) -> None:
         self.name = name
         self.source = source
         self.sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+        self.function = function
 
-    async def __call__(self, redis: Redis, prefix: str, args: Sequence[Arg]) -> Any:
-        try:
-            return await redis.evalsha(self.sha, 1, prefix, *args)
-        except NoScriptError:
-            await redis.script_load(self.source)
-            return await redis.evalsha(self.sha, 1, prefix, *args)
+    def _command(self, prefix: str, args: Sequence[Arg]) -> tuple[Arg, ...]:
+        if _functions:
+            return ("FCALL", self.function, 1, prefix, *args)
+        return ("EVALSHA", self.sha, 1, prefix, *args)
+
+    async def __call__(self, conn: Connection, prefix: str, args: Sequence[Arg]) -> Any:
+        # At most three mends: the function missing (load the library), functions refused
+        # (EVALSHA), then the script missing from the script cache (load it).
+        for attempt in range(4):
+            try:
+                return await conn.execute_command(*self._command(prefix, args))
+            except ResponseError as error:
+                remedy = _remedy(error, self)
+                if remedy is None or attempt == 3:
+                    raise
+                await _mend(conn, remedy, self)
+        raise AssertionError("unreachable")
 
     def queue(self, pipe: Pipeline, prefix: str, args: Sequence[Arg]) -> None:
         """Add a call to ``pipe`` (see :func:`call_many`)."""
-        pipe.evalsha(self.sha, 1, prefix, *args)
-
-
-def _read(name: str) -> str:
-    return files("rota.protocol").joinpath("lua", name).read_text(encoding="utf-8")
+        pipe.execute_command(*self._command(prefix, args))
 
 
 @cache
 def script(name: str) -> Script:
     """The script called ``name`` (one of :data:`SCRIPT_NAMES`)."""
-    if name not in SCRIPT_NAMES:
-        raise KeyError(name)
-    source = lua_prelude() + _read("_common.lua") + "\n" + _read(name + ".lua")
-    return Script(name, source)
+    return Script(name, script_source(name), library().function(name))
 
 
-async def load_all(redis: Redis) -> None:
-    """Load every script, so the first calls need no NOSCRIPT round trip."""
-    pipe = redis.pipeline(transaction=False)
+async def load_all(conn: Connection) -> None:
+    """Load the library (or, without functions, every script), so that the first calls
+    need no second round trip."""
+    if _functions and await load_library(conn):
+        return
     for name in SCRIPT_NAMES:
-        pipe.script_load(script(name).source)
-    await pipe.execute()
+        await conn.execute_command("SCRIPT", "LOAD", script(name).source)
 
 
 async def call_many(
@@ -88,27 +158,31 @@ async def call_many(
 ) -> list[Any]:
     """Run many script calls in one pipeline (one round trip), in order.
 
-    Calls that found their script missing are run again after loading it; any other
-    error is raised after the whole pipeline ran.
+    Calls that found their function or script missing, or functions refused, are run
+    again once that is mended; any other error is raised after the whole pipeline ran.
     """
     results: list[Any] = [None] * len(calls)
     todo = list(range(len(calls)))
-    for _ in range(2):
+    for _ in range(3):
         pipe = redis.pipeline(transaction=False)
         for i in todo:
             s, args = calls[i]
             s.queue(pipe, prefix, args)
         answers = await pipe.execute(raise_on_error=False)
-        missing = []
+        again: list[int] = []
+        remedies: dict[tuple[str, str], Script] = {}
         for i, answer in zip(todo, answers, strict=True):
-            if isinstance(answer, NoScriptError):
-                missing.append(i)
             results[i] = answer
-        if not missing:
+            s = calls[i][0]
+            remedy = _remedy(answer, s) if isinstance(answer, ResponseError) else None
+            if remedy is not None:
+                again.append(i)
+                remedies[remedy, s.name if remedy == "script" else ""] = s
+        for (remedy, _name), s in remedies.items():
+            await _mend(redis, remedy, s)
+        if not again:
             break
-        for s in {calls[i][0].name: calls[i][0] for i in missing}.values():
-            await redis.script_load(s.source)
-        todo = missing
+        todo = again
     for answer in results:
         if isinstance(answer, Exception):
             raise answer

@@ -1,6 +1,8 @@
 -- Helpers shared by every rota script. The key helpers (key_job, K_DEAD, ...) come
 -- before this file, rendered from protocol/keys.py. Scripts never raise on bad data
 -- written by others: a Redis script that errors half-way keeps its earlier writes.
+-- Every call starts with enter(KEYS[1]). Loaded as a function library, these locals
+-- outlive a call: whatever a call gathers is emptied by the next enter().
 
 local WAKE_CAP = 10
 
@@ -232,4 +234,10 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
     end
   end
   return {id, 1}
+end
+
+-- Start a call: the namespace prefix, no counters, no numbers printed yet.
+local function enter(prefix)
+  set_prefix(prefix)
+  counts, per_name, printed = {}, {}, {}
 end

@@ -26,12 +26,16 @@ local function keep_or_delete(jk, id, keep)
   end
 end
 
+-- The job's failures counted once more, as text (read only for outcomes that fail).
+local function failed_once_more(jk)
+  return str((tonumber(redis.call('HGET', jk, 'failures')) or 0) + 1)
+end
+
 local function finish_one(id, name, token, outcome, a, b, c)
   local jk = key_job(id)
   -- One read fences the outcome and holds all it needs. It fails on a key that is not a
   -- hash and finds no token for a missing job: either way the outcome is stale.
-  local ok, f = pcall(redis.call, 'HMGET', jk, 'token', 'abort', 'waiters', 'unique_key',
-    'failures')
+  local ok, f = pcall(redis.call, 'HMGET', jk, 'token', 'abort', 'waiters', 'unique_key')
   if not ok or f[1] ~= token then
     stale[#stale + 1] = id
     count('stale', name, 1)
@@ -57,7 +61,6 @@ local function finish_one(id, name, token, outcome, a, b, c)
       redis.call('PUBLISH', key_done(id), state)
     end
   end
-  local failures = (tonumber(f[5]) or 0) + 1
   if outcome == 'complete' then
     local keep = tonumber(b) or 0
     release_unique(jk, id, f[4])
@@ -74,12 +77,12 @@ local function finish_one(id, name, token, outcome, a, b, c)
   elseif outcome == 'retry' then
     local due = tonumber(a) or now
     redis.call('HSET', jk, 'token', retired, 'state', 'retry', 'error', b, 'reason', c,
-      'run_at', str(due), 'failures', str(failures))
+      'run_at', str(due), 'failures', failed_once_more(jk))
     redis.call('ZADD', K_RETRY, str(due), id)
     wake_scheduler()
     count('failed', name, 1)
   elseif outcome == 'dead' then
-    bury(id, name, c, b, now, {'token', retired, 'failures', str(failures)})
+    bury(id, name, c, b, now, {'token', retired, 'failures', failed_once_more(jk)})
   elseif outcome == 'drop' then
     release_unique(jk, id, f[4])
     redis.call('DEL', jk, key_joblog(id))

@@ -1,0 +1,89 @@
+"""The Lua of protocol v1 in the two forms Redis runs: scripts and one function library.
+
+A *script* (``EVAL``/``EVALSHA``, every Redis from 6.2) is the key prelude rendered by
+:mod:`rota.protocol.keys`, the helpers of ``lua/_common.lua``, the line that starts a
+call (``enter(KEYS[1])``) and the script's own file. Redis runs all of it on every call,
+so every call defines the prelude's and the helpers' functions again.
+
+The *library* (``FUNCTION LOAD``, Redis 7) holds the prelude and the helpers once and
+registers each script's file as one function, so that a call runs only its own code. A
+function's callback receives ``KEYS`` and ``ARGV`` as parameters instead of globals;
+naming the parameters so lets the same file serve both forms. The library's name and its
+functions' names carry a digest of its code, so processes of two rota versions can share
+a server, each calling its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+from typing import Final
+
+from rota.protocol.keys import lua_prelude
+
+__all__ = ["SCRIPT_NAMES", "Library", "library", "script_source"]
+
+SCRIPT_NAMES: Final = (
+    "enqueue",
+    "enqueue_batch",
+    "fetch",
+    "finish",
+    "promote",
+    "move",
+    "delete",
+    "trim_dead",
+    "heartbeat",
+    "reap",
+    "abort",
+    "wait",
+)
+
+_ENTER: Final = "enter(KEYS[1])\n"
+
+
+def _read(name: str) -> str:
+    return files("rota.protocol").joinpath("lua", name).read_text(encoding="utf-8")
+
+
+def _shared() -> str:
+    """The prelude and the helpers: what every script and the library start with."""
+    return lua_prelude() + _read("_common.lua") + "\n"
+
+
+@cache
+def script_source(name: str) -> str:
+    """The full text of the script ``name`` (one of :data:`SCRIPT_NAMES`)."""
+    if name not in SCRIPT_NAMES:
+        raise KeyError(name)
+    return _shared() + _ENTER + _read(name + ".lua")
+
+
+@dataclass(frozen=True)
+class Library:
+    """The function library: its name, its code, and the function of each script."""
+
+    name: str
+    code: str
+
+    def function(self, script: str) -> str:
+        """The name of the function that runs ``script``."""
+        return f"{self.name}_{script}"
+
+
+@cache
+def library() -> Library:
+    shared = _shared()
+    bodies = {name: _read(name + ".lua") for name in SCRIPT_NAMES}
+    digest = hashlib.sha1(usedforsecurity=False)
+    for text in (shared, *(f"{n}\n{b}" for n, b in bodies.items())):
+        digest.update(text.encode())
+    lib = Library(name="rota_" + digest.hexdigest()[:16], code="")
+    parts = [f"#!lua name={lib.name}\n", shared]
+    for name, body in bodies.items():
+        parts.append(
+            f"redis.register_function('{lib.function(name)}', function(KEYS, ARGV)\n"
+            f"{_ENTER}{body.rstrip()}\nend)\n"
+        )
+    return Library(name=lib.name, code="".join(parts))

@@ -67,6 +67,23 @@ local function whole(v)
   return math.floor(x)
 end
 
+-- The new token, attempts and failures as text, from the text read. Memoized per text
+-- read: most jobs carry the same few values ('0'), and reading and printing numbers costs
+-- more than a command.
+local function next_token(v) return str(whole(math.abs(tonumber(v) or 0)) + 1) end
+local function next_count(v) return str(whole(v) + 1) end
+local function same_count(v) return str(whole(v)) end
+local memo = {[next_token] = {}, [next_count] = {}, [same_count] = {}}
+local function text(f, v)
+  local m = memo[f]
+  local s = m[v]
+  if not s then
+    s = f(v)
+    m[v] = s
+  end
+  return s
+end
+
 local function reject(id, name, err)
   buried[#buried + 1] = bury(id, name, 'bad_payload', err, now, nil)
   nburied = nburied + 1
@@ -115,10 +132,9 @@ local function take(name)
         -- and Lua print big numbers differently (a token that compares unequal makes
         -- every finish stale), and Python and Lua read garbage differently (failures
         -- that never add up retry forever). Garbage reads as 0.
-        -- (str() prints whole numbers as '%d' would, and most jobs share these values.)
-        local token = str(whole(math.abs(tonumber(f[3]) or 0)) + 1)
-        local attempts = str(whole(f[4]) + 1)
-        local failures = str(whole(f[5]))
+        local token = text(next_token, f[3])
+        local attempts = text(next_count, f[4])
+        local failures = text(same_count, f[5])
         redis.call('HSET', jk, 'state', 'running', 'token', token, 'attempts', attempts,
           'failures', failures, 'started_at', str(now), 'pool', pool)
         local ids = table_at(leased, name)

@@ -18,6 +18,10 @@ The run workload queues its jobs first and keeps their name paused while the poo
 starts, so the pool's start-up (script loading, registration) is outside the window;
 resuming the name opens it, and it closes once the last outcome is recorded. The pool's
 heartbeat and reaper run inside the window, as they would in production.
+
+CPU time on a shared or virtual machine varies by tens of percent between runs.
+``--callgrind`` runs the server under valgrind and adds the instructions it ran per job,
+which hardly vary (see :mod:`bench.callgrind`; use ``--jobs 2000``, it is slow).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import anyio
 from redis.asyncio import Redis
 
 import rota
+from bench.callgrind import CallgrindRedis
 from bench.redis_server import RedisServer
 
 __all__ = ["Cost", "main", "measure"]
@@ -61,6 +66,7 @@ class Cost:
     usec: dict[str, int]
     cpu: float
     user: float
+    instructions: int | None = None
 
     @property
     def commands_per_job(self) -> float:
@@ -71,11 +77,14 @@ class Cost:
         return self.cpu * 1e6 / self.jobs
 
     def line(self) -> str:
-        return (
+        text = (
             f"{self.label:<14} {self.jobs:>7} jobs {self.seconds:7.2f} s"
             f" {self.commands_per_job:7.2f} commands/job {self.cpu_us_per_job:7.1f} µs CPU/job"
             f" ({self.user * 1e6 / self.jobs:.1f} user)"
         )
+        if self.instructions is not None:
+            text += f" {self.instructions / self.jobs:8.0f} instructions/job"
+        return text
 
     def breakdown(self) -> str:
         """Calls per job of each command, and the µs per job Redis timed them at (a
@@ -100,12 +109,22 @@ async def _snapshot(r: Redis) -> Snapshot:
     )
 
 
-async def measure(r: Redis, label: str, jobs: int, work: Callable[[], Awaitable[None]]) -> Cost:
-    """Run ``work`` and return what it cost the server."""
+Marker = Callable[[str], None]
+
+
+async def measure(
+    r: Redis, label: str, jobs: int, work: Callable[[], Awaitable[None]], mark: Marker | None
+) -> Cost:
+    """Run ``work`` and return what it cost the server; ``mark`` ends a callgrind phase
+    (see :mod:`bench.callgrind`) before and after the work, when the server runs under it."""
     before = await _snapshot(r)
+    if mark:
+        await anyio.to_thread.run_sync(mark, label + ":before")
     start = time.perf_counter()
     await work()
     seconds = time.perf_counter() - start
+    if mark:
+        await anyio.to_thread.run_sync(mark, label)
     after = await _snapshot(r)
     calls = {
         name: n - before.calls.get(name, 0)
@@ -120,7 +139,7 @@ def _namespace() -> str:
     return "cost-" + uuid.uuid4().hex[:8]
 
 
-async def _enqueue_one(r: Redis, url: str, jobs: int) -> Cost:
+async def _enqueue_one(r: Redis, url: str, jobs: int, mark: Marker | None) -> Cost:
     async with rota.Client.from_url(url, _namespace()) as client:
         await client.enqueue(_JOB, 0.0)  # connect and load the scripts outside the window
 
@@ -128,10 +147,10 @@ async def _enqueue_one(r: Redis, url: str, jobs: int) -> Cost:
             for _ in range(jobs):
                 await client.enqueue(_JOB, time.time())
 
-        return await measure(r, "enqueue one", jobs, work)
+        return await measure(r, "enqueue one", jobs, work, mark)
 
 
-async def _enqueue_many(r: Redis, url: str, jobs: int) -> Cost:
+async def _enqueue_many(r: Redis, url: str, jobs: int, mark: Marker | None) -> Cost:
     async with rota.Client.from_url(url, _namespace()) as client:
         await client.enqueue_many([rota.JobSpec(name=_JOB, args=(0.0,))] * 2)
         specs = [rota.JobSpec(name=_JOB, args=(time.time(),)) for _ in range(jobs)]
@@ -139,10 +158,10 @@ async def _enqueue_many(r: Redis, url: str, jobs: int) -> Cost:
         async def work() -> None:
             await client.enqueue_many(specs)
 
-        return await measure(r, "enqueue_many", jobs, work)
+        return await measure(r, "enqueue_many", jobs, work, mark)
 
 
-async def _run(r: Redis, url: str, jobs: int, concurrency: int) -> Cost:
+async def _run(r: Redis, url: str, jobs: int, concurrency: int, mark: Marker | None) -> Cost:
     namespace = _namespace()
     settings = rota.Settings(
         redis_url=url, namespace=namespace, concurrency=concurrency, log_level="warning"
@@ -175,19 +194,21 @@ async def _run(r: Redis, url: str, jobs: int, concurrency: int) -> Cost:
 
         async with pool.running(url):
             await anyio.sleep(0.3)  # the first fetch found the name paused and waits
-            cost = await measure(r, "run", jobs, work)
+            cost = await measure(r, "run", jobs, work, mark)
         calls = dict(cost.calls)
         calls["hget"] = calls.get("hget", 0) - polls  # the watching, not the work
         return dataclasses.replace(cost, calls=calls)
 
 
-async def _measure_all(url: str, jobs: int, concurrency: int) -> tuple[str, list[Cost]]:
+async def _measure_all(
+    url: str, jobs: int, concurrency: int, mark: Marker | None
+) -> tuple[str, list[Cost]]:
     r = Redis.from_url(url)
     try:
         costs = [
-            await _enqueue_one(r, url, jobs),
-            await _enqueue_many(r, url, jobs),
-            await _run(r, url, jobs, concurrency),
+            await _enqueue_one(r, url, jobs, mark),
+            await _enqueue_many(r, url, jobs, mark),
+            await _run(r, url, jobs, concurrency, mark),
         ]
         version: str = (await r.info("server"))["redis_version"]
     finally:
@@ -195,12 +216,21 @@ async def _measure_all(url: str, jobs: int, concurrency: int) -> tuple[str, list
     return version, costs
 
 
-async def _main(jobs: int, concurrency: int, breakdown: bool, url: str | None) -> None:
-    if url is None:
+async def _main(
+    jobs: int, concurrency: int, breakdown: bool, url: str | None, callgrind: bool
+) -> None:
+    if callgrind:
+        with CallgrindRedis() as profiled:
+            version, costs = await _measure_all(profiled.url, jobs, concurrency, profiled.mark)
+            await anyio.to_thread.run_sync(profiled.mark, "end")
+            costs = [
+                dataclasses.replace(c, instructions=profiled.instructions(c.label)) for c in costs
+            ]
+    elif url is None:
         with RedisServer() as server:
-            version, costs = await _measure_all(server.url, jobs, concurrency)
+            version, costs = await _measure_all(server.url, jobs, concurrency, None)
     else:
-        version, costs = await _measure_all(url, jobs, concurrency)
+        version, costs = await _measure_all(url, jobs, concurrency, None)
     lines = [f"redis {version}, {jobs} jobs, pool concurrency {concurrency}"]
     for cost in costs:
         lines.append(cost.line())
@@ -220,8 +250,14 @@ def main(argv: list[str] | None = None) -> int:
         "--redis-url",
         help="measure on this server instead of a private one (its other traffic counts too)",
     )
+    parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="run the server under valgrind and count its instructions per job"
+        " (steady where CPU time is not; slow: use --jobs 2000)",
+    )
     args = parser.parse_args(argv)
-    anyio.run(_main, args.jobs, args.concurrency, args.breakdown, args.redis_url)
+    anyio.run(_main, args.jobs, args.concurrency, args.breakdown, args.redis_url, args.callgrind)
     return 0
 
 

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -25,7 +26,10 @@ def _free_port() -> int:
 
 
 class RedisServer:
-    def __init__(self) -> None:
+    """``wrap``: a command to run the server under (a profiler), given the time it may
+    take to answer its first PING."""
+
+    def __init__(self, wrap: Sequence[str] = (), ready_within: float = 10.0) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError(
@@ -36,6 +40,7 @@ class RedisServer:
         self.dir = Path(self._tmp.name)
         self.proc = subprocess.Popen(
             [
+                *wrap,
                 binary,
                 "--port", str(self.port),
                 "--bind", "127.0.0.1",
@@ -50,7 +55,7 @@ class RedisServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        self._wait_ready()
+        self._wait_ready(ready_within)
 
     @property
     def url(self) -> str:
@@ -60,8 +65,8 @@ class RedisServer:
     def pid(self) -> int:
         return self.proc.pid
 
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + 10
+    def _wait_ready(self, within: float) -> None:
+        deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"redis-server exited with code {self.proc.returncode}")

@@ -7,6 +7,7 @@ that every workload ran to the end and was counted.
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
 from bench import redis_cost
@@ -20,3 +21,13 @@ def test_every_workload_is_measured(redis_url: str, capsys: pytest.CaptureFixtur
         assert row, out
         assert float(row[1]) > 0
     assert "whole job" in out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_callgrind_counts_instructions_per_job(capsys: pytest.CaptureFixture[str]) -> None:
+    assert redis_cost.main(["--jobs", "20", "--concurrency", "5", "--callgrind"]) == 0
+    out = capsys.readouterr().out
+    counts = re.findall(r" (\d+) instructions/job", out)
+    assert len(counts) == 3, out
+    assert all(int(n) > 1000 for n in counts), out

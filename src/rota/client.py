@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, cast
 
 import anyio
 import msgspec
@@ -21,6 +21,7 @@ from redis.asyncio import Redis
 
 from rota.connection import connect
 from rota.errors import JobFailed, JobNotFound, PayloadTooLarge
+from rota.link import Link
 from rota.protocol import codec
 from rota.protocol.job import JobRecord
 from rota.protocol.keys import Keys
@@ -132,12 +133,25 @@ class Client:
         self.max_args_bytes = max_args_bytes
         self.unique_ttl = unique_ttl
         self._owns_redis = owns_redis
+        try:  # the same server, credentials and timeouts as ``redis``
+            self._link: Link | None = Link.from_redis(redis)
+        except (ValueError, TypeError, AttributeError):  # e.g. a cluster client
+            self._link = None
 
     @classmethod
     def from_url(cls, url: str, namespace: str = "rota", **options: Any) -> Client:
         return cls(connect(url), namespace, owns_redis=True, **options)
 
+    @property
+    def link(self) -> Link | None:
+        """The pipelined connection of the hot path (see :mod:`rota.link`), one per client;
+        None when it could not be derived from the redis-py client (then ``redis`` serves)."""
+        return self._link
+
     async def close(self) -> None:
+        """Close the link; and the redis-py client too when this client made it."""
+        if self._link is not None:
+            await self._link.aclose()
         if self._owns_redis:
             await self.redis.aclose()
 
@@ -214,7 +228,7 @@ class Client:
             if not rows:
                 return []
             (args,) = rows
-            answer = await script("enqueue")(self.redis, self.keys.prefix, args)
+            answer = await script("enqueue")(self._link or self.redis, self.keys.prefix, args)
             return [Job(_s(answer[0]), str(args[1]), bool(answer[1]))]
         now = now_ms()
         batch = script("enqueue_batch")
@@ -234,7 +248,9 @@ class Client:
                 for r in rows[i : i + _BATCH]
             ]
             calls.append((batch, [now, msgspec.msgpack.encode(jobs)]))
-        answers = await call_many(self.redis, self.keys.prefix, calls)
+        # call_many takes a redis-py client for its pipeline(); a Link has what it uses.
+        conn = self.redis if self._link is None else cast(Redis, self._link)
+        answers = await call_many(conn, self.keys.prefix, calls)
         flat = [x for answer in answers for x in answer]
         return [
             Job(_s(flat[2 * i]), str(row[1]), bool(flat[2 * i + 1])) for i, row in enumerate(rows)

@@ -1,0 +1,97 @@
+"""Enqueue cost per call: rota's pipelined link against the redis-py path it replaced.
+
+``python -m bench.enqueue_one [--jobs N] [--path link|redis-py|both] [--loop uvloop|asyncio]``
+starts a private redis-server and times, for each path, N calls of ``client.enqueue`` one
+``await`` at a time, N with 64 in flight, and N jobs through ``enqueue_many`` 20 and 1,000
+at a time; it prints jobs/s and µs per call. The ``redis-py`` path is the client with its
+link removed: the same ``EVALSHA`` calls through redis-py's connection pool and pipelines,
+as the client sent them before :mod:`rota.link`. Redis is flushed before each
+measurement, and 500 enqueues warm each client up first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import rota
+from bench.redis_server import RedisServer
+
+IN_FLIGHT = 64
+WARM_UP = 500
+
+
+async def _one(client: rota.Client, n: int) -> int:
+    for _ in range(n):
+        await client.enqueue("noop", time.time())
+    return n
+
+
+async def _in_flight(client: rota.Client, n: int) -> int:
+    async def lane(count: int) -> None:
+        for _ in range(count):
+            await client.enqueue("noop", time.time())
+
+    await asyncio.gather(*(lane(n // IN_FLIGHT + (i < n % IN_FLIGHT)) for i in range(IN_FLIGHT)))
+    return n
+
+
+def _many(size: int) -> Callable[[rota.Client, int], Awaitable[int]]:
+    async def run(client: rota.Client, n: int) -> int:
+        for _ in range(n // size):
+            await client.enqueue_many([rota.JobSpec(name="noop", args=(time.time(),))] * size)
+        return n // size
+
+    return run
+
+
+MODES: list[tuple[str, Callable[[rota.Client, int], Awaitable[int]]]] = [
+    ("one at a time", _one),
+    (f"{IN_FLIGHT} in flight", _in_flight),
+    ("many, 20 a call", _many(20)),
+    ("many, 1,000 a call", _many(1000)),
+]
+
+
+async def _measure(url: str, path: str, n: int) -> list[tuple[str, float, int]]:
+    rows = []
+    for mode, run in MODES:
+        async with rota.Client.from_url(url, "bench") as client:
+            if path == "redis-py":
+                client._link = None  # enqueue and enqueue_many go through redis-py
+            await client.redis.flushall()
+            await _one(client, WARM_UP)
+            started = time.perf_counter()
+            calls = await run(client, n)
+            rows.append((mode, time.perf_counter() - started, calls))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.enqueue_one")
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--path", choices=["link", "redis-py", "both"], default="both")
+    parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
+    args = parser.parse_args(argv)
+    runner: Any = asyncio.run
+    if args.loop == "uvloop":
+        import uvloop
+
+        runner = uvloop.run
+    paths = ["redis-py", "link"] if args.path == "both" else [args.path]
+    with RedisServer() as server:
+        for path in paths:
+            for mode, elapsed, calls in runner(_measure(server.url, path, args.jobs)):
+                sys.stdout.write(
+                    f"{path:>8}  {mode:<18} {args.jobs / elapsed:>9,.0f} jobs/s"
+                    f"  {elapsed / calls * 1e6:8.1f} µs/call\n"
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,410 @@
+"""One pipelined Redis connection for the hot path: enqueue, finish, fetch.
+
+redis-py's asyncio client checks a connection out of its pool for every call, runs the
+command through its option and response-callback layers and reads the reply through a
+stream reader: 250-370 µs a PING, where the bare round trip (an asyncio Protocol and
+hiredis) costs 140-220 µs. A :class:`Link` is that bare round trip, on one connection that
+any number of coroutines use at once: a command is encoded to RESP2 and written at once,
+and since Redis answers in order, replies are matched to a deque of futures. Concurrent
+callers therefore pipeline by themselves, with no pool checkout and no lock.
+
+- An error reply raises as redis-py raises it (``NoScriptError``, ``ResponseError`` with
+  the leading ``ERR`` cut off...); neither it nor a caller cancelled while it waits (its
+  reply is read and dropped) puts the stream out of step.
+- A lost connection fails every pending call with ``redis.exceptions.ConnectionError``;
+  the next call connects again (one connect at a time, concurrent callers share it).
+- One periodic timer per connection watches for a server that stopped answering: when the
+  oldest pending call is past its deadline (``socket_timeout`` after it was sent, plus
+  what a blocking pop such as BLPOP may wait) and nothing came for ``socket_timeout``, the
+  connection is aborted and every pending call fails with ``redis.exceptions.TimeoutError``.
+- While the transport's write buffer is over its high-water mark (64 KiB), new calls wait
+  for it to drain before they write, so a stalled server does not grow it without bound.
+
+A blocking pop holds up every call sent after it: give blocking reads a Link of their own.
+A Link belongs to the event loop it connected on; used on another loop, it connects again
+there. Close it (``aclose``) before its loop ends, as any asyncio connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import socket
+import ssl
+from collections import deque
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import Any, Final, Self, cast
+
+import hiredis
+import redis.exceptions as errors
+from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
+
+__all__ = ["Arg", "Batch", "Link"]
+
+Arg = str | bytes | int | float
+_Entry = tuple["asyncio.Future[Any] | None", float, list[Any] | None]
+
+_BLOCKING: Final = frozenset(
+    form
+    for name in ("BLPOP", "BRPOP", "BRPOPLPUSH", "BLMOVE", "BZPOPMIN", "BZPOPMAX")
+    for form in (name, name.lower(), name.encode(), name.lower().encode())
+)
+_CODES: Final[dict[str, type[errors.RedisError]]] = {
+    "NOSCRIPT": errors.NoScriptError,
+    "WRONGPASS": errors.AuthenticationError,
+    "NOAUTH": errors.AuthenticationError,
+    "NOPERM": errors.NoPermissionError,
+    "LOADING": errors.BusyLoadingError,
+    "READONLY": errors.ReadOnlyError,
+    "OOM": errors.OutOfMemoryError,
+    "EXECABORT": errors.ExecAbortError,
+}
+_ERR: Final[dict[str, type[errors.RedisError]]] = {
+    "max number of clients reached": errors.ConnectionError,
+    "invalid password": errors.AuthenticationError,
+}
+
+_LOST: Final = errors.ConnectionError("Connection to Redis lost")
+
+
+def _error(message: str) -> errors.RedisError:
+    """An error reply as redis-py makes it: a code it knows picks the class and is cut off."""
+    code, _, rest = message.partition(" ")
+    if code == "ERR":
+        return _ERR.get(rest, errors.ResponseError)(rest)
+    kind = _CODES.get(code)
+    return errors.ResponseError(message) if kind is None else kind(rest)
+
+
+def _encode(args: Sequence[Arg]) -> bytes:
+    """One command in RESP2, with redis-py's rules for argument types."""
+    if not args:
+        raise errors.DataError("a command needs a name")
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        if isinstance(arg, bytes):
+            data = arg
+        elif isinstance(arg, str):
+            data = arg.encode()
+        elif isinstance(arg, int) and not isinstance(arg, bool):
+            data = b"%d" % arg
+        elif isinstance(arg, float):
+            data = repr(arg).encode()
+        else:
+            raise errors.DataError(
+                f"Invalid input of type: {type(arg).__name__!r}."
+                " Convert to a bytes, string, int or float first."
+            )
+        parts += (b"$%d\r\n" % len(data), data, b"\r\n")
+    return b"".join(parts)
+
+
+class _Conn(asyncio.Protocol):
+    """One open connection: the futures of its pending replies, in order."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float | None) -> None:
+        self.loop = loop
+        self.timeout = math.inf if timeout is None else timeout
+        self.transport: asyncio.Transport | None = None
+        self.reader = hiredis.Reader(replyError=_error)
+        self.pending: deque[_Entry] = deque()
+        self.error: errors.RedisError | None = None  # set once the connection is unusable
+        self.writable: asyncio.Future[None] | None = None  # while the write buffer is full
+        self.closed: asyncio.Future[None] = loop.create_future()
+        self.last_read = loop.time()
+        self.timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+        if self.timeout < math.inf:
+            self.timer = self.loop.call_later(self._every(), self._watch)
+
+    def data_received(self, data: bytes) -> None:
+        self.reader.feed(data)
+        self.last_read = self.loop.time()
+        pending = self.pending
+        try:
+            while (reply := self.reader.gets()) is not False:
+                future, _, into = pending.popleft()
+                if into is not None:
+                    into.append(reply)
+                    reply = into
+                if future is None or future.done():  # one of many, or its caller left
+                    continue
+                if isinstance(reply, errors.RedisError):
+                    future.set_exception(reply)
+                else:
+                    future.set_result(reply)
+        except (hiredis.ProtocolError, IndexError) as exc:  # garbage, or a reply nobody asked
+            self.abort(errors.ConnectionError(f"Protocol error from Redis: {exc!r}"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.fail(errors.ConnectionError(f"Connection to Redis lost: {exc or 'closed'}"))
+        if self.timer is not None:
+            self.timer.cancel()
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        self.writable = self.loop.create_future()
+
+    def resume_writing(self) -> None:
+        if self.writable is not None and not self.writable.done():
+            self.writable.set_result(None)
+        self.writable = None
+
+    def send(self, data: bytes, deadline: float, count: int | None = None) -> asyncio.Future[Any]:
+        """Write one command, or ``count`` of them: the future gets the reply, or the list
+        of ``count`` replies."""
+        if self.error is not None or self.transport is None:
+            raise type(self.error or _LOST)(*(self.error or _LOST).args)
+        future = self.loop.create_future()
+        if count is None:
+            self.pending.append((future, deadline, None))
+        else:
+            into: list[Any] = []
+            self.pending.extend((None, deadline, into) for _ in range(count - 1))
+            self.pending.append((future, deadline, into))
+        self.transport.write(data)
+        return future
+
+    def fail(self, error: errors.RedisError) -> None:
+        """Mark the connection unusable and fail every pending call with ``error``."""
+        if self.error is None:
+            self.error = error
+        while self.pending:
+            future, _, _ = self.pending.popleft()
+            if future is not None and not future.done():
+                future.set_exception(type(error)(*error.args))
+        self.resume_writing()
+
+    def abort(self, error: errors.RedisError) -> None:
+        self.fail(error)
+        if self.transport is not None:
+            with contextlib.suppress(RuntimeError):  # its event loop is closed already
+                self.transport.abort()
+
+    def _every(self) -> float:
+        return max(0.05, min(1.0, self.timeout / 4))
+
+    def _watch(self) -> None:
+        now = self.loop.time()
+        if self.pending and self.pending[0][1] < now and self.last_read + self.timeout < now:
+            self.abort(errors.TimeoutError(f"Timeout reading from Redis ({self.timeout} s)"))
+        else:
+            self.timer = self.loop.call_later(self._every(), self._watch)
+
+
+class Link:
+    """One Redis connection shared by concurrent callers; see the module's docstring.
+
+    Build one with :meth:`from_url` or :meth:`from_redis`; it connects on its first call.
+    """
+
+    def __init__(
+        self,
+        host: str = "localhost",
+        port: int = 6379,
+        *,
+        path: str | None = None,
+        db: int = 0,
+        username: str | None = None,
+        password: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        socket_connect_timeout: float = 5.0,
+        socket_timeout: float | None = 15.0,
+        socket_keepalive: bool = True,
+        client_name: str | None = None,
+    ) -> None:
+        self.host, self.port, self.path, self.db = host, port, path, db
+        self.username, self.password, self.client_name = username, password, client_name
+        self.ssl_context = ssl_context
+        self.socket_connect_timeout = socket_connect_timeout
+        self.socket_timeout = socket_timeout
+        self.socket_keepalive = socket_keepalive and path is None
+        self._conn: _Conn | None = None
+        self._connecting: asyncio.Task[_Conn] | None = None
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Link:
+        """A Link to ``url`` (``redis://``, ``rediss://``, ``unix://``), read as redis-py
+        reads it; ``options`` are redis-py's connection options (socket timeouts,
+        ``ssl_*``, ``client_name``...), the ones a Link has no use for are ignored."""
+        options.setdefault("socket_connect_timeout", 5.0)
+        options.setdefault("socket_timeout", 15.0)
+        return cls.from_pool(ConnectionPool.from_url(url, **options))
+
+    @classmethod
+    def from_redis(cls, redis: Redis) -> Link:
+        """A Link to the server of a redis-py client, with its credentials and timeouts.
+        Raises ValueError when its connections are not plain TCP, TLS or unix ones."""
+        return cls.from_pool(redis.connection_pool)
+
+    @classmethod
+    def from_pool(cls, pool: ConnectionPool) -> Link:
+        kinds = (Connection, SSLConnection, UnixDomainSocketConnection)
+        if pool.connection_class not in kinds:
+            raise ValueError(f"no Link for connections of class {pool.connection_class}")
+        conn: Any = pool.connection_class(**pool.connection_kwargs)
+        if conn.credential_provider is not None:
+            raise ValueError("no Link for a credential provider")
+        return cls(
+            getattr(conn, "host", "localhost"),
+            getattr(conn, "port", 6379),
+            path=getattr(conn, "path", None),
+            db=int(conn.db or 0),
+            username=conn.username,
+            password=conn.password,
+            ssl_context=conn.ssl_context.get() if isinstance(conn, SSLConnection) else None,
+            socket_connect_timeout=conn.socket_connect_timeout or 5.0,
+            socket_timeout=conn.socket_timeout,
+            socket_keepalive=bool(getattr(conn, "socket_keepalive", False)),
+            client_name=conn.client_name,
+        )
+
+    def __repr__(self) -> str:
+        where = f"unix://{self.path}" if self.path else f"{self.host}:{self.port}"
+        return f"<Link {where} db={self.db}>"
+
+    async def execute_command(self, *args: Any, block: float | None = None) -> Any:
+        """Send one command and return its raw reply (bytes, int, list, None). Arguments
+        are bytes, str, int or float (others raise ``DataError``), as redis-py takes them.
+
+        ``block``: seconds the server may hold the reply back (a blocking read; None:
+        the timeout argument of BLPOP, BRPOP, BLMOVE, BZPOPMIN... is used by itself).
+        """
+        data = _encode(args)
+        conn = self._conn
+        if (
+            conn is None
+            or conn.error is not None
+            or conn.writable is not None
+            or conn.loop is not asyncio.get_running_loop()
+        ):
+            conn = await self._ready()
+        if block is None and args[0] in _BLOCKING:
+            block = float(args[-1]) or math.inf
+        return await conn.send(data, conn.loop.time() + conn.timeout + (block or 0.0))
+
+    async def execute_many(self, commands: Iterable[Sequence[Arg]]) -> list[Any]:
+        """Send many commands in one write; their replies in order, an error reply as an
+        exception instance in its place (nothing is raised for those)."""
+        parts = [_encode(args) for args in commands]
+        if not parts:
+            return []
+        conn = await self._ready()
+        deadline = conn.loop.time() + conn.timeout
+        replies: list[Any] = await conn.send(b"".join(parts), deadline, len(parts))
+        return replies
+
+    def pipeline(self, transaction: bool = False) -> Batch:
+        """Commands to send with one :meth:`execute_many` (no MULTI/EXEC)."""
+        if transaction:
+            raise ValueError("a Link sends no transactions: use MULTI/EXEC or a script")
+        return Batch(self)
+
+    async def aclose(self) -> None:
+        """Close the connection; pending calls fail with ConnectionError. Safe to call
+        twice; a later call connects again."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.abort(errors.ConnectionError("Redis link closed"))
+            if conn.loop is asyncio.get_running_loop() and conn.transport is not None:
+                await asyncio.shield(conn.closed)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def _ready(self) -> _Conn:
+        """The open connection of this loop, once its write buffer has room."""
+        loop = asyncio.get_running_loop()
+        conn = self._conn
+        if conn is None or conn.error is not None or conn.loop is not loop:
+            task = self._connecting
+            if task is None or task.done() or task.get_loop() is not loop:
+                task = self._connecting = loop.create_task(self._open(loop))
+            conn = await asyncio.shield(task)
+        while conn.writable is not None:
+            await asyncio.shield(conn.writable)
+        if conn.error is not None:
+            raise type(conn.error)(*conn.error.args)
+        return conn
+
+    async def _open(self, loop: asyncio.AbstractEventLoop) -> _Conn:
+        old, self._conn = self._conn, None
+        if old is not None:  # broken, or of another event loop
+            old.abort(errors.ConnectionError("Redis link reconnected"))
+        where = f"unix socket {self.path}" if self.path else f"{self.host}:{self.port}"
+        conn: _Conn | None = None
+        try:
+            async with asyncio.timeout(self.socket_connect_timeout):
+                if self.path:
+                    _, conn = await loop.create_unix_connection(
+                        lambda: _Conn(loop, self.socket_timeout), self.path
+                    )
+                else:
+                    _, conn = await loop.create_connection(
+                        lambda: _Conn(loop, self.socket_timeout),
+                        self.host,
+                        self.port,
+                        ssl=self.ssl_context,
+                    )
+                    sock = conn.transport.get_extra_info("socket") if conn.transport else None
+                    if self.socket_keepalive and sock is not None:
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+                hello: list[list[Arg]] = []
+                if self.password:
+                    hello.append(
+                        ["AUTH", *([self.username] if self.username else []), self.password]
+                    )
+                if self.db:
+                    hello.append(["SELECT", self.db])
+                if self.client_name:
+                    hello.append(["CLIENT", "SETNAME", self.client_name])
+                if hello:
+                    data = b"".join(_encode(c) for c in hello)
+                    for reply in await conn.send(data, math.inf, len(hello)):
+                        if isinstance(reply, errors.RedisError):
+                            raise reply
+        except BaseException as exc:
+            if conn is not None:
+                conn.abort(errors.ConnectionError("Redis handshake failed"))
+            if isinstance(exc, TimeoutError):
+                raise errors.TimeoutError(f"Timeout connecting to Redis at {where}") from None
+            if isinstance(exc, OSError):
+                raise errors.ConnectionError(
+                    f"Error connecting to Redis at {where}: {exc}"
+                ) from exc
+            raise
+        self._conn = conn
+        return conn
+
+
+class Batch:
+    """The part of redis-py's pipeline that :func:`rota.protocol.scripts.call_many` uses."""
+
+    def __init__(self, link: Link) -> None:
+        self.link = link
+        self.commands: list[tuple[Arg, ...]] = []
+
+    def execute_command(self, *args: Arg) -> Self:
+        self.commands.append(args)
+        return self
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        """Send the commands and clear them; replies in order. An error reply is raised
+        (the first one) or, with ``raise_on_error=False``, left in its place."""
+        commands, self.commands = self.commands, []
+        replies = await self.link.execute_many(commands)
+        for reply in replies if raise_on_error else ():
+            if isinstance(reply, errors.RedisError):
+                raise reply
+        return replies

@@ -1,0 +1,468 @@
+"""rota.link.Link against real redis-servers: pipelining, errors, cancellation, outages."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+import redis.exceptions as rx
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import rota
+from rota import Client
+from rota.link import Link
+from tests.redis_server import RedisServer, free_port
+
+
+def _key() -> str:
+    return "link:" + uuid.uuid4().hex
+
+
+def _connections(sync: redis.Redis) -> int:
+    return int(sync.info("stats")["total_connections_received"])
+
+
+async def test_concurrent_callers_get_their_own_replies(redis_url: str) -> None:
+    base = _key()
+    async with Link.from_url(redis_url) as link:
+        counts = await asyncio.gather(
+            *(link.execute_command("INCRBY", f"{base}:{i}", i) for i in range(1000))
+        )
+        assert counts == list(range(1000))
+        values = await asyncio.gather(
+            *(link.execute_command("GET", f"{base}:{i}") for i in range(1000))
+        )
+        assert values == [str(i).encode() for i in range(1000)]
+        assert await link.execute_command("DEL", *(f"{base}:{i}" for i in range(1000))) == 1000
+
+
+async def test_replies_keep_their_types(redis_url: str) -> None:
+    k = _key()
+    async with Link.from_url(redis_url) as link:
+        assert await link.execute_command("PING") == b"PONG"
+        assert await link.execute_command("SET", k, 0.1) == b"OK"
+        assert await link.execute_command("GET", k) == b"0.1"
+        assert await link.execute_command("GET", k + ":none") is None
+        assert await link.execute_command("RPUSH", k + ":l", "a", b"b", 3, -4.5) == 4
+        assert await link.execute_command("LRANGE", k + ":l", 0, -1) == [b"a", b"b", b"3", b"-4.5"]
+        assert await link.execute_command("LRANGE", k + ":none", 0, -1) == []
+        with pytest.raises(rx.DataError):
+            await link.execute_command("SET", k, True)
+        with pytest.raises(rx.DataError):
+            await link.execute_command()
+        assert await link.execute_command("GET", k) == b"0.1"  # nothing was sent
+
+
+async def test_error_replies_in_the_middle_of_a_pipeline(redis_url: str) -> None:
+    k = _key()
+    async with Link.from_url(redis_url) as link:
+        replies = await link.execute_many(
+            [["SET", k, "x"], ["INCR", k], ["GET", k], ["NOSUCHCOMMAND"], ["ECHO", "end"]]
+        )
+        assert replies[0] == b"OK"
+        assert isinstance(replies[1], rx.ResponseError)
+        assert str(replies[1]) == "value is not an integer or out of range"
+        assert replies[2] == b"x"
+        assert isinstance(replies[3], rx.ResponseError)
+        assert replies[4] == b"end"
+        assert await link.execute_many([]) == []
+
+        async def one(i: int) -> Any:
+            try:
+                return await link.execute_command("INCR" if i % 3 else "LPUSH", f"{k}:{i}")
+            except rx.ResponseError as exc:
+                return exc
+
+        results = await asyncio.gather(*(one(i) for i in range(300)))
+        for i, result in enumerate(results):
+            if i % 3:
+                assert result == 1
+            else:
+                assert isinstance(result, rx.ResponseError)
+                assert "wrong number of arguments" in str(result)
+        assert await link.execute_command("ECHO", "still in step") == b"still in step"
+
+
+async def test_errors_are_those_of_redis_py(redis_url: str) -> None:
+    k = _key()
+    calls: list[tuple[Any, ...]] = [
+        ("EVALSHA", "0" * 40, 0),
+        ("FCALL", "no_such_function", 0),
+        ("NOSUCHCOMMAND", "a"),
+        ("HGET", k, "f"),
+        ("INCR", k),
+    ]
+    reference = redis.asyncio.Redis.from_url(redis_url)
+    await reference.hset(k, "f", "v")
+    outcomes: list[tuple[Any, ...]] = []
+    async with Link.from_url(redis_url) as link:
+        for call in calls:
+            pair: list[Any] = []
+            for conn in (link, reference):
+                try:
+                    pair.append(await conn.execute_command(*call))
+                except rx.RedisError as exc:
+                    pair.append((type(exc), str(exc)))
+            outcomes.append(tuple(pair))
+    await reference.aclose()
+    assert [mine for mine, _ in outcomes] == [theirs for _, theirs in outcomes]
+    assert [mine[0] for mine, _ in outcomes if isinstance(mine, tuple)] == [
+        rx.NoScriptError,
+        rx.ResponseError,
+        rx.ResponseError,
+        rx.ResponseError,
+    ]
+
+
+async def test_pipelines_of_a_link(redis_url: str) -> None:
+    k = _key()
+    async with Link.from_url(redis_url) as link:
+        pipe = link.pipeline(transaction=False)
+        pipe.execute_command("SET", k, "v").execute_command("INCR", k)
+        pipe.execute_command("EVALSHA", "0" * 40, 0)
+        replies = await pipe.execute(raise_on_error=False)
+        assert replies[0] == b"OK"
+        assert isinstance(replies[1], rx.ResponseError)
+        assert isinstance(replies[2], rx.NoScriptError)
+        assert pipe.commands == []
+        pipe.execute_command("GET", k).execute_command("INCR", k)
+        with pytest.raises(rx.ResponseError, match="not an integer"):
+            await pipe.execute()
+        with pytest.raises(ValueError, match="transactions"):
+            link.pipeline(transaction=True)
+
+
+async def test_noscript_and_function_errors(redis_url: str) -> None:
+    async with Link.from_url(redis_url) as link:
+        with pytest.raises(rx.NoScriptError, match="No matching script"):
+            await link.execute_command("EVALSHA", "0" * 40, 0)
+        sha = await link.execute_command("SCRIPT", "LOAD", "return ARGV[1]")
+        assert await link.execute_command("EVALSHA", sha, 0, b"\x00hi") == b"\x00hi"
+        with pytest.raises(rx.ResponseError, match=r"^Function not found$"):
+            await link.execute_command("FCALL", "rota_no_such_function", 0)
+        k = _key()
+        await link.execute_command("LPUSH", k, "x")
+        with pytest.raises(rx.ResponseError, match=r"^WRONGTYPE "):
+            await link.execute_command("GET", k)
+
+
+async def test_a_cancelled_caller_does_not_desynchronise(
+    fresh_redis_server: RedisServer,
+) -> None:
+    sync = fresh_redis_server.client()
+    async with Link.from_url(fresh_redis_server.url) as link:
+        assert await link.execute_command("PING") == b"PONG"
+        sync.execute_command("CLIENT", "PAUSE", 400, "ALL")  # replies wait
+        tasks = [asyncio.create_task(link.execute_command("ECHO", f"m{i}")) for i in range(100)]
+        await asyncio.sleep(0.1)
+        assert not any(t.done() for t in tasks)
+        for task in tasks[::2]:
+            task.cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        for i, result in enumerate(results):
+            if i % 2:
+                assert result == f"m{i}".encode()
+            else:
+                assert isinstance(result, asyncio.CancelledError)
+        assert await link.execute_command("ECHO", "after") == b"after"
+        # Callers cancelled while the link connects, and by timeouts mid-flight.
+    async with Link.from_url(fresh_redis_server.url) as link:
+        tasks = [asyncio.create_task(link.execute_command("ECHO", f"c{i}")) for i in range(10)]
+        await asyncio.sleep(0)
+        for task in tasks[:5]:
+            task.cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        assert results[5:] == [f"c{i}".encode() for i in range(5, 10)]
+        for i in range(200):
+            try:
+                async with asyncio.timeout(0.0001 * (i % 5)):
+                    await link.execute_command("ECHO", f"t{i}")
+            except TimeoutError:
+                pass
+            assert await link.execute_command("ECHO", f"u{i}") == f"u{i}".encode()
+    sync.close()
+
+
+async def test_a_killed_server_fails_pending_calls_then_the_link_reconnects(
+    fresh_redis_server: RedisServer,
+) -> None:
+    server = fresh_redis_server
+    sync = server.client()
+    async with Link.from_url(server.url) as link:
+        assert await link.execute_command("SET", "k", "before") == b"OK"
+        sync.execute_command("CLIENT", "PAUSE", 5000, "ALL")
+        sync.close()
+        pending = [asyncio.create_task(link.execute_command("INCR", "n")) for _ in range(10)]
+        await asyncio.sleep(0.1)
+        server.kill()
+        results = await asyncio.gather(*pending, return_exceptions=True)
+        assert all(isinstance(r, rx.ConnectionError) for r in results), results
+        with pytest.raises(rx.ConnectionError):  # refused while it is down
+            await link.execute_command("PING")
+        server.start()
+        sync = server.client()
+        before = _connections(sync)
+        assert await asyncio.gather(*(link.execute_command("INCR", "n") for _ in range(50))) == (
+            list(range(1, 51))
+        )
+        assert _connections(sync) == before + 1  # the 50 callers shared one connect
+        assert await link.execute_command("GET", "k") is None  # no persistence
+    sync.close()
+
+
+async def test_a_server_that_stops_answering_times_out_and_the_link_recovers(
+    fresh_redis_server: RedisServer,
+) -> None:
+    sync = fresh_redis_server.client()
+    async with Link.from_url(fresh_redis_server.url, socket_timeout=0.5) as link:
+        assert await link.execute_command("PING") == b"PONG"
+        paused = time.monotonic()
+        sync.execute_command("CLIENT", "PAUSE", 3000, "ALL")
+        calls = [asyncio.create_task(link.execute_command("ECHO", i)) for i in range(10)]
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        assert time.monotonic() - paused < 1.5
+        assert all(isinstance(r, rx.TimeoutError) for r in results), results
+        while True:  # the pause lasts 3 s; every try before its end times out
+            try:
+                assert await link.execute_command("ECHO", "back") == b"back"
+                break
+            except rx.TimeoutError:
+                assert time.monotonic() - paused < 3.5
+        assert time.monotonic() - paused > 2.9
+    sync.close()
+
+
+async def test_blocking_pops_outlast_the_socket_timeout(redis_url: str) -> None:
+    k = _key()
+    sync = redis.Redis.from_url(redis_url)
+    async with Link.from_url(redis_url, socket_timeout=0.5) as link:
+        started = time.monotonic()
+        assert await link.execute_command("BLPOP", k, 1) is None
+        assert 0.9 < time.monotonic() - started < 1.5
+        asyncio.get_running_loop().call_later(0.7, sync.rpush, k, b"item")
+        assert await link.execute_command("BLPOP", k, 2) == [k.encode(), b"item"]
+        started = time.monotonic()
+        reply = await link.execute_command("XREAD", "BLOCK", 800, "STREAMS", k + "s", "$", block=1)
+        assert reply is None
+        assert time.monotonic() - started > 0.7
+        assert await link.execute_command("PING") == b"PONG"
+    sync.close()
+
+
+async def test_password_and_acl_users(fresh_redis_server: RedisServer) -> None:
+    port = fresh_redis_server.port
+    sync = fresh_redis_server.client()
+    sync.execute_command("ACL", "SETUSER", "alice", "on", ">wonder", "~*", "+@all")
+    sync.config_set("requirepass", "s3cret")
+    async with Link.from_url(f"redis://:s3cret@127.0.0.1:{port}/0") as link:
+        assert await link.execute_command("ACL", "WHOAMI") == b"default"
+    async with Link.from_url(f"redis://alice:wonder@127.0.0.1:{port}/0") as link:
+        assert await link.execute_command("ACL", "WHOAMI") == b"alice"
+    async with Link.from_url(f"redis://:wrong@127.0.0.1:{port}/0") as link:
+        with pytest.raises(rx.AuthenticationError):
+            await link.execute_command("PING")
+    async with Link.from_url(f"redis://127.0.0.1:{port}/0") as link:
+        with pytest.raises(rx.AuthenticationError):
+            await link.execute_command("PING")
+    sync.close()
+
+
+async def test_databases_and_unix_sockets() -> None:
+    server = RedisServer(start=False)
+    sock = server.dir / "redis.sock"
+    server.extra_args = ["--unixsocket", str(sock), "--unixsocketperm", "700"]
+    try:
+        server.start()
+        async with Link.from_url(f"redis://127.0.0.1:{server.port}/5", client_name="tcp") as link:
+            assert await link.execute_command("SET", "where", "five") == b"OK"
+            assert await link.execute_command("CLIENT", "GETNAME") == b"tcp"
+        async with Link.from_url(f"unix://{sock}?db=3") as link:
+            assert await link.execute_command("SET", "where", "three") == b"OK"
+        async with Link.from_url(f"unix://{sock}") as link:
+            assert await link.execute_command("GET", "where") is None
+        for db, value in ((5, b"five"), (3, b"three"), (0, None)):
+            sync = redis.Redis(port=server.port, db=db)
+            assert sync.get("where") == value
+            sync.close()
+    finally:
+        server.close()
+
+
+def test_tls(tmp_path: Path) -> None:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("no openssl to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+         "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    tls_port = free_port()
+    args = ["--tls-port", str(tls_port), "--tls-cert-file", str(cert), "--tls-key-file", str(key)]
+    args += ["--tls-ca-cert-file", str(cert), "--tls-auth-clients", "no"]
+    with RedisServer(args) as server:
+        assert server.running
+
+        async def main() -> None:
+            url = f"rediss://127.0.0.1:{tls_port}/2?ssl_cert_reqs=required&ssl_ca_certs={cert}"
+            async with Link.from_url(url) as link:
+                assert await link.execute_command("SET", "tls", b"\x00yes") == b"OK"
+                assert await asyncio.gather(
+                    *(link.execute_command("ECHO", i) for i in range(100))
+                ) == [str(i).encode() for i in range(100)]
+            async with Link.from_url(f"rediss://127.0.0.1:{tls_port}/0") as link:
+                with pytest.raises(rx.ConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
+                    await link.execute_command("PING")
+
+        asyncio.run(main())
+        sync = redis.Redis(port=server.port, db=2)
+        assert sync.get("tls") == b"\x00yes"
+        sync.close()
+
+
+async def test_aclose_fails_pending_calls_and_may_be_called_twice(
+    fresh_redis_server: RedisServer,
+) -> None:
+    sync = fresh_redis_server.client()
+    link = Link.from_url(fresh_redis_server.url)
+    assert await link.execute_command("PING") == b"PONG"
+    sync.execute_command("CLIENT", "PAUSE", 300, "ALL")
+    pending = asyncio.create_task(link.execute_command("PING"))
+    await asyncio.sleep(0.05)
+    await link.aclose()
+    with pytest.raises(rx.ConnectionError):
+        await pending
+    await link.aclose()
+    assert await link.execute_command("ECHO", "again") == b"again"  # connects anew
+    await link.aclose()
+    sync.close()
+
+
+def test_a_link_follows_the_event_loop_it_is_used_on(redis_url: str) -> None:
+    link = Link.from_url(redis_url)
+    k = _key()
+
+    async def incr_and_close() -> Any:
+        try:
+            return await link.execute_command("INCR", k)
+        finally:
+            await link.aclose()
+
+    first = asyncio.new_event_loop()
+    try:
+        assert first.run_until_complete(link.execute_command("INCR", k)) == 1
+        assert asyncio.run(incr_and_close()) == 2  # another loop: reconnects
+        first.run_until_complete(asyncio.sleep(0.01))  # the old connection closes
+    finally:
+        first.close()
+    assert asyncio.run(incr_and_close()) == 3
+
+
+def test_writers_wait_while_the_server_reads_nothing(fresh_redis_server: RedisServer) -> None:
+    big = b"x" * (1 << 20)
+
+    async def main() -> None:
+        async with Link.from_url(fresh_redis_server.url, socket_timeout=30) as link:
+            assert await link.execute_command("PING") == b"PONG"
+            assert fresh_redis_server.pid is not None
+            os.kill(fresh_redis_server.pid, signal.SIGSTOP)
+            try:
+                calls = [
+                    asyncio.create_task(link.execute_command("SET", f"big{i}", big))
+                    for i in range(40)
+                ]
+                await asyncio.sleep(0.5)
+                conn = link._conn
+                assert conn is not None and conn.transport is not None
+                assert conn.writable is not None  # over the high-water mark
+                assert conn.transport.get_write_buffer_size() < 4 << 20  # not 40 MiB
+            finally:
+                os.kill(fresh_redis_server.pid, signal.SIGCONT)
+            assert await asyncio.gather(*calls) == [b"OK"] * 40
+
+    asyncio.run(main())
+
+
+_binary = st.binary(max_size=300)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pairs=st.lists(st.tuples(_binary, _binary), min_size=1, max_size=20))
+def test_any_bytes_round_trip(redis_server: RedisServer, pairs: list[tuple[bytes, bytes]]) -> None:
+    prefix = _key().encode()
+
+    async def main() -> tuple[list[Any], list[Any]]:
+        async with Link.from_url(redis_server.url) as link:
+            await asyncio.gather(*(link.execute_command("SET", prefix + k, v) for k, v in pairs))
+            one_by_one = await asyncio.gather(
+                *(link.execute_command("GET", prefix + k) for k, _ in pairs)
+            )
+            many = await link.execute_many([("GET", prefix + k) for k, _ in pairs])
+            return one_by_one, many
+
+    expected = dict(pairs)
+    one_by_one, many = asyncio.run(main())
+    assert one_by_one == many == [expected[k] for k, _ in pairs]
+
+
+async def test_the_client_enqueues_through_its_link(fresh_redis_server: RedisServer) -> None:
+    server = fresh_redis_server
+    sync = server.client()
+    sync.config_set("requirepass", "pw")
+    url = f"redis://:pw@127.0.0.1:{server.port}/4"
+    async with Client.from_url(url, "ns") as client:
+        link = client.link
+        assert link is not None
+        assert (link.port, link.db, link.password, link.socket_timeout) == (
+            server.port,
+            4,
+            "pw",
+            15,
+        )
+        job = await client.enqueue("work", 1)
+        assert link._conn is not None  # the enqueue went through the link
+        assert (await client.job(job.id)) is not None
+        sync.execute_command("AUTH", "pw")
+        sync.execute_command("FUNCTION", "FLUSH")  # loaded again through the link
+        sync.execute_command("SCRIPT", "FLUSH")
+        again = await client.enqueue("work", 2, unique="u")
+        assert again.created
+        assert (await client.enqueue("work", 3, unique="u")) == rota.Job(again.id, "work", False)
+        sync.execute_command("FUNCTION", "FLUSH")
+        sync.execute_command("SCRIPT", "FLUSH")
+        specs = [rota.JobSpec(name="many", args=(i,)) for i in range(2500)]
+        jobs = await client.enqueue_many(specs)  # three batch calls, loaded again
+        assert len({j.id for j in jobs}) == 2500
+        assert all(j.created for j in jobs)
+        db4 = redis.Redis(port=server.port, db=4, password="pw")
+        assert db4.llen("{ns}:queue:many") == 2500
+        db4.close()
+    assert link._conn is None  # closed with the client
+    sync.close()
+
+
+async def test_a_client_without_a_link_uses_redis_py(redis_url: str, namespace: str) -> None:
+    class Custom(redis.asyncio.Connection):
+        pass
+
+    pool = redis.asyncio.ConnectionPool.from_url(redis_url, connection_class=Custom)
+    async with Client(redis.asyncio.Redis(connection_pool=pool), namespace) as client:
+        assert client.link is None
+        job = await client.enqueue("work", x=1)
+        record = await client.job(job.id)
+        assert record is not None
+        assert record.name == "work"
+    await pool.aclose()

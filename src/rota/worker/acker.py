@@ -67,7 +67,8 @@ class Acker:
         # argument on its own, and seven per job cost more than the job itself.
         args: list[Arg] = [now_ms(), msgspec.msgpack.encode(batch)]
         try:
-            stale = await script("finish")(self.rt.redis, self.rt.keys.prefix, args)
+            conn = self.rt.client.link or self.rt.redis
+            stale = await script("finish")(conn, self.rt.keys.prefix, args)
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
             return exc
         self._health.ok()

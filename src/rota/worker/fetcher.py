@@ -12,8 +12,10 @@ from __future__ import annotations
 import anyio
 import redis.exceptions
 import structlog
+from redis.asyncio import Redis
 
 from rota.client import now_ms
+from rota.link import Link
 from rota.protocol.scripts import Arg, script
 from rota.worker.robin import Robin
 from rota.worker.runtime import Fetched, PoolRuntime, RedisHealth
@@ -34,8 +36,22 @@ class Fetcher:
         self._turn = 0
         self.health = RedisHealth("fetcher")
         self.buried = 0
+        # A connection of its own: its BLPOP blocks it, and the fetch that follows a
+        # wake-up needs no pool checkout (see rota.link).
+        try:
+            self.conn: Link | Redis = Link.from_redis(rt.redis)
+        except (ValueError, TypeError, AttributeError):  # not a plain TCP/TLS/unix client
+            self.conn = rt.redis
 
     async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            if isinstance(self.conn, Link):
+                with anyio.CancelScope(shield=True):
+                    await self.conn.aclose()
+
+    async def _run(self) -> None:
         rt = self.rt
         handoff = rt.handoff
         # Stop on the flag, not only on cancellation: while the pool drains, workers hand
@@ -51,7 +67,9 @@ class Fetcher:
                 for job in jobs:
                     handoff.put(job)
                 if len(jobs) < want:
-                    await rt.redis.blpop(self.wake_keys, timeout=rt.settings.wake_timeout)
+                    await self.conn.execute_command(
+                        "BLPOP", *self.wake_keys, rt.settings.wake_timeout
+                    )
                 self.health.ok()
             except _REDIS_ERRORS as exc:
                 await anyio.sleep(self.health.failed(exc))
@@ -75,7 +93,7 @@ class Fetcher:
             len(fill),
             *fill,
         ]
-        flat, buried = await script("fetch")(rt.redis, rt.keys.prefix, args)
+        flat, buried = await script("fetch")(self.conn, rt.keys.prefix, args)
         for job_id in buried:
             self.buried += 1
             log.warning("bad payload made dead", job_id=job_id.decode("utf-8", "replace"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import os
 import shutil
 import signal
@@ -23,6 +24,14 @@ import rota
 from rota import Client
 from rota.link import Link
 from tests.redis_server import RedisServer, free_port
+
+
+class Level(enum.IntEnum):
+    HIGH = 2
+
+
+class Name(enum.StrEnum):
+    A = "a"
 
 
 def _key() -> str:
@@ -57,8 +66,23 @@ async def test_replies_keep_their_types(redis_url: str) -> None:
         assert await link.execute_command("RPUSH", k + ":l", "a", b"b", 3, -4.5) == 4
         assert await link.execute_command("LRANGE", k + ":l", 0, -1) == [b"a", b"b", b"3", b"-4.5"]
         assert await link.execute_command("LRANGE", k + ":none", 0, -1) == []
+        big = bytes(range(256)) * 400
+        assert await link.execute_command("SET", k + ":big", big) == b"OK"
+        assert await link.execute_command("GET", k + ":big") == big
+        odd = [Level.HIGH, Name.A, bytearray(b"ba"), memoryview(b"mv"), 2**70, -0.0]
+        assert await link.execute_command("RPUSH", k + ":odd", *odd) == 6
+        assert await link.execute_command("LRANGE", k + ":odd", 0, -1) == [
+            b"2",
+            b"a",
+            b"ba",
+            b"mv",
+            str(2**70).encode(),
+            b"-0.0",
+        ]
         with pytest.raises(rx.DataError):
             await link.execute_command("SET", k, True)
+        with pytest.raises(rx.DataError):
+            await link.execute_command("SET", k, None)
         with pytest.raises(rx.DataError):
             await link.execute_command()
         assert await link.execute_command("GET", k) == b"0.1"  # nothing was sent

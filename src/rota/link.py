@@ -79,27 +79,41 @@ def _error(message: str) -> errors.RedisError:
     return errors.ResponseError(message) if kind is None else kind(rest)
 
 
-def _encode(args: Sequence[Arg]) -> bytes:
+def _encode(args: Sequence[Any]) -> bytes:
     """One command in RESP2, with redis-py's rules for argument types."""
     if not args:
         raise errors.DataError("a command needs a name")
     parts = [b"*%d\r\n" % len(args)]
     for arg in args:
-        if isinstance(arg, bytes):
-            data = arg
-        elif isinstance(arg, str):
+        kind = type(arg)  # the common types first: this runs for every argument
+        if kind is str:
             data = arg.encode()
-        elif isinstance(arg, int) and not isinstance(arg, bool):
+        elif kind is bytes:
+            data = arg
+        elif kind is int:
             data = b"%d" % arg
-        elif isinstance(arg, float):
-            data = repr(arg).encode()
         else:
-            raise errors.DataError(
-                f"Invalid input of type: {type(arg).__name__!r}."
-                " Convert to a bytes, string, int or float first."
-            )
-        parts += (b"$%d\r\n" % len(data), data, b"\r\n")
+            data = _convert(arg)
+        if len(data) < 4096:
+            parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+        else:  # a large value is copied once, by the join
+            parts += (b"$%d\r\n" % len(data), data, b"\r\n")
     return b"".join(parts)
+
+
+def _convert(arg: object) -> bytes:
+    if isinstance(arg, float):
+        return repr(arg).encode()
+    if isinstance(arg, bytes | bytearray | memoryview):
+        return bytes(arg)
+    if isinstance(arg, str):
+        return arg.encode()
+    if isinstance(arg, int) and not isinstance(arg, bool):
+        return b"%d" % arg
+    raise errors.DataError(
+        f"Invalid input of type: {type(arg).__name__!r}."
+        " Convert to a bytes, string, int or float first."
+    )
 
 
 class _Conn(asyncio.Protocol):

@@ -135,8 +135,13 @@ local function take(name)
         local token = text(next_token, f[3])
         local attempts = text(next_count, f[4])
         local failures = text(same_count, f[5])
-        redis.call('HSET', jk, 'state', 'running', 'token', token, 'attempts', attempts,
-          'failures', failures, 'started_at', str(now), 'pool', pool)
+        if failures == f[5] then -- stored as it reads already (the usual case)
+          redis.call('HSET', jk, 'state', 'running', 'token', token, 'attempts', attempts,
+            'started_at', str(now), 'pool', pool)
+        else
+          redis.call('HSET', jk, 'state', 'running', 'token', token, 'attempts', attempts,
+            'failures', failures, 'started_at', str(now), 'pool', pool)
+        end
         local ids = table_at(leased, name)
         ids[#ids + 1] = deadline
         ids[#ids + 1] = id

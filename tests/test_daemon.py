@@ -92,9 +92,10 @@ async def test_supervisor_replaces_a_killed_child_and_recovers_its_jobs(
     client: Client, redis_url: str, namespace: str, tmp_path: Path
 ) -> None:
     log = tmp_path / "supervisor.log"
-    proc = start_worker(
-        "tests.cli_app:pool", "--processes", "2", env=_env(redis_url, namespace), log=log
-    )
+    # No prefetch: both children must be busy at once, and a pool that prefetches may
+    # take all eight jobs in its first fetch when they are enqueued fast enough.
+    env = _env(redis_url, namespace, ROTA_PREFETCH="0")
+    proc = start_worker("tests.cli_app:pool", "--processes", "2", env=env, log=log)
     try:
         await wait_until(lambda: _pool_count(client, 2), within=30)
         jobs = [await client.enqueue("nap", seconds=1.0) for _ in range(8)]

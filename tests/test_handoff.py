@@ -18,8 +18,30 @@ def _job(i: int) -> Fetched:
     return Fetched(f"j{i}", "noop", "1", 1, 0, 0, b"[]", 0, None, None)
 
 
+def _warm(h: Handoff) -> Handoff:
+    """As after as many short jobs as workers: prefetching is on."""
+    h.finished = h.concurrency
+    return h
+
+
+def test_a_fresh_pool_does_not_prefetch_until_its_jobs_prove_short() -> None:
+    h = Handoff(concurrency=3, prefetch=3)
+    assert h.capacity == 3
+    h.running = 3
+    for _ in range(2):
+        h.done(0.001)
+    assert h.capacity == 3
+    h.done(0.001)
+    assert h.capacity == 6
+    slow = Handoff(concurrency=2, prefetch=2)
+    slow.running = 2
+    slow.done(5.0)  # the first job sets the average at once
+    slow.done(0.001)
+    assert slow.avg_duration > PREFETCH_BELOW and slow.capacity == 2
+
+
 async def test_idle_workers_get_jobs_first_then_the_line_holds_them() -> None:
-    h = Handoff(concurrency=2, prefetch=2)
+    h = _warm(Handoff(concurrency=2, prefetch=2))
     assert h.room() == 4
     takers = [asyncio.ensure_future(h.take()) for _ in range(2)]
     await asyncio.sleep(0)
@@ -33,7 +55,7 @@ async def test_idle_workers_get_jobs_first_then_the_line_holds_them() -> None:
 
 
 async def test_the_fetcher_waits_for_a_useful_batch_while_jobs_wait() -> None:
-    h = Handoff(concurrency=8, prefetch=8)  # capacity 16: refill at 4 free
+    h = _warm(Handoff(concurrency=8, prefetch=8))  # capacity 16: refill at 4 free
     for i in range(16):
         h.put(_job(i))
     for _ in range(8):
@@ -48,7 +70,7 @@ async def test_the_fetcher_waits_for_a_useful_batch_while_jobs_wait() -> None:
 
 
 async def test_the_fetcher_refills_at_once_when_the_line_runs_dry() -> None:
-    h = Handoff(concurrency=8, prefetch=8)
+    h = _warm(Handoff(concurrency=8, prefetch=8))
     for i in range(16):
         h.put(_job(i))
     waiter = asyncio.ensure_future(h.wait_room())
@@ -63,7 +85,7 @@ async def test_the_fetcher_refills_at_once_when_the_line_runs_dry() -> None:
 
 
 def test_long_jobs_turn_prefetching_off() -> None:
-    h = Handoff(concurrency=4, prefetch=100)
+    h = _warm(Handoff(concurrency=4, prefetch=100))
     assert (h.prefetch, h.capacity) == (4, 8)  # never more than concurrency
     h.running = 100
     for _ in range(100):
@@ -74,7 +96,7 @@ def test_long_jobs_turn_prefetching_off() -> None:
 
 
 async def test_close_returns_the_waiting_jobs_and_releases_idle_workers() -> None:
-    h = Handoff(concurrency=2, prefetch=2)
+    h = _warm(Handoff(concurrency=2, prefetch=2))
     idle = asyncio.ensure_future(h.take())
     await asyncio.sleep(0)
     h.put(_job(0))  # to the idle worker

@@ -115,7 +115,10 @@ class Script:
         self.sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
         self.function = function
 
-    def _command(self, prefix: str, args: Sequence[Arg]) -> tuple[Arg, ...]:
+    def command(self, prefix: str, args: Sequence[Arg]) -> tuple[Arg, ...]:
+        """The raw command of one call (``FCALL`` or ``EVALSHA``), for callers that send
+        it in a pipeline of their own; an error reply is theirs to mend by calling the
+        script again."""
         if _functions:
             return ("FCALL", self.function, 1, prefix, *args)
         return ("EVALSHA", self.sha, 1, prefix, *args)
@@ -125,7 +128,7 @@ class Script:
         # (EVALSHA), then the script missing from the script cache (load it).
         for attempt in range(4):
             try:
-                return await conn.execute_command(*self._command(prefix, args))
+                return await conn.execute_command(*self.command(prefix, args))
             except ResponseError as error:
                 remedy = _remedy(error, self)
                 if remedy is None or attempt == 3:
@@ -135,7 +138,7 @@ class Script:
 
     def queue(self, pipe: Pipeline, prefix: str, args: Sequence[Arg]) -> None:
         """Add a call to ``pipe`` (see :func:`call_many`)."""
-        pipe.execute_command(*self._command(prefix, args))
+        pipe.execute_command(*self.command(prefix, args))
 
 
 @cache

@@ -10,8 +10,9 @@ The fetcher keeps ``concurrency`` jobs running and, while jobs are short, up to
 ``prefetch`` more leased and waiting here, so that a worker that finishes starts its
 next job without waiting for a round trip to Redis. Long jobs gain nothing from that
 and would hold back jobs other pools could run, so prefetching stops while the average
-job takes longer than :data:`PREFETCH_BELOW` seconds. Jobs waiting here keep their
-leases: the heartbeat extends them along with the running ones.
+job takes longer than :data:`PREFETCH_BELOW` seconds, and starts only once as many jobs
+as there are workers have finished (before that the pool does not know its jobs). Jobs
+waiting here keep their leases: the heartbeat extends them along with the running ones.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class Handoff:
         "_room_waiter",
         "avg_duration",
         "concurrency",
+        "finished",
         "prefetch",
         "running",
     )
@@ -47,6 +49,7 @@ class Handoff:
         self.prefetch = max(0, min(prefetch, concurrency))
         self.running = 0
         self.avg_duration = 0.0
+        self.finished = 0
         self._jobs: deque[Fetched] = deque()
         self._idle: deque[asyncio.Future[Fetched | None]] = deque()
         self._room_waiter: asyncio.Future[None] | None = None
@@ -57,7 +60,11 @@ class Handoff:
     @property
     def capacity(self) -> int:
         """Jobs this pool holds at most right now: running plus waiting here."""
-        if self.prefetch and self.avg_duration < PREFETCH_BELOW:
+        if (
+            self.prefetch
+            and self.finished >= self.concurrency
+            and self.avg_duration < PREFETCH_BELOW
+        ):
             return self.concurrency + self.prefetch
         return self.concurrency
 
@@ -141,7 +148,11 @@ class Handoff:
     def done(self, duration: float) -> None:
         """A worker finished a job that took ``duration`` seconds."""
         self.running -= 1
-        self.avg_duration += (duration - self.avg_duration) * _EWMA
+        self.finished += 1
+        # The first jobs set the average (no prefetching until as many jobs as workers
+        # have finished: a fresh pool does not know yet whether its jobs are short).
+        weight = max(_EWMA, 1 / self.finished)
+        self.avg_duration += (duration - self.avg_duration) * weight
         self._wake_fetcher()
 
     def _wake_fetcher(self) -> None:

@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any, TypeVar, overload
 
 import anyio
+import redis.exceptions
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
@@ -36,6 +37,8 @@ from rota.worker.scheduler import Scheduler
 __all__ = ["WorkerPool"]
 
 log = structlog.get_logger("rota.pool")
+
+_REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 
 F = TypeVar("F", bound=Callable[..., Any])
 Lifespan = Callable[[], AsyncGenerator[Mapping[str, Any], None]]
@@ -307,7 +310,13 @@ class WorkerPool:
         async def drain() -> None:
             rt.stopping.set()
             fetch_scope.cancel()
-            await fetcher_done.wait()
+            # A fetcher waiting on its wake lists has its fetch queued behind the BLPOP
+            # (shielded): end the wait so that fetch runs now and its jobs go back below.
+            while not fetcher_done.is_set():
+                with contextlib.suppress(*_REDIS_ERRORS):
+                    await fetcher.unblock()
+                with anyio.move_on_after(0.05):
+                    await fetcher_done.wait()
             # Jobs leased and not started go back to the front of their queues.
             for job in rt.handoff.close():
                 acker.add(requeue(job))

@@ -4,11 +4,17 @@
 -- optional fill names (the pool's other names, so that a batch of one whose name is
 -- empty still finds work elsewhere).
 -- KEYS[1] namespace prefix
--- ARGV now_ms, lease_ms, pool_id, max_args_bytes, n, name_1 .. name_n,
+-- ARGV now_ms (0: the server's time), lease_ms, pool_id, max_args_bytes, n, name_1 .. name_n,
 --      [m, fill_1 .. fill_m]
 -- Returns {jobs, buried}: jobs is flat, 10 entries per job (id, then FETCH_FIELDS of
 -- protocol/job.py); buried lists the ids of entries made dead as bad payloads.
 local now, lease, pool = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+if now == 0 then
+  -- Sent ahead, queued behind the pool's BLPOP: the caller's clock was read before the
+  -- wait, so the server's is the one that knows when the leases start.
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local max_args = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
 local fill = {}

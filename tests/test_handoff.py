@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import time
 
 import anyio
 import pytest
@@ -172,3 +173,30 @@ async def test_close_wakes_an_idle_worker_with_nothing() -> None:
     assert not idle.done()
     assert h.close() == []
     assert await asyncio.wait_for(idle, 1) is None
+
+
+async def test_an_idle_pool_stops_at_once_and_a_wake_starts_a_job_in_one_write(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    """An idle fetcher sends its BLPOP and the fetch behind it in one write: a new job
+    starts without a further round trip, its lease counted from the server's clock; and
+    a stopping pool ends that wait (CLIENT UNBLOCK) instead of waiting out wake_timeout."""
+    started: list[float] = []
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, wake_timeout=30, keep_result=60))
+
+    @pool.job
+    async def ping(ctx: JobContext) -> None:
+        started.append(time.time())
+
+    async with pool.running():
+        await anyio.sleep(0.3)  # the fetcher waits on its wake list now
+        before = time.time()
+        job = await client.enqueue("ping")
+        await wait_until(lambda: len(started) == 1, within=2)
+        record = await client.redis.hmget(client.keys.job(job.id), "started_at", "attempts")
+        assert int(record[1]) == 1
+        assert abs(int(record[0]) / 1000 - before) < 1.0  # the server's clock, not stale
+        await anyio.sleep(0.2)
+        stopping = time.monotonic()
+    assert time.monotonic() - stopping < 2.0
+    assert await client.redis.zcard(client.keys.running("ping")) == 0

@@ -13,6 +13,7 @@ from rota import Client, JobContext, WorkerPool
 from rota.worker.handoff import PREFETCH_BELOW, Handoff
 from rota.worker.runtime import Fetched
 from tests.helpers import pool_settings, wait_until
+from tests.redis_server import RedisServer
 
 
 def _job(i: int) -> Fetched:
@@ -200,3 +201,27 @@ async def test_an_idle_pool_stops_at_once_and_a_wake_starts_a_job_in_one_write(
         stopping = time.monotonic()
     assert time.monotonic() - stopping < 2.0
     assert await client.redis.zcard(client.keys.running("ping")) == 0
+
+
+async def test_a_user_refused_client_commands_still_runs_and_stops(
+    fresh_redis_server: RedisServer,
+) -> None:
+    """Without CLIENT (ACL), the fetcher cannot learn its id to be unblocked: it still
+    runs jobs, and a stopping pool waits out its BLPOP (wake_timeout) instead."""
+    r = fresh_redis_server.client()
+    r.acl_setuser("app", enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
+                  commands=["+@all", "-client"])  # fmt: skip
+    url = f"redis://app:pw@127.0.0.1:{fresh_redis_server.port}/0"
+    ran: list[str] = []
+    pool = WorkerPool(settings=pool_settings(url, "acl", wake_timeout=0.5))
+
+    @pool.job
+    async def ping(ctx: JobContext) -> None:
+        ran.append(ctx.id)
+
+    async with Client.from_url(url, "acl") as client, pool.running():
+        await anyio.sleep(0.2)
+        await client.enqueue("ping")
+        await wait_until(lambda: len(ran) == 1, within=3)
+        stopping = time.monotonic()
+    assert time.monotonic() - stopping < 3.0

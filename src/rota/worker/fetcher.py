@@ -9,6 +9,8 @@ BLPOP timeout is only a safety net for producers that forget to push a wake toke
 
 from __future__ import annotations
 
+import contextlib
+
 import anyio
 import redis.exceptions
 import structlog
@@ -85,7 +87,10 @@ class Fetcher:
         fetch the moment the BLPOP returns, which saves the round trip between them on
         the way from an enqueue to a start. The fetch reads the server's clock (now 0)."""
         if self._client_id is None:
-            self._client_id = int(await link.execute_command("CLIENT", "ID"))
+            try:
+                self._client_id = int(await link.execute_command("CLIENT", "ID"))
+            except redis.exceptions.ResponseError:  # e.g. an ACL user without CLIENT
+                self._client_id = 0  # no unblocking: a stopping pool waits out the BLPOP
         wait: tuple[Arg, ...] = ("BLPOP", *self.wake_keys, self.rt.settings.wake_timeout)
         fetch = script("fetch").command(self.rt.keys.prefix, self._args(want, now=0))
         _, reply = await link.execute_many([wait, fetch])
@@ -98,8 +103,9 @@ class Fetcher:
     async def unblock(self) -> None:
         """End a wait of this fetcher (the pool is stopping): its fetch then runs at once
         and the jobs it leases go back to their queues with the others not started."""
-        if self._client_id is not None:
-            await self.rt.redis.client_unblock(self._client_id)
+        if self._client_id:
+            with contextlib.suppress(redis.exceptions.ResponseError):  # CLIENT refused
+                await self.rt.redis.client_unblock(self._client_id)
 
     async def _fetch(self, want: int) -> list[Fetched]:
         reply = await script("fetch")(self.conn, self.rt.keys.prefix, self._args(want))

@@ -133,10 +133,8 @@ class Client:
         self.max_args_bytes = max_args_bytes
         self.unique_ttl = unique_ttl
         self._owns_redis = owns_redis
-        try:  # the same server, credentials and timeouts as ``redis``
-            self._link: Link | None = Link.from_redis(redis)
-        except (ValueError, TypeError, AttributeError):  # e.g. a cluster client
-            self._link = None
+        # The same server, credentials and timeouts as ``redis``.
+        self._link = Link.beside(redis)
 
     @classmethod
     def from_url(cls, url: str, namespace: str = "rota", **options: Any) -> Client:

@@ -258,6 +258,15 @@ class Link:
         return cls.from_pool(redis.connection_pool)
 
     @classmethod
+    def beside(cls, redis: Redis) -> Link | None:
+        """:meth:`from_redis`, or None for a client a Link cannot copy (a cluster client,
+        custom connection classes, a credential provider): then redis-py serves."""
+        try:
+            return cls.from_redis(redis)
+        except (ValueError, TypeError, AttributeError):
+            return None
+
+    @classmethod
     def from_pool(cls, pool: ConnectionPool) -> Link:
         kinds = (Connection, SSLConnection, UnixDomainSocketConnection)
         if pool.connection_class not in kinds:

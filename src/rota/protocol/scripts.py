@@ -77,7 +77,9 @@ async def load_library(conn: Connection) -> bool:
     the server will not."""
     try:
         await conn.execute_command("FUNCTION", "LOAD", "REPLACE", library().code)
-    except ResponseError:
+    except ResponseError as error:
+        if not _refused(error):  # e.g. OOM or a busy server: not a verdict on functions
+            raise
         use_functions(False)
         return False
     return True
@@ -147,13 +149,15 @@ def script(name: str) -> Script:
     return Script(name, script_source(name), library().function(name))
 
 
-async def load_all(conn: Connection) -> None:
-    """Load the library (or, without functions, every script), so that the first calls
-    need no second round trip."""
-    if _functions and await load_library(conn):
+async def load_all(redis: Redis) -> None:
+    """Load the library (or, without functions, every script in one pipeline), so that
+    the first calls need no second round trip."""
+    if _functions and await load_library(redis):
         return
-    for name in SCRIPT_NAMES:
-        await conn.execute_command("SCRIPT", "LOAD", script(name).source)
+    async with redis.pipeline(transaction=False) as pipe:
+        for name in SCRIPT_NAMES:
+            pipe.script_load(script(name).source)
+        await pipe.execute()
 
 
 async def call_many(

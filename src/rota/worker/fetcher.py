@@ -41,10 +41,7 @@ class Fetcher:
         self._client_id: int | None = None
         # A connection of its own: its BLPOP blocks it, and the fetch that follows a
         # wake-up needs no pool checkout (see rota.link).
-        try:
-            self.conn: Link | Redis = Link.from_redis(rt.redis)
-        except (ValueError, TypeError, AttributeError):  # not a plain TCP/TLS/unix client
-            self.conn = rt.redis
+        self.conn: Link | Redis = Link.beside(rt.redis) or rt.redis
 
     async def run(self) -> None:
         try:

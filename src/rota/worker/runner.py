@@ -39,8 +39,12 @@ def dead_outcome(job: Fetched, reason: Reason, error: str) -> Outcome:
     return (job.id, job.name, job.token, "dead", "", error[:_MAX_ERROR], reason.value)
 
 
+def _aborted(rt: PoolRuntime, job: Fetched, message: str) -> Outcome:
+    keep = str(int(rt.settings.keep_result * 1000))
+    return (job.id, job.name, job.token, "aborted", keep, message, "")
+
+
 def _failure(
-    rt: PoolRuntime,
     job: Fetched,
     handler: Handler,
     reason: Reason,
@@ -157,23 +161,21 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
             result = await _call(rt, handler, ctx, args, kwargs)()
     except TimeoutError as exc:
         if not scope.expired():  # the handler's own TimeoutError: a failure like any
-            return _failure(rt, job, handler, Reason.ERROR, f"TimeoutError: {exc}")
+            return _failure(job, handler, Reason.ERROR, f"TimeoutError: {exc}")
         assert entry is not None
         if entry.cancel_reason == "shutdown":
             return requeue(job)
         if entry.cancel_reason == "abort":
-            keep = str(int(rt.settings.keep_result * 1000))
-            return (job.id, job.name, job.token, "aborted", keep, "abort requested", "")
+            return _aborted(rt, job, "abort requested")
         if timeout is None:  # cancelled for a reason of its own, with no deadline
-            return _failure(rt, job, handler, Reason.ERROR, f"cancelled: {entry.cancel_reason}")
-        return _failure(rt, job, handler, Reason.TIMEOUT, f"timed out after {timeout:g} s")
+            return _failure(job, handler, Reason.ERROR, f"cancelled: {entry.cancel_reason}")
+        return _failure(job, handler, Reason.TIMEOUT, f"timed out after {timeout:g} s")
     except Retry as exc:
-        return _failure(rt, job, handler, Reason.RETRY, str(exc), exc.in_)
+        return _failure(job, handler, Reason.RETRY, str(exc), exc.in_)
     except Abort as exc:
-        keep = str(int(rt.settings.keep_result * 1000))
-        return (job.id, job.name, job.token, "aborted", keep, str(exc) or "aborted", "")
+        return _aborted(rt, job, str(exc) or "aborted")
     except (Exception, SystemExit) as exc:  # a handler's failure is the job's, not the pool's
-        return _failure(rt, job, handler, Reason.ERROR, f"{type(exc).__name__}: {exc}")
+        return _failure(job, handler, Reason.ERROR, f"{type(exc).__name__}: {exc}")
     finally:
         rt.in_flight.pop(job.id, None)
     keep_result = rt.settings.keep_result if handler.keep_result is None else handler.keep_result

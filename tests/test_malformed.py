@@ -148,3 +148,23 @@ async def test_odd_numbers_in_a_job_hash_do_not_stop_it_or_the_pool(
 async def _state_is(client: Client, job_id: str, state: str) -> bool:
     record = await client.job(job_id)
     return record is not None and record.state == state
+
+
+async def test_a_finish_with_an_unknown_outcome_makes_the_job_dead(client: Client) -> None:
+    """Another language's pool sends an outcome rota does not know: the job ends dead
+    with a reason instead of staying 'running' outside every set."""
+    from rota.protocol.scripts import script
+
+    job = await client.enqueue("work", n=1)
+    fetch_args = [0, 30_000, "pool-x", 1024, 1, "work", 0]
+    flat, _ = await script("fetch")(client.redis, client.keys.prefix, fetch_args)
+    token = flat[2].decode()
+    finish_args = [1, job.id, "work", token, "finished-ish", "", "", ""]
+    stale = await script("finish")(client.redis, client.keys.prefix, finish_args)
+    assert stale == []
+    record = await client.job(job.id)
+    assert record is not None
+    assert (record.state, record.reason) == ("dead", "error")
+    assert record.error == "finish: unknown outcome finished-ish"
+    assert await client.redis.zscore(client.keys.dead, job.id) is not None
+    assert await client.redis.zcard(client.keys.running("work")) == 0

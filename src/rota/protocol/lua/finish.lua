@@ -10,6 +10,7 @@
 --   drop:     b = error, c = reason           (a dead job of a skip_dead handler)
 --   aborted:  a = keep_ms, b = message
 --   requeue:  back to the front of its queue, no failure counted (shutdown)
+--   anything else: the job is dead, reason error ("finish: unknown outcome ...")
 -- Returns the ids of stale outcomes.
 local now = tonumber(ARGV[1])
 local stale = {}
@@ -100,8 +101,9 @@ local function finish_one(id, name, token, outcome, a, b, c)
     redis.call('HSET', jk, 'token', retired, 'state', 'queued')
     redis.call('RPUSH', key_queue(name), id)
     woken[name] = true
-  else
-    redis.call('HSET', jk, 'token', retired)
+  else -- a client's mistake: the job must not stay 'running' outside every set
+    bury(id, name, 'error', 'finish: unknown outcome ' .. string.sub(tostring(outcome), 1, 64),
+      now, {'token', retired})
   end
   -- A finish frees a slot of a limited name: wake a pool that may wait for it.
   local l = limited[name]

@@ -38,6 +38,7 @@ def test_shipped_example_config_is_the_defaults() -> None:
         ({"concurrency": "many"}, "concurrency"),
         ({"concurency": 3}, "concurency: unknown setting"),
         ({"lease": -1}, "lease"),
+        ({"prefetch": -1}, "prefetch"),
         ({"namespace": "a{b}"}, "namespace"),
         ({"log_format": "xml"}, "log_format"),
         ({"lease": 2, "heartbeat_interval": 5}, "lease: must be longer"),

@@ -350,6 +350,14 @@ class Client:
             )
         return out
 
+    async def set_sizes(self) -> dict[str, int]:
+        """How many jobs the scheduled, retry and dead sets hold, in one round trip."""
+        names: tuple[JobSet, ...] = ("scheduled", "retry", "dead")
+        pipe = self.redis.pipeline(transaction=False)
+        for which in names:
+            pipe.zcard(self._set_key(which))
+        return dict(zip(names, await pipe.execute(), strict=True))
+
     async def page(self, which: JobSet, offset: int = 0, count: int = 50) -> Page:
         """A page of the scheduled, retry or dead set."""
         z = self._set_key(which)

@@ -295,7 +295,7 @@ async def dead_retry(
     """Queue dead jobs again, with their failures reset."""
     chosen = _ids_or_all(ids, all_)
     if chosen is None and not yes:
-        total = (await client.page("dead", count=1)).total
+        total = (await client.set_sizes())["dead"]
         click.confirm(f"retry all {total} dead jobs?", abort=True)
     click.echo(f"retried {await client.retry('dead', chosen)} jobs")
 

@@ -106,14 +106,14 @@ def create_app(
             max_args_bytes=settings.max_args_bytes,
             unique_ttl=settings.unique_ttl,
         )
-    state = WebState(settings, auth or Auth(), make_templates(), client, own_client=own)
+    state = WebState(settings, auth or Auth(), make_templates(), client)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
             yield
         finally:
-            if state.own_client:
+            if own:
                 await state.client.close()
 
     app = Starlette(

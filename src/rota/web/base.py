@@ -57,7 +57,6 @@ class WebState:
     auth: Auth
     templates: jinja2.Environment
     client: Client
-    own_client: bool = False
 
 
 def state_of(request: Request) -> WebState:

@@ -46,7 +46,7 @@ async def read(client: Client) -> Reading:
     queues = await client.queues()
     stats = await client.stats()
     pools = await client.pools()
-    sets = {w: (await client.page(w, 0, 1)).total for w in ("scheduled", "retry", "dead")}
+    sets = await client.set_sizes()
     return Reading(
         client.namespace,
         queues,

@@ -74,8 +74,7 @@ async def dashboard(client: Client, minutes: int = 60, days: int = 30) -> dict[s
     history = await client.history(minutes, days)
     qs = await client.queues()
     sizes = {"queued": sum(q.size for q in qs), "running": sum(q.running for q in qs)}
-    for which in JOB_SETS:
-        sizes[which] = (await client.page(which, 0, 1)).total
+    sizes.update(await client.set_sizes())
     live = await client.pools()
     sizes["pools"] = len(live)
     sizes["busy"] = sum(len(p.busy) for p, _ in live)

@@ -19,37 +19,39 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import rota
+from bench import positive_int
 from bench.redis_server import RedisServer
 
 IN_FLIGHT = 64
 WARM_UP = 500
 
 
-async def _one(client: rota.Client, n: int) -> int:
+async def _one(client: rota.Client, n: int) -> tuple[int, int]:
     for _ in range(n):
         await client.enqueue("noop", time.time())
-    return n
+    return n, n
 
 
-async def _in_flight(client: rota.Client, n: int) -> int:
+async def _in_flight(client: rota.Client, n: int) -> tuple[int, int]:
     async def lane(count: int) -> None:
         for _ in range(count):
             await client.enqueue("noop", time.time())
 
     await asyncio.gather(*(lane(n // IN_FLIGHT + (i < n % IN_FLIGHT)) for i in range(IN_FLIGHT)))
-    return n
+    return n, n
 
 
-def _many(size: int) -> Callable[[rota.Client, int], Awaitable[int]]:
-    async def run(client: rota.Client, n: int) -> int:
+def _many(size: int) -> Callable[[rota.Client, int], Awaitable[tuple[int, int]]]:
+    async def run(client: rota.Client, n: int) -> tuple[int, int]:
         for _ in range(n // size):
             await client.enqueue_many([rota.JobSpec(name="noop", args=(time.time(),))] * size)
-        return n // size
+        return n // size, n // size * size
 
     return run
 
 
-MODES: list[tuple[str, Callable[[rota.Client, int], Awaitable[int]]]] = [
+#: Each mode returns (calls, jobs enqueued).
+MODES: list[tuple[str, Callable[[rota.Client, int], Awaitable[tuple[int, int]]]]] = [
     ("one at a time", _one),
     (f"{IN_FLIGHT} in flight", _in_flight),
     ("many, 20 a call", _many(20)),
@@ -57,7 +59,7 @@ MODES: list[tuple[str, Callable[[rota.Client, int], Awaitable[int]]]] = [
 ]
 
 
-async def _measure(url: str, path: str, n: int) -> list[tuple[str, float, int]]:
+async def _measure(url: str, path: str, n: int) -> list[tuple[str, float, int, int]]:
     rows = []
     for mode, run in MODES:
         async with rota.Client.from_url(url, "bench") as client:
@@ -66,14 +68,14 @@ async def _measure(url: str, path: str, n: int) -> list[tuple[str, float, int]]:
             await client.redis.flushall()
             await _one(client, WARM_UP)
             started = time.perf_counter()
-            calls = await run(client, n)
-            rows.append((mode, time.perf_counter() - started, calls))
+            calls, jobs = await run(client, n)
+            rows.append((mode, time.perf_counter() - started, calls, jobs))
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.enqueue_one")
-    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--jobs", type=positive_int, default=20_000)
     parser.add_argument("--path", choices=["link", "redis-py", "both"], default="both")
     parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
     args = parser.parse_args(argv)
@@ -85,9 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     paths = ["redis-py", "link"] if args.path == "both" else [args.path]
     with RedisServer() as server:
         for path in paths:
-            for mode, elapsed, calls in runner(_measure(server.url, path, args.jobs)):
+            for mode, elapsed, calls, jobs in runner(_measure(server.url, path, args.jobs)):
+                if not calls:
+                    sys.stdout.write(f"{path:>8}  {mode:<18} skipped: fewer jobs than a call\n")
+                    continue
                 sys.stdout.write(
-                    f"{path:>8}  {mode:<18} {args.jobs / elapsed:>9,.0f} jobs/s"
+                    f"{path:>8}  {mode:<18} {jobs / elapsed:>9,.0f} jobs/s"
                     f"  {elapsed / calls * 1e6:8.1f} µs/call\n"
                 )
     return 0

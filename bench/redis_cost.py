@@ -39,6 +39,7 @@ import anyio
 from redis.asyncio import Redis
 
 import rota
+from bench import positive_int
 from bench.callgrind import CallgrindRedis
 from bench.redis_server import RedisServer
 
@@ -243,8 +244,8 @@ async def _main(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.redis_cost", description=__doc__)
-    parser.add_argument("--jobs", type=int, default=20_000)
-    parser.add_argument("--concurrency", type=int, default=100)
+    parser.add_argument("--jobs", type=positive_int, default=20_000)
+    parser.add_argument("--concurrency", type=positive_int, default=100)
     parser.add_argument("--breakdown", action="store_true", help="commands per job by name")
     parser.add_argument(
         "--redis-url",

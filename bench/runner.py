@@ -33,7 +33,7 @@ from typing import Any
 
 import redis
 
-from bench import report
+from bench import positive_int, report
 from bench.procstat import Load, Sampler, cpu_seconds, tree, wait_quiet
 from bench.redis_server import RedisServer
 
@@ -779,7 +779,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny counts, 1 repetition")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--systems", help="comma-separated subset, e.g. rota,arq")
-    parser.add_argument("--reps", type=int)
+    parser.add_argument("--reps", type=positive_int)
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--no-scale", action="store_true")
     parser.add_argument(
@@ -798,7 +798,7 @@ def main(argv: list[str] | None = None) -> int:
         _log("       running rota alone")
         systems = tuple(s for s in systems if s not in PEERS)
     overrides: dict[str, Any] = {"systems": systems}
-    if args.reps:
+    if args.reps is not None:
         overrides["reps"] = args.reps
     if args.no_profile:
         overrides["profile"] = False

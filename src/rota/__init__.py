@@ -18,6 +18,7 @@ from rota.errors import (
     JobFailed,
     JobNotFound,
     PayloadTooLarge,
+    RedisRefused,
     Retry,
     RotaError,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "PayloadTooLarge",
     "QueueInfo",
     "Reason",
+    "RedisRefused",
     "Retry",
     "RotaError",
     "Settings",

@@ -22,6 +22,7 @@ from redis.asyncio import Redis
 from rota.connection import connect
 from rota.errors import JobFailed, JobNotFound, PayloadTooLarge
 from rota.link import Link
+from rota.outage import refused
 from rota.protocol import codec
 from rota.protocol.job import JobRecord
 from rota.protocol.keys import Keys
@@ -226,7 +227,10 @@ class Client:
             if not rows:
                 return []
             (args,) = rows
-            answer = await script("enqueue")(self._link or self.redis, self.keys.prefix, args)
+            try:
+                answer = await script("enqueue")(self._link or self.redis, self.keys.prefix, args)
+            except redis.exceptions.ResponseError as exc:
+                raise (refused(exc, "the job was not enqueued") or exc) from exc
             return [Job(_s(answer[0]), str(args[1]), bool(answer[1]))]
         now = now_ms()
         batch = script("enqueue_batch")
@@ -248,7 +252,8 @@ class Client:
             calls.append((batch, [now, msgspec.msgpack.encode(jobs)]))
         # call_many takes a redis-py client for its pipeline(); a Link has what it uses.
         conn = self.redis if self._link is None else cast(Redis, self._link)
-        answers = await call_many(conn, self.keys.prefix, calls)
+        answers = await call_many(conn, self.keys.prefix, calls, raise_on_error=False)
+        _raise_first(answers, [min(_BATCH, len(rows) - i) for i in range(0, len(rows), _BATCH)])
         flat = [x for answer in answers for x in answer]
         return [
             Job(_s(flat[2 * i]), str(row[1]), bool(flat[2 * i + 1])) for i, row in enumerate(rows)
@@ -463,16 +468,13 @@ class Client:
     # -- operating -----------------------------------------------------------------
 
     async def pause(self, name: str) -> None:
-        """Stop workers from taking jobs of ``name``; running ones finish."""
-        await self.redis.sadd(self.keys.paused, validate_name(name))
+        """Stop workers from taking jobs of ``name``; running ones finish. Works while
+        Redis is out of memory, as does :meth:`resume`."""
+        await script("pause")(self.redis, self.keys.prefix, ["pause", validate_name(name)])
 
     async def resume(self, name: str) -> None:
-        k = self.keys
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.srem(k.paused, validate_name(name))
-            pipe.lpush(k.wake(name), b"1")
-            pipe.ltrim(k.wake(name), 0, 9)
-            await pipe.execute()
+        """Let workers take jobs of ``name`` again (and wake a pool that waits for them)."""
+        await script("pause")(self.redis, self.keys.prefix, ["resume", validate_name(name)])
 
     async def set_limit(self, name: str, limit: int | None) -> None:
         """Cap how many jobs of ``name`` run at once across all pools (None: no cap)."""
@@ -524,6 +526,17 @@ class Client:
 _CHUNK = 500
 _BATCH = 1000
 _OPTIONS = frozenset({"unique", "unique_ttl", "job_id", "max_fails", "timeout"})
+
+
+def _raise_first(answers: list[Any], sizes: list[int]) -> None:
+    """Raise the first failed call of an ``enqueue_many``; a refusal says how many jobs
+    of the batch were written (every call is atomic: all of its jobs or none)."""
+    failed = [a for a in answers if isinstance(a, Exception)]
+    if not failed:
+        return
+    ok = sum(n for a, n in zip(answers, sizes, strict=True) if not isinstance(a, Exception))
+    what = f"{ok} of {sum(sizes)} jobs of the batch were written"
+    raise (refused(failed[0], what, ok) or failed[0]) from failed[0]
 
 
 def _counts(raw: dict[Any, Any]) -> dict[str, int]:

@@ -9,6 +9,7 @@ __all__ = [
     "JobFailed",
     "JobNotFound",
     "PayloadTooLarge",
+    "RedisRefused",
     "Retry",
     "RotaError",
 ]
@@ -59,3 +60,17 @@ class JobFailed(RotaError):
         self.state = state
         self.reason = reason
         self.error = error
+
+
+class RedisRefused(RotaError):
+    """Redis answered "not now" (out of memory, a read-only replica, loading, busy...):
+    nothing of the call was written. ``condition`` names it (see :mod:`rota.outage`);
+    ``written`` counts the jobs of an ``enqueue_many`` that were written before it.
+
+    The call can be made again once the condition ends; operators see it in the log.
+    """
+
+    def __init__(self, message: str, condition: str, written: int = 0) -> None:
+        super().__init__(message)
+        self.condition = condition
+        self.written = written

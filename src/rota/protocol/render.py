@@ -23,7 +23,7 @@ from typing import Final
 
 from rota.protocol.keys import lua_prelude
 
-__all__ = ["SCRIPT_NAMES", "Library", "library", "script_source"]
+__all__ = ["ALLOW_OOM", "SCRIPT_NAMES", "Library", "library", "script_source"]
 
 SCRIPT_NAMES: Final = (
     "enqueue",
@@ -38,7 +38,20 @@ SCRIPT_NAMES: Final = (
     "reap",
     "abort",
     "wait",
+    "register",
+    "pause",
+    "finish_kept",
 )
+
+#: Scripts registered once more under another name, with other flags: ``finish_kept``
+#: is ``finish`` for outcomes that keep a result, which grow Redis's memory.
+ALIASES: Final = {"finish_kept": "finish"}
+
+#: What Redis may run while it is over ``maxmemory`` (the ``allow-oom`` flag of Redis 7
+#: functions): every script that moves, marks or deletes jobs and so does not grow
+#: memory (or by a few bytes), so that pools keep draining a full Redis, which frees it.
+#: Not the enqueues, nor a finish that keeps a result: they grow it.
+ALLOW_OOM: Final = frozenset(SCRIPT_NAMES) - {"enqueue", "enqueue_batch", "finish_kept"}
 
 _ENTER: Final = "enter(KEYS[1])\n"
 
@@ -57,7 +70,7 @@ def script_source(name: str) -> str:
     """The full text of the script ``name`` (one of :data:`SCRIPT_NAMES`)."""
     if name not in SCRIPT_NAMES:
         raise KeyError(name)
-    return _shared() + _ENTER + _read(name + ".lua")
+    return _shared() + _ENTER + _read(ALIASES.get(name, name) + ".lua")
 
 
 @dataclass(frozen=True)
@@ -75,15 +88,17 @@ class Library:
 @cache
 def library() -> Library:
     shared = _shared()
-    bodies = {name: _read(name + ".lua") for name in SCRIPT_NAMES}
+    bodies = {name: _read(ALIASES.get(name, name) + ".lua") for name in SCRIPT_NAMES}
     digest = hashlib.sha1(usedforsecurity=False)
-    for text in (shared, *(f"{n}\n{b}" for n, b in bodies.items())):
+    for text in (shared, *(f"{n}\n{n in ALLOW_OOM}\n{b}" for n, b in bodies.items())):
         digest.update(text.encode())
     lib = Library(name="rota_" + digest.hexdigest()[:16], code="")
     parts = [f"#!lua name={lib.name}\n", shared]
     for name, body in bodies.items():
+        flags = "{'allow-oom'}" if name in ALLOW_OOM else "{}"
         parts.append(
-            f"redis.register_function('{lib.function(name)}', function(KEYS, ARGV)\n"
-            f"{_ENTER}{body.rstrip()}\nend)\n"
+            f"redis.register_function{{function_name='{lib.function(name)}',"
+            f" flags={flags}, callback=function(KEYS, ARGV)\n"
+            f"{_ENTER}{body.rstrip()}\nend}}\n"
         )
     return Library(name=lib.name, code="".join(parts))

@@ -21,9 +21,10 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any, Protocol
 
+import structlog
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
-from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
+from redis.exceptions import NoPermissionError, NoScriptError, OutOfMemoryError, ResponseError
 
 from rota.protocol.render import SCRIPT_NAMES, library, script_source
 
@@ -32,6 +33,7 @@ __all__ = [
     "Arg",
     "Script",
     "call_many",
+    "library_loaded",
     "load_all",
     "script",
     "use_functions",
@@ -39,6 +41,8 @@ __all__ = [
 ]
 
 Arg = str | bytes | int | float
+
+log = structlog.get_logger("rota.redis")
 
 
 class Connection(Protocol):
@@ -72,14 +76,38 @@ def _refused(error: ResponseError) -> bool:
     return text.startswith(("unknown command", "unknown subcommand"))
 
 
+async def library_loaded(conn: Connection) -> bool:
+    """Whether this version's library is loaded already. Its name carries the digest of
+    its code, so a library of that name is this code."""
+    try:
+        reply = await conn.execute_command("FUNCTION", "LIST", "LIBRARYNAME", library().name)
+    except ResponseError:
+        return False  # no functions, or FUNCTION LIST refused: loading tells which
+    return bool(reply)
+
+
 async def load_library(conn: Connection) -> bool:
-    """Load (or replace) the function library; False, and ``EVALSHA`` from then on, when
-    the server will not."""
+    """Load the function library unless it is loaded already; False, and ``EVALSHA``
+    from then on in this process, when the server will not.
+
+    Checking first lets a pool start on a Redis that is over ``maxmemory``, which
+    refuses ``FUNCTION LOAD`` even of a library it holds; a library that is missing
+    there cannot be loaded, so this process calls scripts by ``EVALSHA`` instead.
+    """
+    if await library_loaded(conn):
+        return True
     try:
         await conn.execute_command("FUNCTION", "LOAD", "REPLACE", library().code)
     except ResponseError as error:
-        if not _refused(error):  # e.g. OOM or a busy server: not a verdict on functions
+        full = isinstance(error, OutOfMemoryError)
+        if not full and not _refused(error):  # e.g. a busy server: not a verdict on functions
             raise
+        log.warning(
+            "function library not loaded: scripts are called by EVALSHA in this process",
+            library=library().name,
+            cause="Redis is out of memory" if full else "functions refused",
+            error=str(error),
+        )
         use_functions(False)
         return False
     return True
@@ -161,12 +189,17 @@ async def load_all(redis: Redis) -> None:
 
 
 async def call_many(
-    redis: Redis, prefix: str, calls: Sequence[tuple[Script, Sequence[Arg]]]
+    redis: Redis,
+    prefix: str,
+    calls: Sequence[tuple[Script, Sequence[Arg]]],
+    *,
+    raise_on_error: bool = True,
 ) -> list[Any]:
     """Run many script calls in one pipeline (one round trip), in order.
 
     Calls that found their function or script missing, or functions refused, are run
-    again once that is mended; any other error is raised after the whole pipeline ran.
+    again once that is mended; any other error is raised after the whole pipeline ran
+    (or, with ``raise_on_error=False``, returned in the call's place).
     """
     results: list[Any] = [None] * len(calls)
     todo = list(range(len(calls)))
@@ -191,6 +224,6 @@ async def call_many(
             break
         todo = again
     for answer in results:
-        if isinstance(answer, Exception):
+        if raise_on_error and isinstance(answer, Exception):
             raise answer
     return results

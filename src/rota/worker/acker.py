@@ -2,21 +2,31 @@
 
 Workers hand their outcome over and move on; the acker flushes whatever gathered in
 the same turn of the event loop, so a busy pool pays one round trip for many jobs.
-When Redis is away the outcomes are kept and sent again: a finish is never dropped.
+When Redis is away, or refuses the finish, the outcomes are kept and sent again: a
+finish is never dropped, and the heartbeat keeps extending their jobs' leases meanwhile
+(see :meth:`Acker.unsent`), so no job runs twice for it.
+
+A finish that keeps a result grows Redis's memory, so it goes through ``finish_kept``,
+which Redis refuses while it is over ``maxmemory``; every other outcome goes through
+``finish``, which it runs even then (see :mod:`rota.protocol.render`). When Redis is out
+of memory, pools therefore keep finishing what frees memory, hold the rest, and fetch no
+more than they can hold (:meth:`Acker.wait_room`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import anyio
 import anyio.lowlevel
 import msgspec
-import redis.exceptions
 import structlog
 
 from rota.client import now_ms
+from rota.outage import condition
 from rota.protocol.scripts import Arg, script
 from rota.worker.runner import Outcome
-from rota.worker.runtime import PoolRuntime, RedisHealth
+from rota.worker.runtime import PoolRuntime
 
 __all__ = ["Acker"]
 
@@ -25,12 +35,17 @@ log = structlog.get_logger("rota.pool")
 _MAX_BATCH = 500
 
 
+def _keeps_result(o: Outcome) -> bool:
+    """A complete outcome with a result kept for a while: it grows Redis's memory."""
+    return o[3] == "complete" and o[4] != "" and o[5] not in ("", "0")
+
+
 class Acker:
     def __init__(self, rt: PoolRuntime) -> None:
         self.rt = rt
         self._pending: list[Outcome] = []
         self._event = anyio.Event()
-        self._health = RedisHealth("acker")
+        self._room = anyio.Event()
         self._lock = anyio.Lock()
         self.stale = 0
 
@@ -41,6 +56,19 @@ class Acker:
     @property
     def pending(self) -> int:
         return len(self._pending)
+
+    def unsent(self) -> Iterator[tuple[str, str, str]]:
+        """(name, id, token) of every job whose outcome waits to be sent: the pool still
+        holds its lease."""
+        for o in self._pending:
+            yield o[1], o[0], o[2]
+
+    async def wait_room(self, limit: int) -> None:
+        """Return once fewer than ``limit`` outcomes wait (at once, unless Redis is
+        refusing finishes)."""
+        while len(self._pending) >= limit:
+            self._room = anyio.Event()
+            await self._room.wait()
 
     async def run(self) -> None:
         while True:
@@ -55,24 +83,38 @@ class Acker:
             while self._pending:
                 batch = self._pending[:_MAX_BATCH]
                 with anyio.CancelScope(shield=True):
-                    error = await self._send(batch)
+                    refused, error = await self._send(batch)
+                self._pending[: len(batch)] = refused
+                self._room.set()
                 if error is None:
-                    del self._pending[: len(batch)]
+                    self.rt.watch.ok("acker")
                 else:
-                    await anyio.sleep(self._health.failed(error))
+                    await anyio.sleep(await self.rt.watch.failed("acker", error))
 
-    async def _send(self, batch: list[Outcome]) -> BaseException | None:
-        """Send one batch; the Redis error that kept it from landing, or None."""
-        # One MessagePack argument for the whole batch: Redis clients encode each
-        # argument on its own, and seven per job cost more than the job itself.
-        args: list[Arg] = [now_ms(), msgspec.msgpack.encode(batch)]
-        try:
-            conn = self.rt.client.link or self.rt.redis
-            stale = await script("finish")(conn, self.rt.keys.prefix, args)
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-            return exc
-        self._health.ok()
-        for job_id in stale:
-            self.stale += 1
-            log.warning("stale finish ignored", job_id=job_id.decode(), pool=self.rt.pool_id)
-        return None
+    async def _send(self, batch: list[Outcome]) -> tuple[list[Outcome], BaseException | None]:
+        """Send one batch: the outcomes Redis did not take, and why."""
+        kept = [o for o in batch if _keeps_result(o)]
+        parts = [("finish_kept", batch)]
+        if kept and len(kept) < len(batch):
+            parts = [("finish", [o for o in batch if not _keeps_result(o)]), ("finish_kept", kept)]
+        elif not kept:
+            parts = [("finish", batch)]
+        refused: list[Outcome] = []
+        error: BaseException | None = None
+        conn = self.rt.client.link or self.rt.redis
+        for name, part in parts:
+            # One MessagePack argument for the whole part: Redis clients encode each
+            # argument on its own, and seven per job cost more than the job itself.
+            args: list[Arg] = [now_ms(), msgspec.msgpack.encode(part)]
+            try:
+                stale = await script(name)(conn, self.rt.keys.prefix, args)
+            except Exception as exc:
+                if condition(exc) is None:
+                    raise
+                refused += part
+                error = exc
+                continue
+            for job_id in stale:
+                self.stale += 1
+                log.warning("stale finish ignored", job_id=job_id.decode(), pool=self.rt.pool_id)
+        return refused, error

@@ -19,24 +19,23 @@ from redis.asyncio import Redis
 from rota.client import now_ms
 from rota.link import Link
 from rota.protocol.scripts import Arg, script
+from rota.worker.acker import Acker
 from rota.worker.robin import Robin
-from rota.worker.runtime import Fetched, PoolRuntime, RedisHealth
+from rota.worker.runtime import Fetched, PoolRuntime
 
 __all__ = ["Fetcher"]
 
 log = structlog.get_logger("rota.pool")
 
-_REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
-
 
 class Fetcher:
-    def __init__(self, rt: PoolRuntime, robin: Robin) -> None:
+    def __init__(self, rt: PoolRuntime, robin: Robin, acker: Acker | None = None) -> None:
         self.rt = rt
         self.robin = robin
+        self.acker = acker
         self.wake_keys = [rt.keys.wake(name) for name in rt.handlers]
         self.names = list(rt.handlers)
         self._turn = 0
-        self.health = RedisHealth("fetcher")
         self.buried = 0
         self._client_id: int | None = None
         # A connection of its own: its BLPOP blocks it, and the fetch that follows a
@@ -60,6 +59,8 @@ class Fetcher:
         # cancellation would never land.
         short = False  # the last fetch found less than it wanted: wait for a wake token
         while not rt.stopping.is_set():
+            if self.acker is not None:  # Redis refuses finishes: hold no more than a pool's worth
+                await self.acker.wait_room(rt.settings.concurrency)
             want = min(await handoff.wait_room(), rt.settings.fetch_batch)
             try:
                 if short and not isinstance(self.conn, Link):
@@ -74,10 +75,10 @@ class Fetcher:
                 for job in jobs:
                     handoff.put(job)
                 short = len(jobs) < want
-                self.health.ok()
-            except _REDIS_ERRORS as exc:
+                rt.watch.ok("fetcher")
+            except Exception as exc:
                 self._client_id = None
-                await anyio.sleep(self.health.failed(exc))
+                await anyio.sleep(await rt.watch.failed("fetcher", exc))
 
     async def _wait_and_fetch(self, link: Link, want: int) -> list[Fetched]:
         """BLPOP on the wake lists and the fetch behind it, in one write: Redis runs the

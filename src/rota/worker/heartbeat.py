@@ -15,29 +15,29 @@ import random
 import socket
 
 import anyio
-import redis.exceptions
 import structlog
 from anyio.abc import TaskStatus
 
 from rota import __version__
 from rota.client import now_ms
+from rota.outage import MEANING, condition
 from rota.protocol import codec
 from rota.protocol.scripts import Arg, script
 from rota.protocol.snapshot import BusyWorker, PoolSnapshot
-from rota.worker.runtime import PoolRuntime, RedisHealth
+from rota.worker.acker import Acker
+from rota.worker.runtime import PoolRuntime
 
 __all__ = ["AbortListener", "Heartbeat", "Reaper"]
 
 log = structlog.get_logger("rota.pool")
 
-_REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
-
 
 class Heartbeat:
-    def __init__(self, rt: PoolRuntime) -> None:
+    def __init__(self, rt: PoolRuntime, acker: Acker | None = None) -> None:
         self.rt = rt
-        self.health = RedisHealth("heartbeat")
+        self.acker = acker
         self.host = socket.gethostname()
+        self.beats = 0
 
     def snapshot(self) -> PoolSnapshot:
         rt = self.rt
@@ -62,10 +62,11 @@ class Heartbeat:
             await anyio.sleep(delay)
             try:
                 await self.beat()
-                self.health.ok()
+            except Exception as exc:
+                delay = await self.rt.watch.failed("heartbeat", exc)
+            else:
+                self.rt.watch.ok("heartbeat")
                 delay = self.rt.settings.heartbeat_interval
-            except _REDIS_ERRORS as exc:
-                delay = self.health.failed(exc)
 
     async def beat(self) -> None:
         rt = self.rt
@@ -82,7 +83,18 @@ class Heartbeat:
             args += [e.job.name, e.job.id, e.job.token]
         for job in rt.handoff.waiting():  # leased ahead of a free worker: held too
             args += [job.name, job.id, job.token]
-        lost, aborts = await script("heartbeat")(rt.redis, rt.keys.prefix, args)
+        if self.acker is not None:  # run, its outcome not written yet: held too
+            for triple in self.acker.unsent():
+                args += triple
+        lost, aborts, fresh = await script("heartbeat")(rt.redis, rt.keys.prefix, args)
+        self.beats += 1
+        if fresh and self.beats > 1:
+            log.warning(
+                "Redis had forgotten this pool (restarted without persistence, or flushed):"
+                " registering its job names, priorities and limits again",
+                pool=rt.pool_id,
+            )
+            await rt.register()
         for raw in lost:
             job_id = raw.decode()
             entry = rt.in_flight.get(job_id)
@@ -99,20 +111,29 @@ class Heartbeat:
     async def stop(self) -> None:
         """Say goodbye: remove this pool's heartbeat at once instead of letting it expire."""
         rt = self.rt
+        # Not a transaction: Redis refuses MULTI when it is out of memory, and each
+        # removal stands on its own (both are idempotent).
         with anyio.move_on_after(2, shield=True):
             try:
-                async with rt.redis.pipeline(transaction=True) as pipe:
+                async with rt.redis.pipeline(transaction=False) as pipe:
                     pipe.zrem(rt.keys.pools, rt.pool_id)
                     pipe.delete(rt.keys.pool(rt.pool_id))
                     await pipe.execute()
-            except _REDIS_ERRORS as exc:
-                log.warning("could not remove the heartbeat", error=repr(exc))
+            except Exception as exc:
+                cond = condition(exc)
+                if cond is None:
+                    raise
+                log.warning(
+                    "could not remove the heartbeat: other pools forget this one within"
+                    " three heartbeat intervals",
+                    why=MEANING[cond],
+                    error=str(exc) or repr(exc),
+                )
 
 
 class Reaper:
     def __init__(self, rt: PoolRuntime) -> None:
         self.rt = rt
-        self.health = RedisHealth("reaper")
 
     async def run(self) -> None:
         while True:
@@ -120,9 +141,10 @@ class Reaper:
             await anyio.sleep(self.rt.settings.heartbeat_interval * random.uniform(1.0, 1.5))
             try:
                 await self.reap()
-                self.health.ok()
-            except _REDIS_ERRORS as exc:
-                await anyio.sleep(self.health.failed(exc))
+            except Exception as exc:
+                await anyio.sleep(await self.rt.watch.failed("reaper", exc))
+            else:
+                self.rt.watch.ok("reaper")
 
     async def reap(self) -> None:
         rt = self.rt
@@ -144,7 +166,6 @@ class Reaper:
 class AbortListener:
     def __init__(self, rt: PoolRuntime) -> None:
         self.rt = rt
-        self.health = RedisHealth("abort listener")
         self._started = False
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -152,15 +173,15 @@ class AbortListener:
         while True:
             try:
                 await self.listen(task_status)
-            except _REDIS_ERRORS as exc:
-                await anyio.sleep(self.health.failed(exc))
+            except Exception as exc:
+                await anyio.sleep(await self.rt.watch.failed("abort listener", exc))
 
     async def listen(self, task_status: TaskStatus[None]) -> None:
         rt = self.rt
         pubsub = rt.redis.pubsub(ignore_subscribe_messages=True)
         try:
             await pubsub.subscribe(rt.keys.abort)
-            self.health.ok()
+            rt.watch.ok("abort listener")
             if not self._started:
                 self._started = True
                 task_status.started()

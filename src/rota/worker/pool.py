@@ -14,7 +14,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any, TypeVar, overload
 
 import anyio
-import redis.exceptions
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
@@ -22,8 +21,8 @@ from rota import __version__
 from rota.client import Client, validate_name
 from rota.config import Settings, load_settings
 from rota.connection import connect
+from rota.outage import condition
 from rota.protocol.job import Reason
-from rota.protocol.scripts import load_all
 from rota.worker.acker import Acker
 from rota.worker.cron import Cron
 from rota.worker.fetcher import Fetcher
@@ -37,8 +36,6 @@ from rota.worker.scheduler import Scheduler
 __all__ = ["WorkerPool"]
 
 log = structlog.get_logger("rota.pool")
-
-_REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 
 F = TypeVar("F", bound=Callable[..., Any])
 Lifespan = Callable[[], AsyncGenerator[Mapping[str, Any], None]]
@@ -204,7 +201,8 @@ class WorkerPool:
                     state=state,
                     force=force or anyio.Event(),
                 )
-                await self._register(rt)
+                # Redis unreachable, read-only or loading at the start: wait for it.
+                await rt.watch.keep_trying("start", rt.register)
                 try:
                     async with anyio.create_task_group() as tg:
                         self.runtime = rt
@@ -234,33 +232,26 @@ class WorkerPool:
         jobs. Signal handlers only set flags; the draining happens here."""
         stop = shutdown or anyio.Event()
         force = anyio.Event()
+        started = anyio.Event()
         async with anyio.create_task_group() as tg:
             if shutdown is None:
                 tg.start_soon(_watch_signals, stop, force)
-            async with self.running(redis_url, force=force):
-                await stop.wait()
+            with anyio.CancelScope() as starting:
+                # A stop while the pool still waits for Redis to start ends the wait.
+                tg.start_soon(_cancel_unless_started, stop, started, starting)
+                async with self.running(redis_url, force=force):
+                    started.set()
+                    await stop.wait()
+            if starting.cancelled_caught:
+                log.info("stopped before Redis could be used: no job was taken")
             tg.cancel_scope.cancel()
-
-    async def _register(self, rt: PoolRuntime) -> None:
-        """Make this pool's job names, priorities and limits known to every process."""
-        await load_all(rt.redis)
-        k = rt.keys
-        async with rt.redis.pipeline(transaction=True) as pipe:
-            pipe.sadd(k.names, *rt.handlers)
-            pipe.hset(k.priorities, mapping={n: h.priority for n, h in rt.handlers.items()})
-            for name, h in rt.handlers.items():
-                if h.max_concurrency is None:
-                    pipe.hdel(k.limits, name)
-                else:
-                    pipe.hset(k.limits, name, h.max_concurrency)
-            await pipe.execute()
 
     async def _start(self, rt: PoolRuntime, tg: TaskGroup) -> Callable[[], Any]:
         s = rt.settings
         robin = Robin({n: h.priority for n, h in rt.handlers.items()})
-        fetcher = Fetcher(rt, robin)
         acker = Acker(rt)
-        heartbeat = Heartbeat(rt)
+        fetcher = Fetcher(rt, robin, acker)
+        heartbeat = Heartbeat(rt, acker)
         workers_done = anyio.Event()
         fetch_scope = anyio.CancelScope()
         background = anyio.CancelScope()
@@ -288,7 +279,7 @@ class WorkerPool:
             with background:
                 async with anyio.create_task_group() as bg:
                     await bg.start(AbortListener(rt).run)
-                    await heartbeat.beat()
+                    await rt.watch.keep_trying("heartbeat", heartbeat.beat)
                     task_status.started()
                     bg.start_soon(acker.run)
                     bg.start_soon(heartbeat.run)
@@ -313,8 +304,11 @@ class WorkerPool:
             # A fetcher waiting on its wake lists has its fetch queued behind the BLPOP
             # (shielded): end the wait so that fetch runs now and its jobs go back below.
             while not fetcher_done.is_set():
-                with contextlib.suppress(*_REDIS_ERRORS):
+                try:
                     await fetcher.unblock()
+                except Exception as exc:
+                    if condition(exc) is None:
+                        raise
                 with anyio.move_on_after(0.05):
                     await fetcher_done.wait()
             # Jobs leased and not started go back to the front of their queues.
@@ -348,6 +342,14 @@ class WorkerPool:
             log.info("pool stopped", pool=rt.pool_id, stale_finishes=acker.stale)
 
         return drain
+
+
+async def _cancel_unless_started(
+    stop: anyio.Event, started: anyio.Event, scope: anyio.CancelScope
+) -> None:
+    await stop.wait()
+    if not started.is_set():
+        scope.cancel()
 
 
 async def _cancel_on(event: anyio.Event, tg: TaskGroup) -> None:

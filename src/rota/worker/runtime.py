@@ -18,12 +18,14 @@ from redis.asyncio import Redis
 
 from rota.client import Client, now_ms
 from rota.config import Settings
+from rota.outage import Watch
 from rota.protocol.job import FETCH_FIELDS
 from rota.protocol.keys import Keys
+from rota.protocol.scripts import Arg, load_all, script
 from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler
 
-__all__ = ["Fetched", "InFlight", "PoolRuntime", "RedisHealth"]
+__all__ = ["Fetched", "InFlight", "PoolRuntime"]
 
 log = structlog.get_logger("rota.pool")
 _WIDTH: Final = 1 + len(FETCH_FIELDS)
@@ -109,28 +111,6 @@ class InFlight:
             self.timeout.reschedule(asyncio.get_running_loop().time())
 
 
-class RedisHealth:
-    """Logs one line when a component loses Redis and one when it is back (no storm),
-    and gives the capped, growing delay before its next try."""
-
-    __slots__ = ("_failures", "component")
-
-    def __init__(self, component: str) -> None:
-        self.component = component
-        self._failures = 0
-
-    def failed(self, exc: BaseException) -> float:
-        if self._failures == 0:
-            log.warning("redis unavailable", component=self.component, error=repr(exc))
-        self._failures += 1
-        return float(min(5.0, 0.05 * 2 ** min(self._failures, 10)))
-
-    def ok(self) -> None:
-        if self._failures:
-            log.info("redis available again", component=self.component)
-            self._failures = 0
-
-
 @dataclass(slots=True, kw_only=True)
 class PoolRuntime:
     """Everything the fetcher, workers, acker and scheduler of one pool share."""
@@ -148,10 +128,23 @@ class PoolRuntime:
     in_flight: dict[str, InFlight] = field(default_factory=dict)
     limiter: anyio.CapacityLimiter = field(init=False)
     handoff: Handoff = field(init=False)
+    watch: Watch = field(init=False)
 
     def __post_init__(self) -> None:
         self.handoff = Handoff(self.settings.concurrency, self.settings.prefetch)
         self.limiter = anyio.CapacityLimiter(self.settings.concurrency)
+        self.watch = Watch(self.pool_id, self.client.redis)
+
+    async def register(self) -> None:
+        """Make this pool's job names, priorities and limits known to every process (at
+        its start, and again when its heartbeat finds that Redis forgot them); the
+        function library is loaded first unless it is there already."""
+        await load_all(self.redis)
+        args: list[Arg] = []
+        for name, h in self.handlers.items():
+            limit = "" if h.max_concurrency is None else h.max_concurrency
+            args += [name, h.priority, limit]
+        await script("register")(self.redis, self.keys.prefix, args)
 
     @property
     def redis(self) -> Redis:

@@ -15,19 +15,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import anyio
-import redis.exceptions
 import structlog
 
 from rota.client import JobSpec, now_ms
 from rota.protocol.scripts import script
 from rota.worker.registry import Periodic
-from rota.worker.runtime import PoolRuntime, RedisHealth
+from rota.worker.runtime import PoolRuntime
 
 __all__ = ["Scheduler"]
 
 _LIMIT = 1000
 _TRIM_EVERY_MS = 60_000
-_REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 
 
 log = structlog.get_logger("rota.pool")
@@ -40,7 +38,6 @@ def _ms(t: datetime) -> int:
 class Scheduler:
     def __init__(self, rt: PoolRuntime, periodic: list[Periodic] | None = None) -> None:
         self.rt = rt
-        self.health = RedisHealth("scheduler")
         self._next_trim = 0
         start = datetime.now(UTC)
         self._periodic = [(p, _ms(p.cron.next_after(start))) for p in periodic or []]
@@ -51,9 +48,12 @@ class Scheduler:
         for i, (p, fire) in enumerate(self._periodic):
             if fire <= now:
                 ttl = max(3_600_000, 2 * (now - fire))
-                if await rt.redis.set(
-                    rt.keys.cron(f"{p.name}:{fire}"), rt.pool_id, nx=True, px=ttl
-                ):
+                claim = rt.keys.cron(f"{p.name}:{fire}")
+                # The claim's holder enqueues; a holder whose enqueue was refused (Redis
+                # out of memory) finds its own claim and tries again: the job id is the
+                # fire time's, so an enqueue that did land is not repeated.
+                won = await rt.redis.set(claim, rt.pool_id, nx=True, px=ttl)
+                if won or await rt.redis.get(claim) == rt.pool_id.encode():
                     spec = JobSpec(
                         name=p.name,
                         args=p.args,
@@ -70,9 +70,10 @@ class Scheduler:
         while True:
             try:
                 await self.tick()
-                self.health.ok()
-            except _REDIS_ERRORS as exc:
-                await anyio.sleep(self.health.failed(exc))
+            except Exception as exc:
+                await anyio.sleep(await self.rt.watch.failed("scheduler", exc))
+            else:
+                self.rt.watch.ok("scheduler")
 
     async def tick(self) -> None:
         rt = self.rt

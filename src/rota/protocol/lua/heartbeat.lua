@@ -3,11 +3,12 @@
 -- KEYS[1] namespace prefix
 -- ARGV now_ms, pool_id, snapshot (JSON), snapshot_ttl_ms, lease_deadline_ms,
 --      then 3 per running job: name, id, token
--- Returns {lost, abort}: ids whose lease this pool no longer holds, and ids whose abort
--- was requested (a fallback for a missed pub/sub message).
+-- Returns {lost, abort, fresh}: ids whose lease this pool no longer holds, ids whose abort
+-- was requested (a fallback for a missed pub/sub message), and 1 when the pool was not in
+-- the pools set (its first beat, or Redis forgot it: the pool registers itself again).
 local now, pool, snapshot = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local ttl, deadline = tonumber(ARGV[4]), ARGV[5]
-redis.call('ZADD', K_POOLS, now, pool)
+local fresh = redis.call('ZADD', K_POOLS, now, pool)
 redis.call('SET', key_pool(pool), snapshot, 'PX', ttl)
 local lost, abort = {}, {}
 local i = 6
@@ -26,4 +27,4 @@ while i + 2 <= #ARGV do
   end
   i = i + 3
 end
-return {lost, abort}
+return {lost, abort, fresh}

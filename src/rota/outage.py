@@ -1,0 +1,206 @@
+"""Redis replies that mean "not now", and how a long-lived task waits them out.
+
+A Redis that is over ``maxmemory`` (``OOM``), became a replica (``READONLY``, and
+``UNBLOCKED`` for a blocked read), is loading its data set (``LOADING``), runs a slow script
+(``BUSY``), cannot save (``MISCONF``), or is a cluster in the middle of a change
+(``TRYAGAIN``, ``CLUSTERDOWN``, ``MASTERDOWN``) refuses a command for a while and then
+takes it again; so does a server that cannot be reached. None of these is a reason for a
+pool to die: each task of a pool waits with a capped, growing delay and tries again.
+Any other error is a bug (in rota, or a script a user wrote) and is raised as it is.
+
+:func:`condition` names the condition behind an error. A :class:`Watch` is one pool's
+view of it: every task reports its failures and successes to it, and it logs one line
+when a condition starts (with what it means for the pool, and the memory figures for
+``OOM``) and one when Redis takes every command again, instead of one line per task.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, TypeVar
+
+import anyio
+import redis.exceptions as errors
+import structlog
+from redis.asyncio import Redis
+
+from rota.errors import RedisRefused
+
+__all__ = ["MEANING", "Condition", "Watch", "condition", "memory_figures", "refused"]
+
+log = structlog.get_logger("rota.redis")
+
+T = TypeVar("T")
+
+
+class Condition(enum.StrEnum):
+    UNREACHABLE = "unreachable"
+    OUT_OF_MEMORY = "out_of_memory"
+    READ_ONLY = "read_only"
+    LOADING = "loading"
+    BUSY = "busy"
+    MISCONF = "misconf"
+    CLUSTER_CHANGING = "cluster_changing"
+
+
+#: What each condition means, in words an operator acts on.
+MEANING: Final[dict[Condition, str]] = {
+    Condition.UNREACHABLE: "Redis cannot be reached",
+    Condition.OUT_OF_MEMORY: "Redis refuses writes: out of memory",
+    Condition.READ_ONLY: "Redis refuses writes: the server is a read-only replica",
+    Condition.LOADING: "Redis is loading its data set",
+    Condition.BUSY: "Redis is busy running a script",
+    Condition.MISCONF: "Redis refuses writes: it cannot save its data set (MISCONF)",
+    Condition.CLUSTER_CHANGING: "the Redis cluster is changing (TRYAGAIN or CLUSTERDOWN)",
+}
+
+# Error replies whose code redis-py leaves in the message (it knows no class for them).
+_CODES: Final[dict[str, Condition]] = {
+    "OOM": Condition.OUT_OF_MEMORY,
+    "READONLY": Condition.READ_ONLY,
+    "UNBLOCKED": Condition.READ_ONLY,  # a blocked read ended: the primary became a replica
+    "LOADING": Condition.LOADING,
+    "BUSY": Condition.BUSY,
+    "MISCONF": Condition.MISCONF,
+    "TRYAGAIN": Condition.CLUSTER_CHANGING,
+    "CLUSTERDOWN": Condition.CLUSTER_CHANGING,
+    "MASTERDOWN": Condition.CLUSTER_CHANGING,
+}
+_CLASSES: Final[tuple[tuple[type[BaseException], Condition], ...]] = (
+    (errors.OutOfMemoryError, Condition.OUT_OF_MEMORY),
+    (errors.ReadOnlyError, Condition.READ_ONLY),
+    (errors.BusyLoadingError, Condition.LOADING),
+    (errors.TryAgainError, Condition.CLUSTER_CHANGING),
+    (errors.ClusterDownError, Condition.CLUSTER_CHANGING),
+    (errors.MasterDownError, Condition.CLUSTER_CHANGING),
+)
+
+
+def condition(exc: BaseException) -> Condition | None:
+    """The "not now" condition ``exc`` reports, or None when it is not one.
+
+    A wrong password or a refused permission is not a condition: waiting does not mend
+    it, so it is raised at once.
+    """
+    if isinstance(exc, RedisRefused):
+        return Condition(exc.condition)
+    for kind, cond in _CLASSES:
+        if isinstance(exc, kind):
+            return cond
+    if isinstance(exc, errors.AuthenticationError | errors.AuthorizationError):
+        return None
+    if isinstance(exc, errors.ConnectionError | errors.TimeoutError | OSError):
+        return Condition.UNREACHABLE
+    if isinstance(exc, errors.ResponseError):
+        code = str(exc).split(" ", 1)[0]
+        return _CODES.get(code)
+    return None
+
+
+def refused(exc: BaseException, what: str, written: int = 0) -> RedisRefused | None:
+    """A :class:`~rota.errors.RedisRefused` for a refusal (not for a lost connection,
+    which stays redis-py's ``ConnectionError``), or None."""
+    cond = condition(exc)
+    if cond is None or cond is Condition.UNREACHABLE:
+        return None
+    return RedisRefused(f"{MEANING[cond]}: {what} ({exc})", cond.value, written)
+
+
+def backoff(failures: int) -> float:
+    """Seconds before try ``failures + 1``: 0.1 s, doubling, at most 5 s."""
+    return float(min(5.0, 0.05 * 2 ** min(max(failures, 1), 10)))
+
+
+class Watch:
+    """One pool's view of whether Redis takes its commands.
+
+    Tasks call :meth:`failed` with an error (it re-raises anything that is not a
+    condition, and returns how long to wait) and :meth:`ok` after a success. The pool
+    logs one line when a condition starts, one when it changes, and one when no task
+    is failing any more; ``current`` is what the pool waits out now (None: nothing).
+    """
+
+    def __init__(self, pool: str = "", redis: Redis | None = None) -> None:
+        self.pool = pool
+        self.current: Condition | None = None
+        self._failing: dict[str, int] = {}
+        self._since = 0.0
+        self._redis = redis
+
+    async def failed(self, task: str, exc: BaseException) -> float:
+        """Note that ``task`` failed with ``exc``; the delay before it tries again."""
+        cond = condition(exc)
+        if cond is None:
+            raise exc
+        n = self._failing.get(task, 0) + 1
+        self._failing[task] = n
+        if cond is not self.current:
+            started = self.current is None
+            self.current = cond
+            if started:
+                self._since = time.monotonic()
+            details: dict[str, Any] = {}
+            if cond is Condition.OUT_OF_MEMORY and self._redis is not None:
+                with anyio.move_on_after(1):
+                    try:
+                        details = await memory_figures(self._redis)
+                    except Exception:  # the figures are a courtesy: never fail for them
+                        details = {}
+            log.warning(
+                _sentence(cond, details),
+                condition=cond.value,
+                pool=self.pool,
+                task=task,
+                error=str(exc) or repr(exc),
+                **details,
+            )
+        return backoff(n)
+
+    def ok(self, task: str) -> None:
+        """Note that ``task`` got through; the last one to do so ends the condition."""
+        if not self._failing or self._failing.pop(task, None) is None or self._failing:
+            return
+        if self.current is not None:
+            log.info(
+                "Redis takes every command again: the pool carries on",
+                condition=self.current.value,
+                pool=self.pool,
+                lasted=round(time.monotonic() - self._since, 3),
+            )
+            self.current = None
+
+    async def keep_trying(self, task: str, step: Callable[[], Awaitable[T]]) -> T:
+        """Run ``step`` until it gets through, waiting out conditions (any other error
+        is raised)."""
+        while True:
+            try:
+                result = await step()
+            except Exception as exc:
+                await anyio.sleep(await self.failed(task, exc))
+            else:
+                self.ok(task)
+                return result
+
+
+async def memory_figures(redis: Redis) -> dict[str, Any]:
+    """Redis's memory limit, use and policy, as ``INFO memory`` says them (INFO runs when
+    Redis is out of memory)."""
+    info = await redis.info("memory")
+    return {
+        "maxmemory": info.get("maxmemory_human"),
+        "used_memory": info.get("used_memory_human"),
+        "maxmemory_policy": info.get("maxmemory_policy"),
+    }
+
+
+def _sentence(cond: Condition, details: dict[str, Any]) -> str:
+    what = MEANING[cond]
+    if cond is Condition.OUT_OF_MEMORY and details.get("maxmemory"):
+        what += f" (maxmemory {details['maxmemory']}, used {details.get('used_memory', '?')})"
+    if cond in (Condition.OUT_OF_MEMORY, Condition.MISCONF):
+        return what + "; enqueues fail, pools keep running and drain what they can"
+    if cond is Condition.UNREACHABLE:
+        return what + "; pools wait for it and carry on when it is back"
+    return what + "; pools wait and carry on when it ends"

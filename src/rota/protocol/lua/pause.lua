@@ -1,0 +1,12 @@
+-- Pause or resume a job name. A script (not MULTI) so that it runs when Redis is out of
+-- memory: resuming frees a little, pausing adds a set member.
+-- KEYS[1] namespace prefix
+-- ARGV 'pause' or 'resume', name
+-- Returns 1 when the paused set changed.
+local op, name = ARGV[1], ARGV[2]
+if op == 'pause' then
+  return redis.call('SADD', K_PAUSED, name)
+end
+local changed = redis.call('SREM', K_PAUSED, name)
+wake(name) -- a pool waiting on the name's wake list fetches again
+return changed

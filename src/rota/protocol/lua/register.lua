@@ -1,0 +1,21 @@
+-- Make a pool's job names, priorities and concurrency limits known to every process: at
+-- the pool's start, and again when its heartbeat finds that Redis forgot them (restarted
+-- without persistence, or flushed). A few bytes: allowed when Redis is out of memory.
+-- KEYS[1] namespace prefix
+-- ARGV 3 per job name: name, priority, max concurrency ('' = no limit)
+-- Returns the number of names.
+local n = 0
+local i = 1
+while i + 2 <= #ARGV do
+  local name, priority, limit = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  redis.call('SADD', K_NAMES, name)
+  redis.call('HSET', K_PRIORITIES, name, priority)
+  if limit == '' then
+    redis.call('HDEL', K_LIMITS, name)
+  else
+    redis.call('HSET', K_LIMITS, name, limit)
+  end
+  n = n + 1
+  i = i + 3
+end
+return n

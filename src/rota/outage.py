@@ -108,9 +108,12 @@ def refused(exc: BaseException, what: str, written: int = 0) -> RedisRefused | N
     return RedisRefused(f"{MEANING[cond]}: {what} ({exc})", cond.value, written)
 
 
-def backoff(failures: int) -> float:
-    """Seconds before try ``failures + 1``: 0.1 s, doubling, at most 5 s."""
-    return float(min(5.0, 0.05 * 2 ** min(max(failures, 1), 10)))
+def backoff(failures: int, cond: Condition = Condition.UNREACHABLE) -> float:
+    """Seconds before try ``failures + 1``: 0.1 s, doubling, at most 5 s while Redis is
+    away and 1 s while it answers with a refusal (a cheap reply; the pool should notice
+    within a second that the condition ended)."""
+    cap = 5.0 if cond is Condition.UNREACHABLE else 1.0
+    return float(min(cap, 0.05 * 2 ** min(max(failures, 1), 10)))
 
 
 class Watch:
@@ -137,26 +140,46 @@ class Watch:
         n = self._failing.get(task, 0) + 1
         self._failing[task] = n
         if cond is not self.current:
-            started = self.current is None
-            self.current = cond
-            if started:
-                self._since = time.monotonic()
             details: dict[str, Any] = {}
             if cond is Condition.OUT_OF_MEMORY and self._redis is not None:
                 with anyio.move_on_after(1):
                     try:
                         details = await memory_figures(self._redis)
+                        details.pop("full")
                     except Exception:  # the figures are a courtesy: never fail for them
                         details = {}
-            log.warning(
-                _sentence(cond, details),
-                condition=cond.value,
-                pool=self.pool,
-                task=task,
-                error=str(exc) or repr(exc),
-                **details,
-            )
-        return backoff(n)
+            self._begin(cond, task, str(exc) or repr(exc), details)
+        return backoff(n, cond)
+
+    async def check_memory(self) -> None:
+        """Read Redis's memory figures and note whether it is over its limit: a pool
+        whose own commands all run there (they free memory) still says so."""
+        if self._redis is None:
+            return
+        try:
+            details = await memory_figures(self._redis)
+        except errors.ResponseError:  # INFO refused (ACL): the pool learns it from refusals
+            self._redis = None
+            return
+        if details.pop("full"):
+            self._failing.setdefault("memory", 1)
+            if self.current is not Condition.OUT_OF_MEMORY:
+                self._begin(Condition.OUT_OF_MEMORY, "memory", "used_memory > maxmemory", details)
+        elif "memory" in self._failing:
+            self.ok("memory")
+
+    def _begin(self, cond: Condition, task: str, error: str, details: dict[str, Any]) -> None:
+        if self.current is None:
+            self._since = time.monotonic()
+        self.current = cond
+        log.warning(
+            _sentence(cond, details),
+            condition=cond.value,
+            pool=self.pool,
+            task=task,
+            error=error,
+            **details,
+        )
 
     def ok(self, task: str) -> None:
         """Note that ``task`` got through; the last one to do so ends the condition."""
@@ -185,13 +208,18 @@ class Watch:
 
 
 async def memory_figures(redis: Redis) -> dict[str, Any]:
-    """Redis's memory limit, use and policy, as ``INFO memory`` says them (INFO runs when
-    Redis is out of memory)."""
+    """Redis's memory limit, use and policy, as ``INFO memory`` says them, and whether it
+    refuses writes for memory (``full``). INFO runs when Redis is out of memory."""
     info = await redis.info("memory")
+    limit, used = int(info.get("maxmemory", 0)), int(info.get("used_memory", 0))
     return {
         "maxmemory": info.get("maxmemory_human"),
         "used_memory": info.get("used_memory_human"),
         "maxmemory_policy": info.get("maxmemory_policy"),
+        # What Redis refuses writes for: over the limit with nothing it may evict. (With
+        # an eviction policy it evicts instead, which a queue must not allow: see
+        # docs/operations.md.)
+        "full": 0 < limit <= used and info.get("maxmemory_policy") == "noeviction",
     }
 
 

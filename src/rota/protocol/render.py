@@ -66,11 +66,15 @@ def _shared() -> str:
 
 
 @cache
-def script_source(name: str) -> str:
-    """The full text of the script ``name`` (one of :data:`SCRIPT_NAMES`)."""
+def script_source(name: str, *, flagged: bool = False) -> str:
+    """The full text of the script ``name`` (one of :data:`SCRIPT_NAMES`); ``flagged``
+    starts it with the shebang line that gives Redis 7 its flags, as the library does."""
     if name not in SCRIPT_NAMES:
         raise KeyError(name)
-    return _shared() + _ENTER + _read(ALIASES.get(name, name) + ".lua")
+    shebang = ""
+    if flagged:
+        shebang = "#!lua flags=allow-oom\n" if name in ALLOW_OOM else "#!lua\n"
+    return shebang + _shared() + _ENTER + _read(ALIASES.get(name, name) + ".lua")
 
 
 @dataclass(frozen=True)

@@ -50,13 +50,17 @@ class Connection(Protocol):
 
 
 _functions = True  # False once a server refused the library: EVALSHA from then on
+_flagged = False  # scripts carry their flags in a shebang line (Redis 7 without the library)
 
 
-def use_functions(enabled: bool) -> None:
+def use_functions(enabled: bool, *, flagged: bool = False) -> None:
     """Call by ``FCALL`` of the library (the default) or by ``EVALSHA`` of the scripts,
-    which is what happens by itself after a server refuses functions."""
-    global _functions
+    which is what happens by itself after a server refuses functions. ``flagged``: the
+    server is Redis 7 or newer, so scripts declare their flags (``allow-oom``) in a
+    shebang line as the library's functions do; Redis 6.2 does not read that line."""
+    global _functions, _flagged
     _functions = enabled
+    _flagged = flagged and not enabled
 
 
 def uses_functions() -> bool:
@@ -108,7 +112,8 @@ async def load_library(conn: Connection) -> bool:
             cause="Redis is out of memory" if full else "functions refused",
             error=str(error),
         )
-        use_functions(False)
+        # Out of memory, the server knows functions: it is Redis 7 and reads flags.
+        use_functions(False, flagged=full)
         return False
     return True
 
@@ -137,13 +142,24 @@ async def _mend(conn: Connection, remedy: str, script: Script) -> None:
 class Script:
     """One script: its source and SHA1 for ``EVALSHA``, and its function in the library."""
 
-    __slots__ = ("function", "name", "sha", "source")
+    __slots__ = ("_flagged", "_plain", "function", "name")
 
-    def __init__(self, name: str, source: str, function: str) -> None:
+    def __init__(self, name: str, source: str, function: str, flagged: str = "") -> None:
         self.name = name
-        self.source = source
-        self.sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+        self._plain = (source, hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest())
+        flagged = flagged or source
+        self._flagged = (flagged, hashlib.sha1(flagged.encode(), usedforsecurity=False).hexdigest())
         self.function = function
+
+    @property
+    def source(self) -> str:
+        """The text ``EVALSHA`` runs: with its flags' shebang line where the server
+        reads it."""
+        return (self._flagged if _flagged else self._plain)[0]
+
+    @property
+    def sha(self) -> str:
+        return (self._flagged if _flagged else self._plain)[1]
 
     def command(self, prefix: str, args: Sequence[Arg]) -> tuple[Arg, ...]:
         """The raw command of one call (``FCALL`` or ``EVALSHA``), for callers that send
@@ -174,7 +190,9 @@ class Script:
 @cache
 def script(name: str) -> Script:
     """The script called ``name`` (one of :data:`SCRIPT_NAMES`)."""
-    return Script(name, script_source(name), library().function(name))
+    return Script(
+        name, script_source(name), library().function(name), script_source(name, flagged=True)
+    )
 
 
 async def load_all(redis: Redis) -> None:

@@ -107,6 +107,7 @@ class Heartbeat:
                 )
         for raw in aborts:
             rt.cancel(raw.decode(), "abort")
+        await rt.watch.check_memory()
 
     async def stop(self) -> None:
         """Say goodbye: remove this pool's heartbeat at once instead of letting it expire."""

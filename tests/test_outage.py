@@ -1,0 +1,243 @@
+"""A Redis that says "not now": out of memory, a replica, away at the start, or forgetful.
+
+Each test runs a pool in this process against a private redis-server put in that state
+for real (``CONFIG SET maxmemory`` below the memory in use, ``REPLICAOF``, a server
+started late, ``FLUSHALL``), and counts every job.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+import redis
+import redis.exceptions
+from structlog.testing import capture_logs
+
+from rota import Client, JobContext, JobSpec, RedisRefused, WorkerPool
+from rota.outage import Condition, condition
+from rota.protocol import scripts
+from tests.helpers import pool_settings, wait_until
+from tests.redis_server import RedisServer, free_port
+
+NS = "full"
+
+
+@pytest.fixture
+def server() -> Iterator[RedisServer]:
+    s = RedisServer(["--maxmemory-policy", "noeviction"])
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture(autouse=True)
+def _functions_again() -> Iterator[None]:
+    yield
+    scripts.use_functions(True)
+
+
+def fill_up(r: redis.Redis) -> None:
+    """Set the memory limit below what is in use: Redis refuses writes that grow it."""
+    used = int(r.info("memory")["used_memory"])
+    r.config_set("maxmemory", str(max(used - 200_000, 1)))
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        r.set("probe", "x")
+
+
+def events(logs: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
+    return [e for e in logs if str(e["event"]).startswith(prefix)]
+
+
+def counting_pool(**options: Any) -> tuple[WorkerPool, collections.Counter[str]]:
+    pool = WorkerPool()
+    runs: collections.Counter[str] = collections.Counter()
+
+    @pool.job(**options)
+    async def work(ctx: JobContext, i: int) -> str:
+        runs[ctx.id] += 1
+        return "r" * 100
+
+    return pool, runs
+
+
+def test_conditions_are_named_and_real_errors_are_not(server: RedisServer) -> None:
+    r = server.client()
+    r.set("s", "x")
+    with pytest.raises(redis.exceptions.ResponseError) as wrong_type:
+        r.lpush("s", "y")
+    assert condition(wrong_type.value) is None  # a bug, not a condition
+    assert condition(redis.exceptions.AuthenticationError("bad")) is None
+    assert condition(redis.exceptions.ConnectionError("gone")) is Condition.UNREACHABLE
+    assert condition(redis.exceptions.ResponseError("BUSY Redis is busy")) is Condition.BUSY
+    assert condition(redis.exceptions.ResponseError("UNBLOCKED x")) is Condition.READ_ONLY
+    fill_up(r)
+    with pytest.raises(redis.exceptions.OutOfMemoryError) as oom:
+        r.lpush("l", "y")
+    assert condition(oom.value) is Condition.OUT_OF_MEMORY
+
+
+async def test_a_full_redis_is_drained_by_a_pool_that_starts_during_it(
+    server: RedisServer,
+) -> None:
+    """keep_result=0: finishing frees memory. Producers get a clear error; pause, resume,
+    and dead-job retry and delete work; after the limit is raised enqueues work again."""
+    r = server.client()
+    pool, runs = counting_pool(keep_result=0)
+    pool.configure(pool_settings(server.url, NS, heartbeat_interval=0.2))
+    async with Client.from_url(server.url, NS) as client:
+        await client.enqueue("work", "not an int")  # dead: invalid_args
+        async with pool.running(client=client):  # library loaded, names registered
+            await wait_until(lambda: r.zcard("{full}:dead") == 1)
+        await client.pause("work")
+        jobs = await client.enqueue_many([JobSpec(name="work", args=(i,)) for i in range(3000)])
+        fill_up(r)
+        with pytest.raises(RedisRefused, match="out of memory") as refused:
+            await client.enqueue("work", 1)
+        assert refused.value.condition == "out_of_memory"
+        with pytest.raises(RedisRefused, match="0 of 2 jobs") as batch:
+            await client.enqueue_many([JobSpec(name="work", args=(1,))] * 2)
+        assert batch.value.written == 0
+        with capture_logs() as logs:
+            async with pool.running(client=client):
+                await anyio.sleep(0.3)
+                assert r.llen("{full}:queue:work") == 3000  # paused
+                await client.resume("work")
+                (dead_id,) = [i.decode() for i in r.zrange("{full}:dead", 0, -1)]
+                assert await client.retry("dead", [dead_id]) == 1
+                await wait_until(lambda: len(runs) == len(jobs), within=30)
+                await wait_until(lambda: r.zcard("{full}:dead") == 1)
+                assert await client.delete("dead", [dead_id]) == 1
+                r.config_set("maxmemory", "0")
+                later = await client.enqueue("work", 7)
+                await wait_until(lambda: later.id in runs)
+                await wait_until(lambda: bool(events(logs, "Redis takes every command")))
+    assert set(runs) == {j.id for j in jobs} | {later.id}
+    assert max(runs.values()) == 1
+    (start,) = events(logs, "Redis refuses writes: out of memory")
+    assert start["maxmemory_policy"] == "noeviction" and start["maxmemory"]
+    assert "pools keep running" in start["event"]
+    assert not [e for e in logs if e.get("log_level") in ("error", "critical")]
+
+
+async def test_a_kept_result_waits_for_memory_and_its_job_never_runs_twice(
+    server: RedisServer,
+) -> None:
+    """A finish that would grow memory is held, its lease extended by the heartbeat (the
+    lease is shorter than the wait), and the pool fetches no more than it can hold."""
+    r = server.client()
+    pool, runs = counting_pool(keep_result=3600)
+    pool.configure(pool_settings(server.url, NS, lease=1, heartbeat_interval=0.2))
+    async with Client.from_url(server.url, NS) as client:
+        jobs = await client.enqueue_many([JobSpec(name="work", args=(i,)) for i in range(300)])
+        async with pool.running(client=client):
+            fill_up(r)
+            await anyio.sleep(3)  # three leases long
+            held = len(runs)
+            assert 0 < held <= 40  # concurrency 10: what runs, what waits, what is sent
+            assert r.llen("{full}:queue:work") >= 300 - held - 20
+            r.config_set("maxmemory", "0")
+            await wait_until(lambda: len(runs) == 300, within=30)
+            await wait_until(lambda: r.zcard("{full}:running:work") == 0)
+        states = collections.Counter(
+            r.hget(f"{{full}}:job:{j.id}", "state") for j in jobs
+        )  # fmt: skip
+    assert states == {b"complete": 300}
+    assert max(runs.values()) == 1
+
+
+async def test_a_pool_starts_on_a_full_redis_without_its_library(server: RedisServer) -> None:
+    """FUNCTION LOAD is refused: the pool calls the scripts by EVALSHA and still runs."""
+    r = server.client()
+    pool, runs = counting_pool(keep_result=0)
+    pool.configure(pool_settings(server.url, NS))
+    async with Client.from_url(server.url, NS) as client:
+        jobs = await client.enqueue_many([JobSpec(name="work", args=(i,)) for i in range(50)])
+        r.function_flush()
+        fill_up(r)
+        with capture_logs() as logs:
+            async with pool.running(client=client):
+                await wait_until(lambda: len(runs) == 50, within=20)
+    assert set(runs) == {j.id for j in jobs}
+    (line,) = events(logs, "function library not loaded")
+    assert line["cause"] == "Redis is out of memory"
+
+
+async def test_a_replica_is_waited_out_and_the_pool_carries_on() -> None:
+    with RedisServer() as primary, RedisServer() as other:
+        r = primary.client()
+        pool, runs = counting_pool(keep_result=0)
+        pool.configure(pool_settings(primary.url, NS, heartbeat_interval=0.2, wake_timeout=1))
+        with capture_logs() as logs:
+            async with Client.from_url(primary.url, NS) as client, pool.running(client=client):
+                first = await client.enqueue("work", 1)
+                await wait_until(lambda: first.id in runs)
+                r.replicaof("127.0.0.1", other.port)
+                await wait_until(lambda: bool(events(logs, "Redis refuses writes: the server")))
+                await anyio.sleep(1)
+                r.replicaof("NO", "ONE")
+                second = await client.enqueue("work", 2)
+                await wait_until(lambda: second.id in runs, within=20)
+                await wait_until(lambda: bool(events(logs, "Redis takes every command")))
+    assert runs == {first.id: 1, second.id: 1}
+
+
+async def test_a_pool_waits_for_redis_at_its_start_and_can_be_stopped_meanwhile() -> None:
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    pool, runs = counting_pool(keep_result=0)
+    pool.configure(pool_settings(url, NS))
+    stop = anyio.Event()
+    with capture_logs() as logs, anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: pool.run(shutdown=stop))
+            await wait_until(lambda: bool(events(logs, "Redis cannot be reached")))
+            stop.set()  # no Redis yet: the start is abandoned and run returns
+    assert events(logs, "stopped before Redis could be used")
+    done = anyio.Event()
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: pool.run(shutdown=done))
+            await anyio.sleep(0.5)
+            with RedisServer(port=port) as late:
+                async with Client.from_url(late.url, NS) as client:
+                    job = await client.enqueue("work", 1)
+                    await wait_until(lambda: job.id in runs)
+                done.set()
+    assert runs == {job.id: 1}
+
+
+async def test_a_redis_that_forgot_gets_the_pools_limits_back(server: RedisServer) -> None:
+    """Restarted without persistence (here: flushed), Redis has no limits, names or
+    priorities: the next heartbeat writes them again, so a limit of 1 holds again."""
+    r = server.client()
+    pool = WorkerPool()
+    running = 0
+    most = 0
+
+    @pool.job(max_concurrency=1, priority=7, keep_result=0)
+    async def slow(ctx: JobContext) -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await anyio.sleep(0.05)
+        running -= 1
+
+    pool.configure(pool_settings(server.url, NS, heartbeat_interval=0.2))
+    with capture_logs() as logs:
+        async with Client.from_url(server.url, NS) as client, pool.running(client=client):
+            assert r.hget("{full}:limits", "slow") == b"1"
+            r.flushall()
+            r.function_flush()
+            await wait_until(lambda: r.hget("{full}:limits", "slow") == b"1", within=5)
+            assert r.hget("{full}:priorities", "slow") == b"7"
+            assert r.sismember("{full}:names", "slow")
+            await client.enqueue_many([JobSpec(name="slow")] * 10)
+            await wait_until(lambda: r.llen("{full}:queue:slow") == 0, within=10)
+            await wait_until(lambda: running == 0)
+    assert most == 1
+    assert events(logs, "Redis had forgotten this pool")

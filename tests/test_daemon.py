@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -12,8 +13,9 @@ import anyio
 import msgspec
 
 from rota import Client, State
-from tests.cli_helpers import rota_env, start_worker
+from tests.cli_helpers import REPO, rota_env, start_worker
 from tests.helpers import wait_until
+from tests.redis_server import RedisServer
 
 FAST = {"ROTA_HEARTBEAT_INTERVAL": "0.3", "ROTA_LEASE": "1.5", "ROTA_KEEP_RESULT": "600"}
 
@@ -128,3 +130,35 @@ async def _busy_pids(client: Client, n: int) -> bool:
 async def _replaced(client: Client, victim: int) -> bool:
     pids = {snap.pid for snap, _ in await client.pools()}
     return victim not in pids and len(pids) == 2
+
+
+def test_supervisor_stops_when_a_child_refuses_its_settings(tmp_path: Path) -> None:
+    """A wrong password fails every child the same way: exit 2 once, no restart loop."""
+    with RedisServer() as server:
+        server.client().config_set("requirepass", "right")
+        url = f"redis://:wrong@127.0.0.1:{server.port}/0"
+        log = tmp_path / "supervisor.log"
+        with log.open("wb") as out:
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "rota",
+                    "worker",
+                    "tests.chaos.app:pool",
+                    "--processes",
+                    "2",
+                ],
+                cwd=REPO,
+                env=_env(url, "sup"),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=60,
+                check=False,
+            )
+    text = log.read_text()
+    assert proc.returncode == 2
+    assert "worker process refused its settings: stopping" in _log_events(log)
+    assert "worker process died: restarting" not in _log_events(log)
+    assert "Traceback" not in text and ":wrong@" not in text
+    assert "invalid username-password pair" in text

@@ -3,7 +3,9 @@
 ``rota worker app.jobs:pool`` runs one pool process. With ``--processes N`` this process
 becomes a supervisor: it starts N pool processes (each in its own session, so a Ctrl-C
 in the terminal reaches only the supervisor), restarts one that dies after a short,
-growing delay, forwards SIGTERM/SIGINT, and exits 0 once every child has drained.
+growing delay, forwards SIGTERM/SIGINT, and exits 0 once every child has drained. A
+child that exits 2 refused its settings (every child would): the supervisor stops the
+others and exits 2 instead of restarting it forever.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ async def _supervise(
 ) -> int:
     stopping = anyio.Event()
     children: dict[int, Process] = {}
+    refused: list[int] = []
 
     async def child(slot: int) -> None:
         failures = 0
@@ -88,6 +91,14 @@ async def _supervise(
             del children[slot]
             if stopping.is_set():
                 log.info("worker process stopped", slot=slot, pid=proc.pid, code=code)
+                return
+            if code == 2:  # bad settings (a wrong password, say): restarting cannot mend it
+                log.error("worker process refused its settings: stopping", slot=slot,
+                          pid=proc.pid)  # fmt: skip
+                refused.append(slot)
+                stopping.set()
+                for other in list(children.values()):
+                    other.send_signal(signal.SIGTERM)
                 return
             failures = 1 if time.monotonic() - started > 30 else failures + 1
             delay = min(max_delay, 0.1 * 2 ** (failures - 1))
@@ -113,4 +124,4 @@ async def _supervise(
                 kids.start_soon(child, slot)
         tg.cancel_scope.cancel()
     log.info("all worker processes stopped")
-    return 0
+    return 2 if refused else 0

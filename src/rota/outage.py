@@ -129,6 +129,7 @@ class Watch:
         self.pool = pool
         self.current: Condition | None = None
         self._failing: dict[str, int] = {}
+        self._told: set[Condition] = set()  # the conditions logged since it started
         self._since = 0.0
         self._redis = redis
 
@@ -139,7 +140,7 @@ class Watch:
             raise exc
         n = self._failing.get(task, 0) + 1
         self._failing[task] = n
-        if cond is not self.current:
+        if cond is not self.current and self._worth_a_line(cond):
             details: dict[str, Any] = {}
             if cond is Condition.OUT_OF_MEMORY and self._redis is not None:
                 with anyio.move_on_after(1):
@@ -168,10 +169,18 @@ class Watch:
         elif "memory" in self._failing:
             self.ok("memory")
 
+    def _worth_a_line(self, cond: Condition) -> bool:
+        """A condition is told once until Redis takes every command again; a dropped
+        connection while Redis refuses is part of that refusal, not news."""
+        if cond in self._told:
+            return False
+        return not (cond is Condition.UNREACHABLE and self.current is not None)
+
     def _begin(self, cond: Condition, task: str, error: str, details: dict[str, Any]) -> None:
         if self.current is None:
             self._since = time.monotonic()
         self.current = cond
+        self._told.add(cond)
         log.warning(
             _sentence(cond, details),
             condition=cond.value,
@@ -193,6 +202,7 @@ class Watch:
                 lasted=round(time.monotonic() - self._since, 3),
             )
             self.current = None
+            self._told.clear()
 
     async def keep_trying(self, task: str, step: Callable[[], Awaitable[T]]) -> T:
         """Run ``step`` until it gets through, waiting out conditions (any other error

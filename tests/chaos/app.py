@@ -67,3 +67,11 @@ def sync_blocker(ctx: rota.JobContext, seconds: float) -> list[Any]:
     time.sleep(seconds)
     note("done", ctx)
     return [_PID, ctx.attempt, int(ctx.token)]
+
+
+@pool.job(max_fails=1, keep_result=0)
+async def drain(ctx: rota.JobContext, ms: float) -> None:
+    """Sleep ``ms`` milliseconds and keep nothing: its finish frees Redis's memory."""
+    note("start", ctx)
+    await anyio.sleep(ms / 1000)
+    note("done", ctx)

@@ -233,18 +233,24 @@ class WorkerPool:
         stop = shutdown or anyio.Event()
         force = anyio.Event()
         started = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            if shutdown is None:
-                tg.start_soon(_watch_signals, stop, force)
-            with anyio.CancelScope() as starting:
-                # A stop while the pool still waits for Redis to start ends the wait.
-                tg.start_soon(_cancel_unless_started, stop, started, starting)
-                async with self.running(redis_url, force=force):
-                    started.set()
-                    await stop.wait()
-            if starting.cancelled_caught:
-                log.info("stopped before Redis could be used: no job was taken")
-            tg.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as tg:
+                if shutdown is None:
+                    tg.start_soon(_watch_signals, stop, force)
+                with anyio.CancelScope() as starting:
+                    # A stop while the pool still waits for Redis to start ends the wait.
+                    tg.start_soon(_cancel_unless_started, stop, started, starting)
+                    async with self.running(redis_url, force=force):
+                        started.set()
+                        await stop.wait()
+                if starting.cancelled_caught:
+                    log.info("stopped before Redis could be used: no job was taken")
+                tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # A failure to start (a wrong password, say) comes out as itself.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
 
     async def _start(self, rt: PoolRuntime, tg: TaskGroup) -> Callable[[], Any]:
         s = rt.settings

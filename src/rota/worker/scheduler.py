@@ -69,13 +69,16 @@ class Scheduler:
     async def run(self) -> None:
         while True:
             try:
-                await self.tick()
+                wait = await self.tick()
+                self.rt.watch.ok("scheduler")  # before the wait, which may be long
+                if wait > 0:
+                    await self.rt.redis.blpop([self.rt.keys.sched_wake], timeout=wait)
             except Exception as exc:
                 await anyio.sleep(await self.rt.watch.failed("scheduler", exc))
-            else:
-                self.rt.watch.ok("scheduler")
 
-    async def tick(self) -> None:
+    async def tick(self) -> float:
+        """Move what is due and fire periodic jobs; how long to wait for the next due
+        time (0: more are due now)."""
         rt = self.rt
         now = now_ms()
         moved, next_due = await script("promote")(rt.redis, rt.keys.prefix, [now, _LIMIT])
@@ -89,10 +92,9 @@ class Scheduler:
             )
         next_fire = await self.fire_periodic(now_ms())
         if int(moved) >= _LIMIT:
-            return  # more are due: go again at once
+            return 0  # more are due: go again at once
         cap = rt.settings.scheduler_interval
         due = int(next_due)
         if next_fire is not None:
             due = next_fire if due < 0 else min(due, next_fire)
-        wait = cap if due < 0 else min(cap, max(0.001, (due - now_ms()) / 1000))
-        await rt.redis.blpop([rt.keys.sched_wake], timeout=wait)
+        return cap if due < 0 else min(cap, max(0.001, (due - now_ms()) / 1000))

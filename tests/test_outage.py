@@ -241,3 +241,31 @@ async def test_a_redis_that_forgot_gets_the_pools_limits_back(server: RedisServe
             await wait_until(lambda: running == 0)
     assert most == 1
     assert events(logs, "Redis had forgotten this pool")
+
+
+async def test_a_handler_writing_progress_and_logs_on_a_full_redis_completes(
+    server: RedisServer,
+) -> None:
+    """checkin, progress and log are skipped when Redis refuses them, not the job."""
+    r = server.client()
+    pool = WorkerPool()
+    done: list[str] = []
+
+    @pool.job(keep_result=0)
+    async def chatty(ctx: JobContext) -> None:
+        await ctx.checkin("busy")
+        await ctx.progress(50, "half")
+        await ctx.log("a line")
+        done.append(ctx.id)
+
+    pool.configure(pool_settings(server.url, NS))
+    async with Client.from_url(server.url, NS) as client:
+        jobs = await client.enqueue_many([JobSpec(name="chatty")] * 20)
+        async with pool.running(client=client):
+            await wait_until(lambda: r.llen("{full}:queue:chatty") == 0)  # the library is loaded
+        more = await client.enqueue_many([JobSpec(name="chatty")] * 20)
+        fill_up(r)
+        async with pool.running(client=client):
+            await wait_until(lambda: len(done) == 40)
+    assert sorted(done) == sorted(j.id for j in [*jobs, *more])
+    assert r.zcard("{full}:dead") == 0

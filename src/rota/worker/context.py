@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from rota.client import Client, Job
+from rota.outage import MEANING, condition
 
 if TYPE_CHECKING:
     from rota.worker.runtime import PoolRuntime
@@ -83,7 +84,7 @@ class JobContext:
         Returns True when the pool is shutting down, so a long job can stop early and
         raise :class:`rota.Retry` to continue later.
         """
-        await self._runtime.checkin(self, message)
+        await self._unless_refused("checkin", self._runtime.checkin(self, message))
         return self.shutting_down
 
     async def progress(self, percent: float, message: str = "") -> None:
@@ -91,7 +92,8 @@ class JobContext:
         text = f"{max(0.0, min(100.0, float(percent))):g}"
         if message:
             text += " " + message[:_MAX_LOG_LINE]
-        await self.client.redis.hset(self.client.keys.job(self.id), "progress", text)
+        write = self.client.redis.hset(self.client.keys.job(self.id), "progress", text)
+        await self._unless_refused("progress", write)
 
     async def log(self, message: str) -> None:
         """Keep a line with the job (the last 100 are kept, and expire with it)."""
@@ -99,7 +101,19 @@ class JobContext:
         async with self.client.redis.pipeline(transaction=False) as pipe:
             pipe.rpush(key, message[:_MAX_LOG_LINE])
             pipe.ltrim(key, -_MAX_LOG_LINES, -1)
-            await pipe.execute()
+            await self._unless_refused("log", pipe.execute())
+
+    async def _unless_refused(self, what: str, write: Awaitable[Any]) -> None:
+        """A write the job does not depend on: when Redis says "not now" (full, a
+        replica, away) it is skipped instead of failing the job. The heartbeat extends
+        the lease anyway; the pool's own tasks tell the operator about the condition."""
+        try:
+            await write
+        except Exception as exc:
+            cond = condition(exc)
+            if cond is None:
+                raise
+            self.logger.debug("job write skipped", write=what, why=MEANING[cond])
 
     async def enqueue(self, name: str, /, *args: Any, **kwargs: Any) -> Job:
         """Enqueue another job in the same namespace."""

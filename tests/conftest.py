@@ -53,6 +53,17 @@ def fresh_redis_server() -> Iterator[RedisServer]:
 
 
 @pytest.fixture
+def full_redis_server() -> Iterator[RedisServer]:
+    """A private redis-server with ``maxmemory-policy noeviction`` for one test, to be
+    pushed over its memory limit with :func:`tests.helpers.fill_up`."""
+    server = RedisServer(["--maxmemory-policy", "noeviction"])
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
 async def client(redis_url: str, namespace: str) -> AsyncIterator[Client]:
     c = Client.from_url(redis_url, namespace)
     try:

@@ -8,6 +8,7 @@ from typing import Any
 
 import anyio
 import redis
+import redis.exceptions
 
 from rota import Settings
 
@@ -46,3 +47,15 @@ async def wait_until(
 def namespace_keys(r: redis.Redis, namespace: str) -> set[str]:
     """Every key of a namespace (SCAN: fine in tests, never on a hot path)."""
     return {k.decode() for k in r.scan_iter(match="{" + namespace + "}:*", count=1000)}
+
+
+def fill_up(r: redis.Redis) -> None:
+    """Set Redis's memory limit below what it uses: it refuses every write that grows its
+    memory (with ``noeviction``) until the limit is raised again or memory is freed."""
+    used = int(r.info("memory")["used_memory"])
+    r.config_set("maxmemory", str(max(used - 200_000, 1)))
+    try:
+        r.set("fill-up-probe", "x")
+    except redis.exceptions.OutOfMemoryError:
+        return
+    raise AssertionError("Redis still takes writes: is its policy noeviction?")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import anyio
 import pytest
@@ -225,3 +227,51 @@ def test_bad_settings_exit_2_with_one_line(conn: tuple[str, ...], tmp_path: obje
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1, done.stderr
         assert message in lines[0], lines
+
+
+_EVERY_COMMAND = [
+    ("worker", "tests.cli_app:pool"),
+    ("web",),
+    ("demo",),
+    ("enqueue", "nap"),
+    ("status",),
+    ("queue", "pause", "nap"),
+    ("dead", "list"),
+    ("job", "show", "someid"),
+]
+
+
+def _bad_url_line(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("rota: redis_url: "), lines
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", _EVERY_COMMAND, ids=lambda c: c[0])
+def test_a_redis_url_rota_cannot_use_exits_2_with_one_line(command: tuple[str, ...]) -> None:
+    """From the environment and from --redis-url alike: the setting's name, the schemes
+    rota understands, exit code 2, and never a traceback (nor a connection tried)."""
+    with ThreadPoolExecutor(2) as runs:  # about a second each: both at once
+        from_env = runs.submit(run_rota, *command, env=rota_env(ROTA_REDIS_URL="http://x"))
+        from_flag = runs.submit(run_rota, *command, "--redis-url", "redis+foo://x")
+    for done, scheme in ((from_env.result(), "http://"), (from_flag.result(), "redis+foo://")):
+        line = _bad_url_line(done)
+        assert f"unknown scheme {scheme}" in line, line
+        assert "redis://, rediss:// and unix://" in line, line
+
+
+def test_more_redis_urls_rota_cannot_use() -> None:
+    cases = [
+        ("garbage", "not a URL"),
+        ("redis://127.0.0.1:port/0", "Port could not be cast"),
+        ("http://user:s3cret@x", "unknown scheme http:// in 'http://user:***@x'"),
+    ]
+    with ThreadPoolExecutor(len(cases)) as runs:
+        done = list(runs.map(lambda c: run_rota("status", "--redis-url", c[0]), cases))
+    for (_, why), result in zip(cases, done, strict=True):
+        line = _bad_url_line(result)
+        assert why in line, line
+        assert "s3cret" not in line

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rota import ConfigError, Settings, load_settings
+from rota import Client, ConfigError, Settings, load_settings
 
 
 def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,6 +42,8 @@ def test_shipped_example_config_is_the_defaults() -> None:
         ({"namespace": "a{b}"}, "namespace"),
         ({"log_format": "xml"}, "log_format"),
         ({"lease": 2, "heartbeat_interval": 5}, "lease: must be longer"),
+        ({"redis_url": "http://localhost:6379"}, "redis_url: unknown scheme http://"),
+        ({"redis_url": ""}, "redis_url: empty"),
     ],
 )
 def test_bad_values_name_the_setting(source: dict[str, object], message: str) -> None:
@@ -62,3 +64,54 @@ def test_bad_environment_and_file(tmp_path: Path) -> None:
     typo.write_text("[rota]\nconcurrencyy = 3\n")
     with pytest.raises(ConfigError, match="concurrencyy: unknown setting"):
         load_settings(typo, env={})
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("http://x", "unknown scheme http://"),
+        ("redis+foo://x", "unknown scheme redis+foo://"),
+        ("garbage", "not a URL"),
+        ("localhost:6379", "not a URL"),
+        ("redis://[::1", "not a URL"),
+        ("redis://h:abc/0", "Port could not be cast"),
+        ("redis://h?socket_timeout=soon", "socket_timeout"),
+        ("redis://h/zero", "the database after the host must be a number"),
+        ("unix://", "the socket's path"),
+    ],
+)
+def test_a_redis_url_rota_cannot_use(url: str, message: str) -> None:
+    """Refused when the settings are built, wherever the URL comes from, and by
+    Client.from_url: a ConfigError naming redis_url (and the schemes rota understands)."""
+    for attempt in (
+        lambda: Settings(redis_url=url),
+        lambda: load_settings(env={}, redis_url=url),
+        lambda: load_settings(env={"ROTA_REDIS_URL": url}),
+        lambda: Client.from_url(url),
+    ):
+        with pytest.raises(ConfigError, match=r"^redis_url: ") as refused:
+            attempt()
+        assert message in str(refused.value)
+        if message.startswith(("unknown scheme", "not a URL")):
+            assert "redis://, rediss:// and unix://" in str(refused.value)
+    with pytest.raises(ConfigError, match=r"redis_url: .*\(from environment\)"):
+        load_settings(env={"ROTA_REDIS_URL": url})
+
+
+def test_redis_urls_rota_can_use(tmp_path: Path) -> None:
+    for url in (
+        "redis://localhost:6379/0",
+        "redis://localhost",
+        "REDIS://127.0.0.1:6380/",
+        "rediss://user:pass@[::1]:6380/2?socket_timeout=3",
+        f"unix://{tmp_path}/redis.sock?db=1",
+        f"unix:{tmp_path}/redis.sock",
+    ):
+        assert load_settings(env={}, redis_url=url).redis_url == url
+
+
+def test_url_errors_do_not_show_the_password() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(env={}, redis_url="redis://ann:s3cret@h:abc/0")
+    assert "s3cret" not in str(refused.value)
+    assert "redis://ann:***@h:abc/0" in str(refused.value)

@@ -20,33 +20,21 @@ from structlog.testing import capture_logs
 from rota import Client, JobContext, JobSpec, RedisRefused, WorkerPool
 from rota.outage import Condition, condition
 from rota.protocol import scripts
-from tests.helpers import pool_settings, wait_until
+from tests.helpers import fill_up, pool_settings, wait_until
 from tests.redis_server import RedisServer, free_port
 
 NS = "full"
 
 
 @pytest.fixture
-def server() -> Iterator[RedisServer]:
-    s = RedisServer(["--maxmemory-policy", "noeviction"])
-    try:
-        yield s
-    finally:
-        s.close()
+def server(full_redis_server: RedisServer) -> RedisServer:
+    return full_redis_server
 
 
 @pytest.fixture(autouse=True)
 def _functions_again() -> Iterator[None]:
     yield
     scripts.use_functions(True)
-
-
-def fill_up(r: redis.Redis) -> None:
-    """Set the memory limit below what is in use: Redis refuses writes that grow it."""
-    used = int(r.info("memory")["used_memory"])
-    r.config_set("maxmemory", str(max(used - 200_000, 1)))
-    with pytest.raises(redis.exceptions.OutOfMemoryError):
-        r.set("probe", "x")
 
 
 def events(logs: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from rota.connection import check_url
 from rota.errors import ConfigError
 from rota.protocol.keys import validate_namespace
 
@@ -46,6 +47,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     def __post_init__(self) -> None:
+        check_url(self.redis_url)  # redis://, rediss:// or unix://, else a ConfigError
         try:
             validate_namespace(self.namespace)
         except ValueError as exc:
@@ -87,6 +89,8 @@ def _build(values: Mapping[str, Any], *, source: str, strict: bool = True) -> Se
     try:
         return msgspec.convert(dict(values), Settings, strict=strict)
     except msgspec.ValidationError as exc:
+        if isinstance(exc.__cause__, ConfigError):  # from __post_init__: names the setting
+            raise ConfigError(f"{exc.__cause__} (from {source})") from None
         # msgspec says "Expected `int`, got `str` - at `$.concurrency`"
         text = str(exc)
         where = text.rsplit("$.", 1)[-1] if "$." in text else "settings"

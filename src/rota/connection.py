@@ -2,25 +2,83 @@
 
 rota talks bytes to Redis (``decode_responses=False``): args and results are JSON text
 handed through untouched. ``redis://``, ``rediss://`` (TLS) and ``unix://`` URLs are
-understood by redis-py, including ``user:password@`` for ACL users.
+understood by redis-py, including ``user:password@`` for ACL users; :func:`check_url`
+refuses any other before a connection is tried.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
+from urllib.parse import unquote, urlsplit
 
 from redis.asyncio import Redis
+from redis.asyncio.connection import parse_url
 
-__all__ = ["connect"]
+from rota.errors import ConfigError
+
+__all__ = ["SCHEMES", "check_url", "connect", "redacted"]
+
+#: The URL schemes rota connects with.
+SCHEMES: Final = ("redis", "rediss", "unix")
+_UNDERSTOOD: Final = "rota understands redis://, rediss:// and unix:// URLs"
+
+
+def check_url(url: str) -> str:
+    """``url`` when it is a Redis URL rota can use, else a
+    :class:`~rota.errors.ConfigError` naming ``redis_url`` and the schemes understood.
+
+    The message shows the URL without its password.
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigError(f"redis_url: empty: {_UNDERSTOOD}, e.g. redis://localhost:6379/0")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. an unbalanced [ in the host
+        raise ConfigError(f"redis_url: not a URL ({exc}): {_UNDERSTOOD}") from None
+    if parts.scheme not in SCHEMES:
+        if "://" in url:
+            what = f"unknown scheme {parts.scheme}:// in {redacted(url)!r}"
+        else:
+            what = "not a URL"
+        raise ConfigError(f"redis_url: {what}: {_UNDERSTOOD}")
+    try:
+        parse_url(url)
+    except ValueError as exc:  # a port that is not a number, a bad query parameter...
+        raise ConfigError(f"redis_url: {redacted(url)}: {exc}") from None
+    if parts.scheme == "unix":
+        if not parts.path:
+            raise ConfigError(f"redis_url: {redacted(url)}: give the socket's path, unix:///path")
+    else:
+        db = unquote(parts.path).strip("/")
+        if db and not db.isdigit():
+            raise ConfigError(
+                f"redis_url: {redacted(url)}: the database after the host must be a number"
+            )
+    return url
+
+
+def redacted(url: str) -> str:
+    """``url`` with its password, if any, shown as ``***``."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        user = parts.username or ""
+        host = parts.netloc.rpartition("@")[2]
+        return parts._replace(netloc=f"{user}:***@{host}").geturl()
+    except ValueError:
+        return url
 
 
 def connect(url: str, **options: Any) -> Redis:
-    """A client with its own connection pool for ``url``.
+    """A client with its own connection pool for ``url`` (a
+    :class:`~rota.errors.ConfigError` when it is not a URL rota can use).
 
     Blocking reads (the fetcher's and scheduler's BLPOP) hold a connection each, so the
     pool is not capped; health checks keep idle connections honest after a Redis restart.
     Blocking reads wait at most a few seconds, well inside the socket timeout.
     """
+    check_url(url)
     options.setdefault("health_check_interval", 30)
     options.setdefault("socket_connect_timeout", 5)
     options.setdefault("socket_timeout", 15)

@@ -21,6 +21,7 @@ from rota.client import Client
 from rota.config import Settings
 from rota.daemon import backend_options, load_pool
 from rota.embedded import embedded_redis
+from rota.errors import RedisRefused
 from rota.web.server import serving
 from rota.worker.pool import WorkerPool
 
@@ -82,13 +83,25 @@ async def _demo(
 async def _trickle(
     client: Client, sample: Callable[[], tuple[str, dict[str, Any]]], rate: float
 ) -> None:
-    """Enqueue example jobs at about ``rate`` a second, a few of them scheduled."""
+    """Enqueue example jobs at about ``rate`` a second, a few of them scheduled. While
+    Redis refuses them (full, a replica), the demo says so once and tries again later."""
+    refused = False
     while True:
         name, kwargs = sample()
-        if random.random() < 0.1:
-            await client.enqueue_in(random.uniform(1, 30), name, **kwargs)
-        else:
-            await client.enqueue(name, **kwargs)
+        try:
+            if random.random() < 0.1:
+                await client.enqueue_in(random.uniform(1, 30), name, **kwargs)
+            else:
+                await client.enqueue(name, **kwargs)
+        except RedisRefused as exc:
+            if not refused:
+                log.warning("demo enqueues refused: trying again every second", error=str(exc))
+            refused = True
+            await anyio.sleep(1)
+            continue
+        if refused:
+            log.info("demo enqueues go through again")
+            refused = False
         await anyio.sleep(random.expovariate(rate) if rate > 0 else 3600)
 
 

@@ -14,9 +14,18 @@ import redis.exceptions
 
 from rota.client import Client
 from rota.config import Settings, load_settings
-from rota.errors import ConfigError
+from rota.connection import redacted
+from rota.errors import ConfigError, RedisRefused
+from rota.outage import MEANING, Condition, condition
 
-__all__ = ["ExitError", "connection_options", "parse_duration", "resolve", "with_client"]
+__all__ = [
+    "ExitError",
+    "connection_options",
+    "parse_duration",
+    "redis_trouble",
+    "resolve",
+    "with_client",
+]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -67,18 +76,46 @@ def with_client(
                 await check_redis(client, settings)
                 return await func(client, settings, **kwargs)
 
-        return anyio.run(go)
+        try:
+            return anyio.run(go)
+        except Exception as exc:
+            trouble = redis_trouble(exc, settings)
+            if trouble is None:
+                raise
+            raise trouble from None
 
     return wrapper
+
+
+def redis_trouble(exc: BaseException, settings: Settings) -> ExitError | None:
+    """The one line (exit code 1) for a Redis that refuses a command for now (out of
+    memory, a read-only replica, loading...) or went away in the middle of one; None
+    for any other error."""
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        return redis_trouble(exc.exceptions[0], settings)
+    if isinstance(exc, RedisRefused):  # its message says what was not done, and why
+        return ExitError(str(exc), code=1)
+    if not isinstance(exc, redis.exceptions.RedisError | OSError):
+        return None
+    cond = condition(exc)
+    if cond is Condition.UNREACHABLE:
+        return ExitError(f"{MEANING[cond]} at {redacted(settings.redis_url)}: {exc}", code=1)
+    if cond is not None:
+        return ExitError(f"{MEANING[cond]}: try again when it ends ({exc})", code=1)
+    return None
 
 
 async def check_redis(client: Client, settings: Settings) -> None:
     try:
         await client.redis.ping()
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-        raise ExitError(f"redis_url: cannot connect to {settings.redis_url}: {exc}") from None
-    except redis.exceptions.ResponseError as exc:
-        raise ExitError(f"redis_url: {settings.redis_url} refused: {exc}") from None
+    except (redis.exceptions.RedisError, OSError) as exc:
+        cond = condition(exc)
+        if cond is not None and cond is not Condition.UNREACHABLE:  # LOADING, BUSY...
+            raise ExitError(f"{MEANING[cond]}: try again when it ends ({exc})", 1) from None
+        url = redacted(settings.redis_url)
+        if isinstance(exc, redis.exceptions.ResponseError):  # NOPERM...
+            raise ExitError(f"redis_url: {url} refused: {exc}") from None
+        raise ExitError(f"redis_url: cannot connect to {url}: {exc}") from None
 
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}

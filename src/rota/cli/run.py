@@ -11,8 +11,9 @@ import click
 import msgspec
 import redis.exceptions
 
-from rota.cli.common import ExitError, connection_options, resolve
+from rota.cli.common import ExitError, connection_options, redis_trouble, resolve
 from rota.config import Settings
+from rota.connection import redacted
 from rota.logging import configure_logging
 
 __all__ = ["demo", "worker"]
@@ -56,8 +57,11 @@ def worker(target: str, processes: int, config_file: Path | None, **flags: Any) 
         raise SystemExit(supervise(command, processes, env=_child_env(settings)))
     try:
         run_pool(pool, settings)
-    except _REDIS_DOWN as exc:
-        raise ExitError(f"redis_url: cannot connect to {settings.redis_url}: {exc}") from None
+    except Exception as exc:
+        stop = _stopped_by(exc, settings)
+        if stop is None:
+            raise
+        raise stop from None
 
 
 @click.command()
@@ -78,4 +82,17 @@ def demo(app: str, rate: float, config_file: Path | None, **flags: Any) -> None:
     settings = resolve(config_file, base=pool.code_settings, **flags)
     configure_logging(settings.log_format, settings.log_level)
     explicit_url = flags.get("redis_url") or os.environ.get("ROTA_REDIS_URL")
-    run_demo(pool, sample, settings, rate=rate, embedded=not explicit_url)
+    try:
+        run_demo(pool, sample, settings, rate=rate, embedded=not explicit_url)
+    except Exception as exc:
+        stop = _stopped_by(exc, settings)
+        if stop is None:
+            raise
+        raise stop from None
+
+
+def _stopped_by(exc: Exception, settings: Settings) -> ExitError | None:
+    """The one line to stop with when Redis stopped the command (None: a bug)."""
+    if isinstance(exc, _REDIS_DOWN) and not isinstance(exc, redis.exceptions.BusyLoadingError):
+        return ExitError(f"redis_url: cannot connect to {redacted(settings.redis_url)}: {exc}")
+    return redis_trouble(exc, settings)

@@ -8,6 +8,8 @@ import click
 import structlog
 
 from rota.cli.common import ExitError, connection_options, resolve
+from rota.connection import redacted
+from rota.errors import ConfigError
 from rota.logging import configure_logging
 
 __all__ = ["web"]
@@ -62,6 +64,9 @@ def web(
     auth = Auth(basic=pair, token=token)
     try:
         app = create_app(settings, auth=auth, allowed_hosts=hosts_for(host))
+    except ConfigError as exc:  # names the setting
+        sock.close()
+        raise ExitError(str(exc)) from None
     except ValueError as exc:
         sock.close()
         raise ExitError(f"redis_url: {exc}") from None
@@ -71,7 +76,7 @@ def web(
         "web started",
         url=url_of(sock),
         namespace=settings.namespace,
-        redis_url=settings.redis_url,
+        redis_url=redacted(settings.redis_url),
         auth="on" if auth.enabled else "off",
     )
     run(app, sock)

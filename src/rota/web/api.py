@@ -1,7 +1,9 @@
 """The JSON API: every page's data, the same actions, and enqueueing.
 
 Errors are ``{"error": "..."}`` with a 4xx status, and a refused request changes
-nothing: ids are checked before anything is done. ``openapi.py`` describes it all.
+nothing: ids are checked before anything is done. A Redis that cannot be reached or
+refuses for now (out of memory, a read-only replica...) is a 503 whose error says which
+(see ``app.py``). ``openapi.py`` describes it all.
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ from starlette.staticfiles import StaticFiles
 
 from rota.client import Client
 from rota.config import Settings
+from rota.errors import RedisRefused
+from rota.outage import MEANING, Condition, condition
 from rota.web import api, pages
 from rota.web.base import ApiError, JSONResponse, WebState, make_templates, render, state_of
 from rota.web.metrics import metrics
@@ -74,8 +76,17 @@ def _phrase(status: int) -> str:
         return ""
 
 
-async def _redis_down(request: Request, exc: Exception) -> Response:
-    return _error(request, 503, f"Redis is unavailable: {exc}")
+async def _redis_trouble(request: Request, exc: Exception) -> Response:
+    """503 for a Redis that cannot be reached or says "not now" (out of memory, a
+    read-only replica, loading...); any other Redis error is a bug: a 500."""
+    if isinstance(exc, RedisRefused):  # its message says what was not done, and why
+        return _error(request, 503, str(exc))
+    cond = condition(exc)
+    if cond is not None and cond is not Condition.UNREACHABLE:
+        return _error(request, 503, f"{MEANING[cond]}: try again when it ends ({exc})")
+    if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+        return _error(request, 503, f"Redis is unavailable: {exc}")
+    raise exc  # a real error: _server_error answers 500 and the server logs it
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
@@ -135,8 +146,10 @@ def create_app(
         exception_handlers={
             ApiError: _api_error,
             HTTPException: _http_error,
-            redis.exceptions.ConnectionError: _redis_down,
-            redis.exceptions.TimeoutError: _redis_down,
+            redis.exceptions.ConnectionError: _redis_trouble,
+            redis.exceptions.TimeoutError: _redis_trouble,
+            redis.exceptions.ResponseError: _redis_trouble,  # a refusal (or a bug: 500)
+            RedisRefused: _redis_trouble,
             Exception: _server_error,
         },
         lifespan=lifespan,

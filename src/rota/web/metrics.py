@@ -2,7 +2,14 @@
 text format.
 
 A scrape reads the namespace through the client (a few round trips whatever the number
-of queues), then a :class:`RotaCollector` turns that reading into metric families.
+of queues) and Redis's own figures (``INFO memory`` and ``INFO replication`` in one
+round trip), then a :class:`RotaCollector` turns that reading into metric families.
+
+``rota_redis_refusing_writes`` says whether Redis refuses writes and why, as Redis's
+figures show it: ``out_of_memory`` when it is at its ``maxmemory`` with the
+``noeviction`` policy (enqueues fail; pools go on draining), ``read_only`` when it is a
+replica (everything that writes fails). A Redis that refuses ``INFO`` (an ACL) leaves
+these gauges and the memory ones out of the scrape.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import redis.exceptions
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -18,14 +26,34 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from rota.client import Client, QueueInfo
+from rota.outage import Condition
 from rota.protocol.snapshot import PoolSnapshot
 from rota.web.base import client_of
 
-__all__ = ["COUNTERS", "RotaCollector", "metrics", "read"]
+__all__ = [
+    "COUNTERS",
+    "REFUSALS",
+    "RedisFigures",
+    "RotaCollector",
+    "metrics",
+    "read",
+    "redis_figures",
+]
 
 #: Counters of the stats hash exported per job name, as ``rota_jobs_<field>_total``.
 COUNTERS = ("processed", "failed", "dead", "lost", "aborted")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: The conditions ``rota_redis_refusing_writes`` reports, each 1 or 0 at every scrape.
+REFUSALS = (Condition.OUT_OF_MEMORY, Condition.READ_ONLY)
+
+
+@dataclass(frozen=True)
+class RedisFigures:
+    """What ``INFO memory`` and ``INFO replication`` say about refusing writes."""
+
+    used_memory: int
+    maxmemory: int  # 0: no limit
+    refusing: frozenset[Condition]
 
 
 @dataclass(frozen=True)
@@ -37,12 +65,14 @@ class Reading:
     sets: dict[str, int]
     roundtrip: float
     scrape_seconds: float
+    redis: RedisFigures | None = None  # None: Redis refused INFO
 
 
 async def read(client: Client) -> Reading:
     started = time.perf_counter()
     await client.redis.ping()
     roundtrip = time.perf_counter() - started
+    figures = await redis_figures(client)
     queues = await client.queues()
     stats = await client.stats()
     pools = await client.pools()
@@ -55,7 +85,30 @@ async def read(client: Client) -> Reading:
         sets,
         roundtrip,
         time.perf_counter() - started,
+        figures,
     )
+
+
+async def redis_figures(client: Client) -> RedisFigures | None:
+    """Redis's memory figures and the writes it refuses, in one round trip; None when
+    Redis refuses ``INFO`` (an ACL without it). INFO runs on a full Redis and on a
+    replica."""
+    pipe = client.redis.pipeline(transaction=False)
+    pipe.info("memory")
+    pipe.info("replication")
+    memory, replication = await pipe.execute(raise_on_error=False)
+    if isinstance(memory, redis.exceptions.ResponseError) or isinstance(
+        replication, redis.exceptions.ResponseError
+    ):
+        return None
+    used, limit = int(memory.get("used_memory", 0)), int(memory.get("maxmemory", 0))
+    refusing: set[Condition] = set()
+    # the rule of rota.outage.memory_figures: at the limit with nothing Redis may evict
+    if 0 < limit <= used and memory.get("maxmemory_policy") == "noeviction":
+        refusing.add(Condition.OUT_OF_MEMORY)
+    if replication.get("role") == "slave":  # (replica-read-only, the default, assumed)
+        refusing.add(Condition.READ_ONLY)
+    return RedisFigures(used, limit, frozenset(refusing))
 
 
 class RotaCollector(Collector):
@@ -108,6 +161,32 @@ class RotaCollector(Collector):
         yield _gauge(
             "rota_scrape_duration_seconds", "Time spent reading Redis.", ns, r.scrape_seconds
         )
+        if r.redis is not None:
+            yield from _redis_families(r.namespace, r.redis)
+
+
+def _redis_families(namespace: str, figures: RedisFigures) -> Iterator[Metric]:
+    refusing = GaugeMetricFamily(
+        "rota_redis_refusing_writes",
+        "1 when Redis refuses writes for this condition (out_of_memory: at maxmemory with"
+        " noeviction; read_only: a replica), else 0.",
+        labels=["namespace", "condition"],
+    )
+    for cond in REFUSALS:
+        refusing.add_metric([namespace, cond.value], int(cond in figures.refusing))
+    yield refusing
+    yield _gauge(
+        "rota_redis_memory_used_bytes",
+        "Memory Redis uses (used_memory).",
+        [namespace],
+        figures.used_memory,
+    )
+    yield _gauge(
+        "rota_redis_memory_max_bytes",
+        "Redis's memory limit (maxmemory; 0: no limit).",
+        [namespace],
+        figures.maxmemory,
+    )
 
 
 def _gauge(name: str, doc: str, labels: list[str], value: float) -> GaugeMetricFamily:

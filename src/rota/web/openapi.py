@@ -203,7 +203,8 @@ def _errors(*codes: int) -> dict[str, Any]:
         413: "args too large",
         415: "the body is not application/json",
         422: "a body that does not fit",
-        503: "Redis is unavailable",
+        503: "Redis is unavailable, or refuses the request for now (out of memory, a"
+        " read-only replica, loading its data set...); the error says which",
     }
     return {str(c): _json("Error", text[c]) for c in (*codes, 401, 503)}
 

@@ -23,6 +23,7 @@ from rota.errors import (
     RotaError,
 )
 from rota.protocol.job import JobRecord, Reason, State
+from rota.workflow import Group, GroupProgress
 
 if TYPE_CHECKING:
     from rota.worker.context import JobContext
@@ -34,6 +35,8 @@ __all__ = [
     "Abort",
     "Client",
     "ConfigError",
+    "Group",
+    "GroupProgress",
     "InvalidArgs",
     "Job",
     "JobContext",

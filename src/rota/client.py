@@ -19,6 +19,7 @@ import msgspec
 import redis.exceptions
 from redis.asyncio import Redis
 
+from rota import workflow
 from rota.connection import connect
 from rota.errors import JobFailed, JobNotFound, PayloadTooLarge
 from rota.link import Link
@@ -28,10 +29,11 @@ from rota.protocol.job import JobRecord
 from rota.protocol.keys import Keys
 from rota.protocol.scripts import Arg, Script, call_many, script
 from rota.protocol.snapshot import PoolSnapshot
+from rota.workflow import Group, GroupProgress
 
 __all__ = ["Bucket", "Client", "History", "Job", "JobSpec", "Page", "QueueInfo", "now_ms"]
 
-JobSet = Literal["scheduled", "retry", "dead"]
+JobSet = Literal["scheduled", "retry", "dead", "waiting"]
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 _DEFAULT_MAX_ARGS = 512 * 1024
 
@@ -75,6 +77,7 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     job_id: str | None = None
     max_fails: int | None = None
     timeout: float | None = None
+    after: tuple[str, ...] = ()  # ids of jobs that must complete first
 
 
 class QueueInfo(msgspec.Struct, frozen=True):
@@ -178,13 +181,18 @@ class Client:
         job_id: str | None = None,
         max_fails: int | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 - the job's timeout, not this call's
+        after: Sequence[str] = (),
         **kwargs: Any,
     ) -> Job:
         """Enqueue a job now. Keyword arguments other than the options are the job's args.
 
         ``unique``: while a live job holds this key, enqueue nothing and return the
-        holder. ``job_id``: use this id; if it exists, enqueue nothing. Handlers whose
-        parameters share an option's name are enqueued with :class:`JobSpec`.
+        holder. ``job_id``: use this id; if it exists, enqueue nothing. ``after``: ids
+        of jobs that must complete first; the job waits (state ``waiting``) until the
+        last of them completes, and ends dead (``dependency_failed``) if one ends dead or
+        aborted; a parent that does not exist raises :class:`~rota.JobNotFound`.
+        Handlers whose parameters share an option's name are enqueued with
+        :class:`JobSpec`.
         """
         spec = JobSpec(
             name=name,
@@ -195,6 +203,7 @@ class Client:
             job_id=job_id,
             max_fails=max_fails,
             timeout=timeout,
+            after=tuple(after),
         )
         return (await self.enqueue_many([spec]))[0]
 
@@ -213,6 +222,8 @@ class Client:
         self, at: float, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Job:
         options = {k: kwargs.pop(k) for k in list(kwargs) if k in _OPTIONS}
+        if "after" in options:
+            options["after"] = tuple(options["after"])
         spec = JobSpec(name=name, args=args, kwargs=kwargs, run_at=at, **options)
         return (await self.enqueue_many([spec]))[0]
 
@@ -222,15 +233,20 @@ class Client:
         A single job goes through the ``enqueue`` script; more go through
         ``enqueue_batch``, a thousand jobs per call, every call in one pipeline.
         """
-        rows = [self._enqueue_args(spec) for spec in specs]
-        if len(rows) <= 1:
+        return await self._enqueue_rows([self._enqueue_args(spec) for spec in specs])
+
+    async def _enqueue_rows(self, rows: list[list[Arg]]) -> list[Job]:
+        """Send rows of :meth:`_enqueue_args`: one by the ``enqueue`` script, more by
+        ``enqueue_batch`` calls of a thousand, all in one pipeline, in order."""
+        if len(rows) <= 1 and not (rows and (rows[0][10] or rows[0][11])):
             if not rows:
                 return []
-            (args,) = rows
+            (row,) = rows
+            args = row[:9] if not row[9] else row[:10]
             try:
                 answer = await script("enqueue")(self._link or self.redis, self.keys.prefix, args)
             except redis.exceptions.ResponseError as exc:
-                raise (refused(exc, "the job was not enqueued") or exc) from exc
+                raise _enqueue_error(exc, "the job was not enqueued", 0) from exc
             return [Job(_s(answer[0]), str(args[1]), bool(answer[1]))]
         now = now_ms()
         batch = script("enqueue_batch")
@@ -246,6 +262,7 @@ class Client:
                     str(r[6]),
                     str(r[7]),
                     str(r[8]),
+                    *((r[9], r[10], r[11]) if r[9] or r[10] or r[11] else ()),
                 ]
                 for r in rows[i : i + _BATCH]
             ]
@@ -259,7 +276,10 @@ class Client:
             Job(_s(flat[2 * i]), str(row[1]), bool(flat[2 * i + 1])) for i, row in enumerate(rows)
         ]
 
-    def _enqueue_args(self, spec: JobSpec) -> list[Arg]:
+    def _enqueue_args(self, spec: JobSpec, group: str = "", waits_group: str = "") -> list[Arg]:
+        """The row of one job: the enqueue script's arguments, then ``after`` (parents'
+        ids, space-separated), the group it is a member of and the group it is the
+        callback of."""
         validate_name(spec.name)
         payload = codec.encode_args(spec.args, spec.kwargs)
         if len(payload) > self.max_args_bytes:
@@ -283,6 +303,11 @@ class Client:
             raise ValueError(f"unique_ttl must be positive, got {ttl}")
         if spec.unique is not None and not spec.unique:
             raise ValueError("unique key must not be empty")
+        if isinstance(spec.after, str):
+            raise TypeError("after: give a list of job ids, not one string")
+        for parent in spec.after:
+            if not isinstance(parent, str) or not _NAME_RE.match(parent):
+                raise ValueError(f"after: invalid job id {parent!r}")
         return [
             job_id,
             spec.name,
@@ -293,7 +318,35 @@ class Client:
             max(1, int(ttl * 1000)),
             "" if spec.max_fails is None else int(spec.max_fails),
             "" if spec.timeout is None else float(spec.timeout),
+            " ".join(spec.after),
+            group,
+            waits_group,
         ]
+
+    # -- workflows (rota.workflow) -------------------------------------------------
+
+    async def chain(self, specs: Sequence[JobSpec]) -> list[Job]:
+        """Enqueue jobs that run one after the other, in one round trip."""
+        return await workflow.chain(self, specs)
+
+    async def group(self, specs: Sequence[JobSpec], then: JobSpec | None = None) -> Group:
+        """Enqueue jobs as a group, and ``then`` once all of them completed."""
+        return await workflow.group(self, specs, then)
+
+    async def group_progress(self, group_id: str) -> GroupProgress:
+        """A group's total, done and failed members, and its callback."""
+        return await workflow.group_progress(self, group_id)
+
+    async def group_members(self, group_id: str, offset: int = 0, count: int = 100) -> list[str]:
+        return await workflow.group_members(self, group_id, offset, count)
+
+    async def dependency_results(self, job_id: str) -> dict[str, Any]:
+        """The results of the jobs ``job_id`` waited for, by id (``ctx.parent_results``)."""
+        return await workflow.dependency_results(self, job_id)
+
+    async def children(self, job_id: str) -> list[str]:
+        """Ids of the jobs enqueued after ``job_id``."""
+        return await workflow.children(self, job_id)
 
     # -- reading -------------------------------------------------------------------
 
@@ -356,15 +409,16 @@ class Client:
         return out
 
     async def set_sizes(self) -> dict[str, int]:
-        """How many jobs the scheduled, retry and dead sets hold, in one round trip."""
-        names: tuple[JobSet, ...] = ("scheduled", "retry", "dead")
+        """How many jobs the scheduled, retry, dead and waiting sets hold, in one round
+        trip."""
+        names: tuple[JobSet, ...] = ("scheduled", "retry", "dead", "waiting")
         pipe = self.redis.pipeline(transaction=False)
         for which in names:
             pipe.zcard(self._set_key(which))
         return dict(zip(names, await pipe.execute(), strict=True))
 
     async def page(self, which: JobSet, offset: int = 0, count: int = 50) -> Page:
-        """A page of the scheduled, retry or dead set."""
+        """A page of the scheduled, retry, dead or waiting set."""
         z = self._set_key(which)
         pipe = self.redis.pipeline(transaction=False)
         pipe.zcard(z)
@@ -484,7 +538,10 @@ class Client:
             await self.redis.hset(self.keys.limits, validate_name(name), int(limit))
 
     async def retry(self, which: JobSet, ids: Sequence[str] | None = None) -> int:
-        """Move jobs of a set to their queues now: the given ids, or all when None."""
+        """Move jobs of a set to their queues now: the given ids, or all when None. A
+        waiting job runs when what it waits for completes: it cannot be moved."""
+        if which == "waiting":
+            raise ValueError("waiting jobs run when their parents complete: retry those")
         z = self._set_key(which)
         return await self._in_chunks(script("move"), [which, now_ms()], ids, z)
 
@@ -517,15 +574,15 @@ class Client:
 
     def _set_key(self, which: JobSet) -> str:
         k = self.keys
-        sets = {"scheduled": k.scheduled, "retry": k.retry, "dead": k.dead}
+        sets = {"scheduled": k.scheduled, "retry": k.retry, "dead": k.dead, "waiting": k.waiting}
         if which not in sets:
-            raise ValueError(f"unknown job set {which!r}: use scheduled, retry or dead")
+            raise ValueError(f"unknown job set {which!r}: use scheduled, retry, dead or waiting")
         return sets[which]
 
 
 _CHUNK = 500
 _BATCH = 1000
-_OPTIONS = frozenset({"unique", "unique_ttl", "job_id", "max_fails", "timeout"})
+_OPTIONS = frozenset({"unique", "unique_ttl", "job_id", "max_fails", "timeout", "after"})
 
 
 def _raise_first(answers: list[Any], sizes: list[int]) -> None:
@@ -536,7 +593,16 @@ def _raise_first(answers: list[Any], sizes: list[int]) -> None:
         return
     ok = sum(n for a, n in zip(answers, sizes, strict=True) if not isinstance(a, Exception))
     what = f"{ok} of {sum(sizes)} jobs of the batch were written"
-    raise (refused(failed[0], what, ok) or failed[0]) from failed[0]
+    raise _enqueue_error(failed[0], what, ok) from failed[0]
+
+
+def _enqueue_error(exc: BaseException, what: str, written: int) -> BaseException:
+    """What an enqueue raises for an error reply: a parent that does not exist is
+    :class:`~rota.JobNotFound`, a refusal :class:`~rota.RedisRefused`."""
+    text = str(exc)
+    if text.startswith("NOPARENT "):
+        return JobNotFound(text.removeprefix("NOPARENT ").split(" script:", 1)[0])
+    return refused(exc, what, written) or exc
 
 
 def _counts(raw: dict[Any, Any]) -> dict[str, int]:

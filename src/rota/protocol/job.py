@@ -52,6 +52,7 @@ FETCH_FIELDS: Final = (
     "enqueued_at",
     "max_fails",
     "timeout",
+    "deps",
 )
 
 
@@ -107,6 +108,10 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
     result: str | None = None
     progress: str | None = None
     raw: str | None = None
+    after: tuple[str, ...] = ()
+    pending: int = 0
+    group: str | None = None
+    waits_group: str | None = None
 
     @classmethod
     def from_hash(cls, job_id: str, h: Mapping[Any, Any]) -> JobRecord:
@@ -132,6 +137,10 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
             result=_text(g(b"result")),
             progress=_text(g(b"progress")),
             raw=_text(g(b"raw")),
+            after=tuple((_text(g(b"after")) or "").split()),
+            pending=_int(g(b"pending")),
+            group=_text(g(b"group")),
+            waits_group=_text(g(b"waits_group")),
         )
 
     @property

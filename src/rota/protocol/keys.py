@@ -31,6 +31,10 @@ _PARAM_KEYS: Final[dict[str, str]] = {
     "joblog": "log:",
     "done": "done:",
     "cron": "cron:",
+    "children": "children:",
+    "group": "group:",
+    "group_results": "gresults:",
+    "group_members": "gmembers:",
 }
 
 #: Key kinds without an argument -> full suffix after the prefix.
@@ -38,6 +42,7 @@ _FIXED_KEYS: Final[dict[str, str]] = {
     "scheduled": "scheduled",
     "retry": "retry",
     "dead": "dead",
+    "waiting": "waiting",
     "names": "names",
     "paused": "paused",
     "limits": "limits",
@@ -107,6 +112,22 @@ class Keys:
         to set it enqueues that run."""
         return self.prefix + "cron:" + claim
 
+    def children(self, job_id: str) -> str:
+        """Set of the jobs enqueued after ``job_id`` (its children in a workflow)."""
+        return self.prefix + "children:" + job_id
+
+    def group(self, group_id: str) -> str:
+        """Hash of a group: total, done and failed members, its callback (``then``)."""
+        return self.prefix + "group:" + group_id
+
+    def group_results(self, group_id: str) -> str:
+        """Hash of a group's results: member id -> result JSON."""
+        return self.prefix + "gresults:" + group_id
+
+    def group_members(self, group_id: str) -> str:
+        """List of a group's member ids, in the order they were enqueued."""
+        return self.prefix + "gmembers:" + group_id
+
     @property
     def scheduled(self) -> str:
         return self.prefix + "scheduled"
@@ -118,6 +139,11 @@ class Keys:
     @property
     def dead(self) -> str:
         return self.prefix + "dead"
+
+    @property
+    def waiting(self) -> str:
+        """Jobs waiting for others to complete: id -> time it started waiting (ms)."""
+        return self.prefix + "waiting"
 
     @property
     def names(self) -> str:

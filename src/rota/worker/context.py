@@ -33,6 +33,7 @@ class JobContext:
         "enqueued_at",
         "id",
         "name",
+        "parent_results",
         "started_at",
         "token",
     )
@@ -48,6 +49,7 @@ class JobContext:
         token: str,
         enqueued_at: int,
         started_at: int,
+        parent_results: Mapping[str, Any] | None = None,
     ) -> None:
         self._runtime = runtime
         self.id = id
@@ -57,6 +59,10 @@ class JobContext:
         self.token = token
         self.enqueued_at = enqueued_at
         self.started_at = started_at
+        #: The results of the jobs this one was enqueued after (``after=``, a chain's
+        #: previous step, a group's members for its callback), by job id; ``None``
+        #: for a job that returned nothing. Empty for a job that waited for nothing.
+        self.parent_results: Mapping[str, Any] = parent_results or {}
         self._logger: Any = None
 
     @property

@@ -15,6 +15,7 @@ import structlog
 import rota.logging
 from rota.client import now_ms
 from rota.errors import Abort, InvalidArgs, Retry
+from rota.outage import condition
 from rota.protocol import codec
 from rota.protocol.job import Reason
 from rota.worker.context import JobContext
@@ -139,6 +140,14 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
     except InvalidArgs as exc:
         return dead_outcome(job, Reason.INVALID_ARGS, str(exc))
 
+    parent_results: dict[str, Any] = {}
+    if job.deps:  # one read for all of them, not one per parent in the handler
+        try:
+            parent_results = await rt.client.dependency_results(job.id)
+        except Exception as exc:
+            if condition(exc) is None:
+                raise
+            return _failure(job, handler, Reason.ERROR, f"parent results not read: {exc}")
     ctx = JobContext(
         rt,
         id=job.id,
@@ -148,6 +157,7 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
         token=job.token,
         enqueued_at=job.enqueued_at,
         started_at=now_ms(),
+        parent_results=parent_results,
     )
     timeout = job.timeout if job.timeout is not None else handler.timeout
     # An asyncio timeout scope rather than an anyio cancel scope: this runs once per

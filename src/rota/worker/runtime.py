@@ -52,14 +52,15 @@ class Fetched:
     enqueued_at: int
     max_fails: int | None
     timeout: float | None
+    deps: bool = False  # it waited for other jobs: their results are in its record
 
     @classmethod
     def parse(cls, flat: list[bytes]) -> list[Fetched]:
         out = []
         for i in range(0, len(flat), _WIDTH):
-            (jid, name, token, attempts, failures, lost, args, enq, max_fails, timeout) = flat[
-                i : i + _WIDTH
-            ]
+            (jid, name, token, attempts, failures, lost, args, enq, max_fails, timeout, deps) = (
+                flat[i : i + _WIDTH]
+            )
             try:
                 mf: int | None = int(max_fails) if max_fails else None
             except ValueError:
@@ -82,6 +83,7 @@ class Fetched:
                     _int(enq),
                     mf,
                     to,
+                    deps == b"1",
                 )
             )
         return out

@@ -9,7 +9,7 @@ local jk = key_job(id)
 if not is_hash(jk) then
   return 'missing'
 end
-local f = redis.call('HMGET', jk, 'state', 'name')
+local f = redis.call('HMGET', jk, 'state', 'name', 'children', 'group')
 local state, name = f[1] or '', f[2] or ''
 if state == 'running' then
   -- The flag holds how long the aborted record is kept (ms).
@@ -23,6 +23,7 @@ end
 redis.call('LREM', key_queue(name), 0, id)
 redis.call('ZREM', K_SCHEDULED, id)
 redis.call('ZREM', K_RETRY, id)
+redis.call('ZREM', K_WAITING, id)
 redis.call('HSET', jk, 'state', 'aborted', 'reason', 'aborted', 'error', 'aborted before it ran',
   'finished_at', now)
 release_unique(jk, id)
@@ -33,5 +34,9 @@ else
   redis.call('DEL', jk)
 end
 count('aborted', name, 1)
+if f[3] or f[4] then
+  fail_dependents(id, 'aborted', f[4], now)
+  redis.call('DEL', key_children(id))
+end
 flush_counts(now)
 return state

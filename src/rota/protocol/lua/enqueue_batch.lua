@@ -2,14 +2,39 @@
 -- KEYS[1] namespace prefix
 -- ARGV now_ms, then one MessagePack array of jobs, each an array of
 --      [id, name, args, run_at_ms, unique_key, unique_ttl_ms, max_fails, timeout]
---      (strings; '' where the enqueue script takes '')
+--      (strings; '' where the enqueue script takes ''), optionally followed by
+--      after (parents' ids, space-separated), group (the group it is a member of) and
+--      waits_group (the group it is the callback of); a parent may be a job earlier in
+--      the same call.
 -- Returns a flat list: id, created, id, created, ... in the order given. Wake tokens are
--- pushed once per job name, not once per job.
+-- pushed once per job name, not once per job. A parent or group that does not exist is
+-- an error reply starting with NOPARENT, and nothing of the call is written.
 local now = tonumber(ARGV[1])
+local jobs = cmsgpack.unpack(ARGV[2])
+-- Checked before anything is written: a script that fails half-way keeps its writes.
+local made, groups = {}, {}
+for _, j in ipairs(jobs) do
+  local missing = missing_parent(j[9], made)
+  if not missing and (j[11] or '') ~= '' and not groups[j[11]]
+      and redis.call('EXISTS', key_group(j[11])) == 0 then
+    missing = 'group ' .. j[11]
+  end
+  if missing then
+    return no_parent(j[1], missing)
+  end
+  made[j[1]] = true
+  if (j[10] or '') ~= '' then
+    groups[j[10]] = true -- the group exists once a member is enqueued
+  end
+end
 local out = {}
 local batch = {wake = {}, names = {}, scheduler = false}
-for _, j in ipairs(cmsgpack.unpack(ARGV[2])) do
-  local r = enqueue_one(j[1], j[2], j[3], now, j[4], j[5], j[6], j[7], j[8], batch)
+for _, j in ipairs(jobs) do
+  local deps = nil
+  if (j[9] or '') ~= '' or (j[10] or '') ~= '' or (j[11] or '') ~= '' then
+    deps = {after = j[9], group = j[10], waits_group = j[11]}
+  end
+  local r = enqueue_one(j[1], j[2], j[3], now, j[4], j[5], j[6], j[7], j[8], batch, deps)
   out[#out + 1] = r[1]
   out[#out + 1] = r[2]
 end

@@ -36,7 +36,8 @@ local function finish_one(id, name, token, outcome, a, b, c)
   local jk = key_job(id)
   -- One read fences the outcome and holds all it needs. It fails on a key that is not a
   -- hash and finds no token for a missing job: either way the outcome is stale.
-  local ok, f = pcall(redis.call, 'HMGET', jk, 'token', 'abort', 'waiters', 'unique_key')
+  local ok, f = pcall(redis.call, 'HMGET', jk, 'token', 'abort', 'waiters', 'unique_key',
+    'children', 'group')
   if not ok or f[1] ~= token then
     stale[#stale + 1] = id
     count('stale', name, 1)
@@ -73,6 +74,9 @@ local function finish_one(id, name, token, outcome, a, b, c)
         redis.call('HSET', jk, 'token', retired, 'state', 'complete', 'finished_at', str(now))
       end
     end
+    if f[5] or f[6] then
+      complete_dependents(id, a, f[5], f[6], now, keep)
+    end
     keep_or_delete(jk, id, keep)
     count('processed', name, 1)
   elseif outcome == 'retry' then
@@ -88,6 +92,10 @@ local function finish_one(id, name, token, outcome, a, b, c)
     release_unique(jk, id, f[4])
     redis.call('DEL', jk, key_joblog(id))
     count('failed', name, 1)
+    if f[5] or f[6] then
+      fail_dependents(id, 'dead (dropped)', f[6], now)
+      redis.call('DEL', key_children(id))
+    end
   elseif outcome == 'aborted' then
     local keep = tonumber(a) or 0
     if keep > 0 then
@@ -97,6 +105,10 @@ local function finish_one(id, name, token, outcome, a, b, c)
     release_unique(jk, id, f[4])
     keep_or_delete(jk, id, keep)
     count('aborted', name, 1)
+    if f[5] or f[6] then
+      fail_dependents(id, 'aborted', f[6], now)
+      redis.call('DEL', key_children(id))
+    end
   elseif outcome == 'requeue' then
     redis.call('HSET', jk, 'token', retired, 'state', 'queued')
     redis.call('RPUSH', key_queue(name), id)

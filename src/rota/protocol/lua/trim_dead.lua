@@ -13,7 +13,7 @@ end
 for _, id in ipairs(ids) do
   redis.call('ZREM', K_DEAD, id)
   if sane_id(id) then
-    redis.call('DEL', key_job(id), key_joblog(id))
+    redis.call('DEL', key_job(id), key_joblog(id), key_children(id))
   end
 end
 return #ids

@@ -1,0 +1,148 @@
+"""Workflows: chains, groups with a callback, and what a dependent job reads.
+
+A job enqueued ``after`` others waits in state ``waiting`` until the last of them
+completes; the script that completes that parent queues it in the same call, so no pool
+and no timer is involved (see docs/protocol.md, "Workflows"). On top of that:
+
+- a *chain* is a list of jobs each enqueued after the one before, in one call;
+- a *group* is N jobs and an optional callback queued once all N are complete. Each
+  member's completion costs O(1): it counts itself in the group's hash, and the member
+  that completes the group queues the callback. A member that ends dead or aborted
+  makes the callback dead (``dependency_failed``).
+
+The functions here take a :class:`~rota.client.Client`; the client's methods of the
+same names call them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from rota.errors import JobNotFound
+
+if TYPE_CHECKING:
+    from rota.client import Client, Job, JobSpec
+
+__all__ = ["Group", "GroupProgress", "chain", "dependency_results", "group", "group_progress"]
+
+
+class Group(msgspec.Struct, frozen=True):
+    """What :meth:`Client.group` enqueued: the group's id, its members and its callback."""
+
+    id: str
+    jobs: list[Job]
+    then: Job | None = None
+
+
+class GroupProgress(msgspec.Struct, frozen=True):
+    """How far a group is: members enqueued, complete, and ended dead or aborted."""
+
+    id: str
+    total: int
+    done: int
+    failed: int
+    then: str | None  # the callback's job id
+    created_at: int | None
+
+    @property
+    def finished(self) -> bool:
+        """Every member complete, dead or aborted."""
+        return self.done + self.failed >= self.total
+
+
+def _no_unique(specs: Sequence[JobSpec], what: str) -> None:
+    # A held unique key makes the enqueue return another job's id: the next step would
+    # wait for a job that was never created.
+    for spec in specs:
+        if spec.unique is not None:
+            raise ValueError(f"{what}: unique keys are not supported inside a {what}")
+
+
+async def chain(client: Client, specs: Sequence[JobSpec]) -> list[Job]:
+    """Enqueue ``specs`` so that each runs after the one before completes (and after its
+    own ``after``), in one round trip. A step that ends dead or aborted makes the rest
+    dead with reason ``dependency_failed``."""
+    _no_unique(specs, "chain")
+    linked: list[JobSpec] = []
+    previous: str | None = None
+    for spec in specs:
+        job_id = spec.job_id or uuid.uuid4().hex
+        after = spec.after if previous is None else (*spec.after, previous)
+        linked.append(msgspec.structs.replace(spec, job_id=job_id, after=after))
+        previous = job_id
+    return await client.enqueue_many(linked)
+
+
+async def group(client: Client, specs: Sequence[JobSpec], then: JobSpec | None = None) -> Group:
+    """Enqueue ``specs`` as one group, and ``then`` to run once every member completed
+    (dead if one ends dead or aborted); its ``ctx.parent_results`` holds the members'
+    results. One round trip whatever the size."""
+    if not specs:
+        raise ValueError("group: give at least one job")
+    _no_unique([*specs, *([then] if then else [])], "group")
+    gid = uuid.uuid4().hex
+    rows = [client._enqueue_args(spec, group=gid) for spec in specs]
+    if then is not None:
+        rows.append(client._enqueue_args(then, waits_group=gid))
+    jobs = await client._enqueue_rows(rows)
+    if then is None:
+        return Group(gid, jobs)
+    return Group(gid, jobs[:-1], jobs[-1])
+
+
+async def group_progress(client: Client, group_id: str) -> GroupProgress:
+    """The counters of a group (readable for 7 days after its last member finished)."""
+    raw = await client.redis.hmget(
+        client.keys.group(group_id), ["total", "done", "failed", "then", "created_at"]
+    )
+    if raw[0] is None:
+        raise JobNotFound(f"no group {group_id!r} (never enqueued, or expired)")
+    total, done, failed, then, created = (None if v is None else _t(v) for v in raw)
+    return GroupProgress(
+        id=group_id,
+        total=int(total or 0),
+        done=int(done or 0),
+        failed=int(failed or 0),
+        then=then,
+        created_at=int(created) if created else None,
+    )
+
+
+async def group_members(
+    client: Client, group_id: str, offset: int = 0, count: int = 100
+) -> list[str]:
+    """Ids of a group's members, in the order they were enqueued."""
+    raw = await client.redis.lrange(client.keys.group_members(group_id), offset, offset + count - 1)
+    return [_t(r) for r in raw]
+
+
+def _t(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _decode(text: bytes | str) -> Any:
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return _t(text)  # written by hand, not JSON: handed over as text
+
+
+async def dependency_results(client: Client, job_id: str) -> dict[str, Any]:
+    """The results of the jobs ``job_id`` waited for, by id: its parents' (copied into
+    its record as each completed) and, for a group's callback, the members'."""
+    raw = {_t(k): v for k, v in (await client.redis.hgetall(client.keys.job(job_id))).items()}
+    out = {k[2:]: _decode(v) for k, v in raw.items() if k.startswith("r:")}
+    gid = raw.get("waits_group")
+    if gid:
+        members = await client.redis.hgetall(client.keys.group_results(_t(gid)))
+        out.update({_t(k): _decode(v) for k, v in members.items()})
+    return out
+
+
+async def children(client: Client, job_id: str) -> list[str]:
+    """Ids of the jobs enqueued after ``job_id`` (kept as long as its record)."""
+    return sorted(_t(m) for m in await client.redis.smembers(client.keys.children(job_id)))

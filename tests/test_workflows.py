@@ -67,6 +67,7 @@ async def test_a_diamond_runs_in_order_and_the_last_sees_both_results(
     order = seen["order"]
     assert order[0] == "a" and order[-1] == "d" and sorted(order[1:3]) == ["b", "c"]
     assert seen["parents"]["d"] == {b.id: "B", c.id: "C"}
+    assert list(seen["parents"]["d"]) == [b.id, c.id]  # in the order of after=
     assert seen["parents"]["b"] == {a.id: "A"}
     assert seen["parents"]["a"] == {}
     assert await client.children(a.id) == sorted([b.id, c.id])
@@ -127,6 +128,7 @@ async def test_a_group_calls_back_once_with_every_result(
     assert seen["order"][-1] == "callback"
     results = seen["parents"]["callback"]
     assert results == {j.id: f"M{i}" for i, j in enumerate(g.jobs)}
+    assert list(results) == [j.id for j in g.jobs]  # in the order of the members
     progress = await client.group_progress(g.id)
     assert (progress.total, progress.done, progress.failed, progress.then) == (
         1000,

@@ -133,13 +133,19 @@ def _decode(text: bytes | str) -> Any:
 
 async def dependency_results(client: Client, job_id: str) -> dict[str, Any]:
     """The results of the jobs ``job_id`` waited for, by id: its parents' (copied into
-    its record as each completed) and, for a group's callback, the members'."""
+    its record as each completed) in the order of ``after``, then, for a group's
+    callback, the members' in the order they were enqueued."""
     raw = {_t(k): v for k, v in (await client.redis.hgetall(client.keys.job(job_id))).items()}
-    out = {k[2:]: _decode(v) for k, v in raw.items() if k.startswith("r:")}
+    out = {p: _decode(raw["r:" + p]) for p in _t(raw.get("after", b"")).split() if "r:" + p in raw}
+    out.update({k[2:]: _decode(v) for k, v in raw.items() if k.startswith("r:")})
     gid = raw.get("waits_group")
     if gid:
-        members = await client.redis.hgetall(client.keys.group_results(_t(gid)))
-        out.update({_t(k): _decode(v) for k, v in members.items()})
+        async with client.redis.pipeline(transaction=False) as pipe:
+            pipe.lrange(client.keys.group_members(_t(gid)), 0, -1)
+            pipe.hgetall(client.keys.group_results(_t(gid)))
+            order, results = await pipe.execute()
+        members = {_t(k): v for k, v in results.items()}
+        out.update({_t(m): _decode(members[_t(m)]) for m in order if _t(m) in members})
     return out
 
 

@@ -28,7 +28,7 @@ from redis.asyncio import Redis
 
 from rota.errors import RedisRefused
 
-__all__ = ["MEANING", "Condition", "Watch", "condition", "memory_figures", "refused"]
+__all__ = ["MEANING", "Condition", "Watch", "backoff", "condition", "memory_figures", "refused"]
 
 log = structlog.get_logger("rota.redis")
 

@@ -1,10 +1,14 @@
 """Moves due scheduled and retry jobs into their queues, fires periodic jobs, and trims
 the dead set.
 
-It sleeps until the next due time (at most ``scheduler_interval``) by blocking on the
-scheduler wake list, which enqueue_in/at and every retry push to, so a job scheduled a
-second ahead starts within milliseconds of its time. Any pool moves any due job, whether
-or not it handles that job name; the script is idempotent, so many pools may run it.
+It sleeps until the next due time (at most ``scheduler_interval``) on a local timer, and
+wakes early when the scheduler wake list, which enqueue_in/at and every retry push to,
+gets a token. The timer is local because Redis ends a blocking read's timeout only at
+its next ``hz`` tick: a ``BLPOP`` timing out at the due time started jobs 7-102 ms late
+with the default ``hz 10``; a local timer starts them within a millisecond or two.
+A listener task keeps one ``BLPOP`` on the wake list open for that. Any pool moves any
+due job, whether or not it handles that job name; the script is idempotent, so many pools
+may run it.
 
 A periodic job fires once per fire time across any number of pools: each pool that
 registered it tries to claim the time with ``SET NX``, and only the winner enqueues.
@@ -18,6 +22,7 @@ import anyio
 import structlog
 
 from rota.client import JobSpec, now_ms
+from rota.outage import backoff, condition
 from rota.protocol.scripts import script
 from rota.worker.registry import Periodic
 from rota.worker.runtime import PoolRuntime
@@ -38,6 +43,7 @@ def _ms(t: datetime) -> int:
 class Scheduler:
     def __init__(self, rt: PoolRuntime, periodic: list[Periodic] | None = None) -> None:
         self.rt = rt
+        self._woken = anyio.Event()
         self._next_trim = 0
         start = datetime.now(UTC)
         self._periodic = [(p, _ms(p.cron.next_after(start))) for p in periodic or []]
@@ -67,14 +73,44 @@ class Scheduler:
         return min((fire for _, fire in self._periodic), default=None)
 
     async def run(self) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._listen)
+            while True:
+                # A new event before the tick: a token that comes during it ends the wait.
+                self._woken = anyio.Event()
+                try:
+                    wait = await self.tick()
+                except Exception as exc:
+                    await anyio.sleep(await self.rt.watch.failed("scheduler", exc))
+                    continue
+                self.rt.watch.ok("scheduler")
+                if wait > 0:
+                    with anyio.move_on_after(wait):
+                        await self._woken.wait()
+
+    async def _listen(self) -> None:
+        """Wait on the scheduler wake list and wake the loop when a token comes.
+
+        It waits out Redis's bad days without telling the pool's watch: a blocking read
+        that works again says so only when it returns, seconds later, and the loop's own
+        calls report the condition already."""
+        rt = self.rt
+        failures = 0
         while True:
             try:
-                wait = await self.tick()
-                self.rt.watch.ok("scheduler")  # before the wait, which may be long
-                if wait > 0:
-                    await self.rt.redis.blpop([self.rt.keys.sched_wake], timeout=wait)
+                got = await rt.redis.blpop(
+                    [rt.keys.sched_wake], timeout=rt.settings.scheduler_interval
+                )
             except Exception as exc:
-                await anyio.sleep(await self.rt.watch.failed("scheduler", exc))
+                cond = condition(exc)
+                if cond is None:
+                    raise
+                failures += 1
+                await anyio.sleep(backoff(failures, cond))
+                continue
+            failures = 0
+            if got:
+                self._woken.set()
 
     async def tick(self) -> float:
         """Move what is due and fire periodic jobs; how long to wait for the next due

@@ -6,6 +6,7 @@ the worker package.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 import uuid
@@ -209,13 +210,19 @@ class Client:
 
     async def enqueue_in(self, delay: float, name: str, /, *args: Any, **kwargs: Any) -> Job:
         """Enqueue a job to run ``delay`` seconds from now."""
-        return await self._enqueue_scheduled(time.time() + delay, name, args, kwargs)
+        return await self._enqueue_scheduled(
+            time.time() + _finite("delay", delay), name, args, kwargs
+        )
 
     async def enqueue_at(
         self, when: datetime | float, name: str, /, *args: Any, **kwargs: Any
     ) -> Job:
-        """Enqueue a job to run at ``when`` (an aware datetime or epoch seconds)."""
-        at = when.timestamp() if isinstance(when, datetime) else float(when)
+        """Enqueue a job to run at ``when``: a datetime (a naive one is UTC, as everywhere
+        in rota) or epoch seconds."""
+        if isinstance(when, datetime):
+            at = (when if when.tzinfo is not None else when.replace(tzinfo=UTC)).timestamp()
+        else:
+            at = float(when)
         return await self._enqueue_scheduled(at, name, args, kwargs)
 
     async def _enqueue_scheduled(
@@ -290,13 +297,19 @@ class Client:
         now = now_ms()
         run_at = 0
         if spec.run_at is not None:
-            run_at = int(spec.run_at * 1000)
+            run_at = int(_finite("run_at", spec.run_at) * 1000)
         elif spec.delay is not None:
-            run_at = now + int(spec.delay * 1000)
+            run_at = now + int(_finite("delay", spec.delay) * 1000)
+        if spec.timeout is not None and not _finite("timeout", spec.timeout) > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {spec.timeout}")
         job_id = spec.job_id or uuid.uuid4().hex
         if spec.job_id is not None and not _NAME_RE.match(job_id):
             raise ValueError(f"invalid job id {job_id!r}")
         ttl = self.unique_ttl if spec.unique_ttl is None else spec.unique_ttl
+        if spec.max_fails is not None and (
+            not isinstance(spec.max_fails, int) or isinstance(spec.max_fails, bool)
+        ):
+            raise ValueError(f"max_fails must be an integer, got {spec.max_fails!r}")
         if spec.max_fails is not None and spec.max_fails < 1:
             raise ValueError(f"max_fails must be at least 1, got {spec.max_fails}")
         if ttl <= 0:
@@ -583,6 +596,17 @@ class Client:
 _CHUNK = 500
 _BATCH = 1000
 _OPTIONS = frozenset({"unique", "unique_ttl", "job_id", "max_fails", "timeout", "after"})
+
+
+def _finite(option: str, value: float) -> float:
+    """``value`` as a float, or a ValueError naming ``option``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{option} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{option} must be a finite number, got {value!r}")
+    return number
 
 
 def _raise_first(answers: list[Any], sizes: list[int]) -> None:

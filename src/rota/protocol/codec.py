@@ -6,7 +6,13 @@ so what a producer wrote is what the handler receives, byte for byte.
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import datetime
+import decimal
+import enum
+import math
+import uuid
+from typing import Any, Final
 
 import msgspec
 
@@ -26,10 +32,73 @@ _lenient = msgspec.json.Encoder(enc_hook=_fallback)
 _decoder = msgspec.json.Decoder()
 
 
+_PLAIN: Final = frozenset({str, int, bool, type(None)})
+#: Values JSON carries as text that a typed handler parameter turns back into them
+#: (``datetime`` from ISO 8601, ``UUID``, ``Decimal``, an ``Enum`` from its value);
+#: an untyped parameter gets the text.
+_AS_TEXT: Final = (
+    datetime.date,
+    datetime.time,
+    datetime.timedelta,
+    uuid.UUID,
+    decimal.Decimal,
+    enum.Enum,
+)
+_HOW: Final = {
+    "bytes": "encode it as text first (base64, or .decode()) and decode it in the handler",
+    "set": "pass a list (a typed parameter `set[...]` turns it back into a set)",
+    "float": "JSON has no NaN or infinity: pass None or a string",
+}
+
+
+def _check(value: Any, where: str) -> None:
+    """Raise a TypeError naming ``where`` for a value JSON would change or drop."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return
+    if kind is float:
+        if not math.isfinite(value):
+            raise TypeError(f"{where}: {value!r} cannot travel in JSON: {_HOW['float']}")
+    elif kind is list or kind is tuple:
+        for i, item in enumerate(value):
+            _check(item, f"{where}[{i}]")
+    elif kind is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                raise TypeError(
+                    f"{where}: key {key!r} is not a string; JSON object keys are strings"
+                )
+            _check(item, f"{where}[{key!r}]")
+    elif isinstance(value, bytes | bytearray | memoryview):
+        raise TypeError(f"{where}: bytes cannot travel in JSON: {_HOW['bytes']}")
+    elif isinstance(value, set | frozenset):
+        raise TypeError(f"{where}: a set cannot travel in JSON: {_HOW['set']}")
+    elif isinstance(value, _AS_TEXT):
+        return
+    elif isinstance(value, msgspec.Struct) or dataclasses.is_dataclass(value):
+        return  # an object in JSON; a parameter typed with its class gets it back
+    elif isinstance(value, float) and not math.isfinite(value):  # a float subclass
+        raise TypeError(f"{where}: {value!r} cannot travel in JSON: {_HOW['float']}")
+    elif not isinstance(value, int | float | str):
+        raise TypeError(
+            f"{where}: a value of type {kind.__name__} cannot travel in JSON: pass plain data"
+            " (str, int, float, bool, None, lists, dicts) or a msgspec Struct / dataclass"
+        )
+
+
 def encode_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
-    """Positional args become a JSON array, keyword args a JSON object (not both)."""
+    """Positional args become a JSON array, keyword args a JSON object (not both).
+
+    A value JSON would change or drop (bytes, a set, NaN or an infinity, an object it
+    has no form for, a dict with keys that are not strings) is a ``TypeError`` naming
+    the argument: a job must get what its producer gave.
+    """
     if args and kwargs:
         raise TypeError("pass positional or keyword args to a job, not both")
+    for i, arg in enumerate(args):
+        _check(arg, f"argument {i}")
+    for key, arg in kwargs.items():
+        _check(arg, f"argument {key!r}")
     return _encoder.encode(list(args) if args else kwargs)
 
 

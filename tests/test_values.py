@@ -1,0 +1,96 @@
+"""What an enqueue refuses: values JSON would change, and options out of range."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from rota import Client, JobContext, JobSpec, WorkerPool
+from tests.helpers import pool_settings, wait_until
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (b"\x00hi", "bytes cannot travel in JSON"),
+        (bytearray(b"x"), "bytes cannot travel in JSON"),
+        (float("nan"), "nan cannot travel in JSON"),
+        (math.inf, "inf cannot travel in JSON"),
+        ({1, 2}, "a set cannot travel in JSON"),
+        (frozenset({1}), "a set cannot travel in JSON"),
+        (object(), "type object cannot travel in JSON"),
+        ({1: "a"}, "key 1 is not a string"),
+        ([1, {"deep": [float("-inf")]}], "[1]['deep'][0]: -inf"),
+    ],
+)
+async def test_values_json_would_change_are_refused_naming_the_argument(
+    client: Client, redis_sync: Any, namespace: str, value: Any, words: str
+) -> None:
+    with pytest.raises(TypeError, match="argument 'data'") as by_name:
+        await client.enqueue("job", data=value)
+    assert words in str(by_name.value)
+    with pytest.raises(TypeError, match="argument 1"):
+        await client.enqueue("job", "fine", value)
+    with pytest.raises(TypeError, match="argument 0"):
+        await client.enqueue_many([JobSpec(name="job", args=(value,))])
+    assert redis_sync.keys("{" + namespace + "}:*") == []  # nothing written
+
+
+async def test_datetimes_travel_as_text_and_come_back_for_a_typed_parameter(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace))
+    seen: dict[str, Any] = {}
+
+    @pool.job
+    async def typed(ctx: JobContext, when: datetime, key: uuid.UUID) -> None:
+        seen["typed"] = (when, key)
+
+    @pool.job
+    async def untyped(ctx: JobContext, when: Any) -> None:
+        seen["untyped"] = when
+
+    when = datetime(2026, 11, 22, 9, 30, tzinfo=UTC)
+    key = uuid.uuid4()
+    await client.enqueue("typed", when=when, key=key)
+    await client.enqueue("untyped", when=when)
+    async with pool.running(client=client):
+        await wait_until(lambda: len(seen) == 2)
+    assert seen["typed"] == (when, key)
+    assert seen["untyped"] == "2026-11-22T09:30:00Z"
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"timeout": 0}, "timeout must be a positive number"),
+        ({"timeout": -1.5}, "timeout must be a positive number"),
+        ({"timeout": float("nan")}, "timeout must be a finite number"),
+        ({"max_fails": 0}, "max_fails must be at least 1"),
+        ({"max_fails": 1.5}, "max_fails must be an integer"),
+        ({"delay": float("inf")}, "delay must be a finite number"),
+        ({"run_at": float("nan")}, "run_at must be a finite number"),
+    ],
+)
+async def test_options_out_of_range_are_refused_naming_the_option(
+    client: Client, options: dict[str, Any], words: str
+) -> None:
+    with pytest.raises(ValueError, match=words):
+        await client.enqueue_many([JobSpec(name="job", **options)])
+
+
+async def test_a_nan_delay_names_the_delay(client: Client) -> None:
+    with pytest.raises(ValueError, match="delay must be a finite number"):
+        await client.enqueue_in(float("nan"), "job")
+
+
+async def test_a_naive_datetime_is_utc(client: Client) -> None:
+    naive = datetime.now(UTC).replace(tzinfo=None) + timedelta(hours=1)
+    job = await client.enqueue_at(naive, "job")
+    record = await client.job(job.id)
+    assert record is not None and record.run_at is not None
+    assert record.run_at == int(naive.replace(tzinfo=UTC).timestamp() * 1000)

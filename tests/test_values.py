@@ -94,3 +94,25 @@ async def test_a_naive_datetime_is_utc(client: Client) -> None:
     record = await client.job(job.id)
     assert record is not None and record.run_at is not None
     assert record.run_at == int(naive.replace(tzinfo=UTC).timestamp() * 1000)
+
+
+async def test_job_logs_are_read_from_the_client(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=60))
+
+    @pool.job
+    async def chatty(ctx: JobContext) -> None:
+        await ctx.log("first")
+        await ctx.log("second")
+
+    job = await client.enqueue("chatty")
+    async with pool.running(client=client):
+        await wait_until(lambda: _complete(client, job.id))
+    assert await client.logs(job.id) == ["first", "second"]
+    assert await client.logs("no-such-job") == []
+
+
+async def _complete(client: Client, job_id: str) -> bool:
+    record = await client.job(job_id)
+    return record is not None and record.state == "complete"

@@ -371,6 +371,10 @@ class Client:
             return None
         return JobRecord.from_hash(job_id, h) if h else None
 
+    async def logs(self, job_id: str) -> list[str]:
+        """The lines the job's handler kept with ``ctx.log`` (the last 100), oldest first."""
+        return [_s(line) for line in await self.redis.lrange(self.keys.joblog(job_id), 0, -1)]
+
     async def _records(self, ids: Sequence[str]) -> list[JobRecord]:
         pipe = self.redis.pipeline(transaction=False)
         for job_id in ids:

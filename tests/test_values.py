@@ -116,3 +116,18 @@ async def test_job_logs_are_read_from_the_client(
 async def _complete(client: Client, job_id: str) -> bool:
     record = await client.job(job_id)
     return record is not None and record.state == "complete"
+
+
+async def test_from_url_passes_connection_options(redis_url: str, redis_sync: Any) -> None:
+    redis_sync.execute_command("ACL", "SETUSER", "opt-user", "on", ">opt-pass", "~*", "+@all")
+    try:
+        async with Client.from_url(
+            redis_url, "opts", username="opt-user", password="opt-pass", socket_timeout=3
+        ) as c:
+            assert await c.redis.execute_command("ACL", "WHOAMI") == b"opt-user"
+            kwargs = c.redis.connection_pool.connection_kwargs
+            assert kwargs["socket_timeout"] == 3
+            assert c.link is not None  # the hot-path link connects as the same user
+            assert await c.link.execute_command("ACL", "WHOAMI") == b"opt-user"
+    finally:
+        redis_sync.execute_command("ACL", "DELUSER", "opt-user")

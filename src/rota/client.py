@@ -142,8 +142,25 @@ class Client:
         self._link = Link.beside(redis)
 
     @classmethod
-    def from_url(cls, url: str, namespace: str = "rota", **options: Any) -> Client:
-        return cls(connect(url), namespace, owns_redis=True, **options)
+    def from_url(
+        cls,
+        url: str,
+        namespace: str = "rota",
+        *,
+        max_args_bytes: int = _DEFAULT_MAX_ARGS,
+        unique_ttl: float = 86400.0,
+        **options: Any,
+    ) -> Client:
+        """A client for ``url``; other keyword arguments go to the connection, as
+        redis-py's ``Redis.from_url`` takes them (``ssl_ca_certs``, ``socket_timeout``,
+        ``username``, ``password``...)."""
+        return cls(
+            connect(url, **options),
+            namespace,
+            owns_redis=True,
+            max_args_bytes=max_args_bytes,
+            unique_ttl=unique_ttl,
+        )
 
     @property
     def link(self) -> Link | None:

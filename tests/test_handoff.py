@@ -225,3 +225,29 @@ async def test_a_user_refused_client_commands_still_runs_and_stops(
         await wait_until(lambda: len(ran) == 1, within=3)
         stopping = time.monotonic()
     assert time.monotonic() - stopping < 3.0
+
+
+async def test_jobs_given_back_on_drain_keep_their_order(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    pool = WorkerPool(
+        settings=pool_settings(redis_url, namespace, concurrency=2, prefetch=2, grace=0.1)
+    )
+    runs: list[str] = []
+
+    @pool.job
+    async def work(ctx: JobContext, seconds: float) -> None:
+        runs.append(ctx.id)
+        await anyio.sleep(seconds)
+
+    warm = [await client.enqueue("work", seconds=0.001) for _ in range(4)]
+    async with pool.running() as rt:
+        await wait_until(lambda: len(runs) == len(warm))
+        slow = [await client.enqueue("work", seconds=5) for _ in range(2)]
+        await wait_until(lambda: all(j.id in runs for j in slow))
+        fast = [await client.enqueue("work", seconds=0.001) for _ in range(6)]
+        await wait_until(lambda: len(rt.handoff.waiting()) == 2)
+    queued = [q.decode() for q in await client.redis.lrange(client.keys.queue("work"), 0, -1)]
+    next_up = queued[::-1]  # fetch pops at the tail
+    assert set(next_up[:2]) == {j.id for j in slow}  # cancelled at shutdown: at the front
+    assert next_up[2:] == [j.id for j in fast]  # the leased ones, then the rest, in order

@@ -317,8 +317,9 @@ class WorkerPool:
                         raise
                 with anyio.move_on_after(0.05):
                     await fetcher_done.wait()
-            # Jobs leased and not started go back to the front of their queues.
-            for job in rt.handoff.close():
+            # Jobs leased and not started go back to the front of their queues, the last
+            # leased first, so that the first leased is next again: their order holds.
+            for job in reversed(rt.handoff.close()):
                 acker.add(requeue(job))
             log.info("pool draining", pool=rt.pool_id, running=len(rt.in_flight), grace=s.grace)
             with anyio.move_on_after(s.grace):

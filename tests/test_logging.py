@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import logging
 import threading
 from collections.abc import Iterator
 
@@ -17,9 +18,14 @@ from rota.logging import LineWriter, configure_logging
 
 @pytest.fixture(autouse=True)
 def _restore_structlog() -> Iterator[None]:
+    root = logging.getLogger()
+    level = root.level
     yield
     structlog.reset_defaults()
     rota.logging.job_line = None
+    for handler in [h for h in root.handlers if isinstance(h, rota.logging.StdlibBridge)]:
+        root.removeHandler(handler)
+    root.setLevel(level)
 
 
 def _lines(out: io.StringIO) -> list[dict[str, object]]:
@@ -86,3 +92,27 @@ async def test_the_job_summary_line_is_the_same_json_with_context_and_level_filt
     assert (line["outcome"], line["reason"], line["request_id"]) == ("retry", "error", "r-1")
     configure_logging("console", "info", stream=io.StringIO())
     assert rota.logging.job_line is None  # console lines go through structlog
+
+
+async def test_standard_logging_comes_out_as_the_pools_lines() -> None:
+    out = io.StringIO()
+    configure_logging("json", "info", stream=out)
+    structlog.contextvars.bind_contextvars(job_id="j-1")
+    try:
+        logging.getLogger("handler.lib").info("charged %s", "ada")
+        logging.getLogger("handler.lib").debug("hidden")
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            logging.getLogger("handler.lib").exception("failed")
+    finally:
+        structlog.contextvars.unbind_contextvars("job_id")
+    await asyncio.sleep(0)
+    info, error = _lines(out)
+    assert (info["event"], info["level"], info["logger"], info["job_id"]) == (
+        "charged ada",
+        "info",
+        "handler.lib",
+        "j-1",
+    )
+    assert error["level"] == "error" and "ValueError: boom" in str(error["exception"])

@@ -22,7 +22,7 @@ from typing import Any, Literal, TextIO
 import msgspec
 import structlog
 
-__all__ = ["JobLine", "configure_logging", "job_line"]
+__all__ = ["JobLine", "StdlibBridge", "configure_logging", "job_line"]
 
 #: Writes a job attempt's summary line: ``(level, fields)``.
 JobLine = Callable[[str, dict[str, Any]], None]
@@ -126,10 +126,40 @@ def _json_job_line(writer: LineWriter, min_level: int) -> JobLine:
     return write
 
 
+class StdlibBridge(logging.Handler):
+    """Hands records of the standard ``logging`` module (handlers' own loggers, libraries)
+    to structlog, so they come out as the pool's lines do: one JSON line off a terminal,
+    with the job's id bound while a job runs, at the configured level."""
+
+    _METHODS = {"DEBUG": "debug", "INFO": "info", "WARNING": "warning", "ERROR": "error"}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            log = structlog.get_logger(record.name)
+            method = self._METHODS.get(record.levelname)
+            if method is None:
+                method = "critical" if record.levelno >= logging.CRITICAL else "info"
+            fields: dict[str, Any] = {"logger": record.name}
+            if record.exc_info:
+                fields["exc_info"] = record.exc_info
+            getattr(log, method)(record.getMessage(), **fields)
+        except Exception:
+            self.handleError(record)
+
+
+def _bridge_stdlib(level: str) -> None:
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, StdlibBridge)]:
+        root.removeHandler(handler)
+    root.addHandler(StdlibBridge())
+    root.setLevel(_LEVELS[level])
+
+
 def configure_logging(
     log_format: LogFormat = "auto", level: str = "info", stream: TextIO | None = None
 ) -> None:
-    """Send structlog's events to ``stream`` (stdout) as JSON lines or for a terminal."""
+    """Send structlog's events, and the standard ``logging`` module's records, to
+    ``stream`` (stdout) as JSON lines or for a terminal."""
     out = stream or sys.stdout
     writer = LineWriter(out)
     if log_format == "auto":
@@ -154,3 +184,4 @@ def configure_logging(
         logger_factory=lambda *_: writer,
         cache_logger_on_first_use=True,
     )
+    _bridge_stdlib(level)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import anyio
 
@@ -212,3 +213,32 @@ async def test_sync_handlers_run_in_threads(client: Client, redis_url: str, name
     assert threading.get_ident() not in threads
     results = [(await client.job(j.id)).result_value for j in jobs]  # type: ignore[union-attr]
     assert results == [i * 2 for i in range(10)]
+
+
+async def test_middleware_tells_a_timeout_an_abort_and_a_shutdown_apart(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, grace=0.1))
+    reasons: dict[str, str | None] = {}
+    started: set[str] = set()
+
+    @pool.middleware
+    async def note(ctx: JobContext, call_next: Any) -> Any:
+        try:
+            return await call_next()
+        finally:  # the handler's await was cancelled: why?
+            reasons[ctx.args[0]] = ctx.cancel_reason
+
+    @pool.job(max_fails=1)
+    async def sleepy(ctx: JobContext, label: str) -> None:
+        started.add(label)
+        await anyio.sleep(30)
+
+    await client.enqueue("sleepy", "timeout", timeout=0.2)
+    aborted = await client.enqueue("sleepy", "abort")
+    await client.enqueue("sleepy", "shutdown")
+    async with pool.running(client=client):
+        await wait_until(lambda: started == {"timeout", "abort", "shutdown"})
+        await client.abort(aborted.id)
+        await wait_until(lambda: "timeout" in reasons and "abort" in reasons)
+    assert reasons == {"timeout": "timeout", "abort": "abort", "shutdown": "shutdown"}

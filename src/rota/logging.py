@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Literal, TextIO
+from typing import Any, ClassVar, Literal, TextIO
 
 import msgspec
 import structlog
@@ -131,7 +131,12 @@ class StdlibBridge(logging.Handler):
     to structlog, so they come out as the pool's lines do: one JSON line off a terminal,
     with the job's id bound while a job runs, at the configured level."""
 
-    _METHODS = {"DEBUG": "debug", "INFO": "info", "WARNING": "warning", "ERROR": "error"}
+    _METHODS: ClassVar[dict[str, str]] = {
+        "DEBUG": "debug",
+        "INFO": "info",
+        "WARNING": "warning",
+        "ERROR": "error",
+    }
 
     def emit(self, record: logging.LogRecord) -> None:
         try:

@@ -84,6 +84,20 @@ class JobContext:
     def shutting_down(self) -> bool:
         return self._runtime.stopping.is_set()
 
+    @property
+    def cancel_reason(self) -> str | None:
+        """Why the attempt is being cancelled: ``"timeout"`` (its deadline passed),
+        ``"abort"`` (``client.abort``), ``"shutdown"`` (the pool stops), or None. The
+        handler's await is cancelled in each case; middleware reads this (in a
+        ``finally``, or an ``except asyncio.CancelledError`` that re-raises) to tell them
+        apart."""
+        entry = self._runtime.in_flight.get(self.id)
+        if entry is None:
+            return None
+        if entry.cancel_reason is not None:
+            return entry.cancel_reason
+        return "timeout" if entry.timeout.expired() else None
+
     async def checkin(self, message: str = "") -> bool:
         """Tell the pool this job is alive (extends its lease) and what it is doing.
 

@@ -43,6 +43,7 @@ async def test_dashboard(http: httpx.AsyncClient, seeded: Seeded) -> None:
         "scheduled": 2,
         "retry": 2,
         "dead": 6,
+        "waiting": 0,
         "pools": 0,
         "busy": 0,
     }

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import anyio
 import pytest
 
 import rota
@@ -42,3 +45,32 @@ async def test_pool_client_on_a_given_redis(redis_url: str) -> None:
             f"hello {i}" for i in range(5)
         ]
         assert client.namespace.startswith("test-")
+
+
+async def test_a_retried_job_runs_without_the_backoff_wait() -> None:
+    pool = WorkerPool(concurrency=2)
+    tries: list[int] = []
+
+    @pool.job(max_fails=3)  # the default backoff waits 15 s and more before a retry
+    async def flaky(ctx: JobContext) -> str:
+        tries.append(ctx.attempt)
+        if ctx.attempt < 3:
+            raise RuntimeError("not yet")
+        return "done"
+
+    with anyio.fail_after(10):
+        assert await rota.testing.run_job(pool, "flaky") == "done"
+    assert tries == [1, 2, 3]
+    assert pool.handlers["flaky"].backoff is not rota.testing._no_wait  # its own is back
+
+
+async def test_your_own_redis_keeps_no_keys_of_the_test(redis_url: str, redis_sync: Any) -> None:
+    pool = make_pool()
+    before = set(redis_sync.keys("{test-*"))
+    async with rota.testing.pool_client(pool, redis_url) as client:
+        job = await client.enqueue("greet", name="Ada")
+        assert await client.wait(job.id, timeout=5) == "hello Ada"
+        assert set(redis_sync.keys("{" + client.namespace + "}:*"))
+        namespace = client.namespace
+    assert redis_sync.keys("{" + namespace + "}:*") == []
+    assert set(redis_sync.keys("{test-*")) == before

@@ -7,13 +7,16 @@
 
 or, for one job: ``assert await rota.testing.run_job(pool, "greet", name="Ada") == ...``.
 The Redis is a private ``redis-server`` on a Unix socket in a temporary directory (see
-:mod:`rota.embedded`), removed afterwards; pass ``redis_url`` to use your own instead.
-Each call uses a fresh namespace, so tests never see each other's jobs.
+:mod:`rota.embedded`), removed afterwards; pass ``redis_url`` to use your own instead,
+and the keys of the namespace are deleted afterwards. Each call uses a fresh namespace,
+so tests never see each other's jobs. ``fast_retries=True`` retries failed jobs at once
+instead of after the handlers' backoff, so a test of a retried job takes milliseconds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,22 +28,55 @@ from rota.worker.pool import WorkerPool
 __all__ = ["pool_client", "run_job"]
 
 
+def _no_wait(failures: int) -> float:
+    return 0.0
+
+
 @contextlib.asynccontextmanager
 async def pool_client(
-    pool: WorkerPool, redis_url: str | None = None, **settings: Any
+    pool: WorkerPool,
+    redis_url: str | None = None,
+    *,
+    fast_retries: bool = False,
+    **settings: Any,
 ) -> AsyncIterator[Client]:
     """Run ``pool`` on a throwaway Redis (or ``redis_url``) in a fresh namespace, and
-    yield a client of that namespace. ``settings`` override the pool's (e.g. grace=1)."""
+    yield a client of that namespace. ``settings`` override the pool's (e.g. grace=1);
+    ``fast_retries`` runs retries without the backoff wait."""
     with contextlib.ExitStack() as stack:
         url = redis_url or stack.enter_context(embedded_redis())
         namespace = "test-" + uuid.uuid4().hex[:12]
-        previous = pool.settings
+        previous, handlers = pool.settings, pool.handlers
         pool.configure(previous.replace(redis_url=url, namespace=namespace, **settings))
+        if fast_retries:
+            pool.handlers = {
+                name: dataclasses.replace(h, backoff=_no_wait) for name, h in handlers.items()
+            }
         try:
-            async with Client.from_url(url, namespace) as client, pool.running():
-                yield client
+            async with Client.from_url(url, namespace) as client:
+                try:
+                    async with pool.running():
+                        yield client
+                finally:
+                    if redis_url is not None:
+                        await _forget(client)
         finally:
             pool.configure(previous)
+            pool.handlers = handlers
+
+
+async def _forget(client: Client) -> None:
+    """Delete every key of the test's namespace from a Redis that is not ours (a scan:
+    this runs once, after a test)."""
+    pattern = client.keys.prefix + "*"  # a namespace has no glob characters
+    batch: list[bytes] = []
+    async for key in client.redis.scan_iter(match=pattern, count=1000):
+        batch.append(key)
+        if len(batch) >= 1000:
+            await client.redis.unlink(*batch)
+            batch.clear()
+    if batch:
+        await client.redis.unlink(*batch)
 
 
 async def run_job(
@@ -49,10 +85,15 @@ async def run_job(
     /,
     *args: Any,
     timeout: float = 30.0,  # noqa: ASYNC109 - the job's wait, passed to client.wait
+    redis_url: str | None = None,
+    fast_retries: bool = True,
     **kwargs: Any,
 ) -> Any:
     """Enqueue one job, run it through the pool (middleware, checks, retries and all) and
-    return its result; raises :class:`rota.JobFailed` if it ends dead or aborted."""
-    async with pool_client(pool, keep_result=max(60.0, timeout)) as client:
+    return its result; raises :class:`rota.JobFailed` if it ends dead or aborted.
+    Retries run without the backoff wait unless ``fast_retries=False``."""
+    async with pool_client(
+        pool, redis_url, fast_retries=fast_retries, keep_result=max(60.0, timeout)
+    ) as client:
         job = await client.enqueue(name, *args, **kwargs)
         return await client.wait(job.id, timeout=timeout)

@@ -120,6 +120,9 @@ async def test_a_group_calls_back_once_with_every_result(
     assert g.then is not None and len(g.jobs) == 1000
     progress = await client.group_progress(g.id)
     assert (progress.total, progress.done, progress.failed) == (1000, 0, 0)
+    # a member waits for nothing: its handler reads no parent results
+    assert not await client.redis.hexists(client.keys.job(g.jobs[0].id), "deps")
+    assert await client.redis.hexists(client.keys.job(g.then.id), "deps")
     assert await states(client, g.then.id) == ["waiting"]
     async with pool.running(client=client):
         await wait_until(lambda: "callback" in seen["order"], within=30)

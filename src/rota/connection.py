@@ -79,6 +79,9 @@ def connect(url: str, **options: Any) -> Redis:
     Blocking reads wait at most a few seconds, well inside the socket timeout.
     """
     check_url(url)
+    # redis-py 8 caps a pool at 100 connections and fails the next checkout ("Too many
+    # connections"): a pool of 100 workers whose handlers use the client would hit it.
+    options.setdefault("max_connections", 2**31)
     options.setdefault("health_check_interval", 30)
     options.setdefault("socket_connect_timeout", 5)
     options.setdefault("socket_timeout", 15)

@@ -135,7 +135,12 @@ async def dependency_results(client: Client, job_id: str) -> dict[str, Any]:
     """The results of the jobs ``job_id`` waited for, by id: its parents' (copied into
     its record as each completed) in the order of ``after``, then, for a group's
     callback, the members' in the order they were enqueued."""
-    raw = {_t(k): v for k, v in (await client.redis.hgetall(client.keys.job(job_id))).items()}
+    key = client.keys.job(job_id)
+    if client.link is not None:  # the pipelined connection: no pool checkout per job
+        flat = await client.link.execute_command("HGETALL", key)
+        raw = {_t(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+    else:
+        raw = {_t(k): v for k, v in (await client.redis.hgetall(key)).items()}
     out = {p: _decode(raw["r:" + p]) for p in _t(raw.get("after", b"")).split() if "r:" + p in raw}
     out.update({k[2:]: _decode(v) for k, v in raw.items() if k.startswith("r:")})
     gid = raw.get("waits_group")

@@ -472,7 +472,9 @@ local function dependencies(id, deps, fields, now)
       pending = pending + 1 -- the group counts as one dependency
     end
   end
-  add('deps', '1')
+  if (deps.after or '') ~= '' or (deps.waits_group or '') ~= '' then
+    add('deps', '1') -- its handler gets the results of what it waited for
+  end
   if pending > 0 then
     add('pending', str(pending))
   end

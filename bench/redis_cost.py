@@ -162,25 +162,52 @@ async def _enqueue_many(r: Redis, url: str, jobs: int, mark: Marker | None) -> C
         return await measure(r, "enqueue_many", jobs, work, mark)
 
 
-async def _run(r: Redis, url: str, jobs: int, concurrency: int, mark: Marker | None) -> Cost:
+#: What a run queues while its job name is paused: it enqueues with the client it is
+#: given and returns how many jobs will run (the window closes once they all completed).
+Fill = Callable[[rota.Client], Awaitable[int]]
+
+
+async def _plain(client: rota.Client, jobs: int) -> int:
+    await client.enqueue_many([rota.JobSpec(name=_JOB, args=(time.time(),))] * jobs)
+    return jobs
+
+
+async def _run(
+    r: Redis,
+    url: str,
+    jobs: int,
+    concurrency: int,
+    mark: Marker | None,
+    *,
+    label: str = "run",
+    fill: Fill | None = None,
+    seen: Callable[[float], None] | None = None,
+    check: Callable[[], Awaitable[None]] | None = None,
+) -> Cost:
+    """Run queued noop jobs with a pool and measure it, per one of ``jobs``. ``fill``
+    queues them (``jobs`` plain ones by default); ``seen`` is told each job's argument as
+    it runs; ``check`` runs once the pool stopped, outside the window."""
     namespace = _namespace()
     settings = rota.Settings(
         redis_url=url, namespace=namespace, concurrency=concurrency, log_level="warning"
     )
     pool = rota.WorkerPool(settings=settings)
     ran = 0
+    expected = jobs
     all_ran = anyio.Event()
 
     @pool.job(name=_JOB)
     async def noop(t: float) -> None:
         nonlocal ran
         ran += 1
-        if ran == jobs:
+        if seen is not None:
+            seen(t)
+        if ran == expected:
             all_ran.set()
 
     async with rota.Client.from_url(url, namespace) as client:
         await client.pause(_JOB)
-        await client.enqueue_many([rota.JobSpec(name=_JOB, args=(time.time(),))] * jobs)
+        expected = await fill(client) if fill else await _plain(client, jobs)
         polls = 0
 
         async def work() -> None:
@@ -189,13 +216,15 @@ async def _run(r: Redis, url: str, jobs: int, concurrency: int, mark: Marker | N
             await all_ran.wait()
             while True:  # until the last outcome is recorded
                 polls += 1
-                if int(await r.hget(client.keys.stats, "processed") or 0) >= jobs:
+                if int(await r.hget(client.keys.stats, "processed") or 0) >= expected:
                     return
                 await anyio.sleep(0.005)
 
         async with pool.running(url):
             await anyio.sleep(0.3)  # the first fetch found the name paused and waits
-            cost = await measure(r, "run", jobs, work, mark)
+            cost = await measure(r, label, jobs, work, mark)
+        if check is not None:
+            await check()
         calls = dict(cost.calls)
         calls["hget"] = calls.get("hget", 0) - polls  # the watching, not the work
         return dataclasses.replace(cost, calls=calls)

@@ -345,6 +345,7 @@ def markdown(data: dict[str, Any]) -> str:
                 "rota priorities: four job names with priorities 8, 4, 2 and 1, as many jobs"
                 " each; shares of the first 40 % of jobs started: " + "; ".join(parts) + ".",
             ]
+    lines += _workflows(data, ok, why)
     lines += ["", "## Targets", ""]
     lines += _table(["target", "measured", "verdict"], targets(data))
     failures = [
@@ -379,6 +380,67 @@ def markdown(data: dict[str, Any]) -> str:
             )
     lines += ["", f"Chart: {data.get('chart', '–')}", ""]
     return "\n".join(lines)
+
+
+def _workflows(data: dict[str, Any], ok: Table, why: dict[tuple[str, str], str]) -> list[str]:
+    """The group workload (rota only): plain jobs next to a group of as many members
+    with a callback, and what the group adds per member."""
+    key = ("group", "rota")
+    if key not in ok and key not in why:
+        return []
+    n = data["config"].get("group_n", 0)
+    lines = [
+        "",
+        f"## Workflows (rota only: {n:,} no-op jobs, then a group of {n:,} members and a callback)",
+        "",
+        "`python -m bench.workflow_cost` on the same Redis, an in-process pool of"
+        " concurrency 50. Enqueue: one `enqueue_many` call, one `group` call. Run: from"
+        " the first fetch to the last outcome recorded; a group's figures are per member,"
+        " its callback's cost included.",
+        "",
+    ]
+    c = _cell_factory(ok, why)
+    rows = []
+    for label, prefix in (("plain jobs", "plain"), ("group + callback", "group")):
+        rows.append(
+            [
+                label,
+                c("group", "rota", f"{prefix}_enqueue_seconds", 3),
+                c("group", "rota", f"{prefix}_enqueue_commands", 2),
+                c("group", "rota", f"{prefix}_enqueue_cpu_us", 1),
+                c("group", "rota", f"{prefix}_run_seconds", 3),
+                c("group", "rota", f"{prefix}_run_commands", 2),
+                c("group", "rota", f"{prefix}_run_cpu_us", 1),
+            ]
+        )
+    rows.append(
+        [
+            "added per member",
+            "–",
+            c("group", "rota", "added_enqueue_commands", 2),
+            c("group", "rota", "added_enqueue_cpu_us", 1),
+            "–",
+            c("group", "rota", "added_run_commands", 2),
+            c("group", "rota", "added_run_cpu_us", 1),
+        ]
+    )
+    lines += _table(
+        [
+            "jobs",
+            "enqueue (s, one call)",
+            "Redis cmds/job enqueue",
+            "Redis CPU µs/job enqueue",
+            "run (s)",
+            "Redis cmds/job run",
+            "Redis CPU µs/job run",
+        ],
+        rows,
+    )
+    runs = [r["metrics"].get("callback_runs") for r in data["results"] if r["workload"] == "group"]
+    if runs and all(r is not None for r in runs):
+        counts = sorted({n for r in runs for n in r})
+        lines += ["", f"Callback runs per group: {', '.join(map(str, counts))}."]
+    return lines
 
 
 def _provenance(data: dict[str, Any]) -> list[str]:

@@ -47,6 +47,8 @@ PEERS = ("arq", "saq", "streaq", "taskiq", "dramatiq")
 SMOKE_PEER = "saq"
 PRIO_JOBS = "p8,p4,p2,p1"
 LATENCY_CONCURRENCY = 10
+# The group workload's pool (see bench/workflow_cost.py for why not 100).
+GROUP_CONCURRENCY = 50
 # Other processes on the machine (in cores) above which a run is repeated once.
 NOISY = 0.3
 # What the runner itself sends to Redis, left out of the command counts.
@@ -60,6 +62,7 @@ class Config:
     enqueue_n: int = 20_000
     latency_n: int = 500
     latency_rate: float = 200.0
+    group_n: int = 10_000
     idle_seconds: float = 10.0
     settle_seconds: float = 1.0
     reps: int = 3
@@ -79,6 +82,7 @@ SMOKE = Config(
     sleep_n=200,
     enqueue_n=400,
     latency_n=40,
+    group_n=400,
     idle_seconds=0.5,
     settle_seconds=0.2,
     reps=1,
@@ -343,6 +347,27 @@ class Bench:
             "memory_per_job": d["memory"] / n,
         }
 
+    def group(self, system: System) -> dict[str, Any]:
+        """rota only: ``bench.workflow_cost`` on this Redis, one round: plain jobs and a
+        group of as many members with a callback, enqueued and run by an in-process pool."""
+        self.flush()
+        command = [str(system.python), "-m", "bench.workflow_cost", "--json", "--reps", "1"]
+        command += ["--jobs", str(self.cfg.group_n), "--concurrency", str(GROUP_CONCURRENCY)]
+        command += ["--redis-url", self.server.url]
+        done = subprocess.run(
+            command,
+            cwd=REPO,
+            env=self.env(GROUP_CONCURRENCY, None, system.app),
+            capture_output=True,
+            text=True,
+            timeout=self.cfg.run_timeout,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RunError(f"workflow_cost failed ({done.returncode}): {done.stderr[-2000:]}")
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        return result
+
     def latency(self, system: System, folder: Path, idle: bool) -> dict[str, Any]:
         """An idle worker; jobs paced at a steady rate; enqueue-to-start latency."""
         n = self.cfg.latency_n
@@ -578,14 +603,18 @@ WORKLOADS = (
     "enqueue 64",
     "enqueue batch",
     "latency",
+    "group",
 )
+#: Workloads only rota runs (the peers have no such API, or one of another kind).
+ROTA_ONLY = frozenset({"group"})
 
 
 def plan(cfg: Config) -> Iterator[tuple[str, int, str]]:
     for workload in WORKLOADS:
         for rep in range(cfg.reps):
             for key in cfg.systems:
-                yield workload, rep, key
+                if workload not in ROTA_ONLY or key == "rota":
+                    yield workload, rep, key
             if workload == "noop c=100" and cfg.scale and "rota" in cfg.systems:
                 yield workload, rep, "rota --processes 2"
                 yield workload, rep, "rota priorities"
@@ -613,6 +642,8 @@ def run_one(b: Bench, workload: str, rep: int, key: str) -> Result:
             res.metrics = b.enqueue(system, mode)
         elif workload == "latency":
             res.metrics = b.latency(system, folder, idle=rep == 0)
+        elif workload == "group":
+            res.metrics = b.group(system)
         res.ok = True
     except (RunError, subprocess.TimeoutExpired, OSError, redis.RedisError) as exc:
         res.error = str(exc)[-1500:]
@@ -632,6 +663,12 @@ def _summary(res: Result) -> str:
     if not res.ok:
         return "FAILED: " + res.error.splitlines()[0][:200] if res.error else "FAILED"
     m = res.metrics
+    if "group_enqueue_seconds" in m:
+        return (
+            f"group of {m['jobs']:,}: enqueued in {m['group_enqueue_seconds']:.2f} s;"
+            f" per member {m['added_commands']:+.1f} commands,"
+            f" {m['added_cpu_us']:+.1f} µs Redis CPU"
+        )
     if "p50_ms" in m:
         return f"p50 {m['p50_ms']:.2f} ms, p99 {m['p99_ms']:.2f} ms"
     return f"{m['rate']:,.0f} jobs/s"

@@ -2,7 +2,8 @@
 
 Tiny job counts, one repetition, through the runner's Python entry (what ``make
 bench-smoke`` runs). Without bench/.venv-peers it runs rota alone. Nothing here is about
-speed: only that every workload ran and was reported.
+speed: only that every workload ran and was reported, the group workload (rota only)
+with its callback run once.
 """
 
 from __future__ import annotations
@@ -44,4 +45,12 @@ def test_bench_smoke_reports_every_workload_for_rota(tmp_path: Path) -> None:
     rota = [r for r in results if r["system"] == "rota"]
     workloads = {r["workload"] for r in rota}
     assert workloads >= {"noop c=10", "noop c=100", "sleep c=100", "enqueue one", "latency"}
+    assert "group" in workloads
     assert all(r["ok"] for r in rota), [r["error"] for r in rota if not r["ok"]]
+
+    # the group workload: rota only, its callback ran once, and it has its table
+    assert {r["system"] for r in results if r["workload"] == "group"} == {"rota"}
+    (group,) = [r["metrics"] for r in rota if r["workload"] == "group"]
+    assert group["callback_runs"] == [1], group
+    assert group["group_run_commands"] > 0 and group["plain_run_commands"] > 0, group
+    assert "## Workflows" in table and "| group + callback |" in table, table

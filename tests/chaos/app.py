@@ -75,3 +75,13 @@ async def drain(ctx: rota.JobContext, ms: float) -> None:
     note("start", ctx)
     await anyio.sleep(ms / 1000)
     note("done", ctx)
+
+
+@pool.job(max_fails=1)
+async def flow(ctx: rota.JobContext, ms: float) -> list[Any]:
+    """A step of a workflow: sleeps ``ms`` milliseconds like ``work``. The result names
+    the attempt (pid, attempt, token) and holds the parents' results it was handed."""
+    note("start", ctx)
+    await anyio.sleep(ms / 1000)
+    note("done", ctx)
+    return [_PID, ctx.attempt, int(ctx.token), dict(ctx.parent_results)]

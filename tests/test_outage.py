@@ -37,6 +37,18 @@ def _functions_again() -> Iterator[None]:
     scripts.use_functions(True)
 
 
+def has_functions(r: redis.Redis) -> bool:
+    return int(str(r.info("server")["redis_version"]).split(".")[0]) >= 7
+
+
+def forget_scripts(r: redis.Redis) -> None:
+    """What a restart without persistence does to rota's Lua: the library (Redis 7) and
+    the script cache are gone."""
+    if has_functions(r):
+        r.function_flush()
+    r.script_flush()
+
+
 def events(logs: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
     return [e for e in logs if str(e["event"]).startswith(prefix)]
 
@@ -145,14 +157,15 @@ async def test_a_pool_starts_on_a_full_redis_without_its_library(server: RedisSe
     pool.configure(pool_settings(server.url, NS))
     async with Client.from_url(server.url, NS) as client:
         jobs = await client.enqueue_many([JobSpec(name="work", args=(i,)) for i in range(50)])
-        r.function_flush()
+        forget_scripts(r)
         fill_up(r)
         with capture_logs() as logs:
             async with pool.running(client=client):
                 await wait_until(lambda: len(runs) == 50, within=20)
     assert set(runs) == {j.id for j in jobs}
-    (line,) = events(logs, "function library not loaded")
-    assert line["cause"] == "Redis is out of memory"
+    if has_functions(r):  # Redis 6.2 has none: scripts are called by EVALSHA as ever
+        (line,) = events(logs, "function library not loaded")
+        assert line["cause"] == "Redis is out of memory"
 
 
 async def test_a_replica_is_waited_out_and_the_pool_carries_on() -> None:
@@ -220,7 +233,7 @@ async def test_a_redis_that_forgot_gets_the_pools_limits_back(server: RedisServe
         async with Client.from_url(server.url, NS) as client, pool.running(client=client):
             assert r.hget("{full}:limits", "slow") == b"1"
             r.flushall()
-            r.function_flush()
+            forget_scripts(r)
             await wait_until(lambda: r.hget("{full}:limits", "slow") == b"1", within=5)
             assert r.hget("{full}:priorities", "slow") == b"7"
             assert r.sismember("{full}:names", "slow")

@@ -17,6 +17,7 @@ when a condition starts (with what it means for the pool, and the memory figures
 from __future__ import annotations
 
 import enum
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
@@ -68,6 +69,7 @@ _CODES: Final[dict[str, Condition]] = {
     "CLUSTERDOWN": Condition.CLUSTER_CHANGING,
     "MASTERDOWN": Condition.CLUSTER_CHANGING,
 }
+_IN_SCRIPT: Final = re.compile(r": -([A-Z]+) ")
 _CLASSES: Final[tuple[tuple[type[BaseException], Condition], ...]] = (
     (errors.OutOfMemoryError, Condition.OUT_OF_MEMORY),
     (errors.ReadOnlyError, Condition.READ_ONLY),
@@ -94,8 +96,14 @@ def condition(exc: BaseException) -> Condition | None:
     if isinstance(exc, errors.ConnectionError | errors.TimeoutError | OSError):
         return Condition.UNREACHABLE
     if isinstance(exc, errors.ResponseError):
-        code = str(exc).split(" ", 1)[0]
-        return _CODES.get(code)
+        text = str(exc)
+        named = _CODES.get(text.split(" ", 1)[0])
+        if named is None and text.startswith("Error running script"):
+            # Redis 6.2 wraps the reply of a command refused inside a script:
+            # "Error running script (call to f_...): @user_script:12: -OOM command ..."
+            found = _IN_SCRIPT.search(text)
+            named = _CODES.get(found.group(1)) if found else None
+        return named
     return None
 
 

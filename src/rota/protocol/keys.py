@@ -51,6 +51,7 @@ _FIXED_KEYS: Final[dict[str, str]] = {
     "stats": "stats",
     "sched_wake": "schedwake",
     "abort": "abort",
+    "never": "never",
 }
 
 LUA_KEYS: Final[dict[str, str]] = {**_PARAM_KEYS, **_FIXED_KEYS}
@@ -144,6 +145,12 @@ class Keys:
     def waiting(self) -> str:
         """Jobs waiting for others to complete: id -> time it started waiting (ms)."""
         return self.prefix + "waiting"
+
+    @property
+    def never(self) -> str:
+        """A key that is never written: Redis 6.2 scripts delete it as their first
+        write (see rota.protocol.render)."""
+        return self.prefix + "never"
 
     @property
     def names(self) -> str:

@@ -55,6 +55,12 @@ ALLOW_OOM: Final = frozenset(SCRIPT_NAMES) - {"enqueue", "enqueue_batch", "finis
 
 _ENTER: Final = "enter(KEYS[1])\n"
 
+# Redis 6.2 reads no flags: over maxmemory it refuses a script whose FIRST write may grow
+# memory, and lets the rest of a script that wrote already run on. So a script that may
+# run then writes first what cannot grow memory: deleting a key that never exists (a
+# no-op that Redis neither replicates nor persists).
+_FIRST_WRITE: Final = "redis.call('DEL', K_NEVER)\n"
+
 
 def _read(name: str) -> str:
     return files("rota.protocol").joinpath("lua", name).read_text(encoding="utf-8")
@@ -72,9 +78,12 @@ def script_source(name: str, *, flagged: bool = False) -> str:
     if name not in SCRIPT_NAMES:
         raise KeyError(name)
     shebang = ""
+    first = ""
     if flagged:
         shebang = "#!lua flags=allow-oom\n" if name in ALLOW_OOM else "#!lua\n"
-    return shebang + _shared() + _ENTER + _read(ALIASES.get(name, name) + ".lua")
+    elif name in ALLOW_OOM:
+        first = _FIRST_WRITE
+    return shebang + _shared() + _ENTER + first + _read(ALIASES.get(name, name) + ".lua")
 
 
 @dataclass(frozen=True)

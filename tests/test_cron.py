@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import anyio
 import pytest
@@ -59,18 +60,26 @@ def test_bad_expressions_are_refused(bad: str) -> None:
         Cron(bad).next_after(T0)
 
 
-def _brute(cron: Cron, t: datetime) -> datetime:
+def _field_matches(spec: str, value: int, lowest: int) -> bool:
+    """The simple field forms the search below generates, read by hand."""
+    if spec == "*":
+        return True
+    if spec.startswith("*/"):
+        return (value - lowest) % int(spec[2:]) == 0
+    if "-" in spec:
+        a, b = spec.split("-")
+        return int(a) <= value <= int(b)
+    return value in {int(v) for v in spec.split(",")}
+
+
+def _brute(expression: str, t: datetime) -> datetime:
+    minute, hour, dom, _, dow = expression.split()
     t = t.replace(second=0, microsecond=0) + timedelta(minutes=1)
     while True:
-        dom = t.day in cron.fields[3]
-        dow = (t.isoweekday() % 7) in cron.fields[5]
-        day = (dom and dow) if (cron._dom_any or cron._dow_any) else (dom or dow)
-        if (
-            t.month in cron.fields[4]
-            and day
-            and t.hour in cron.fields[2]
-            and t.minute in cron.fields[1]
-        ):
+        on_dom = _field_matches(dom, t.day, 1)
+        on_dow = _field_matches(dow, t.isoweekday() % 7, 0)
+        day = (on_dom and on_dow) if "*" in (dom, dow) else (on_dom or on_dow)
+        if day and _field_matches(hour, t.hour, 0) and _field_matches(minute, t.minute, 0):
             return t
         t += timedelta(minutes=1)
 
@@ -91,9 +100,9 @@ field = st.one_of(
 def test_next_fire_matches_a_minute_by_minute_search(
     minute: str, hour: str, dom: str, dow: str, offset: int
 ) -> None:
-    cron = Cron(f"{minute} {hour} {dom} * {dow}")
+    expression = f"{minute} {hour} {dom} * {dow}"
     start = T0 + timedelta(seconds=offset * 7)
-    assert cron.next_after(start) == _brute(cron, start)
+    assert Cron(expression).next_after(start) == _brute(expression, start)
 
 
 async def test_periodic_job_fires_once_per_time_across_pools(
@@ -115,3 +124,61 @@ async def test_periodic_job_fires_once_per_time_across_pools(
     assert 3 <= len(runs) <= 4, runs
     assert set(runs.values()) == {1}
     assert all(job_id.startswith("cron:heartbeat_job:") for job_id in runs)
+
+
+BERLIN = ZoneInfo("Europe/Berlin")
+
+
+def _fires(cron: Cron, start: datetime, n: int) -> list[datetime]:
+    out = [cron.next_after(start)]
+    while len(out) < n:
+        out.append(cron.next_after(out[-1]))
+    return out
+
+
+def test_a_half_past_two_job_fires_once_on_both_daylight_saving_days() -> None:
+    cron = Cron("30 2 * * *", "Europe/Berlin")
+    spring = _fires(cron, datetime(2026, 3, 28, 12, tzinfo=BERLIN), 3)
+    # 2026-03-29: 02:00 -> 03:00, there is no 02:30: the job fires once, at 03:00
+    assert [t.astimezone(BERLIN).isoformat() for t in spring] == [
+        "2026-03-29T03:00:00+02:00",
+        "2026-03-30T02:30:00+02:00",
+        "2026-03-31T02:30:00+02:00",
+    ]
+    autumn = _fires(cron, datetime(2026, 10, 24, 12, tzinfo=BERLIN), 3)
+    # 2026-10-25: 03:00 -> 02:00, 02:30 comes twice: the job fires once
+    assert [t.astimezone(BERLIN).isoformat() for t in autumn] == [
+        "2026-10-25T02:30:00+02:00",
+        "2026-10-26T02:30:00+01:00",
+        "2026-10-27T02:30:00+01:00",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        ("0 9 * * MON-FRI", datetime(2026, 3, 16, 9, tzinfo=UTC)),  # T0 is a Saturday
+        ("0 0 1 JAN *", datetime(2027, 1, 1, tzinfo=UTC)),
+        ("0 0 L * *", datetime(2026, 3, 31, tzinfo=UTC)),
+        ("0 0 * * 5#2", datetime(2026, 4, 10, tzinfo=UTC)),  # the 13th was the 2nd Friday
+        ("0 12 ? * SUN", datetime(2026, 3, 15, 12, tzinfo=UTC)),
+        ("15 0 9 * * *", datetime(2026, 3, 15, 9, 0, 15, tzinfo=UTC)),
+    ],
+)
+def test_names_last_day_nth_weekday_question_mark_and_seconds(
+    expr: str, expected: datetime
+) -> None:
+    assert Cron(expr).next_after(T0) == expected
+
+
+def test_reboot_and_bad_expressions_name_the_job_at_registration() -> None:
+    pool = WorkerPool()
+    with pytest.raises(ValueError, match=r"periodic job 'nightly'.*@reboot"):
+        pool.periodic("@reboot", name="nightly")(_noop)
+    with pytest.raises(ValueError, match=r"periodic job '_noop'.*61 \* \* \* \*"):
+        pool.periodic("61 * * * *")(_noop)
+    assert not pool.handlers
+
+
+async def _noop(ctx: JobContext) -> None:
+    return None

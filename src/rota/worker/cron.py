@@ -1,16 +1,24 @@
-"""Cron expressions for periodic jobs, and the next time one fires.
+"""Cron expressions for periodic jobs, and the next time one fires, by cronsim.
 
-Five fields (minute hour day-of-month month day-of-week), or six with seconds first;
-each field takes ``*``, numbers, ``a-b`` ranges, ``/step`` and ``,`` lists; day-of-week
-runs 0-6 from Sunday (7 is Sunday too). When both day fields are restricted, a day
-matching either fires, as in Vixie cron. ``@hourly``, ``@daily``, ``@weekly``,
-``@monthly`` and ``@yearly`` are shortcuts. Times are UTC unless a zone is given.
+cronsim (the parser healthchecks.io runs on) was chosen over croniter and a hand-written
+parser for three reasons: it gets daylight saving right (a 02:30 job fires once on the
+day clocks spring forward, at 03:00, and once on the day they fall back, where croniter
+fires twice), it is small and kept, and it reads what users of Vixie cron and Quartz
+write: five fields, or six with seconds first; names (``MON-FRI``, ``JAN``); ``L``
+(last day of the month), ``LW``, ``5#2`` (the second Friday), ranges, steps and lists;
+when both day fields are restricted a day matching either fires. rota adds the
+shortcuts ``@yearly``, ``@monthly``, ``@weekly``, ``@daily``, ``@hourly`` (and
+``@annually``, ``@midnight``), and reads a ``?`` day field (Quartz's "no specific
+value") as ``*``. ``@reboot`` has no fire time to claim once across pools: enqueue from
+the pool's lifespan instead. Times are UTC unless a zone is given.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, tzinfo
 from zoneinfo import ZoneInfo
+
+from cronsim import CronSim, CronSimError
 
 __all__ = ["Cron"]
 
@@ -23,79 +31,39 @@ _SHORTCUTS = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-# (lowest, highest) of: second, minute, hour, day of month, month, day of week
-_BOUNDS = ((0, 59), (0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
-_NAMES = ("second", "minute", "hour", "day of month", "month", "day of week")
-_HORIZON = timedelta(days=366 * 5)
-
-
-def _field(text: str, index: int) -> frozenset[int]:
-    lo, hi = _BOUNDS[index]
-    values: set[int] = set()
-    for part in text.split(","):
-        body, _, step_text = part.partition("/")
-        try:
-            step = int(step_text) if step_text else 1
-            if body == "*":
-                start, end = lo, hi
-            elif "-" in body:
-                a, b = body.split("-", 1)
-                start, end = int(a), int(b)
-            else:
-                start = int(body)
-                end = hi if step_text else start
-        except ValueError:
-            raise ValueError(f"bad {_NAMES[index]} field {text!r}") from None
-        if step < 1 or not lo <= start <= end <= hi:
-            raise ValueError(f"{_NAMES[index]} field {text!r} is outside {lo}-{hi}")
-        values.update(range(start, end + 1, step))
-    if index == 5 and 7 in values:
-        values = (values - {7}) | {0}
-    return frozenset(values)
 
 
 class Cron:
-    """A parsed cron expression: ``Cron("*/5 * * * *").next_after(now)``."""
+    """A checked cron expression: ``Cron("*/5 * * * *").next_after(now)``. A bad one is a
+    ``ValueError`` that quotes it and says what is wrong."""
 
-    __slots__ = ("_dom_any", "_dow_any", "expression", "fields", "tz")
+    __slots__ = ("_text", "expression", "tz")
 
     def __init__(self, expression: str, tz: str | tzinfo | None = None) -> None:
         self.expression = expression
-        parts = _SHORTCUTS.get(expression.strip(), expression).split()
-        if len(parts) == 5:
-            parts = ["0", *parts]
-        if len(parts) != 6:
-            raise ValueError(f"cron expression {expression!r} needs 5 or 6 fields")
-        self.fields = tuple(_field(p, i) for i, p in enumerate(parts))
-        self._dom_any = parts[3] == "*"
-        self._dow_any = parts[5] == "*"
-        self.tz = ZoneInfo(tz) if isinstance(tz, str) else (tz or UTC)
-
-    def _day_matches(self, t: datetime) -> bool:
-        dom = t.day in self.fields[3]
-        dow = (t.isoweekday() % 7) in self.fields[5]
-        if self._dom_any or self._dow_any:
-            return dom and dow
-        return dom or dow
+        text = expression.strip()
+        if text == "@reboot":
+            raise ValueError(
+                "cron expression '@reboot' has no fire time: enqueue the job from the"
+                " pool's lifespan instead"
+            )
+        parts = _SHORTCUTS.get(text, text).split()
+        if len(parts) in (5, 6):  # a ? day field means "any day"
+            parts[-3:] = ["*" if p == "?" else p for p in parts[-3:]]
+        self._text = " ".join(parts)
+        try:
+            self.tz = ZoneInfo(tz) if isinstance(tz, str) else (tz or UTC)
+        except (ValueError, KeyError) as exc:
+            raise ValueError(f"unknown time zone {tz!r}: {exc}") from None
+        try:
+            CronSim(self._text, datetime.now(self.tz))
+        except CronSimError as exc:
+            raise ValueError(f"cron expression {expression!r}: {exc}") from None
 
     def next_after(self, moment: datetime) -> datetime:
         """The first fire time strictly after ``moment`` (an aware datetime)."""
-        seconds, minutes, hours, _, months, _ = self.fields
-        t = moment.astimezone(self.tz).replace(microsecond=0) + timedelta(seconds=1)
-        limit = t + _HORIZON
-        while t < limit:
-            if t.month not in months:
-                t = (t.replace(day=1, hour=0, minute=0, second=0) + timedelta(days=32)).replace(
-                    day=1
-                )
-            elif not self._day_matches(t):
-                t = t.replace(hour=0, minute=0, second=0) + timedelta(days=1)
-            elif t.hour not in hours:
-                t = t.replace(minute=0, second=0) + timedelta(hours=1)
-            elif t.minute not in minutes:
-                t = t.replace(second=0) + timedelta(minutes=1)
-            elif t.second not in seconds:
-                t += timedelta(seconds=1)
-            else:
-                return t
-        raise ValueError(f"cron expression {self.expression!r} never fires")
+        start = moment.astimezone(self.tz).replace(microsecond=0)
+        try:
+            return next(CronSim(self._text, start))
+        except (CronSimError, StopIteration):
+            raise ValueError(f"cron expression {self.expression!r} never fires") from None

@@ -138,10 +138,13 @@ class WorkerPool:
         """Register a handler (like ``job``) and enqueue it on a cron schedule, e.g.
         ``"*/5 * * * *"`` (UTC unless ``tz``; six fields for seconds). Each fire time is
         enqueued once, by whichever pool claims it; times when no pool runs are skipped."""
-        cron = Cron(schedule, tz)
 
         def register(f: F) -> F:
             job_name = name or f.__name__
+            try:
+                cron = Cron(schedule, tz)
+            except ValueError as exc:
+                raise ValueError(f"periodic job {job_name!r}: {exc}") from None
             self.job(name=job_name, **options)(f)
             self.periodic_jobs.append(Periodic(job_name, cron, tuple(args), dict(kwargs or {})))
             return f

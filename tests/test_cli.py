@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -10,7 +11,7 @@ import anyio
 import pytest
 import redis
 
-from rota import Client, JobContext, WorkerPool, __version__
+from rota import Client, JobContext, JobSpec, WorkerPool, __version__
 from tests.cli_helpers import rota_env, rota_json, run_rota
 from tests.helpers import pool_settings, wait_until
 
@@ -25,7 +26,7 @@ def test_version_and_help() -> None:
     assert (done.returncode, done.stdout.strip()) == (0, f"rota, version {__version__}")
     done = run_rota("--help")
     assert done.returncode == 0
-    for command in ("worker", "enqueue", "status", "queue", "dead", "job", "demo"):
+    for command in ("worker", "enqueue", "status", "queue", "dead", "job", "demo", "group"):
         assert command in done.stdout
 
 
@@ -237,7 +238,9 @@ _EVERY_COMMAND = [
     ("status",),
     ("queue", "pause", "nap"),
     ("dead", "list"),
+    ("waiting", "list"),
     ("job", "show", "someid"),
+    ("group", "show", "someid"),
 ]
 
 
@@ -275,3 +278,131 @@ def test_more_redis_urls_rota_cannot_use() -> None:
         line = _bad_url_line(result)
         assert why in line, line
         assert "s3cret" not in line
+
+
+async def test_enqueue_after(conn: tuple[str, ...], client: Client) -> None:
+    a = await client.enqueue("nap")
+    b = await client.enqueue("nap")
+    done = run_rota("enqueue", "nap", "--after", a.id, "--after", b.id, *conn)
+    assert done.returncode == 0, done.stderr
+    record = await client.job(done.stdout.strip())
+    assert record is not None
+    assert (record.state, record.after, record.pending) == ("waiting", (a.id, b.id), 2)
+    later = rota_json("enqueue", "nap", "--after", a.id, "--in", "1h", *conn)
+    record = await client.job(later["id"])
+    assert record is not None and record.state == "waiting"
+
+
+def test_enqueue_after_a_missing_parent_exits_1_with_one_line(
+    conn: tuple[str, ...], redis_sync: redis.Redis, namespace: str
+) -> None:
+    done = run_rota("enqueue", "nap", "--after", "nope", *conn)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rota: parent nope of job "), lines
+    assert "does not exist" in lines[0]
+    bad = run_rota("enqueue", "nap", "--after", "has space", *conn)
+    assert bad.returncode == 1 and "after: invalid job id" in bad.stderr
+    assert redis_sync.keys("{" + namespace + "}:*") == []
+
+
+def _step_pool(redis_url: str, namespace: str) -> WorkerPool:
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=600))
+
+    @pool.job(max_fails=1)
+    async def step(label: str) -> str:
+        if label.startswith("fail"):
+            raise RuntimeError(f"{label} fails")
+        return label.upper()
+
+    return pool
+
+
+async def _states_are(client: Client, ids: list[str], state: str) -> bool:
+    records = [await client.job(i) for i in ids]
+    return all(r is not None and r.state == state for r in records)
+
+
+async def test_job_show_lists_parents_and_children(
+    conn: tuple[str, ...], client: Client, redis_url: str, namespace: str
+) -> None:
+    a = await client.enqueue("step", label="a")
+    b = await client.enqueue("step", label="b", after=[a.id])
+    c = await client.enqueue("step", label="c", after=[a.id])
+    d = await client.enqueue("step", label="d", after=[b.id, c.id])
+    data = await anyio.to_thread.run_sync(lambda: rota_json("job", "show", b.id, *conn))
+    assert data["parents"] == [{"id": a.id, "name": "step", "state": "queued"}]
+    assert data["children"] == [{"id": d.id, "name": "step", "state": "waiting"}]
+    assert (data["after"], data["pending"], data["group"]) == ([a.id], 1, None)
+    text = (await anyio.to_thread.run_sync(lambda: run_rota("job", "show", d.id, *conn))).stdout
+    assert re.search(rf"^\s+parents  {b.id}  step  waiting$", text, re.M), text
+    assert re.search(rf"^\s+{c.id}  step  waiting$", text, re.M), text
+    assert re.search(r"^\s+pending  2$", text, re.M), text
+
+    async with _step_pool(redis_url, namespace).running(client=client):
+        await wait_until(lambda: _states_are(client, [a.id, b.id, c.id, d.id], "complete"))
+    data = await anyio.to_thread.run_sync(lambda: rota_json("job", "show", a.id, *conn))
+    assert data["parents"] == []
+    assert {(r["id"], r["state"]) for r in data["children"]} == {
+        (b.id, "complete"),
+        (c.id, "complete"),
+    }
+    text = (await anyio.to_thread.run_sync(lambda: run_rota("job", "show", a.id, *conn))).stdout
+    assert re.search(rf"^\s+children  ({b.id}|{c.id})  step  complete$", text, re.M), text
+
+
+async def test_group_show(
+    conn: tuple[str, ...], client: Client, redis_url: str, namespace: str
+) -> None:
+    specs = [JobSpec(name="step", kwargs={"label": label}) for label in ("m0", "m1", "fail-m2")]
+    g = await client.group(specs, then=JobSpec(name="step", kwargs={"label": "cb"}))
+    assert g.then is not None
+    members = [j.id for j in g.jobs]
+    data = await anyio.to_thread.run_sync(lambda: rota_json("group", "show", g.id, *conn))
+    assert (data["id"], data["total"], data["done"], data["failed"]) == (g.id, 3, 0, 0)
+    assert data["finished"] is False
+    assert data["then"] == {"id": g.then.id, "name": "step", "state": "waiting"}
+    assert [m["id"] for m in data["members"]] == members
+    text = await anyio.to_thread.run_sync(lambda: run_rota("job", "show", members[0], *conn))
+    assert f"group  {g.id} (0 of 3 done, 0 failed, 3 to go)" in text.stdout
+    assert f"callback  {g.then.id}  step  waiting" in text.stdout
+
+    async with _step_pool(redis_url, namespace).running(client=client):
+        await wait_until(lambda: _states_are(client, [g.then.id], "dead"))
+        await wait_until(lambda: _states_are(client, members[:2], "complete"))
+    done = await anyio.to_thread.run_sync(lambda: run_rota("group", "show", g.id, *conn))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"group {g.id}: 2 of 3 done, 1 failed, 0 to go (finished)"
+    assert f"then {g.then.id}  step  dead" in lines
+    assert f"{members[2]}\tstep\tdead" in lines
+    page = await anyio.to_thread.run_sync(
+        lambda: rota_json("group", "show", g.id, "--offset", "1", "--limit", "1", *conn)
+    )
+    assert [m["id"] for m in page["members"]] == [members[1]]
+    text = await anyio.to_thread.run_sync(lambda: run_rota("job", "show", g.then.id, *conn))
+    assert f"callback of  group {g.id} (2 of 3 done, 1 failed, 0 to go (finished))" in text.stdout
+    missing = run_rota("group", "show", "nope", *conn)
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == "rota: no group 'nope' (never enqueued, or expired)"
+
+
+async def test_waiting_list_and_delete(conn: tuple[str, ...], client: Client) -> None:
+    a = await client.enqueue("nap")
+    b = await client.enqueue("nap", after=[a.id])
+    c = await client.enqueue("nap", after=[b.id])
+    listed = rota_json("waiting", "list", *conn)
+    assert listed["total"] == 2
+    jobs = {j["id"]: j for j in listed["jobs"]}  # by the time they started waiting
+    assert set(jobs) == {b.id, c.id}
+    assert (jobs[b.id]["after"], jobs[b.id]["pending"]) == ([a.id], 1)
+    text = run_rota("waiting", "list", *conn).stdout
+    assert f"{c.id}\tnap\t1\t{b.id}\t" in text
+    assert run_rota("waiting", "delete", *conn).returncode == 2  # neither ids nor --all
+    assert run_rota("waiting", "retry", b.id, *conn).returncode == 2  # no such command
+    assert run_rota("waiting", "delete", "--all", *conn, input="n\n").returncode == 1
+    done = run_rota("waiting", "delete", b.id, "--yes", *conn)
+    assert (done.returncode, done.stdout.strip()) == (0, "deleted 1 jobs")
+    record = await client.job(c.id)  # it waited for the deleted job: it ends dead
+    assert record is not None and (record.state, record.reason) == ("dead", "dependency_failed")
+    assert rota_json("waiting", "list", *conn)["total"] == 0

@@ -102,6 +102,24 @@ async def test_a_dead_parent_fails_exactly_its_descendants(
     assert {j.id for j in dead.jobs} == {a.id, b.id, c.id, both.id}
 
 
+async def test_a_child_enqueued_after_a_dead_parent_is_counted_dead(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    pool, _ = flow_pool(redis_url, namespace)
+    _["fail"].add("a")
+    a = await client.enqueue("step", label="a")
+    async with pool.running(client=client):
+        await wait_until(lambda: _all(client, [a.id], "dead"))
+    before = await client.stats()
+    late = await client.enqueue("step", label="late", after=[a.id])
+    batch = await client.enqueue_many([step("late2", after=(a.id,))])
+    assert await _all(client, [late.id, batch[0].id], "dead")
+    after = await client.stats()
+    assert after.get("dead", 0) - before.get("dead", 0) == 2
+    assert after.get("failed", 0) - before.get("failed", 0) == 2
+    assert after.get("dead:step", 0) - before.get("dead:step", 0) == 2
+
+
 async def test_a_chain_of_100_runs_in_order(client: Client, redis_url: str, namespace: str) -> None:
     pool, seen = flow_pool(redis_url, namespace)
     jobs = await client.chain([step(f"s{i}") for i in range(100)])

@@ -1,6 +1,6 @@
 """The UI in a real headless Chromium: a real server on a loopback port, a running pool,
-clicks, escaping, cross-site refusal and authentication. Screenshots of every page go
-to artifacts/screenshots/."""
+clicks, escaping, cross-site refusal, authentication, and the workflow graphs. Screenshots
+of every page go to artifacts/screenshots/."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from playwright.sync_api import Browser, ConsoleMessage, Dialog, Page, expect, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 
-from rota import Client
+from rota import Client, JobSpec
 from rota.web import Auth, create_app
 from tests.cli_helpers import REPO
 from tests.helpers import pool_settings, wait_until
@@ -129,6 +129,7 @@ def _pages(live: Live) -> dict[str, str]:
         "queues": "/queues",
         "pools": "/pools",
         "busy": "/busy",
+        "waiting": "/waiting",
         "scheduled": "/scheduled",
         "retry": "/retry",
         "dead": "/dead",
@@ -145,6 +146,7 @@ def test_every_page_loads_with_data(live: Live, watched: Watched, browser: Brows
         "queues": ["mail", "boom", "slow"],
         "pools": ["ok", "boom", "slow"],
         "busy": [live.slow_id, "step "],
+        "waiting": ["Waiting jobs"],
         "scheduled": [s.scheduled[0][:12]],
         "retry": [s.retry[0][:12], "retry requested"],
         "dead": [s.dead[1][:12], "first attempt fails"],
@@ -319,3 +321,147 @@ def test_authentication_refuses_anonymous(live: Live, browser: Browser) -> None:
         response = known.new_page().goto(server.url + "/")
         assert response is not None and response.status == 200
         known.close()
+
+
+@dataclass
+class Flows:
+    a: str  # ok, complete
+    b: str  # ok after a, complete
+    c: str  # boom after a: dead
+    d: str  # ok after b and c: dead, dependency_failed
+    e: str  # ok after b and blocker: waiting
+    blocker: str  # slow: running
+    group: str
+    members: list[str]  # ok, ok, ok, boom
+    then: str  # ok after the group: dead, dependency_failed
+
+
+async def _enqueue_flows(client: Client) -> Flows:
+    a = await client.enqueue("ok", n=1)
+    b = await client.enqueue("ok", n=2, after=[a.id])
+    c = await client.enqueue("boom", note="c", after=[a.id])
+    d = await client.enqueue("ok", n=4, after=[b.id, c.id])
+    blocker = await client.enqueue("slow", seconds=600)
+    e = await client.enqueue("ok", n=5, after=[b.id, blocker.id])
+    specs = [JobSpec(name="ok", kwargs={"n": i}) for i in range(3)]
+    g = await client.group(
+        [*specs, JobSpec(name="boom", kwargs={"note": "m"})], then=JobSpec(name="ok")
+    )
+    assert g.then is not None
+    members = [j.id for j in g.jobs]
+    return Flows(a.id, b.id, c.id, d.id, e.id, blocker.id, g.id, members, g.then.id)
+
+
+async def _flows_settled(client: Client, f: Flows) -> bool:
+    want = {f.a: "complete", f.b: "complete", f.c: "dead", f.d: "dead", f.e: "waiting"}
+    want.update({f.blocker: "running", f.then: "dead"})
+    want.update(dict.fromkeys(f.members[:3], "complete"))
+    for job_id, state in want.items():
+        record = await client.job(job_id)
+        if record is None or record.state != state:
+            return False
+    return True
+
+
+def _colour(page: Page, selector: str, prop: str) -> str:
+    value: str = page.locator(selector).first.evaluate(f"el => getComputedStyle(el).{prop}")
+    return value
+
+
+def _check_graph(live: Live, page: Page, ids: list[str]) -> None:
+    """One node per job, each of its job's state, coloured as the legend says."""
+    nodes = page.locator("svg.graph .node")
+    assert sorted(nodes.evaluate_all("els => els.map(e => e.dataset.id)")) == sorted(ids)
+    for job_id in ids:
+        state = live.state(job_id) or "missing"
+        node = page.locator(f'svg.graph .node[data-id="{job_id}"]')
+        assert node.get_attribute("data-state") == state
+        assert f"st-{state}" in (node.get_attribute("class") or "").split()
+        stroke = _colour(page, f'svg.graph .node[data-id="{job_id}"] rect', "stroke")
+        assert stroke == _colour(page, f".legend .swatch.st-{state}", "backgroundColor")
+    strokes = {
+        state: _colour(page, f".legend .swatch.st-{state}", "backgroundColor")
+        for state in nodes.evaluate_all("els => [...new Set(els.map(e => e.dataset.state))]")
+    }
+    assert len(set(strokes.values())) == len(strokes)  # a colour per state
+
+
+def test_flow_and_group_pages(live: Live, watched: Watched, browser: Browser) -> None:
+    f = live.call(_enqueue_flows, live.client)
+    live.call(lambda: wait_until(lambda: _flows_settled(live.client, f), within=20))
+    page = watched.page
+    SHOTS.mkdir(parents=True, exist_ok=True)
+
+    # the job page lists parents and children, as links, with their states
+    page.goto(live.url + f"/jobs/{f.d}")
+    parents = page.locator("#job-parents li")
+    expect(parents).to_have_count(2)
+    expect(parents.nth(0)).to_contain_text(f.b)
+    expect(parents.nth(0).locator(".badge")).to_have_text("complete")
+    expect(parents.nth(1).locator(".badge")).to_have_text("dead")
+    with page.expect_navigation():
+        parents.nth(1).get_by_role("link").click()
+    assert page.url == live.url + f"/jobs/{f.c}"
+    expect(page.locator("#job-children li")).to_have_text(re.compile(f"{f.d}.*dead"))
+    with page.expect_navigation():
+        page.locator("#flow-link").click()
+    assert page.url == live.url + f"/flows/{f.c}"
+
+    # the flow page: the whole workflow, one node per job, coloured by state
+    flow = [f.a, f.b, f.c, f.d, f.e, f.blocker]
+    _check_graph(live, page, flow)
+    expect(page.locator("svg.graph .edge")).to_have_count(6)
+    expect(page.locator("svg.graph .node.focus")).to_have_attribute("data-id", f.c)
+    expect(page.locator("#flow-summary")).to_contain_text("6 jobs")
+    page.screenshot(path=SHOTS / "flow.png", full_page=True)
+    x = {
+        job_id: page.locator(f'svg.graph .node[data-id="{job_id}"] rect').get_attribute("x")
+        for job_id in (f.a, f.b, f.d)
+    }
+    assert float(x[f.a]) < float(x[f.b]) < float(x[f.d])  # left to right by depth
+    with page.expect_navigation():
+        page.locator(f'svg.graph .node[data-id="{f.e}"]').click()
+    assert page.url == live.url + f"/jobs/{f.e}"
+    expect(page.locator(".toolbar .badge")).to_have_text("waiting")
+    page.screenshot(path=SHOTS / "job-workflow.png", full_page=True)
+
+    # the group page: counters, the members and their callback
+    page.goto(live.url + f"/jobs/{f.members[0]}")
+    with page.expect_navigation():
+        page.get_by_role("link", name=f.group).click()
+    assert page.url == live.url + f"/groups/{f.group}"
+    expect(page.locator("#group-total")).to_have_text("4")
+    expect(page.locator("#group-done")).to_have_text("3")
+    expect(page.locator("#group-failed")).to_have_text("1")
+    expect(page.locator("#group-left")).to_have_text("0")
+    expect(page.locator("table.members tbody tr")).to_have_count(4)
+    _check_graph(live, page, [*f.members, f.then])
+    expect(page.locator("svg.graph .edge.group")).to_have_count(4)
+    assert page.locator("svg.groupbar rect.done").count() == 1
+    page.screenshot(path=SHOTS / "group.png", full_page=True)
+    with page.expect_navigation():
+        page.locator("#group-callback").get_by_role("link", name=f.then).click()
+    expect(page.locator("main")).to_contain_text("Callback of")
+    expect(page.locator("main")).to_contain_text("dependency_failed")
+
+    # the waiting page lists the waiting job; the flow page follows a change by itself
+    page.goto(live.url + "/waiting")
+    expect(_row(page, f.e)).to_contain_text("1 to go")
+    page.screenshot(path=SHOTS / "waiting-jobs.png", full_page=True)
+    page.goto(live.url + f"/flows/{f.e}")
+    node = page.locator(f'svg.graph .node[data-id="{f.e}"]')
+    expect(node).to_have_attribute("data-state", "waiting")
+    page.evaluate("window.stillHere = true")
+    live.call(live.client.abort, f.blocker)
+    expect(node).to_have_attribute("data-state", "dead", timeout=20_000)  # refreshed in place
+    assert page.evaluate("window.stillHere") is True
+    assert watched.errors == []  # no script error, nothing blocked by the CSP
+
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    small = phone.new_page()
+    for name, path in (("flow", f"/flows/{f.c}"), ("group", f"/groups/{f.group}")):
+        small.goto(live.url + path)
+        small.screenshot(path=SHOTS / f"phone-{name}.png", full_page=True)
+        width = small.evaluate("document.documentElement.scrollWidth")
+        assert width <= 400, f"{name} is {width}px wide on a phone"
+    phone.close()

@@ -16,6 +16,7 @@ from rota.cli.admin import dead, enqueue, job, queue, status
 from rota.cli.common import ExitError
 from rota.cli.run import demo, worker
 from rota.cli.web import web
+from rota.cli.workflows import group, waiting
 
 __all__ = ["main"]
 
@@ -26,7 +27,7 @@ def rota() -> None:
     """rota: a job-queue daemon on Redis."""
 
 
-for command in (worker, demo, web, enqueue, status, queue, dead, job):
+for command in (worker, demo, web, enqueue, status, queue, dead, waiting, job, group):
     rota.add_command(command)
 
 

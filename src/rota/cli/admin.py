@@ -12,9 +12,10 @@ import msgspec
 
 from rota.cli.common import ExitError, connection_options, parse_duration, with_client
 from rota.cli.output import age, duration, echo_json, print_table, when
+from rota.cli.workflows import print_relations, relations
 from rota.client import Client, JobSpec
 from rota.config import Settings
-from rota.errors import PayloadTooLarge
+from rota.errors import JobNotFound, PayloadTooLarge
 
 __all__ = ["dead", "enqueue", "job", "queue", "status"]
 
@@ -34,6 +35,13 @@ def _value(text: str) -> Any:
 @click.option("--in", "delay", help="Run after this delay: 30s, 5m, 2h, 1d.")
 @click.option("--at", "at", help="Run at this time (ISO-8601, e.g. 2026-01-31T09:00:00+00:00).")
 @click.option("--unique", help="Enqueue nothing while a live job holds this key.")
+@click.option(
+    "--after",
+    "after",
+    multiple=True,
+    metavar="ID",
+    help="Run once job ID has completed (repeat for several; it waits meanwhile).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @connection_options
 @with_client
@@ -46,9 +54,13 @@ async def enqueue(
     delay: str | None,
     at: str | None,
     unique: str | None,
+    after: tuple[str, ...],
     as_json: bool,
 ) -> None:
-    """Enqueue a job NAME with args given as KEY=VALUE pairs or --args JSON."""
+    """Enqueue a job NAME with args given as KEY=VALUE pairs or --args JSON.
+
+    With --after, the job waits until every job named completes, and ends dead if one
+    of them ends dead or aborted."""
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = {}
     if args_json is not None:
@@ -82,10 +94,10 @@ async def enqueue(
         if moment.tzinfo is None:
             moment = moment.astimezone()
         run_at = moment.timestamp()
-    spec = JobSpec(name=name, args=args, kwargs=kwargs, run_at=run_at, unique=unique)
+    spec = JobSpec(name=name, args=args, kwargs=kwargs, run_at=run_at, unique=unique, after=after)
     try:
         (job,) = await client.enqueue_many([spec])
-    except (ValueError, TypeError, PayloadTooLarge) as exc:
+    except (ValueError, TypeError, PayloadTooLarge, JobNotFound) as exc:
         raise ExitError(str(exc), code=1) from None
     if as_json:
         echo_json({"id": job.id, "name": job.name, "created": job.created})
@@ -328,16 +340,21 @@ def job() -> None:
 @connection_options
 @with_client
 async def job_show(client: Client, settings: Settings, job_id: str, as_json: bool) -> None:
-    """Everything stored about job JOB_ID."""
+    """Everything stored about job JOB_ID, and the jobs it waits for and that wait
+    for it, with their states."""
     record = await client.job(job_id)
     if record is None:
         raise ExitError(f"no job {job_id}", code=1)
+    rel = await relations(client, record)
     if as_json:
-        echo_json(msgspec.structs.asdict(record))
+        echo_json({**msgspec.structs.asdict(record), **rel})
         return
     for key, value in msgspec.structs.asdict(record).items():
-        if value is None:
+        if value is None or key in ("after", "group", "waits_group"):
+            continue
+        if key == "pending" and record.state != "waiting":
             continue
         if key.endswith("_at"):
             value = f"{when(value)} ({age(value)} ago)"
         click.echo(f"{key:>12}  {value}")
+    print_relations(record, rel)

@@ -19,7 +19,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from rota.client import JobSpec, validate_name
-from rota.errors import PayloadTooLarge
+from rota.errors import JobNotFound, PayloadTooLarge
 from rota.web import views
 from rota.web.base import ApiError, JSONResponse, client_of, int_param, state_of
 from rota.web.openapi import spec
@@ -40,6 +40,7 @@ class EnqueueBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     unique: str | None = None
     max_fails: int | None = None
     timeout: float | None = None
+    after: list[str] | None = None
 
 
 class IdsBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -116,6 +117,24 @@ def job_set(which: views.JobSet) -> Any:
 async def job(request: Request) -> Response:
     job_id = request.path_params["job_id"]
     data = await views.job_detail(client_of(request), job_id)
+    if data is None:
+        raise ApiError(404, f"no job {job_id!r}")
+    return JSONResponse(data)
+
+
+async def group(request: Request) -> Response:
+    group_id = request.path_params["group_id"]
+    offset = int_param(request, "offset", 0, 0, 10**9)
+    limit = int_param(request, "limit", 100, 1, 1000)
+    data = await views.group_detail(client_of(request), group_id, offset, limit)
+    if data is None:
+        raise ApiError(404, f"no group {group_id!r} (never enqueued, or expired)")
+    return JSONResponse(data)
+
+
+async def flow(request: Request) -> Response:
+    job_id = request.path_params["job_id"]
+    data = await views.flow(client_of(request), job_id)
     if data is None:
         raise ApiError(404, f"no job {job_id!r}")
     return JSONResponse(data)
@@ -216,6 +235,8 @@ async def enqueue(request: Request) -> Response:
         raise ApiError(422, "timeout: seconds, more than 0")
     if body.unique is not None and not 1 <= len(body.unique) <= 1024:
         raise ApiError(422, "unique: 1 to 1024 characters")
+    if body.after is not None and len(body.after) > MAX_IDS:
+        raise ApiError(422, f"after: at most {MAX_IDS} job ids")
     spec_ = JobSpec(
         name=body.name,
         args=tuple(body.args or ()),
@@ -224,11 +245,14 @@ async def enqueue(request: Request) -> Response:
         unique=body.unique,
         max_fails=body.max_fails,
         timeout=body.timeout,
+        after=tuple(body.after or ()),
     )
     try:
         (job_,) = await client_of(request).enqueue_many([spec_])
     except PayloadTooLarge as exc:
         raise ApiError(413, str(exc)) from None
+    except JobNotFound as exc:  # a parent that does not exist: nothing was written
+        raise ApiError(422, str(exc)) from None
     except (ValueError, TypeError) as exc:
         raise ApiError(422, str(exc)) from None
     status = 201 if job_.created else 200
@@ -248,14 +272,15 @@ def _routes() -> list[BaseRoute]:
         Route("/api/jobs", enqueue, methods=["POST"]),
         Route("/api/jobs/{job_id}", job),
         Route("/api/jobs/{job_id}/abort", abort, methods=["POST"]),
+        Route("/api/groups/{group_id}", group),
+        Route("/api/flows/{job_id}", flow),
         Route("/api/redis", redis_info),
     ]
     for which in views.JOB_SETS:
-        out += [
-            Route(f"/api/{which}", job_set(which)),
-            Route(f"/api/{which}/retry", set_action(which, "retry"), methods=["POST"]),
-            Route(f"/api/{which}/delete", set_action(which, "delete"), methods=["POST"]),
-        ]
+        out.append(Route(f"/api/{which}", job_set(which)))
+        if which in views.RETRYABLE:  # a waiting job runs when its parents complete
+            out.append(Route(f"/api/{which}/retry", set_action(which, "retry"), methods=["POST"]))
+        out.append(Route(f"/api/{which}/delete", set_action(which, "delete"), methods=["POST"]))
     return out
 
 

@@ -143,7 +143,9 @@ class RotaCollector(Collector):
                 counter.add_metric([r.namespace, name], r.stats.get(f"{field}:{name}", 0))
             yield counter
         sets = GaugeMetricFamily(
-            "rota_jobs_in_set", "Jobs scheduled, to retry, dead.", labels=["namespace", "set"]
+            "rota_jobs_in_set",
+            "Jobs scheduled, to retry, dead, or waiting for other jobs.",
+            labels=["namespace", "set"],
         )
         for which, n in r.sets.items():
             sets.add_metric([r.namespace, which], n)

@@ -10,8 +10,10 @@ from rota import __version__
 
 __all__ = ["spec"]
 
-JOB_SETS: Final = ("scheduled", "retry", "dead")
+JOB_SETS: Final = ("scheduled", "retry", "dead", "waiting")
+RETRYABLE: Final = ("scheduled", "retry", "dead")  # a waiting job runs after its parents
 NAME_PATTERN: Final = r"^[A-Za-z0-9_.:\-]{1,128}$"
+ID_PATTERN: Final = r"^[A-Za-z0-9_.:\-]{1,200}$"
 
 Schema = dict[str, Any]
 
@@ -51,7 +53,12 @@ def _schemas() -> dict[str, Schema]:
         finished_at=_MS,
         reason=_OPT_STR,
         error=_OPT_STR,
+        after={"type": "array", "items": _STR, "description": "ids of the jobs it waits for"},
+        pending={**_INT, "description": "how many of them are not complete yet"},
+        group={**_OPT_STR, "description": "the group it is a member of"},
+        waits_group={**_OPT_STR, "description": "the group it is the callback of"},
     )
+    related_list = {"type": "array", "items": _ref("Related")}
     job = _obj(
         ["id", "name", "state", "attempts", "failures", "lost", "logs"],
         **{k: v for k, v in job_summary["properties"].items() if k != "args"},
@@ -76,7 +83,29 @@ def _schemas() -> dict[str, Schema]:
         progress_raw=_OPT_STR,
         raw=_OPT_STR,
         logs={"type": "array", "items": _STR},
+        parents={**related_list, "description": "the jobs it waits for, in the order of after"},
+        children={
+            **related_list,
+            "description": "the jobs enqueued after it, oldest first (at most 500)",
+        },
+        children_total=_INT,
+        callback={
+            "oneOf": [{"type": "null"}, _ref("Related")],
+            "description": "for a member of a group: the group's callback",
+        },
+        group_progress={
+            "oneOf": [{"type": "null"}, _ref("GroupProgress")],
+            "description": "the group it is a member or the callback of",
+        },
     )
+    progress_props: dict[str, Schema] = {
+        "id": _STR,
+        "total": _INT,
+        "done": {**_INT, "description": "members complete"},
+        "failed": {**_INT, "description": "members that ended dead or aborted"},
+        "finished": {**_BOOL, "description": "every member complete, dead or aborted"},
+        "created_at": _MS,
+    }
     busy = _obj(
         ["pool", "host", "pid", "job_id", "name", "since", "message"],
         pool=_STR,
@@ -143,6 +172,47 @@ def _schemas() -> dict[str, Schema]:
             jobs={"type": "array", "items": _ref("JobSummary")},
         ),
         "Job": job,
+        "Related": _obj(
+            ["id", "name", "state"],
+            id=_STR,
+            name=_OPT_STR,
+            state={**_STR, "description": "'missing' when its record is gone"},
+        ),
+        "GroupProgress": _obj(
+            [*progress_props, "then"],
+            **progress_props,
+            then={**_OPT_STR, "description": "the callback's job id"},
+        ),
+        "Group": _obj(
+            [*progress_props, "then", "offset", "limit", "members"],
+            **progress_props,
+            then={"oneOf": [{"type": "null"}, _ref("Related")], "description": "the callback"},
+            offset=_INT,
+            limit=_INT,
+            members={"type": "array", "items": _ref("Related")},
+        ),
+        "Flow": _obj(
+            ["id", "nodes", "edges", "limit", "truncated"],
+            id=_STR,
+            nodes={"type": "array", "items": _ref("Related")},
+            edges={
+                "type": "array",
+                "items": _obj(
+                    ["from", "to", "kind"],
+                    **{
+                        "from": {**_STR, "description": "the parent"},
+                        "to": {**_STR, "description": "the child"},
+                        "kind": {
+                            "enum": ["after", "group"],
+                            "description": "after: enqueued after; group: a member and"
+                            " its group's callback",
+                        },
+                    },
+                ),
+            },
+            limit={**_INT, "description": "the most jobs a flow holds"},
+            truncated={**_BOOL, "description": "some jobs of the flow were left out"},
+        ),
         "Redis": _obj(
             ["ping_ms", "info", "namespace"],
             ping_ms={**_NUM, "description": "round trip of a PING from the web server"},
@@ -183,6 +253,13 @@ def _schemas() -> dict[str, Schema]:
                 "unique": {**_STR, "minLength": 1, "maxLength": 1024},
                 "max_fails": {**_INT, "minimum": 1, "maximum": 1000000},
                 "timeout": {**_NUM, "exclusiveMinimum": 0, "maximum": 315360000},
+                "after": {
+                    "type": "array",
+                    "items": {**_STR, "pattern": NAME_PATTERN},
+                    "maxItems": 1000,
+                    "description": "ids of jobs that must complete first; a job id that"
+                    " does not exist is a 422 and nothing is enqueued",
+                },
             },
             "not": {"anyOf": [{"required": ["args", "kwargs"]}, {"required": ["delay", "run_at"]}]},
         },
@@ -199,10 +276,10 @@ def _errors(*codes: int) -> dict[str, Any]:
         400: "bad parameters or a body that is not JSON",
         401: "authentication required",
         403: "cross-site request refused",
-        404: "no such job or queue",
+        404: "no such job, queue or group",
         413: "args too large",
         415: "the body is not application/json",
-        422: "a body that does not fit",
+        422: "a body that does not fit (or an after= parent that does not exist)",
         503: "Redis is unavailable, or refuses the request for now (out of memory, a"
         " read-only replica, loading its data set...); the error says which",
     }
@@ -254,7 +331,11 @@ def _body(schema: str) -> Schema:
 
 def _paths() -> dict[str, Any]:
     name = [_path("name", NAME_PATTERN)]
-    job_id = [_path("job_id", r"^[A-Za-z0-9_.:\-]{1,200}$")]
+    job_id = [_path("job_id", ID_PATTERN)]
+    paging = [
+        _query("offset", {**_INT, "minimum": 0}, "default 0"),
+        _query("limit", {**_INT, "minimum": 1, "maximum": 1000}, "default 100"),
+    ]
     paths: dict[str, Any] = {
         "/api/dashboard": _get(
             "dashboard",
@@ -275,6 +356,21 @@ def _paths() -> dict[str, Any]:
         ),
         "/api/jobs/{job_id}/abort": _post(
             "abort", "Abort a job", "Aborted", 404, parameters=job_id
+        ),
+        "/api/groups/{group_id}": _get(
+            "group",
+            "A group's progress, its callback, and a page of its members",
+            "Group",
+            400,
+            404,
+            parameters=[_path("group_id", ID_PATTERN), *paging],
+        ),
+        "/api/flows/{job_id}": _get(
+            "flow",
+            "The graph of the workflow a job belongs to (at most 200 jobs)",
+            "Flow",
+            404,
+            parameters=job_id,
         ),
         "/api/jobs": {
             "post": {
@@ -306,6 +402,8 @@ def _paths() -> dict[str, Any]:
             ],
         )
         for action, schema in (("retry", "Retried"), ("delete", "Deleted")):
+            if action == "retry" and which not in RETRYABLE:
+                continue
             paths[f"/api/{which}/{action}"] = _post(
                 f"{which}_{action}",
                 f"{action.capitalize()} {which} jobs: some ids, or all",

@@ -17,6 +17,7 @@ from rota.client import validate_name
 from rota.web import views
 from rota.web.base import client_of, local_path, render, state_of, with_notice
 from rota.web.charts import bar_chart
+from rota.web.graph import STATES, layout
 from rota.web.security import SESSION_COOKIE
 
 __all__ = ["routes"]
@@ -70,6 +71,7 @@ def job_set_page(which: views.JobSet) -> Any:
         context = {
             "data": data,
             "which": which,
+            "column": {"dead": "Died", "waiting": "Enqueued"}.get(which, "Runs at"),
             "api": api,
             "refresh": REFRESH,
             "here": request.url.path + (f"?{query}" if query else ""),
@@ -88,11 +90,67 @@ async def job(request: Request) -> Response:
     if data is None:
         raise HTTPException(404, f"no job {job_id}")
     refresh = REFRESH if data["state"] in ("queued", "running", "waiting") else 0
-    return render(
-        request,
-        "job.html",
-        {"job": data, "api": f"/api/jobs/{job_id}", "refresh": refresh, "sets": views.JOB_SETS},
-    )
+    context = {
+        "job": data,
+        "api": f"/api/jobs/{job_id}",
+        "refresh": refresh,
+        "sets": views.JOB_SETS,
+        "retryable": views.RETRYABLE,
+    }
+    return render(request, "job.html", context)
+
+
+def _counts(nodes: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    """How many jobs are in each state, in the legend's order."""
+    counts: dict[str, int] = {}
+    for n in nodes:
+        counts[n["state"]] = counts.get(n["state"], 0) + 1
+    order = {s: i for i, s in enumerate(STATES)}
+    return sorted(counts.items(), key=lambda c: (order.get(c[0], len(order)), c[0]))
+
+
+def _settled(nodes: list[dict[str, Any]]) -> bool:
+    return all(n["state"] in views.FINAL_STATES for n in nodes)
+
+
+async def flow(request: Request) -> Response:
+    job_id = request.path_params["job_id"]
+    data = await views.flow(client_of(request), job_id)
+    if data is None:
+        raise HTTPException(404, f"no job {job_id}")
+    context = {
+        "data": data,
+        "g": layout(data["nodes"], data["edges"], focus=job_id),
+        "counts": _counts(data["nodes"]),
+        "api": f"/api/flows/{job_id}",
+        "refresh": 0 if _settled(data["nodes"]) else REFRESH,
+    }
+    return render(request, "flow.html", context)
+
+
+async def group(request: Request) -> Response:
+    group_id = request.path_params["group_id"]
+    offset = _clamped(request, "offset", 0, 10**9)
+    data = await views.group_detail(client_of(request), group_id, offset, PER_PAGE)
+    if data is None:
+        raise HTTPException(404, f"no group {group_id} (never enqueued, or expired)")
+    nodes = list(data["members"])
+    edges = []
+    if data["then"] is not None:
+        nodes.append(data["then"])
+        edges = [{"from": m["id"], "to": data["then"]["id"], "kind": "group"} for m in nodes[:-1]]
+    total = max(1, data["total"])
+    done = round(1000 * data["done"] / total, 1)
+    context = {
+        "data": data,
+        "g": layout(nodes, edges),
+        "bar": {"done": done, "failed": round(1000 * data["failed"] / total, 1)},
+        "api": f"/api/groups/{group_id}" + (f"?offset={offset}" if offset else ""),
+        "refresh": 0 if data["finished"] and _settled(nodes) else REFRESH,
+        "prev_offset": max(0, offset - PER_PAGE) if offset > 0 else None,
+        "next_offset": offset + PER_PAGE if offset + PER_PAGE < data["total"] else None,
+    }
+    return render(request, "group.html", context)
 
 
 async def redis_page(request: Request) -> Response:
@@ -134,9 +192,8 @@ def set_action(which: views.JobSet) -> Any:
     async def act(request: Request) -> Response:
         job_id, action = request.path_params["job_id"], request.path_params["action"]
         client = client_of(request)
-        if action not in ("retry", "delete") or await views.missing_from_set(
-            client, which, [job_id]
-        ):
+        actions = ("retry", "delete") if which in views.RETRYABLE else ("delete",)
+        if action not in actions or await views.missing_from_set(client, which, [job_id]):
             raise HTTPException(404, f"no job {job_id} among the {which} jobs")
         target = await _next(request, f"/{which}")
         if target.startswith(f"/jobs/{job_id}") and action == "delete":
@@ -217,14 +274,19 @@ def _routes() -> list[BaseRoute]:
         Route("/busy", busy),
         Route("/jobs/{job_id}", job),
         Route("/jobs/{job_id}/abort", abort, methods=["POST"]),
+        Route("/flows/{job_id}", flow),
+        Route("/groups/{group_id}", group),
         Route("/redis", redis_page),
         Route("/login", login, methods=["GET", "POST"]),
         Route("/logout", logout, methods=["POST"]),
     ]
     for which in views.JOB_SETS:
+        out.append(Route(f"/{which}", job_set_page(which)))
+        if which in views.RETRYABLE:  # a waiting job runs when its parents complete
+            out.append(
+                Route(f"/{which}/retry-all", set_all_action(which, "retry"), methods=["POST"])
+            )
         out += [
-            Route(f"/{which}", job_set_page(which)),
-            Route(f"/{which}/retry-all", set_all_action(which, "retry"), methods=["POST"]),
             Route(f"/{which}/delete-all", set_all_action(which, "delete"), methods=["POST"]),
             Route(f"/{which}/{{job_id}}/{{action}}", set_action(which), methods=["POST"]),
         ]

@@ -14,12 +14,19 @@ import msgspec
 from rota.client import Bucket, Client, now_ms
 from rota.config import Settings
 from rota.protocol.job import JobRecord
+from rota.web.related import FINAL_STATES, FLOW_LIMIT, MISSING, flow, group_detail, job_detail
 
 __all__ = [
+    "FINAL_STATES",
+    "FLOW_LIMIT",
     "JOB_SETS",
+    "MISSING",
+    "RETRYABLE",
     "JobSet",
     "busy",
     "dashboard",
+    "flow",
+    "group_detail",
     "job_detail",
     "job_page",
     "missing_from_set",
@@ -28,8 +35,11 @@ __all__ = [
     "redis_info",
 ]
 
-JobSet = Literal["scheduled", "retry", "dead"]
+JobSet = Literal["scheduled", "retry", "dead", "waiting"]
 JOB_SETS: Final[tuple[JobSet, ...]] = get_args(JobSet)
+#: The sets whose jobs can be queued now; a waiting job runs when its parents complete.
+RETRYABLE: Final[tuple[JobSet, ...]] = ("scheduled", "retry", "dead")
+
 
 #: A search reads at most this many jobs of a set (the dead set keeps 10 000 by default).
 SEARCH_LIMIT: Final = 20_000
@@ -129,6 +139,10 @@ def _summary(job: JobRecord) -> dict[str, Any]:
         "finished_at": job.finished_at,
         "reason": job.reason,
         "error": job.error,
+        "after": list(job.after),
+        "pending": job.pending,
+        "group": job.group,
+        "waits_group": job.waits_group,
     }
 
 
@@ -170,56 +184,10 @@ async def missing_from_set(client: Client, which: JobSet, ids: list[str]) -> lis
     """The ids that are not in the set (one round trip)."""
     if not ids:
         return []
-    key = {"scheduled": client.keys.scheduled, "retry": client.keys.retry}.get(
-        which, client.keys.dead
-    )
+    k = client.keys
+    key = {"scheduled": k.scheduled, "retry": k.retry, "waiting": k.waiting}.get(which, k.dead)
     scores = await client.redis.zmscore(key, ids)
     return [i for i, s in zip(ids, scores, strict=True) if s is None]
-
-
-def _pretty(text: str | None) -> tuple[Any, str | None]:
-    """Decoded JSON and an indented rendering; the text itself when it is not JSON."""
-    if text is None:
-        return None, None
-    try:
-        value = msgspec.json.decode(text)
-    except msgspec.DecodeError:
-        return None, text
-    return value, msgspec.json.format(text, indent=2)
-
-
-def _progress(text: str | None) -> dict[str, Any] | None:
-    if not text:
-        return None
-    head, _, message = text.partition(" ")
-    try:
-        percent = float(head)
-    except ValueError:
-        return {"percent": None, "message": text}
-    return {"percent": percent, "message": message}
-
-
-async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
-    """Everything stored about a job and its log lines; None when there is no such job."""
-    record = await client.job(job_id)
-    if record is None:
-        return None
-    raw_logs = await client.redis.lrange(client.keys.joblog(job_id), 0, -1)
-    args, args_text = _pretty(record.args)
-    result, result_text = _pretty(record.result)
-    out = _asdict(record)
-    out.update(
-        args=args,
-        args_raw=record.args,
-        args_pretty=args_text,
-        result=result,
-        result_raw=record.result,
-        result_pretty=result_text,
-        progress=_progress(record.progress),
-        progress_raw=record.progress,
-        logs=[x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x) for x in raw_logs],
-    )
-    return out
 
 
 async def redis_info(client: Client) -> dict[str, Any]:

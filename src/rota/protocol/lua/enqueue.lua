@@ -15,5 +15,7 @@ local missing = missing_parent(after, nil)
 if missing then
   return no_parent(ARGV[1], missing)
 end
-return enqueue_one(ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7],
+local r = enqueue_one(ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7],
   ARGV[8], ARGV[9], nil, {after = after})
+flush_counts(tonumber(ARGV[4])) -- a child whose parent is dead is counted as failed and dead
+return r

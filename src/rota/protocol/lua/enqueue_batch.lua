@@ -51,4 +51,5 @@ call_chunked('SADD', K_NAMES, names)
 if batch.scheduler then
   wake_scheduler()
 end
+flush_counts(now) -- children made dead at enqueue (a dead parent) are counted
 return out

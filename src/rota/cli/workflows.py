@@ -1,0 +1,218 @@
+"""Workflow commands: ``group show`` and ``waiting list|delete``, and what ``job show``
+prints about a job's parents, children and group."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import click
+import msgspec
+
+from rota.cli.common import ExitError, connection_options, with_client
+from rota.cli.output import echo_json, print_table, when
+from rota.client import Client
+from rota.config import Settings
+from rota.errors import JobNotFound
+from rota.protocol.job import JobRecord
+from rota.workflow import GroupProgress
+
+__all__ = ["group", "related", "relations", "waiting"]
+
+#: The state shown for a job whose record is gone (expired, or deleted).
+MISSING = "missing"
+
+
+def _t(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+async def related(client: Client, ids: Sequence[str]) -> list[dict[str, Any]]:
+    """``{id, name, state}`` of each job, in one round trip; a job with no record is
+    ``missing``."""
+    if not ids:
+        return []
+    pipe = client.redis.pipeline(transaction=False)
+    for job_id in ids:
+        pipe.hmget(client.keys.job(job_id), "name", "state")
+    rows = await pipe.execute(raise_on_error=False)
+    out = []
+    for job_id, row in zip(ids, rows, strict=True):
+        if isinstance(row, Exception) and not str(row).startswith("WRONGTYPE"):
+            raise row  # Redis refusing or loading: the command says so
+        name, state = (None, None) if isinstance(row, Exception) else row
+        if name is None and state is None:  # no record, or a key that is not a job
+            out.append({"id": job_id, "name": None, "state": MISSING})
+        else:
+            out.append(
+                {
+                    "id": job_id,
+                    "name": None if name is None else _t(name),
+                    "state": _t(state) if state else "unknown",
+                }
+            )
+    return out
+
+
+def _progress(p: GroupProgress) -> dict[str, Any]:
+    return {
+        "id": p.id,
+        "total": p.total,
+        "done": p.done,
+        "failed": p.failed,
+        "finished": p.finished,
+        "then": p.then,
+        "created_at": p.created_at,
+    }
+
+
+async def _group_progress(client: Client, group_id: str | None) -> GroupProgress | None:
+    if not group_id:
+        return None
+    try:
+        return await client.group_progress(group_id)
+    except JobNotFound:  # expired 7 days after its last member finished
+        return None
+
+
+async def relations(client: Client, record: JobRecord) -> dict[str, Any]:
+    """The jobs ``record`` is tied to: ``parents`` and ``children`` as
+    ``{id, name, state}``, the ``callback`` of the group it is a member of, and the
+    ``group_progress`` of the group it is a member or the callback of."""
+    parents = list(dict.fromkeys(record.after))
+    kids = await client.children(record.id)
+    progress = await _group_progress(client, record.group or record.waits_group)
+    callback = progress.then if record.group and progress is not None else None
+    found = await related(client, parents + kids + ([callback] if callback else []))
+    return {
+        "parents": found[: len(parents)],
+        "children": found[len(parents) : len(parents) + len(kids)],
+        "callback": found[-1] if callback else None,
+        "group_progress": _progress(progress) if progress is not None else None,
+    }
+
+
+def _line(r: dict[str, Any]) -> str:
+    return f"{r['id']}  {r['name'] or '-'}  {r['state']}"
+
+
+def _counts(p: dict[str, Any]) -> str:
+    left = p["total"] - p["done"] - p["failed"]
+    text = f"{p['done']} of {p['total']} done, {p['failed']} failed, {left} to go"
+    return text + (" (finished)" if p["finished"] else "")
+
+
+def print_relations(record: JobRecord, rel: dict[str, Any]) -> None:
+    """The lines ``job show`` adds for a job in a workflow."""
+    for key, items in (("parents", rel["parents"]), ("children", rel["children"])):
+        for n, r in enumerate(items):
+            click.echo(f"{key if n == 0 else '':>12}  {_line(r)}")
+    progress = rel["group_progress"]
+    if record.group:
+        counts = f" ({_counts(progress)})" if progress else ""
+        click.echo(f"{'group':>12}  {record.group}{counts}")
+    if rel["callback"]:
+        click.echo(f"{'callback':>12}  {_line(rel['callback'])}")
+    if record.waits_group:
+        counts = f" ({_counts(progress)})" if progress else ""
+        click.echo(f"{'callback of':>12}  group {record.waits_group}{counts}")
+
+
+@click.group()
+def group() -> None:
+    """Show the progress of a group of jobs."""
+
+
+@group.command("show")
+@click.argument("group_id")
+@click.option("--limit", type=int, default=50, show_default=True, help="Members to list.")
+@click.option("--offset", type=int, default=0)
+@click.option("--json", "as_json", is_flag=True)
+@connection_options
+@with_client
+async def group_show(
+    client: Client, settings: Settings, group_id: str, limit: int, offset: int, as_json: bool
+) -> None:
+    """Progress (done / failed / total), callback and members of group GROUP_ID."""
+    if limit < 1 or offset < 0:
+        raise click.BadParameter("--limit must be at least 1 and --offset at least 0")
+    try:
+        progress = await client.group_progress(group_id)
+    except JobNotFound as exc:
+        raise ExitError(str(exc), code=1) from None
+    ids = await client.group_members(group_id, offset, limit)
+    found = await related(client, ids + ([progress.then] if progress.then else []))
+    then = found[-1] if progress.then else None
+    members = found[: len(ids)]
+    if as_json:
+        echo_json({**_progress(progress), "then": then, "offset": offset, "members": members})
+        return
+    click.echo(f"group {group_id}: {_counts(_progress(progress))}")
+    if progress.created_at:
+        click.echo(f"created {when(progress.created_at)}")
+    click.echo(f"then {_line(then)}" if then else "then (no callback)")
+    print_table(
+        f"members {offset + 1}-{offset + len(members)} of {progress.total}",
+        ["id", "name", "state"],
+        [[m["id"], m["name"] or "", m["state"]] for m in members],
+    )
+
+
+@click.group()
+def waiting() -> None:
+    """List or delete jobs waiting for other jobs to complete."""
+
+
+@waiting.command("list")
+@click.option("--limit", type=int, default=50, show_default=True)
+@click.option("--offset", type=int, default=0)
+@click.option("--json", "as_json", is_flag=True)
+@connection_options
+@with_client
+async def waiting_list(
+    client: Client, settings: Settings, limit: int, offset: int, as_json: bool
+) -> None:
+    """Waiting jobs, the longest waiting first."""
+    page = await client.page("waiting", offset=offset, count=limit)
+    if as_json:
+        echo_json(
+            {
+                "total": page.total,
+                "offset": page.offset,
+                "jobs": [msgspec.structs.asdict(j) for j in page.jobs],
+            }
+        )
+        return
+    print_table(
+        f"waiting jobs {offset + 1}-{offset + len(page.jobs)} of {page.total}",
+        ["id", "name", "pending", "waits for", "enqueued"],
+        [
+            [
+                j.id,
+                j.name,
+                j.pending,
+                " ".join([*j.after, *([f"group:{j.waits_group}"] if j.waits_group else [])]),
+                when(j.enqueued_at),
+            ]
+            for j in page.jobs
+        ],
+    )
+
+
+@waiting.command("delete")
+@click.argument("ids", nargs=-1)
+@click.option("--all", "all_", is_flag=True, help="Every waiting job.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@connection_options
+@with_client
+async def waiting_delete(
+    client: Client, settings: Settings, ids: tuple[str, ...], all_: bool, yes: bool
+) -> None:
+    """Delete waiting jobs for good (the jobs waiting for them end dead)."""
+    if bool(ids) == all_:
+        raise click.UsageError("give job ids or --all")
+    chosen = None if all_ else list(ids)
+    if not yes:
+        what = "all waiting jobs" if chosen is None else f"{len(chosen)} waiting jobs"
+        click.confirm(f"delete {what}?", abort=True)
+    click.echo(f"deleted {await client.delete('waiting', chosen)} jobs")

@@ -1,0 +1,312 @@
+"""The jobs a job is tied to, as JSON-ready dicts: its parents and children, its group,
+and the whole flow it belongs to, read in as few round trips as the graph allows.
+
+Split from :mod:`rota.web.views` so that the page data for single jobs and sets stays
+short; both are read through :class:`rota.client.Client`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+import redis.exceptions
+
+from rota.client import Client
+from rota.protocol.job import JobRecord
+from rota.workflow import GroupProgress
+
+__all__ = [
+    "CHILDREN_LIMIT",
+    "FINAL_STATES",
+    "FLOW_LIMIT",
+    "MISSING",
+    "flow",
+    "group_detail",
+    "job_detail",
+    "rels",
+]
+
+#: The state shown for a related job whose record is gone (expired, or deleted).
+MISSING: Final = "missing"
+#: The most jobs a flow graph holds; a larger flow is cut, and says so.
+FLOW_LIMIT: Final = 200
+#: The most children listed on a job's page (the first by id, then by enqueue time).
+CHILDREN_LIMIT: Final = 500
+#: States a job stays in: a page showing only these has nothing to refresh.
+FINAL_STATES: Final = frozenset({"complete", "dead", "aborted", MISSING})
+
+
+def _asdict(value: msgspec.Struct) -> dict[str, Any]:
+    return msgspec.structs.asdict(value)
+
+
+def _pretty(text: str | None) -> tuple[Any, str | None]:
+    """Decoded JSON and an indented rendering; the text itself when it is not JSON."""
+    if text is None:
+        return None, None
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return None, text
+    return value, msgspec.json.format(text, indent=2)
+
+
+def _progress(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    head, _, message = text.partition(" ")
+    try:
+        percent = float(head)
+    except ValueError:
+        return {"percent": None, "message": text}
+    return {"percent": percent, "message": message}
+
+
+def _t(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _opt_t(value: Any) -> str | None:
+    return None if value is None else _t(value)
+
+
+def _read(value: Any) -> Any:
+    """A pipelined reply read with ``raise_on_error=False``: a key of another type
+    (WRONGTYPE: not a job) reads as nothing; any other error (Redis loading, refusing...)
+    is raised as it would have been."""
+    if isinstance(value, redis.exceptions.ResponseError) and str(value).startswith("WRONGTYPE"):
+        return None
+    if isinstance(value, Exception):
+        raise value
+    return value
+
+
+_REL_FIELDS: Final = ("name", "state", "enqueued_at")
+
+
+def _rel(job_id: str, row: Any) -> dict[str, Any]:
+    """``{id, name, state}`` of a related job from ``HMGET name state ...``; a job with
+    no record is ``missing``."""
+    row = _read(row)
+    if not row or all(v is None for v in row):
+        return {"id": job_id, "name": None, "state": MISSING}
+    return {"id": job_id, "name": _opt_t(row[0]), "state": _opt_t(row[1]) or "unknown"}
+
+
+def _queue_rels(pipe: Any, client: Client, ids: list[str]) -> None:
+    for job_id in ids:
+        pipe.hmget(client.keys.job(job_id), *_REL_FIELDS)
+
+
+def _enqueued(row: Any) -> int:
+    try:
+        return int(row[2]) if row and not isinstance(row, Exception) and row[2] else 0
+    except ValueError:
+        return 0
+
+
+async def rels(client: Client, ids: list[str]) -> list[dict[str, Any]]:
+    """``{id, name, state}`` of each job, in one round trip."""
+    if not ids:
+        return []
+    pipe = client.redis.pipeline(transaction=False)
+    _queue_rels(pipe, client, ids)
+    rows = await pipe.execute(raise_on_error=False)
+    return [_rel(i, row) for i, row in zip(ids, rows, strict=True)]
+
+
+_GROUP_FIELDS: Final = ("total", "done", "failed", "then", "created_at")
+
+
+def _group_progress(group_id: str, raw: Any) -> GroupProgress | None:
+    """What ``client.group_progress`` returns, from an ``HMGET`` of the group's hash
+    read in a pipeline; None when there is no such group."""
+    raw = _read(raw)
+    if not raw or raw[0] is None:
+        return None
+    total, done, failed, then, created = (_opt_t(v) for v in raw)
+    return GroupProgress(
+        id=group_id,
+        total=_int(total),
+        done=_int(done),
+        failed=_int(failed),
+        then=then or None,
+        created_at=_int(created) or None,
+    )
+
+
+def _int(text: str | None) -> int:
+    try:
+        return int(text) if text else 0
+    except ValueError:
+        return 0
+
+
+def _progress_dict(p: GroupProgress) -> dict[str, Any]:
+    return {
+        "id": p.id,
+        "total": p.total,
+        "done": p.done,
+        "failed": p.failed,
+        "finished": p.finished,
+        "then": p.then,
+        "created_at": p.created_at,
+    }
+
+
+async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
+    """Everything stored about a job, its log lines, and the jobs it is tied to: its
+    parents and children as ``{id, name, state}``, and the group it is a member or the
+    callback of. Two round trips (three for a member of a group with a callback);
+    None when there is no such job."""
+    k = client.keys
+    pipe = client.redis.pipeline(transaction=False)
+    pipe.hgetall(k.job(job_id))
+    pipe.lrange(k.joblog(job_id), 0, -1)
+    pipe.smembers(k.children(job_id))
+    h, raw_logs, raw_kids = (_read(v) for v in await pipe.execute(raise_on_error=False))
+    if not h:
+        return None
+    record = JobRecord.from_hash(job_id, h)
+    kids = sorted(_t(i) for i in raw_kids or ())
+    shown = kids[:CHILDREN_LIMIT]
+    parents = list(dict.fromkeys(record.after))
+    gid = record.group or record.waits_group
+    pipe = client.redis.pipeline(transaction=False)
+    _queue_rels(pipe, client, parents + shown)
+    if gid:
+        pipe.hmget(k.group(gid), *_GROUP_FIELDS)
+    rows = await pipe.execute(raise_on_error=False)
+    progress = _group_progress(gid, rows[-1]) if gid else None
+    related = [_rel(i, row) for i, row in zip(parents + shown, rows, strict=False)]
+    order = {i: _enqueued(row) for i, row in zip(parents + shown, rows, strict=False)}
+    children = sorted(related[len(parents) :], key=lambda r: (order[r["id"]], r["id"]))
+    callback = None
+    if record.group and progress is not None and progress.then:
+        (callback,) = await rels(client, [progress.then])
+    args, args_text = _pretty(record.args)
+    result, result_text = _pretty(record.result)
+    out = _asdict(record)
+    out.update(
+        args=args,
+        args_raw=record.args,
+        args_pretty=args_text,
+        result=result,
+        result_raw=record.result,
+        result_pretty=result_text,
+        progress=_progress(record.progress),
+        progress_raw=record.progress,
+        logs=[_t(x) for x in raw_logs or ()],
+        parents=related[: len(parents)],
+        children=children,
+        children_total=len(kids),
+        callback=callback,
+        group_progress=_progress_dict(progress) if progress is not None else None,
+    )
+    return out
+
+
+async def group_detail(
+    client: Client, group_id: str, offset: int = 0, limit: int = 25
+) -> dict[str, Any] | None:
+    """A group's progress, its callback, and a page of its members as
+    ``{id, name, state}``, in two round trips; None when there is no such group (never
+    enqueued, or expired 7 days after its last member finished)."""
+    k = client.keys
+    pipe = client.redis.pipeline(transaction=False)
+    pipe.hmget(k.group(group_id), *_GROUP_FIELDS)
+    pipe.lrange(k.group_members(group_id), offset, offset + limit - 1)
+    raw, members = await pipe.execute(raise_on_error=False)
+    progress = _group_progress(group_id, raw)
+    if progress is None:
+        return None
+    ids = [_t(m) for m in _read(members) or ()]
+    found = await rels(client, ids + ([progress.then] if progress.then else []))
+    return {
+        **_progress_dict(progress),
+        "then": found[-1] if progress.then else None,
+        "offset": offset,
+        "limit": limit,
+        "members": found[: len(ids)],
+    }
+
+
+async def flow(client: Client, job_id: str, limit: int = FLOW_LIMIT) -> dict[str, Any] | None:
+    """The graph of the workflow ``job_id`` belongs to: every job reachable from it by
+    following parents (``after``, and a callback's group members) and children (the
+    jobs enqueued after a job, and a member's group callback), nearest first, at most
+    ``limit`` jobs (``truncated`` says when some were left out).
+
+    Nodes are ``{id, name, state}``, edges ``{from, to, kind}`` (parent to child;
+    ``kind`` is ``after`` or ``group``). One round trip per level of the graph, and one
+    more for the levels that meet a group; None when ``job_id`` has no record."""
+    k = client.keys
+    nodes: dict[str, dict[str, Any]] = {}
+    edges: dict[tuple[str, str], str] = {}
+    thens: dict[str, str | None] = {}  # group -> its callback
+    members: dict[str, list[str]] = {}  # group -> its members (at most ``limit``)
+    frontier, planned = [job_id], {job_id}
+    truncated = False
+    while frontier:
+        pipe = client.redis.pipeline(transaction=False)
+        for i in frontier:
+            pipe.hmget(k.job(i), "name", "state", "after", "group", "waits_group")
+            pipe.smembers(k.children(i))
+        rows = await pipe.execute(raise_on_error=False)
+        links: dict[str, tuple[list[str], list[str], str | None, str | None]] = {}
+        for n, i in enumerate(frontier):
+            node = _rel(i, rows[2 * n])
+            nodes[i] = node
+            if node["state"] == MISSING:
+                if i == job_id:
+                    return None
+                continue
+            row = _read(rows[2 * n])
+            after = (_opt_t(row[2]) or "").split()
+            kids = sorted(_t(c) for c in _read(rows[2 * n + 1]) or ())
+            links[i] = (after, kids, _opt_t(row[3]) or None, _opt_t(row[4]) or None)
+        wanted_then = {g for *_, g, _ in links.values() if g and g not in thens}
+        wanted_members = {w for *_, w in links.values() if w and w not in members}
+        if wanted_then or wanted_members:
+            pipe = client.redis.pipeline(transaction=False)
+            for g in sorted(wanted_then):
+                pipe.hget(k.group(g), "then")
+            for g in sorted(wanted_members):
+                pipe.lrange(k.group_members(g), 0, limit - 1)
+            answers = iter(await pipe.execute(raise_on_error=False))
+            for g in sorted(wanted_then):
+                thens[g] = _opt_t(_read(next(answers))) or None
+            for g in sorted(wanted_members):
+                members[g] = [_t(m) for m in _read(next(answers)) or ()]
+        following: list[str] = []
+        for i, (after, kids, group, waits) in links.items():
+            ups = [(p, "after") for p in after] + [
+                (m, "group") for m in members.get(waits or "", [])
+            ]
+            then = thens.get(group or "")
+            downs = [(c, "after") for c in kids] + ([(then, "group")] if then else [])
+            for p, kind in ups:
+                edges.setdefault((p, i), kind)
+            for c, kind in downs:
+                edges.setdefault((i, c), kind)
+            for other, _ in ups + downs:
+                if other in planned:
+                    continue
+                if len(planned) >= limit:
+                    truncated = True
+                    continue
+                planned.add(other)
+                following.append(other)
+        frontier = following
+    return {
+        "id": job_id,
+        "nodes": list(nodes.values()),
+        "edges": [
+            {"from": a, "to": b, "kind": kind}
+            for (a, b), kind in edges.items()
+            if a in nodes and b in nodes
+        ],
+        "limit": limit,
+        "truncated": truncated,
+    }

@@ -22,7 +22,7 @@ from redis.asyncio import Redis
 
 from rota import workflow
 from rota.connection import connect
-from rota.errors import JobFailed, JobNotFound, PayloadTooLarge
+from rota.errors import JobFailed, JobNotFound, NotReplicated, PayloadTooLarge
 from rota.link import Link
 from rota.outage import refused
 from rota.protocol import codec
@@ -30,6 +30,7 @@ from rota.protocol.job import JobRecord
 from rota.protocol.keys import Keys
 from rota.protocol.scripts import Arg, Script, call_many, script
 from rota.protocol.snapshot import PoolSnapshot
+from rota.topology import wait_replicas
 from rota.workflow import Group, GroupProgress
 
 __all__ = ["Bucket", "Client", "History", "Job", "JobSpec", "Page", "QueueInfo", "now_ms"]
@@ -132,12 +133,15 @@ class Client:
         max_args_bytes: int = _DEFAULT_MAX_ARGS,
         unique_ttl: float = 86400.0,
         owns_redis: bool = False,
+        durable: int = 0,
+        durable_timeout: float = 2.0,
     ) -> None:
         self.redis = redis
         self.keys = Keys(namespace)
         self.max_args_bytes = max_args_bytes
         self.unique_ttl = unique_ttl
         self._owns_redis = owns_redis
+        self.durable, self.durable_timeout = durable, durable_timeout  # see enqueue_many
         # The same server, credentials and timeouts as ``redis``.
         self._link = Link.beside(redis)
 
@@ -149,17 +153,21 @@ class Client:
         *,
         max_args_bytes: int = _DEFAULT_MAX_ARGS,
         unique_ttl: float = 86400.0,
+        durable: int = 0,
+        durable_timeout: float = 2.0,
         **options: Any,
     ) -> Client:
         """A client for ``url``; other keyword arguments go to the connection, as
         redis-py's ``Redis.from_url`` takes them (``ssl_ca_certs``, ``socket_timeout``,
         ``username``, ``password``...)."""
         return cls(
-            connect(url, **options),
+            connect(url, namespace=namespace, **options),
             namespace,
             owns_redis=True,
             max_args_bytes=max_args_bytes,
             unique_ttl=unique_ttl,
+            durable=durable,
+            durable_timeout=durable_timeout,
         )
 
     @property
@@ -200,6 +208,7 @@ class Client:
         max_fails: int | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 - the job's timeout, not this call's
         after: Sequence[str] = (),
+        durable: bool | int | None = None,
         **kwargs: Any,
     ) -> Job:
         """Enqueue a job now. Keyword arguments other than the options are the job's args.
@@ -209,8 +218,8 @@ class Client:
         of jobs that must complete first; the job waits (state ``waiting``) until the
         last of them completes, and ends dead (``dependency_failed``) if one ends dead or
         aborted; a parent that does not exist raises :class:`~rota.JobNotFound`.
-        Handlers whose parameters share an option's name are enqueued with
-        :class:`JobSpec`.
+        ``durable``: see :meth:`enqueue_many`. Handlers whose parameters share an
+        option's name are enqueued with :class:`JobSpec`.
         """
         spec = JobSpec(
             name=name,
@@ -223,7 +232,7 @@ class Client:
             timeout=timeout,
             after=tuple(after),
         )
-        return (await self.enqueue_many([spec]))[0]
+        return (await self.enqueue_many([spec], durable=durable))[0]
 
     async def enqueue_in(self, delay: float, name: str, /, *args: Any, **kwargs: Any) -> Job:
         """Enqueue a job to run ``delay`` seconds from now."""
@@ -251,15 +260,27 @@ class Client:
         spec = JobSpec(name=name, args=args, kwargs=kwargs, run_at=at, **options)
         return (await self.enqueue_many([spec]))[0]
 
-    async def enqueue_many(self, specs: Iterable[JobSpec]) -> list[Job]:
+    async def enqueue_many(
+        self, specs: Iterable[JobSpec], *, durable: bool | int | None = None
+    ) -> list[Job]:
         """Enqueue many jobs in one round trip; each is enqueued atomically on its own.
 
         A single job goes through the ``enqueue`` script; more go through
         ``enqueue_batch``, a thousand jobs per call, every call in one pipeline.
-        """
-        return await self._enqueue_rows([self._enqueue_args(spec) for spec in specs])
 
-    async def _enqueue_rows(self, rows: list[list[Arg]]) -> list[Job]:
+        ``durable`` (default: the client's ``durable``, the setting ``durable_enqueue``):
+        return only once that many replicas (True: one) hold the jobs, by ``WAIT`` on the
+        connection that wrote them; fewer within ``durable_timeout`` seconds raise
+        :class:`~rota.NotReplicated` (the jobs are written on the primary; a failover may
+        lose them). See "Failover: what can be lost" in docs/operations.md.
+        """
+        rows = [self._enqueue_args(spec) for spec in specs]
+        replicas = self.durable if durable is None else int(durable)
+        if replicas <= 0 or not rows:
+            return await self._enqueue_rows(rows)
+        return await durable_enqueue(self, rows, replicas)
+
+    async def _enqueue_rows(self, rows: list[list[Arg]], conn: Redis | None = None) -> list[Job]:
         """Send rows of :meth:`_enqueue_args`: one by the ``enqueue`` script, more by
         ``enqueue_batch`` calls of a thousand, all in one pipeline, in order."""
         if len(rows) <= 1 and not (rows and (rows[0][10] or rows[0][11])):
@@ -268,7 +289,9 @@ class Client:
             (row,) = rows
             args = row[:9] if not row[9] else row[:10]
             try:
-                answer = await script("enqueue")(self._link or self.redis, self.keys.prefix, args)
+                answer = await script("enqueue")(
+                    conn or self._link or self.redis, self.keys.prefix, args
+                )
             except redis.exceptions.ResponseError as exc:
                 raise _enqueue_error(exc, "the job was not enqueued", 0) from exc
             return [Job(_s(answer[0]), str(args[1]), bool(answer[1]))]
@@ -292,7 +315,8 @@ class Client:
             ]
             calls.append((batch, [now, msgspec.msgpack.encode(jobs)]))
         # call_many takes a redis-py client for its pipeline(); a Link has what it uses.
-        conn = self.redis if self._link is None else cast(Redis, self._link)
+        if conn is None:
+            conn = self.redis if self._link is None else cast(Redis, self._link)
         answers = await call_many(conn, self.keys.prefix, calls, raise_on_error=False)
         _raise_first(answers, [min(_BATCH, len(rows) - i) for i in range(0, len(rows), _BATCH)])
         flat = [x for answer in answers for x in answer]
@@ -612,6 +636,24 @@ class Client:
         if which not in sets:
             raise ValueError(f"unknown job set {which!r}: use scheduled, retry, dead or waiting")
         return sets[which]
+
+
+async def durable_enqueue(client: Client, rows: list[list[Arg]], replicas: int) -> list[Job]:
+    """Write ``rows`` and ``WAIT`` for ``replicas`` on one connection of the redis-py
+    pool (not the shared Link: ``WAIT`` counts the writes of its connection and holds
+    the connection until the replicas answer)."""
+    async with client.redis.client() as one:
+        jobs = await client._enqueue_rows(rows, one)
+        acked = await wait_replicas(one, replicas, client.durable_timeout)
+    if acked < replicas:
+        raise NotReplicated(
+            f"{len(jobs)} job(s) written on the primary, but {acked} of {replicas} replica(s)"
+            f" acknowledged within {client.durable_timeout} s: a failover now may lose them",
+            jobs,
+            acked,
+            replicas,
+        )
+    return jobs
 
 
 _CHUNK = 500

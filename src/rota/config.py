@@ -17,6 +17,7 @@ import msgspec
 from rota.connection import check_url
 from rota.errors import ConfigError
 from rota.protocol.keys import validate_namespace
+from rota.topology import sentinel_url
 
 __all__ = ["Settings", "load_settings"]
 
@@ -45,8 +46,21 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     dead_max_age: float = 180 * 86400.0
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # Topologies (rota.topology). The sentinel settings are folded into redis_url, which
+    # becomes a redis+sentinel:// URL. durable_enqueue: replicas that must acknowledge
+    # an enqueue (WAIT) within durable_timeout seconds; 0: do not wait.
+    sentinels: str = ""
+    sentinel_service: str = ""
+    sentinel_password: str = ""
+    durable_enqueue: int = 0
+    durable_timeout: float = 2.0
 
     def __post_init__(self) -> None:
+        if self.sentinels or self.sentinel_service or self.sentinel_password:
+            url = sentinel_url(
+                self.redis_url, self.sentinels, self.sentinel_service, self.sentinel_password
+            )
+            msgspec.structs.force_setattr(self, "redis_url", url)
         check_url(self.redis_url)  # redis://, rediss:// or unix://, else a ConfigError
         try:
             validate_namespace(self.namespace)
@@ -62,11 +76,19 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             "max_args_bytes",
             "dead_max_count",
             "max_lost",
+            "durable_timeout",
         )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name}: must be greater than 0, got {getattr(self, name)!r}")
-        for name in ("grace", "keep_result", "unique_ttl", "dead_max_age", "prefetch"):
+        for name in (
+            "grace",
+            "keep_result",
+            "unique_ttl",
+            "dead_max_age",
+            "prefetch",
+            "durable_enqueue",
+        ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}: must not be negative, got {getattr(self, name)!r}")
         if self.lease <= self.heartbeat_interval:

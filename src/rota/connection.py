@@ -2,25 +2,31 @@
 
 rota talks bytes to Redis (``decode_responses=False``): args and results are JSON text
 handed through untouched. ``redis://``, ``rediss://`` (TLS) and ``unix://`` URLs are
-understood by redis-py, including ``user:password@`` for ACL users; :func:`check_url`
-refuses any other before a connection is tried.
+understood by redis-py, including ``user:password@`` for ACL users;
+``redis+sentinel://`` and ``redis+cluster://`` name a topology (:mod:`rota.topology`).
+:func:`check_url` refuses any other before a connection is tried.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
 from redis.asyncio import Redis
 from redis.asyncio.connection import parse_url
 
+from rota import topology
 from rota.errors import ConfigError
 
 __all__ = ["SCHEMES", "check_url", "connect", "redacted"]
 
 #: The URL schemes rota connects with.
-SCHEMES: Final = ("redis", "rediss", "unix")
-_UNDERSTOOD: Final = "rota understands redis://, rediss:// and unix:// URLs"
+SCHEMES: Final = ("redis", "rediss", "unix", topology.SENTINEL, topology.CLUSTER)
+_UNDERSTOOD: Final = (
+    "rota understands redis://, rediss:// and unix:// URLs,"
+    " and redis+sentinel:// and redis+cluster:// ones for a topology"
+)
 
 
 def check_url(url: str) -> str:
@@ -41,6 +47,9 @@ def check_url(url: str) -> str:
         else:
             what = "not a URL"
         raise ConfigError(f"redis_url: {what}: {_UNDERSTOOD}")
+    if parts.scheme in (topology.SENTINEL, topology.CLUSTER):
+        topology.parse(url)
+        return url
     try:
         parse_url(url)
     except ValueError as exc:  # a port that is not a number, a bad query parameter...
@@ -61,18 +70,24 @@ def redacted(url: str) -> str:
     """``url`` with its password, if any, shown as ``***``."""
     try:
         parts = urlsplit(url)
+        if "sentinel_password=" in parts.query:
+            parts = parts._replace(
+                query=re.sub(r"sentinel_password=[^&]*", "sentinel_password=***", parts.query)
+            )
         if parts.password is None:
-            return url
+            return parts.geturl()
         user = parts.username or ""
         host = parts.netloc.rpartition("@")[2]
-        return parts._replace(netloc=f"{user}:***@{host}").geturl()
+        parts = parts._replace(netloc=f"{user}:***@{host}")
+        return parts.geturl()
     except ValueError:
         return url
 
 
-def connect(url: str, **options: Any) -> Redis:
+def connect(url: str, *, namespace: str | None = None, **options: Any) -> Redis:
     """A client with its own connection pool for ``url`` (a
-    :class:`~rota.errors.ConfigError` when it is not a URL rota can use).
+    :class:`~rota.errors.ConfigError` when it is not a URL rota can use). Under Sentinel
+    it serves the current primary; in a cluster the owner of ``namespace``'s slot.
 
     Blocking reads (the fetcher's and scheduler's BLPOP) hold a connection each, so the
     pool is not capped; health checks keep idle connections honest after a Redis restart.
@@ -87,4 +102,6 @@ def connect(url: str, **options: Any) -> Redis:
     options.setdefault("socket_timeout", 15)
     if not url.startswith("unix:"):
         options.setdefault("socket_keepalive", True)
+    if url.startswith((topology.SENTINEL, topology.CLUSTER)):
+        return topology.connect_topology(url, namespace, **options)
     return Redis.from_url(url, decode_responses=False, **options)

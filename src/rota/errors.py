@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "Abort",
     "ConfigError",
     "InvalidArgs",
     "JobFailed",
     "JobNotFound",
+    "NotReplicated",
     "PayloadTooLarge",
     "RedisRefused",
     "Retry",
@@ -74,3 +77,17 @@ class RedisRefused(RotaError):
         super().__init__(message)
         self.condition = condition
         self.written = written
+
+
+class NotReplicated(RotaError):
+    """A durable enqueue was written on the primary, but fewer replicas than asked
+    acknowledged it within the timeout (``WAIT``). The jobs are there while that primary
+    lives; a failover now may lose them. ``jobs`` are what the enqueue returned: enqueue
+    them again with the same ``job_id`` (which enqueues nothing if they exist) or check.
+    """
+
+    def __init__(self, message: str, jobs: list[Any], acked: int, wanted: int) -> None:
+        super().__init__(message)
+        self.jobs = jobs
+        self.acked = acked
+        self.wanted = wanted

@@ -20,6 +20,13 @@ callers therefore pipeline by themselves, with no pool checkout and no lock.
 - While the transport's write buffer is over its high-water mark (64 KiB), new calls wait
   for it to drain before they write, so a stalled server does not grow it without bound.
 
+A Link built from a pool that names its server with ``async locate()`` (the Sentinel and
+Cluster pools of :mod:`rota.topology`) asks it at every connect, and stops using a
+connection whose server answered that it no longer serves the data (``READONLY`` or
+``UNBLOCKED``: demoted to a replica; ``MOVED``: the slot is elsewhere): that reply is
+the caller's to wait out (:mod:`rota.outage`), and the next call connects to the new
+primary or slot owner.
+
 A blocking pop holds up every call sent after it: give blocking reads a Link of their own.
 A Link belongs to the event loop it connected on; used on another loop, it connects again
 there. Close it (``aclose``) before its loop ends, as any asyncio connection.
@@ -33,7 +40,7 @@ import math
 import socket
 import ssl
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Final, Self, cast
 
@@ -68,6 +75,8 @@ _ERR: Final[dict[str, type[errors.RedisError]]] = {
 }
 
 _LOST: Final = errors.ConnectionError("Connection to Redis lost")
+#: Replies that say the server no longer serves the data: connect again elsewhere.
+_ELSEWHERE: Final = ("READONLY ", "UNBLOCKED ", "MOVED ")
 
 
 def _error(message: str) -> errors.RedisError:
@@ -143,6 +152,8 @@ class _Conn(asyncio.Protocol):
         try:
             while (reply := self.reader.gets()) is not False:
                 future, _, into = pending.popleft()
+                if isinstance(reply, errors.ResponseError) and self.error is None:
+                    self._moved(reply)
                 if into is not None:
                     into.append(reply)
                     reply = into
@@ -184,6 +195,13 @@ class _Conn(asyncio.Protocol):
             self.pending.append((future, deadline, into))
         self.transport.write(data)
         return future
+
+    def _moved(self, reply: errors.ResponseError) -> None:
+        """After a reply that the data is served elsewhere, no new call uses this
+        connection (the next one connects again: to where ``locate`` says)."""
+        text = str(reply)
+        if isinstance(reply, errors.ReadOnlyError) or text.startswith(_ELSEWHERE):
+            self.error = errors.ConnectionError(f"Redis server no longer serves the data: {text}")
 
     def fail(self, error: errors.RedisError) -> None:
         """Mark the connection unusable and fail every pending call with ``error``."""
@@ -232,6 +250,7 @@ class Link:
         socket_timeout: float | None = 15.0,
         socket_keepalive: bool = True,
         client_name: str | None = None,
+        locate: Callable[[], Awaitable[tuple[str, int]]] | None = None,
     ) -> None:
         self.host, self.port, self.path, self.db = host, port, path, db
         self.username, self.password, self.client_name = username, password, client_name
@@ -239,6 +258,7 @@ class Link:
         self.socket_connect_timeout = socket_connect_timeout
         self.socket_timeout = socket_timeout
         self.socket_keepalive = socket_keepalive and path is None
+        self.locate = locate  # where to connect, asked at every connect (Sentinel, Cluster)
         self._conn: _Conn | None = None
         self._connecting: asyncio.Task[_Conn] | None = None
 
@@ -269,7 +289,8 @@ class Link:
     @classmethod
     def from_pool(cls, pool: ConnectionPool) -> Link:
         kinds = (Connection, SSLConnection, UnixDomainSocketConnection)
-        if pool.connection_class not in kinds:
+        locate = getattr(pool, "locate", None)
+        if pool.connection_class not in kinds and locate is None:
             raise ValueError(f"no Link for connections of class {pool.connection_class}")
         conn: Any = pool.connection_class(**pool.connection_kwargs)
         if conn.credential_provider is not None:
@@ -286,6 +307,7 @@ class Link:
             socket_timeout=conn.socket_timeout,
             socket_keepalive=bool(getattr(conn, "socket_keepalive", False)),
             client_name=conn.client_name,
+            locate=locate,
         )
 
     def __repr__(self) -> str:
@@ -368,6 +390,9 @@ class Link:
         where = f"unix socket {self.path}" if self.path else f"{self.host}:{self.port}"
         conn: _Conn | None = None
         try:
+            if self.locate is not None:
+                self.host, self.port = await self.locate()
+                where = f"{self.host}:{self.port}"
             async with asyncio.timeout(self.socket_connect_timeout):
                 if self.path:
                     _, conn = await loop.create_unix_connection(

@@ -3,7 +3,8 @@
 A Redis that is over ``maxmemory`` (``OOM``), became a replica (``READONLY``, and
 ``UNBLOCKED`` for a blocked read), is loading its data set (``LOADING``), runs a slow script
 (``BUSY``), cannot save (``MISCONF``), or is a cluster in the middle of a change
-(``TRYAGAIN``, ``CLUSTERDOWN``, ``MASTERDOWN``) refuses a command for a while and then
+(``TRYAGAIN``, ``CLUSTERDOWN``, ``MASTERDOWN``, and ``MOVED`` or ``ASK`` while a slot
+moves: see :mod:`rota.topology`) refuses a command for a while and then
 takes it again; so does a server that cannot be reached. None of these is a reason for a
 pool to die: each task of a pool waits with a capped, growing delay and tries again.
 Any other error is a bug (in rota, or a script a user wrote) and is raised as it is.
@@ -54,7 +55,9 @@ MEANING: Final[dict[Condition, str]] = {
     Condition.LOADING: "Redis is loading its data set",
     Condition.BUSY: "Redis is busy running a script",
     Condition.MISCONF: "Redis refuses writes: it cannot save its data set (MISCONF)",
-    Condition.CLUSTER_CHANGING: "the Redis cluster is changing (TRYAGAIN or CLUSTERDOWN)",
+    Condition.CLUSTER_CHANGING: (
+        "the Redis cluster is changing (TRYAGAIN, CLUSTERDOWN, MOVED or ASK)"
+    ),
 }
 
 # Error replies whose code redis-py leaves in the message (it knows no class for them).
@@ -68,6 +71,8 @@ _CODES: Final[dict[str, Condition]] = {
     "TRYAGAIN": Condition.CLUSTER_CHANGING,
     "CLUSTERDOWN": Condition.CLUSTER_CHANGING,
     "MASTERDOWN": Condition.CLUSTER_CHANGING,
+    "MOVED": Condition.CLUSTER_CHANGING,  # the slot moved: the next connect finds its owner
+    "ASK": Condition.CLUSTER_CHANGING,  # the slot is migrating: wait until it is done
 }
 _IN_SCRIPT: Final = re.compile(r": -([A-Z]+) ")
 _CLASSES: Final[tuple[tuple[type[BaseException], Condition], ...]] = (
@@ -77,6 +82,7 @@ _CLASSES: Final[tuple[tuple[type[BaseException], Condition], ...]] = (
     (errors.TryAgainError, Condition.CLUSTER_CHANGING),
     (errors.ClusterDownError, Condition.CLUSTER_CHANGING),
     (errors.MasterDownError, Condition.CLUSTER_CHANGING),
+    (errors.AskError, Condition.CLUSTER_CHANGING),  # and MovedError, its subclass
 )
 
 

@@ -180,11 +180,13 @@ class WorkerPool:
         own_client = client is None
         if client is None:
             client = Client(
-                connect(redis_url or settings.redis_url),
+                connect(redis_url or settings.redis_url, namespace=settings.namespace),
                 settings.namespace,
                 max_args_bytes=settings.max_args_bytes,
                 unique_ttl=settings.unique_ttl,
                 owns_redis=True,
+                durable=settings.durable_enqueue,
+                durable_timeout=settings.durable_timeout,
             )
         try:
             async with contextlib.AsyncExitStack() as stack:

@@ -1,0 +1,308 @@
+"""Sentinel and Cluster: which server serves a namespace, found again when it changes.
+
+Two URL forms name a topology instead of one server:
+
+- ``redis+sentinel://[user:pass@]host:port[,host:port...]/service[/db]``: the sentinels
+  that watch the primary ``service``. The user and password are the data servers' (an
+  ACL user); the sentinels' own password is the setting ``sentinel_password`` (or a
+  ``sentinel_password`` query parameter), so that it need not be in the URL.
+- ``redis+cluster://[user:pass@]host:port[,host:port...]``: seed nodes of a cluster.
+
+Under Sentinel, redis-py's ``SentinelConnectionPool`` asks the sentinels for the primary
+whenever a connection is opened, and drops a connection that answers ``READONLY`` (its
+server was demoted). rota uses it as it is.
+
+A Cluster is served the same way, on purpose without redis-py's cluster client: a
+namespace lives in one hash slot (every key starts with ``{ns}:``), so everything rota
+sends for it goes to one node, the owner of that slot. :class:`SlotOwnerPool` is an
+ordinary connection pool whose connections ask the cluster (``CLUSTER SLOTS``, which
+6.2 to 8 answer) for that owner when they connect, and drop themselves when a reply says
+the slot is elsewhere (``MOVED``) or the connection is lost; the next command connects to
+the new owner. Pipelines, ``MULTI``, ``FCALL``, blocking reads and the hot-path
+:class:`~rota.link.Link` (which connects through :meth:`SlotOwnerPool.locate` too) stay
+single-node code: no per-command slot routing, no cluster client in the hot path.
+
+``ASK`` is deliberately not followed. While a namespace's slot migrates, its keys are
+split between two nodes, and a script sent to either would find some of its keys
+missing halfway through (Redis aborts it there, after the writes it made: a job popped
+from its queue but never leased). The source node answers ``ASK`` to every rota script
+in that window (a script's only declared key, the prefix, never exists), so the scripts
+simply do not run: :mod:`rota.outage` counts ``ASK`` as "the cluster is changing, wait
+and retry", and once ``CLUSTER SETSLOT ... NODE`` ends the migration the old node says
+``MOVED`` and connections follow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+import redis.exceptions as errors
+from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio.connection import Connection
+from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
+from redis.backoff import NoBackoff
+from redis.crc import key_slot
+
+from rota.errors import ConfigError
+
+__all__ = [
+    "CLUSTER",
+    "SENTINEL",
+    "SlotOwnerPool",
+    "Topology",
+    "connect_topology",
+    "parse",
+    "sentinel_url",
+    "wait_replicas",
+]
+
+SENTINEL: Final = "redis+sentinel"
+CLUSTER: Final = "redis+cluster"
+_OWNER_TTL: Final = 1.0  # seconds a located owner is trusted without asking again
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """What a ``redis+sentinel://`` or ``redis+cluster://`` URL says."""
+
+    kind: str  # SENTINEL or CLUSTER
+    nodes: tuple[tuple[str, int], ...]  # sentinels, or seed nodes
+    service: str = ""
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+    sentinel_password: str | None = None
+
+
+def parse(url: str) -> Topology:
+    """The topology of ``url``; a :class:`~rota.errors.ConfigError` naming ``redis_url``
+    and what is wrong."""
+    scheme, sep, rest = url.partition("://")
+    if scheme not in (SENTINEL, CLUSTER) or not sep:
+        raise ConfigError(f"redis_url: not a {SENTINEL}:// or {CLUSTER}:// URL")
+    netloc, _, path = rest.partition("/")
+    path, _, query = path.partition("?")
+    userinfo, at, hosts = netloc.rpartition("@")
+    username = password = None
+    if at:
+        user, colon, secret = userinfo.partition(":")
+        username = unquote(user) or None
+        password = unquote(secret) if colon else None
+    nodes = []
+    for item in hosts.split(","):
+        host, colon, port = item.strip().rpartition(":")
+        if not colon or not host or not port.isdigit():
+            raise ConfigError(
+                f"redis_url: {scheme}:// needs host:port pairs separated by commas, got {item!r}"
+            )
+        nodes.append((host.strip("[]"), int(port)))
+    params = {k: v[-1] for k, v in parse_qs(query).items()}
+    parts = [unquote(p) for p in path.split("/") if p]
+    if scheme == CLUSTER:
+        if parts:
+            raise ConfigError(
+                "redis_url: a cluster has one database only: give no service or database"
+                " after the hosts of redis+cluster://"
+            )
+        return Topology(CLUSTER, tuple(nodes), username=username, password=password)
+    if not parts or len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
+        raise ConfigError(
+            "redis_url: redis+sentinel:// needs the service name after the sentinels,"
+            " then optionally the database: redis+sentinel://host:26379/mymaster/0"
+        )
+    return Topology(
+        SENTINEL,
+        tuple(nodes),
+        service=parts[0],
+        db=int(parts[1]) if len(parts) == 2 else 0,
+        username=username,
+        password=password,
+        sentinel_password=params.get("sentinel_password"),
+    )
+
+
+def sentinel_url(base: str, sentinels: str, service: str, sentinel_password: str = "") -> str:
+    """The ``redis+sentinel://`` URL of the settings ``sentinels`` (``host:port,...``),
+    ``sentinel_service`` and ``sentinel_password``; what they leave out comes from
+    ``base`` (the ``redis_url`` setting): the user, password and database, and the
+    sentinels and service when ``base`` is a ``redis+sentinel://`` URL already."""
+    parts = urlsplit(base)
+    userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
+    db = ""
+    if base.startswith(SENTINEL):
+        old = parse(base)
+        db = str(old.db)
+        sentinels = sentinels or ",".join(f"{h}:{p}" for h, p in old.nodes)
+        service = service or old.service
+        sentinel_password = sentinel_password or old.sentinel_password or ""
+    elif parts.scheme in ("redis", "rediss"):
+        db = unquote(parts.path).strip("/")
+    if not sentinels:
+        raise ConfigError("sentinels: give the sentinels as host:port,host:port")
+    if not service:
+        raise ConfigError("sentinel_service: give the name the sentinels monitor, e.g. mymaster")
+    url = f"{SENTINEL}://{userinfo + '@' if userinfo else ''}{sentinels.replace(' ', '')}/{service}"
+    url += f"/{db}" if db and db != "0" else ""
+    if sentinel_password:
+        url += "?sentinel_password=" + quote(sentinel_password, safe="")
+    try:
+        parse(url)
+    except ConfigError as exc:
+        raise ConfigError(f"sentinels: {exc}") from None
+    return url
+
+
+class SentinelPool(SentinelConnectionPool):
+    """redis-py's pool of the Sentinel primary, with the ``locate`` a Link uses."""
+
+    async def locate(self) -> tuple[str, int]:
+        host, port = await self.get_master_address()  # type: ignore[no-untyped-call]
+        return str(host), int(port)
+
+    async def disconnect(self, inuse_connections: bool = True) -> None:
+        """Close the connections, and when the client closes (every connection) the
+        ones to the sentinels too."""
+        await super().disconnect(inuse_connections)
+        if inuse_connections:
+            for sentinel in self.sentinel_manager.sentinels:
+                await sentinel.connection_pool.disconnect()
+
+
+class SlotOwnerConnection(Connection):
+    """A connection to the node that owns its pool's slot; see the module's docstring."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.owner_pool: SlotOwnerPool = kwargs.pop("connection_pool")
+        super().__init__(**kwargs)
+
+    async def _connect(self) -> None:
+        self.host, self.port = await self.owner_pool.locate()
+        await super()._connect()  # type: ignore[no-untyped-call]
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().read_response(*args, **kwargs)
+        except errors.MovedError as exc:  # not ASK: see the module's docstring
+            self.owner_pool.forget()
+            await self.disconnect()
+            # A ConnectionError: redis-py's retry connects again, to the new owner.
+            raise errors.ConnectionError(f"the namespace's slot moved: MOVED {exc}") from None
+
+
+class SlotOwnerPool(ConnectionPool):
+    """A pool of connections to the owner of one hash slot of a cluster."""
+
+    def __init__(self, seeds: tuple[tuple[str, int], ...], slot: int, **kwargs: Any) -> None:
+        kwargs["connection_class"] = SlotOwnerConnection
+        super().__init__(**kwargs)
+        self.connection_kwargs["connection_pool"] = weakref.proxy(self)
+        self.seeds = list(seeds)
+        self.nodes = list(seeds)  # the seeds and every node a reply named since
+        self.slot = slot
+        self._owner: tuple[str, int] | None = None
+        self._located = 0.0
+        self._locating: asyncio.Lock | None = None
+
+    def forget(self) -> None:
+        """The owner moved: the next connection asks the cluster again."""
+        self._owner = None
+
+    async def locate(self) -> tuple[str, int]:
+        """The primary that owns the slot, as the first node that answers says."""
+        owner = self._owner
+        if owner is not None and time.monotonic() - self._located < _OWNER_TTL:
+            return owner
+        if self._locating is None:
+            self._locating = asyncio.Lock()
+        async with self._locating:
+            if self._owner is not None and time.monotonic() - self._located < _OWNER_TTL:
+                return self._owner
+            found = await self._ask()
+            self._owner, self._located = found, time.monotonic()
+            return found
+
+    async def _ask(self) -> tuple[str, int]:
+        kw = self.connection_kwargs
+        problems = []
+        for host, port in list(self.nodes):
+            node = Redis(
+                host=host,
+                port=port,
+                username=kw.get("username"),
+                password=kw.get("password"),
+                socket_connect_timeout=min(2.0, kw.get("socket_connect_timeout") or 2.0),
+                socket_timeout=min(2.0, kw.get("socket_timeout") or 2.0),
+                retry=Retry(NoBackoff(), 0),
+            )
+            try:
+                ranges = await node.execute_command("CLUSTER SLOTS")  # type: ignore[no-untyped-call]
+            except (errors.ConnectionError, errors.TimeoutError, errors.ResponseError) as exc:
+                problems.append(f"{host}:{port}: {exc}")
+                continue
+            finally:
+                await node.aclose()
+            owner = None
+            for start, end, primary, *replicas in ranges:
+                for entry in (primary, *replicas):
+                    where = (_text(entry[0]) or host, int(entry[1]))
+                    if where not in self.nodes:
+                        self.nodes.append(where)
+                if int(start) <= self.slot <= int(end):
+                    owner = (_text(primary[0]) or host, int(primary[1]))
+            if owner is not None:
+                return owner
+            problems.append(f"{host}:{port}: no node serves slot {self.slot}")
+        raise errors.ConnectionError(
+            f"no cluster node names the owner of slot {self.slot}: " + "; ".join(problems)
+        )
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def connect_topology(url: str, namespace: str | None, **options: Any) -> Redis:
+    """A redis-py client of the primary that serves ``namespace`` under ``url``."""
+    topo = parse(url)
+    options.pop("db", None)
+    if topo.username is not None:
+        options.setdefault("username", topo.username)
+    if topo.password is not None:
+        options.setdefault("password", topo.password)
+    sentinel_password = options.pop("sentinel_password", None) or topo.sentinel_password
+    if topo.kind == SENTINEL:
+        sentinel_options: dict[str, Any] = {
+            k: options[k]
+            for k in ("socket_connect_timeout", "socket_timeout", "socket_keepalive")
+            if k in options
+        }
+        if sentinel_password:
+            sentinel_options["password"] = sentinel_password
+        manager = Sentinel(list(topo.nodes), sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
+        client: Redis = manager.master_for(
+            topo.service,
+            redis_class=Redis,
+            connection_pool_class=SentinelPool,
+            db=topo.db,
+            **options,
+        )
+        return client
+    if not namespace:
+        raise ConfigError(
+            "redis_url: a redis+cluster:// connection serves one namespace: give the namespace"
+        )
+    slot = key_slot(("{" + namespace + "}:").encode())
+    pool = SlotOwnerPool(topo.nodes, slot, **options)
+    return Redis(connection_pool=pool, decode_responses=False)
+
+
+async def wait_replicas(conn: Any, replicas: int, timeout: float) -> int:  # noqa: ASYNC109
+    """``WAIT replicas timeout`` on ``conn`` (the connection that made the writes): how
+    many replicas acknowledged every write of that connection so far."""
+    return int(await conn.execute_command("WAIT", replicas, max(1, int(timeout * 1000))))

@@ -1,0 +1,260 @@
+"""Real Sentinel and Cluster deployments on loopback ports, for the topology tests.
+
+:class:`SentinelGroup`: a primary, a replica and three ``redis-sentinel`` processes
+(Debian's package: installed here when running as root, else the tests skip with a
+message). :class:`ClusterGroup`: three primaries and three replicas joined by
+``redis-cli --cluster create``. Every server is a :class:`tests.redis_server.RedisServer`
+(a temporary directory, no snapshots), so killing one with SIGKILL is a test step.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+import pytest
+import redis
+
+from tests.redis_server import RedisServer, free_port
+
+SERVICE = "rotamaster"
+
+
+def _poll(check: Callable[[], bool], within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            if check():
+                return
+        except redis.RedisError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not within {within} s")
+        time.sleep(0.05)
+
+
+def sentinel_binary() -> str:
+    """``redis-sentinel``, installed from Debian when missing and running as root; the
+    test skips otherwise."""
+    found = shutil.which("redis-sentinel")
+    if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(
+            ["apt-get", "install", "-y", "-q", "redis-sentinel"],
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+            capture_output=True,
+            check=False,
+            timeout=300,
+        )
+        found = shutil.which("redis-sentinel")
+    if found is None:
+        pytest.skip("redis-sentinel not found: install it (Debian: apt-get install redis-sentinel)")
+    return found
+
+
+class Sentinel:
+    """One ``redis-sentinel`` process with its own (rewritable) config file."""
+
+    def __init__(self, binary: str, primary_port: int, quorum: int) -> None:
+        self.port = free_port()
+        self._tmp = tempfile.TemporaryDirectory(prefix="rota-sentinel-")
+        conf = Path(self._tmp.name) / "sentinel.conf"
+        conf.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndaemonize no\n"
+            f"dir {self._tmp.name}\nlogfile {self._tmp.name}/sentinel.log\n"
+            f"sentinel monitor {SERVICE} 127.0.0.1 {primary_port} {quorum}\n"
+            f"sentinel down-after-milliseconds {SERVICE} 1000\n"
+            f"sentinel failover-timeout {SERVICE} 4000\n"
+            f"sentinel parallel-syncs {SERVICE} 1\n"
+        )
+        self.proc = subprocess.Popen(
+            [binary, str(conf)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        _poll(self._pong, 10, f"sentinel on port {self.port} answering")
+
+    def _pong(self) -> bool:
+        with redis.Redis(port=self.port, socket_timeout=0.5, socket_connect_timeout=0.5) as r:
+            return bool(r.ping())
+
+    def master(self) -> tuple[str, int] | None:
+        with redis.Redis(port=self.port, socket_timeout=1, decode_responses=True) as r:
+            reply = r.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
+        return (reply[0], int(reply[1])) if reply else None
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self._tmp.cleanup()
+
+
+class SentinelGroup:
+    """A primary, one replica and three sentinels (quorum 2)."""
+
+    def __init__(self) -> None:
+        binary = sentinel_binary()
+        self.servers: list[RedisServer] = []
+        self.sentinels: list[Sentinel] = []
+        try:
+            primary = RedisServer()
+            self.servers.append(primary)
+            replica = RedisServer(["--replicaof", "127.0.0.1", str(primary.port)])
+            self.servers.append(replica)
+            _poll(lambda: _link_up(replica), 15, "the replica in sync")
+            self.sentinels = [Sentinel(binary, primary.port, 2) for _ in range(3)]
+            _poll(self._all_know_the_replica, 15, "the sentinels seeing the replica")
+        except BaseException:
+            self.close()
+            raise
+
+    def _all_know_the_replica(self) -> bool:
+        for s in self.sentinels:
+            with redis.Redis(port=s.port, socket_timeout=1) as r:
+                if not r.execute_command("SENTINEL", "REPLICAS", SERVICE):
+                    return False
+        return True
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{hosts}/{SERVICE}"
+
+    def primary(self) -> RedisServer:
+        """The server the sentinels name as primary now."""
+        addr = self.sentinels[0].master()
+        return next(s for s in self.servers if addr and s.port == addr[1])
+
+    def wait_failover(self, old: RedisServer, within: float = 30) -> RedisServer:
+        """The new primary, once every sentinel names it and it takes writes."""
+
+        def moved() -> bool:
+            addrs = {s.master() for s in self.sentinels}
+            if len(addrs) != 1 or None in addrs or ("127.0.0.1", old.port) in addrs:
+                return False
+            new = self.primary()
+            with new.client(socket_timeout=1) as r:
+                return str(r.info("replication")["role"]) == "master"
+
+        _poll(moved, within, "the sentinels failing over")
+        return self.primary()
+
+    def close(self) -> None:
+        for s in self.sentinels:
+            s.close()
+        for server in self.servers:
+            server.close()
+
+    def __enter__(self) -> SentinelGroup:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _link_up(replica: RedisServer) -> bool:
+    with replica.client(socket_timeout=1) as r:
+        return r.info("replication").get("master_link_status") == "up"
+
+
+class ClusterGroup:
+    """Three primaries with one replica each, made by ``redis-cli --cluster create``."""
+
+    def __init__(self, node_timeout_ms: int = 2000) -> None:
+        self.servers: list[RedisServer] = []
+        try:
+            for _ in range(6):
+                self.servers.append(
+                    RedisServer(
+                        [
+                            "--cluster-enabled",
+                            "yes",
+                            "--cluster-config-file",
+                            "nodes.conf",
+                            "--cluster-node-timeout",
+                            str(node_timeout_ms),
+                        ]
+                    )
+                )
+            subprocess.run(
+                [
+                    "redis-cli",
+                    "--cluster",
+                    "create",
+                    *(f"127.0.0.1:{s.port}" for s in self.servers),
+                    "--cluster-replicas",
+                    "1",
+                    "--cluster-yes",
+                ],
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
+            _poll(self.ok, 30, "the cluster state ok on every node")
+        except BaseException:
+            self.close()
+            raise
+
+    def ok(self) -> bool:
+        for s in self.servers:
+            if not s.running:
+                continue
+            with s.client(socket_timeout=1) as r:
+                info = r.execute_command("CLUSTER", "INFO").decode()
+                if "cluster_state:ok" not in info:
+                    return False
+        return True
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{s.port}" for s in self.servers[:3])
+
+    def by_port(self, port: int) -> RedisServer:
+        return next(s for s in self.servers if s.port == port)
+
+    def owner(self, slot: int) -> RedisServer:
+        """The primary that serves ``slot``, as a live node says."""
+        for s in self.servers:
+            if not s.running:
+                continue
+            with s.client(socket_timeout=1) as r:
+                for start, end, primary, *_ in r.execute_command("CLUSTER", "SLOTS"):
+                    if start <= slot <= end:
+                        return self.by_port(int(primary[1]))
+        raise RuntimeError(f"no node serves slot {slot}")
+
+    def node_id(self, server: RedisServer) -> str:
+        with server.client(socket_timeout=1) as r:
+            return str(r.execute_command("CLUSTER", "MYID").decode())
+
+    def replica_of(self, primary: RedisServer) -> RedisServer:
+        pid = self.node_id(primary)
+        for s in self.servers:
+            if s is primary or not s.running:
+                continue
+            with s.client(socket_timeout=1) as r:
+                info = r.info("replication")
+                if info.get("role") == "slave" and int(info["master_port"]) == primary.port:
+                    return s
+        raise RuntimeError(f"no replica of {pid}")
+
+    def close(self) -> None:
+        for s in self.servers:
+            s.close()
+
+    def __enter__(self) -> ClusterGroup:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: venv redis chromium lint test demo fmt clean
+.PHONY: venv redis chromium lint test test-topology demo fmt clean
 
 venv: $(VENV)/.stamp
 
@@ -43,6 +43,11 @@ lint: venv
 test: venv redis chromium
 	$(MAKE) lint
 	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+# Sentinel and Cluster (tests/topology): the long forms, 5,000 jobs each; CI runs the
+# short ones with the rest of the suite. CHAOS_REPORT=file keeps the measured figures.
+test-topology: venv redis
+	ROTA_LONG=1 $(BIN)/pytest -q -s -m topology tests/topology $(PYTEST_ARGS)
 
 demo: venv redis
 	$(BIN)/rota demo

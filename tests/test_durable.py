@@ -1,0 +1,57 @@
+"""Durable enqueue: an enqueue returns once replicas hold the jobs (``WAIT``), and
+raises :class:`rota.NotReplicated` when they do not acknowledge in time."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from rota import Client, JobSpec, NotReplicated
+from tests.redis_server import RedisServer
+
+
+@pytest.fixture
+def replica(fresh_redis_server: RedisServer) -> Iterator[RedisServer]:
+    server = RedisServer(["--replicaof", "127.0.0.1", str(fresh_redis_server.port)])
+    try:
+        deadline = time.monotonic() + 10
+        with server.client() as r:
+            while r.info("replication").get("master_link_status") != "up":
+                assert time.monotonic() < deadline, "the replica did not sync"
+                time.sleep(0.05)
+        yield server
+    finally:
+        server.close()
+
+
+async def test_a_durable_enqueue_returns_once_the_replica_holds_the_job(
+    fresh_redis_server: RedisServer, replica: RedisServer, namespace: str
+) -> None:
+    async with Client.from_url(fresh_redis_server.url, namespace, durable=1) as client:
+        one = await client.enqueue("work", n=1)
+        many = await client.enqueue_many([JobSpec(name="work", kwargs={"n": i}) for i in range(3)])
+        plain = await client.enqueue("work", n=9, durable=False)
+    with replica.client() as r:  # already there when the enqueue returned
+        for job in (one, *many):
+            assert r.hget("{" + namespace + "}:job:" + job.id, "name") == b"work"
+    assert plain.created
+
+
+async def test_without_replicas_a_durable_enqueue_raises_and_names_what_was_written(
+    fresh_redis_server: RedisServer, namespace: str
+) -> None:
+    async with Client.from_url(fresh_redis_server.url, namespace, durable_timeout=0.1) as client:
+        started = time.monotonic()
+        with pytest.raises(NotReplicated, match="0 of 1 replica") as refused:
+            await client.enqueue("work", n=1, durable=True)
+        assert time.monotonic() - started < 5
+        (job,) = refused.value.jobs
+        assert (refused.value.acked, refused.value.wanted) == (0, 1)
+        # Written on the primary all the same; enqueued again by id, nothing doubles.
+        assert (await client.job(job.id)) is not None
+        again = await client.enqueue("work", n=1, job_id=job.id)
+        assert not again.created
+        # The Link of the hot path is not held up by WAIT.
+        assert (await client.enqueue("work", n=2)).created

@@ -47,7 +47,7 @@ test: venv redis chromium
 # Sentinel and Cluster (tests/topology): the long forms, 5,000 jobs each; CI runs the
 # short ones with the rest of the suite. CHAOS_REPORT=file keeps the measured figures.
 test-topology: venv redis
-	ROTA_LONG=1 $(BIN)/pytest -q -s -m topology tests/topology $(PYTEST_ARGS)
+	ROTA_LONG=1 CHAOS_LENGTH=full $(BIN)/pytest -q -s -m topology tests/topology $(PYTEST_ARGS)
 
 demo: venv redis
 	$(BIN)/rota demo

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -161,6 +162,20 @@ class SentinelGroup:
         self.close()
 
 
+def _cluster_port() -> int:
+    """A free port whose cluster bus port (10,000 higher) is a port, and free too."""
+    while True:
+        port = free_port()
+        if port > 55535:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+
+
 def _link_up(replica: RedisServer) -> bool:
     with replica.client(socket_timeout=1) as r:
         return r.info("replication").get("master_link_status") == "up"
@@ -175,14 +190,15 @@ class ClusterGroup:
             for _ in range(6):
                 self.servers.append(
                     RedisServer(
-                        [
+                        port=_cluster_port(),
+                        extra_args=[
                             "--cluster-enabled",
                             "yes",
                             "--cluster-config-file",
                             "nodes.conf",
                             "--cluster-node-timeout",
                             str(node_timeout_ms),
-                        ]
+                        ],
                     )
                 )
             subprocess.run(

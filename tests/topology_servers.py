@@ -198,6 +198,10 @@ class ClusterGroup:
                             "nodes.conf",
                             "--cluster-node-timeout",
                             str(node_timeout_ms),
+                            # A replica may fail over however long ago it last heard
+                            # from its primary: the tests kill primaries on purpose.
+                            "--cluster-replica-validity-factor",
+                            "0",
                         ],
                     )
                 )
@@ -216,6 +220,7 @@ class ClusterGroup:
                 timeout=60,
             )
             _poll(self.ok, 30, "the cluster state ok on every node")
+            _poll(self._replicas_in_sync, 30, "every replica in sync with its primary")
         except BaseException:
             self.close()
             raise
@@ -224,10 +229,21 @@ class ClusterGroup:
         for s in self.servers:
             if not s.running:
                 continue
+            try:
+                with s.client(socket_timeout=1) as r:
+                    info = r.execute_command("CLUSTER", "INFO").decode()
+            except redis.RedisError:
+                return False
+            if "cluster_state:ok" not in info:
+                return False
+        return True
+
+    def _replicas_in_sync(self) -> bool:
+        for s in self.servers:
             with s.client(socket_timeout=1) as r:
-                info = r.execute_command("CLUSTER", "INFO").decode()
-                if "cluster_state:ok" not in info:
-                    return False
+                info = r.info("replication")
+            if info.get("role") == "slave" and info.get("master_link_status") != "up":
+                return False
         return True
 
     @property

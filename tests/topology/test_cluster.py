@@ -4,8 +4,9 @@ Three primaries with one replica each. Three namespaces, chosen so that each liv
 another primary, each with a worker pool in its own process started with a
 ``redis+cluster://`` URL of seed nodes. While they run:
 
-1. the replica of namespace A's primary takes over (``CLUSTER FAILOVER``): A's pool
-   finds the new owner of its slot by itself;
+1. the replica of namespace A's primary takes over, by ``CLUSTER FAILOVER`` or because
+   the primary is killed with SIGKILL: A's pool finds the new owner of its slot by
+   itself;
 2. namespace B's slot migrates to C's primary, by the steps ``redis-cli --cluster
    reshard`` takes (``SETSLOT IMPORTING``/``MIGRATING``, ``MIGRATE`` in batches,
    ``SETSLOT NODE``): B's scripts wait while the keys move (``ASK``) and its pool
@@ -82,8 +83,9 @@ def migrate_slot(cluster: ClusterGroup, slot: int, target: RedisServer) -> int:
 
 
 @pytest.mark.timeout(600 if LONG else 170)
+@pytest.mark.parametrize("failover", ["manual", "kill"])
 def test_three_namespaces_through_a_failover_and_a_slot_migration(
-    cluster_group: ClusterGroup, fleet: Fleet, ledger: Ledger
+    cluster_group: ClusterGroup, fleet: Fleet, ledger: Ledger, failover: str
 ) -> None:
     cluster = cluster_group
     url = cluster.url
@@ -99,12 +101,15 @@ def test_three_namespaces_through_a_failover_and_a_slot_migration(
         what="namespace A under way",
         details=fleet.tails,
     )
-    # 1. A coordinated failover of A's primary.
+    # 1. A's primary hands over to its replica, or dies.
     old = cluster.owner(_slot(a))
     replica = cluster.replica_of(old)
     started = time.monotonic()
-    with replica.client(socket_timeout=5) as r:
-        r.execute_command("CLUSTER", "FAILOVER")
+    if failover == "kill":
+        old.kill()
+    else:
+        with replica.client(socket_timeout=5) as r:
+            r.execute_command("CLUSTER", "FAILOVER")
     poll(
         lambda: cluster.owner(_slot(a)).port == replica.port,
         within=30,
@@ -114,6 +119,8 @@ def test_three_namespaces_through_a_failover_and_a_slot_migration(
     # 2. B's slot to C's primary, while B's pool runs.
     done_b = _processed(cluster, b)
     assert done_b < PER_NAMESPACE, "B finished before its slot could move: make the run longer"
+    if failover == "kill":
+        poll(cluster.ok, within=30, what="the cluster state ok again")
     started = time.monotonic()
     moved_keys = migrate_slot(cluster, _slot(b), cluster.owner(_slot(c)))
     migration_s = time.monotonic() - started
@@ -128,6 +135,7 @@ def test_three_namespaces_through_a_failover_and_a_slot_migration(
     assert [w for w in workers if not w.alive] == [], f"a pool exited\n{fleet.tails()}"
     fleet.close()
     figures: dict[str, object] = {
+        "failover": failover,
         "jobs": 3 * PER_NAMESPACE,
         "failover_s": round(failover_s, 1),
         "migration_s": round(migration_s, 2),

@@ -182,12 +182,13 @@ def _link_up(replica: RedisServer) -> bool:
 
 
 class ClusterGroup:
-    """Three primaries with one replica each, made by ``redis-cli --cluster create``."""
+    """Three primaries with one replica each (or ``replicas``), made by ``redis-cli
+    --cluster create``."""
 
-    def __init__(self, node_timeout_ms: int = 2000) -> None:
+    def __init__(self, node_timeout_ms: int = 2000, replicas: int = 1) -> None:
         self.servers: list[RedisServer] = []
         try:
-            for _ in range(6):
+            for _ in range(3 * (1 + replicas)):
                 self.servers.append(
                     RedisServer(
                         port=_cluster_port(),
@@ -212,7 +213,7 @@ class ClusterGroup:
                     "create",
                     *(f"127.0.0.1:{s.port}" for s in self.servers),
                     "--cluster-replicas",
-                    "1",
+                    str(replicas),
                     "--cluster-yes",
                 ],
                 check=True,

@@ -32,7 +32,17 @@ from rota.protocol.scripts import Arg, Script, call_many, script
 from rota.protocol.snapshot import PoolSnapshot
 from rota.workflow import Group, GroupProgress
 
-__all__ = ["Bucket", "Client", "History", "Job", "JobSpec", "Page", "QueueInfo", "now_ms"]
+__all__ = [
+    "Bucket",
+    "Client",
+    "History",
+    "Job",
+    "JobSpec",
+    "Page",
+    "QueueInfo",
+    "RunningJob",
+    "now_ms",
+]
 
 JobSet = Literal["scheduled", "retry", "dead", "waiting"]
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
@@ -92,6 +102,31 @@ class QueueInfo(msgspec.Struct, frozen=True):
     limit: int | None
     paused: bool
     priority: int | None
+
+
+class RunningJob(msgspec.Struct, frozen=True):
+    """A job running now, read from the running sets and its record. ``since``: the
+    start of its current lease (ms); ``deadline``: when the lease ends unless its pool
+    extends it (ms); ``progress``: what the handler last reported with ``ctx.progress``;
+    ``message``: its last ``ctx.checkin``, as its pool's latest snapshot tells it."""
+
+    job_id: str
+    name: str
+    pool: str
+    since: int
+    deadline: int
+    progress: str = ""
+    message: str = ""
+
+    @property
+    def host(self) -> str:
+        """The host of the pool running it (a pool id is ``host:pid:suffix``)."""
+        return self.pool.rsplit(":", 2)[0] if self.pool.count(":") >= 2 else self.pool
+
+    @property
+    def pid(self) -> int:
+        parts = self.pool.rsplit(":", 2)
+        return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else 0
 
 
 class Page(msgspec.Struct, frozen=True):
@@ -440,6 +475,40 @@ class Client:
                     _int_or_none(priority),
                 )
             )
+        return out
+
+    async def running(self, names: Sequence[str] | None = None) -> list[RunningJob]:
+        """The jobs running now, longest running first: exact at the moment of the read,
+        where pool snapshots are up to a heartbeat old (only the checkin ``message``
+        comes from them). Reads the running sets, then the records, one pipelined
+        round trip each, and the snapshots (one more to list the names when not
+        given)."""
+        names = await self.names() if names is None else list(names)
+        k = self.keys
+        pipe = self.redis.pipeline(transaction=False)
+        for name in names:
+            pipe.zrange(k.running(name), 0, -1, withscores=True)
+        leases = [
+            (_s(i), name, int(score))
+            for name, rows in zip(names, await pipe.execute() if names else [], strict=True)
+            for i, score in rows
+        ]
+        if not leases:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for job_id, _, _ in leases:
+            pipe.hmget(k.job(job_id), "state", "pool", "started_at", "progress")
+        rows = await pipe.execute()
+        said = {(p.id, b.job_id): b.message for p, _ in await self.pools() for b in p.busy}
+        out = []
+        for (job_id, name, deadline), row in zip(leases, rows, strict=True):
+            state, pool, started, progress = ("" if v is None else _s(v) for v in row)
+            if state != "running":  # finished between the two reads
+                continue
+            since = int(started) if started.isdigit() else 0
+            message = said.get((pool, job_id), "")
+            out.append(RunningJob(job_id, name, pool, since, deadline, progress, message))
+        out.sort(key=lambda r: (r.since, r.job_id))
         return out
 
     async def set_sizes(self) -> dict[str, int]:

@@ -80,14 +80,19 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 _FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}
+#: Settings whose words are read in any case (``WARNING`` is ``warning``).
+_CASELESS = frozenset({"log_level", "log_format"})
 
 
 def _build(values: Mapping[str, Any], *, source: str, strict: bool = True) -> Settings:
     for key in values:
         if key not in _FIELDS:
             raise ConfigError(f"{key}: unknown setting (from {source})")
+    values = {
+        k: v.lower() if k in _CASELESS and isinstance(v, str) else v for k, v in values.items()
+    }
     try:
-        return msgspec.convert(dict(values), Settings, strict=strict)
+        return msgspec.convert(values, Settings, strict=strict)
     except msgspec.ValidationError as exc:
         if isinstance(exc.__cause__, ConfigError):  # from __post_init__: names the setting
             raise ConfigError(f"{exc.__cause__} (from {source})") from None

@@ -40,7 +40,9 @@ def _child_env(settings: Settings) -> dict[str, str]:
     help="Pool processes; more than 1 runs a supervisor that restarts them.",
 )
 @click.option("--log-format", type=click.Choice(["auto", "json", "console"]))
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option(
+    "--log-level", type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
+)
 @connection_options
 def worker(target: str, processes: int, config_file: Path | None, **flags: Any) -> None:
     """Run the WorkerPool TARGET (module:attribute, e.g. app.jobs:pool) until SIGTERM."""

@@ -107,14 +107,16 @@ def _schemas() -> dict[str, Schema]:
         "created_at": _MS,
     }
     busy = _obj(
-        ["pool", "host", "pid", "job_id", "name", "since", "message"],
+        ["pool", "host", "pid", "job_id", "name", "since", "deadline", "progress", "message"],
         pool=_STR,
         host=_STR,
         pid=_INT,
         job_id=_STR,
         name=_STR,
-        since=_INT,
-        message=_STR,
+        since={**_INT, "description": "start of the current lease (ms)"},
+        deadline={**_INT, "description": "end of the lease unless its pool extends it (ms)"},
+        progress={**_STR, "description": "the handler's last ctx.progress"},
+        message={**_STR, "description": "its last checkin, from its pool's snapshot"},
     )
     pool = _obj(
         ["id", "host", "pid", "version", "concurrency", "jobs", "started_at", "last_heartbeat"],
@@ -349,7 +351,7 @@ def _paths() -> dict[str, Any]:
         ),
         "/api/queues": _get("queues", "Every queue's figures", "Queues"),
         "/api/pools": _get("pools", "Live pools and their heartbeats", "Pools"),
-        "/api/busy": _get("busy", "Running jobs, from the pools' snapshots", "Busy"),
+        "/api/busy": _get("busy", "Jobs running now, from the running sets", "Busy"),
         "/api/redis": _get("redis", "Redis server figures and round trip", "Redis"),
         "/api/jobs/{job_id}": _get(
             "job", "Everything about one job", "Job", 404, parameters=job_id

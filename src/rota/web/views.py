@@ -7,6 +7,7 @@ Everything is read through :class:`rota.client.Client`.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Any, Final, Literal, get_args
 
 import msgspec
@@ -85,9 +86,8 @@ async def dashboard(client: Client, minutes: int = 60, days: int = 30) -> dict[s
     qs = await client.queues()
     sizes = {"queued": sum(q.size for q in qs), "running": sum(q.running for q in qs)}
     sizes.update(await client.set_sizes())
-    live = await client.pools()
-    sizes["pools"] = len(live)
-    sizes["busy"] = sum(len(p.busy) for p, _ in live)
+    sizes["pools"] = len(await client.pools())
+    sizes["busy"] = sizes["running"]
     return {
         "namespace": client.namespace,
         "totals": {k: stats.get(k, 0) for k in ("processed", "failed", "dead", "lost", "aborted")},
@@ -105,10 +105,11 @@ async def pools(client: Client, settings: Settings) -> dict[str, Any]:
     """Live pools; ``stale``: no heartbeat for more than two intervals."""
     now = now_ms()
     stale_after = settings.heartbeat_interval * 2000
+    busy = Counter(r.pool for r in await client.running())
     out = []
     for snap, beat in await client.pools():
         row = _asdict(snap)
-        row["busy"] = len(snap.busy)
+        row["busy"] = busy[snap.id]
         row["last_heartbeat"] = beat
         row["stale"] = now - beat > stale_after
         out.append(row)
@@ -116,13 +117,9 @@ async def pools(client: Client, settings: Settings) -> dict[str, Any]:
 
 
 async def busy(client: Client) -> dict[str, Any]:
-    """Running jobs as the pools' last heartbeats tell them."""
-    workers = [
-        {"pool": snap.id, "host": snap.host, "pid": snap.pid, **_asdict(b)}
-        for snap, _ in await client.pools()
-        for b in snap.busy
-    ]
-    workers.sort(key=lambda w: w["since"])
+    """Jobs running now, from the running sets and the job records (exact at the read;
+    only the last checkin message comes from the pools' snapshots)."""
+    workers = [{**_asdict(r), "host": r.host, "pid": r.pid} for r in await client.running()]
     return {"workers": workers}
 
 

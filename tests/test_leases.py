@@ -187,7 +187,7 @@ async def test_abort_queued_scheduled_and_running_jobs(
         assert await client.abort(running.id) == "running"
         with pytest.raises(rota.JobFailed, match="aborted"):
             await client.wait(running.id, timeout=5)
-        assert time.monotonic() - t0 < 0.1
+        assert time.monotonic() - t0 < 3  # by the abort channel, not the 5 s heartbeat
     record = await client.job(running.id)
     assert record is not None
     assert (record.state, record.reason) == (State.ABORTED, "aborted")

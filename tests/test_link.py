@@ -255,14 +255,14 @@ async def test_a_server_that_stops_answering_times_out_and_the_link_recovers(
         sync.execute_command("CLIENT", "PAUSE", 3000, "ALL")
         calls = [asyncio.create_task(link.execute_command("ECHO", i)) for i in range(10)]
         results = await asyncio.gather(*calls, return_exceptions=True)
-        assert time.monotonic() - paused < 1.5
+        assert time.monotonic() - paused < 2.9  # timed out before the 3 s pause ended
         assert all(isinstance(r, rx.TimeoutError) for r in results), results
         while True:  # the pause lasts 3 s; every try before its end times out
             try:
                 assert await link.execute_command("ECHO", "back") == b"back"
                 break
             except rx.TimeoutError:
-                assert time.monotonic() - paused < 3.5
+                assert time.monotonic() - paused < 10
         assert time.monotonic() - paused > 2.9
     sync.close()
 
@@ -273,7 +273,7 @@ async def test_blocking_pops_outlast_the_socket_timeout(redis_url: str) -> None:
     async with Link.from_url(redis_url, socket_timeout=0.5) as link:
         started = time.monotonic()
         assert await link.execute_command("BLPOP", k, 1) is None
-        assert 0.9 < time.monotonic() - started < 1.5
+        assert 0.9 < time.monotonic() - started < 10  # not cut at the 0.5 s socket timeout
         asyncio.get_running_loop().call_later(0.7, sync.rpush, k, b"item")
         assert await link.execute_command("BLPOP", k, 2) == [k.encode(), b"item"]
         started = time.monotonic()

@@ -129,7 +129,7 @@ async def test_a_burst_wakes_a_second_pool_when_the_first_takes_other_work(
         done[ctx.id] = time.monotonic()
 
     async def y(ctx: JobContext) -> None:
-        await anyio.sleep(2.0)
+        await anyio.sleep(20.0)  # far beyond the bound below: x must not wait for it
 
     async with (
         Client.from_url(url, namespace) as client,
@@ -142,8 +142,8 @@ async def test_a_burst_wakes_a_second_pool_when_the_first_takes_other_work(
             for args in jobs:
                 enqueue.queue(pipe, client.keys.prefix, args)
             await pipe.execute()
-        await wait_until(lambda: len(done) == 2, within=1.5)
-        assert max(done.values()) - start < 1.0
+        await wait_until(lambda: len(done) == 2, within=8)
+        assert max(done.values()) - start < 8
 
 
 @asynccontextmanager

@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: venv redis chromium lint test demo fmt clean
+.PHONY: venv redis chromium lint check test demo fmt clean
 
 venv: $(VENV)/.stamp
 
@@ -40,6 +40,12 @@ lint: venv
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 
+# The fast inner loop: lint, types, and the tests not marked slow or chaos.
+check: venv redis
+	$(MAKE) lint
+	$(BIN)/pytest -q -m "not slow and not chaos" $(PYTEST_ARGS)
+
+# Everything: the README's command and CI's.
 test: venv redis chromium
 	$(MAKE) lint
 	$(BIN)/pytest -q $(PYTEST_ARGS)

@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "rota.link": 0,
     "rota.logging": 0,
     "rota.embedded": 0,
+    "rota.tracing": 0,
     "rota.connection": 1,
     "rota.config": 1,
     "rota.outage": 1,

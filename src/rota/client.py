@@ -20,7 +20,7 @@ import msgspec
 import redis.exceptions
 from redis.asyncio import Redis
 
-from rota import workflow
+from rota import tracing, workflow
 from rota.connection import connect
 from rota.errors import JobFailed, JobNotFound, PayloadTooLarge
 from rota.link import Link
@@ -295,13 +295,28 @@ class Client:
         return await self._enqueue_rows([self._enqueue_args(spec) for spec in specs])
 
     async def _enqueue_rows(self, rows: list[list[Arg]]) -> list[Job]:
-        """Send rows of :meth:`_enqueue_args`: one by the ``enqueue`` script, more by
-        ``enqueue_batch`` calls of a thousand, all in one pipeline, in order."""
+        """Send rows of :meth:`_enqueue_args` in one ``send`` span when tracing is on
+        (see :mod:`rota.tracing`), its trace context stored in every job."""
+        if not (tracing.ENABLED and rows):
+            return await self._send_rows(rows)
+        names = {str(r[1]) for r in rows}
+        with tracing.producer_span(names.pop() if len(names) == 1 else "", len(rows)) as trace:
+            if trace[0]:
+                rows = [[*r, *trace] for r in rows]
+            return await self._send_rows(rows)
+
+    async def _send_rows(self, rows: list[list[Arg]]) -> list[Job]:
+        """Send rows: one by the ``enqueue`` script, more by ``enqueue_batch`` calls of a
+        thousand, all in one pipeline, in order. A row is the script's nine arguments,
+        then after, group, waits_group, and optionally traceparent and tracestate."""
         if len(rows) <= 1 and not (rows and (rows[0][10] or rows[0][11])):
             if not rows:
                 return []
             (row,) = rows
-            args = row[:9] if not row[9] else row[:10]
+            if len(row) > 12:
+                args = [*row[:10], *row[12:14]]
+            else:
+                args = row[:9] if not row[9] else row[:10]
             try:
                 answer = await script("enqueue")(self._link or self.redis, self.keys.prefix, args)
             except redis.exceptions.ResponseError as exc:
@@ -321,7 +336,7 @@ class Client:
                     str(r[6]),
                     str(r[7]),
                     str(r[8]),
-                    *((r[9], r[10], r[11]) if r[9] or r[10] or r[11] else ()),
+                    *(r[9:14] if len(r) > 12 else r[9:12] if r[9] or r[10] or r[11] else ()),
                 ]
                 for r in rows[i : i + _BATCH]
             ]

@@ -53,6 +53,8 @@ FETCH_FIELDS: Final = (
     "max_fails",
     "timeout",
     "deps",
+    "traceparent",
+    "tracestate",
 )
 
 

@@ -53,14 +53,16 @@ class Fetched:
     max_fails: int | None
     timeout: float | None
     deps: bool = False  # it waited for other jobs: their results are in its record
+    trace: tuple[str, str] = ("", "")  # the enqueue's traceparent and tracestate
 
     @classmethod
     def parse(cls, flat: list[bytes]) -> list[Fetched]:
         out = []
         for i in range(0, len(flat), _WIDTH):
             (jid, name, token, attempts, failures, lost, args, enq, max_fails, timeout, deps) = (
-                flat[i : i + _WIDTH]
+                flat[i : i + _WIDTH - 2]
             )
+            parent, state = flat[i + _WIDTH - 2], flat[i + _WIDTH - 1]
             try:
                 mf: int | None = int(max_fails) if max_fails else None
             except ValueError:
@@ -84,6 +86,9 @@ class Fetched:
                     mf,
                     to,
                     deps == b"1",
+                    (parent.decode(errors="replace"), state.decode(errors="replace"))
+                    if parent
+                    else ("", ""),
                 )
             )
         return out

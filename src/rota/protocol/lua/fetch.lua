@@ -6,7 +6,7 @@
 -- KEYS[1] namespace prefix
 -- ARGV now_ms (0: the server's time), lease_ms, pool_id, max_args_bytes, n, name_1 .. name_n,
 --      [m, fill_1 .. fill_m]
--- Returns {jobs, buried}: jobs is flat, 11 entries per job (id, then FETCH_FIELDS of
+-- Returns {jobs, buried}: jobs is flat, 13 entries per job (id, then FETCH_FIELDS of
 -- protocol/job.py); buried lists the ids of entries made dead as bad payloads.
 local now, lease, pool = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 if now == 0 then
@@ -29,7 +29,7 @@ local MAX_BURY = 100
 -- The fields read from each job hash; the args join them only when their size is within
 -- the limit, so a huge value is never copied into the script.
 local FIELDS = {'name', 'state', 'token', 'attempts', 'failures', 'lost', 'enqueued_at',
-  'max_fails', 'timeout', 'deps'}
+  'max_fails', 'timeout', 'deps', 'traceparent', 'tracestate'}
 local WITH_ARGS = {unpack(FIELDS)}
 WITH_ARGS[#WITH_ARGS + 1] = 'args'
 
@@ -133,7 +133,7 @@ local function take(name)
         end
       elseif size > max_args then
         reject(id, name, 'args of ' .. size .. ' bytes exceed the limit of ' .. max_args .. ' bytes')
-      elseif not f[11] then
+      elseif not f[13] then
         reject(id, name, 'job has no args')
       else
         -- Token and counters are made text once and stored as they are returned: Redis
@@ -163,11 +163,13 @@ local function take(name)
         out[k + 4] = attempts
         out[k + 5] = failures
         out[k + 6] = f[6] or '0'
-        out[k + 7] = f[11]
+        out[k + 7] = f[13]
         out[k + 8] = f[7] or '0'
         out[k + 9] = f[8] or ''
         out[k + 10] = f[9] or ''
         out[k + 11] = f[10] or ''
+        out[k + 12] = f[11] or ''
+        out[k + 13] = f[12] or ''
         return true
       end
     end

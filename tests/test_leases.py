@@ -21,7 +21,7 @@ FAST = {"lease": 1.0, "heartbeat_interval": 0.2}
 async def lease_by_hand(client: Client, name: str, lease_ms: int = 200) -> list[bytes]:
     """Lease jobs the way a pool does, as a pool that then dies would leave them."""
     now = int(time.time() * 1000)
-    flat, _ = await script("fetch")(
+    flat, *_ = await script("fetch")(
         client.redis, client.keys.prefix, [now, lease_ms, "ghost-pool", 10**6, 1, name]
     )
     return list(flat)

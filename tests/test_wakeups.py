@@ -54,7 +54,7 @@ async def test_every_enqueue_pushes_a_token_up_to_ten(
 
 async def _fetch(client: Client, n: int, name: str) -> tuple[list[Any], list[Any]]:
     args = [_now(), 30000, "pool-1", 1 << 20, n, *[name] * n, 0]
-    flat, buried = await script("fetch")(client.redis, client.keys.prefix, args)
+    flat, buried, _ = await script("fetch")(client.redis, client.keys.prefix, args)
     return flat, buried
 
 

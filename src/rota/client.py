@@ -28,6 +28,7 @@ from rota.outage import refused
 from rota.protocol import codec
 from rota.protocol.job import JobRecord
 from rota.protocol.keys import Keys
+from rota.protocol.rate import Rate, parse_rate
 from rota.protocol.scripts import Arg, Script, call_many, script
 from rota.protocol.snapshot import PoolSnapshot
 from rota.workflow import Group, GroupProgress
@@ -93,7 +94,7 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
 
 class QueueInfo(msgspec.Struct, frozen=True):
     """Figures of one job name's queue. ``latency`` is the age in seconds of its oldest
-    queued job (0 when empty)."""
+    queued job (0 when empty); ``rate``: its rate limit as written (``"100/s"``)."""
 
     name: str
     size: int
@@ -102,6 +103,7 @@ class QueueInfo(msgspec.Struct, frozen=True):
     limit: int | None
     paused: bool
     priority: int | None
+    rate: str | None = None
 
 
 class RunningJob(msgspec.Struct, frozen=True):
@@ -465,8 +467,9 @@ class Client:
             pipe.hget(k.limits, name)
             pipe.sismember(k.paused, name)
             pipe.hget(k.priorities, name)
+            pipe.hget(k.rates, name)
         rows = await pipe.execute()
-        oldest = [rows[i * 6 + 1] for i in range(len(names))]
+        oldest = [rows[i * 7 + 1] for i in range(len(names))]
         pipe = self.redis.pipeline(transaction=False)
         for job_id in oldest:
             pipe.hget(k.job(_s(job_id)), "enqueued_at") if job_id else (pipe.echo(b""))
@@ -474,7 +477,7 @@ class Client:
         now = now_ms()
         out = []
         for i, name in enumerate(names):
-            size, _, running, limit, paused, priority = rows[i * 6 : i * 6 + 6]
+            size, _, running, limit, paused, priority, rate = rows[i * 7 : i * 7 + 7]
             try:
                 age = max(0.0, (now - int(enqueued[i])) / 1000) if enqueued[i] else 0.0
             except ValueError:
@@ -488,6 +491,7 @@ class Client:
                     _int_or_none(limit),
                     bool(paused),
                     _int_or_none(priority),
+                    _rate_text(rate),
                 )
             )
         return out
@@ -655,6 +659,21 @@ class Client:
         else:
             await self.redis.hset(self.keys.limits, validate_name(name), int(limit))
 
+    async def set_rate(self, name: str, rate: str | Rate | None) -> None:
+        """Cap how many jobs of ``name`` start per second, minute or hour across all
+        pools (``"100/s"``, ``"30/min"``, ``"2/hour"``; None: no cap). Pools waiting for
+        the name are woken, so a raised or removed limit takes effect at once. A pool
+        writes its handlers' ``rate`` when it starts, as for ``set_limit``."""
+        validate_name(name)
+        pipe = self.redis.pipeline(transaction=True)
+        if rate is None:
+            pipe.hdel(self.keys.rates, name)
+        else:
+            pipe.hset(self.keys.rates, name, parse_rate(rate).stored)
+        pipe.lpush(self.keys.wake(name), "1")
+        pipe.ltrim(self.keys.wake(name), 0, 9)
+        await pipe.execute()
+
     async def retry(self, which: JobSet, ids: Sequence[str] | None = None) -> int:
         """Move jobs of a set to their queues now: the given ids, or all when None. A
         waiting job runs when what it waits for completes: it cannot be moved."""
@@ -742,6 +761,13 @@ def _counts(raw: dict[Any, Any]) -> dict[str, int]:
         if n is not None:
             out[_s(k)] = n
     return out
+
+
+def _rate_text(stored: Any) -> str | None:
+    """``"100/s"`` from the stored ``100/1000``; None for none (or garbage, which the
+    fetch script reads as no limit)."""
+    rate = Rate.from_stored(_s(stored)) if stored else None
+    return None if rate is None else str(rate)
 
 
 def _int_or_none(value: bytes | None) -> int | None:

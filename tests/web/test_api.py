@@ -407,3 +407,20 @@ async def _pool_count(http: httpx.AsyncClient) -> bool:
 
 async def _running(client: Client, n: int) -> bool:
     return sum(q.running for q in await client.queues()) == n
+
+
+async def test_set_a_rate_and_a_limit_by_the_api(http: httpx.AsyncClient, client: Client) -> None:
+    await client.enqueue("mail", 1)
+    answer = await http.post("/api/queues/mail/rate", json={"rate": "50/s"})
+    assert answer.json() == {"name": "mail", "rate": "50/s"}
+    answer = await http.post("/api/queues/mail/limit", json={"limit": 3})
+    assert answer.json() == {"name": "mail", "limit": 3}
+    (q,) = (await http.get("/api/queues")).json()["queues"]
+    assert (q["rate"], q["limit"], q["done_per_second"]) == ("50/s", 3, 0)
+    error_of(await http.post("/api/queues/mail/rate", json={"rate": "often"}), 422)
+    error_of(await http.post("/api/queues/mail/limit", json={"limit": 0}), 422)
+    error_of(await http.post("/api/queues/nope/rate", json={"rate": "1/s"}), 404)
+    await http.post("/api/queues/mail/rate", json={"rate": None})
+    await http.post("/api/queues/mail/limit", json={"limit": None})
+    (info,) = await client.queues(["mail"])
+    assert (info.rate, info.limit) == (None, None)

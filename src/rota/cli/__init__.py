@@ -14,6 +14,7 @@ import click
 from rota import __version__
 from rota.cli.admin import dead, enqueue, job, queue, status
 from rota.cli.common import ExitError
+from rota.cli.rates import rate as _rate  # noqa: F401 - registers `rota queue rate`
 from rota.cli.run import demo, worker
 from rota.cli.web import web
 from rota.cli.workflows import group, waiting

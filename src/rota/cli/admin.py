@@ -141,7 +141,7 @@ def _print_status(data: dict[str, Any]) -> None:
     )
     print_table(
         "queues",
-        ["name", "size", "latency", "running", "limit", "priority", "paused"],
+        ["name", "size", "latency", "running", "limit", "rate", "priority", "paused"],
         [
             [
                 q["name"],
@@ -149,6 +149,7 @@ def _print_status(data: dict[str, Any]) -> None:
                 duration(q["latency"]),
                 q["running"],
                 q["limit"] or "",
+                q["rate"] or "",
                 q["priority"] or "",
                 "yes" if q["paused"] else "",
             ]
@@ -212,7 +213,7 @@ async def status(client: Client, settings: Settings, as_json: bool, watch: float
 
 @click.group()
 def queue() -> None:
-    """Pause, resume or clear the queue of a job name."""
+    """Pause, resume, clear or rate-limit the queue of a job name."""
 
 
 @queue.command()

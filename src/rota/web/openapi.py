@@ -142,6 +142,8 @@ def _schemas() -> dict[str, Schema]:
         limit=_OPT_INT,
         paused=_BOOL,
         priority=_OPT_INT,
+        rate={**_OPT_STR, "description": "its rate limit, e.g. '100/s'"},
+        done_per_second={**_NUM, "description": "completed per second over the last minute"},
     )
     return {
         "Error": _obj(["error"], error=_STR),
@@ -222,6 +224,33 @@ def _schemas() -> dict[str, Schema]:
             namespace=_STR,
         ),
         "QueueState": _obj(["name", "paused"], name=_STR, paused=_BOOL),
+        "RateRequest": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["rate"],
+            "properties": {
+                "rate": {
+                    "type": ["string", "null"],
+                    "description": "jobs that may start per second, minute or hour, e.g."
+                    " '100/s', '30/min', '2/hour'; null removes the limit",
+                }
+            },
+        },
+        "QueueRate": _obj(["name", "rate"], name=_STR, rate=_OPT_STR),
+        "LimitRequest": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["limit"],
+            "properties": {
+                "limit": {
+                    "type": ["integer", "null"],
+                    "minimum": 1,
+                    "maximum": 1000000,
+                    "description": "most jobs of the name running at once; null: no limit",
+                }
+            },
+        },
+        "QueueLimit": _obj(["name", "limit"], name=_STR, limit=_OPT_INT),
         "Cleared": _obj(["name", "deleted"], name=_STR, deleted=_INT),
         "Ids": {
             "type": "object",
@@ -391,6 +420,28 @@ def _paths() -> dict[str, Any]:
         paths[f"/api/queues/{{name}}/{action}"] = _post(
             f"queue_{action}", f"{action.capitalize()} a queue", schema, 404, parameters=name
         )
+    paths["/api/queues/{name}/rate"] = _post(
+        "queue_rate",
+        "Set or remove the rate limit of a queue (across all pools)",
+        "QueueRate",
+        400,
+        404,
+        415,
+        422,
+        parameters=name,
+        requestBody=_body("RateRequest"),
+    )
+    paths["/api/queues/{name}/limit"] = _post(
+        "queue_limit",
+        "Set or remove the concurrency limit of a queue (across all pools)",
+        "QueueLimit",
+        400,
+        404,
+        415,
+        422,
+        parameters=name,
+        requestBody=_body("LimitRequest"),
+    )
     for which in JOB_SETS:
         paths[f"/api/{which}"] = _get(
             f"list_{which}",

@@ -174,10 +174,18 @@ async def queue_action(request: Request) -> Response:
         validate_name(name)
     except ValueError:
         raise HTTPException(404, f"no queue {name}") from None
-    if name not in await client.names() or action not in ("pause", "resume", "clear"):
+    if name not in await client.names() or action not in ("pause", "resume", "clear", "rate"):
         raise HTTPException(404, f"no queue {name}")
     target = await _next(request, "/queues")
     n = None
+    if action == "rate":
+        value = (await request.form()).get("rate")
+        text = value.strip() if isinstance(value, str) else ""
+        try:
+            await client.set_rate(name, text or None)
+        except ValueError as exc:
+            raise HTTPException(400, str(exc)) from None
+        return RedirectResponse(with_notice(target, "rate-set" if text else "rate-removed"), 303)
     if action == "pause":
         await client.pause(name)
     elif action == "resume":

@@ -98,7 +98,18 @@ async def dashboard(client: Client, minutes: int = 60, days: int = 30) -> dict[s
 
 
 async def queues(client: Client) -> dict[str, Any]:
-    return {"queues": [_asdict(q) for q in await client.queues()]}
+    """Every queue's figures, and ``done_per_second``: jobs of the name completed per
+    second over the last minute (from the per-minute counters)."""
+    now = time.time()
+    history = await client.history(2, 0, at=now)
+    previous, current = history.minutes
+    weight = 1 - (now % 60) / 60  # the share of the previous minute inside the last 60 s
+    out = []
+    for q in await client.queues():
+        field = f"processed:{q.name}"
+        done = previous.counts.get(field, 0) * weight + current.counts.get(field, 0)
+        out.append({**_asdict(q), "done_per_second": round(done / 60, 2)})
+    return {"queues": out}
 
 
 async def pools(client: Client, settings: Settings) -> dict[str, Any]:

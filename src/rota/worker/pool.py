@@ -101,6 +101,7 @@ class WorkerPool:
         skip_dead: bool = ...,
         timeout: float | None = ...,
         max_concurrency: int | None = ...,
+        rate: str | None = ...,
         backoff: Backoff = ...,
         keep_result: float | None = ...,
         middleware: tuple[Middleware, ...] = ...,
@@ -111,7 +112,9 @@ class WorkerPool:
 
         ``priority`` (1-100000) weighs its queue in the round robin; ``max_fails``
         attempts before the job is dead (or dropped with ``skip_dead``); ``timeout`` in
-        seconds per attempt; ``max_concurrency`` across every pool; ``backoff(n)``
+        seconds per attempt; ``max_concurrency`` across every pool; ``rate`` how many
+        start per second, minute or hour across every pool (``"100/s"``, ``"30/min"``,
+        ``"2/hour"``); ``backoff(n)``
         seconds before retry n; ``keep_result`` seconds (0 deletes a complete job).
         """
 

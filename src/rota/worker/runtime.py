@@ -21,6 +21,7 @@ from rota.config import Settings
 from rota.outage import Watch
 from rota.protocol.job import FETCH_FIELDS
 from rota.protocol.keys import Keys
+from rota.protocol.rate import parse_rate
 from rota.protocol.scripts import Arg, load_all, script
 from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler
@@ -150,7 +151,8 @@ class PoolRuntime:
         args: list[Arg] = []
         for name, h in self.handlers.items():
             limit = "" if h.max_concurrency is None else h.max_concurrency
-            args += [name, h.priority, limit]
+            rate = parse_rate(h.rate).stored if h.rate is not None else ""
+            args += [name, h.priority, limit, rate]
         await script("register")(self.redis, self.keys.prefix, args)
 
     @property

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, get_args
 
 import msgspec
 
-from rota.client import Bucket, Client, now_ms
+from rota.client import Bucket, Client, JobSet, now_ms
 from rota.config import Settings
 from rota.protocol.job import JobRecord
 from rota.web.related import FINAL_STATES, FLOW_LIMIT, MISSING, flow, group_detail, job_detail
@@ -36,7 +36,6 @@ __all__ = [
     "redis_info",
 ]
 
-JobSet = Literal["scheduled", "retry", "dead", "waiting"]
 JOB_SETS: Final[tuple[JobSet, ...]] = get_args(JobSet)
 #: The sets whose jobs can be queued now; a waiting job runs when its parents complete.
 RETRYABLE: Final[tuple[JobSet, ...]] = ("scheduled", "retry", "dead")

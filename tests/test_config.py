@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,7 +47,7 @@ def test_shipped_example_config_is_the_defaults() -> None:
         ({"redis_url": ""}, "redis_url: empty"),
     ],
 )
-def test_bad_values_name_the_setting(source: dict[str, object], message: str) -> None:
+def test_bad_values_name_the_setting(source: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_settings(env={}, **source)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import anyio
@@ -214,7 +215,7 @@ async def test_sync_handlers_run_in_threads(client: Client, redis_url: str, name
     async with pool.running():
         await wait_until(lambda: _state_is(client, jobs[-1].id, State.COMPLETE))
         for job in jobs:
-            await wait_until(lambda j=job: _state_is(client, j.id, State.COMPLETE))
+            await wait_until(partial(_state_is, client, job.id, State.COMPLETE))
     assert running[1] >= 2, "sync handlers ran one at a time"  # they run side by side
     assert threading.get_ident() not in threads
     results = [(await client.job(j.id)).result_value for j in jobs]  # type: ignore[union-attr]
@@ -230,6 +231,7 @@ async def test_middleware_tells_a_timeout_an_abort_and_a_shutdown_apart(
 
     @pool.middleware
     async def note(ctx: JobContext, call_next: Any) -> Any:
+        assert isinstance(ctx.args, list)
         try:
             return await call_next()
         finally:  # the handler's await was cancelled: why?

@@ -38,6 +38,7 @@ async def test_heartbeat_writes_the_snapshot_and_keeps_long_jobs_leased(
         await ctx.checkin("halfway")
         await anyio.sleep(0.8)
         raw = redis_sync.get("{" + namespace + "}:pool:" + pool.runtime.pool_id)  # type: ignore[union-attr]
+        assert raw is not None
         snapshots.append(msgspec.json.decode(raw, type=PoolSnapshot))
         await anyio.sleep(1.7)  # well past the 1 s lease: the heartbeat extends it
         return "done"
@@ -139,6 +140,7 @@ async def test_poison_pill_goes_dead_after_max_lost(client: Client, namespace: s
         record = await client.job(job.id)
         assert record is not None
         assert record.lost == attempt + 1
+    assert record is not None
     assert (record.state, record.reason) == ("dead", "lost")
     assert "lease expired 3 times" in (record.error or "")
     assert (await client.page("dead")).total == 1

@@ -8,8 +8,8 @@ started late, ``FLUSHALL``), and counts every job.
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, MutableMapping
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -49,7 +49,7 @@ def forget_scripts(r: redis.Redis) -> None:
     r.script_flush()
 
 
-def events(logs: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
+def events(logs: list[MutableMapping[str, Any]], prefix: str) -> list[MutableMapping[str, Any]]:
     return [e for e in logs if str(e["event"]).startswith(prefix)]
 
 
@@ -107,7 +107,7 @@ async def test_a_full_redis_is_drained_by_a_pool_that_starts_during_it(
                 await anyio.sleep(0.3)
                 assert r.llen("{full}:queue:work") == 3000  # paused
                 await client.resume("work")
-                (dead_id,) = [i.decode() for i in r.zrange("{full}:dead", 0, -1)]
+                (dead_id,) = [i.decode() for i in cast(list[bytes], r.zrange("{full}:dead", 0, -1))]
                 assert await client.retry("dead", [dead_id]) == 1
                 await wait_until(lambda: len(runs) == len(jobs), within=30)
                 await wait_until(lambda: r.zcard("{full}:dead") == 1)

@@ -53,7 +53,7 @@ async def test_every_enqueue_pushes_a_token_up_to_ten(
 
 
 async def _fetch(client: Client, n: int, name: str) -> tuple[list[Any], list[Any]]:
-    args = [_now(), 30000, "pool-1", 1 << 20, n, *[name] * n, 0]
+    args: list[str | int] = [_now(), 30000, "pool-1", 1 << 20, n, *[name] * n, 0]
     flat, buried, _ = await script("fetch")(client.redis, client.keys.prefix, args)
     return flat, buried
 
@@ -109,7 +109,11 @@ async def _pools(
                 pool.job(name=name, priority=priorities.get(name, 1))(handler)
             await stack.enter_async_context(pool.running())
             # the fetcher and the scheduler of the new pool wait
-            await wait_until(lambda n=blocked + 2: _blocked(r) >= n)
+
+            def waiting(n: int = blocked + 2) -> bool:
+                return _blocked(r) >= n
+
+            await wait_until(waiting)
         try:
             yield
         finally:

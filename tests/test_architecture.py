@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "rota.config": 1,
     "rota.outage": 1,
     "rota.client": 2,
+    "rota.operations": 2,
     "rota.workflow": 2,
     "rota.worker": 3,
     "rota.daemon": 4,

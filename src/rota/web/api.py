@@ -18,8 +18,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from rota.client import JobSpec, validate_name
+from rota.client import JobSpec
 from rota.errors import JobNotFound, PayloadTooLarge
+from rota.protocol.job import validate_name
 from rota.web import views
 from rota.web.base import ApiError, JSONResponse, client_of, int_param, state_of
 from rota.web.openapi import spec

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from rota.client import validate_name
+from rota.protocol.job import validate_name
 from rota.web import views
 from rota.web.base import client_of, local_path, render, state_of, with_notice
 from rota.web.charts import bar_chart

@@ -12,9 +12,10 @@ from typing import Any, Final, get_args
 
 import msgspec
 
-from rota.client import Bucket, Client, JobSet, now_ms
+from rota.client import Client
 from rota.config import Settings
-from rota.protocol.job import JobRecord
+from rota.operations import Bucket
+from rota.protocol.job import JobRecord, JobSet, now_ms
 from rota.web.related import FINAL_STATES, FLOW_LIMIT, MISSING, flow, group_detail, job_detail
 
 __all__ = [

@@ -24,8 +24,8 @@ import redis.exceptions
 import structlog
 from redis.asyncio import Redis
 
-from rota.client import now_ms
 from rota.link import Link
+from rota.protocol.job import now_ms
 from rota.protocol.scripts import Arg, script
 from rota.worker.acker import Acker
 from rota.worker.robin import Robin

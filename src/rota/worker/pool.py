@@ -18,11 +18,11 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from rota import __version__
-from rota.client import Client, validate_name
+from rota.client import Client
 from rota.config import Settings, load_settings
 from rota.connection import connect
 from rota.outage import condition
-from rota.protocol.job import Reason
+from rota.protocol.job import Reason, validate_name
 from rota.worker.acker import Acker
 from rota.worker.cron import Cron
 from rota.worker.fetcher import Fetcher

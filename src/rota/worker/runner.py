@@ -14,11 +14,10 @@ import structlog
 
 import rota.logging
 from rota import tracing
-from rota.client import now_ms
 from rota.errors import Abort, InvalidArgs, Retry
 from rota.outage import condition
 from rota.protocol import codec
-from rota.protocol.job import Reason
+from rota.protocol.job import Reason, now_ms
 from rota.worker.context import JobContext
 from rota.worker.registry import Handler
 from rota.worker.runtime import Fetched, InFlight, PoolRuntime

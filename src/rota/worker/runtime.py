@@ -16,10 +16,10 @@ import anyio
 import structlog
 from redis.asyncio import Redis
 
-from rota.client import Client, now_ms
+from rota.client import Client
 from rota.config import Settings
 from rota.outage import Watch
-from rota.protocol.job import FETCH_FIELDS
+from rota.protocol.job import FETCH_FIELDS, now_ms
 from rota.protocol.keys import Keys
 from rota.protocol.rate import parse_rate
 from rota.protocol.scripts import Arg, load_all, script

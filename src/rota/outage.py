@@ -27,6 +27,7 @@ import redis.exceptions as errors
 import structlog
 from redis.asyncio import Redis
 
+from rota.connection import tls_refused
 from rota.errors import RedisRefused
 
 __all__ = ["MEANING", "Condition", "Watch", "backoff", "condition", "memory_figures", "refused"]
@@ -83,8 +84,8 @@ _CLASSES: Final[tuple[tuple[type[BaseException], Condition], ...]] = (
 def condition(exc: BaseException) -> Condition | None:
     """The "not now" condition ``exc`` reports, or None when it is not one.
 
-    A wrong password or a refused permission is not a condition: waiting does not mend
-    it, so it is raised at once.
+    A wrong password, a refused permission or a refused TLS certificate is not a
+    condition: waiting does not mend it, so it is raised at once.
     """
     if isinstance(exc, RedisRefused):
         return Condition(exc.condition)
@@ -92,6 +93,8 @@ def condition(exc: BaseException) -> Condition | None:
         if isinstance(exc, kind):
             return cond
     if isinstance(exc, errors.AuthenticationError | errors.AuthorizationError):
+        return None
+    if tls_refused(exc):  # a certificate refused: waiting does not mend it either
         return None
     if isinstance(exc, errors.ConnectionError | errors.TimeoutError | OSError):
         return Condition.UNREACHABLE

@@ -24,6 +24,7 @@ from rota.protocol.keys import Keys
 from rota.protocol.render import library
 from rota.protocol.scripts import use_functions, uses_functions
 from rota.web import create_app
+from tests.cli_helpers import rota_env, run_rota
 from tests.helpers import pool_settings, wait_until
 from tests.redis_server import RedisServer
 
@@ -33,6 +34,9 @@ pytestmark = pytest.mark.timeout(60)
 @pytest.fixture(scope="module")
 def server() -> Iterator[RedisServer]:
     with RedisServer() as s:
+        version = s.client().info("server")["redis_version"]
+        if int(str(version).split(".")[0]) < 7:
+            pytest.skip(f"the roles use Redis 7's FCALL and key selectors; this is {version}")
         yield s
 
 
@@ -219,3 +223,26 @@ async def test_the_web_operator_retries_and_deletes(
     assert await admin.redis.zcard(admin.keys.dead) == 0
     assert await _state(admin, first.id, State.QUEUED)
     assert await admin.job(second.id) is None
+
+
+def test_the_cli_under_the_read_only_role_reads_and_is_told_why_it_cannot_retry(
+    server: RedisServer, namespace: str
+) -> None:
+    keys = Keys(namespace)
+    with server.client() as admin:
+        admin.hset(keys.job("gone"), mapping={"name": "x", "args": "[]", "state": "dead"})
+        admin.zadd(keys.dead, {"gone": 1})
+    user, password = make_user(server, "web", namespace)
+    env = rota_env(
+        ROTA_REDIS_URL=server.url,
+        ROTA_NAMESPACE=namespace,
+        ROTA_REDIS_USERNAME=user,
+        ROTA_REDIS_PASSWORD=password,
+    )
+    status = run_rota("status", "--json", env=env)
+    assert status.returncode == 0, status.stderr
+    refused = run_rota("dead", "retry", "--all", "--yes", env=env)
+    assert refused.returncode == 2
+    (line,) = refused.stderr.strip().splitlines()
+    assert line.startswith(f"rota: redis_username: Redis at {server.url} refused a command")
+    assert f"'{user}'" in line and "docs/operations.md" in line and password not in line

@@ -9,6 +9,7 @@ a connection that works went over TLS.
 
 from __future__ import annotations
 
+import os
 import shutil
 import ssl
 import subprocess
@@ -19,7 +20,7 @@ from urllib.parse import quote
 
 import redis
 
-from tests.redis_server import START_TIMEOUT, RedisServer
+from tests.redis_server import START_TIMEOUT, RedisServer, free_port
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,24 @@ def make_certificates(directory: Path) -> Certificates:
         client_key=directory / "client.key",
         other_ca=directory / "other.crt",
     )
+
+
+def tls_supported(binary: str | None = None) -> bool:
+    """Whether the server binary the tests run (``ROTA_TEST_REDIS_SERVER``, else
+    redis-server) was built with TLS. Asked for a TLS port with certificate files that do
+    not exist, one built without it says it knows no TLS (Valkey) or no such directive
+    (Redis); one built with it complains about the files instead."""
+    binary = binary or os.environ.get("ROTA_TEST_REDIS_SERVER") or "redis-server"
+    command = [
+        binary, "--port", "0", "--tls-port", str(free_port()), "--save", "", "--logfile", "",
+        "--tls-cert-file", "/nonexistent/c", "--tls-key-file", "/nonexistent/k",
+    ]  # fmt: skip
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=5, check=False)
+    except subprocess.TimeoutExpired:
+        return True
+    said = done.stdout + done.stderr
+    return "Failed finding TLS support" not in said and "Bad directive" not in said
 
 
 class TLSRedisServer(RedisServer):

@@ -144,3 +144,15 @@ def test_the_demo_and_failed_connections_never_show_the_password(
         assert ":***@127.0.0.1" in done.stderr
     assert wrong.stderr.startswith("rota: redis_password: ")
     assert unreachable.stderr.startswith("rota: redis_url: cannot connect")
+
+
+def test_rota_web_stops_at_once_on_a_wrong_password_or_no_redis(locked: RedisServer) -> None:
+    port = free_port()
+    wrong = run_rota("web", "--bind", f"127.0.0.1:{port}", "--redis-url", _url(locked, "nope"))
+    assert wrong.returncode == 2
+    (line,) = wrong.stderr.strip().splitlines()
+    assert line.startswith("rota: redis_password: ") and "nope" not in line
+    away = run_rota("web", "--bind", f"127.0.0.1:{port}", "--redis-url", "redis://127.0.0.1:1/0")
+    assert away.returncode == 2
+    (line,) = away.stderr.strip().splitlines()
+    assert line.startswith("rota: redis_url: cannot connect to redis://127.0.0.1:1/0")

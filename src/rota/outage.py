@@ -136,8 +136,9 @@ class Watch:
     is failing any more; ``current`` is what the pool waits out now (None: nothing).
     """
 
-    def __init__(self, pool: str = "", redis: Redis | None = None) -> None:
+    def __init__(self, pool: str = "", redis: Redis | None = None, *, where: str = "") -> None:
         self.pool = pool
+        self.where = where  # the Redis URL, without its password, for the operator
         self.current: Condition | None = None
         self._failing: dict[str, int] = {}
         self._told: set[Condition] = set()  # the conditions logged since it started
@@ -192,6 +193,8 @@ class Watch:
             self._since = time.monotonic()
         self.current = cond
         self._told.add(cond)
+        if cond is Condition.UNREACHABLE and self.where:  # what to check, by setting name
+            details = {**details, "redis_url": self.where, "check": _CHECK}
         log.warning(
             _sentence(cond, details),
             condition=cond.value,
@@ -242,6 +245,11 @@ async def memory_figures(redis: Redis) -> dict[str, Any]:
         # docs/operations.md.)
         "full": 0 < limit <= used and info.get("maxmemory_policy") == "noeviction",
     }
+
+
+_CHECK: Final = (
+    "that Redis runs at redis_url; for rediss://, redis_tls_ca, redis_tls_cert and redis_tls_key"
+)
 
 
 def _sentence(cond: Condition, details: dict[str, Any]) -> str:

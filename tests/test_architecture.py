@@ -29,6 +29,8 @@ LAYERS: dict[str, int] = {
     "rota.connection": 1,
     "rota.config": 1,
     "rota.outage": 1,
+    "rota.access": 1,
+    "rota.acl": 0,
     "rota.client": 2,
     "rota.operations": 2,
     "rota.workflow": 2,

@@ -199,6 +199,8 @@ async def test_a_pool_waits_for_redis_at_its_start_and_can_be_stopped_meanwhile(
             await wait_until(lambda: bool(events(logs, "Redis cannot be reached")))
             stop.set()  # no Redis yet: the start is abandoned and run returns
     assert events(logs, "stopped before Redis could be used")
+    (away,) = events(logs, "Redis cannot be reached")  # one line, naming what to check
+    assert away["redis_url"] == url and "redis_url" in away["check"]
     done = anyio.Event()
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tg:

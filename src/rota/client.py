@@ -20,6 +20,8 @@ import redis.exceptions
 from redis.asyncio import Redis
 
 from rota import tracing, workflow
+from rota.access import connect_to
+from rota.config import Settings
 from rota.connection import connect
 from rota.errors import JobFailed, JobNotFound, PayloadTooLarge
 from rota.link import Link
@@ -122,6 +124,19 @@ class Client(Operations):
             owns_redis=True,
             max_args_bytes=max_args_bytes,
             unique_ttl=unique_ttl,
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **options: Any) -> Client:
+        """A client for the namespace of ``settings``, connected as they say (URL, TLS
+        files, ACL user and password: see :mod:`rota.access`); ``options`` as in
+        :meth:`from_url`."""
+        return cls(
+            connect_to(settings, **options),
+            settings.namespace,
+            owns_redis=True,
+            max_args_bytes=settings.max_args_bytes,
+            unique_ttl=settings.unique_ttl,
         )
 
     @property

@@ -8,6 +8,7 @@ refuses any other before a connection is tried.
 
 from __future__ import annotations
 
+import ssl
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
@@ -16,7 +17,7 @@ from redis.asyncio.connection import parse_url
 
 from rota.errors import ConfigError
 
-__all__ = ["SCHEMES", "check_url", "connect", "redacted"]
+__all__ = ["SCHEMES", "check_url", "connect", "redacted", "tls_refused"]
 
 #: The URL schemes rota connects with.
 SCHEMES: Final = ("redis", "rediss", "unix")
@@ -58,16 +59,45 @@ def check_url(url: str) -> str:
 
 
 def redacted(url: str) -> str:
-    """``url`` with its password, if any, shown as ``***``."""
+    """``url`` with its password, if any, shown as ``***`` (also a ``password=`` query
+    parameter, which redis-py reads too)."""
     try:
-        parts = urlsplit(url)
-        if parts.password is None:
+        parts = original = urlsplit(url)
+        if parts.query and "password=" in parts.query:
+            query = "&".join(
+                "password=***" if p.startswith("password=") else p for p in parts.query.split("&")
+            )
+            parts = parts._replace(query=query)
+        if parts.password is not None:
+            user = parts.username or ""
+            host = parts.netloc.rpartition("@")[2]
+            parts = parts._replace(netloc=f"{user}:***@{host}")
+        if parts == original:
             return url
-        user = parts.username or ""
-        host = parts.netloc.rpartition("@")[2]
-        return parts._replace(netloc=f"{user}:***@{host}").geturl()
+        return f"{parts.scheme}://{parts.netloc}{parts.path}?{parts.query}".removesuffix("?")
     except ValueError:
-        return url
+        return "(a URL that cannot be read)"
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def tls_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is a TLS handshake that failed for good (a certificate refused,
+    no common protocol): waiting does not mend it, unlike a connection that dropped."""
+    for e in _chain(exc):
+        if isinstance(e, ssl.SSLEOFError | ssl.SSLZeroReturnError | ssl.SSLWantReadError):
+            continue
+        if isinstance(e, ssl.SSLError):
+            return True
+    text = str(exc)
+    return "[SSL:" in text and "EOF" not in text
 
 
 def connect(url: str, **options: Any) -> Redis:

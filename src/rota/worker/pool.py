@@ -20,7 +20,6 @@ from anyio.abc import TaskGroup, TaskStatus
 from rota import __version__
 from rota.client import Client
 from rota.config import Settings, load_settings
-from rota.connection import connect
 from rota.outage import condition
 from rota.protocol.job import Reason, validate_name
 from rota.worker.acker import Acker
@@ -182,13 +181,9 @@ class WorkerPool:
         settings = self.settings
         own_client = client is None
         if client is None:
-            client = Client(
-                connect(redis_url or settings.redis_url),
-                settings.namespace,
-                max_args_bytes=settings.max_args_bytes,
-                unique_ttl=settings.unique_ttl,
-                owns_redis=True,
-            )
+            if redis_url is not None:
+                settings = settings.replace(redis_url=redis_url)
+            client = Client.from_settings(settings)
         try:
             async with contextlib.AsyncExitStack() as stack:
                 state: Mapping[str, Any] = {}

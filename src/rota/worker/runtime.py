@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 
 from rota.client import Client
 from rota.config import Settings
+from rota.connection import redacted
 from rota.outage import Watch
 from rota.protocol.job import FETCH_FIELDS, now_ms
 from rota.protocol.keys import Keys
@@ -141,7 +142,7 @@ class PoolRuntime:
     def __post_init__(self) -> None:
         self.handoff = Handoff(self.settings.concurrency, self.settings.prefetch)
         self.limiter = anyio.CapacityLimiter(self.settings.concurrency)
-        self.watch = Watch(self.pool_id, self.client.redis)
+        self.watch = Watch(self.pool_id, self.client.redis, where=redacted(self.settings.redis_url))
 
     async def register(self) -> None:
         """Make this pool's job names, priorities and limits known to every process (at

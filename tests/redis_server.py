@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import redis
 
@@ -200,7 +201,7 @@ class RedisServer:
 
     # -- context manager ----------------------------------------------------
 
-    def __enter__(self) -> RedisServer:
+    def __enter__(self) -> Self:
         if not self.running:
             self.start()
         return self

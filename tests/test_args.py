@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -50,7 +51,7 @@ async def test_args_byte_for_byte_through_enqueue_retry_and_schedule(
     async with pool.running():
         await wait_until(lambda: len(received) == 4, within=10)
         for jid in (job.id, later.id):
-            await wait_until(lambda j=jid: _complete(client, j))
+            await wait_until(partial(_complete, client, jid))
     assert _raw_args(redis_sync, namespace, job.id) == expected
     assert _raw_args(redis_sync, namespace, later.id) == expected
     assert all(kwargs == TRICKY for kwargs in received)

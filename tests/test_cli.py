@@ -367,8 +367,9 @@ async def test_group_show(
     assert f"group  {g.id} (0 of 3 done, 0 failed, 3 to go)" in text.stdout
     assert f"callback  {g.then.id}  step  waiting" in text.stdout
 
+    then_id = g.then.id
     async with _step_pool(redis_url, namespace).running(client=client):
-        await wait_until(lambda: _states_are(client, [g.then.id], "dead"))
+        await wait_until(lambda: _states_are(client, [then_id], "dead"))
         await wait_until(lambda: _states_are(client, members[:2], "complete"))
     done = await anyio.to_thread.run_sync(lambda: run_rota("group", "show", g.id, *conn))
     assert done.returncode == 0, done.stderr
@@ -380,7 +381,7 @@ async def test_group_show(
         lambda: rota_json("group", "show", g.id, "--offset", "1", "--limit", "1", *conn)
     )
     assert [m["id"] for m in page["members"]] == [members[1]]
-    text = await anyio.to_thread.run_sync(lambda: run_rota("job", "show", g.then.id, *conn))
+    text = await anyio.to_thread.run_sync(lambda: run_rota("job", "show", then_id, *conn))
     assert f"callback of  group {g.id} (2 of 3 done, 1 failed, 0 to go (finished))" in text.stdout
     missing = run_rota("group", "show", "nope", *conn)
     assert missing.returncode == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,7 +47,7 @@ def test_shipped_example_config_is_the_defaults() -> None:
         ({"redis_url": ""}, "redis_url: empty"),
     ],
 )
-def test_bad_values_name_the_setting(source: dict[str, object], message: str) -> None:
+def test_bad_values_name_the_setting(source: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_settings(env={}, **source)
 
@@ -115,3 +116,14 @@ def test_url_errors_do_not_show_the_password() -> None:
         load_settings(env={}, redis_url="redis://ann:s3cret@h:abc/0")
     assert "s3cret" not in str(refused.value)
     assert "redis://ann:***@h:abc/0" in str(refused.value)
+
+
+@pytest.mark.parametrize("level", ["WARNING", "Warning", "warning"])
+def test_log_words_are_read_in_any_case(level: str, tmp_path: Path) -> None:
+    file = tmp_path / "rota.toml"
+    file.write_text('log_format = "JSON"\n')
+    settings = load_settings(file, env={"ROTA_LOG_LEVEL": level})
+    assert (settings.log_level, settings.log_format) == ("warning", "json")
+    assert load_settings(file, env={}, log_level=level).log_level == "warning"
+    with pytest.raises(ConfigError, match="log_level"):
+        load_settings(file, env={"ROTA_LOG_LEVEL": "LOUD"})

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import anyio
 
 import rota
-from rota import Client, JobContext, Reason, State, WorkerPool
+from rota import Client, JobContext, JobSpec, Reason, State, WorkerPool
 from tests.helpers import pool_settings, wait_until
 
 
@@ -195,21 +196,27 @@ async def test_sync_handlers_run_in_threads(client: Client, redis_url: str, name
     import threading
 
     threads: set[int] = set()
+    lock = threading.Lock()
+    running = [0, 0]  # now, most at once
     pool = fast_pool(redis_url, namespace, keep_result=60)
 
     @pool.job
     def blocking(x: int) -> int:
         threads.add(threading.get_ident())
-        time.sleep(0.05)
+        with lock:
+            running[0] += 1
+            running[1] = max(running)
+        time.sleep(0.2)
+        with lock:
+            running[0] -= 1
         return x * 2
 
-    jobs = [await client.enqueue("blocking", i) for i in range(10)]
-    started = time.monotonic()
+    jobs = await client.enqueue_many([JobSpec(name="blocking", args=(i,)) for i in range(10)])
     async with pool.running():
         await wait_until(lambda: _state_is(client, jobs[-1].id, State.COMPLETE))
         for job in jobs:
-            await wait_until(lambda j=job: _state_is(client, j.id, State.COMPLETE))
-    assert time.monotonic() - started < 0.45  # 10 x 50 ms ran side by side
+            await wait_until(partial(_state_is, client, job.id, State.COMPLETE))
+    assert running[1] >= 2, "sync handlers ran one at a time"  # they run side by side
     assert threading.get_ident() not in threads
     results = [(await client.job(j.id)).result_value for j in jobs]  # type: ignore[union-attr]
     assert results == [i * 2 for i in range(10)]
@@ -224,6 +231,7 @@ async def test_middleware_tells_a_timeout_an_abort_and_a_shutdown_apart(
 
     @pool.middleware
     async def note(ctx: JobContext, call_next: Any) -> Any:
+        assert isinstance(ctx.args, list)
         try:
             return await call_next()
         finally:  # the handler's await was cancelled: why?

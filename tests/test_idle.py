@@ -15,7 +15,7 @@ from tests.redis_server import RedisServer
 def _monitor(server: RedisServer, seconds: float, sent: Counter[str]) -> None:
     """Count the commands clients send (MONITOR), leaving out those scripts run inside."""
     r = server.client()
-    with r.monitor() as m:
+    with r.monitor() as m:  # type: ignore[no-untyped-call]
         import time
 
         end = time.monotonic() + seconds

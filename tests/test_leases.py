@@ -21,7 +21,7 @@ FAST = {"lease": 1.0, "heartbeat_interval": 0.2}
 async def lease_by_hand(client: Client, name: str, lease_ms: int = 200) -> list[bytes]:
     """Lease jobs the way a pool does, as a pool that then dies would leave them."""
     now = int(time.time() * 1000)
-    flat, _ = await script("fetch")(
+    flat, *_ = await script("fetch")(
         client.redis, client.keys.prefix, [now, lease_ms, "ghost-pool", 10**6, 1, name]
     )
     return list(flat)
@@ -38,6 +38,7 @@ async def test_heartbeat_writes_the_snapshot_and_keeps_long_jobs_leased(
         await ctx.checkin("halfway")
         await anyio.sleep(0.8)
         raw = redis_sync.get("{" + namespace + "}:pool:" + pool.runtime.pool_id)  # type: ignore[union-attr]
+        assert raw is not None
         snapshots.append(msgspec.json.decode(raw, type=PoolSnapshot))
         await anyio.sleep(1.7)  # well past the 1 s lease: the heartbeat extends it
         return "done"
@@ -139,6 +140,7 @@ async def test_poison_pill_goes_dead_after_max_lost(client: Client, namespace: s
         record = await client.job(job.id)
         assert record is not None
         assert record.lost == attempt + 1
+    assert record is not None
     assert (record.state, record.reason) == ("dead", "lost")
     assert "lease expired 3 times" in (record.error or "")
     assert (await client.page("dead")).total == 1
@@ -187,7 +189,7 @@ async def test_abort_queued_scheduled_and_running_jobs(
         assert await client.abort(running.id) == "running"
         with pytest.raises(rota.JobFailed, match="aborted"):
             await client.wait(running.id, timeout=5)
-        assert time.monotonic() - t0 < 0.1
+        assert time.monotonic() - t0 < 3  # by the abort channel, not the 5 s heartbeat
     record = await client.job(running.id)
     assert record is not None
     assert (record.state, record.reason) == (State.ABORTED, "aborted")

@@ -59,10 +59,12 @@ async def test_in_a_loop_lines_of_one_turn_are_written_together_in_order() -> No
 async def test_lines_from_threads_and_a_closed_stream_are_safe() -> None:
     out = io.StringIO()
     writer = LineWriter(out)
-    threads = [
-        threading.Thread(target=lambda k=k: [writer.msg(f"{k}-{i}") for i in range(100)])
-        for k in range(4)
-    ]
+
+    def write(k: int) -> None:
+        for i in range(100):
+            writer.msg(f"{k}-{i}")
+
+    threads = [threading.Thread(target=write, args=(k,)) for k in range(4)]
     for t in threads:
         t.start()
     for t in threads:

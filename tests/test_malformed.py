@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import msgspec
 import redis
+from redis.typing import EncodableT, FieldT
 
 from rota import Client, JobContext, WorkerPool
 from tests.helpers import pool_settings, wait_until
+
+Fields = dict[FieldT, EncodableT]  # a job hash as redis-py takes it
 
 
 async def test_planted_garbage_becomes_dead_jobs_with_reasons(
@@ -32,7 +37,7 @@ async def test_planted_garbage_becomes_dead_jobs_with_reasons(
     r.lpush(q, "wrong-name")
     r.set(p + "job:a-string", "surprise")
     r.lpush(q, "a-string")
-    odd = {"attempts": "many", "token": "x", "max_fails": "lots", "timeout": "?"}
+    odd: Fields = {"attempts": "many", "token": "x", "max_fails": "lots", "timeout": "?"}
     r.hset(p + "job:bad-numbers", mapping={"name": "work", "args": "{}", **odd})
     r.lpush(q, "bad-numbers")
     r.hset(p + "job:unknown", mapping={"name": "nobody", "args": "{}"})
@@ -107,7 +112,7 @@ async def test_odd_numbers_in_a_job_hash_do_not_stop_it_or_the_pool(
     Lua prints otherwise than Redis stores it does not make the finish stale; failures
     Python and Lua read differently still add up to max_fails."""
     p = "{" + namespace + "}:"
-    odd = {
+    odd: dict[str, Fields] = {
         "nan-timeout": {"timeout": "nan"},
         "inf-timeout": {"timeout": "inf"},
         "big-token": {"token": "99999999999999"},
@@ -117,7 +122,12 @@ async def test_odd_numbers_in_a_job_hash_do_not_stop_it_or_the_pool(
     for jid, fields in odd.items():
         redis_sync.hset(p + "job:" + jid, mapping={"name": "work", "args": "{}", **fields})
         redis_sync.lpush(p + "queue:work", jid)
-    failing = {"name": "fail", "args": "{}", "failures": "2.1617278211370186e+17", "max_fails": 2}
+    failing: Fields = {
+        "name": "fail",
+        "args": "{}",
+        "failures": "2.1617278211370186e+17",
+        "max_fails": 2,
+    }
     redis_sync.hset(p + "job:odd-failures", mapping=failing)
     redis_sync.lpush(p + "queue:fail", "odd-failures")
     ran: list[str] = []
@@ -136,7 +146,7 @@ async def test_odd_numbers_in_a_job_hash_do_not_stop_it_or_the_pool(
         later = await client.enqueue("work")
         await wait_until(lambda: len(ran) == len(odd) + 1)
         for jid in odd:
-            await wait_until(lambda jid=jid: _state_is(client, jid, "complete"))
+            await wait_until(partial(_state_is, client, jid, "complete"))
         await wait_until(lambda: _state_is(client, "odd-failures", "dead"))
     assert ran[-1] == later.id
     record = await client.job("odd-failures")
@@ -156,8 +166,8 @@ async def test_a_finish_with_an_unknown_outcome_makes_the_job_dead(client: Clien
     from rota.protocol.scripts import script
 
     job = await client.enqueue("work", n=1)
-    fetch_args = [0, 30_000, "pool-x", 1024, 1, "work", 0]
-    flat, _ = await script("fetch")(client.redis, client.keys.prefix, fetch_args)
+    fetch_args: list[str | int] = [0, 30_000, "pool-x", 1024, 1, "work", 0]
+    flat, *_ = await script("fetch")(client.redis, client.keys.prefix, fetch_args)
     token = flat[2].decode()
     finish_args = [1, job.id, "work", token, "finished-ish", "", "", ""]
     stale = await script("finish")(client.redis, client.keys.prefix, finish_args)

@@ -21,7 +21,7 @@ import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -182,7 +182,7 @@ def text(value: bytes | None) -> str | None:
 
 
 def hash_of(r: redis.Redis, key: str) -> dict[str, str]:
-    return {k.decode(): v.decode() for k, v in r.hgetall(key).items()}
+    return {k.decode(): v.decode() for k, v in cast(dict[bytes, bytes], r.hgetall(key)).items()}
 
 
 def snapshot(r: redis.Redis, namespace: str) -> dict[str, bytes | None]:
@@ -255,7 +255,9 @@ async def check_ran_in_order(
     assert (ra.state, rb.state) == ("complete", "complete")
     assert ra.finished_at is not None and rb.started_at is not None
     assert ra.finished_at <= rb.started_at
-    assert json.loads(text(r.hget(client.keys.job(b), "r:" + a)) or "") == result_of("a")
+    assert json.loads(
+        text(cast(bytes | None, r.hget(client.keys.job(b), "r:" + a))) or ""
+    ) == result_of("a")
     await check_counts(client, processed=2)
 
 

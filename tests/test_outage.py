@@ -8,8 +8,8 @@ started late, ``FLUSHALL``), and counts every job.
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, MutableMapping
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -49,7 +49,7 @@ def forget_scripts(r: redis.Redis) -> None:
     r.script_flush()
 
 
-def events(logs: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
+def events(logs: list[MutableMapping[str, Any]], prefix: str) -> list[MutableMapping[str, Any]]:
     return [e for e in logs if str(e["event"]).startswith(prefix)]
 
 
@@ -107,7 +107,7 @@ async def test_a_full_redis_is_drained_by_a_pool_that_starts_during_it(
                 await anyio.sleep(0.3)
                 assert r.llen("{full}:queue:work") == 3000  # paused
                 await client.resume("work")
-                (dead_id,) = [i.decode() for i in r.zrange("{full}:dead", 0, -1)]
+                (dead_id,) = [i.decode() for i in cast(list[bytes], r.zrange("{full}:dead", 0, -1))]
                 assert await client.retry("dead", [dead_id]) == 1
                 await wait_until(lambda: len(runs) == len(jobs), within=30)
                 await wait_until(lambda: r.zcard("{full}:dead") == 1)
@@ -199,6 +199,8 @@ async def test_a_pool_waits_for_redis_at_its_start_and_can_be_stopped_meanwhile(
             await wait_until(lambda: bool(events(logs, "Redis cannot be reached")))
             stop.set()  # no Redis yet: the start is abandoned and run returns
     assert events(logs, "stopped before Redis could be used")
+    (away,) = events(logs, "Redis cannot be reached")  # one line, naming what to check
+    assert away["redis_url"] == url and "redis_url" in away["check"]
     done = anyio.Event()
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tg:

@@ -49,7 +49,7 @@ async def test_ten_thousand_jobs_two_pools_exactly_once(
     for q in await client.queues():
         assert (q.size, q.running) == (0, 0), q
     for which in ("scheduled", "retry", "dead"):
-        assert (await client.page(which)).total == 0  # type: ignore[arg-type]
+        assert (await client.page(which)).total == 0
     left = namespace_keys(redis_sync, namespace)
     assert not [k for k in left if ":job:" in k or ":queue:" in k or ":running:" in k], left
 

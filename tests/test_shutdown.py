@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import cast
 
 import anyio
 import pytest
@@ -129,7 +130,7 @@ async def test_drain_ends_while_every_fetch_finds_free_slots(
         stopping = anyio.current_time()
     assert anyio.current_time() - stopping < 5
     p = "{" + namespace + "}:"
-    queued = {i.decode() for i in redis_sync.lrange(p + "queue:quick", 0, -1)}
+    queued = {i.decode() for i in cast(list[bytes], redis_sync.lrange(p + "queue:quick", 0, -1))}
     assert redis_sync.zcard(p + "running:quick") == 0
     assert queued | set(done) == {j.id for j in jobs}
     assert not queued & set(done)

@@ -142,9 +142,10 @@ async def test_a_group_calls_back_once_with_every_result(
     assert not await client.redis.hexists(client.keys.job(g.jobs[0].id), "deps")
     assert await client.redis.hexists(client.keys.job(g.then.id), "deps")
     assert await states(client, g.then.id) == ["waiting"]
+    then_id = g.then.id
     async with pool.running(client=client):
         await wait_until(lambda: "callback" in seen["order"], within=30)
-        await wait_until(lambda: _all(client, [g.then.id], "complete"))
+        await wait_until(lambda: _all(client, [then_id], "complete"))
     assert seen["order"].count("callback") == 1
     assert seen["order"][-1] == "callback"
     results = seen["parents"]["callback"]
@@ -168,8 +169,9 @@ async def test_a_failed_member_makes_the_callback_dead(
     seen["fail"].add("m2")
     g = await client.group([step(f"m{i}") for i in range(5)], then=step("callback"))
     assert g.then is not None
+    then_id = g.then.id
     async with pool.running(client=client):
-        await wait_until(lambda: _all(client, [g.then.id], "dead"))
+        await wait_until(lambda: _all(client, [then_id], "dead"))
         await wait_until(lambda: len(seen["order"]) == 5)
     assert "callback" not in seen["order"]
     progress = await client.group_progress(g.id)

@@ -178,7 +178,7 @@ def _cluster_port() -> int:
 
 def _link_up(replica: RedisServer) -> bool:
     with replica.client(socket_timeout=1) as r:
-        return r.info("replication").get("master_link_status") == "up"
+        return bool(r.info("replication").get("master_link_status") == "up")
 
 
 class ClusterGroup:

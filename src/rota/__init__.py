@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rota.client import Client, Job, JobSpec, Page, QueueInfo
+from rota.client import Client, Job, JobSpec, Page, QueueInfo, RunningJob
 from rota.config import Settings, load_settings
 from rota.errors import (
     Abort,
@@ -53,6 +53,7 @@ __all__ = [
     "RedisRefused",
     "Retry",
     "RotaError",
+    "RunningJob",
     "Settings",
     "State",
     "WorkerPool",

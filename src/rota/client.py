@@ -7,54 +7,54 @@ the worker package.
 from __future__ import annotations
 
 import math
-import re
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Literal, Self, cast
+from typing import Any, Self, cast
 
 import anyio
 import msgspec
 import redis.exceptions
 from redis.asyncio import Redis
 
-from rota import workflow
+from rota import tracing, workflow
+from rota.access import connect_to
+from rota.config import Settings
 from rota.connection import connect
 from rota.errors import JobFailed, JobNotFound, NotReplicated, PayloadTooLarge
 from rota.link import Link
+from rota.operations import Bucket, History, Operations, Page, QueueInfo, RunningJob
 from rota.outage import refused
 from rota.protocol import codec
-from rota.protocol.job import JobRecord
+from rota.protocol.job import NAME_RE, JobRecord, JobSet, now_ms, validate_name
 from rota.protocol.keys import Keys
 from rota.protocol.scripts import Arg, Script, call_many, script
-from rota.protocol.snapshot import PoolSnapshot
 from rota.topology import wait_replicas
 from rota.workflow import Group, GroupProgress
 
-__all__ = ["Bucket", "Client", "History", "Job", "JobSpec", "Page", "QueueInfo", "now_ms"]
+__all__ = [
+    "Bucket",
+    "Client",
+    "History",
+    "Job",
+    "JobSet",
+    "JobSpec",
+    "Page",
+    "QueueInfo",
+    "RunningJob",
+    "now_ms",
+    "validate_name",
+]
 
-JobSet = Literal["scheduled", "retry", "dead", "waiting"]
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
+_NAME_RE = NAME_RE
 _DEFAULT_MAX_ARGS = 512 * 1024
 
 
 def _s(value: Any) -> str:
     """Text of a Redis reply that is bytes (rota never decodes responses)."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def validate_name(name: str) -> str:
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise ValueError(
-            f"invalid job name {name!r}: use 1-128 letters, digits, '_', '.', ':' or '-'"
-        )
-    return name
 
 
 class Job(msgspec.Struct, frozen=True):
@@ -82,43 +82,7 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     after: tuple[str, ...] = ()  # ids of jobs that must complete first
 
 
-class QueueInfo(msgspec.Struct, frozen=True):
-    """Figures of one job name's queue. ``latency`` is the age in seconds of its oldest
-    queued job (0 when empty)."""
-
-    name: str
-    size: int
-    latency: float
-    running: int
-    limit: int | None
-    paused: bool
-    priority: int | None
-
-
-class Page(msgspec.Struct, frozen=True):
-    """One page of a job set, newest first for dead jobs, soonest first otherwise."""
-
-    total: int
-    offset: int
-    jobs: list[JobRecord]
-
-
-class Bucket(msgspec.Struct, frozen=True):
-    """The counters of one UTC minute or day, starting at ``start`` (ms): ``processed``,
-    ``failed``, ... and ``processed:<name>``, ... as stored; empty when nothing ran."""
-
-    start: int
-    counts: dict[str, int]
-
-
-class History(msgspec.Struct, frozen=True):
-    """Stats buckets, oldest first; the last one is the current minute or day."""
-
-    minutes: list[Bucket]
-    days: list[Bucket]
-
-
-class Client:
+class Client(Operations):
     """Enqueue and inspect jobs of one namespace.
 
     >>> client = Client.from_url("redis://localhost:6379/0")
@@ -168,6 +132,22 @@ class Client:
             unique_ttl=unique_ttl,
             durable=durable,
             durable_timeout=durable_timeout,
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **options: Any) -> Client:
+        """A client for the namespace of ``settings``, connected as they say (URL, TLS
+        files, ACL user and password: see :mod:`rota.access`); ``options`` as in
+        :meth:`from_url`."""
+        options.setdefault("namespace", settings.namespace)  # a cluster serves its slot
+        return cls(
+            connect_to(settings, **options),
+            settings.namespace,
+            owns_redis=True,
+            max_args_bytes=settings.max_args_bytes,
+            unique_ttl=settings.unique_ttl,
+            durable=settings.durable_enqueue,
+            durable_timeout=settings.durable_timeout,
         )
 
     @property
@@ -281,13 +261,28 @@ class Client:
         return await durable_enqueue(self, rows, replicas)
 
     async def _enqueue_rows(self, rows: list[list[Arg]], conn: Redis | None = None) -> list[Job]:
-        """Send rows of :meth:`_enqueue_args`: one by the ``enqueue`` script, more by
-        ``enqueue_batch`` calls of a thousand, all in one pipeline, in order."""
+        """Send rows of :meth:`_enqueue_args` in one ``send`` span when tracing is on
+        (see :mod:`rota.tracing`), its trace context stored in every job."""
+        if not (tracing.ENABLED and rows):
+            return await self._send_rows(rows, conn)
+        names = {str(r[1]) for r in rows}
+        with tracing.producer_span(names.pop() if len(names) == 1 else "", len(rows)) as trace:
+            if trace[0]:
+                rows = [[*r, *trace] for r in rows]
+            return await self._send_rows(rows, conn)
+
+    async def _send_rows(self, rows: list[list[Arg]], conn: Redis | None = None) -> list[Job]:
+        """Send rows: one by the ``enqueue`` script, more by ``enqueue_batch`` calls of a
+        thousand, all in one pipeline, in order. A row is the script's nine arguments,
+        then after, group, waits_group, and optionally traceparent and tracestate."""
         if len(rows) <= 1 and not (rows and (rows[0][10] or rows[0][11])):
             if not rows:
                 return []
             (row,) = rows
-            args = row[:9] if not row[9] else row[:10]
+            if len(row) > 12:
+                args = [*row[:10], *row[12:14]]
+            else:
+                args = row[:9] if not row[9] else row[:10]
             try:
                 answer = await script("enqueue")(
                     conn or self._link or self.redis, self.keys.prefix, args
@@ -309,7 +304,7 @@ class Client:
                     str(r[6]),
                     str(r[7]),
                     str(r[8]),
-                    *((r[9], r[10], r[11]) if r[9] or r[10] or r[11] else ()),
+                    *(r[9:14] if len(r) > 12 else r[9:12] if r[9] or r[10] or r[11] else ()),
                 ]
                 for r in rows[i : i + _BATCH]
             ]
@@ -416,128 +411,6 @@ class Client:
         """The lines the job's handler kept with ``ctx.log`` (the last 100), oldest first."""
         return [_s(line) for line in await self.redis.lrange(self.keys.joblog(job_id), 0, -1)]
 
-    async def _records(self, ids: Sequence[str]) -> list[JobRecord]:
-        pipe = self.redis.pipeline(transaction=False)
-        for job_id in ids:
-            pipe.hgetall(self.keys.job(job_id))
-        hashes = await pipe.execute()
-        return [JobRecord.from_hash(i, h) for i, h in zip(ids, hashes, strict=True) if h]
-
-    async def names(self) -> list[str]:
-        """Every job name ever enqueued or registered, sorted."""
-        return sorted(_s(n) for n in await self.redis.smembers(self.keys.names))
-
-    async def queues(self, names: Sequence[str] | None = None) -> list[QueueInfo]:
-        """Figures of each queue, read in two round trips whatever their number."""
-        names = await self.names() if names is None else list(names)
-        k = self.keys
-        pipe = self.redis.pipeline(transaction=False)
-        for name in names:
-            pipe.llen(k.queue(name))
-            pipe.lindex(k.queue(name), -1)
-            pipe.zcard(k.running(name))
-            pipe.hget(k.limits, name)
-            pipe.sismember(k.paused, name)
-            pipe.hget(k.priorities, name)
-        rows = await pipe.execute()
-        oldest = [rows[i * 6 + 1] for i in range(len(names))]
-        pipe = self.redis.pipeline(transaction=False)
-        for job_id in oldest:
-            pipe.hget(k.job(_s(job_id)), "enqueued_at") if job_id else (pipe.echo(b""))
-        enqueued = await pipe.execute() if names else []
-        now = now_ms()
-        out = []
-        for i, name in enumerate(names):
-            size, _, running, limit, paused, priority = rows[i * 6 : i * 6 + 6]
-            try:
-                age = max(0.0, (now - int(enqueued[i])) / 1000) if enqueued[i] else 0.0
-            except ValueError:
-                age = 0.0
-            out.append(
-                QueueInfo(
-                    name,
-                    size,
-                    age,
-                    running,
-                    _int_or_none(limit),
-                    bool(paused),
-                    _int_or_none(priority),
-                )
-            )
-        return out
-
-    async def set_sizes(self) -> dict[str, int]:
-        """How many jobs the scheduled, retry, dead and waiting sets hold, in one round
-        trip."""
-        names: tuple[JobSet, ...] = ("scheduled", "retry", "dead", "waiting")
-        pipe = self.redis.pipeline(transaction=False)
-        for which in names:
-            pipe.zcard(self._set_key(which))
-        return dict(zip(names, await pipe.execute(), strict=True))
-
-    async def page(self, which: JobSet, offset: int = 0, count: int = 50) -> Page:
-        """A page of the scheduled, retry, dead or waiting set."""
-        z = self._set_key(which)
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.zcard(z)
-        if which == "dead":
-            pipe.zrevrange(z, offset, offset + count - 1)
-        else:
-            pipe.zrange(z, offset, offset + count - 1)
-        total, ids = await pipe.execute()
-        jobs = await self._records([_s(i) for i in ids])
-        return Page(total, offset, jobs)
-
-    async def pools(self) -> list[tuple[PoolSnapshot, int]]:
-        """Live pools with the time (ms) of their last heartbeat, oldest pool first.
-
-        A pool whose snapshot expired (it stopped beating) but which the reaper has not
-        forgotten yet is left out.
-        """
-        entries: list[Any] = list(await self.redis.zrange(self.keys.pools, 0, -1, withscores=True))
-        if not entries:
-            return []
-        raws = await self.redis.mget([self.keys.pool(_s(pid)) for pid, _ in entries])
-        out = []
-        for (_, beat), raw in zip(entries, raws, strict=True):
-            if raw:
-                try:
-                    out.append((msgspec.json.decode(raw, type=PoolSnapshot), int(beat)))
-                except msgspec.DecodeError:
-                    continue
-        out.sort(key=lambda p: p[0].started_at)
-        return out
-
-    async def stats(self) -> dict[str, int]:
-        """Counters since the namespace began: processed, failed, dead, ... and per name."""
-        raw = await self.redis.hgetall(self.keys.stats)
-        return {_s(k): int(v) for k, v in raw.items()}
-
-    async def history(
-        self, minutes: int = 60, days: int = 30, *, at: float | None = None
-    ) -> History:
-        """Counters per minute for the last ``minutes`` minutes and per day for the last
-        ``days`` days (UTC), read in one round trip. ``at``: the present, in epoch seconds.
-        Per-minute buckets are kept 2 hours and per-day ones 90 days."""
-        if minutes < 0 or days < 0:
-            raise ValueError("minutes and days must not be negative")
-        now = datetime.fromtimestamp(time.time() if at is None else at, UTC)
-        minute = now.replace(second=0, microsecond=0)
-        day = minute.replace(hour=0, minute=0)
-        starts = [minute - timedelta(minutes=i) for i in range(minutes - 1, -1, -1)]
-        starts += [day - timedelta(days=i) for i in range(days - 1, -1, -1)]
-        pipe = self.redis.pipeline(transaction=False)
-        for i, t in enumerate(starts):
-            pipe.hgetall(
-                self.keys.stats_bucket(t.strftime("%Y%m%d%H%M" if i < minutes else "%Y%m%d"))
-            )
-        rows = await pipe.execute()
-        buckets = [
-            Bucket(int(t.timestamp()) * 1000, _counts(row))
-            for t, row in zip(starts, rows, strict=True)
-        ]
-        return History(buckets[:minutes], buckets[minutes:])
-
     async def wait(self, job_id: str, timeout: float | None = None) -> Any:  # noqa: ASYNC109
         """Wait until the job finishes and return its result (None if it returned none).
 
@@ -577,66 +450,6 @@ class Client:
         )
         return _s(answer)
 
-    # -- operating -----------------------------------------------------------------
-
-    async def pause(self, name: str) -> None:
-        """Stop workers from taking jobs of ``name``; running ones finish. Works while
-        Redis is out of memory, as does :meth:`resume`."""
-        await script("pause")(self.redis, self.keys.prefix, ["pause", validate_name(name)])
-
-    async def resume(self, name: str) -> None:
-        """Let workers take jobs of ``name`` again (and wake a pool that waits for them)."""
-        await script("pause")(self.redis, self.keys.prefix, ["resume", validate_name(name)])
-
-    async def set_limit(self, name: str, limit: int | None) -> None:
-        """Cap how many jobs of ``name`` run at once across all pools (None: no cap)."""
-        if limit is None:
-            await self.redis.hdel(self.keys.limits, validate_name(name))
-        else:
-            await self.redis.hset(self.keys.limits, validate_name(name), int(limit))
-
-    async def retry(self, which: JobSet, ids: Sequence[str] | None = None) -> int:
-        """Move jobs of a set to their queues now: the given ids, or all when None. A
-        waiting job runs when what it waits for completes: it cannot be moved."""
-        if which == "waiting":
-            raise ValueError("waiting jobs run when their parents complete: retry those")
-        z = self._set_key(which)
-        return await self._in_chunks(script("move"), [which, now_ms()], ids, z)
-
-    async def delete(self, which: JobSet, ids: Sequence[str] | None = None) -> int:
-        """Delete jobs of a set: the given ids, or all when None."""
-        z = self._set_key(which)
-        return await self._in_chunks(script("delete"), [which, "", 0], ids, z)
-
-    async def clear_queue(self, name: str) -> int:
-        """Delete every queued job of ``name``; returns how many."""
-        s = script("delete")
-        head: list[Arg] = ["queue", validate_name(name), _CHUNK]
-        total = 0
-        while True:
-            n = int(await s(self.redis, self.keys.prefix, head))
-            total += n
-            if n < _CHUNK:
-                return total
-
-    async def _in_chunks(
-        self, s: Script, head: list[Arg], ids: Sequence[str] | None, zset: str
-    ) -> int:
-        """Apply ``s`` to ``ids``, or to a snapshot of the whole set, a chunk per call."""
-        if ids is None:
-            ids = [_s(i) for i in await self.redis.zrange(zset, 0, -1)]
-        done = 0
-        for i in range(0, len(ids), _CHUNK):
-            done += int(await s(self.redis, self.keys.prefix, [*head, *ids[i : i + _CHUNK]]))
-        return done
-
-    def _set_key(self, which: JobSet) -> str:
-        k = self.keys
-        sets = {"scheduled": k.scheduled, "retry": k.retry, "dead": k.dead, "waiting": k.waiting}
-        if which not in sets:
-            raise ValueError(f"unknown job set {which!r}: use scheduled, retry, dead or waiting")
-        return sets[which]
-
 
 async def durable_enqueue(client: Client, rows: list[list[Arg]], replicas: int) -> list[Job]:
     """Write ``rows`` and ``WAIT`` for ``replicas`` on one connection of the redis-py
@@ -656,7 +469,6 @@ async def durable_enqueue(client: Client, rows: list[list[Arg]], replicas: int) 
     return jobs
 
 
-_CHUNK = 500
 _BATCH = 1000
 _OPTIONS = frozenset({"unique", "unique_ttl", "job_id", "max_fails", "timeout", "after"})
 
@@ -690,20 +502,3 @@ def _enqueue_error(exc: BaseException, what: str, written: int) -> BaseException
     if text.startswith("NOPARENT "):
         return JobNotFound(text.removeprefix("NOPARENT ").split(" script:", 1)[0])
     return refused(exc, what, written) or exc
-
-
-def _counts(raw: dict[Any, Any]) -> dict[str, int]:
-    """A counters hash as text keys and ints; a field that is not an integer is skipped."""
-    out = {}
-    for k, v in raw.items():
-        n = _int_or_none(v)
-        if n is not None:
-            out[_s(k)] = n
-    return out
-
-
-def _int_or_none(value: bytes | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None

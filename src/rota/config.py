@@ -2,6 +2,12 @@
 
 One frozen :class:`Settings` object is built and validated once; a bad value raises
 :class:`~rota.errors.ConfigError` whose message names the setting.
+
+Secrets (the Redis password, the web UI's token and Basic credentials) never have to be
+written on a command line, where ``ps`` and shell history keep them: each comes from its
+setting (``ROTA_REDIS_PASSWORD``...) or from a file named by its ``*_file`` setting, as
+container secrets are mounted (:meth:`Settings.secret`). The settings' ``repr`` masks
+them, so a log line or traceback that shows the settings does not show them.
 """
 
 from __future__ import annotations
@@ -10,16 +16,16 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
-from rota.connection import check_url
+from rota.connection import check_url, redacted
 from rota.errors import ConfigError
 from rota.protocol.keys import validate_namespace
 from rota.topology import sentinel_url
 
-__all__ = ["Settings", "load_settings"]
+__all__ = ["SECRETS", "Settings", "load_settings"]
 
 ENV_PREFIX = "ROTA_"
 DEFAULT_CONFIG = Path("config/rota.toml")
@@ -46,22 +52,58 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     dead_max_age: float = 180 * 86400.0
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # ACL user and password, when the URL carries none (its user:password@ wins).
+    redis_username: str | None = None
+    redis_password: str | None = None
+    redis_password_file: str | None = None
+    # TLS (rediss://): the CA that signed the server's certificate, and this client's
+    # certificate and key for a server that asks for one (tls-auth-clients).
+    redis_tls_ca: str | None = None
+    redis_tls_cert: str | None = None
+    redis_tls_key: str | None = None
+    # The web UI's credentials (rota web): a token, and USER:PASSWORD for HTTP Basic.
+    web_token: str | None = None
+    web_token_file: str | None = None
+    web_auth: str | None = None
+    web_auth_file: str | None = None
     # Topologies (rota.topology). The sentinel settings are folded into redis_url, which
-    # becomes a redis+sentinel:// URL. durable_enqueue: replicas that must acknowledge
-    # an enqueue (WAIT) within durable_timeout seconds; 0: do not wait.
+    # becomes a redis+sentinel:// URL; the sentinels' password is a secret, as
+    # redis_password is. durable_enqueue: replicas that must acknowledge an enqueue
+    # (WAIT) within durable_timeout seconds; 0: do not wait.
     sentinels: str = ""
     sentinel_service: str = ""
-    sentinel_password: str = ""
+    sentinel_password: str | None = None
+    sentinel_password_file: str | None = None
     durable_enqueue: int = 0
     durable_timeout: float = 2.0
 
     def __post_init__(self) -> None:
-        if self.sentinels or self.sentinel_service or self.sentinel_password:
+        if (
+            self.sentinels
+            or self.sentinel_service
+            or self.sentinel_password
+            or (self.sentinel_password_file)
+        ):
             url = sentinel_url(
-                self.redis_url, self.sentinels, self.sentinel_service, self.sentinel_password
+                self.redis_url,
+                self.sentinels,
+                self.sentinel_service,
+                self.secret("sentinel_password") or "",
             )
             msgspec.structs.force_setattr(self, "redis_url", url)
         check_url(self.redis_url)  # redis://, rediss:// or unix://, else a ConfigError
+        for name in SECRETS:
+            self.secret(name)  # an unreadable or empty file: a ConfigError naming it
+        tls = [n for n in ("redis_tls_ca", "redis_tls_cert", "redis_tls_key") if getattr(self, n)]
+        if tls and not self.redis_url.startswith("rediss:"):
+            raise ConfigError(
+                f"{tls[0]}: set, but redis_url is not a rediss:// URL: use rediss:// for TLS"
+            )
+        for name in tls:
+            if not Path(getattr(self, name)).is_file():
+                raise ConfigError(f"{name}: no such file: {getattr(self, name)}")
+        if bool(self.redis_tls_cert) != bool(self.redis_tls_key):
+            raise ConfigError("redis_tls_cert: give the client certificate and its key together")
         try:
             validate_namespace(self.namespace)
         except ValueError as exc:
@@ -100,16 +142,50 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     def replace(self, **changes: Any) -> Settings:
         return _build({**msgspec.structs.asdict(self), **changes}, source="override")
 
+    def secret(self, name: str) -> str | None:
+        """The secret ``name`` (one of :data:`SECRETS`): its setting, else the content of
+        the file its ``<name>_file`` setting names (without the trailing newline)."""
+        value: str | None = getattr(self, name)
+        path: str | None = getattr(self, f"{name}_file")
+        if value or not path:
+            return value or None
+        try:
+            text = Path(path).read_text(encoding="utf-8").rstrip("\r\n")
+        except OSError as exc:
+            raise ConfigError(f"{name}_file: cannot read {path}: {exc.strerror}") from None
+        if not text:
+            raise ConfigError(f"{name}_file: {path} is empty")
+        return text
+
+    def __repr__(self) -> str:
+        shown = []
+        for key, value in msgspec.structs.asdict(self).items():
+            if key in SECRETS and value:
+                value = "***"
+            elif key == "redis_url":
+                value = redacted(value)
+            shown.append(f"{key}={value!r}")
+        return f"Settings({', '.join(shown)})"
+
+
+#: The settings that hold a secret; each has a ``<name>_file`` companion.
+SECRETS: Final = ("redis_password", "web_token", "web_auth", "sentinel_password")
+
 
 _FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}
+#: Settings whose words are read in any case (``WARNING`` is ``warning``).
+_CASELESS = frozenset({"log_level", "log_format"})
 
 
 def _build(values: Mapping[str, Any], *, source: str, strict: bool = True) -> Settings:
     for key in values:
         if key not in _FIELDS:
             raise ConfigError(f"{key}: unknown setting (from {source})")
+    values = {
+        k: v.lower() if k in _CASELESS and isinstance(v, str) else v for k, v in values.items()
+    }
     try:
-        return msgspec.convert(dict(values), Settings, strict=strict)
+        return msgspec.convert(values, Settings, strict=strict)
     except msgspec.ValidationError as exc:
         if isinstance(exc.__cause__, ConfigError):  # from __post_init__: names the setting
             raise ConfigError(f"{exc.__cause__} (from {source})") from None

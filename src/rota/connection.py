@@ -9,7 +9,7 @@ understood by redis-py, including ``user:password@`` for ACL users;
 
 from __future__ import annotations
 
-import re
+import ssl
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
@@ -19,7 +19,7 @@ from redis.asyncio.connection import parse_url
 from rota import topology
 from rota.errors import ConfigError
 
-__all__ = ["SCHEMES", "check_url", "connect", "redacted"]
+__all__ = ["SCHEMES", "check_url", "connect", "redacted", "tls_refused"]
 
 #: The URL schemes rota connects with.
 SCHEMES: Final = ("redis", "rediss", "unix", topology.SENTINEL, topology.CLUSTER)
@@ -67,21 +67,50 @@ def check_url(url: str) -> str:
 
 
 def redacted(url: str) -> str:
-    """``url`` with its password, if any, shown as ``***``."""
+    """``url`` with its password, if any, shown as ``***`` (also a ``password=`` query
+    parameter, which redis-py reads too)."""
     try:
-        parts = urlsplit(url)
-        if "sentinel_password=" in parts.query:
-            parts = parts._replace(
-                query=re.sub(r"sentinel_password=[^&]*", "sentinel_password=***", parts.query)
-            )
-        if parts.password is None:
-            return parts.geturl()
-        user = parts.username or ""
-        host = parts.netloc.rpartition("@")[2]
-        parts = parts._replace(netloc=f"{user}:***@{host}")
-        return parts.geturl()
+        parts = original = urlsplit(url)
+        if parts.query and "password=" in parts.query:
+            query = "&".join(_masked(p) for p in parts.query.split("&"))
+            parts = parts._replace(query=query)
+        if parts.password is not None:
+            user = parts.username or ""
+            host = parts.netloc.rpartition("@")[2]
+            parts = parts._replace(netloc=f"{user}:***@{host}")
+        if parts == original:
+            return url
+        return f"{parts.scheme}://{parts.netloc}{parts.path}?{parts.query}".removesuffix("?")
     except ValueError:
-        return url
+        return "(a URL that cannot be read)"
+
+
+def _masked(param: str) -> str:
+    """A query parameter with its value masked when it is a password (``password``, and
+    ``sentinel_password`` of a ``redis+sentinel://`` URL)."""
+    name = param.partition("=")[0]
+    return f"{name}=***" if name in ("password", "sentinel_password") else param
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def tls_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is a TLS handshake that failed for good (a certificate refused,
+    no common protocol): waiting does not mend it, unlike a connection that dropped."""
+    for e in _chain(exc):
+        if isinstance(e, ssl.SSLEOFError | ssl.SSLZeroReturnError | ssl.SSLWantReadError):
+            continue
+        if isinstance(e, ssl.SSLError):
+            return True
+    text = str(exc)
+    return "[SSL:" in text and "EOF" not in text
 
 
 def connect(url: str, *, namespace: str | None = None, **options: Any) -> Redis:

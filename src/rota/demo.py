@@ -19,6 +19,7 @@ import structlog
 
 from rota.client import Client
 from rota.config import Settings
+from rota.connection import redacted
 from rota.daemon import backend_options, load_pool
 from rota.embedded import embedded_redis
 from rota.errors import RedisRefused
@@ -65,10 +66,10 @@ async def _demo(
     stop = anyio.Event()
     async with anyio.create_task_group() as tg:
         tg.start_soon(_watch_signals, stop)
-        async with Client.from_url(settings.redis_url, settings.namespace) as client:
+        async with Client.from_settings(settings) as client:
             log.info(
                 "demo started",
-                redis_url=settings.redis_url,
+                redis_url=redacted(settings.redis_url),
                 namespace=settings.namespace,
                 rate=rate,
             )

@@ -28,6 +28,7 @@ import redis.exceptions as errors
 import structlog
 from redis.asyncio import Redis
 
+from rota.connection import tls_refused
 from rota.errors import RedisRefused
 
 __all__ = ["MEANING", "Condition", "Watch", "backoff", "condition", "memory_figures", "refused"]
@@ -89,8 +90,8 @@ _CLASSES: Final[tuple[tuple[type[BaseException], Condition], ...]] = (
 def condition(exc: BaseException) -> Condition | None:
     """The "not now" condition ``exc`` reports, or None when it is not one.
 
-    A wrong password or a refused permission is not a condition: waiting does not mend
-    it, so it is raised at once.
+    A wrong password, a refused permission or a refused TLS certificate is not a
+    condition: waiting does not mend it, so it is raised at once.
     """
     if isinstance(exc, RedisRefused):
         return Condition(exc.condition)
@@ -98,6 +99,8 @@ def condition(exc: BaseException) -> Condition | None:
         if isinstance(exc, kind):
             return cond
     if isinstance(exc, errors.AuthenticationError | errors.AuthorizationError):
+        return None
+    if tls_refused(exc):  # a certificate refused: waiting does not mend it either
         return None
     if isinstance(exc, errors.ConnectionError | errors.TimeoutError | OSError):
         return Condition.UNREACHABLE
@@ -139,8 +142,9 @@ class Watch:
     is failing any more; ``current`` is what the pool waits out now (None: nothing).
     """
 
-    def __init__(self, pool: str = "", redis: Redis | None = None) -> None:
+    def __init__(self, pool: str = "", redis: Redis | None = None, *, where: str = "") -> None:
         self.pool = pool
+        self.where = where  # the Redis URL, without its password, for the operator
         self.current: Condition | None = None
         self._failing: dict[str, int] = {}
         self._told: set[Condition] = set()  # the conditions logged since it started
@@ -195,6 +199,8 @@ class Watch:
             self._since = time.monotonic()
         self.current = cond
         self._told.add(cond)
+        if cond is Condition.UNREACHABLE and self.where:  # what to check, by setting name
+            details = {**details, "redis_url": self.where, "check": _CHECK}
         log.warning(
             _sentence(cond, details),
             condition=cond.value,
@@ -245,6 +251,11 @@ async def memory_figures(redis: Redis) -> dict[str, Any]:
         # docs/operations.md.)
         "full": 0 < limit <= used and info.get("maxmemory_policy") == "noeviction",
     }
+
+
+_CHECK: Final = (
+    "that Redis runs at redis_url; for rediss://, redis_tls_ca, redis_tls_cert and redis_tls_key"
+)
 
 
 def _sentence(cond: Condition, details: dict[str, Any]) -> str:

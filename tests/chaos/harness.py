@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import anyio
 import redis
@@ -38,7 +38,10 @@ BASE_SETTINGS: dict[str, Any] = {
 }
 
 
-def pick(short: Any, full: Any) -> Any:
+T = TypeVar("T")
+
+
+def pick(short: T, full: T) -> T:
     return full if FULL else short
 
 
@@ -210,7 +213,7 @@ def pool_pid(record: dict[str, str]) -> int | None:
 
 
 def stats(r: redis.Redis, namespace: str) -> dict[str, int]:
-    raw = r.hgetall("{" + namespace + "}:stats")
+    raw = cast(dict[bytes, bytes], r.hgetall("{" + namespace + "}:stats"))
     return {k.decode(): int(v) for k, v in raw.items()}
 
 
@@ -278,7 +281,7 @@ class Audit:
         job's last attempt, with the token the finish retired."""
         rec = self.recs[job_id]
         pid, attempt, token = json.loads(rec["result"])
-        return (
+        return bool(
             attempt == int(rec["attempts"]) and -token == int(rec["token"]) and pid == pool_pid(rec)
         )
 

@@ -26,7 +26,7 @@ import json
 import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -114,7 +114,7 @@ def troubles(worker: Worker) -> list[str]:
 
 def pool_pids(r: redis.Redis, namespace: str) -> set[int]:
     """The pids of the pools in the pools set (members are ``host:pid:suffix``)."""
-    members = r.zrange("{" + namespace + "}:pools", 0, -1)
+    members = cast(list[bytes], r.zrange("{" + namespace + "}:pools", 0, -1))
     return {int(m.decode().rsplit(":", 2)[1]) for m in members}
 
 
@@ -323,7 +323,9 @@ def test_full_redis(full_server: RedisServer, namespace: str, fleet: Fleet, ledg
             if e.kind == "done" and e.job_id in drain_ids:
                 by_pid[e.pid] += 1
         assert all(by_pid.values()), f"a pool ran none of the backlog: {by_pid}"
-        stats = {k.decode(): int(v) for k, v in r.hgetall(p + "stats").items()}
+        stats = {
+            k.decode(): int(v) for k, v in cast(dict[bytes, bytes], r.hgetall(p + "stats")).items()
+        }
         assert stats["processed:drain"] == JOBS + AFTER, stats
         sizes = leftovers(r, namespace, ["drain", "work"])
         assert sizes.pop("dead") == 2, sizes
@@ -456,7 +458,9 @@ def test_replica_redis(
         starts, dones = ledger.by_job("start"), ledger.by_job("done")
         assert all(len(starts[j]) == 1 for j in in_flight), [starts[j] for j in in_flight]
         assert all(dones[j][0].t > switched for j in in_flight), [dones[j] for j in in_flight]
-        stats = {k.decode(): int(v) for k, v in ra.hgetall(p + "stats").items()}
+        stats = {
+            k.decode(): int(v) for k, v in cast(dict[bytes, bytes], ra.hgetall(p + "stats")).items()
+        }
         assert stats["processed:drain"] == len(counted), stats
         assert stats.get("stale", 0) == len(in_flight), stats
         sizes = leftovers(ra, namespace, ["drain"])

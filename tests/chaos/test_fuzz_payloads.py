@@ -18,9 +18,9 @@ import math
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio.from_thread
 import anyio.lowlevel
@@ -91,7 +91,7 @@ timeouts = st.one_of(garbage_number, st.sampled_from([b"0", b"-1", b"5", b"30", 
 ints = st.integers(-(2**31), 2**31)
 texts = st.text(max_size=20)
 
-fitting = st.one_of(
+fitting: st.SearchStrategy[dict[str, Any] | list[Any]] = st.one_of(
     st.fixed_dictionaries({}, optional={"a": ints, "b": texts}),
     st.tuples().map(list),
     st.tuples(ints).map(list),
@@ -296,7 +296,7 @@ def expect_entry(r: redis.Redis, p: Planted, prefix: bytes) -> Expect:
     if kind != b"hash":
         return Expect("record", _sha1(entry), "job record is not a hash")
     # a hash under a garbage id is the dead record an earlier example left
-    state = (r.hget(key, "state") or b"").decode()
+    state = (cast(bytes | None, r.hget(key, "state")) or b"").decode()
     assume(state in STALE_STATES)
     return Expect("stale")
 
@@ -350,13 +350,14 @@ def test_whatever_others_write_ends_complete_or_dead_and_the_pool_goes_on(
             r.hset(key, mapping=p.fields)  # type: ignore[arg-type]
         elif p.kind == "wrong_type":
             v = p.fields["value"]
-            {
+            setters: dict[str, Callable[[], object]] = {
                 "string": lambda: r.set(key, v),
                 "list": lambda: r.rpush(key, v, b"b"),
                 "set": lambda: r.sadd(key, v),
                 "zset": lambda: r.zadd(key, {v: 1}),
                 "stream": lambda: r.xadd(key, {v: b"1"}),
-            }[p.key_type]()
+            }
+            setters[p.key_type]()
         pipe = r.pipeline(transaction=True)
         pipe.lpush(queue, p.entry)
         pipe.lpush(prefix + b"wake:" + NAME.encode(), b"1")
@@ -366,7 +367,7 @@ def test_whatever_others_write_ends_complete_or_dead_and_the_pool_goes_on(
         if pool.runtime is None:
             raise AssertionError("the pool stopped")
         pipe = r.pipeline(transaction=False)
-        pipe.lpos(queue, p.entry)
+        pipe.lpos(queue, p.entry)  # type: ignore[arg-type]
         pipe.zscore(running, p.entry)
         pipe.zscore(prefix + b"retry", p.entry)
         pipe.hmget(prefix + b"job:" + (e.record_id or p.entry), ["state", "finished_at"])
@@ -407,7 +408,7 @@ def test_whatever_others_write_ends_complete_or_dead_and_the_pool_goes_on(
             time.sleep(0.0005)
 
         key = prefix + b"job:" + (e.record_id or p.entry)
-        h = {k.decode(): v for k, v in r.hgetall(key).items()}
+        h = {k.decode(): v for k, v in cast(dict[bytes, bytes], r.hgetall(key)).items()}
         if e.kind == "stale":
             assert stale_entries() == stale_before + 1
             if p.kind == "job":  # left as it was found
@@ -422,7 +423,7 @@ def test_whatever_others_write_ends_complete_or_dead_and_the_pool_goes_on(
                 assert h["raw"] == p.entry[:1024]
             assert r.zscore(prefix + b"dead", e.record_id) is not None
             if p.kind == "wrong_type":  # other data is not destroyed
-                assert r.type(prefix + b"job:" + p.entry).decode() == p.key_type
+                assert cast(bytes, r.type(prefix + b"job:" + p.entry)).decode() == p.key_type
         else:
             state, reason = h["state"].decode(), h.get("reason", b"").decode("utf-8", "replace")
             outcome = (state, reason if state == "dead" else "")

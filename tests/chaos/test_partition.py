@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from typing import cast
 
 import pytest
 import redis
@@ -170,7 +171,9 @@ def test_cut_off_worker_cannot_overwrite_newer_attempts(
     restored_at = time.time()
 
     def a_beats_again() -> bool:
-        pools = r.zrange("{" + namespace + "}:pools", 0, -1, withscores=True)
+        pools = cast(
+            list[tuple[bytes, float]], r.zrange("{" + namespace + "}:pools", 0, -1, withscores=True)
+        )
         return any(
             f":{a.pid}:" in member.decode() and score > restored_at * 1000
             for member, score in pools

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import time
+from typing import cast
 
 import pytest
 import redis
@@ -74,7 +75,7 @@ def test_sigterm_drains_and_requeues_jobs_longer_than_the_grace(
     recs = records(r, namespace, long_ids)
     for j in long_ids:
         assert (recs[j]["state"], recs[j].get("failures", "0")) == ("queued", "0"), recs[j]
-    queue = [i.decode() for i in r.lrange(p + "queue:work", 0, -1)]
+    queue = [i.decode() for i in cast(list[bytes], r.lrange(p + "queue:work", 0, -1))]
     assert set(queue[-LONG_JOBS:]) == set(long_ids)
     assert r.zcard(p + "running:work") == 0
     assert r.zcard(p + "pools") == 0  # it said goodbye

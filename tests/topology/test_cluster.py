@@ -126,8 +126,12 @@ def test_three_namespaces_through_a_failover_and_a_slot_migration(
     migration_s = time.monotonic() - started
     assert cluster.owner(_slot(b)).port == cluster.owner(_slot(c)).port
     for ns in (a, b, c):
+
+        def done(ns: str = ns) -> bool:
+            return _processed(cluster, ns) >= PER_NAMESPACE
+
         poll(
-            lambda ns=ns: _processed(cluster, ns) >= PER_NAMESPACE,
+            done,
             within=240 if LONG else 90,
             what=f"every job of namespace {ns} done",
             details=fleet.tails,

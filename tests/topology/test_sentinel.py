@@ -149,7 +149,7 @@ def test_primary_killed_pools_follow_the_new_primary(
         def settled() -> bool:
             p = "{" + namespace + "}:"
             busy = r.llen(p + "queue:work") + r.zcard(p + "running:work") + r.zcard(p + "retry")
-            return busy == 0
+            return bool(busy == 0)
 
         poll(settled, within=240 if LONG else 90, what="every job run", details=fleet.tails)
         assert [w for w in workers if not w.alive] == [], f"a pool exited\n{fleet.tails()}"

@@ -378,3 +378,49 @@ async def test_pages_render(http: httpx.AsyncClient, seeded: Seeded, path: str) 
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/html")
     assert "<script>alert" not in response.text
+
+
+async def test_busy_is_exact_between_heartbeats(
+    http: httpx.AsyncClient, client: Client, redis_url: str, namespace: str
+) -> None:
+    """Three jobs started after the pool's first snapshot show as busy at once: the list
+    comes from the running sets, not from snapshots a heartbeat old."""
+    pool = example_pool(redis_url, namespace, heartbeat_interval=60.0, lease=120.0)
+    async with pool.running():
+        await wait_until(lambda: _pool_count(http), within=10)
+        jobs = [await client.enqueue("slow", seconds=30) for _ in range(3)]
+        await wait_until(lambda: _running(client, 3), within=10)
+        workers = (await http.get("/api/busy")).json()["workers"]
+        assert sorted(w["job_id"] for w in workers) == sorted(j.id for j in jobs)
+        assert {w["name"] for w in workers} == {"slow"}
+        assert all(w["deadline"] > w["since"] > 0 for w in workers)
+        (p,) = (await http.get("/api/pools")).json()["pools"]
+        assert p["busy"] == 3 and all(w["pool"] == p["id"] for w in workers)
+        assert (await http.get("/api/dashboard")).json()["sizes"]["busy"] == 3
+        for job in jobs:
+            await client.abort(job.id)
+
+
+async def _pool_count(http: httpx.AsyncClient) -> bool:
+    return len((await http.get("/api/pools")).json()["pools"]) == 1
+
+
+async def _running(client: Client, n: int) -> bool:
+    return sum(q.running for q in await client.queues()) == n
+
+
+async def test_set_a_rate_and_a_limit_by_the_api(http: httpx.AsyncClient, client: Client) -> None:
+    await client.enqueue("mail", 1)
+    answer = await http.post("/api/queues/mail/rate", json={"rate": "50/s"})
+    assert answer.json() == {"name": "mail", "rate": "50/s"}
+    answer = await http.post("/api/queues/mail/limit", json={"limit": 3})
+    assert answer.json() == {"name": "mail", "limit": 3}
+    (q,) = (await http.get("/api/queues")).json()["queues"]
+    assert (q["rate"], q["limit"], q["done_per_second"]) == ("50/s", 3, 0)
+    error_of(await http.post("/api/queues/mail/rate", json={"rate": "often"}), 422)
+    error_of(await http.post("/api/queues/mail/limit", json={"limit": 0}), 422)
+    error_of(await http.post("/api/queues/nope/rate", json={"rate": "1/s"}), 404)
+    await http.post("/api/queues/mail/rate", json={"rate": None})
+    await http.post("/api/queues/mail/limit", json={"limit": None})
+    (info,) = await client.queues(["mail"])
+    assert (info.rate, info.limit) == (None, None)

@@ -230,8 +230,9 @@ async def test_a_group_in_the_api_before_and_after_a_pool_runs_it(
         assert set(_rels(flow["nodes"])) == {*members, g.then.id}
         assert _edges(flow) == {(m, g.then.id, "group") for m in members}
 
+    then_id = g.then.id
     async with step_pool(redis_url, namespace).running(client=client):
-        await wait_until(lambda: _all(client, [g.then.id], "dead"))
+        await wait_until(lambda: _all(client, [then_id], "dead"))
         await wait_until(lambda: _all(client, members[:3], "complete"))
 
     data = (await http.get(f"/api/groups/{g.id}")).json()

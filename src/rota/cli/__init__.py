@@ -12,8 +12,10 @@ from collections.abc import Sequence
 import click
 
 from rota import __version__
+from rota.cli.acl import acl
 from rota.cli.admin import dead, enqueue, job, queue, status
 from rota.cli.common import ExitError
+from rota.cli.rates import rate as _rate  # noqa: F401 - registers `rota queue rate`
 from rota.cli.run import demo, worker
 from rota.cli.web import web
 from rota.cli.workflows import group, waiting
@@ -27,7 +29,7 @@ def rota() -> None:
     """rota: a job-queue daemon on Redis."""
 
 
-for command in (worker, demo, web, enqueue, status, queue, dead, waiting, job, group):
+for command in (worker, demo, web, enqueue, status, queue, dead, waiting, job, group, acl):
     rota.add_command(command)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
@@ -110,6 +111,8 @@ async def enqueue(
 async def _status(client: Client, settings: Settings) -> dict[str, Any]:
     queues = await client.queues()
     pools = await client.pools()
+    running = await client.running([q.name for q in queues])
+    busy = Counter(r.pool for r in running)
     stats = await client.stats()
     now = time.time() * 1000
     stale_after = settings.heartbeat_interval * 2000
@@ -119,13 +122,13 @@ async def _status(client: Client, settings: Settings) -> dict[str, Any]:
         "pools": [
             {
                 **msgspec.structs.asdict(p),
-                "busy": len(p.busy),
+                "busy": busy[p.id],
                 "last_heartbeat": beat,
                 "stale": now - beat > stale_after,
             }
             for p, beat in pools
         ],
-        "busy": [{"pool": p.id, **msgspec.structs.asdict(b)} for p, _ in pools for b in p.busy],
+        "busy": [msgspec.structs.asdict(r) for r in running],
         "totals": {k: stats.get(k, 0) for k in ("processed", "failed", "dead", "lost")},
     }
 
@@ -138,7 +141,7 @@ def _print_status(data: dict[str, Any]) -> None:
     )
     print_table(
         "queues",
-        ["name", "size", "latency", "running", "limit", "priority", "paused"],
+        ["name", "size", "latency", "running", "limit", "rate", "priority", "paused"],
         [
             [
                 q["name"],
@@ -146,6 +149,7 @@ def _print_status(data: dict[str, Any]) -> None:
                 duration(q["latency"]),
                 q["running"],
                 q["limit"] or "",
+                q["rate"] or "",
                 q["priority"] or "",
                 "yes" if q["paused"] else "",
             ]
@@ -172,8 +176,11 @@ def _print_status(data: dict[str, Any]) -> None:
     )
     print_table(
         "busy workers",
-        ["job", "name", "since", "checkin", "pool"],
-        [[b["job_id"], b["name"], age(b["since"]), b["message"], b["pool"]] for b in data["busy"]],
+        ["job", "name", "since", "progress", "checkin", "pool"],
+        [
+            [b["job_id"], b["name"], age(b["since"]), b["progress"], b["message"], b["pool"]]
+            for b in data["busy"]
+        ],
     )
 
 
@@ -206,7 +213,7 @@ async def status(client: Client, settings: Settings, as_json: bool, watch: float
 
 @click.group()
 def queue() -> None:
-    """Pause, resume or clear the queue of a job name."""
+    """Pause, resume, clear or rate-limit the queue of a job name."""
 
 
 @queue.command()

@@ -12,6 +12,7 @@ import anyio
 import click
 import redis.exceptions
 
+from rota.access import explain
 from rota.client import Client
 from rota.config import Settings, load_settings
 from rota.connection import redacted
@@ -22,6 +23,7 @@ __all__ = [
     "ExitError",
     "connection_options",
     "parse_duration",
+    "preflight",
     "redis_trouble",
     "resolve",
     "with_client",
@@ -72,7 +74,7 @@ def with_client(
         settings = resolve(config_file, redis_url=redis_url, namespace=namespace)
 
         async def go() -> T:
-            async with Client.from_url(settings.redis_url, settings.namespace) as client:
+            async with Client.from_settings(settings) as client:
                 await check_redis(client, settings)
                 return await func(client, settings, **kwargs)
 
@@ -98,11 +100,26 @@ def redis_trouble(exc: BaseException, settings: Settings) -> ExitError | None:
     if not isinstance(exc, redis.exceptions.RedisError | OSError):
         return None
     cond = condition(exc)
+    if cond is None or cond is Condition.UNREACHABLE:  # credentials, ACL, TLS, no server
+        line = explain(exc, settings)
+        if line is not None:
+            return ExitError(line, code=1 if cond is Condition.UNREACHABLE else 2)
     if cond is Condition.UNREACHABLE:
         return ExitError(f"{MEANING[cond]} at {redacted(settings.redis_url)}: {exc}", code=1)
     if cond is not None:
         return ExitError(f"{MEANING[cond]}: try again when it ends ({exc})", code=1)
     return None
+
+
+def preflight(settings: Settings) -> None:
+    """Connect once (and PING) before a server starts, so that a wrong password, a
+    refused command, a TLS failure or no Redis at all stops it with one line."""
+
+    async def go() -> None:
+        async with Client.from_settings(settings) as client:
+            await check_redis(client, settings)
+
+    anyio.run(go)
 
 
 async def check_redis(client: Client, settings: Settings) -> None:
@@ -112,10 +129,10 @@ async def check_redis(client: Client, settings: Settings) -> None:
         cond = condition(exc)
         if cond is not None and cond is not Condition.UNREACHABLE:  # LOADING, BUSY...
             raise ExitError(f"{MEANING[cond]}: try again when it ends ({exc})", 1) from None
-        url = redacted(settings.redis_url)
-        if isinstance(exc, redis.exceptions.ResponseError):  # NOPERM...
-            raise ExitError(f"redis_url: {url} refused: {exc}") from None
-        raise ExitError(f"redis_url: cannot connect to {url}: {exc}") from None
+        line = explain(exc, settings)  # credentials, ACL, TLS, no server there
+        if line is None:
+            line = f"redis_url: {redacted(settings.redis_url)} refused: {exc}"
+        raise ExitError(line) from None  # exit code 2: the settings do not reach Redis
 
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}

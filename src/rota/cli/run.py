@@ -9,23 +9,22 @@ from typing import Any
 
 import click
 import msgspec
-import redis.exceptions
 
+from rota.access import explain
 from rota.cli.common import ExitError, connection_options, redis_trouble, resolve
 from rota.config import Settings
-from rota.connection import redacted
 from rota.logging import configure_logging
 
 __all__ = ["demo", "worker"]
 
-_REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
-
 
 def _child_env(settings: Settings) -> dict[str, str]:
-    """The resolved settings as ROTA_* variables, so every child sees the same ones."""
+    """The resolved settings as ROTA_* variables, so every child sees the same ones
+    (an environment, unlike a command line, is not shown to other users by ``ps``)."""
     env = dict(os.environ)
     for key, value in msgspec.structs.asdict(settings).items():
-        env["ROTA_" + key.upper()] = str(value)
+        if value is not None:
+            env["ROTA_" + key.upper()] = str(value)
     return env
 
 
@@ -40,7 +39,9 @@ def _child_env(settings: Settings) -> dict[str, str]:
     help="Pool processes; more than 1 runs a supervisor that restarts them.",
 )
 @click.option("--log-format", type=click.Choice(["auto", "json", "console"]))
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option(
+    "--log-level", type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
+)
 @connection_options
 def worker(target: str, processes: int, config_file: Path | None, **flags: Any) -> None:
     """Run the WorkerPool TARGET (module:attribute, e.g. app.jobs:pool) until SIGTERM."""
@@ -92,7 +93,9 @@ def demo(app: str, rate: float, config_file: Path | None, **flags: Any) -> None:
 
 
 def _stopped_by(exc: Exception, settings: Settings) -> ExitError | None:
-    """The one line to stop with when Redis stopped the command (None: a bug)."""
-    if isinstance(exc, _REDIS_DOWN) and not isinstance(exc, redis.exceptions.BusyLoadingError):
-        return ExitError(f"redis_url: cannot connect to {redacted(settings.redis_url)}: {exc}")
+    """The one line to stop with when Redis stopped the command (None: a bug). Exit code
+    2: the settings are wrong (password, ACL rules, TLS), a restart cannot mend it."""
+    line = explain(exc, settings)
+    if line is not None:
+        return ExitError(line)
     return redis_trouble(exc, settings)

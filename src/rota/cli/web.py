@@ -3,27 +3,48 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import structlog
 
-from rota.cli.common import ExitError, connection_options, resolve
+from rota.cli.common import ExitError, connection_options, preflight, resolve
+from rota.config import Settings
 from rota.connection import redacted
 from rota.errors import ConfigError
 from rota.logging import configure_logging
+
+if TYPE_CHECKING:
+    from rota.web import Auth
 
 __all__ = ["web"]
 
 log = structlog.get_logger("rota.web")
 
 
-def _auth_pair(text: str | None) -> tuple[str, str] | None:
+def _auth_pair(text: str | None, name: str = "--auth") -> tuple[str, str] | None:
     if text is None:
         return None
     user, sep, password = text.partition(":")
     if not sep or not user or not password:
-        raise ExitError("--auth: expected USER:PASSWORD, both not empty")
+        raise ExitError(f"{name}: expected USER:PASSWORD, both not empty")
     return user, password
+
+
+def _credentials(basic: str | None, token: str | None, settings: Settings) -> Auth:
+    """The web UI's credentials: the flags, else the settings (``ROTA_WEB_TOKEN``,
+    ``web_token_file``, ``ROTA_WEB_AUTH``, ``web_auth_file``), which keep them out of
+    the command line."""
+    from rota.web import Auth
+
+    try:
+        token = token if token is not None else settings.secret("web_token")
+        pair = _auth_pair(basic) or _auth_pair(settings.secret("web_auth"), "web_auth")
+    except ConfigError as exc:
+        raise ExitError(str(exc)) from None
+    if token is not None and not token.strip():
+        raise ExitError("--token: must not be empty")
+    return Auth(basic=pair, token=token)
 
 
 @click.command()
@@ -33,45 +54,80 @@ def _auth_pair(text: str | None) -> tuple[str, str] | None:
     show_default=True,
     help="HOST:PORT to listen on ([::1]:5040 for IPv6).",
 )
-@click.option("--auth", "basic", metavar="USER:PASSWORD", help="Require HTTP Basic authentication.")
-@click.option("--token", help="Require this token: a Bearer header, or the login form's cookie.")
+@click.option(
+    "--auth",
+    "basic",
+    metavar="USER:PASSWORD",
+    help="Require HTTP Basic authentication (better: ROTA_WEB_AUTH or web_auth_file).",
+)
+@click.option(
+    "--token",
+    help="Require this token: a Bearer header, or the login form's cookie (better:"
+    " ROTA_WEB_TOKEN or web_token_file).",
+)
+@click.option(
+    "--insecure-open",
+    is_flag=True,
+    help="Serve a non-loopback address without authentication: anyone who reaches it"
+    " may retry, delete and enqueue.",
+)
+@click.option(
+    "--trusted-proxy",
+    "trusted_proxies",
+    multiple=True,
+    metavar="ADDRESS",
+    help="A reverse proxy whose X-Forwarded-For/-Proto headers are believed (repeatable).",
+)
 @connection_options
 def web(
     bind: str,
     basic: str | None,
     token: str | None,
+    insecure_open: bool,
+    trusted_proxies: tuple[str, ...],
     config_file: Path | None,
     redis_url: str | None,
     namespace: str | None,
 ) -> None:
     """Serve the web UI, the JSON API (/api/) and Prometheus metrics (/metrics)."""
-    from rota.web import Auth, create_app
+    from rota.web import create_app
     from rota.web.server import hosts_for, listen, parse_bind, run, url_of
 
     try:
         host, port = parse_bind(bind)
     except ValueError as exc:
         raise ExitError(f"--bind: {exc}") from None
-    pair = _auth_pair(basic)
+    _auth_pair(basic)  # a malformed --auth is told before anything else
     if token is not None and not token.strip():
         raise ExitError("--token: must not be empty")
     settings = resolve(config_file, redis_url=redis_url, namespace=namespace)
+    auth = _credentials(basic, token, settings)
+    if not auth.enabled and hosts_for(host) is None and not insecure_open:
+        raise ExitError(
+            f"--bind: {host} is reachable from other machines and the UI has no"
+            " authentication: give --token or --auth (or ROTA_WEB_TOKEN, ROTA_WEB_AUTH),"
+            " or --insecure-open if an open UI is what you want"
+        )
     configure_logging(settings.log_format, settings.log_level)
     try:
         sock = listen(host, port)
     except OSError as exc:
         raise ExitError(f"--bind: cannot listen on {bind}: {exc.strerror or exc}") from None
-    auth = Auth(basic=pair, token=token)
     try:
         app = create_app(settings, auth=auth, allowed_hosts=hosts_for(host))
+        preflight(settings)  # a wrong password, ACL, TLS or no Redis: one line, now
     except ConfigError as exc:  # names the setting
         sock.close()
         raise ExitError(str(exc)) from None
     except ValueError as exc:
         sock.close()
         raise ExitError(f"redis_url: {exc}") from None
+    except ExitError:
+        sock.close()
+        raise
     if not auth.enabled and hosts_for(host) is None:
-        log.warning("web UI open to the network without --auth or --token", bind=bind)
+        log.warning("web UI open to the network without authentication (--insecure-open)",
+                    bind=bind)  # fmt: skip
     log.info(
         "web started",
         url=url_of(sock),
@@ -79,5 +135,5 @@ def web(
         redis_url=redacted(settings.redis_url),
         auth="on" if auth.enabled else "off",
     )
-    run(app, sock)
+    run(app, sock, trusted_proxies=trusted_proxies)
     log.info("web stopped")

@@ -5,13 +5,43 @@ These strings are part of protocol v1: services in other languages read and writ
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import msgspec
 
-__all__ = ["FETCH_FIELDS", "JobRecord", "Reason", "State"]
+__all__ = [
+    "FETCH_FIELDS",
+    "NAME_RE",
+    "JobRecord",
+    "JobSet",
+    "Reason",
+    "State",
+    "now_ms",
+    "validate_name",
+]
+
+#: The sorted sets of jobs outside the queues: due later, to retry, dead, waiting.
+JobSet = Literal["scheduled", "retry", "dead", "waiting"]
+#: A job name (and a job id given by a producer): what key names can hold safely.
+NAME_RE: Final = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
+
+
+def now_ms() -> int:
+    """The time as every script and record keeps it: ms since the epoch."""
+    return int(time.time() * 1000)
+
+
+def validate_name(name: str) -> str:
+    """``name`` when it can be a job name, else a ValueError that says what can."""
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise ValueError(
+            f"invalid job name {name!r}: use 1-128 letters, digits, '_', '.', ':' or '-'"
+        )
+    return name
 
 
 class State(StrEnum):
@@ -53,6 +83,8 @@ FETCH_FIELDS: Final = (
     "max_fails",
     "timeout",
     "deps",
+    "traceparent",
+    "tracestate",
 )
 
 

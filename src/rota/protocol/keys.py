@@ -46,6 +46,8 @@ _FIXED_KEYS: Final[dict[str, str]] = {
     "names": "names",
     "paused": "paused",
     "limits": "limits",
+    "rates": "rates",
+    "rate_tat": "ratetat",
     "priorities": "priorities",
     "pools": "pools",
     "stats": "stats",
@@ -163,6 +165,16 @@ class Keys:
     @property
     def limits(self) -> str:
         return self.prefix + "limits"
+
+    @property
+    def rates(self) -> str:
+        """Job name -> its rate limit, ``<count>/<period in ms>``."""
+        return self.prefix + "rates"
+
+    @property
+    def rate_tat(self) -> str:
+        """Job name -> when (ms) its next job may start under its rate limit."""
+        return self.prefix + "ratetat"
 
     @property
     def priorities(self) -> str:

@@ -18,8 +18,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from rota.client import JobSpec, validate_name
+from rota.client import JobSpec
 from rota.errors import JobNotFound, PayloadTooLarge
+from rota.protocol.job import validate_name
 from rota.web import views
 from rota.web.base import ApiError, JSONResponse, client_of, int_param, state_of
 from rota.web.openapi import spec
@@ -163,6 +164,34 @@ async def resume(request: Request) -> Response:
     return JSONResponse({"name": name, "paused": False})
 
 
+class RateBody(msgspec.Struct, forbid_unknown_fields=True):
+    rate: str | None
+
+
+class LimitBody(msgspec.Struct, forbid_unknown_fields=True):
+    limit: int | None
+
+
+async def set_rate(request: Request) -> Response:
+    name = await _known_queue(request)
+    body: RateBody = await _body(request, RateBody)
+    try:
+        await client_of(request).set_rate(name, body.rate)
+    except ValueError as exc:
+        raise ApiError(422, str(exc)) from None
+    (info,) = await client_of(request).queues([name])
+    return JSONResponse({"name": name, "rate": info.rate})
+
+
+async def set_limit(request: Request) -> Response:
+    name = await _known_queue(request)
+    body: LimitBody = await _body(request, LimitBody)
+    if body.limit is not None and not 1 <= body.limit <= 1_000_000:
+        raise ApiError(422, "limit: give 1 to 1000000 jobs at once, or null for no limit")
+    await client_of(request).set_limit(name, body.limit)
+    return JSONResponse({"name": name, "limit": body.limit})
+
+
 async def clear(request: Request) -> Response:
     name = await _known_queue(request)
     return JSONResponse({"name": name, "deleted": await client_of(request).clear_queue(name)})
@@ -267,6 +296,8 @@ def _routes() -> list[BaseRoute]:
         Route("/api/queues/{name}/pause", pause, methods=["POST"]),
         Route("/api/queues/{name}/resume", resume, methods=["POST"]),
         Route("/api/queues/{name}/clear", clear, methods=["POST"]),
+        Route("/api/queues/{name}/rate", set_rate, methods=["POST"]),
+        Route("/api/queues/{name}/limit", set_limit, methods=["POST"]),
         Route("/api/pools", pools),
         Route("/api/busy", busy),
         Route("/api/jobs", enqueue, methods=["POST"]),

@@ -16,6 +16,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from rota.access import acl_refused
 from rota.client import Client
 from rota.config import Settings
 from rota.errors import RedisRefused
@@ -78,9 +79,17 @@ def _phrase(status: int) -> str:
 
 async def _redis_trouble(request: Request, exc: Exception) -> Response:
     """503 for a Redis that cannot be reached or says "not now" (out of memory, a
-    read-only replica, loading...); any other Redis error is a bug: a 500."""
+    read-only replica, loading...), 403 for a command its ACL user may not run; any
+    other Redis error is a bug: a 500."""
     if isinstance(exc, RedisRefused):  # its message says what was not done, and why
         return _error(request, 503, str(exc))
+    if acl_refused(exc):  # an ACL user of a narrow role
+        return _error(
+            request,
+            403,
+            f"Redis refused this to the web UI's user ({exc}): it runs with a read-only"
+            " role; the web-operator role of docs/operations.md may retry, delete and pause",
+        )
     cond = condition(exc)
     if cond is not None and cond is not Condition.UNREACHABLE:
         return _error(request, 503, f"{MEANING[cond]}: try again when it ends ({exc})")
@@ -111,12 +120,7 @@ def create_app(
     """
     own = client is None
     if client is None:  # ValueError for a URL that is not one
-        client = Client.from_url(
-            settings.redis_url,
-            settings.namespace,
-            max_args_bytes=settings.max_args_bytes,
-            unique_ttl=settings.unique_ttl,
-        )
+        client = Client.from_settings(settings)
     state = WebState(settings, auth or Auth(), make_templates(), client)
 
     @contextlib.asynccontextmanager

@@ -185,6 +185,8 @@ _NOTICES: Final = {
     "retried": "{n} jobs queued again.",
     "deleted": "{n} jobs deleted.",
     "aborted": "Abort requested.",
+    "rate-set": "Rate limit set.",
+    "rate-removed": "Rate limit removed.",
 }
 
 

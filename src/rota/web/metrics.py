@@ -155,7 +155,7 @@ class RotaCollector(Collector):
             "rota_workers", "Workers of all live pools.", ns, sum(p.concurrency for p, _ in r.pools)
         )
         yield _gauge(
-            "rota_busy_workers", "Workers running a job.", ns, sum(len(p.busy) for p, _ in r.pools)
+            "rota_busy_workers", "Workers running a job.", ns, sum(q.running for q in r.queues)
         )
         yield _gauge(
             "rota_redis_roundtrip_seconds", "Round trip of a PING to Redis.", ns, r.roundtrip

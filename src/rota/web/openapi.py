@@ -4,271 +4,26 @@ from __future__ import annotations
 
 import copy
 import functools
-from typing import Any, Final
+from typing import Any
 
 from rota import __version__
+from rota.web.schemas import (
+    ID_PATTERN,
+    INT,
+    JOB_SETS,
+    NAME_PATTERN,
+    RETRYABLE,
+    STR,
+    Schema,
+    components,
+    ref,
+)
 
 __all__ = ["spec"]
 
-JOB_SETS: Final = ("scheduled", "retry", "dead", "waiting")
-RETRYABLE: Final = ("scheduled", "retry", "dead")  # a waiting job runs after its parents
-NAME_PATTERN: Final = r"^[A-Za-z0-9_.:\-]{1,128}$"
-ID_PATTERN: Final = r"^[A-Za-z0-9_.:\-]{1,200}$"
-
-Schema = dict[str, Any]
-
-
-def _ref(name: str) -> Schema:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _obj(required: list[str], **props: Schema) -> Schema:
-    return {"type": "object", "required": required, "properties": props}
-
-
-_INT: Final[Schema] = {"type": "integer"}
-_NUM: Final[Schema] = {"type": "number"}
-_STR: Final[Schema] = {"type": "string"}
-_BOOL: Final[Schema] = {"type": "boolean"}
-_MS: Final[Schema] = {"type": ["integer", "null"], "description": "ms since the epoch"}
-_OPT_STR: Final[Schema] = {"type": ["string", "null"]}
-_OPT_INT: Final[Schema] = {"type": ["integer", "null"]}
-
-
-def _bucket() -> Schema:
-    return _obj(["start", "processed", "failed"], start=_INT, processed=_INT, failed=_INT)
-
-
-def _schemas() -> dict[str, Schema]:
-    job_summary = _obj(
-        ["id", "name", "state", "attempts", "failures"],
-        id=_STR,
-        name=_STR,
-        state=_STR,
-        args={**_OPT_STR, "description": "the args as stored: JSON text"},
-        attempts=_INT,
-        failures=_INT,
-        enqueued_at=_MS,
-        run_at=_MS,
-        finished_at=_MS,
-        reason=_OPT_STR,
-        error=_OPT_STR,
-        after={"type": "array", "items": _STR, "description": "ids of the jobs it waits for"},
-        pending={**_INT, "description": "how many of them are not complete yet"},
-        group={**_OPT_STR, "description": "the group it is a member of"},
-        waits_group={**_OPT_STR, "description": "the group it is the callback of"},
-    )
-    related_list = {"type": "array", "items": _ref("Related")}
-    job = _obj(
-        ["id", "name", "state", "attempts", "failures", "lost", "logs"],
-        **{k: v for k, v in job_summary["properties"].items() if k != "args"},
-        args={"description": "the args decoded (null when they are not JSON)"},
-        args_raw=_OPT_STR,
-        args_pretty=_OPT_STR,
-        lost=_INT,
-        started_at=_MS,
-        max_fails=_OPT_INT,
-        timeout={"type": ["number", "null"]},
-        unique_key=_OPT_STR,
-        pool=_OPT_STR,
-        result={"description": "the result decoded"},
-        result_raw=_OPT_STR,
-        result_pretty=_OPT_STR,
-        progress={
-            "oneOf": [
-                {"type": "null"},
-                _obj([], percent={"type": ["number", "null"]}, message=_STR),
-            ]
-        },
-        progress_raw=_OPT_STR,
-        raw=_OPT_STR,
-        logs={"type": "array", "items": _STR},
-        parents={**related_list, "description": "the jobs it waits for, in the order of after"},
-        children={
-            **related_list,
-            "description": "the jobs enqueued after it, oldest first (at most 500)",
-        },
-        children_total=_INT,
-        callback={
-            "oneOf": [{"type": "null"}, _ref("Related")],
-            "description": "for a member of a group: the group's callback",
-        },
-        group_progress={
-            "oneOf": [{"type": "null"}, _ref("GroupProgress")],
-            "description": "the group it is a member or the callback of",
-        },
-    )
-    progress_props: dict[str, Schema] = {
-        "id": _STR,
-        "total": _INT,
-        "done": {**_INT, "description": "members complete"},
-        "failed": {**_INT, "description": "members that ended dead or aborted"},
-        "finished": {**_BOOL, "description": "every member complete, dead or aborted"},
-        "created_at": _MS,
-    }
-    busy = _obj(
-        ["pool", "host", "pid", "job_id", "name", "since", "message"],
-        pool=_STR,
-        host=_STR,
-        pid=_INT,
-        job_id=_STR,
-        name=_STR,
-        since=_INT,
-        message=_STR,
-    )
-    pool = _obj(
-        ["id", "host", "pid", "version", "concurrency", "jobs", "started_at", "last_heartbeat"],
-        id=_STR,
-        host=_STR,
-        pid=_INT,
-        version=_STR,
-        namespace=_STR,
-        concurrency=_INT,
-        jobs={"type": "array", "items": _STR},
-        started_at=_INT,
-        heartbeat_at=_INT,
-        last_heartbeat=_INT,
-        busy=_INT,
-        stale={**_BOOL, "description": "no heartbeat for over 2 intervals"},
-    )
-    queue = _obj(
-        ["name", "size", "latency", "running", "limit", "paused", "priority"],
-        name=_STR,
-        size=_INT,
-        latency={**_NUM, "description": "age in seconds of the oldest queued job"},
-        running=_INT,
-        limit=_OPT_INT,
-        paused=_BOOL,
-        priority=_OPT_INT,
-    )
-    return {
-        "Error": _obj(["error"], error=_STR),
-        "Bucket": _bucket(),
-        "Dashboard": _obj(
-            ["namespace", "totals", "sizes", "minutes", "days"],
-            namespace=_STR,
-            totals={"type": "object", "additionalProperties": _INT},
-            sizes={"type": "object", "additionalProperties": _INT},
-            minutes={"type": "array", "items": _ref("Bucket")},
-            days={"type": "array", "items": _ref("Bucket")},
-        ),
-        "Queue": queue,
-        "Queues": _obj(["queues"], queues={"type": "array", "items": _ref("Queue")}),
-        "Pool": pool,
-        "Pools": _obj(
-            ["pools"], pools={"type": "array", "items": _ref("Pool")}, heartbeat_interval=_NUM
-        ),
-        "BusyWorker": busy,
-        "Busy": _obj(["workers"], workers={"type": "array", "items": _ref("BusyWorker")}),
-        "JobSummary": job_summary,
-        "JobPage": _obj(
-            ["set", "total", "offset", "limit", "jobs"],
-            set={"enum": list(JOB_SETS)},
-            q=_STR,
-            total=_INT,
-            offset=_INT,
-            limit=_INT,
-            searched={**_OPT_INT, "description": "jobs read by a search"},
-            jobs={"type": "array", "items": _ref("JobSummary")},
-        ),
-        "Job": job,
-        "Related": _obj(
-            ["id", "name", "state"],
-            id=_STR,
-            name=_OPT_STR,
-            state={**_STR, "description": "'missing' when its record is gone"},
-        ),
-        "GroupProgress": _obj(
-            [*progress_props, "then"],
-            **progress_props,
-            then={**_OPT_STR, "description": "the callback's job id"},
-        ),
-        "Group": _obj(
-            [*progress_props, "then", "offset", "limit", "members"],
-            **progress_props,
-            then={"oneOf": [{"type": "null"}, _ref("Related")], "description": "the callback"},
-            offset=_INT,
-            limit=_INT,
-            members={"type": "array", "items": _ref("Related")},
-        ),
-        "Flow": _obj(
-            ["id", "nodes", "edges", "limit", "truncated"],
-            id=_STR,
-            nodes={"type": "array", "items": _ref("Related")},
-            edges={
-                "type": "array",
-                "items": _obj(
-                    ["from", "to", "kind"],
-                    **{
-                        "from": {**_STR, "description": "the parent"},
-                        "to": {**_STR, "description": "the child"},
-                        "kind": {
-                            "enum": ["after", "group"],
-                            "description": "after: enqueued after; group: a member and"
-                            " its group's callback",
-                        },
-                    },
-                ),
-            },
-            limit={**_INT, "description": "the most jobs a flow holds"},
-            truncated={**_BOOL, "description": "some jobs of the flow were left out"},
-        ),
-        "Redis": _obj(
-            ["ping_ms", "info", "namespace"],
-            ping_ms={**_NUM, "description": "round trip of a PING from the web server"},
-            info={"type": "object"},
-            namespace=_STR,
-        ),
-        "QueueState": _obj(["name", "paused"], name=_STR, paused=_BOOL),
-        "Cleared": _obj(["name", "deleted"], name=_STR, deleted=_INT),
-        "Ids": {
-            "type": "object",
-            "additionalProperties": False,
-            "description": 'the jobs to act on: {"ids": [...]} or {"all": true}',
-            "properties": {
-                "ids": {"type": "array", "items": _STR, "minItems": 1, "maxItems": 1000},
-                "all": {"const": True},
-            },
-            "oneOf": [{"required": ["ids"]}, {"required": ["all"]}],
-        },
-        "Retried": _obj(["retried"], retried=_INT),
-        "Deleted": _obj(["deleted"], deleted=_INT),
-        "Aborted": _obj(["id", "was"], id=_STR, was={**_STR, "description": "its state before"}),
-        "EnqueueRequest": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["name"],
-            "properties": {
-                "name": {**_STR, "pattern": NAME_PATTERN},
-                "args": {"type": "array", "description": "positional args"},
-                "kwargs": {"type": "object", "description": "keyword args"},
-                "delay": {**_NUM, "minimum": 0, "maximum": 315360000},
-                "run_at": {
-                    "description": "epoch seconds or an ISO-8601 time (UTC if no offset)",
-                    "oneOf": [
-                        {**_NUM, "minimum": 0, "maximum": 253402300799},
-                        {**_STR, "format": "date-time"},
-                    ],
-                },
-                "unique": {**_STR, "minLength": 1, "maxLength": 1024},
-                "max_fails": {**_INT, "minimum": 1, "maximum": 1000000},
-                "timeout": {**_NUM, "exclusiveMinimum": 0, "maximum": 315360000},
-                "after": {
-                    "type": "array",
-                    "items": {**_STR, "pattern": NAME_PATTERN},
-                    "maxItems": 1000,
-                    "description": "ids of jobs that must complete first; a job id that"
-                    " does not exist is a 422 and nothing is enqueued",
-                },
-            },
-            "not": {"anyOf": [{"required": ["args", "kwargs"]}, {"required": ["delay", "run_at"]}]},
-        },
-        "Enqueued": _obj(["id", "name", "created"], id=_STR, name=_STR, created=_BOOL),
-    }
-
 
 def _json(schema: str, description: str = "OK") -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": _ref(schema)}}}
+    return {"description": description, "content": {"application/json": {"schema": ref(schema)}}}
 
 
 def _errors(*codes: int) -> dict[str, Any]:
@@ -326,15 +81,15 @@ def _path(name: str, pattern: str | None = None) -> Schema:
 
 
 def _body(schema: str) -> Schema:
-    return {"required": True, "content": {"application/json": {"schema": _ref(schema)}}}
+    return {"required": True, "content": {"application/json": {"schema": ref(schema)}}}
 
 
 def _paths() -> dict[str, Any]:
     name = [_path("name", NAME_PATTERN)]
     job_id = [_path("job_id", ID_PATTERN)]
     paging = [
-        _query("offset", {**_INT, "minimum": 0}, "default 0"),
-        _query("limit", {**_INT, "minimum": 1, "maximum": 1000}, "default 100"),
+        _query("offset", {**INT, "minimum": 0}, "default 0"),
+        _query("limit", {**INT, "minimum": 1, "maximum": 1000}, "default 100"),
     ]
     paths: dict[str, Any] = {
         "/api/dashboard": _get(
@@ -343,13 +98,13 @@ def _paths() -> dict[str, Any]:
             "Dashboard",
             400,
             parameters=[
-                _query("minutes", {**_INT, "minimum": 1, "maximum": 120}, "default 60"),
-                _query("days", {**_INT, "minimum": 1, "maximum": 90}, "default 30"),
+                _query("minutes", {**INT, "minimum": 1, "maximum": 120}, "default 60"),
+                _query("days", {**INT, "minimum": 1, "maximum": 90}, "default 30"),
             ],
         ),
         "/api/queues": _get("queues", "Every queue's figures", "Queues"),
         "/api/pools": _get("pools", "Live pools and their heartbeats", "Pools"),
-        "/api/busy": _get("busy", "Running jobs, from the pools' snapshots", "Busy"),
+        "/api/busy": _get("busy", "Jobs running now, from the running sets", "Busy"),
         "/api/redis": _get("redis", "Redis server figures and round trip", "Redis"),
         "/api/jobs/{job_id}": _get(
             "job", "Everything about one job", "Job", 404, parameters=job_id
@@ -389,6 +144,28 @@ def _paths() -> dict[str, Any]:
         paths[f"/api/queues/{{name}}/{action}"] = _post(
             f"queue_{action}", f"{action.capitalize()} a queue", schema, 404, parameters=name
         )
+    paths["/api/queues/{name}/rate"] = _post(
+        "queue_rate",
+        "Set or remove the rate limit of a queue (across all pools)",
+        "QueueRate",
+        400,
+        404,
+        415,
+        422,
+        parameters=name,
+        requestBody=_body("RateRequest"),
+    )
+    paths["/api/queues/{name}/limit"] = _post(
+        "queue_limit",
+        "Set or remove the concurrency limit of a queue (across all pools)",
+        "QueueLimit",
+        400,
+        404,
+        415,
+        422,
+        parameters=name,
+        requestBody=_body("LimitRequest"),
+    )
     for which in JOB_SETS:
         paths[f"/api/{which}"] = _get(
             f"list_{which}",
@@ -396,9 +173,9 @@ def _paths() -> dict[str, Any]:
             "JobPage",
             400,
             parameters=[
-                _query("offset", {**_INT, "minimum": 0}, "default 0"),
-                _query("limit", {**_INT, "minimum": 1, "maximum": 500}, "default 25"),
-                _query("q", {**_STR, "maxLength": 200}, "part of a job id or name"),
+                _query("offset", {**INT, "minimum": 0}, "default 0"),
+                _query("limit", {**INT, "minimum": 1, "maximum": 500}, "default 25"),
+                _query("q", {**STR, "maxLength": 200}, "part of a job id or name"),
             ],
         )
         for action, schema in (("retry", "Retried"), ("delete", "Deleted")):
@@ -435,7 +212,7 @@ def _spec() -> dict[str, Any]:
         },
         "paths": _paths(),
         "components": {
-            "schemas": _schemas(),
+            "schemas": components(),
             "securitySchemes": {
                 "basic": {"type": "http", "scheme": "basic"},
                 "bearer": {"type": "http", "scheme": "bearer"},

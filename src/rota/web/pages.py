@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from rota.client import validate_name
+from rota.protocol.job import validate_name
 from rota.web import views
 from rota.web.base import client_of, local_path, render, state_of, with_notice
 from rota.web.charts import bar_chart
@@ -174,10 +174,18 @@ async def queue_action(request: Request) -> Response:
         validate_name(name)
     except ValueError:
         raise HTTPException(404, f"no queue {name}") from None
-    if name not in await client.names() or action not in ("pause", "resume", "clear"):
+    if name not in await client.names() or action not in ("pause", "resume", "clear", "rate"):
         raise HTTPException(404, f"no queue {name}")
     target = await _next(request, "/queues")
     n = None
+    if action == "rate":
+        value = (await request.form()).get("rate")
+        text = value.strip() if isinstance(value, str) else ""
+        try:
+            await client.set_rate(name, text or None)
+        except ValueError as exc:
+            raise HTTPException(400, str(exc)) from None
+        return RedirectResponse(with_notice(target, "rate-set" if text else "rate-removed"), 303)
     if action == "pause":
         await client.pause(name)
     elif action == "resume":

@@ -16,6 +16,13 @@ One ASGI middleware, in front of every route:
   ``csrf`` form field or the ``X-CSRF-Token`` header), or when authentication is off.
 - **Headers**: a Content-Security-Policy without inline scripts, nosniff,
   ``frame-ancestors 'none'`` and a same-origin referrer policy on every response.
+- **Failed logins** (a wrong ``Authorization`` header, a wrong token in the login form)
+  are counted per client address: from the 5th in a row, the address must wait 1 s, then
+  2, 4... (at most 5 minutes) before its next try, answered 429 with ``Retry-After``
+  meanwhile, so a token cannot be guessed at full speed. A success clears the count.
+  Behind a reverse proxy the address is the one it forwards, when the proxy is trusted
+  (``rota web --trusted-proxy``); cookies are ``Secure`` when the scheme, told by such a
+  proxy or seen by the server, is HTTPS.
 """
 
 from __future__ import annotations
@@ -25,7 +32,9 @@ import binascii
 import hashlib
 import hmac
 import ipaddress
+import math
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
@@ -41,6 +50,7 @@ __all__ = [
     "SESSION_COOKIE",
     "Auth",
     "SecurityMiddleware",
+    "Throttle",
     "is_loopback",
 ]
 
@@ -158,6 +168,33 @@ def origin_verdict(headers: Headers) -> str:
 RenderRefusal = Callable[[Request, int, str, Auth], Response]
 
 
+class Throttle:
+    """Failed logins per client address (see the module's docstring)."""
+
+    FREE: Final = 4  # failures in a row answered at full speed
+    MAX_WAIT: Final = 300.0
+    MAX_ADDRESSES: Final = 10_000
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._failures: dict[str, tuple[int, float]] = {}  # address -> (count, until)
+
+    def wait(self, address: str) -> float:
+        """Seconds ``address`` must wait before its next try (0: it may try now)."""
+        _, until = self._failures.get(address, (0, 0.0))
+        return max(0.0, until - self.clock())
+
+    def failed(self, address: str) -> None:
+        count = self._failures.pop(address, (0, 0.0))[0] + 1
+        wait = 0.0 if count <= self.FREE else min(self.MAX_WAIT, 2.0 ** (count - self.FREE - 1))
+        if len(self._failures) >= self.MAX_ADDRESSES:  # forget the oldest entry
+            self._failures.pop(next(iter(self._failures)))
+        self._failures[address] = (count, self.clock() + wait)
+
+    def succeeded(self, address: str) -> None:
+        self._failures.pop(address, None)
+
+
 class SecurityMiddleware:
     """See the module's docstring."""
 
@@ -173,6 +210,7 @@ class SecurityMiddleware:
         self.auth = auth
         self.allowed_hosts = allowed_hosts
         self.render = render
+        self.throttle = Throttle()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -187,9 +225,17 @@ class SecurityMiddleware:
             csrf = new_csrf = secrets.token_urlsafe(32)
         scope.setdefault("state", {})["csrf"] = csrf
         https = scope.get("scheme") == "https"
+        address = (scope.get("client") or ("unknown",))[0]
+        attempt = self.auth.enabled and (
+            "authorization" in headers or (scope["path"] == "/login" and scope["method"] == "POST")
+        )
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
+                if attempt and message["status"] == 401:
+                    self.throttle.failed(address)
+                elif attempt and message["status"] < 400:
+                    self.throttle.succeeded(address)
                 out = [h for h in message.get("headers", []) if h[0].lower() != b"server"]
                 out += _HEADERS
                 if not request.url.path.startswith("/static/"):
@@ -200,6 +246,15 @@ class SecurityMiddleware:
                 message = {**message, "headers": out}
             await send(message)
 
+        wait = self.throttle.wait(address) if attempt else 0.0
+        if wait > 0:
+            refusal = JSONResponse(
+                {"error": "too many failed logins: try again later"},
+                status_code=429,
+                headers={"retry-after": str(math.ceil(wait))},
+            )
+            await refusal(scope, receive, send_with_headers)
+            return
         status, text, receive = await self._check(scope, headers, cookies, csrf, new_csrf, receive)
         if status:
             response = self.render(request, status, text, self.auth)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 
 import anyio
 import uvicorn
@@ -54,9 +54,15 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{host}:{port}"
 
 
-def _config(app: ASGIApp) -> uvicorn.Config:
+def _config(app: ASGIApp, trusted_proxies: Sequence[str] = ()) -> uvicorn.Config:
+    """uvicorn's settings. Behind a reverse proxy listed in ``trusted_proxies`` (default:
+    loopback, uvicorn's own default), ``X-Forwarded-Proto`` and ``X-Forwarded-For`` give
+    the scheme (so the session cookie is ``Secure`` when the proxy speaks HTTPS) and the
+    client address (which failed logins are throttled by)."""
     return uvicorn.Config(
         app,
+        proxy_headers=True,
+        forwarded_allow_ips=list(trusted_proxies) or ["127.0.0.1", "::1"],
         log_config=None,
         access_log=False,
         server_header=False,
@@ -73,9 +79,9 @@ class _EmbeddedServer(uvicorn.Server):
         yield
 
 
-def run(app: ASGIApp, sock: socket.socket) -> None:
+def run(app: ASGIApp, sock: socket.socket, *, trusted_proxies: Sequence[str] = ()) -> None:
     """Serve until SIGINT or SIGTERM; a second signal closes open connections at once."""
-    server = _EmbeddedServer(_config(app))
+    server = _EmbeddedServer(_config(app, trusted_proxies))
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:

@@ -7,13 +7,15 @@ Everything is read through :class:`rota.client.Client`.
 from __future__ import annotations
 
 import time
-from typing import Any, Final, Literal, get_args
+from collections import Counter
+from typing import Any, Final, get_args
 
 import msgspec
 
-from rota.client import Bucket, Client, now_ms
+from rota.client import Client
 from rota.config import Settings
-from rota.protocol.job import JobRecord
+from rota.operations import Bucket
+from rota.protocol.job import JobRecord, JobSet, now_ms
 from rota.web.related import FINAL_STATES, FLOW_LIMIT, MISSING, flow, group_detail, job_detail
 
 __all__ = [
@@ -35,7 +37,6 @@ __all__ = [
     "redis_info",
 ]
 
-JobSet = Literal["scheduled", "retry", "dead", "waiting"]
 JOB_SETS: Final[tuple[JobSet, ...]] = get_args(JobSet)
 #: The sets whose jobs can be queued now; a waiting job runs when its parents complete.
 RETRYABLE: Final[tuple[JobSet, ...]] = ("scheduled", "retry", "dead")
@@ -85,9 +86,8 @@ async def dashboard(client: Client, minutes: int = 60, days: int = 30) -> dict[s
     qs = await client.queues()
     sizes = {"queued": sum(q.size for q in qs), "running": sum(q.running for q in qs)}
     sizes.update(await client.set_sizes())
-    live = await client.pools()
-    sizes["pools"] = len(live)
-    sizes["busy"] = sum(len(p.busy) for p, _ in live)
+    sizes["pools"] = len(await client.pools())
+    sizes["busy"] = sizes["running"]
     return {
         "namespace": client.namespace,
         "totals": {k: stats.get(k, 0) for k in ("processed", "failed", "dead", "lost", "aborted")},
@@ -98,17 +98,29 @@ async def dashboard(client: Client, minutes: int = 60, days: int = 30) -> dict[s
 
 
 async def queues(client: Client) -> dict[str, Any]:
-    return {"queues": [_asdict(q) for q in await client.queues()]}
+    """Every queue's figures, and ``done_per_second``: jobs of the name completed per
+    second over the last minute (from the per-minute counters)."""
+    now = time.time()
+    history = await client.history(2, 0, at=now)
+    previous, current = history.minutes
+    weight = 1 - (now % 60) / 60  # the share of the previous minute inside the last 60 s
+    out = []
+    for q in await client.queues():
+        field = f"processed:{q.name}"
+        done = previous.counts.get(field, 0) * weight + current.counts.get(field, 0)
+        out.append({**_asdict(q), "done_per_second": round(done / 60, 2)})
+    return {"queues": out}
 
 
 async def pools(client: Client, settings: Settings) -> dict[str, Any]:
     """Live pools; ``stale``: no heartbeat for more than two intervals."""
     now = now_ms()
     stale_after = settings.heartbeat_interval * 2000
+    busy = Counter(r.pool for r in await client.running())
     out = []
     for snap, beat in await client.pools():
         row = _asdict(snap)
-        row["busy"] = len(snap.busy)
+        row["busy"] = busy[snap.id]
         row["last_heartbeat"] = beat
         row["stale"] = now - beat > stale_after
         out.append(row)
@@ -116,13 +128,9 @@ async def pools(client: Client, settings: Settings) -> dict[str, Any]:
 
 
 async def busy(client: Client) -> dict[str, Any]:
-    """Running jobs as the pools' last heartbeats tell them."""
-    workers = [
-        {"pool": snap.id, "host": snap.host, "pid": snap.pid, **_asdict(b)}
-        for snap, _ in await client.pools()
-        for b in snap.busy
-    ]
-    workers.sort(key=lambda w: w["since"])
+    """Jobs running now, from the running sets and the job records (exact at the read;
+    only the last checkin message comes from the pools' snapshots)."""
+    workers = [{**_asdict(r), "host": r.host, "pid": r.pid} for r in await client.running()]
     return {"workers": workers}
 
 

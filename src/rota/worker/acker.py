@@ -22,8 +22,8 @@ import anyio.lowlevel
 import msgspec
 import structlog
 
-from rota.client import now_ms
 from rota.outage import condition
+from rota.protocol.job import now_ms
 from rota.protocol.scripts import Arg, script
 from rota.worker.runner import Outcome
 from rota.worker.runtime import PoolRuntime

@@ -5,19 +5,27 @@ see :mod:`rota.worker.handoff`) it leases up to k jobs in one call, visiting job
 weighted round robin's order. When that finds less than it wanted, it blocks on the wake
 lists of its job names, which every script that makes a job runnable pushes to; the
 BLPOP timeout is only a safety net for producers that forget to push a wake token.
+
+A name under a rate limit (see :mod:`rota.protocol.rate`) is skipped while its next
+start is not due, and the fetch says when that is. The fetcher then waits on the wake
+lists as usual, and a local timer ends the wait at that time (CLIENT UNBLOCK): Redis
+would end a BLPOP timeout only at its next ``hz`` tick, up to 100 ms late. Without
+CLIENT (an ACL user refused it) it sleeps until then instead.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+from typing import Any
 
 import anyio
 import redis.exceptions
 import structlog
 from redis.asyncio import Redis
 
-from rota.client import now_ms
 from rota.link import Link
+from rota.protocol.job import now_ms
 from rota.protocol.scripts import Arg, script
 from rota.worker.acker import Acker
 from rota.worker.robin import Robin
@@ -37,6 +45,9 @@ class Fetcher:
         self.names = list(rt.handlers)
         self._turn = 0
         self.buried = 0
+        self._due = 0  # when a rate-limited name may start its next job (ms; 0: none)
+        self._timer: asyncio.TimerHandle | None = None
+        self._unblocking: set[asyncio.Task[None]] = set()
         self._client_id: int | None = None
         # A connection of its own: its BLPOP blocks it, and the fetch that follows a
         # wake-up needs no pool checkout (see rota.link).
@@ -63,8 +74,11 @@ class Fetcher:
                 await self.acker.wait_room(rt.settings.concurrency)
             want = min(await handoff.wait_room(), rt.settings.fetch_batch)
             try:
+                wait = rt.settings.wake_timeout
+                if short and self._due:
+                    short, wait = await self._until_due(wait)
                 if short and not isinstance(self.conn, Link):
-                    await self.conn.blpop(self.wake_keys, timeout=rt.settings.wake_timeout)
+                    await self.conn.blpop(self.wake_keys, timeout=max(wait, 0.01))
                 with anyio.CancelScope(shield=True):
                     # Shielded: a lease whose reply never arrives would wait for the reaper.
                     # (A stopping pool ends the wait with CLIENT UNBLOCK: see unblock.)
@@ -72,23 +86,51 @@ class Fetcher:
                         jobs = await self._wait_and_fetch(self.conn, want)
                     else:
                         jobs = await self._fetch(want)
+                self._disarm()
                 for job in jobs:
                     handoff.put(job)
                 short = len(jobs) < want
                 rt.watch.ok("fetcher")
             except Exception as exc:
+                self._disarm()
                 self._client_id = None
                 await anyio.sleep(await rt.watch.failed("fetcher", exc))
+
+    async def _until_due(self, wait: float) -> tuple[bool, float]:
+        """Before waiting on the wake lists: make the wait end when a rate-limited job
+        is due. Whether to wait at all (False: fetch now), and for how long at most."""
+        wait = min(wait, max(0.0, (self._due - now_ms()) / 1000))
+        if wait <= 0:
+            return False, 0.0
+        if isinstance(self.conn, Link):
+            if await self._own_id(self.conn):
+                self._arm(wait)
+            else:  # no CLIENT UNBLOCK: sleep until the start is due
+                await anyio.sleep(wait)
+                return False, 0.0
+        return True, wait
+
+    def _arm(self, delay: float) -> None:
+        """End the coming wait on the wake lists after ``delay`` seconds."""
+        self._disarm()
+        self._timer = asyncio.get_running_loop().call_later(delay, self._fire)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _fire(self) -> None:
+        self._timer = None
+        task = asyncio.get_running_loop().create_task(self.unblock())
+        self._unblocking.add(task)
+        task.add_done_callback(self._unblocking.discard)
 
     async def _wait_and_fetch(self, link: Link, want: int) -> list[Fetched]:
         """BLPOP on the wake lists and the fetch behind it, in one write: Redis runs the
         fetch the moment the BLPOP returns, which saves the round trip between them on
         the way from an enqueue to a start. The fetch reads the server's clock (now 0)."""
-        if self._client_id is None:
-            try:
-                self._client_id = int(await link.execute_command("CLIENT", "ID"))
-            except redis.exceptions.ResponseError:  # e.g. an ACL user without CLIENT
-                self._client_id = 0  # no unblocking: a stopping pool waits out the BLPOP
+        await self._own_id(link)
         wait: tuple[Arg, ...] = ("BLPOP", *self.wake_keys, self.rt.settings.wake_timeout)
         fetch = script("fetch").command(self.rt.keys.prefix, self._args(want, now=0))
         _, reply = await link.execute_many([wait, fetch])
@@ -97,6 +139,15 @@ class Fetcher:
                 return await self._fetch(want)  # e.g. the library is gone: loaded again there
             raise reply
         return self._parse(reply)
+
+    async def _own_id(self, link: Link) -> int:
+        """This connection's client id, which CLIENT UNBLOCK takes; 0 when refused."""
+        if self._client_id is None:
+            try:
+                self._client_id = int(await link.execute_command("CLIENT", "ID"))
+            except redis.exceptions.ResponseError:  # e.g. an ACL user without CLIENT
+                self._client_id = 0  # no unblocking: a stopping pool waits out the BLPOP
+        return self._client_id
 
     async def unblock(self) -> None:
         """End a wait of this fetcher (the pool is stopping): its fetch then runs at once
@@ -128,8 +179,9 @@ class Fetcher:
             *fill,
         ]
 
-    def _parse(self, reply: list[list[bytes]]) -> list[Fetched]:
-        flat, buried = reply
+    def _parse(self, reply: list[Any]) -> list[Fetched]:
+        flat, buried = reply[0], reply[1]
+        self._due = int(reply[2]) if len(reply) > 2 else 0
         for job_id in buried:
             self.buried += 1
             log.warning("bad payload made dead", job_id=job_id.decode("utf-8", "replace"))

@@ -19,9 +19,9 @@ import structlog
 from anyio.abc import TaskStatus
 
 from rota import __version__
-from rota.client import now_ms
 from rota.outage import MEANING, condition
 from rota.protocol import codec
+from rota.protocol.job import now_ms
 from rota.protocol.scripts import Arg, script
 from rota.protocol.snapshot import BusyWorker, PoolSnapshot
 from rota.worker.acker import Acker

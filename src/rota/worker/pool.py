@@ -18,11 +18,10 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from rota import __version__
-from rota.client import Client, validate_name
+from rota.client import Client
 from rota.config import Settings, load_settings
-from rota.connection import connect
 from rota.outage import condition
-from rota.protocol.job import Reason
+from rota.protocol.job import Reason, validate_name
 from rota.worker.acker import Acker
 from rota.worker.cron import Cron
 from rota.worker.fetcher import Fetcher
@@ -101,6 +100,7 @@ class WorkerPool:
         skip_dead: bool = ...,
         timeout: float | None = ...,
         max_concurrency: int | None = ...,
+        rate: str | None = ...,
         backoff: Backoff = ...,
         keep_result: float | None = ...,
         middleware: tuple[Middleware, ...] = ...,
@@ -111,7 +111,9 @@ class WorkerPool:
 
         ``priority`` (1-100000) weighs its queue in the round robin; ``max_fails``
         attempts before the job is dead (or dropped with ``skip_dead``); ``timeout`` in
-        seconds per attempt; ``max_concurrency`` across every pool; ``backoff(n)``
+        seconds per attempt; ``max_concurrency`` across every pool; ``rate`` how many
+        start per second, minute or hour across every pool (``"100/s"``, ``"30/min"``,
+        ``"2/hour"``); ``backoff(n)``
         seconds before retry n; ``keep_result`` seconds (0 deletes a complete job).
         """
 
@@ -179,15 +181,9 @@ class WorkerPool:
         settings = self.settings
         own_client = client is None
         if client is None:
-            client = Client(
-                connect(redis_url or settings.redis_url, namespace=settings.namespace),
-                settings.namespace,
-                max_args_bytes=settings.max_args_bytes,
-                unique_ttl=settings.unique_ttl,
-                owns_redis=True,
-                durable=settings.durable_enqueue,
-                durable_timeout=settings.durable_timeout,
-            )
+            if redis_url is not None:
+                settings = settings.replace(redis_url=redis_url)
+            client = Client.from_settings(settings)
         try:
             async with contextlib.AsyncExitStack() as stack:
                 state: Mapping[str, Any] = {}

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from rota.errors import InvalidArgs
+from rota.protocol.rate import Rate, parse_rate
 from rota.worker.cron import Cron
 
 __all__ = ["Backoff", "Handler", "Middleware", "Periodic", "default_backoff"]
@@ -80,6 +81,7 @@ class Handler:
     skip_dead: bool = False
     timeout: float | None = None
     max_concurrency: int | None = None
+    rate: Rate | str | None = None  # a Rate once registered ("100/s" is parsed)
     backoff: Backoff = default_backoff
     keep_result: float | None = None
     middleware: tuple[Middleware, ...] = ()
@@ -99,8 +101,13 @@ class Handler:
             raise ValueError(f"max_fails of {self.name!r} must be at least 1")
         if self.max_concurrency is not None and self.max_concurrency < 1:
             raise ValueError(f"max_concurrency of {self.name!r} must be at least 1")
-        func = self.func
         set_ = object.__setattr__
+        if self.rate is not None:
+            try:
+                set_(self, "rate", parse_rate(self.rate))
+            except ValueError as exc:
+                raise ValueError(f"job {self.name!r}: {exc}") from None
+        func = self.func
         set_(self, "is_async", inspect.iscoroutinefunction(func))
         sig = inspect.signature(func)
         params = list(sig.parameters.values())

@@ -13,11 +13,11 @@ import anyio
 import structlog
 
 import rota.logging
-from rota.client import now_ms
+from rota import tracing
 from rota.errors import Abort, InvalidArgs, Retry
 from rota.outage import condition
 from rota.protocol import codec
-from rota.protocol.job import Reason
+from rota.protocol.job import Reason, now_ms
 from rota.worker.context import JobContext
 from rota.worker.registry import Handler
 from rota.worker.runtime import Fetched, InFlight, PoolRuntime
@@ -105,7 +105,13 @@ async def run_job(rt: PoolRuntime, job: Fetched) -> Outcome:
     # Each worker is its own task with its own context: binding without a reset is
     # enough, the next attempt of this worker binds over it.
     structlog.contextvars.bind_contextvars(job_id=job.id, job_name=job.name)
-    outcome = await _attempt(rt, job)
+    if tracing.ENABLED:
+        with tracing.consumer_span(job.id, job.name, job.attempts, job.trace) as span:
+            outcome = await _attempt(rt, job)
+            if span is not None:
+                _describe(span, outcome)
+    else:
+        outcome = await _attempt(rt, job)
     kind, reason = outcome[3], outcome[6]
     fields: dict[str, Any] = {
         "job_name": job.name,
@@ -126,6 +132,13 @@ async def run_job(rt: PoolRuntime, job: Fetched) -> Outcome:
     else:
         log.warning("job", **fields)
     return outcome
+
+
+def _describe(span: Any, outcome: Outcome) -> None:
+    """What the consumer span says of an attempt's end."""
+    span["outcome"] = outcome[3]
+    if outcome[3] not in ("complete", "requeue"):
+        span["reason"], span["error"] = outcome[6], outcome[5]
 
 
 async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:

@@ -16,11 +16,13 @@ import anyio
 import structlog
 from redis.asyncio import Redis
 
-from rota.client import Client, now_ms
+from rota.client import Client
 from rota.config import Settings
+from rota.connection import redacted
 from rota.outage import Watch
-from rota.protocol.job import FETCH_FIELDS
+from rota.protocol.job import FETCH_FIELDS, now_ms
 from rota.protocol.keys import Keys
+from rota.protocol.rate import parse_rate
 from rota.protocol.scripts import Arg, load_all, script
 from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler
@@ -53,14 +55,16 @@ class Fetched:
     max_fails: int | None
     timeout: float | None
     deps: bool = False  # it waited for other jobs: their results are in its record
+    trace: tuple[str, str] = ("", "")  # the enqueue's traceparent and tracestate
 
     @classmethod
     def parse(cls, flat: list[bytes]) -> list[Fetched]:
         out = []
         for i in range(0, len(flat), _WIDTH):
             (jid, name, token, attempts, failures, lost, args, enq, max_fails, timeout, deps) = (
-                flat[i : i + _WIDTH]
+                flat[i : i + _WIDTH - 2]
             )
+            parent, state = flat[i + _WIDTH - 2], flat[i + _WIDTH - 1]
             try:
                 mf: int | None = int(max_fails) if max_fails else None
             except ValueError:
@@ -84,6 +88,9 @@ class Fetched:
                     mf,
                     to,
                     deps == b"1",
+                    (parent.decode(errors="replace"), state.decode(errors="replace"))
+                    if parent
+                    else ("", ""),
                 )
             )
         return out
@@ -135,7 +142,7 @@ class PoolRuntime:
     def __post_init__(self) -> None:
         self.handoff = Handoff(self.settings.concurrency, self.settings.prefetch)
         self.limiter = anyio.CapacityLimiter(self.settings.concurrency)
-        self.watch = Watch(self.pool_id, self.client.redis)
+        self.watch = Watch(self.pool_id, self.client.redis, where=redacted(self.settings.redis_url))
 
     async def register(self) -> None:
         """Make this pool's job names, priorities and limits known to every process (at
@@ -145,7 +152,8 @@ class PoolRuntime:
         args: list[Arg] = []
         for name, h in self.handlers.items():
             limit = "" if h.max_concurrency is None else h.max_concurrency
-            args += [name, h.priority, limit]
+            rate = parse_rate(h.rate).stored if h.rate is not None else ""
+            args += [name, h.priority, limit, rate]
         await script("register")(self.redis, self.keys.prefix, args)
 
     @property

@@ -21,8 +21,9 @@ from datetime import UTC, datetime
 import anyio
 import structlog
 
-from rota.client import JobSpec, now_ms
+from rota.client import JobSpec
 from rota.outage import backoff, condition
+from rota.protocol.job import now_ms
 from rota.protocol.scripts import script
 from rota.worker.registry import Periodic
 from rota.worker.runtime import PoolRuntime

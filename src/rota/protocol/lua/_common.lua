@@ -486,7 +486,7 @@ end
 -- name to whether it must be added); nil does it at once. `deps`: what it waits for
 -- (see dependencies), nil for nothing. Returns {id, created}.
 local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, timeout, batch,
-    deps)
+    deps, trace)
   run_at, uttl = tonumber(run_at) or 0, tonumber(uttl) or 0
   if uttl <= 0 then
     uttl = 86400000
@@ -513,6 +513,12 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
   end
   if timeout ~= '' then
     fields[#fields + 1] = 'timeout'; fields[#fields + 1] = timeout
+  end
+  if trace then
+    fields[#fields + 1] = 'traceparent'; fields[#fields + 1] = trace[1]
+    if trace[2] ~= '' then
+      fields[#fields + 1] = 'tracestate'; fields[#fields + 1] = trace[2]
+    end
   end
   if deps then
     local pending, failed = dependencies(id, deps, fields, now)

@@ -4,8 +4,8 @@
 --      [id, name, args, run_at_ms, unique_key, unique_ttl_ms, max_fails, timeout]
 --      (strings; '' where the enqueue script takes ''), optionally followed by
 --      after (parents' ids, space-separated), group (the group it is a member of) and
---      waits_group (the group it is the callback of); a parent may be a job earlier in
---      the same call.
+--      waits_group (the group it is the callback of), traceparent and tracestate (the W3C
+--      trace context of the enqueue); a parent may be a job earlier in the same call.
 -- Returns a flat list: id, created, id, created, ... in the order given. Wake tokens are
 -- pushed once per job name, not once per job. A parent or group that does not exist is
 -- an error reply starting with NOPARENT, and nothing of the call is written.
@@ -34,7 +34,11 @@ for _, j in ipairs(jobs) do
   if (j[9] or '') ~= '' or (j[10] or '') ~= '' or (j[11] or '') ~= '' then
     deps = {after = j[9], group = j[10], waits_group = j[11]}
   end
-  local r = enqueue_one(j[1], j[2], j[3], now, j[4], j[5], j[6], j[7], j[8], batch, deps)
+  local trace = nil
+  if (j[12] or '') ~= '' then
+    trace = {j[12], j[13] or ''}
+  end
+  local r = enqueue_one(j[1], j[2], j[3], now, j[4], j[5], j[6], j[7], j[8], batch, deps, trace)
   out[#out + 1] = r[1]
   out[#out + 1] = r[2]
 end

@@ -6,8 +6,9 @@
 -- KEYS[1] namespace prefix
 -- ARGV now_ms (0: the server's time), lease_ms, pool_id, max_args_bytes, n, name_1 .. name_n,
 --      [m, fill_1 .. fill_m]
--- Returns {jobs, buried}: jobs is flat, 11 entries per job (id, then FETCH_FIELDS of
--- protocol/job.py); buried lists the ids of entries made dead as bad payloads.
+-- Returns {jobs, buried, due}: jobs is flat, 13 entries per job (id, then FETCH_FIELDS of
+-- protocol/job.py); buried lists the ids of entries made dead as bad payloads; due is the
+-- earliest time (ms) a rate-limited name that still has jobs may start one, '0' for none.
 local now, lease, pool = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 if now == 0 then
   -- Sent ahead, queued behind the pool's BLPOP: the caller's clock was read before the
@@ -29,7 +30,7 @@ local MAX_BURY = 100
 -- The fields read from each job hash; the args join them only when their size is within
 -- the limit, so a huge value is never copied into the script.
 local FIELDS = {'name', 'state', 'token', 'attempts', 'failures', 'lost', 'enqueued_at',
-  'max_fails', 'timeout', 'deps'}
+  'max_fails', 'timeout', 'deps', 'traceparent', 'tracestate'}
 local WITH_ARGS = {unpack(FIELDS)}
 WITH_ARGS[#WITH_ARGS + 1] = 'args'
 
@@ -38,6 +39,42 @@ local status = {} -- name -> false (unavailable), true (no limit) or slots left 
 local out, buried = {}, {}
 local nburied = 0
 local cut = {} -- names whose entries were still being buried when MAX_BURY was reached
+
+-- Rate limits, by the generic cell rate algorithm: K_RATES holds name -> '<count>/<period
+-- ms>', K_RATE_TAT name -> the time (ms) its next job may start. A job starts while that
+-- time is not ahead of now, and each start moves it on by one interval. It may lag now by
+-- one interval or 100 ms, whichever is longer: a fetch that comes a little late keeps its
+-- slots, and a queue that was idle starts at most 100 ms worth of jobs (or two) at once.
+local rates = {} -- name -> {interval, tat} of the rate-limited names visited
+local due = 0 -- the earliest time a rate-limited name with jobs may start one (0: none)
+local function later(t)
+  if due == 0 or t < due then
+    due = t
+  end
+end
+local function rate_slots(name)
+  local spec = redis.call('HGET', K_RATES, name)
+  if not spec then
+    return nil
+  end
+  local c, p = string.match(spec, '^([%d%.]+)/(%d+)$')
+  c, p = tonumber(c), tonumber(p)
+  if not c or not p or not (c > 0) or not (p > 0) then
+    return nil -- garbage: no limit
+  end
+  local interval = p / c
+  local lag = math.max(interval, 100)
+  local tat = tonumber(redis.call('HGET', K_RATE_TAT, name)) or 0
+  if not (tat >= now - lag) then
+    tat = now - lag
+  end
+  rates[name] = {interval, tat}
+  if tat > now then
+    later(tat)
+    return 0
+  end
+  return math.floor((now - tat) / interval) + 1
+end
 
 -- Whether a status leaves room for a job (a garbage limit, NaN, never fills up).
 local function room(s)
@@ -54,6 +91,10 @@ local function available(name)
       -- The running set is read once: this call counts its own leases as it makes them,
       -- and adds them to the set at the end.
       s = limit and limit - redis.call('ZCARD', key_running(name)) or true
+      local r = rate_slots(name)
+      if r and (s == true or not (s <= r)) then
+        s = r
+      end
     end
     status[name] = s
   end
@@ -133,7 +174,7 @@ local function take(name)
         end
       elseif size > max_args then
         reject(id, name, 'args of ' .. size .. ' bytes exceed the limit of ' .. max_args .. ' bytes')
-      elseif not f[11] then
+      elseif not f[13] then
         reject(id, name, 'job has no args')
       else
         -- Token and counters are made text once and stored as they are returned: Redis
@@ -163,11 +204,13 @@ local function take(name)
         out[k + 4] = attempts
         out[k + 5] = failures
         out[k + 6] = f[6] or '0'
-        out[k + 7] = f[11]
+        out[k + 7] = f[13]
         out[k + 8] = f[7] or '0'
         out[k + 9] = f[8] or ''
         out[k + 10] = f[9] or ''
         out[k + 11] = f[10] or ''
+        out[k + 12] = f[11] or ''
+        out[k + 13] = f[12] or ''
         return true
       end
     end
@@ -200,6 +243,14 @@ while missing > 0 and nburied < MAX_BURY do
 end
 for name, entries in pairs(leased) do
   call_chunked('ZADD', key_running(name), entries)
+  local rate = rates[name]
+  if rate then
+    local tat = rate[2] + rate[1] * (#entries / 2)
+    redis.call('HSET', K_RATE_TAT, name, string.format('%.3f', tat))
+    if tat > now and redis.call('LLEN', key_queue(name)) > 0 then
+      later(tat)
+    end
+  end
   -- Pass the wake on: a queue that still holds jobs after this batch wakes one more
   -- waiting pool, so a burst reaches every idle pool, not only the few the enqueue woke.
   -- (A name with no room left under its limit is woken by the finish that frees a slot.)
@@ -213,4 +264,4 @@ for name in pairs(cut) do
   wake(name)
 end
 flush_counts(now)
-return {out, buried}
+return {out, buried, string.format('%d', math.ceil(due))}

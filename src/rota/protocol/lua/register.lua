@@ -1,13 +1,14 @@
--- Make a pool's job names, priorities and concurrency limits known to every process: at
+-- Make a pool's job names, priorities, concurrency and rate limits known to every process: at
 -- the pool's start, and again when its heartbeat finds that Redis forgot them (restarted
 -- without persistence, or flushed). A few bytes: allowed when Redis is out of memory.
 -- KEYS[1] namespace prefix
--- ARGV 3 per job name: name, priority, max concurrency ('' = no limit)
+-- ARGV 4 per job name: name, priority, max concurrency ('' = no limit), rate limit
+--      ('<count>/<period ms>', '' = none)
 -- Returns the number of names.
 local n = 0
 local i = 1
-while i + 2 <= #ARGV do
-  local name, priority, limit = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+while i + 3 <= #ARGV do
+  local name, priority, limit, rate = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   redis.call('SADD', K_NAMES, name)
   redis.call('HSET', K_PRIORITIES, name, priority)
   if limit == '' then
@@ -15,7 +16,12 @@ while i + 2 <= #ARGV do
   else
     redis.call('HSET', K_LIMITS, name, limit)
   end
+  if rate == '' then
+    redis.call('HDEL', K_RATES, name)
+  else
+    redis.call('HSET', K_RATES, name, rate)
+  end
   n = n + 1
-  i = i + 3
+  i = i + 4
 end
 return n

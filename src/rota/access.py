@@ -1,0 +1,102 @@
+"""Reaching Redis with the settings: TLS files and ACL credentials, and the one line that
+says why a connection failed.
+
+Every part of rota (pool, client, CLI, web UI, demo) connects through :func:`connect_to`,
+so the same settings work everywhere: ``redis_url`` with, for ``rediss://``, the CA and
+client certificate files (``redis_tls_*``, or redis-py's own query parameters
+``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``, ``ssl_cert_reqs`` in the URL), and an
+ACL user whose password comes from the URL, ``redis_password`` (``ROTA_REDIS_PASSWORD``)
+or ``redis_password_file``.
+
+A wrong password, a command the ACL user may not run, a certificate the other side
+refuses or a server that does not answer are told by :func:`explain` in one line that
+names the setting to look at and what to do, never with the password.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import redis.exceptions as errors
+from redis.asyncio import Redis
+
+from rota.config import Settings
+from rota.connection import connect, redacted, tls_refused
+
+__all__ = ["acl_refused", "connect_to", "explain", "redis_options"]
+
+_ROLES = 'the rules of its role in docs/operations.md ("Least privilege")'
+
+
+def redis_options(settings: Settings) -> dict[str, Any]:
+    """redis-py's connection options for the TLS and ACL settings (the URL's own
+    ``user:password@`` and query parameters win over them)."""
+    options: dict[str, Any] = {}
+    if settings.redis_username:
+        options["username"] = settings.redis_username
+    password = settings.secret("redis_password")
+    if password:
+        options["password"] = password
+    if settings.redis_tls_ca:
+        options["ssl_ca_certs"] = settings.redis_tls_ca
+    if settings.redis_tls_cert:
+        options["ssl_certfile"] = settings.redis_tls_cert
+        options["ssl_keyfile"] = settings.redis_tls_key
+    return options
+
+
+def connect_to(settings: Settings, **options: Any) -> Redis:
+    """A redis-py client of its own for ``settings`` (see :func:`rota.connection.connect`)."""
+    return connect(settings.redis_url, **{**redis_options(settings), **options})
+
+
+def acl_refused(exc: BaseException) -> bool:
+    """Whether Redis refused a command to this ACL user: ``NOPERM``, or (Redis 7.0) the
+    same refusal of a command run inside a function or script."""
+    if isinstance(exc, errors.NoPermissionError):
+        return True
+    return isinstance(exc, errors.ResponseError) and "can't run this command" in str(exc)
+
+
+def explain(exc: BaseException, settings: Settings) -> str | None:
+    """One line for a connection that failed for want of the right settings (a wrong
+    password, a refused command, TLS, no server there), naming the setting and what to
+    do; None for any other error."""
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        return explain(exc.exceptions[0], settings)
+    url = redacted(settings.redis_url)
+    user = _user(settings)
+    if isinstance(exc, errors.AuthenticationError) or str(exc).startswith("NOAUTH"):
+        return (
+            f"redis_password: Redis at {url} refused the credentials of user {user} ({exc}):"
+            " set redis_username and redis_password (or redis_password_file,"
+            " ROTA_REDIS_PASSWORD), or user:password in redis_url"
+        )
+    if acl_refused(exc):
+        return (
+            f"redis_username: Redis at {url} refused a command to user {user} ({exc}):"
+            f" give the user {_ROLES}"
+        )
+    if not isinstance(exc, errors.ConnectionError | errors.TimeoutError | OSError):
+        return None
+    if tls_refused(exc):
+        return (
+            f"redis_tls_ca: the TLS handshake with {url} failed ({exc}): check redis_tls_ca"
+            " (the CA that signed the server's certificate) and, when the server asks for"
+            " a client certificate, redis_tls_cert and redis_tls_key"
+        )
+    hint = "check that Redis runs there and listens on that host and port"
+    if settings.redis_url.startswith("rediss:"):
+        hint += "; a server that asks for client certificates needs redis_tls_cert/_key"
+    elif not settings.redis_url.startswith("unix:"):
+        hint += ", and use rediss:// if it speaks TLS"
+    return f"redis_url: cannot connect to {url} ({exc}): {hint}"
+
+
+def _user(settings: Settings) -> str:
+    try:
+        name = urlsplit(settings.redis_url).username
+    except ValueError:
+        name = None
+    return repr(unquote(name) if name else settings.redis_username or "default")

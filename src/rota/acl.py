@@ -1,0 +1,99 @@
+"""Least-privilege Redis ACL users for the parts of a rota installation.
+
+Every key and channel of namespace ``ns`` starts with ``{ns}:`` (see
+:mod:`rota.protocol.keys`), so one pattern, ``~{ns}:*``, gives a user one namespace and
+nothing else. The roles differ in the commands they may run:
+
+- ``worker``: a pool. It reads and writes its keys, blocks on wake lists, subscribes to
+  abort requests, loads the function library (``FUNCTION LOAD``) and calls it (``FCALL``;
+  ``EVALSHA`` and ``SCRIPT LOAD`` where functions are missing). No command that is not
+  about keys (``FLUSHALL``, ``CONFIG``, ``KEYS``...): ``-@dangerous`` takes those away,
+  ``INFO`` is given back for the memory figures.
+- ``web``: the web UI and ``rota status``, read-only: reads of the namespace's keys and
+  ``INFO``; every write, and every script, is refused, so a retry or delete is answered
+  "forbidden".
+- ``web-operator``: the web UI (or the CLI) allowed to retry, delete, pause, abort and
+  enqueue: the reads of ``web`` plus writes and the library's functions for those.
+- ``producer``: a service that enqueues, in Python (the ``enqueue`` functions) or in
+  another language (the plain ``MULTI; HSET; LPUSH; SADD; LPUSH; EXEC`` of
+  docs/protocol.md, or ``FCALL`` of the enqueue function). On Redis 7 its writes are
+  confined to the keys an enqueue writes, so it cannot touch the dead, retry and running
+  sets, the pools' records, limits or pauses, and it can call no other function; the
+  dead set takes only the ``ZADD`` of a child whose parent is dead already.
+
+``FCALL|<function>`` names one function; the library's name carries the digest of its
+code (:func:`rota.protocol.render.library`), so these lines change with a rota release
+that changes the Lua: ``rota acl ROLE`` prints them for the installed version.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from rota.protocol.keys import Keys
+from rota.protocol.render import library
+
+__all__ = ["ROLES", "rules", "setuser"]
+
+ROLES: Final = ("worker", "web", "web-operator", "producer")
+
+_CONNECT: Final = ("+ping", "+client|setname", "+select", "+time", "+acl|whoami")
+_SCRIPTS: Final = ("+fcall", "+fcall_ro", "+evalsha", "+script|load", "+function|list")
+# The keys an enqueue writes (see the Lua of enqueue and its helpers): the job, its
+# queue and wake list, the names, the scheduled and waiting sets, unique keys, counters,
+# and a workflow's children and groups; ``never`` is the no-op write of Redis 6.2.
+_PRODUCER_WRITES: Final = (
+    "job:*", "queue:*", "wake:*", "names", "scheduled", "schedwake", "waiting",
+    "unique:*", "stats", "stats:*", "children:*", "group:*", "gmembers:*", "never",
+    "",  # the prefix itself: the one key a function call names (KEYS[1])
+)  # fmt: skip
+# What the enqueue functions run inside (each command of a function is checked
+# against the caller's rules too), and the plain-command enqueue.
+_PRODUCER_COMMANDS: Final = (
+    "+multi", "+exec", "+discard", "+hset", "+hsetnx", "+hget", "+hmget", "+hexists",
+    "+hincrby", "+exists", "+get", "+set", "+expire", "+pexpire", "+llen", "+lpush",
+    "+rpush", "+sadd", "+smembers", "+type", "+zadd", "+zscore", "+publish",
+)  # fmt: skip
+
+
+def rules(role: str, namespace: str = "rota") -> list[str]:
+    """The ACL rules of ``role`` (one of :data:`ROLES`) for ``namespace``, as the
+    arguments of ``ACL SETUSER`` after the user's name and password."""
+    prefix = Keys(namespace).prefix
+    where = ["resetkeys", f"~{prefix}*", "resetchannels", f"&{prefix}*"]
+    lib = library().name
+    if role == "worker":
+        return [
+            *where, "-@all", "+@read", "+@write", "+@blocking", "-@dangerous", "+info",
+            *_CONNECT, *_SCRIPTS, "+function|load", "+subscribe", "+unsubscribe",
+        ]  # fmt: skip
+    if role == "web":
+        return [*where, "-@all", "+@read", "-@dangerous", "+info", *_CONNECT]
+    if role == "web-operator":
+        functions = [
+            f"+fcall|{lib}_{name}"
+            for name in ("move", "delete", "pause", "abort", "enqueue", "enqueue_batch")
+        ]
+        return [
+            *where, "-@all", "+@read", "+@write", "-@dangerous", "+info", *_CONNECT,
+            *functions, "+subscribe", "+unsubscribe",
+        ]  # fmt: skip
+    if role == "producer":
+        return [
+            "resetkeys", f"%R~{prefix}*",
+            *(f"%RW~{prefix}{pattern}" for pattern in _PRODUCER_WRITES),
+            "resetchannels", f"&{prefix}*", "-@all", *_CONNECT,
+            f"+fcall|{lib}_enqueue", f"+fcall|{lib}_enqueue_batch", *_PRODUCER_COMMANDS,
+            # A child enqueued after a dead parent is dead at once: ZADD to the dead set,
+            # and nothing else there (no SET, EXPIRE... that would replace or drop it).
+            f"(%RW~{prefix}dead +zadd +zscore)",
+            # The plain-command enqueue caps the wake lists; no other list is trimmed.
+            f"(%RW~{prefix}wake:* %RW~{prefix}schedwake +ltrim)",
+        ]  # fmt: skip
+    raise ValueError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
+
+
+def setuser(role: str, user: str, namespace: str = "rota", password: str = "<password>") -> str:
+    """The ``ACL SETUSER`` line that makes ``user`` a ``role`` of ``namespace`` (for
+    redis-cli or an ACL file; ``>password`` adds a password, ``#<sha256>`` a hash)."""
+    return " ".join(["ACL SETUSER", user, "reset", "on", f">{password}", *rules(role, namespace)])

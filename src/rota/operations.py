@@ -1,0 +1,358 @@
+"""The operator's side of the client: queues, job sets, pools, stats, limits.
+
+What the web UI and the CLI show and change, read in as few round trips as the data
+allows. :class:`Operations` is a base of :class:`rota.Client`, which provides the
+connection (``redis``) and the key names (``keys``); it is kept apart so that the
+producer's side (enqueue, wait, read a job) stays short to read.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import msgspec
+from redis.asyncio import Redis
+
+from rota.protocol.job import JobRecord, JobSet, now_ms, validate_name
+from rota.protocol.keys import Keys
+from rota.protocol.rate import Rate, parse_rate
+from rota.protocol.scripts import Arg, Script, script
+from rota.protocol.snapshot import PoolSnapshot
+
+__all__ = ["Bucket", "History", "Operations", "Page", "QueueInfo", "RunningJob"]
+
+_CHUNK = 500
+
+
+def _s(value: Any) -> str:
+    """Text of a Redis reply that is bytes (rota never decodes responses)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+class QueueInfo(msgspec.Struct, frozen=True):
+    """Figures of one job name's queue. ``latency`` is the age in seconds of its oldest
+    queued job (0 when empty); ``rate``: its rate limit as written (``"100/s"``)."""
+
+    name: str
+    size: int
+    latency: float
+    running: int
+    limit: int | None
+    paused: bool
+    priority: int | None
+    rate: str | None = None
+
+
+class RunningJob(msgspec.Struct, frozen=True):
+    """A job running now, read from the running sets and its record. ``since``: the
+    start of its current lease (ms); ``deadline``: when the lease ends unless its pool
+    extends it (ms); ``progress``: what the handler last reported with ``ctx.progress``;
+    ``message``: its last ``ctx.checkin``, as its pool's latest snapshot tells it."""
+
+    job_id: str
+    name: str
+    pool: str
+    since: int
+    deadline: int
+    progress: str = ""
+    message: str = ""
+
+    @property
+    def host(self) -> str:
+        """The host of the pool running it (a pool id is ``host:pid:suffix``)."""
+        return self.pool.rsplit(":", 2)[0] if self.pool.count(":") >= 2 else self.pool
+
+    @property
+    def pid(self) -> int:
+        parts = self.pool.rsplit(":", 2)
+        return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else 0
+
+
+class Page(msgspec.Struct, frozen=True):
+    """One page of a job set, newest first for dead jobs, soonest first otherwise."""
+
+    total: int
+    offset: int
+    jobs: list[JobRecord]
+
+
+class Bucket(msgspec.Struct, frozen=True):
+    """The counters of one UTC minute or day, starting at ``start`` (ms): ``processed``,
+    ``failed``, ... and ``processed:<name>``, ... as stored; empty when nothing ran."""
+
+    start: int
+    counts: dict[str, int]
+
+
+class History(msgspec.Struct, frozen=True):
+    """Stats buckets, oldest first; the last one is the current minute or day."""
+
+    minutes: list[Bucket]
+    days: list[Bucket]
+
+
+class Operations:
+    """Read and operate the queues and job sets of one namespace."""
+
+    redis: Redis
+    keys: Keys
+
+    async def _records(self, ids: Sequence[str]) -> list[JobRecord]:
+        pipe = self.redis.pipeline(transaction=False)
+        for job_id in ids:
+            pipe.hgetall(self.keys.job(job_id))
+        hashes = await pipe.execute()
+        return [JobRecord.from_hash(i, h) for i, h in zip(ids, hashes, strict=True) if h]
+
+    async def names(self) -> list[str]:
+        """Every job name ever enqueued or registered, sorted."""
+        return sorted(_s(n) for n in await self.redis.smembers(self.keys.names))
+
+    async def queues(self, names: Sequence[str] | None = None) -> list[QueueInfo]:
+        """Figures of each queue, read in two round trips whatever their number."""
+        names = await self.names() if names is None else list(names)
+        k = self.keys
+        pipe = self.redis.pipeline(transaction=False)
+        for name in names:
+            pipe.llen(k.queue(name))
+            pipe.lindex(k.queue(name), -1)
+            pipe.zcard(k.running(name))
+            pipe.hget(k.limits, name)
+            pipe.sismember(k.paused, name)
+            pipe.hget(k.priorities, name)
+            pipe.hget(k.rates, name)
+        rows = await pipe.execute()
+        oldest = [rows[i * 7 + 1] for i in range(len(names))]
+        pipe = self.redis.pipeline(transaction=False)
+        for job_id in oldest:
+            pipe.hget(k.job(_s(job_id)), "enqueued_at") if job_id else (pipe.echo(b""))
+        enqueued = await pipe.execute() if names else []
+        now = now_ms()
+        out = []
+        for i, name in enumerate(names):
+            size, _, running, limit, paused, priority, rate = rows[i * 7 : i * 7 + 7]
+            try:
+                age = max(0.0, (now - int(enqueued[i])) / 1000) if enqueued[i] else 0.0
+            except ValueError:
+                age = 0.0
+            out.append(
+                QueueInfo(
+                    name,
+                    size,
+                    age,
+                    running,
+                    _int_or_none(limit),
+                    bool(paused),
+                    _int_or_none(priority),
+                    _rate_text(rate),
+                )
+            )
+        return out
+
+    async def running(self, names: Sequence[str] | None = None) -> list[RunningJob]:
+        """The jobs running now, longest running first: exact at the moment of the read,
+        where pool snapshots are up to a heartbeat old (only the checkin ``message``
+        comes from them). Reads the running sets, then the records, one pipelined
+        round trip each, and the snapshots (one more to list the names when not
+        given)."""
+        names = await self.names() if names is None else list(names)
+        k = self.keys
+        pipe = self.redis.pipeline(transaction=False)
+        for name in names:
+            pipe.zrange(k.running(name), 0, -1, withscores=True)
+        leases = [
+            (_s(i), name, int(score))
+            for name, rows in zip(names, await pipe.execute() if names else [], strict=True)
+            for i, score in rows
+        ]
+        if not leases:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for job_id, _, _ in leases:
+            pipe.hmget(k.job(job_id), "state", "pool", "started_at", "progress")
+        rows = await pipe.execute()
+        said = {(p.id, b.job_id): b.message for p, _ in await self.pools() for b in p.busy}
+        out = []
+        for (job_id, name, deadline), row in zip(leases, rows, strict=True):
+            state, pool, started, progress = ("" if v is None else _s(v) for v in row)
+            if state != "running":  # finished between the two reads
+                continue
+            since = int(started) if started.isdigit() else 0
+            message = said.get((pool, job_id), "")
+            out.append(RunningJob(job_id, name, pool, since, deadline, progress, message))
+        out.sort(key=lambda r: (r.since, r.job_id))
+        return out
+
+    async def set_sizes(self) -> dict[str, int]:
+        """How many jobs the scheduled, retry, dead and waiting sets hold, in one round
+        trip."""
+        names: tuple[JobSet, ...] = ("scheduled", "retry", "dead", "waiting")
+        pipe = self.redis.pipeline(transaction=False)
+        for which in names:
+            pipe.zcard(self._set_key(which))
+        return dict(zip(names, await pipe.execute(), strict=True))
+
+    async def page(self, which: JobSet, offset: int = 0, count: int = 50) -> Page:
+        """A page of the scheduled, retry, dead or waiting set."""
+        z = self._set_key(which)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zcard(z)
+        if which == "dead":
+            pipe.zrevrange(z, offset, offset + count - 1)
+        else:
+            pipe.zrange(z, offset, offset + count - 1)
+        total, ids = await pipe.execute()
+        jobs = await self._records([_s(i) for i in ids])
+        return Page(total, offset, jobs)
+
+    async def pools(self) -> list[tuple[PoolSnapshot, int]]:
+        """Live pools with the time (ms) of their last heartbeat, oldest pool first.
+
+        A pool whose snapshot expired (it stopped beating) but which the reaper has not
+        forgotten yet is left out.
+        """
+        entries: list[Any] = list(await self.redis.zrange(self.keys.pools, 0, -1, withscores=True))
+        if not entries:
+            return []
+        raws = await self.redis.mget([self.keys.pool(_s(pid)) for pid, _ in entries])
+        out = []
+        for (_, beat), raw in zip(entries, raws, strict=True):
+            if raw:
+                try:
+                    out.append((msgspec.json.decode(raw, type=PoolSnapshot), int(beat)))
+                except msgspec.DecodeError:
+                    continue
+        out.sort(key=lambda p: p[0].started_at)
+        return out
+
+    async def stats(self) -> dict[str, int]:
+        """Counters since the namespace began: processed, failed, dead, ... and per name."""
+        raw = await self.redis.hgetall(self.keys.stats)
+        return {_s(k): int(v) for k, v in raw.items()}
+
+    async def history(
+        self, minutes: int = 60, days: int = 30, *, at: float | None = None
+    ) -> History:
+        """Counters per minute for the last ``minutes`` minutes and per day for the last
+        ``days`` days (UTC), read in one round trip. ``at``: the present, in epoch seconds.
+        Per-minute buckets are kept 2 hours and per-day ones 90 days."""
+        if minutes < 0 or days < 0:
+            raise ValueError("minutes and days must not be negative")
+        now = datetime.fromtimestamp(time.time() if at is None else at, UTC)
+        minute = now.replace(second=0, microsecond=0)
+        day = minute.replace(hour=0, minute=0)
+        starts = [minute - timedelta(minutes=i) for i in range(minutes - 1, -1, -1)]
+        starts += [day - timedelta(days=i) for i in range(days - 1, -1, -1)]
+        pipe = self.redis.pipeline(transaction=False)
+        for i, t in enumerate(starts):
+            pipe.hgetall(
+                self.keys.stats_bucket(t.strftime("%Y%m%d%H%M" if i < minutes else "%Y%m%d"))
+            )
+        rows = await pipe.execute()
+        buckets = [
+            Bucket(int(t.timestamp()) * 1000, _counts(row))
+            for t, row in zip(starts, rows, strict=True)
+        ]
+        return History(buckets[:minutes], buckets[minutes:])
+
+    # -- operating -----------------------------------------------------------------
+
+    async def pause(self, name: str) -> None:
+        """Stop workers from taking jobs of ``name``; running ones finish. Works while
+        Redis is out of memory, as does :meth:`resume`."""
+        await script("pause")(self.redis, self.keys.prefix, ["pause", validate_name(name)])
+
+    async def resume(self, name: str) -> None:
+        """Let workers take jobs of ``name`` again (and wake a pool that waits for them)."""
+        await script("pause")(self.redis, self.keys.prefix, ["resume", validate_name(name)])
+
+    async def set_limit(self, name: str, limit: int | None) -> None:
+        """Cap how many jobs of ``name`` run at once across all pools (None: no cap)."""
+        if limit is None:
+            await self.redis.hdel(self.keys.limits, validate_name(name))
+        else:
+            await self.redis.hset(self.keys.limits, validate_name(name), int(limit))
+
+    async def set_rate(self, name: str, rate: str | Rate | None) -> None:
+        """Cap how many jobs of ``name`` start per second, minute or hour across all
+        pools (``"100/s"``, ``"30/min"``, ``"2/hour"``; None: no cap). Pools waiting for
+        the name are woken, so a raised or removed limit takes effect at once. A pool
+        writes its handlers' ``rate`` when it starts, as for ``set_limit``."""
+        validate_name(name)
+        pipe = self.redis.pipeline(transaction=True)
+        if rate is None:
+            pipe.hdel(self.keys.rates, name)
+        else:
+            pipe.hset(self.keys.rates, name, parse_rate(rate).stored)
+        pipe.lpush(self.keys.wake(name), "1")
+        pipe.ltrim(self.keys.wake(name), 0, 9)
+        await pipe.execute()
+
+    async def retry(self, which: JobSet, ids: Sequence[str] | None = None) -> int:
+        """Move jobs of a set to their queues now: the given ids, or all when None. A
+        waiting job runs when what it waits for completes: it cannot be moved."""
+        if which == "waiting":
+            raise ValueError("waiting jobs run when their parents complete: retry those")
+        z = self._set_key(which)
+        return await self._in_chunks(script("move"), [which, now_ms()], ids, z)
+
+    async def delete(self, which: JobSet, ids: Sequence[str] | None = None) -> int:
+        """Delete jobs of a set: the given ids, or all when None."""
+        z = self._set_key(which)
+        return await self._in_chunks(script("delete"), [which, "", 0], ids, z)
+
+    async def clear_queue(self, name: str) -> int:
+        """Delete every queued job of ``name``; returns how many."""
+        s = script("delete")
+        head: list[Arg] = ["queue", validate_name(name), _CHUNK]
+        total = 0
+        while True:
+            n = int(await s(self.redis, self.keys.prefix, head))
+            total += n
+            if n < _CHUNK:
+                return total
+
+    async def _in_chunks(
+        self, s: Script, head: list[Arg], ids: Sequence[str] | None, zset: str
+    ) -> int:
+        """Apply ``s`` to ``ids``, or to a snapshot of the whole set, a chunk per call."""
+        if ids is None:
+            ids = [_s(i) for i in await self.redis.zrange(zset, 0, -1)]
+        done = 0
+        for i in range(0, len(ids), _CHUNK):
+            done += int(await s(self.redis, self.keys.prefix, [*head, *ids[i : i + _CHUNK]]))
+        return done
+
+    def _set_key(self, which: JobSet) -> str:
+        k = self.keys
+        sets = {"scheduled": k.scheduled, "retry": k.retry, "dead": k.dead, "waiting": k.waiting}
+        if which not in sets:
+            raise ValueError(f"unknown job set {which!r}: use scheduled, retry, dead or waiting")
+        return sets[which]
+
+
+def _counts(raw: dict[Any, Any]) -> dict[str, int]:
+    """A counters hash as text keys and ints; a field that is not an integer is skipped."""
+    out = {}
+    for k, v in raw.items():
+        n = _int_or_none(v)
+        if n is not None:
+            out[_s(k)] = n
+    return out
+
+
+def _rate_text(stored: Any) -> str | None:
+    """``"100/s"`` from the stored ``100/1000``; None for none (or garbage, which the
+    fetch script reads as no limit)."""
+    rate = Rate.from_stored(_s(stored)) if stored else None
+    return None if rate is None else str(rate)
+
+
+def _int_or_none(value: bytes | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,121 @@
+"""OpenTelemetry tracing of jobs, when the ``rota[otel]`` extra is installed.
+
+An enqueue runs in a *producer* span and stores that span's W3C trace context in the job
+(the ``traceparent`` and ``tracestate`` fields of the protocol, so a producer in another
+language can set them too); each attempt of the job runs in a *consumer* span whose
+parent is that context and which links to it, so one trace spans the request that
+enqueued a job and every run of it. Names and attributes follow OpenTelemetry's
+messaging semantic conventions (``send <name>``, ``process <name>``,
+``messaging.system = rota``, the job name as the destination, the job id as the message
+id), plus the attempt number and the outcome.
+
+Without opentelemetry-api installed, :data:`ENABLED` is False and every function here
+returns at once: a pool pays one boolean test per attempt. With the API installed but no
+SDK configured, spans are OpenTelemetry's non-recording ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any, Final
+
+__all__ = ["ENABLED", "TraceContext", "consumer_span", "producer_span"]
+
+try:
+    from opentelemetry import context as _context
+    from opentelemetry import propagate as _propagate
+    from opentelemetry import trace as _trace
+except ImportError:  # the extra is not installed
+    ENABLED: Final[bool] = False
+else:
+    ENABLED = True  # type: ignore[misc]
+
+#: ``(traceparent, tracestate)`` as stored in a job; ``("", "")`` for none.
+TraceContext = tuple[str, str]
+_NONE: Final[TraceContext] = ("", "")
+_SYSTEM: Final = "rota"
+
+
+def _tracer() -> Any:
+    from rota import __version__
+
+    return _trace.get_tracer("rota", __version__)
+
+
+@contextlib.contextmanager
+def producer_span(name: str, count: int = 1) -> Iterator[TraceContext]:
+    """A ``send`` span around an enqueue of ``count`` jobs of ``name`` (``""`` when
+    they have several names), giving the trace context to store in them."""
+    if not ENABLED:
+        yield _NONE
+        return
+    attributes: dict[str, Any] = {
+        "messaging.system": _SYSTEM,
+        "messaging.operation.type": "send",
+        "messaging.operation.name": "send",
+    }
+    if name:
+        attributes["messaging.destination.name"] = name
+    if count != 1:
+        attributes["messaging.batch.message_count"] = count
+    span_name = f"send {name}" if name else "send"
+    kind = _trace.SpanKind.PRODUCER
+    with _tracer().start_as_current_span(span_name, kind=kind, attributes=attributes):
+        carrier: dict[str, str] = {}
+        _propagate.inject(carrier)
+        yield carrier.get("traceparent", ""), carrier.get("tracestate", "")
+
+
+@contextlib.contextmanager
+def consumer_span(
+    job_id: str, name: str, attempt: int, trace: TraceContext
+) -> Iterator[dict[str, Any] | None]:
+    """A ``process`` span around one attempt, child of and linked to the enqueue's
+    trace context when the job carries one. Yields a dict: put ``outcome`` (and
+    ``reason``) in it before the block ends, and they become attributes. None when
+    tracing is off."""
+    if not ENABLED:
+        yield None
+        return
+    parent = None
+    links = []
+    if trace[0]:
+        carrier = {"traceparent": trace[0]}
+        if trace[1]:
+            carrier["tracestate"] = trace[1]
+        parent = _propagate.extract(carrier, context=_context.Context())
+        span_context = _trace.get_current_span(parent).get_span_context()
+        if span_context.is_valid:
+            links.append(_trace.Link(span_context))
+        else:
+            parent = None  # a malformed traceparent starts a trace of its own
+    attributes: dict[str, Any] = {
+        "messaging.system": _SYSTEM,
+        "messaging.operation.type": "process",
+        "messaging.operation.name": "process",
+        "messaging.destination.name": name,
+        "messaging.message.id": job_id,
+        "rota.job.attempt": attempt,
+    }
+    result: dict[str, Any] = {}
+    with _tracer().start_as_current_span(
+        f"process {name}",
+        context=parent,
+        kind=_trace.SpanKind.CONSUMER,
+        attributes=attributes,
+        links=links,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        try:
+            yield result
+        finally:
+            outcome = result.get("outcome")
+            if outcome:
+                span.set_attribute("rota.job.outcome", outcome)
+            if result.get("reason"):
+                span.set_attribute("rota.job.reason", result["reason"])
+            if result.get("error"):
+                span.set_status(_trace.Status(_trace.StatusCode.ERROR, result["error"]))
+                span.set_attribute("error.type", result.get("reason") or "error")

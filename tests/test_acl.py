@@ -1,0 +1,249 @@
+"""Each ACL role of docs/operations.md, with only its rules, on a real Redis.
+
+A pool under the worker role runs jobs enqueued by a producer under the producer role
+(through rota's client and through the plain commands of docs/protocol.md): they run,
+retry, die and wait for their time. The producer cannot delete the dead set or call any
+function but the enqueue ones; the read-only web UI shows pages and is refused a retry;
+its operator variant retries and deletes.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+import redis
+import redis.exceptions
+
+from rota import Client, JobContext, Settings, State, WorkerPool
+from rota.acl import ROLES, rules, setuser
+from rota.protocol.keys import Keys
+from rota.protocol.render import library
+from rota.protocol.scripts import use_functions, uses_functions
+from rota.web import create_app
+from tests.cli_helpers import rota_env, run_rota
+from tests.helpers import pool_settings, wait_until
+from tests.redis_server import RedisServer
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[RedisServer]:
+    with RedisServer() as s:
+        version = s.client().info("server")["redis_version"]
+        if int(str(version).split(".")[0]) < 7:
+            pytest.skip(f"the roles use Redis 7's FCALL and key selectors; this is {version}")
+        yield s
+
+
+@pytest.fixture(autouse=True)
+def functions_on() -> Iterator[None]:
+    """A refusal of FCALL switches this process to EVALSHA (as documented): back after."""
+    yield
+    use_functions(True)
+
+
+def make_user(server: RedisServer, role: str, namespace: str) -> tuple[str, str]:
+    user, password = f"{role}-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex
+    server.client().execute_command(  # type: ignore[no-untyped-call]
+        "ACL", "SETUSER", user, "reset", "on", f">{password}", *rules(role, namespace)
+    )
+    return user, password
+
+
+def settings_for(server: RedisServer, role: str, namespace: str, **changes: object) -> Settings:
+    """Settings of a user of ``role``: the password as a setting, not in the URL."""
+    user, password = make_user(server, role, namespace)
+    return pool_settings(
+        server.url,
+        namespace,
+        redis_username=user,
+        redis_password=password,
+        keep_result=60,
+        **changes,
+    )
+
+
+@pytest.fixture
+async def admin(server: RedisServer, namespace: str) -> AsyncIterator[Client]:
+    async with Client.from_url(server.url, namespace) as c:
+        yield c
+
+
+async def _state(client: Client, job_id: str, state: State) -> bool:
+    record = await client.job(job_id)
+    return record is not None and record.state == state
+
+
+def plain_enqueue(r: redis.Redis, namespace: str, job_id: str, name: str, args: str) -> None:
+    """The transaction of plain commands of docs/protocol.md, as another language sends it."""
+    keys = Keys(namespace)
+    now = int(time.time() * 1000)
+    with r.pipeline(transaction=True) as pipe:
+        pipe.hset(
+            keys.job(job_id),
+            mapping={"name": name, "args": args, "enqueued_at": now, "state": "queued",
+                     "attempts": 0, "failures": 0, "lost": 0, "token": 0},
+        )  # fmt: skip
+        pipe.lpush(keys.queue(name), job_id)
+        pipe.sadd(keys.names, name)
+        pipe.lpush(keys.wake(name), 1)
+        pipe.ltrim(keys.wake(name), 0, 9)
+        pipe.execute()
+
+
+def test_every_role_is_accepted_by_redis(server: RedisServer, namespace: str) -> None:
+    admin = server.client()
+    for role in ROLES:
+        line = setuser(role, f"check-{role}", namespace, password="secret")
+        admin.execute_command(*line.split()[:2], *line.split()[2:])  # type: ignore[no-untyped-call]
+        assert admin.execute_command("ACL", "GETUSER", f"check-{role}")  # type: ignore[no-untyped-call]
+    with pytest.raises(ValueError, match="unknown role"):
+        rules("admin")
+
+
+async def test_a_worker_role_runs_what_a_producer_role_enqueues(
+    server: RedisServer, namespace: str, admin: Client
+) -> None:
+    worker = settings_for(server, "worker", namespace)
+    producer_settings = settings_for(server, "producer", namespace)
+    pool = WorkerPool(settings=worker)
+    tries: dict[str, int] = {}
+
+    @pool.job()
+    async def double(ctx: JobContext, x: int) -> int:
+        return 2 * x
+
+    @pool.job(max_fails=3, backoff=lambda n: 0.05)
+    async def flaky(ctx: JobContext, key: str) -> str:
+        tries[key] = tries.get(key, 0) + 1
+        if tries[key] < 2:
+            raise RuntimeError("first attempt fails")
+        return "mended"
+
+    @pool.job(max_fails=2, backoff=lambda n: 0.05)
+    async def broken(ctx: JobContext) -> None:
+        raise RuntimeError("always")
+
+    async with pool.running(), Client.from_settings(producer_settings) as producer:
+        now = await producer.enqueue("double", 21)
+        retried = await producer.enqueue("flaky", "k")
+        dead = await producer.enqueue("broken")
+        later = await producer.enqueue_in(0.3, "double", 5)
+        unique = await producer.enqueue("double", 1, unique="once")
+        again = await producer.enqueue("double", 1, unique="once")
+        assert again.id == unique.id and not again.created
+        with server.client(username=producer_settings.redis_username,
+                           password=producer_settings.redis_password) as r:  # fmt: skip
+            plain_enqueue(r, namespace, "plain-1", "double", "[4]")
+        for job_id in (now.id, retried.id, later.id, unique.id, "plain-1"):
+            await wait_until(functools.partial(_state, admin, job_id, State.COMPLETE), within=15)
+        await wait_until(lambda: _state(admin, dead.id, State.DEAD), within=15)
+    results = {j: (await admin.job(j)) for j in (now.id, later.id, "plain-1", retried.id)}
+    assert [r.result if r else None for r in results.values()] == ["42", "10", "8", '"mended"']
+    assert tries == {"k": 2}
+    assert uses_functions()  # neither role was refused the library
+
+
+async def test_the_producer_cannot_touch_the_dead_set_or_other_functions(
+    server: RedisServer, namespace: str, admin: Client
+) -> None:
+    await admin.enqueue("x")  # loads the library, as a pool would
+    await admin.redis.zadd(admin.keys.dead, {"some-dead-job": 1})
+    user, password = make_user(server, "producer", namespace)
+    lib = library().name
+    with server.client(username=user, password=password) as r:
+        refused = [
+            ["DEL", admin.keys.dead],
+            ["UNLINK", admin.keys.dead],
+            ["SET", admin.keys.dead, "x"],
+            ["EXPIRE", admin.keys.dead, "1"],
+            ["ZREM", admin.keys.dead, "some-dead-job"],
+            ["FCALL", f"{lib}_delete", "1", admin.keys.prefix, "dead", "", "0", "some-dead-job"],
+            ["FCALL", f"{lib}_move", "1", admin.keys.prefix, "dead", "0", "some-dead-job"],
+            ["FLUSHALL"],
+            ["KEYS", "*"],
+            ["GET", "{other}:names"],
+            ["DEL", admin.keys.pools],
+        ]
+        for command in refused:
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                r.execute_command(*command)
+    assert await admin.redis.zcard(admin.keys.dead) == 1
+
+
+async def test_the_read_only_web_shows_pages_and_cannot_retry(
+    server: RedisServer, namespace: str, admin: Client
+) -> None:
+    await admin.enqueue("x")
+    await admin.redis.zadd(admin.keys.dead, {"gone": 1})
+    web = settings_for(server, "web", namespace)
+    app = create_app(web)
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:5040") as http,
+    ):
+        pages = ("/", "/queues", "/dead", "/retry", "/scheduled", "/pools", "/redis", "/metrics")
+        for path in (*pages, "/api/queues", "/api/dashboard", "/api/pools", "/healthz"):
+            response = await http.get(path, headers={"accept": "text/html"})
+            assert response.status_code == 200, (path, response.text[:300])
+        response = await http.post("/api/dead/retry", json={"ids": ["gone"]})
+        assert response.status_code == 403, response.text
+        assert "read-only" in response.json()["error"]
+    assert await admin.redis.zcard(admin.keys.dead) == 1
+
+
+async def test_the_web_operator_retries_and_deletes(
+    server: RedisServer, namespace: str, admin: Client
+) -> None:
+    first = await admin.enqueue("x")
+    second = await admin.enqueue("x")
+    await admin.redis.lrem(admin.keys.queue("x"), 0, first.id)
+    await admin.redis.lrem(admin.keys.queue("x"), 0, second.id)
+    await admin.redis.zadd(admin.keys.dead, {first.id: 1, second.id: 2})
+    await admin.redis.hset(admin.keys.job(first.id), "state", "dead")
+    await admin.redis.hset(admin.keys.job(second.id), "state", "dead")
+    operator = settings_for(server, "web-operator", namespace)
+    app = create_app(operator)
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:5040") as http,
+    ):
+        assert (await http.get("/dead")).status_code == 200
+        retried = await http.post("/api/dead/retry", json={"ids": [first.id]})
+        assert retried.status_code == 200, retried.text
+        deleted = await http.post("/api/dead/delete", json={"ids": [second.id]})
+        assert deleted.status_code == 200, deleted.text
+    assert await admin.redis.zcard(admin.keys.dead) == 0
+    assert await _state(admin, first.id, State.QUEUED)
+    assert await admin.job(second.id) is None
+
+
+def test_the_cli_under_the_read_only_role_reads_and_is_told_why_it_cannot_retry(
+    server: RedisServer, namespace: str
+) -> None:
+    keys = Keys(namespace)
+    with server.client() as admin:
+        admin.hset(keys.job("gone"), mapping={"name": "x", "args": "[]", "state": "dead"})
+        admin.zadd(keys.dead, {"gone": 1})
+    user, password = make_user(server, "web", namespace)
+    env = rota_env(
+        ROTA_REDIS_URL=server.url,
+        ROTA_NAMESPACE=namespace,
+        ROTA_REDIS_USERNAME=user,
+        ROTA_REDIS_PASSWORD=password,
+    )
+    status = run_rota("status", "--json", env=env)
+    assert status.returncode == 0, status.stderr
+    refused = run_rota("dead", "retry", "--all", "--yes", env=env)
+    assert refused.returncode == 2
+    (line,) = refused.stderr.strip().splitlines()
+    assert line.startswith(f"rota: redis_username: Redis at {server.url} refused a command")
+    assert f"'{user}'" in line and "docs/operations.md" in line and password not in line

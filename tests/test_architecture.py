@@ -1,0 +1,154 @@
+"""The layering rule and the map in docs/architecture.md stay true.
+
+Layers import only from below (protocol ← connection ← client ← worker ← daemon ← cli,
+web); the web UI and the CLI never import the worker; modules below the package root
+take only ``__version__`` from it. Imports under ``if TYPE_CHECKING:`` are for types
+only and do not count. Every file the architecture page names must exist.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+SRC = ROOT / "src"
+PAGE = ROOT / "docs" / "architecture.md"
+
+#: The layer of each module, by the longest matching prefix.
+LAYERS: dict[str, int] = {
+    "rota.protocol": 0,
+    "rota.errors": 0,
+    "rota.link": 0,
+    "rota.logging": 0,
+    "rota.embedded": 0,
+    "rota.tracing": 0,
+    "rota.connection": 1,
+    "rota.config": 1,
+    "rota.outage": 1,
+    "rota.access": 1,
+    "rota.topology": 1,
+    "rota.acl": 0,
+    "rota.client": 2,
+    "rota.operations": 2,
+    "rota.workflow": 2,
+    "rota.worker": 3,
+    "rota.daemon": 4,
+    "rota.demo": 5,
+    "rota.testing": 4,
+    "rota.cli": 5,
+    "rota.web": 5,
+    "rota.__main__": 5,
+}
+
+
+SOURCES = sorted(SRC.rglob("*.py"))
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = frozenset(map(_module, SOURCES))
+PACKAGES = frozenset(_module(p) for p in SOURCES if p.name == "__init__.py")
+
+
+def _layer(module: str) -> int | None:
+    best = max(
+        (p for p in LAYERS if module == p or module.startswith(p + ".")), key=len, default=None
+    )
+    return None if best is None else LAYERS[best]
+
+
+def _type_checking(node: ast.If) -> bool:
+    return isinstance(node.test, ast.Name | ast.Attribute) and "TYPE_CHECKING" in ast.unparse(
+        node.test
+    )
+
+
+def _imports(tree: ast.Module) -> list[tuple[str, list[str], int]]:
+    """``(imported module, names, line)`` of every runtime import of rota."""
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and _type_checking(node)
+        for stmt in node.body
+        for inner in ast.walk(stmt)
+    }
+    out: list[tuple[str, list[str], int]] = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            out += [(a.name, [], node.lineno) for a in node.names if a.name.startswith("rota")]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "rota":
+            for a in node.names:  # ``from rota import workflow`` imports a module
+                sub = f"rota.{a.name}"
+                if sub in MODULES:
+                    out.append((sub, [], node.lineno))
+                else:
+                    out.append(("rota", [a.name], node.lineno))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and _within(node.module, "rota"):
+            out.append((str(node.module), [a.name for a in node.names], node.lineno))
+    return sorted(out, key=lambda x: x[2])
+
+
+def _within(module: str | None, *packages: str) -> bool:
+    return module is not None and any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = [m for m in map(_module, SOURCES) if m != "rota" and _layer(m) is None]
+    assert unplaced == [], "give these modules a layer in LAYERS and docs/architecture.md"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: _module(p))
+def test_imports_go_down_only(path: Path) -> None:
+    module = _module(path)
+    if module == "rota":
+        return
+    own = _layer(module)
+    assert own is not None
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for target, names, line in _imports(tree):
+        where = f"{path.relative_to(ROOT)}:{line} imports {target}"
+        if target == "rota":
+            allowed = {"__version__"} if own < 5 else None
+            assert allowed is None or set(names) <= allowed, f"{where} {names}: root is public API"
+            continue
+        theirs = _layer(target)
+        assert theirs is not None, f"{where}: a module with no layer"
+        assert theirs <= own, f"{where}: layer {theirs} is above this module's layer {own}"
+        if _within(module, "rota.cli", "rota.web"):
+            assert not _within(target, "rota.worker"), f"{where}: front ends never import it"
+        if _within(module, "rota.web"):
+            assert not _within(target, "rota.cli"), f"{where}: the web UI is not the CLI"
+
+
+def test_a_module_importing_upward_is_caught() -> None:
+    tree = ast.parse("from rota.worker.pool import WorkerPool\nimport rota.client\n")
+    found = _imports(tree)
+    assert [t for t, _, _ in found] == ["rota.worker.pool", "rota.client"]
+    assert _imports(ast.parse("from rota import workflow, __version__"))[0][0] == "rota.workflow"
+    typed = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import rota.cli\n")
+    assert _imports(typed) == []
+
+
+def test_every_file_the_architecture_page_names_exists() -> None:
+    text = PAGE.read_text(encoding="utf-8")
+    named = set(re.findall(r"`(src/rota/[\w/.]+)`", text))
+    assert len(named) >= 25
+    missing = sorted(p for p in named if not (ROOT / p).exists())
+    assert missing == [], f"docs/architecture.md names files that do not exist: {missing}"
+    unmentioned = sorted(
+        m
+        for m in MODULES - PACKAGES - {"rota.__main__"}
+        if m.count(".") == 1 and f"src/{m.replace('.', '/')}.py" not in text
+    )
+    assert unmentioned == [], f"docs/architecture.md does not place {unmentioned}"

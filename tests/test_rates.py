@@ -1,0 +1,161 @@
+"""Rate limits: how many jobs of a name start per second, across every pool.
+
+The fetch script keeps one schedule per name in Redis, so pools share it; a pool whose
+only work is rate-limited sleeps until the next start is due instead of polling.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import AsyncExitStack
+from typing import Any
+
+import pytest
+import redis
+
+from rota import Client, JobContext, JobSpec, WorkerPool
+from rota.protocol.rate import Rate, parse_rate
+from tests.cli_helpers import rota_json, run_rota
+from tests.helpers import pool_settings, wait_until
+
+
+@pytest.mark.parametrize(
+    ("text", "count", "period", "shown"),
+    [
+        ("100/s", 100, 1000, "100/s"),
+        (" 2.5 / sec", 2.5, 1000, "2.5/s"),
+        ("30/min", 30, 60_000, "30/min"),
+        ("30/Minute", 30, 60_000, "30/min"),
+        ("2/hour", 2, 3_600_000, "2/h"),
+        ("1/h", 1, 3_600_000, "1/h"),
+    ],
+)
+def test_rates_are_read_as_people_write_them(
+    text: str, count: float, period: int, shown: str
+) -> None:
+    rate = parse_rate(text)
+    assert (rate.count, rate.period_ms, str(rate)) == (count, period, shown)
+    assert Rate.from_stored(rate.stored) == rate
+
+
+@pytest.mark.parametrize("text", ["", "100", "fast", "0/s", "-1/s", "10/day", "1e9/s", "nan/s"])
+def test_a_rate_that_is_not_one_says_what_is_understood(text: str) -> None:
+    with pytest.raises(ValueError, match="rate: "):
+        parse_rate(text)
+
+
+def test_a_handler_with_a_bad_rate_is_refused_at_registration(redis_url: str) -> None:
+    pool = WorkerPool(settings=pool_settings(redis_url, "r"))
+    with pytest.raises(ValueError, match="job 'f': rate: 'lots' is not a rate"):
+
+        @pool.job(rate="lots")
+        async def f(ctx: JobContext) -> None: ...
+
+
+async def test_three_pools_share_one_rate(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    """500 jobs at 50/s across three pools: 10 s from the first start to the last,
+    within 5 %, and Redis is not polled meanwhile."""
+    starts: list[float] = []
+    other: list[float] = []
+    pools = []
+    for _ in range(3):
+        pool = WorkerPool(settings=pool_settings(redis_url, namespace, concurrency=20))
+
+        @pool.job(rate="50/s")
+        async def limited(ctx: JobContext) -> None:
+            starts.append(time.time())
+
+        @pool.job
+        async def free(ctx: JobContext) -> None:
+            other.append(time.time())
+
+        pools.append(pool)
+    await client.enqueue_many([JobSpec(name="limited") for _ in range(500)])
+    calls = _fcalls(redis_sync)
+    async with AsyncExitStack() as stack:
+        for pool in pools:
+            await stack.enter_async_context(pool.running())
+        await wait_until(lambda: len(starts) >= 50, within=10)
+        # an unlimited name beside it is not held up by the limited one
+        await client.enqueue_many([JobSpec(name="free") for _ in range(100)])
+        await wait_until(lambda: len(other) == 100, within=5)
+        assert max(other) < starts[0] + 5
+        await wait_until(lambda: len(starts) == 500, within=30, every=0.2)
+        span = max(starts) - min(starts)
+        (q,) = [q for q in await client.queues() if q.name == "limited"]
+        assert q.rate == "50/s"
+    assert 9.5 <= span <= 10.5, span
+    # Without polling: about one fetch per start in each pool (they all wake when the
+    # next start is due), plus the wake-ups of the other jobs. Polling every ms would
+    # make tens of thousands.
+    assert _fcalls(redis_sync) - calls < 500 * 3 * 3, "the pools polled Redis"
+
+
+def _fcalls(r: redis.Redis) -> int:
+    stats: dict[str, Any] = r.info("commandstats")
+    return sum(int(stats.get(k, {}).get("calls", 0)) for k in ("cmdstat_fcall", "cmdstat_evalsha"))
+
+
+async def test_set_rate_at_run_time_and_clear_it(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    starts: list[float] = []
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace))
+
+    @pool.job
+    async def tick(ctx: JobContext) -> None:
+        starts.append(time.time())
+
+    await client.enqueue("tick")  # the name is known
+    async with pool.running():
+        await wait_until(lambda: len(starts) == 1)
+        await client.set_rate("tick", "5/s")
+        (q,) = await client.queues(["tick"])
+        assert q.rate == "5/s"
+        await client.enqueue_many([JobSpec(name="tick") for _ in range(10)])
+        await wait_until(lambda: len(starts) == 11, within=10)
+        # 10 starts at 5/s: about 1.6 s from the second to the last (a burst of 2 first)
+        assert starts[-1] - starts[1] >= 1.0, starts
+        await client.set_rate("tick", None)
+        assert (await client.queues(["tick"]))[0].rate is None
+        begun = time.time()
+        await client.enqueue_many([JobSpec(name="tick") for _ in range(50)])
+        await wait_until(lambda: len(starts) == 61, within=10)
+        assert max(starts) - begun < 5  # no longer held to 5/s (10 s for 50)
+    with pytest.raises(ValueError, match="rate: "):
+        await client.set_rate("tick", "often")
+
+
+async def test_a_pool_writes_its_handlers_rates(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace))
+
+    @pool.job(rate="2/min")
+    async def slow(ctx: JobContext) -> None: ...
+
+    async with pool.running():
+        (q,) = await client.queues(["slow"])
+        assert q.rate == "2/min"
+
+
+async def test_the_cli_sets_and_clears_a_rate(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    conn = ("--redis-url", redis_url, "--namespace", namespace)
+    await client.enqueue("mail")
+    done = run_rota("queue", "rate", "mail", "20/min", *conn)
+    assert (done.returncode, done.stdout.strip()) == (0, "mail: at most 20/min start")
+    assert (await client.queues(["mail"]))[0].rate == "20/min"
+    status = rota_json("status", *conn)
+    assert [q["rate"] for q in status["queues"]] == ["20/min"]
+    bad = run_rota("queue", "rate", "mail", "often", *conn)
+    assert bad.returncode == 2 and "rate: 'often' is not a rate" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+    both = run_rota("queue", "rate", "mail", "5/s", "--clear", *conn)
+    assert both.returncode == 2
+    cleared = run_rota("queue", "rate", "mail", "--clear", *conn)
+    assert (cleared.returncode, cleared.stdout.strip()) == (0, "mail: no rate limit")
+    assert (await client.queues(["mail"]))[0].rate is None

@@ -1,0 +1,94 @@
+"""Failed logins are throttled per client address; cookies are Secure over HTTPS.
+
+The app runs behind Starlette's ASGI transport here (the client address and scheme are
+what uvicorn would put in the scope); tests/web/test_secrets.py checks the same through
+a real ``rota web`` behind a proxy header.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from rota import Client, Settings
+from rota.web import Auth, create_app
+from rota.web.security import SESSION_COOKIE, Throttle
+
+BEARER = {"authorization": "Bearer tok-123"}
+WRONG = {"authorization": "Bearer guess"}
+
+
+def _client(app: object, address: str, base: str = "http://127.0.0.1:5040") -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=app, client=(address, 4321))  # type: ignore[arg-type]
+    return httpx.AsyncClient(transport=transport, base_url=base)
+
+
+@pytest.fixture
+def app(settings: Settings, client: Client) -> object:
+    return create_app(settings, client=client, auth=Auth(token="tok-123"))
+
+
+async def test_the_fifth_wrong_token_makes_the_address_wait(app: object) -> None:
+    async with _client(app, "10.0.0.7") as guesser, _client(app, "10.0.0.8") as other:
+        for _ in range(5):
+            assert (await guesser.get("/api/queues", headers=WRONG)).status_code == 401
+        blocked = await guesser.get("/api/queues", headers=WRONG)
+        assert blocked.status_code == 429
+        assert 1 <= int(blocked.headers["retry-after"]) <= 300
+        # while it waits, even the right token is not looked at; a login form neither
+        assert (await guesser.get("/api/queues", headers=BEARER)).status_code == 429
+        form = await guesser.post(
+            "/login",
+            data={"token": "tok-123", "next": "/"},
+            headers={"origin": "http://127.0.0.1:5040"},
+        )
+        assert form.status_code == 429
+        # another address is not held up; a request without credentials is not either
+        assert (await other.get("/api/queues", headers=BEARER)).status_code == 200
+        assert (await guesser.get("/healthz")).status_code == 200
+
+
+def test_the_wait_doubles_and_a_success_clears_it() -> None:
+    now = [1000.0]
+    throttle = Throttle(clock=lambda: now[0])
+    waits = []
+    for _ in range(9):
+        throttle.failed("a")
+        waits.append(throttle.wait("a"))
+    assert waits == [0, 0, 0, 0, 1, 2, 4, 8, 16]
+    for _ in range(20):
+        throttle.failed("a")
+    assert throttle.wait("a") == Throttle.MAX_WAIT
+    now[0] += Throttle.MAX_WAIT
+    assert throttle.wait("a") == 0
+    throttle.succeeded("a")
+    throttle.failed("a")
+    assert throttle.wait("a") == 0
+
+
+async def test_the_login_form_counts_and_a_success_resets(app: object) -> None:
+    origin = {"origin": "http://127.0.0.1:5040"}
+    async with _client(app, "10.0.0.9") as c:
+        for _ in range(4):
+            bad = await c.post("/login", data={"token": "nope", "next": "/"}, headers=origin)
+            assert bad.status_code == 401
+        good = await c.post("/login", data={"token": "tok-123", "next": "/"}, headers=origin)
+        assert good.status_code == 303
+    async with _client(app, "10.0.0.9") as c:  # the same address, without the cookie
+        for _ in range(4):  # counted from zero again: no wait yet
+            assert (await c.get("/api/queues", headers=WRONG)).status_code == 401
+
+
+async def test_the_session_cookie_is_secure_over_https_only(app: object) -> None:
+    origin = {"origin": "https://127.0.0.1:5040"}
+    async with _client(app, "10.0.0.10", base="https://127.0.0.1:5040") as c:
+        done = await c.post("/login", data={"token": "tok-123", "next": "/"}, headers=origin)
+        assert done.status_code == 303
+        cookies = done.headers.get_list("set-cookie")
+        session = [h for h in cookies if h.startswith(SESSION_COOKIE + "=")]
+        assert session and all("Secure" in h for h in cookies), cookies
+    origin = {"origin": "http://127.0.0.1:5040"}
+    async with _client(app, "10.0.0.11") as c:
+        done = await c.post("/login", data={"token": "tok-123", "next": "/"}, headers=origin)
+        assert done.status_code == 303
+        assert not any("Secure" in h for h in done.headers.get_list("set-cookie"))

@@ -3,6 +3,8 @@ folded into ``redis_url``; the sentinel password never shown."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rota import Settings, load_settings
@@ -70,3 +72,15 @@ def test_durable_enqueue_must_not_be_negative() -> None:
     with pytest.raises(ConfigError, match="durable_enqueue"):
         Settings(durable_enqueue=-1)
     assert Settings(durable_enqueue=1).durable_enqueue == 1
+
+
+def test_the_sentinel_password_comes_from_a_file_and_is_never_shown(tmp_path: Path) -> None:
+    secret = tmp_path / "sentinel-password"
+    secret.write_text("from-a-file\n")
+    s = Settings(
+        sentinels="s1:26379", sentinel_service="mymaster", sentinel_password_file=str(secret)
+    )
+    assert parse(s.redis_url).sentinel_password == "from-a-file"
+    assert "from-a-file" not in repr(s)
+    shown = Settings(sentinels="s1:26379", sentinel_service="m", sentinel_password="pw")
+    assert "'pw'" not in repr(shown) and "sentinel_password=pw" not in repr(shown)

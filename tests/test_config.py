@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from rota import Client, ConfigError, Settings, load_settings
+from rota.config import describe
 
 
 def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,3 +128,29 @@ def test_log_words_are_read_in_any_case(level: str, tmp_path: Path) -> None:
     assert load_settings(file, env={}, log_level=level).log_level == "warning"
     with pytest.raises(ConfigError, match="log_level"):
         load_settings(file, env={"ROTA_LOG_LEVEL": "LOUD"})
+
+
+def test_describe_says_where_each_setting_came_from(tmp_path: Path) -> None:
+    file = tmp_path / "rota.toml"
+    file.write_text("concurrency = 7\nlease = 60\n")
+    settings = load_settings(
+        file,
+        env={"ROTA_LEASE": "90", "ROTA_REDIS_PASSWORD": "s3cret"},
+        base={"namespace": "shop", "concurrency": 50},
+        grace=5,
+        redis_url="redis://u:pw@example.com:6379/0",
+    )
+    told = describe(settings)
+    assert told == {
+        "redis_url": "redis://u:***@example.com:6379/0 (flag)",
+        "namespace": "shop (code)",
+        "concurrency": f"7 ({file})",  # the file beats the code
+        "lease": "90.0 (ROTA_LEASE)",
+        "grace": "5.0 (flag)",
+        "redis_password": "*** (ROTA_REDIS_PASSWORD)",
+    }
+    assert "s3cret" not in str(told) and ":pw@" not in str(told)
+    changed = settings.replace(grace=1.0)
+    assert describe(changed)["grace"] == "1.0 (override)"
+    assert describe(changed)["lease"] == "90.0 (ROTA_LEASE)"
+    assert describe(Settings(concurrency=3)) == {"concurrency": "3 (code)"}

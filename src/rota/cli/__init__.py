@@ -12,11 +12,13 @@ from collections.abc import Sequence
 import click
 
 from rota import __version__
-from rota.cli.admin import dead, enqueue, job, queue, status
+from rota.cli.admin import enqueue, status
 from rota.cli.common import ExitError
+from rota.cli.operate import job, queue
 from rota.cli.run import demo, worker
+from rota.cli.sets import SET_GROUPS
 from rota.cli.web import web
-from rota.cli.workflows import group, waiting
+from rota.cli.workflows import group
 
 __all__ = ["main"]
 
@@ -27,7 +29,7 @@ def rota() -> None:
     """rota: a job-queue daemon on Redis."""
 
 
-for command in (worker, demo, web, enqueue, status, queue, dead, waiting, job, group):
+for command in (worker, demo, web, enqueue, status, queue, *SET_GROUPS, job, group):
     rota.add_command(command)
 
 

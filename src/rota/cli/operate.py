@@ -10,6 +10,8 @@ at once).
 
 from __future__ import annotations
 
+from typing import Literal
+
 import click
 import msgspec
 
@@ -42,32 +44,44 @@ async def _warn_if_unknown(client: Client, name: str, doing: str) -> None:
         )
 
 
+def _cap(ctx: click.Context, param: click.Parameter, text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        cap = int(text)
+    except ValueError:
+        raise ExitError(f"N: expected an integer, got {text!r}") from None
+    if cap < 1:
+        raise ExitError(f"N: must be at least 1, got {cap} (pause stops a queue)")
+    return cap
+
+
 @click.group()
 def queue() -> None:
     """Pause, resume, clear or cap the queue of a job name."""
 
 
-@queue.command()
-@name_argument
-@connection_options
-@with_client
-async def pause(client: Client, settings: Settings, name: str) -> None:
-    """Stop workers from taking jobs of NAME (running ones finish). A name no pool or
-    job has used yet is paused too, with a warning."""
-    await _warn_if_unknown(client, name, "paused")
-    await client.pause(name)
-    click.echo(f"paused {name}")
+def _switch(verb: Literal["pause", "resume"], help: str) -> click.Command:
+    @click.command(verb, help=help)
+    @name_argument
+    @connection_options
+    @with_client
+    async def switch(client: Client, settings: Settings, name: str) -> None:
+        await _warn_if_unknown(client, name, f"{verb}d")
+        await (client.pause if verb == "pause" else client.resume)(name)
+        click.echo(f"{verb}d {name}")
+
+    return switch
 
 
-@queue.command()
-@name_argument
-@connection_options
-@with_client
-async def resume(client: Client, settings: Settings, name: str) -> None:
-    """Let workers take jobs of NAME again."""
-    await _warn_if_unknown(client, name, "resumed")
-    await client.resume(name)
-    click.echo(f"resumed {name}")
+queue.add_command(
+    _switch(
+        "pause",
+        "Stop workers from taking jobs of NAME (running ones finish). A name no pool or"
+        " job has used yet is paused too, with a warning.",
+    )
+)
+queue.add_command(_switch("resume", "Let workers take jobs of NAME again."))
 
 
 @queue.command()
@@ -85,29 +99,21 @@ async def clear(client: Client, settings: Settings, name: str, yes: bool) -> Non
 
 @queue.command()
 @name_argument
-@click.argument("count", metavar="[N]", required=False)
+@click.argument("count", metavar="[N]", required=False, callback=_cap)
 @click.option("--clear", "clear_", is_flag=True, help="Remove the cap.")
 @connection_options
 @with_client
 async def limit(
-    client: Client, settings: Settings, name: str, count: str | None, clear_: bool
+    client: Client, settings: Settings, name: str, count: int | None, clear_: bool
 ) -> None:
     """Run at most N jobs of NAME at once across all pools, or with --clear, as many as
     the pools' concurrency allows. A name no pool or job has used yet is capped too,
     with a warning."""
     if (count is None) == (not clear_):
         raise click.UsageError("give N or --clear")
-    cap = None
-    if count is not None:
-        try:
-            cap = int(count)
-        except ValueError:
-            raise ExitError(f"N: expected an integer, got {count!r}") from None
-        if cap < 1:
-            raise ExitError(f"N: must be at least 1, got {cap} (pause stops a queue)")
-    await _warn_if_unknown(client, name, "capped" if cap else "cleared")
-    await client.set_limit(name, cap)
-    click.echo(f"{name}: at most {cap} at once" if cap else f"{name}: no limit")
+    await _warn_if_unknown(client, name, "capped" if count else "cleared")
+    await client.set_limit(name, count)
+    click.echo(f"{name}: at most {count} at once" if count else f"{name}: no limit")
 
 
 @click.group()

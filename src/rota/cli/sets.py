@@ -10,7 +10,7 @@ the jobs they wait for complete.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import click
 import msgspec
@@ -113,6 +113,38 @@ def _report_missing(which: JobSet, ids: list[str] | None, present: list[str] | N
     raise ExitError(f"not in the {which} set: {' '.join(missing)}", code=1)
 
 
+def _action(which: JobSet, verb: Literal["retry", "delete"], help: str) -> click.Command:
+    """``retry`` or ``delete`` of the given ids or --all. --all asks first, and so does
+    ``delete`` of ids, unless -y; off a terminal the question reads stdin, so a script
+    gives -y."""
+
+    @click.command(verb, help=help)
+    @click.argument("ids", nargs=-1)
+    @click.option("--all", "all_", is_flag=True, help=f"Every {which} job.")
+    @yes_option
+    @connection_options
+    @with_client
+    async def act(
+        client: Client, settings: Settings, ids: tuple[str, ...], all_: bool, yes: bool
+    ) -> None:
+        chosen = _chosen(ids, all_)
+        present = await _present(client, which, chosen)
+        if present != [] and not yes and (present is None or verb == "delete"):
+            if present is None:
+                what = f"all {(await client.set_sizes())[which]}"
+            else:
+                what = str(len(present))
+            click.confirm(f"{verb} {what} {which} jobs?", abort=True)
+        if present != []:
+            if verb == "retry":
+                click.echo(f"retried {await client.retry(which, present)} jobs")
+            else:
+                click.echo(f"deleted {await client.delete(which, present)} jobs")
+        _report_missing(which, chosen, present)
+
+    return act
+
+
 def _make_group(view: _View) -> click.Group:
     which = view.which
 
@@ -140,43 +172,8 @@ def _make_group(view: _View) -> click.Group:
         print_table(title, list(view.headers), [view.row(j) for j in page.jobs])
 
     if view.retry_help is not None:
-
-        @group.command("retry", help=view.retry_help)
-        @click.argument("ids", nargs=-1)
-        @click.option("--all", "all_", is_flag=True, help=f"Every {which} job.")
-        @yes_option
-        @connection_options
-        @with_client
-        async def retry(
-            client: Client, settings: Settings, ids: tuple[str, ...], all_: bool, yes: bool
-        ) -> None:
-            chosen = _chosen(ids, all_)
-            if chosen is None and not yes:
-                total = (await client.set_sizes())[which]
-                click.confirm(f"retry all {total} {which} jobs?", abort=True)
-            present = await _present(client, which, chosen)
-            if present != []:
-                click.echo(f"retried {await client.retry(which, present)} jobs")
-            _report_missing(which, chosen, present)
-
-    @group.command("delete", help=view.delete_help)
-    @click.argument("ids", nargs=-1)
-    @click.option("--all", "all_", is_flag=True, help=f"Every {which} job.")
-    @yes_option
-    @connection_options
-    @with_client
-    async def delete(
-        client: Client, settings: Settings, ids: tuple[str, ...], all_: bool, yes: bool
-    ) -> None:
-        chosen = _chosen(ids, all_)
-        present = await _present(client, which, chosen)
-        if present != [] and not yes:
-            what = f"all {which} jobs" if present is None else f"{len(present)} {which} jobs"
-            click.confirm(f"delete {what}?", abort=True)
-        if present != []:
-            click.echo(f"deleted {await client.delete(which, present)} jobs")
-        _report_missing(which, chosen, present)
-
+        group.add_command(_action(which, "retry", view.retry_help))
+    group.add_command(_action(which, "delete", view.delete_help))
     return group
 
 

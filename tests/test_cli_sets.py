@@ -134,10 +134,12 @@ def test_group_show_checks_its_limit_alike(capsys: pytest.CaptureFixture[str]) -
     assert capsys.readouterr().err.strip() == "rota: --limit: must be at least 1, got 0"
 
 
-def test_an_empty_page_says_so(conn: tuple[str, ...]) -> None:
-    done = run_rota("dead", "list", "--offset", "10", *conn)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("# dead jobs: none from 11 (of 0)\n")
+async def test_an_empty_page_says_so(conn: tuple[str, ...], client: Client) -> None:
+    done = await anyio.to_thread.run_sync(_rota, "dead", "list", *conn)
+    assert (done.returncode, done.stdout.splitlines()[0]) == (0, "# no dead jobs")
+    await client.enqueue_in(60, "nap")
+    done = await anyio.to_thread.run_sync(_rota, "scheduled", "list", "--offset", "10", *conn)
+    assert done.stdout.splitlines()[0] == "# scheduled jobs: none from 11 (of 1)"
 
 
 def test_every_set_has_the_same_commands() -> None:

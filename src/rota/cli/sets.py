@@ -109,7 +109,8 @@ async def _present(client: Client, which: JobSet, ids: list[str] | None) -> list
 def _report_missing(which: JobSet, ids: list[str] | None, present: list[str] | None) -> None:
     if ids is None or present is None or len(present) == len(ids):
         return
-    missing = [i for i in ids if i not in set(present)]
+    held = set(present)
+    missing = [i for i in ids if i not in held]
     raise ExitError(f"not in the {which} set: {' '.join(missing)}", code=1)
 
 
@@ -167,6 +168,8 @@ def _make_group(view: _View) -> click.Group:
             return
         if page.jobs:
             title = f"{which} jobs {offset + 1}-{offset + len(page.jobs)} of {page.total}"
+        elif not page.total:
+            title = f"no {which} jobs"
         else:
             title = f"{which} jobs: none from {offset + 1} (of {page.total})"
         print_table(title, list(view.headers), [view.row(j) for j in page.jobs])

@@ -76,21 +76,27 @@ async def test_job_abort(
     missing = await anyio.to_thread.run_sync(_rota, "job", "abort", "nosuchid", *conn)
     assert _one_line(missing, 1) == "rota: no job nosuchid"
 
-    pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=600))
-    started = anyio.Event()
-
-    @pool.job
-    async def slow(ctx: JobContext) -> None:
-        started.set()
-        await anyio.sleep(60)
-
-    running = await client.enqueue("slow")
-    async with pool.running():
-        await started.wait()
+    # a running job, in a worker process: its pool cancels it
+    env = rota_env(ROTA_REDIS_URL=redis_url, ROTA_NAMESPACE=namespace, ROTA_KEEP_RESULT="600")
+    proc = start_worker("tests.cli_app:pool", env=env)
+    try:
+        running = await client.enqueue("nap", seconds=60)
+        await wait_until(lambda: _state_is(client, running.id, "running"), within=30)
         done = await anyio.to_thread.run_sync(_rota, "job", "abort", running.id, *conn)
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith(f"abort requested: {running.id} was running")
-        await wait_until(lambda: _state_is(client, running.id, "aborted"))
+        await wait_until(lambda: _state_is(client, running.id, "aborted"), within=30)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await anyio.to_thread.run_sync(_stop, proc)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 async def test_queue_limit_set_and_cleared(conn: tuple[str, ...], client: Client) -> None:

@@ -154,3 +154,28 @@ def test_describe_says_where_each_setting_came_from(tmp_path: Path) -> None:
     assert describe(changed)["grace"] == "1.0 (override)"
     assert describe(changed)["lease"] == "90.0 (ROTA_LEASE)"
     assert describe(Settings(concurrency=3)) == {"concurrency": "3 (code)"}
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"ROTA_CONCURRENCY": "abc"},
+            "concurrency: expected a whole number, got 'abc'"
+            " (from environment variable ROTA_CONCURRENCY)",
+        ),
+        ({"ROTA_LEASE": "soon"}, "lease: expected a number, got 'soon' (from environment"),
+        (
+            {"ROTA_LOG_LEVEL": "loud"},
+            "log_level: 'loud' is not one of debug, info, warning, error"
+            " (from environment variable ROTA_LOG_LEVEL)",
+        ),
+    ],
+)
+def test_a_bad_value_names_its_setting_and_where_it_came_from(
+    env: dict[str, str], message: str, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(None, env=env)
+    assert str(caught.value).startswith(message)
+    assert "`" not in str(caught.value)

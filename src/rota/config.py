@@ -17,7 +17,7 @@ import tomllib
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 import msgspec
 
@@ -148,6 +148,15 @@ _FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}
 _CASELESS = frozenset({"log_level", "log_format"})
 
 
+#: msgspec's type names, as an error message says them.
+_KINDS: Final = {
+    "int": "a whole number",
+    "float": "a number",
+    "str": "text",
+    "bool": "true or false",
+    "str | null": "text",
+}
+
 #: Where each setting of a built Settings came from, when load_settings or replace built it.
 _SOURCES: weakref.WeakKeyDictionary[Settings, dict[str, str]] = weakref.WeakKeyDictionary()
 
@@ -192,8 +201,18 @@ def _build(values: Mapping[str, Any], *, source: str, strict: bool = True) -> Se
             raise ConfigError(f"{exc.__cause__} (from {source})") from None
         # msgspec says "Expected `int`, got `str` - at `$.concurrency`"
         text = str(exc)
-        where = text.rsplit("$.", 1)[-1] if "$." in text else "settings"
-        raise ConfigError(f"{where}: {text.split(' - at ')[0]} (from {source})") from None
+        where = text.rsplit("$.", 1)[-1].strip("`") if "$." in text else "settings"
+        what = text.split(" - at ")[0]
+        expected = what.removeprefix("Expected ").split(",")[0].strip("`")
+        if what.startswith("Expected ") and where in values:
+            kind = _KINDS.get(expected, expected.replace("`", ""))
+            what = f"expected {kind}, got {values[where]!r}"
+        if what.startswith("Invalid enum value") and where in _FIELDS:
+            choices = get_args(_FIELDS[where].type)
+            what = f"{values.get(where)!r} is not one of {', '.join(map(str, choices))}"
+        if source == "environment":
+            source = f"environment variable {ENV_PREFIX}{where.upper()}"
+        raise ConfigError(f"{where}: {what} (from {source})") from None
 
 
 def load_settings(

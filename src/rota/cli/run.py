@@ -95,7 +95,7 @@ def worker(target: str, processes: int, config_file: Path | None, **flags: Any) 
     "--app", default="rota.examples.jobs:pool", show_default=True, help="The pool to run."
 )
 @click.option(
-    "--rate", type=float, default=5.0, show_default=True, help="Example jobs enqueued per second."
+    "--rate", type=float, default=2.0, show_default=True, help="Example jobs enqueued per second."
 )
 @connection_options
 def demo(app: str, rate: float, config_file: Path | None, **flags: Any) -> None:

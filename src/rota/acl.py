@@ -17,7 +17,8 @@ nothing else. The roles differ in the commands they may run:
 - ``producer``: a service that enqueues, in Python (the ``enqueue`` functions) or in
   another language (the plain ``MULTI; HSET; LPUSH; SADD; LPUSH; EXEC`` of
   docs/protocol.md, or ``FCALL`` of the enqueue function). On Redis 7 its writes are
-  confined to the keys an enqueue writes, so it cannot touch the dead, retry and running
+  confined to the keys an enqueue writes (it reads its namespace, and may wait for a
+  job's result), so it cannot touch the dead, retry and running
   sets, the pools' records, limits or pauses, and it can call no other function; the
   dead set takes only the ``ZADD`` of a child whose parent is dead already.
 
@@ -82,8 +83,10 @@ def rules(role: str, namespace: str = "rota") -> list[str]:
         return [
             "resetkeys", f"%R~{prefix}*",
             *(f"%RW~{prefix}{pattern}" for pattern in _PRODUCER_WRITES),
-            "resetchannels", f"&{prefix}*", "-@all", *_CONNECT,
+            "resetchannels", f"&{prefix}*", "-@all", "+@read", "-@dangerous", *_CONNECT,
             f"+fcall|{lib}_enqueue", f"+fcall|{lib}_enqueue_batch", *_PRODUCER_COMMANDS,
+            # Client.wait: marks the job as waited for, then listens on its done channel.
+            f"+fcall|{lib}_wait", "+subscribe", "+unsubscribe",
             # A child enqueued after a dead parent is dead at once: ZADD to the dead set,
             # and nothing else there (no SET, EXPIRE... that would replace or drop it).
             f"(%RW~{prefix}dead +zadd +zscore)",

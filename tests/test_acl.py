@@ -168,7 +168,7 @@ async def test_the_producer_cannot_touch_the_dead_set_or_other_functions(
             ["FCALL", f"{lib}_move", "1", admin.keys.prefix, "dead", "0", "some-dead-job"],
             ["FLUSHALL"],
             ["KEYS", "*"],
-            ["GET", "{other}:names"],
+            ["GET", Keys("other").names],
             ["DEL", admin.keys.pools],
         ]
         for command in refused:

@@ -96,7 +96,9 @@ def test_a_redis_url_rota_cannot_use(url: str, message: str) -> None:
         assert message in str(refused.value)
         if message.startswith(("unknown scheme", "not a URL")):
             assert "redis://, rediss:// and unix://" in str(refused.value)
-    with pytest.raises(ConfigError, match=r"redis_url: .*\(from environment\)"):
+    with pytest.raises(
+        ConfigError, match=r"redis_url: .*\(from environment variable ROTA_REDIS_URL\)"
+    ):
         load_settings(env={"ROTA_REDIS_URL": url})
 
 

@@ -198,6 +198,9 @@ def _build(values: Mapping[str, Any], *, source: str, strict: bool = True) -> Se
         return msgspec.convert(values, Settings, strict=strict)
     except msgspec.ValidationError as exc:
         if isinstance(exc.__cause__, ConfigError):  # from __post_init__: names the setting
+            name = str(exc.__cause__).split(":", 1)[0]
+            if source == "environment" and name in _FIELDS:
+                source = f"environment variable {ENV_PREFIX}{name.upper()}"
             raise ConfigError(f"{exc.__cause__} (from {source})") from None
         # msgspec says "Expected `int`, got `str` - at `$.concurrency`"
         text = str(exc)

@@ -1,6 +1,6 @@
 # rota: the worker daemon and the web UI in one image.
 #   docker build -t rota .
-#   docker run --rm -e ROTA_REDIS_URL=redis://redis:6379/0 rota worker examples.jobs:pool
+#   docker run --rm -e ROTA_REDIS_URL=redis://redis:6379/0 rota worker rota.examples.jobs:pool
 
 FROM python:3.11-slim AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
@@ -27,4 +27,4 @@ USER 10001:10001
 HEALTHCHECK --interval=30s --timeout=10s --start-period=10s --retries=3 \
     CMD ["rota", "status", "--json"]
 ENTRYPOINT ["rota"]
-CMD ["worker", "examples.jobs:pool"]
+CMD ["worker", "rota.examples.jobs:pool"]

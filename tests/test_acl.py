@@ -25,7 +25,7 @@ from rota.protocol.keys import Keys
 from rota.protocol.render import library
 from rota.protocol.scripts import use_functions, uses_functions
 from rota.web import create_app
-from tests.cli_helpers import rota_env, run_rota
+from tests.cli_helpers import REPO, rota_env, run_rota
 from tests.helpers import pool_settings, wait_until
 from tests.redis_server import RedisServer
 
@@ -141,6 +141,7 @@ async def test_a_worker_role_runs_what_a_producer_role_enqueues(
         with server.client(username=producer_settings.redis_username,
                            password=producer_settings.redis_password) as r:  # fmt: skip
             plain_enqueue(r, namespace, "plain-1", "double", "[4]")
+        assert await producer.wait(now.id, timeout=15) == 42  # the producer may wait
         for job_id in (now.id, retried.id, later.id, unique.id, "plain-1"):
             await wait_until(functools.partial(_state, admin, job_id, State.COMPLETE), within=15)
         await wait_until(lambda: _state(admin, dead.id, State.DEAD), within=15)
@@ -168,7 +169,7 @@ async def test_the_producer_cannot_touch_the_dead_set_or_other_functions(
             ["FCALL", f"{lib}_move", "1", admin.keys.prefix, "dead", "0", "some-dead-job"],
             ["FLUSHALL"],
             ["KEYS", "*"],
-            ["GET", "{other}:names"],
+            ["GET", Keys("other").names],
             ["DEL", admin.keys.pools],
         ]
         for command in refused:
@@ -247,3 +248,17 @@ def test_the_cli_under_the_read_only_role_reads_and_is_told_why_it_cannot_retry(
     (line,) = refused.stderr.strip().splitlines()
     assert line.startswith(f"rota: redis_username: Redis at {server.url} refused a command")
     assert f"'{user}'" in line and "docs/operations.md" in line and password not in line
+
+
+def test_the_lines_in_the_docs_are_the_ones_rota_acl_prints() -> None:
+    docs = (REPO / "docs" / "operations.md").read_text()
+    lib = library().name
+    for role in ROLES:
+        done = run_rota("acl", role)
+        assert done.returncode == 0, done.stderr
+        line = done.stdout.strip()
+        assert line == setuser(role, f"rota-{role}")
+        assert line.replace(lib, "rota_<digest>") in docs, role
+    shop = run_rota("acl", "producer", "--namespace", "shop", "--user", "orders")
+    assert shop.stdout.startswith("ACL SETUSER orders reset on ><password> resetkeys %R~{shop}:*")
+    assert run_rota("acl", "producer", "--namespace", "bad{ns}").returncode == 2

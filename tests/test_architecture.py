@@ -42,6 +42,7 @@ LAYERS: dict[str, int] = {
     "rota.cli": 5,
     "rota.web": 5,
     "rota.__main__": 5,
+    "rota.examples": 5,
 }
 
 

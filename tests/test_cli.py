@@ -219,7 +219,7 @@ def test_bad_settings_exit_2_with_one_line(conn: tuple[str, ...], tmp_path: obje
         (("status", "--config", "/nonexistent/rota.toml"), {}, "config: cannot read"),
         (("status",), {"ROTA_CONCURRENCY": "lots"}, "concurrency"),
         (("status",), {"ROTA_CONCURENCY": "3"}, "ROTA_CONCURENCY: unknown setting"),
-        (("status", "--namespace", "bad{ns}"), {}, "namespace"),
+        (("status", "--namespace", "bad{ns}"), {}, "--namespace: "),
         (("status", "--redis-url", "redis://127.0.0.1:1/0"), {}, "redis_url: cannot connect"),
     ]
     for args, env, message in cases:
@@ -244,12 +244,14 @@ _EVERY_COMMAND = [
 ]
 
 
-def _bad_url_line(done: subprocess.CompletedProcess[str]) -> str:
+def _bad_url_line(done: subprocess.CompletedProcess[str], source: str = "--redis-url") -> str:
+    """The one line naming where the URL came from: the flag, or the setting and the
+    environment."""
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("rota: redis_url: "), lines
+    assert lines[0].startswith(f"rota: {source}: "), lines
     return lines[0]
 
 
@@ -260,8 +262,11 @@ def test_a_redis_url_rota_cannot_use_exits_2_with_one_line(command: tuple[str, .
     with ThreadPoolExecutor(2) as runs:  # about a second each: both at once
         from_env = runs.submit(run_rota, *command, env=rota_env(ROTA_REDIS_URL="http://x"))
         from_flag = runs.submit(run_rota, *command, "--redis-url", "redis+foo://x")
-    for done, scheme in ((from_env.result(), "http://"), (from_flag.result(), "redis+foo://")):
-        line = _bad_url_line(done)
+    for done, scheme, source in (
+        (from_env.result(), "http://", "redis_url"),
+        (from_flag.result(), "redis+foo://", "--redis-url"),
+    ):
+        line = _bad_url_line(done, source)
         assert f"unknown scheme {scheme}" in line, line
         assert "redis://, rediss:// and unix://" in line, line
 

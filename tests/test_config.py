@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from rota import Client, ConfigError, Settings, load_settings
+from rota.config import describe
 
 
 def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -95,7 +96,9 @@ def test_a_redis_url_rota_cannot_use(url: str, message: str) -> None:
         assert message in str(refused.value)
         if message.startswith(("unknown scheme", "not a URL")):
             assert "redis://, rediss:// and unix://" in str(refused.value)
-    with pytest.raises(ConfigError, match=r"redis_url: .*\(from environment\)"):
+    with pytest.raises(
+        ConfigError, match=r"redis_url: .*\(from environment variable ROTA_REDIS_URL\)"
+    ):
         load_settings(env={"ROTA_REDIS_URL": url})
 
 
@@ -127,3 +130,54 @@ def test_log_words_are_read_in_any_case(level: str, tmp_path: Path) -> None:
     assert load_settings(file, env={}, log_level=level).log_level == "warning"
     with pytest.raises(ConfigError, match="log_level"):
         load_settings(file, env={"ROTA_LOG_LEVEL": "LOUD"})
+
+
+def test_describe_says_where_each_setting_came_from(tmp_path: Path) -> None:
+    file = tmp_path / "rota.toml"
+    file.write_text("concurrency = 7\nlease = 60\n")
+    settings = load_settings(
+        file,
+        env={"ROTA_LEASE": "90", "ROTA_REDIS_PASSWORD": "s3cret"},
+        base={"namespace": "shop", "concurrency": 50},
+        grace=5,
+        redis_url="redis://u:pw@example.com:6379/0",
+    )
+    told = describe(settings)
+    assert told == {
+        "redis_url": "redis://u:***@example.com:6379/0 (flag)",
+        "namespace": "shop (code)",
+        "concurrency": f"7 ({file})",  # the file beats the code
+        "lease": "90.0 (ROTA_LEASE)",
+        "grace": "5.0 (flag)",
+        "redis_password": "*** (ROTA_REDIS_PASSWORD)",
+    }
+    assert "s3cret" not in str(told) and ":pw@" not in str(told)
+    changed = settings.replace(grace=1.0)
+    assert describe(changed)["grace"] == "1.0 (override)"
+    assert describe(changed)["lease"] == "90.0 (ROTA_LEASE)"
+    assert describe(Settings(concurrency=3)) == {"concurrency": "3 (code)"}
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"ROTA_CONCURRENCY": "abc"},
+            "concurrency: expected a whole number, got 'abc'"
+            " (from environment variable ROTA_CONCURRENCY)",
+        ),
+        ({"ROTA_LEASE": "soon"}, "lease: expected a number, got 'soon' (from environment"),
+        (
+            {"ROTA_LOG_LEVEL": "loud"},
+            "log_level: 'loud' is not one of debug, info, warning, error"
+            " (from environment variable ROTA_LOG_LEVEL)",
+        ),
+    ],
+)
+def test_a_bad_value_names_its_setting_and_where_it_came_from(
+    env: dict[str, str], message: str, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(None, env=env)
+    assert str(caught.value).startswith(message)
+    assert "`" not in str(caught.value)

@@ -70,7 +70,7 @@ def test_compose_file_matches_the_compose_specification(
     assert set(services) == {"redis", "worker", "web"}
     assert "--appendonly" in services["redis"]["command"]
     assert "noeviction" in services["redis"]["command"]
-    assert services["worker"]["command"][:2] == ["worker", "examples.jobs:pool"]
+    assert services["worker"]["command"][:2] == ["worker", "rota.examples.jobs:pool"]
     assert services["web"]["command"][0] == "web"
 
 

@@ -8,8 +8,12 @@ import subprocess
 import time
 from pathlib import Path
 
+import anyio
 import msgspec
+import pytest
 
+from rota import Client
+from rota.demo import banner, remind
 from tests.cli_helpers import REPO, rota_env
 
 
@@ -56,6 +60,9 @@ def test_make_demo_runs_jobs_and_ctrl_c_leaves_nothing_behind(tmp_path: Path) ->
                 if event.get("event") == "job" and event.get("outcome") == "complete":
                     completed += 1
         assert socket_path, log.read_text()[-3000:]
+        text = log.read_text()
+        assert "| rota demo is running" in text and "| stop     Ctrl-C" in text, text[-3000:]
+        assert "| web UI   http://127.0.0.1:" in text
         assert completed >= 10, log.read_text()[-3000:]
         assert Path(socket_path).exists()
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
@@ -71,3 +78,15 @@ def test_make_demo_runs_jobs_and_ctrl_c_leaves_nothing_behind(tmp_path: Path) ->
     assert not Path(socket_path).exists()
     assert not Path(socket_path).parent.exists()
     assert "demo stopped" in log.read_text()
+
+
+async def test_the_demo_reminds_where_its_web_ui_is(
+    client: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The job lines scroll the banner away: a line every few seconds says it again."""
+    assert "http://127.0.0.1:5040" in banner("http://127.0.0.1:5040")
+    with anyio.move_on_after(0.35):
+        await remind(client, "http://127.0.0.1:5040", 0.1)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "demo running" in line]
+    assert len(lines) >= 2, lines
+    assert all("http://127.0.0.1:5040" in line and "processed" in line for line in lines)

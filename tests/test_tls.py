@@ -21,6 +21,7 @@ import pytest
 
 from rota import Client, JobContext, Settings, State, WorkerPool
 from rota.acl import rules
+from rota.protocol.keys import Keys
 from rota.web import create_app
 from tests.cli_helpers import REPO, rota_env, run_rota
 from tests.helpers import pool_settings, wait_until
@@ -183,6 +184,8 @@ def test_the_cli_runs_over_tls_and_says_what_is_wrong(
     assert wrong.stderr.startswith("rota: redis_password: ")
     assert "not-the-password-42" not in wrong.stderr + wrong.stdout
 
+    with server.client() as admin:
+        admin.zadd(Keys(namespace).dead, {"gone": 1})
     producer = tls_env(tls_settings(server, namespace, tmp_path, role="producer"))
     refused = run_rota("dead", "delete", "--all", "--yes", env=producer)
     assert refused.returncode == 2, refused.stderr

@@ -26,7 +26,9 @@ from rota.connection import connect, redacted, tls_refused
 
 __all__ = ["acl_refused", "connect_to", "explain", "redis_options"]
 
-_ROLES = 'the rules of its role in docs/operations.md ("Least privilege")'
+_ROLES = (
+    'the rules of its role, which `rota acl ROLE` prints (docs/operations.md, "Least privilege")'
+)
 
 
 def redis_options(settings: Settings) -> dict[str, Any]:

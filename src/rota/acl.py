@@ -17,7 +17,8 @@ nothing else. The roles differ in the commands they may run:
 - ``producer``: a service that enqueues, in Python (the ``enqueue`` functions) or in
   another language (the plain ``MULTI; HSET; LPUSH; SADD; LPUSH; EXEC`` of
   docs/protocol.md, or ``FCALL`` of the enqueue function). On Redis 7 its writes are
-  confined to the keys an enqueue writes, so it cannot touch the dead, retry and running
+  confined to the keys an enqueue writes (it reads its namespace, and may wait for a
+  job's result), so it cannot touch the dead, retry and running
   sets, the pools' records, limits or pauses, and it can call no other function; the
   dead set takes only the ``ZADD`` of a child whose parent is dead already.
 
@@ -39,14 +40,20 @@ ROLES: Final = ("worker", "web", "web-operator", "producer")
 
 _CONNECT: Final = ("+ping", "+client|setname", "+select", "+time", "+acl|whoami")
 _SCRIPTS: Final = ("+fcall", "+fcall_ro", "+evalsha", "+script|load", "+function|list")
+
+
 # The keys an enqueue writes (see the Lua of enqueue and its helpers): the job, its
 # queue and wake list, the names, the scheduled and waiting sets, unique keys, counters,
-# and a workflow's children and groups; ``never`` is the no-op write of Redis 6.2.
-_PRODUCER_WRITES: Final = (
-    "job:*", "queue:*", "wake:*", "names", "scheduled", "schedwake", "waiting",
-    "unique:*", "stats", "stats:*", "children:*", "group:*", "gmembers:*", "never",
-    "",  # the prefix itself: the one key a function call names (KEYS[1])
-)  # fmt: skip
+# and a workflow's children and groups; ``never`` is the no-op write of Redis 6.2; the
+# prefix itself is the one key a function call names (KEYS[1]).
+def _producer_writes(k: Keys) -> list[str]:
+    return [
+        k.job("*"), k.queue("*"), k.wake("*"), k.names, k.scheduled, k.sched_wake,
+        k.waiting, k.unique("*"), k.stats, k.stats_bucket("*"), k.children("*"),
+        k.group("*"), k.group_members("*"), k.never, k.prefix,
+    ]  # fmt: skip
+
+
 # What the enqueue functions run inside (each command of a function is checked
 # against the caller's rules too), and the plain-command enqueue.
 _PRODUCER_COMMANDS: Final = (
@@ -59,7 +66,8 @@ _PRODUCER_COMMANDS: Final = (
 def rules(role: str, namespace: str = "rota") -> list[str]:
     """The ACL rules of ``role`` (one of :data:`ROLES`) for ``namespace``, as the
     arguments of ``ACL SETUSER`` after the user's name and password."""
-    prefix = Keys(namespace).prefix
+    keys = Keys(namespace)
+    prefix = keys.prefix  # every key and channel of the namespace starts with it
     where = ["resetkeys", f"~{prefix}*", "resetchannels", f"&{prefix}*"]
     lib = library().name
     if role == "worker":
@@ -81,14 +89,16 @@ def rules(role: str, namespace: str = "rota") -> list[str]:
     if role == "producer":
         return [
             "resetkeys", f"%R~{prefix}*",
-            *(f"%RW~{prefix}{pattern}" for pattern in _PRODUCER_WRITES),
-            "resetchannels", f"&{prefix}*", "-@all", *_CONNECT,
+            *(f"%RW~{pattern}" for pattern in _producer_writes(keys)),
+            "resetchannels", f"&{prefix}*", "-@all", "+@read", "-@dangerous", *_CONNECT,
             f"+fcall|{lib}_enqueue", f"+fcall|{lib}_enqueue_batch", *_PRODUCER_COMMANDS,
+            # Client.wait: marks the job as waited for, then listens on its done channel.
+            f"+fcall|{lib}_wait", "+subscribe", "+unsubscribe",
             # A child enqueued after a dead parent is dead at once: ZADD to the dead set,
             # and nothing else there (no SET, EXPIRE... that would replace or drop it).
-            f"(%RW~{prefix}dead +zadd +zscore)",
+            f"(%RW~{keys.dead} +zadd +zscore)",
             # The plain-command enqueue caps the wake lists; no other list is trimmed.
-            f"(%RW~{prefix}wake:* %RW~{prefix}schedwake +ltrim)",
+            f"(%RW~{keys.wake('*')} %RW~{keys.sched_wake} +ltrim)",
         ]  # fmt: skip
     raise ValueError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import os
 import tomllib
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 import msgspec
 
@@ -25,13 +26,13 @@ from rota.errors import ConfigError
 from rota.protocol.keys import validate_namespace
 from rota.topology import sentinel_url
 
-__all__ = ["SECRETS", "Settings", "load_settings"]
+__all__ = ["SECRETS", "Settings", "describe", "load_settings"]
 
 ENV_PREFIX = "ROTA_"
 DEFAULT_CONFIG = Path("config/rota.toml")
 
 
-class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, weakref=True):
     """Every knob of rota, with its default. Durations are in seconds."""
 
     redis_url: str = "redis://localhost:6379/0"
@@ -140,7 +141,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             )
 
     def replace(self, **changes: Any) -> Settings:
-        return _build({**msgspec.structs.asdict(self), **changes}, source="override")
+        built = _build({**msgspec.structs.asdict(self), **changes}, source="override")
+        _remember(built, {**_SOURCES.get(self, {}), **dict.fromkeys(changes, "override")})
+        return built
 
     def secret(self, name: str) -> str | None:
         """The secret ``name`` (one of :data:`SECRETS`): its setting, else the content of
@@ -177,6 +180,45 @@ _FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}
 _CASELESS = frozenset({"log_level", "log_format"})
 
 
+#: msgspec's type names, as an error message says them.
+_KINDS: Final = {
+    "int": "a whole number",
+    "float": "a number",
+    "str": "text",
+    "bool": "true or false",
+    "str | null": "text",
+}
+
+#: Where each setting of a built Settings came from, when load_settings or replace built it.
+_SOURCES: weakref.WeakKeyDictionary[Settings, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+def _remember(settings: Settings, sources: dict[str, str]) -> None:
+    _SOURCES[settings] = sources
+
+
+def describe(settings: Settings) -> dict[str, str]:
+    """The settings that differ from the defaults, each as ``"<value> (<source>)"``:
+    ``code`` (what the application passed), a config file's path, ``ROTA_<NAME>``,
+    ``flag`` (an override given to :func:`load_settings`: the command line's flags), or
+    ``override`` (:meth:`Settings.replace`). Secrets are masked, and the
+    password in ``redis_url``. A pool logs this at its start."""
+    sources = _SOURCES.get(settings, {})
+    out = {}
+    for name, field in _FIELDS.items():
+        value = getattr(settings, name)
+        if value == field.default:
+            continue
+        if name in SECRETS and value:
+            shown = "***"
+        elif name == "redis_url":
+            shown = redacted(value)
+        else:
+            shown = str(value)
+        out[name] = f"{shown} ({sources.get(name, 'code')})"
+    return out
+
+
 def _build(values: Mapping[str, Any], *, source: str, strict: bool = True) -> Settings:
     for key in values:
         if key not in _FIELDS:
@@ -188,11 +230,24 @@ def _build(values: Mapping[str, Any], *, source: str, strict: bool = True) -> Se
         return msgspec.convert(values, Settings, strict=strict)
     except msgspec.ValidationError as exc:
         if isinstance(exc.__cause__, ConfigError):  # from __post_init__: names the setting
+            name = str(exc.__cause__).split(":", 1)[0]
+            if source == "environment" and name in _FIELDS:
+                source = f"environment variable {ENV_PREFIX}{name.upper()}"
             raise ConfigError(f"{exc.__cause__} (from {source})") from None
         # msgspec says "Expected `int`, got `str` - at `$.concurrency`"
         text = str(exc)
-        where = text.rsplit("$.", 1)[-1] if "$." in text else "settings"
-        raise ConfigError(f"{where}: {text.split(' - at ')[0]} (from {source})") from None
+        where = text.rsplit("$.", 1)[-1].strip("`") if "$." in text else "settings"
+        what = text.split(" - at ")[0]
+        expected = what.removeprefix("Expected ").split(",")[0].strip("`")
+        if what.startswith("Expected ") and where in values:
+            kind = _KINDS.get(expected, expected.replace("`", ""))
+            what = f"expected {kind}, got {values[where]!r}"
+        if what.startswith("Invalid enum value") and where in _FIELDS:
+            choices = get_args(_FIELDS[where].type)
+            what = f"{values.get(where)!r} is not one of {', '.join(map(str, choices))}"
+        if source == "environment":
+            source = f"environment variable {ENV_PREFIX}{where.upper()}"
+        raise ConfigError(f"{where}: {what} (from {source})") from None
 
 
 def load_settings(
@@ -209,6 +264,7 @@ def load_settings(
     is None are ignored, so command-line flags that were not given can be passed as is.
     """
     values: dict[str, Any] = {k: v for k, v in (base or {}).items() if v is not None}
+    sources = dict.fromkeys(values, "code")
     path = Path(config_file) if config_file is not None else DEFAULT_CONFIG
     if config_file is not None or path.exists():
         try:
@@ -223,6 +279,7 @@ def load_settings(
             raise ConfigError(f"{extra[0]}: unknown setting outside [rota] (from {path})")
         _build({**values, **section}, source=str(path))
         values.update(section)
+        sources.update(dict.fromkeys(section, str(path)))
     environ = os.environ if env is None else env
     from_env = {
         k[len(ENV_PREFIX) :].lower(): v for k, v in environ.items() if k.startswith(ENV_PREFIX)
@@ -233,5 +290,10 @@ def load_settings(
     if from_env:
         _build({**values, **from_env}, source="environment", strict=False)
         values.update(from_env)
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    return _build(values, source="settings", strict=False)
+        sources.update({k: f"{ENV_PREFIX}{k.upper()}" for k in from_env})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    values.update(given)
+    sources.update(dict.fromkeys(given, "flag"))
+    settings = _build(values, source="settings", strict=False)
+    _remember(settings, sources)
+    return settings

@@ -11,6 +11,7 @@ import contextlib
 import importlib
 import random
 import signal
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +27,7 @@ from rota.errors import RedisRefused
 from rota.web.server import serving
 from rota.worker.pool import WorkerPool
 
-__all__ = ["load_demo", "run_demo"]
+__all__ = ["REMIND_EVERY", "banner", "load_demo", "remind", "run_demo"]
 
 log = structlog.get_logger("rota.demo")
 
@@ -75,10 +76,38 @@ async def _demo(
             )
             async with pool.running(), serving(settings) as url:
                 log.info("web UI", url=url)
+                sys.stderr.write(banner(url))
+                sys.stderr.flush()
                 tg.start_soon(_trickle, client, sample, rate)
+                tg.start_soon(remind, client, url, REMIND_EVERY)
                 await stop.wait()
         tg.cancel_scope.cancel()
     log.info("demo stopped")
+
+
+#: Seconds between the demo's reminders of where the web UI is and how to stop.
+REMIND_EVERY = 15.0
+
+
+def banner(url: str) -> str:
+    """The box the demo shows once its web UI answers: where to look, how to stop."""
+    lines = ["rota demo is running", "", f"web UI   {url}", "stop     Ctrl-C"]
+    width = max(map(len, lines)) + 2
+    rule = "+" + "-" * width + "+"
+    body = [f"| {line.ljust(width - 2)} |" for line in lines]
+    return "\n".join(["", rule, *body, rule, ""]) + "\n"
+
+
+async def remind(client: Client, url: str, every: float) -> None:
+    """Every ``every`` seconds, one line that says where the web UI is and how to stop,
+    with the jobs done so far: the job lines scroll the banner away."""
+    while True:
+        await anyio.sleep(every)
+        try:
+            done = (await client.stats()).get("processed", 0)
+        except Exception:  # a reminder never stops the demo
+            done = -1
+        log.info("demo running: open the web UI, Ctrl-C stops", web_ui=url, processed=done)
 
 
 async def _trickle(

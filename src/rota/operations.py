@@ -208,6 +208,14 @@ class Operations:
         jobs = await self._records([_s(i) for i in ids])
         return Page(total, offset, jobs)
 
+    async def in_set(self, which: JobSet, ids: Sequence[str]) -> list[str]:
+        """Those of ``ids`` the scheduled, retry, dead or waiting set holds now, in one
+        round trip: what an operator is told about ids that are not there."""
+        if not ids:
+            return []
+        scores = await self.redis.zmscore(self._set_key(which), list(ids))
+        return [i for i, score in zip(ids, scores, strict=True) if score is not None]
+
     async def pools(self) -> list[tuple[PoolSnapshot, int]]:
         """Live pools with the time (ms) of their last heartbeat, oldest pool first.
 

@@ -53,6 +53,11 @@ class GroupProgress(msgspec.Struct, frozen=True):
         """Every member complete, dead or aborted."""
         return self.done + self.failed >= self.total
 
+    def as_dict(self) -> dict[str, Any]:
+        """The fields and ``finished``, as the JSON API and ``rota group show --json``
+        print them."""
+        return {**msgspec.structs.asdict(self), "finished": self.finished}
+
 
 def _no_unique(specs: Sequence[JobSpec], what: str) -> None:
     # A held unique key makes the enqueue return another job's id: the next step would

@@ -63,7 +63,7 @@ def test_bad_values_exit_2_with_one_line(args: tuple[str, ...], message: str) ->
 def test_a_url_that_is_not_redis_exits_2() -> None:
     done = run_rota("web", "--redis-url", "bogus://x", "--bind", f"127.0.0.1:{free_port()}")
     assert done.returncode == 2
-    assert done.stderr.startswith("rota: redis_url: ") and len(done.stderr.splitlines()) == 1
+    assert done.stderr.startswith("rota: --redis-url: ") and len(done.stderr.splitlines()) == 1
 
 
 def _events(log: Path) -> list[dict[str, Any]]:

@@ -13,12 +13,14 @@ import click
 
 from rota import __version__
 from rota.cli.acl import acl
-from rota.cli.admin import dead, enqueue, job, queue, status
+from rota.cli.admin import enqueue, status
 from rota.cli.common import ExitError
+from rota.cli.operate import job, queue
 from rota.cli.rates import rate as _rate  # noqa: F401 - registers `rota queue rate`
 from rota.cli.run import demo, worker
+from rota.cli.sets import SET_GROUPS
 from rota.cli.web import web
-from rota.cli.workflows import group, waiting
+from rota.cli.workflows import group
 
 __all__ = ["main"]
 
@@ -29,7 +31,7 @@ def rota() -> None:
     """rota: a job-queue daemon on Redis."""
 
 
-for command in (worker, demo, web, enqueue, status, queue, dead, waiting, job, group, acl):
+for command in (worker, demo, web, enqueue, status, queue, *SET_GROUPS, job, group, acl):
     rota.add_command(command)
 
 

@@ -1,10 +1,10 @@
-"""Operator commands: enqueue, status, queue, dead, job."""
+"""Operator commands: enqueue and status."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -12,13 +12,12 @@ import click
 import msgspec
 
 from rota.cli.common import ExitError, connection_options, parse_duration, with_client
-from rota.cli.output import age, duration, echo_json, print_table, when
-from rota.cli.workflows import print_relations, relations
+from rota.cli.output import age, duration, echo_json, print_table
 from rota.client import Client, JobSpec
 from rota.config import Settings
 from rota.errors import JobNotFound, PayloadTooLarge
 
-__all__ = ["dead", "enqueue", "job", "queue", "status"]
+__all__ = ["enqueue", "status"]
 
 
 def _value(text: str) -> Any:
@@ -29,12 +28,50 @@ def _value(text: str) -> Any:
         return text
 
 
+def _pairs(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """KEY=VALUE arguments as keyword arguments: a key must be a Python identifier (it
+    names a parameter of the handler), and a key given twice is a mistake, not a choice."""
+    kwargs: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key:
+            raise ExitError(f"{pair!r} is not KEY=VALUE")
+        if not key.isidentifier():
+            raise ExitError(f"{pair!r}: the key {key!r} is not a parameter name")
+        if key in kwargs:
+            raise ExitError(f"{pair!r}: {key} is given twice")
+        kwargs[key] = _value(text)
+    return kwargs
+
+
+def _run_at(delay: str | None, at: str | None) -> float | None:
+    """--in or --at as a Unix time; a time without an offset is UTC, as for
+    ``Client.enqueue_at`` and the web API."""
+    if delay and at:
+        raise click.UsageError("give --in or --at, not both")
+    if delay:
+        return time.time() + parse_duration(delay)
+    if not at:
+        return None
+    try:
+        moment = datetime.fromisoformat(at)
+    except ValueError:
+        raise ExitError(f"--at: {at!r} is not an ISO-8601 time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
 @click.command()
 @click.argument("name")
 @click.argument("pairs", nargs=-1, metavar="[KEY=VALUE]...")
 @click.option("--args", "args_json", help="All args as one JSON object or array.")
 @click.option("--in", "delay", help="Run after this delay: 30s, 5m, 2h, 1d.")
-@click.option("--at", "at", help="Run at this time (ISO-8601, e.g. 2026-01-31T09:00:00+00:00).")
+@click.option(
+    "--at",
+    "at",
+    help="Run at this time, ISO-8601 (2026-01-31T09:00:00+01:00); without an offset, UTC.",
+)
 @click.option("--unique", help="Enqueue nothing while a live job holds this key.")
 @click.option(
     "--after",
@@ -60,6 +97,13 @@ async def enqueue(
 ) -> None:
     """Enqueue a job NAME with args given as KEY=VALUE pairs or --args JSON.
 
+    \b
+    Each KEY names a parameter of the handler (given once). Each VALUE is read
+    as JSON when it parses as JSON, else kept as text:
+      n=42 -> 42    ok=true -> True    ids=[1,2] -> [1, 2]    to=ada -> 'ada'
+      ver=1.10 -> 1.1 (a number): quote it to keep a string: 'ver="1.10"'
+    --args '{"ver": "1.10"}' gives every argument as JSON at once.
+
     With --after, the job waits until every job named completes, and ends dead if one
     of them ends dead or aborted."""
     args: tuple[Any, ...] = ()
@@ -77,24 +121,8 @@ async def enqueue(
             kwargs = parsed
         else:
             raise click.BadParameter("must be a JSON object or array", param_hint="--args")
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="KEY=VALUE")
-        kwargs[key] = _value(text)
-    if delay and at:
-        raise click.UsageError("give --in or --at, not both")
-    run_at = None
-    if delay:
-        run_at = time.time() + parse_duration(delay)
-    elif at:
-        try:
-            moment = datetime.fromisoformat(at)
-        except ValueError:
-            raise click.BadParameter(f"{at!r} is not an ISO-8601 time", param_hint="--at") from None
-        if moment.tzinfo is None:
-            moment = moment.astimezone()
-        run_at = moment.timestamp()
+    kwargs.update(_pairs(pairs))
+    run_at = _run_at(delay, at)
     spec = JobSpec(name=name, args=args, kwargs=kwargs, run_at=run_at, unique=unique, after=after)
     try:
         (job,) = await client.enqueue_many([spec])
@@ -209,159 +237,3 @@ async def status(client: Client, settings: Settings, as_json: bool, watch: float
         if not watch:
             return
         await anyio.sleep(watch)
-
-
-@click.group()
-def queue() -> None:
-    """Pause, resume, clear or rate-limit the queue of a job name."""
-
-
-@queue.command()
-@click.argument("name")
-@connection_options
-@with_client
-async def pause(client: Client, settings: Settings, name: str) -> None:
-    """Stop workers from taking jobs of NAME (running ones finish)."""
-    await client.pause(name)
-    click.echo(f"paused {name}")
-
-
-@queue.command()
-@click.argument("name")
-@connection_options
-@with_client
-async def resume(client: Client, settings: Settings, name: str) -> None:
-    """Let workers take jobs of NAME again."""
-    await client.resume(name)
-    click.echo(f"resumed {name}")
-
-
-@queue.command()
-@click.argument("name")
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-@connection_options
-@with_client
-async def clear(client: Client, settings: Settings, name: str, yes: bool) -> None:
-    """Delete every queued job of NAME."""
-    (info,) = await client.queues([name])
-    if not yes:
-        click.confirm(f"delete the {info.size} queued jobs of {name}?", abort=True)
-    click.echo(f"deleted {await client.clear_queue(name)} jobs")
-
-
-def _job_rows(jobs: list[Any]) -> list[list[Any]]:
-    return [
-        [
-            j.id,
-            j.name,
-            j.state,
-            j.attempts,
-            j.reason or "",
-            when(j.finished_at),
-            (j.error or "")[:80],
-        ]
-        for j in jobs
-    ]
-
-
-@click.group()
-def dead() -> None:
-    """List, retry or delete dead jobs."""
-
-
-@dead.command("list")
-@click.option("--limit", type=int, default=50, show_default=True)
-@click.option("--offset", type=int, default=0)
-@click.option("--json", "as_json", is_flag=True)
-@connection_options
-@with_client
-async def dead_list(
-    client: Client, settings: Settings, limit: int, offset: int, as_json: bool
-) -> None:
-    """Dead jobs, newest first."""
-    page = await client.page("dead", offset=offset, count=limit)
-    if as_json:
-        echo_json(
-            {
-                "total": page.total,
-                "offset": page.offset,
-                "jobs": [msgspec.structs.asdict(j) for j in page.jobs],
-            }
-        )
-        return
-    print_table(
-        f"dead jobs {offset + 1}-{offset + len(page.jobs)} of {page.total}",
-        ["id", "name", "state", "attempts", "reason", "died", "error"],
-        _job_rows(page.jobs),
-    )
-
-
-def _ids_or_all(ids: tuple[str, ...], all_: bool) -> list[str] | None:
-    if bool(ids) == all_:
-        raise click.UsageError("give job ids or --all")
-    return None if all_ else list(ids)
-
-
-@dead.command("retry")
-@click.argument("ids", nargs=-1)
-@click.option("--all", "all_", is_flag=True, help="Every dead job.")
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-@connection_options
-@with_client
-async def dead_retry(
-    client: Client, settings: Settings, ids: tuple[str, ...], all_: bool, yes: bool
-) -> None:
-    """Queue dead jobs again, with their failures reset."""
-    chosen = _ids_or_all(ids, all_)
-    if chosen is None and not yes:
-        total = (await client.set_sizes())["dead"]
-        click.confirm(f"retry all {total} dead jobs?", abort=True)
-    click.echo(f"retried {await client.retry('dead', chosen)} jobs")
-
-
-@dead.command("delete")
-@click.argument("ids", nargs=-1)
-@click.option("--all", "all_", is_flag=True, help="Every dead job.")
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-@connection_options
-@with_client
-async def dead_delete(
-    client: Client, settings: Settings, ids: tuple[str, ...], all_: bool, yes: bool
-) -> None:
-    """Delete dead jobs for good."""
-    chosen = _ids_or_all(ids, all_)
-    if not yes:
-        what = "all dead jobs" if chosen is None else f"{len(chosen)} dead jobs"
-        click.confirm(f"delete {what}?", abort=True)
-    click.echo(f"deleted {await client.delete('dead', chosen)} jobs")
-
-
-@click.group()
-def job() -> None:
-    """Inspect one job."""
-
-
-@job.command("show")
-@click.argument("job_id")
-@click.option("--json", "as_json", is_flag=True)
-@connection_options
-@with_client
-async def job_show(client: Client, settings: Settings, job_id: str, as_json: bool) -> None:
-    """Everything stored about job JOB_ID, and the jobs it waits for and that wait
-    for it, with their states."""
-    record = await client.job(job_id)
-    if record is None:
-        raise ExitError(f"no job {job_id}", code=1)
-    rel = await relations(client, record)
-    if as_json:
-        echo_json({**msgspec.structs.asdict(record), **rel})
-        return
-    for key, value in msgspec.structs.asdict(record).items():
-        if value is None or key in ("after", "group", "waits_group"):
-            continue
-        if key == "pending" and record.state != "waiting":
-            continue
-        if key.endswith("_at"):
-            value = f"{when(value)} ({age(value)} ago)"
-        click.echo(f"{key:>12}  {value}")
-    print_relations(record, rel)

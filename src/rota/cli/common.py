@@ -22,11 +22,14 @@ from rota.outage import MEANING, Condition, condition
 __all__ = [
     "ExitError",
     "connection_options",
+    "page_options",
     "parse_duration",
     "preflight",
     "redis_trouble",
     "resolve",
+    "seconds_option",
     "with_client",
+    "yes_option",
 ]
 
 P = ParamSpec("P")
@@ -54,12 +57,74 @@ def connection_options(f: Callable[P, T]) -> Callable[P, T]:
     return f
 
 
+def _count(lo: int) -> Callable[[click.Context, click.Parameter, str], int]:
+    """A callback reading an integer of at least ``lo``; anything else stops the command
+    with one line and exit code 2, as the web API answers 400 to the same values."""
+
+    def check(ctx: click.Context, param: click.Parameter, text: str) -> int:
+        flag = f"--{param.name}"
+        try:
+            value = int(text)
+        except ValueError:
+            raise ExitError(f"{flag}: expected an integer, got {text!r}") from None
+        if value < lo:
+            raise ExitError(f"{flag}: must be at least {lo}, got {value}")
+        return value
+
+    return check
+
+
+def page_options(default_limit: int = 50) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """--limit (at least 1) and --offset (at least 0) of a listing."""
+
+    def decorate(f: Callable[P, T]) -> Callable[P, T]:
+        f = click.option(
+            "--offset",
+            default="0",
+            metavar="N",
+            callback=_count(0),
+            help="Skip this many (default 0).",
+        )(f)
+        f = click.option(
+            "--limit",
+            default=str(default_limit),
+            metavar="N",
+            callback=_count(1),
+            help=f"List at most this many (default {default_limit}).",
+        )(f)
+        return f
+
+    return decorate
+
+
+def yes_option(f: Callable[P, T]) -> Callable[P, T]:
+    """-y/--yes: act without asking (what scripts and pipelines give)."""
+    return click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")(f)
+
+
 def resolve(config_file: Path | None, base: dict[str, Any] | None = None, **flags: Any) -> Settings:
-    """Settings from every source; a bad value stops the command with exit code 2."""
+    """Settings from every source; a bad value stops the command with exit code 2 and a
+    line naming where it came from: the file, the ``ROTA_*`` variable, or the flag."""
     try:
-        return load_settings(config_file, base=base, **flags)
+        settings = load_settings(config_file, base=base)
     except ConfigError as exc:
         raise ExitError(str(exc)) from None
+    given = {k: v for k, v in flags.items() if v is not None}
+    for key, value in given.items():
+        try:
+            settings.replace(**{key: value})
+        except ConfigError as exc:
+            raise ExitError(f"--{key.replace('_', '-')}: {_bare(key, str(exc))}") from None
+    try:
+        return settings.replace(**given)
+    except ConfigError as exc:  # two flags that do not go together
+        raise ExitError(str(exc).replace("(from override)", "(from the flags)")) from None
+
+
+def _bare(key: str, message: str) -> str:
+    """A settings message without the setting's name and its source (the caller names
+    the flag instead)."""
+    return re.sub(r" \(from override\)$", "", message).removeprefix(f"{key}: ")
 
 
 def with_client(
@@ -136,6 +201,26 @@ async def check_redis(client: Client, settings: Settings) -> None:
 
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def seconds_option(
+    name: str, default: float, what: str
+) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """A duration flag (30s, 5m, 2h) for the setting ``name``; its help shows the
+    setting's default, while the flag itself defaults to None so that the code, the file
+    and ``ROTA_*`` variables still apply when it is not given."""
+
+    def check(ctx: click.Context, param: click.Parameter, text: str | None) -> float | None:
+        if text is None:
+            return None
+        try:
+            return parse_duration(text)
+        except click.BadParameter as exc:
+            raise ExitError(f"--{name}: {exc.message}") from None
+
+    return click.option(
+        f"--{name}", metavar="DURATION", callback=check, help=f"{what} (default {default:g}s)."
+    )
 
 
 def parse_duration(text: str) -> float:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import click
 
-from rota.cli.admin import queue
 from rota.cli.common import ExitError, connection_options, with_client
+from rota.cli.operate import queue
 from rota.client import Client
 from rota.config import Settings
 

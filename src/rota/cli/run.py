@@ -11,11 +11,19 @@ import click
 import msgspec
 
 from rota.access import explain
-from rota.cli.common import ExitError, connection_options, redis_trouble, resolve
+from rota.cli.common import (
+    ExitError,
+    connection_options,
+    redis_trouble,
+    resolve,
+    seconds_option,
+)
 from rota.config import Settings
 from rota.logging import configure_logging
 
 __all__ = ["demo", "worker"]
+
+_DEFAULTS = Settings()
 
 
 def _child_env(settings: Settings) -> dict[str, str]:
@@ -30,7 +38,22 @@ def _child_env(settings: Settings) -> dict[str, str]:
 
 @click.command()
 @click.argument("target")
-@click.option("-c", "--concurrency", type=int, help="Jobs run at once by each process.")
+@click.option(
+    "-c",
+    "--concurrency",
+    type=int,
+    help=f"Jobs run at once by each process (default {_DEFAULTS.concurrency}).",
+)
+@seconds_option(
+    "lease", _DEFAULTS.lease, "How long a job is held before another pool may take it over"
+)
+@seconds_option("grace", _DEFAULTS.grace, "How long running jobs may finish on SIGTERM")
+@click.option(
+    "--prefetch",
+    type=int,
+    help="Jobs leased ahead of free workers while jobs are short (at most the"
+    f" concurrency); 0: none (default {_DEFAULTS.prefetch}).",
+)
 @click.option(
     "--processes",
     type=click.IntRange(1, 256),
@@ -44,7 +67,9 @@ def _child_env(settings: Settings) -> dict[str, str]:
 )
 @connection_options
 def worker(target: str, processes: int, config_file: Path | None, **flags: Any) -> None:
-    """Run the WorkerPool TARGET (module:attribute, e.g. app.jobs:pool) until SIGTERM."""
+    """Run the WorkerPool TARGET (module:attribute, e.g. app.jobs:pool) until SIGTERM.
+
+    A flag given here wins over the pool's code, the config file and ROTA_* variables."""
     from rota.daemon import load_pool, run_pool, supervise
 
     try:
@@ -66,9 +91,11 @@ def worker(target: str, processes: int, config_file: Path | None, **flags: Any) 
 
 
 @click.command()
-@click.option("--app", default="examples.jobs:pool", show_default=True, help="The pool to run.")
 @click.option(
-    "--rate", type=float, default=5.0, show_default=True, help="Example jobs enqueued per second."
+    "--app", default="rota.examples.jobs:pool", show_default=True, help="The pool to run."
+)
+@click.option(
+    "--rate", type=float, default=2.0, show_default=True, help="Example jobs enqueued per second."
 )
 @connection_options
 def demo(app: str, rate: float, config_file: Path | None, **flags: Any) -> None:

@@ -1,5 +1,5 @@
-"""Workflow commands: ``group show`` and ``waiting list|delete``, and what ``job show``
-prints about a job's parents, children and group."""
+"""Workflow commands: ``group show``, and what ``job show`` prints about a job's
+parents, children and group (``waiting`` is one of the job sets: see sets.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
-import msgspec
 
-from rota.cli.common import ExitError, connection_options, with_client
+from rota.cli.common import ExitError, connection_options, page_options, with_client
 from rota.cli.output import echo_json, print_table, when
 from rota.client import Client
 from rota.config import Settings
@@ -17,7 +16,7 @@ from rota.errors import JobNotFound
 from rota.protocol.job import JobRecord
 from rota.workflow import GroupProgress
 
-__all__ = ["group", "related", "relations", "waiting"]
+__all__ = ["group", "related", "relations"]
 
 #: The state shown for a job whose record is gone (expired, or deleted).
 MISSING = "missing"
@@ -54,18 +53,6 @@ async def related(client: Client, ids: Sequence[str]) -> list[dict[str, Any]]:
     return out
 
 
-def _progress(p: GroupProgress) -> dict[str, Any]:
-    return {
-        "id": p.id,
-        "total": p.total,
-        "done": p.done,
-        "failed": p.failed,
-        "finished": p.finished,
-        "then": p.then,
-        "created_at": p.created_at,
-    }
-
-
 async def _group_progress(client: Client, group_id: str | None) -> GroupProgress | None:
     if not group_id:
         return None
@@ -88,7 +75,7 @@ async def relations(client: Client, record: JobRecord) -> dict[str, Any]:
         "parents": found[: len(parents)],
         "children": found[len(parents) : len(parents) + len(kids)],
         "callback": found[-1] if callback else None,
-        "group_progress": _progress(progress) if progress is not None else None,
+        "group_progress": progress.as_dict() if progress is not None else None,
     }
 
 
@@ -125,8 +112,7 @@ def group() -> None:
 
 @group.command("show")
 @click.argument("group_id")
-@click.option("--limit", type=int, default=50, show_default=True, help="Members to list.")
-@click.option("--offset", type=int, default=0)
+@page_options()
 @click.option("--json", "as_json", is_flag=True)
 @connection_options
 @with_client
@@ -134,8 +120,6 @@ async def group_show(
     client: Client, settings: Settings, group_id: str, limit: int, offset: int, as_json: bool
 ) -> None:
     """Progress (done / failed / total), callback and members of group GROUP_ID."""
-    if limit < 1 or offset < 0:
-        raise click.BadParameter("--limit must be at least 1 and --offset at least 0")
     try:
         progress = await client.group_progress(group_id)
     except JobNotFound as exc:
@@ -145,9 +129,9 @@ async def group_show(
     then = found[-1] if progress.then else None
     members = found[: len(ids)]
     if as_json:
-        echo_json({**_progress(progress), "then": then, "offset": offset, "members": members})
+        echo_json({**progress.as_dict(), "then": then, "offset": offset, "members": members})
         return
-    click.echo(f"group {group_id}: {_counts(_progress(progress))}")
+    click.echo(f"group {group_id}: {_counts(progress.as_dict())}")
     if progress.created_at:
         click.echo(f"created {when(progress.created_at)}")
     click.echo(f"then {_line(then)}" if then else "then (no callback)")
@@ -156,63 +140,3 @@ async def group_show(
         ["id", "name", "state"],
         [[m["id"], m["name"] or "", m["state"]] for m in members],
     )
-
-
-@click.group()
-def waiting() -> None:
-    """List or delete jobs waiting for other jobs to complete."""
-
-
-@waiting.command("list")
-@click.option("--limit", type=int, default=50, show_default=True)
-@click.option("--offset", type=int, default=0)
-@click.option("--json", "as_json", is_flag=True)
-@connection_options
-@with_client
-async def waiting_list(
-    client: Client, settings: Settings, limit: int, offset: int, as_json: bool
-) -> None:
-    """Waiting jobs, the longest waiting first."""
-    page = await client.page("waiting", offset=offset, count=limit)
-    if as_json:
-        echo_json(
-            {
-                "total": page.total,
-                "offset": page.offset,
-                "jobs": [msgspec.structs.asdict(j) for j in page.jobs],
-            }
-        )
-        return
-    print_table(
-        f"waiting jobs {offset + 1}-{offset + len(page.jobs)} of {page.total}",
-        ["id", "name", "pending", "waits for", "enqueued"],
-        [
-            [
-                j.id,
-                j.name,
-                j.pending,
-                " ".join([*j.after, *([f"group:{j.waits_group}"] if j.waits_group else [])]),
-                when(j.enqueued_at),
-            ]
-            for j in page.jobs
-        ],
-    )
-
-
-@waiting.command("delete")
-@click.argument("ids", nargs=-1)
-@click.option("--all", "all_", is_flag=True, help="Every waiting job.")
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-@connection_options
-@with_client
-async def waiting_delete(
-    client: Client, settings: Settings, ids: tuple[str, ...], all_: bool, yes: bool
-) -> None:
-    """Delete waiting jobs for good (the jobs waiting for them end dead)."""
-    if bool(ids) == all_:
-        raise click.UsageError("give job ids or --all")
-    chosen = None if all_ else list(ids)
-    if not yes:
-        what = "all waiting jobs" if chosen is None else f"{len(chosen)} waiting jobs"
-        click.confirm(f"delete {what}?", abort=True)
-    click.echo(f"deleted {await client.delete('waiting', chosen)} jobs")

@@ -143,18 +143,6 @@ def _int(text: str | None) -> int:
         return 0
 
 
-def _progress_dict(p: GroupProgress) -> dict[str, Any]:
-    return {
-        "id": p.id,
-        "total": p.total,
-        "done": p.done,
-        "failed": p.failed,
-        "finished": p.finished,
-        "then": p.then,
-        "created_at": p.created_at,
-    }
-
-
 async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
     """Everything stored about a job, its log lines, and the jobs it is tied to: its
     parents and children as ``{id, name, state}``, and the group it is a member or the
@@ -202,7 +190,7 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
         children=children,
         children_total=len(kids),
         callback=callback,
-        group_progress=_progress_dict(progress) if progress is not None else None,
+        group_progress=progress.as_dict() if progress is not None else None,
     )
     return out
 
@@ -224,7 +212,7 @@ async def group_detail(
     ids = [_t(m) for m in _read(members) or ()]
     found = await rels(client, ids + ([progress.then] if progress.then else []))
     return {
-        **_progress_dict(progress),
+        **progress.as_dict(),
         "then": found[-1] if progress.then else None,
         "offset": offset,
         "limit": limit,

@@ -19,7 +19,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from rota import __version__
 from rota.client import Client
-from rota.config import Settings, load_settings
+from rota.config import Settings, describe, load_settings
 from rota.outage import condition
 from rota.protocol.job import Reason, validate_name
 from rota.worker.acker import Acker
@@ -296,6 +296,9 @@ class WorkerPool:
         await tg.start(run_background)
         tg.start_soon(run_fetcher)
         tg.start_soon(run_workers)
+        # Where each setting that is not a default came from: a config file in the working
+        # directory or a ROTA_* variable silently beats what the code passed otherwise.
+        log.info("settings", pool=rt.pool_id, **describe(s))
         log.info(
             "pool started",
             pool=rt.pool_id,

@@ -10,7 +10,8 @@ another primary, each with a worker pool in its own process started with a
 2. namespace B's slot migrates to C's primary, by the steps ``redis-cli --cluster
    reshard`` takes (``SETSLOT IMPORTING``/``MIGRATING``, ``MIGRATE`` in batches,
    ``SETSLOT NODE``): B's scripts wait while the keys move (``ASK``) and its pool
-   follows ``MOVED`` to the new owner.
+   follows ``MOVED`` to the new owner. That node's function library is flushed first,
+   so B's pool (and C's) must load it there again by themselves.
 
 Every job completes, none is lost, no pool exits. ``ROTA_LONG=1``: 5,000 jobs.
 """
@@ -122,9 +123,12 @@ def test_three_namespaces_through_a_failover_and_a_slot_migration(
     if failover == "kill":
         poll(cluster.ok, within=30, what="the cluster state ok again")
     started = time.monotonic()
-    moved_keys = migrate_slot(cluster, _slot(b), cluster.owner(_slot(c)))
+    target = cluster.owner(_slot(c))
+    with target.client(socket_timeout=5) as r:
+        r.execute_command("FUNCTION", "FLUSH")
+    moved_keys = migrate_slot(cluster, _slot(b), target)
     migration_s = time.monotonic() - started
-    assert cluster.owner(_slot(b)).port == cluster.owner(_slot(c)).port
+    assert cluster.owner(_slot(b)).port == target.port
     for ns in (a, b, c):
 
         def done(ns: str = ns) -> bool:
@@ -137,6 +141,8 @@ def test_three_namespaces_through_a_failover_and_a_slot_migration(
             details=fleet.tails,
         )
     assert [w for w in workers if not w.alive] == [], f"a pool exited\n{fleet.tails()}"
+    with target.client(socket_timeout=5) as r:  # loaded again where B and C now run
+        assert r.execute_command("FUNCTION", "LIST")
     fleet.close()
     figures: dict[str, object] = {
         "failover": failover,

@@ -271,10 +271,10 @@ def connect_topology(url: str, namespace: str | None, **options: Any) -> Redis:
     """A redis-py client of the primary that serves ``namespace`` under ``url``."""
     topo = parse(url)
     options.pop("db", None)
-    if topo.username is not None:
-        options.setdefault("username", topo.username)
+    if topo.username is not None:  # the URL's user and password win, as for redis://
+        options["username"] = topo.username
     if topo.password is not None:
-        options.setdefault("password", topo.password)
+        options["password"] = topo.password
     sentinel_password = options.pop("sentinel_password", None) or topo.sentinel_password
     if topo.kind == SENTINEL:
         sentinel_options: dict[str, Any] = {
@@ -298,8 +298,7 @@ def connect_topology(url: str, namespace: str | None, **options: Any) -> Redis:
             "redis_url: a redis+cluster:// connection serves one namespace: give the namespace"
         )
     slot = key_slot(("{" + namespace + "}:").encode())
-    pool = SlotOwnerPool(topo.nodes, slot, **options)
-    return Redis(connection_pool=pool, decode_responses=False)
+    return Redis.from_pool(SlotOwnerPool(topo.nodes, slot, **options))  # closes with it
 
 
 async def wait_replicas(conn: Any, replicas: int, timeout: float) -> int:  # noqa: ASYNC109

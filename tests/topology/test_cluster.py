@@ -26,6 +26,7 @@ import pytest
 import redis
 from redis.crc import key_slot
 
+from rota import Client
 from tests.chaos.harness import Audit, Fleet, Ledger, durations, enqueue_work, poll, report
 from tests.redis_server import RedisServer
 from tests.topology_servers import ClusterGroup
@@ -158,3 +159,17 @@ def test_three_namespaces_through_a_failover_and_a_slot_migration(
         figures[f"lost_{label}"] = len(audit.lost)
         figures[f"duplicate_runs_{label}"] = audit.duplicate_runs
     report("cluster_failover_and_migration", figures)
+
+
+@pytest.mark.timeout(60)
+async def test_clients_of_three_namespaces_talk_to_three_owners(
+    cluster_group: ClusterGroup,
+) -> None:
+    for ns in _namespaces(cluster_group):
+        owner = cluster_group.owner(_slot(ns))
+        async with Client.from_url(cluster_group.url, ns) as client:
+            job = await client.enqueue("work", ms=1)  # through the Link
+            assert (await client.job(job.id)) is not None  # through redis-py's pool
+            assert client.link is not None and client.link.port == owner.port
+        with owner.client() as r:
+            assert r.exists("{" + ns + "}:job:" + job.id)

@@ -139,6 +139,7 @@ class _Conn(asyncio.Protocol):
         self.closed: asyncio.Future[None] = loop.create_future()
         self.last_read = loop.time()
         self.timer: asyncio.TimerHandle | None = None
+        self.moved_to: tuple[str, int] | None = None  # where a MOVED reply sent us
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
@@ -198,10 +199,14 @@ class _Conn(asyncio.Protocol):
 
     def _moved(self, reply: errors.ResponseError) -> None:
         """After a reply that the data is served elsewhere, no new call uses this
-        connection (the next one connects again: to where ``locate`` says)."""
+        connection: the next one connects again, to the node a ``MOVED`` names, else to
+        where ``locate`` says."""
         text = str(reply)
         if isinstance(reply, errors.ReadOnlyError) or text.startswith(_ELSEWHERE):
             self.error = errors.ConnectionError(f"Redis server no longer serves the data: {text}")
+            host, colon, port = text.rpartition(" ")[2].rpartition(":")
+            if text.startswith("MOVED ") and colon and port.isdigit():
+                self.moved_to = (host, int(port))
 
     def fail(self, error: errors.RedisError) -> None:
         """Mark the connection unusable and fail every pending call with ``error``."""
@@ -390,7 +395,10 @@ class Link:
         where = f"unix socket {self.path}" if self.path else f"{self.host}:{self.port}"
         conn: _Conn | None = None
         try:
-            if self.locate is not None:
+            if old is not None and old.moved_to is not None and self.locate is not None:
+                self.host, self.port = old.moved_to
+                where = f"{self.host}:{self.port}"
+            elif self.locate is not None:
                 self.host, self.port = await self.locate()
                 where = f"{self.host}:{self.port}"
             async with asyncio.timeout(self.socket_connect_timeout):

@@ -16,6 +16,7 @@ from rota.cli.output import age, duration, echo_json, print_table
 from rota.client import Client, JobSpec
 from rota.config import Settings
 from rota.errors import JobNotFound, PayloadTooLarge
+from rota.protocol.keys import validate_namespace
 
 __all__ = ["enqueue", "status"]
 
@@ -222,18 +223,42 @@ def _print_status(data: dict[str, Any]) -> None:
     default=None,
     help="Refresh every N seconds (default 2) until Ctrl-C.",
 )
+@click.option(
+    "--also",
+    multiple=True,
+    metavar="NAMESPACE",
+    help="Show this namespace too, after --namespace (repeatable); --json then prints a list.",
+)
 @connection_options
 @with_client
-async def status(client: Client, settings: Settings, as_json: bool, watch: float | None) -> None:
+async def status(
+    client: Client, settings: Settings, as_json: bool, watch: float | None, also: tuple[str, ...]
+) -> None:
     """Queues, pools, busy workers and totals."""
-    while True:
-        data = await _status(client, settings)
-        if watch:
-            click.clear()
-        if as_json:
-            echo_json(data)
-        else:
-            _print_status(data)
-        if not watch:
-            return
-        await anyio.sleep(watch)
+    try:
+        names = [validate_namespace(ns) for ns in dict.fromkeys(also) if ns != client.namespace]
+    except ValueError as exc:
+        raise ExitError(f"--also: {exc}") from None
+    others = [Client.from_settings(settings.replace(namespace=ns)) for ns in names]
+    try:
+        while True:
+            await _show([client, *others], settings, as_json, clear=bool(watch))
+            if not watch:
+                return
+            await anyio.sleep(watch)
+    finally:
+        for other in others:
+            await other.close()
+
+
+async def _show(clients: list[Client], settings: Settings, as_json: bool, clear: bool) -> None:
+    shown = [await _status(c, settings.replace(namespace=c.namespace)) for c in clients]
+    if clear:
+        click.clear()
+    if as_json:
+        echo_json(shown if len(shown) > 1 else shown[0])
+        return
+    for i, data in enumerate(shown):
+        if i:
+            click.echo()
+        _print_status(data)

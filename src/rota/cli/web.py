@@ -13,6 +13,7 @@ from rota.config import Settings
 from rota.connection import redacted
 from rota.errors import ConfigError
 from rota.logging import configure_logging
+from rota.protocol.keys import validate_namespace
 
 if TYPE_CHECKING:
     from rota.web import Auth
@@ -78,6 +79,14 @@ def _credentials(basic: str | None, token: str | None, settings: Settings) -> Au
     metavar="ADDRESS",
     help="A reverse proxy whose X-Forwarded-For/-Proto headers are believed (repeatable).",
 )
+@click.option(
+    "--also",
+    "also",
+    multiple=True,
+    metavar="NAMESPACE",
+    help="Show this namespace too, beside --namespace (repeatable): a switch in the"
+    " header, ?ns= in the API.",
+)
 @connection_options
 def web(
     bind: str,
@@ -85,6 +94,7 @@ def web(
     token: str | None,
     insecure_open: bool,
     trusted_proxies: tuple[str, ...],
+    also: tuple[str, ...],
     config_file: Path | None,
     redis_url: str | None,
     namespace: str | None,
@@ -114,13 +124,17 @@ def web(
     except OSError as exc:
         raise ExitError(f"--bind: cannot listen on {bind}: {exc.strerror or exc}") from None
     try:
-        app = create_app(settings, auth=auth, allowed_hosts=hosts_for(host))
+        for ns in also:
+            validate_namespace(ns)
+        app = create_app(settings, auth=auth, allowed_hosts=hosts_for(host), namespaces=also)
         preflight(settings)  # a wrong password, ACL, TLS or no Redis: one line, now
     except ConfigError as exc:  # names the setting
         sock.close()
         raise ExitError(str(exc)) from None
     except ValueError as exc:
         sock.close()
+        if str(exc).startswith("invalid namespace"):
+            raise ExitError(f"--also: {exc}") from None
         raise ExitError(f"redis_url: {exc}") from None
     except ExitError:
         sock.close()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from http import HTTPStatus
 from pathlib import Path
 
@@ -109,25 +109,35 @@ def create_app(
     auth: Auth | None = None,
     allowed_hosts: frozenset[str] | None = None,
     client: Client | None = None,
+    namespaces: Sequence[str] = (),
 ) -> Starlette:
     """The web UI and API of ``settings.namespace``.
 
     ``auth``: credentials that open it (none: open to whoever reaches it).
     ``allowed_hosts``: Host header names answered (None: any); ``rota web`` passes the
     loopback names when it listens on loopback. ``client``: use this client instead of
-    one made from ``settings`` (it is not closed). Raises ``ValueError`` when
-    ``settings.redis_url`` is not a Redis URL.
+    one made from ``settings`` (it is not closed). ``namespaces``: more namespaces to
+    show beside ``settings.namespace`` (a switch in the header; ``?ns=`` in the API), each
+    reached as the settings say, on the node that holds it in a cluster. Raises
+    ``ValueError`` when ``settings.redis_url`` is not a Redis URL.
     """
     own = client is None
     if client is None:  # ValueError for a URL that is not one
         client = Client.from_settings(settings)
-    state = WebState(settings, auth or Auth(), make_templates(), client)
+    others = {
+        ns: Client.from_settings(settings.replace(namespace=ns))
+        for ns in dict.fromkeys(namespaces)
+        if ns != settings.namespace
+    }
+    state = WebState(settings, auth or Auth(), make_templates(), client, others)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
             yield
         finally:
+            for each in others.values():
+                await each.close()
             if own:
                 await state.client.close()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import jinja2
@@ -19,6 +19,7 @@ from rota.config import Settings
 from rota.web.security import Auth
 
 __all__ = [
+    "NS_COOKIE",
     "ApiError",
     "JSONResponse",
     "WebState",
@@ -49,14 +50,23 @@ class JSONResponse(Response):
         return msgspec.json.encode(content)
 
 
+#: The cookie that remembers which namespace a browser looks at.
+NS_COOKIE: Final = "rota_ns"
+
+
 @dataclass
 class WebState:
-    """Everything a request handler needs, kept on ``app.state.rota``."""
+    """Everything a request handler needs, kept on ``app.state.rota``. ``clients``: one
+    per namespace the UI shows, the first being ``client`` (``settings.namespace``)."""
 
     settings: Settings
     auth: Auth
     templates: jinja2.Environment
     client: Client
+    clients: dict[str, Client] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.clients = {self.client.namespace: self.client, **self.clients}
 
 
 def state_of(request: Request) -> WebState:
@@ -65,7 +75,17 @@ def state_of(request: Request) -> WebState:
 
 
 def client_of(request: Request) -> Client:
-    return state_of(request).client
+    """The client of the namespace the request asks for: ``?ns=`` (an unknown one is a
+    404), else the browser's choice (its cookie), else the first."""
+    st = state_of(request)
+    asked = request.query_params.get("ns")
+    if asked is not None:
+        if asked not in st.clients:
+            raise ApiError(
+                404, f"namespace {asked[:80]!r} is not shown here: {', '.join(st.clients)}"
+            )
+        return st.clients[asked]
+    return st.clients.get(request.cookies.get(NS_COOKIE, ""), st.client)
 
 
 def int_param(request: Request, name: str, default: int, lo: int, hi: int) -> int:
@@ -166,7 +186,8 @@ def render(
     base = {
         "request": request,
         "path": request.url.path,
-        "namespace": st.settings.namespace,
+        "namespace": client_of(request).namespace,
+        "namespaces": list(st.clients),
         "csrf": request.state.csrf,
         "auth": st.auth,
         "logged_in": bool(st.auth.token) and "rota_session" in request.cookies,

@@ -15,7 +15,7 @@ from starlette.routing import BaseRoute, Route
 
 from rota.protocol.job import validate_name
 from rota.web import views
-from rota.web.base import client_of, local_path, render, state_of, with_notice
+from rota.web.base import NS_COOKIE, client_of, local_path, render, state_of, with_notice
 from rota.web.charts import bar_chart
 from rota.web.graph import STATES, layout
 from rota.web.security import SESSION_COOKIE
@@ -167,6 +167,16 @@ async def _next(request: Request, default: str) -> str:
     return local_path(value if isinstance(value, str) else None, default)
 
 
+async def switch_namespace(request: Request) -> Response:
+    """Look at another of the namespaces this UI shows (remembered in a cookie)."""
+    name = request.path_params["name"]
+    if name not in state_of(request).clients:
+        raise HTTPException(404, f"namespace {name} is not shown here")
+    response = RedirectResponse("/", status_code=303)
+    response.set_cookie(NS_COOKIE, name, httponly=True, samesite="strict", path="/")
+    return response
+
+
 async def queue_action(request: Request) -> Response:
     name, action = request.path_params["name"], request.path_params["action"]
     client = client_of(request)
@@ -285,6 +295,7 @@ def _routes() -> list[BaseRoute]:
         Route("/flows/{job_id}", flow),
         Route("/groups/{group_id}", group),
         Route("/redis", redis_page),
+        Route("/ns/{name}", switch_namespace),
         Route("/login", login, methods=["GET", "POST"]),
         Route("/logout", logout, methods=["POST"]),
     ]

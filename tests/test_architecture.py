@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "rota.protocol": 0,
     "rota.errors": 0,
     "rota.link": 0,
+    "rota.resp": 0,
     "rota.logging": 0,
     "rota.embedded": 0,
     "rota.tracing": 0,

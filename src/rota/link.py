@@ -35,204 +35,27 @@ there. Close it (``aclose``) before its loop ends, as any asyncio connection.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import socket
 import ssl
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, Final, Self, cast
+from typing import Any, Final, Self
 
-import hiredis
 import redis.exceptions as errors
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
 
+from rota.resp import Wire, encode
+
 __all__ = ["Arg", "Batch", "Link"]
 
 Arg = str | bytes | int | float
-_Entry = tuple["asyncio.Future[Any] | None", float, list[Any] | None]
-
 _BLOCKING: Final = frozenset(
     form
     for name in ("BLPOP", "BRPOP", "BRPOPLPUSH", "BLMOVE", "BZPOPMIN", "BZPOPMAX")
     for form in (name, name.lower(), name.encode(), name.lower().encode())
 )
-_CODES: Final[dict[str, type[errors.RedisError]]] = {
-    "NOSCRIPT": errors.NoScriptError,
-    "WRONGPASS": errors.AuthenticationError,
-    "NOAUTH": errors.AuthenticationError,
-    "NOPERM": errors.NoPermissionError,
-    "LOADING": errors.BusyLoadingError,
-    "READONLY": errors.ReadOnlyError,
-    "OOM": errors.OutOfMemoryError,
-    "EXECABORT": errors.ExecAbortError,
-}
-_ERR: Final[dict[str, type[errors.RedisError]]] = {
-    "max number of clients reached": errors.ConnectionError,
-    "invalid password": errors.AuthenticationError,
-}
-
-_LOST: Final = errors.ConnectionError("Connection to Redis lost")
-#: Replies that say the server no longer serves the data: connect again elsewhere.
-_ELSEWHERE: Final = ("READONLY ", "UNBLOCKED ", "MOVED ")
-
-
-def _error(message: str) -> errors.RedisError:
-    """An error reply as redis-py makes it: a code it knows picks the class and is cut off."""
-    code, _, rest = message.partition(" ")
-    if code == "ERR":
-        return _ERR.get(rest, errors.ResponseError)(rest)
-    kind = _CODES.get(code)
-    return errors.ResponseError(message) if kind is None else kind(rest)
-
-
-def _encode(args: Sequence[Any]) -> bytes:
-    """One command in RESP2, with redis-py's rules for argument types."""
-    if not args:
-        raise errors.DataError("a command needs a name")
-    parts = [b"*%d\r\n" % len(args)]
-    for arg in args:
-        kind = type(arg)  # the common types first: this runs for every argument
-        if kind is str:
-            data = arg.encode()
-        elif kind is bytes:
-            data = arg
-        elif kind is int:
-            data = b"%d" % arg
-        else:
-            data = _convert(arg)
-        if len(data) < 4096:
-            parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
-        else:  # a large value is copied once, by the join
-            parts += (b"$%d\r\n" % len(data), data, b"\r\n")
-    return b"".join(parts)
-
-
-def _convert(arg: object) -> bytes:
-    if isinstance(arg, float):
-        return repr(arg).encode()
-    if isinstance(arg, bytes | bytearray | memoryview):
-        return bytes(arg)
-    if isinstance(arg, str):
-        return arg.encode()
-    if isinstance(arg, int) and not isinstance(arg, bool):
-        return b"%d" % arg
-    raise errors.DataError(
-        f"Invalid input of type: {type(arg).__name__!r}."
-        " Convert to a bytes, string, int or float first."
-    )
-
-
-class _Conn(asyncio.Protocol):
-    """One open connection: the futures of its pending replies, in order."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float | None) -> None:
-        self.loop = loop
-        self.timeout = math.inf if timeout is None else timeout
-        self.transport: asyncio.Transport | None = None
-        self.reader = hiredis.Reader(replyError=_error)
-        self.pending: deque[_Entry] = deque()
-        self.error: errors.RedisError | None = None  # set once the connection is unusable
-        self.writable: asyncio.Future[None] | None = None  # while the write buffer is full
-        self.closed: asyncio.Future[None] = loop.create_future()
-        self.last_read = loop.time()
-        self.timer: asyncio.TimerHandle | None = None
-        self.moved_to: tuple[str, int] | None = None  # where a MOVED reply sent us
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
-        if self.timeout < math.inf:
-            self.timer = self.loop.call_later(self._every(), self._watch)
-
-    def data_received(self, data: bytes) -> None:
-        self.reader.feed(data)
-        self.last_read = self.loop.time()
-        pending = self.pending
-        try:
-            while (reply := self.reader.gets()) is not False:
-                future, _, into = pending.popleft()
-                if isinstance(reply, errors.ResponseError) and self.error is None:
-                    self._moved(reply)
-                if into is not None:
-                    into.append(reply)
-                    reply = into
-                if future is None or future.done():  # one of many, or its caller left
-                    continue
-                if isinstance(reply, errors.RedisError):
-                    future.set_exception(reply)
-                else:
-                    future.set_result(reply)
-        except (hiredis.ProtocolError, IndexError) as exc:  # garbage, or a reply nobody asked
-            self.abort(errors.ConnectionError(f"Protocol error from Redis: {exc!r}"))
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.fail(errors.ConnectionError(f"Connection to Redis lost: {exc or 'closed'}"))
-        if self.timer is not None:
-            self.timer.cancel()
-        if not self.closed.done():
-            self.closed.set_result(None)
-
-    def pause_writing(self) -> None:
-        self.writable = self.loop.create_future()
-
-    def resume_writing(self) -> None:
-        if self.writable is not None and not self.writable.done():
-            self.writable.set_result(None)
-        self.writable = None
-
-    def send(self, data: bytes, deadline: float, count: int | None = None) -> asyncio.Future[Any]:
-        """Write one command, or ``count`` of them: the future gets the reply, or the list
-        of ``count`` replies."""
-        if self.error is not None or self.transport is None:
-            raise type(self.error or _LOST)(*(self.error or _LOST).args)
-        future = self.loop.create_future()
-        if count is None:
-            self.pending.append((future, deadline, None))
-        else:
-            into: list[Any] = []
-            self.pending.extend((None, deadline, into) for _ in range(count - 1))
-            self.pending.append((future, deadline, into))
-        self.transport.write(data)
-        return future
-
-    def _moved(self, reply: errors.ResponseError) -> None:
-        """After a reply that the data is served elsewhere, no new call uses this
-        connection: the next one connects again, to the node a ``MOVED`` names, else to
-        where ``locate`` says."""
-        text = str(reply)
-        if isinstance(reply, errors.ReadOnlyError) or text.startswith(_ELSEWHERE):
-            self.error = errors.ConnectionError(f"Redis server no longer serves the data: {text}")
-            host, colon, port = text.rpartition(" ")[2].rpartition(":")
-            if text.startswith("MOVED ") and colon and port.isdigit():
-                self.moved_to = (host, int(port))
-
-    def fail(self, error: errors.RedisError) -> None:
-        """Mark the connection unusable and fail every pending call with ``error``."""
-        if self.error is None:
-            self.error = error
-        while self.pending:
-            future, _, _ = self.pending.popleft()
-            if future is not None and not future.done():
-                future.set_exception(type(error)(*error.args))
-        self.resume_writing()
-
-    def abort(self, error: errors.RedisError) -> None:
-        self.fail(error)
-        if self.transport is not None:
-            with contextlib.suppress(RuntimeError):  # its event loop is closed already
-                self.transport.abort()
-
-    def _every(self) -> float:
-        return max(0.05, min(1.0, self.timeout / 4))
-
-    def _watch(self) -> None:
-        now = self.loop.time()
-        if self.pending and self.pending[0][1] < now and self.last_read + self.timeout < now:
-            self.abort(errors.TimeoutError(f"Timeout reading from Redis ({self.timeout} s)"))
-        else:
-            self.timer = self.loop.call_later(self._every(), self._watch)
 
 
 class Link:
@@ -264,8 +87,8 @@ class Link:
         self.socket_timeout = socket_timeout
         self.socket_keepalive = socket_keepalive and path is None
         self.locate = locate  # where to connect, asked at every connect (Sentinel, Cluster)
-        self._conn: _Conn | None = None
-        self._connecting: asyncio.Task[_Conn] | None = None
+        self._conn: Wire | None = None
+        self._connecting: asyncio.Task[Wire] | None = None
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Link:
@@ -326,7 +149,7 @@ class Link:
         ``block``: seconds the server may hold the reply back (a blocking read; None:
         the timeout argument of BLPOP, BRPOP, BLMOVE, BZPOPMIN... is used by itself).
         """
-        data = _encode(args)
+        data = encode(args)
         conn = self._conn
         if (
             conn is None
@@ -342,7 +165,7 @@ class Link:
     async def execute_many(self, commands: Iterable[Sequence[Arg]]) -> list[Any]:
         """Send many commands in one write; their replies in order, an error reply as an
         exception instance in its place (nothing is raised for those)."""
-        parts = [_encode(args) for args in commands]
+        parts = [encode(args) for args in commands]
         if not parts:
             return []
         conn = await self._ready()
@@ -373,7 +196,7 @@ class Link:
     ) -> None:
         await self.aclose()
 
-    async def _ready(self) -> _Conn:
+    async def _ready(self) -> Wire:
         """The open connection of this loop, once its write buffer has room."""
         loop = asyncio.get_running_loop()
         conn = self._conn
@@ -388,12 +211,12 @@ class Link:
             raise type(conn.error)(*conn.error.args)
         return conn
 
-    async def _open(self, loop: asyncio.AbstractEventLoop) -> _Conn:
+    async def _open(self, loop: asyncio.AbstractEventLoop) -> Wire:
         old, self._conn = self._conn, None
         if old is not None:  # broken, or of another event loop
             old.abort(errors.ConnectionError("Redis link reconnected"))
         where = f"unix socket {self.path}" if self.path else f"{self.host}:{self.port}"
-        conn: _Conn | None = None
+        conn: Wire | None = None
         try:
             if old is not None and old.moved_to is not None and self.locate is not None:
                 self.host, self.port = old.moved_to
@@ -404,11 +227,11 @@ class Link:
             async with asyncio.timeout(self.socket_connect_timeout):
                 if self.path:
                     _, conn = await loop.create_unix_connection(
-                        lambda: _Conn(loop, self.socket_timeout), self.path
+                        lambda: Wire(loop, self.socket_timeout), self.path
                     )
                 else:
                     _, conn = await loop.create_connection(
-                        lambda: _Conn(loop, self.socket_timeout),
+                        lambda: Wire(loop, self.socket_timeout),
                         self.host,
                         self.port,
                         ssl=self.ssl_context,
@@ -426,7 +249,7 @@ class Link:
                 if self.client_name:
                     hello.append(["CLIENT", "SETNAME", self.client_name])
                 if hello:
-                    data = b"".join(_encode(c) for c in hello)
+                    data = b"".join(encode(c) for c in hello)
                     for reply in await conn.send(data, math.inf, len(hello)):
                         if isinstance(reply, errors.RedisError):
                             raise reply

@@ -27,6 +27,7 @@ def test_every_key_has_the_hash_tag() -> None:
         k.dead,
         k.names,
         k.paused,
+        k.ready,
         k.limits,
         k.priorities,
         k.pools,

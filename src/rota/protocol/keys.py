@@ -45,6 +45,7 @@ _FIXED_KEYS: Final[dict[str, str]] = {
     "waiting": "waiting",
     "names": "names",
     "paused": "paused",
+    "ready": "ready",
     "limits": "limits",
     "priorities": "priorities",
     "pools": "pools",
@@ -159,6 +160,13 @@ class Keys:
     @property
     def paused(self) -> str:
         return self.prefix + "paused"
+
+    @property
+    def ready(self) -> str:
+        """Job names whose queue may hold runnable jobs: what a fetch visits. Every
+        script that fills a queue adds the name; a fetch removes it when it finds the
+        queue empty, the name paused or at its concurrency limit."""
+        return self.prefix + "ready"
 
     @property
     def limits(self) -> str:

@@ -2,12 +2,20 @@
 -- weighted round robin); names that are empty, paused or at their concurrency limit are
 -- skipped and the batch is filled from the remaining names: those given, then the
 -- optional fill names (the pool's other names, so that a batch of one whose name is
--- empty still finds work elsewhere).
+-- empty still finds work elsewhere). Only the names of the ready set are visited (read
+-- once per call), so a call costs the same whatever the number of names with nothing
+-- to run; a name found empty, paused or at its limit leaves the set.
 -- KEYS[1] namespace prefix
 -- ARGV now_ms (0: the server's time), lease_ms, pool_id, max_args_bytes, n, name_1 .. name_n,
---      [m, fill_1 .. fill_m]
--- Returns {jobs, buried}: jobs is flat, 11 entries per job (id, then FETCH_FIELDS of
--- protocol/job.py); buried lists the ids of entries made dead as bad payloads.
+--      [m, fill_1 .. fill_m, [c, check_1 .. check_c, [tell]]]
+--      check: names to add to the ready set first when their queue holds entries (a
+--      name whose wake token led to nothing: its jobs may have been pushed without
+--      the ready set, by plain commands or an older rota); they join the fill too.
+--      tell: '1' to have the ready set's names in the reply (a pool then sends as fill
+--      only the names it knows to be ready)
+-- Returns {jobs, buried} ({jobs, buried, ready} with tell): jobs is flat, 11 entries per
+-- job (id, then FETCH_FIELDS of protocol/job.py); buried lists the ids of entries made
+-- dead as bad payloads; ready, the names of the ready set at the end of the call.
 local now, lease, pool = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 if now == 0 then
   -- Sent ahead, queued behind the pool's BLPOP: the caller's clock was read before the
@@ -17,12 +25,44 @@ if now == 0 then
 end
 local max_args = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
-local fill = {}
-for i = 1, n do
-  fill[#fill + 1] = ARGV[5 + i]
+local m = tonumber(ARGV[6 + n]) or 0
+local ready = {}
+for _, name in ipairs(redis.call('SMEMBERS', K_READY)) do
+  ready[name] = true
 end
-for i = 1, tonumber(ARGV[6 + n]) or 0 do
-  fill[#fill + 1] = ARGV[6 + n + i]
+local c = tonumber(ARGV[7 + n + m]) or 0
+local tell = ARGV[8 + n + m + c] == '1'
+local checked = {}
+for i = 8 + n + m, 7 + n + m + c do
+  local name = ARGV[i]
+  if not ready[name] and queue_holds(name) then
+    mark_ready(name)
+    ready[name] = true
+    checked[#checked + 1] = name
+  end
+end
+-- The fill: the names given, then the fill names, then the names checked, those of
+-- the ready set only.
+local fill = {}
+local filled = {}
+for i = 1, n do
+  local name = ARGV[5 + i]
+  if ready[name] then
+    fill[#fill + 1] = name
+    filled[name] = true
+  end
+end
+for i = 1, m do
+  local name = ARGV[6 + n + i]
+  if ready[name] then
+    fill[#fill + 1] = name
+    filled[name] = true
+  end
+end
+for _, name in ipairs(checked) do
+  if not filled[name] then
+    fill[#fill + 1] = name
+  end
 end
 local deadline = str(now + lease)
 local MAX_BURY = 100
@@ -44,16 +84,31 @@ local function room(s)
   return s == true or (s ~= false and not (s <= 0))
 end
 
+-- A name leaves the ready set: its queue is empty, or it is paused or at its limit.
+-- (resume, and a finish that frees a slot, add it back.)
+local function unready(name)
+  if ready[name] then
+    redis.call('SREM', K_READY, name)
+    ready[name] = false
+  end
+end
+
 local function available(name)
   local s = status[name]
   if s == nil then
-    if redis.call('SISMEMBER', K_PAUSED, name) == 1 then
+    if not ready[name] then
       s = false
+    elseif redis.call('SISMEMBER', K_PAUSED, name) == 1 then
+      s = false
+      unready(name)
     else
       local limit = tonumber(redis.call('HGET', K_LIMITS, name))
       -- The running set is read once: this call counts its own leases as it makes them,
       -- and adds them to the set at the end.
       s = limit and limit - redis.call('ZCARD', key_running(name)) or true
+      if not room(s) then
+        unready(name)
+      end
     end
     status[name] = s
   end
@@ -102,6 +157,7 @@ local function take(name)
     local ok, id = pcall(redis.call, 'RPOP', qk)
     if not ok or not id then
       status[name] = false
+      unready(name)
       return false
     end
     local jk = key_job(id)
@@ -203,8 +259,12 @@ for name, entries in pairs(leased) do
   -- Pass the wake on: a queue that still holds jobs after this batch wakes one more
   -- waiting pool, so a burst reaches every idle pool, not only the few the enqueue woke.
   -- (A name with no room left under its limit is woken by the finish that frees a slot.)
-  if room(status[name]) and redis.call('LLEN', key_queue(name)) > 0 then
+  if not queue_holds(name) then
+    unready(name)
+  elseif room(status[name]) then
     wake(name)
+  else
+    unready(name) -- at its limit: the finish that frees a slot adds it back
   end
 end
 -- A queue whose bad entries this call stopped burying still holds entries: wake a pool
@@ -213,4 +273,13 @@ for name in pairs(cut) do
   wake(name)
 end
 flush_counts(now)
+if tell then
+  local names = {}
+  for name, yes in pairs(ready) do
+    if yes then
+      names[#names + 1] = name
+    end
+  end
+  return {out, buried, names}
+end
 return {out, buried}

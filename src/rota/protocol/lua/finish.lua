@@ -144,6 +144,11 @@ for name, ids in pairs(ended) do
   call_chunked('ZREM', key_running(name), ids)
 end
 for name in pairs(woken) do
+  -- A requeued job, or a slot freed under a limit: the queue is ready again (a fetch
+  -- took a name at its limit out of the ready set).
+  if queue_holds(name) then
+    mark_ready(name)
+  end
   wake(name)
 end
 flush_counts(now)

@@ -1,6 +1,7 @@
 -- Reclaim expired leases and forget dead pools. Idempotent: every pool runs it.
 -- A job whose lease expired goes back to the front of its queue with reason 'lost'
 -- (not a failure); after max_lost lost attempts it is a poison pill and goes dead.
+-- It also adds to the ready set every name whose queue holds jobs but is missing there.
 -- KEYS[1] namespace prefix
 -- ARGV now_ms, max_lost (default for jobs without a max_lost field), pool_expiry_ms, limit
 -- Returns {reclaimed ids, buried ids, forgotten pools}.
@@ -57,8 +58,17 @@ for _, name in ipairs(redis.call('SMEMBERS', K_NAMES)) do
       end
     end
     if woken then
+      mark_ready(name)
       wake(name)
     end
+  end
+  -- A queue holding jobs that the ready set does not name (pushed by plain commands
+  -- without the SADD, or by an older rota during an upgrade; or a name whose slot a
+  -- reclaimed lease freed) joins it, and a pool is woken for it.
+  if queue_holds(name) and redis.call('SISMEMBER', K_READY, name) == 0
+      and redis.call('SISMEMBER', K_PAUSED, name) == 0 then
+    mark_ready(name)
+    wake(name)
   end
 end
 local pools = redis.call('ZRANGEBYSCORE', K_POOLS, '-inf', now - pool_expiry, 'LIMIT', 0, limit)

@@ -20,6 +20,7 @@ def pool_settings(redis_url: str, namespace: str, **changes: Any) -> Settings:
         "namespace": namespace,
         "concurrency": 10,
         "keep_result": 0,
+        "keep_none": 0,
         "grace": 2.0,
     }
     values.update(changes)

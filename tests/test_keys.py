@@ -25,6 +25,7 @@ def test_every_key_has_the_hash_tag() -> None:
         k.scheduled,
         k.retry,
         k.dead,
+        k.complete,
         k.names,
         k.paused,
         k.ready,

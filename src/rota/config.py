@@ -36,6 +36,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     max_lost: int = 3
     max_args_bytes: int = 512 * 1024
     keep_result: float = 3600.0
+    keep_none: float = 60.0
+    complete_max_count: int = 100_000
     unique_ttl: float = 86400.0
     wake_timeout: float = 5.0
     scheduler_interval: float = 10.0
@@ -61,12 +63,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             "fetch_batch",
             "max_args_bytes",
             "dead_max_count",
+            "complete_max_count",
             "max_lost",
         )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name}: must be greater than 0, got {getattr(self, name)!r}")
-        for name in ("grace", "keep_result", "unique_ttl", "dead_max_age", "prefetch"):
+        for name in ("grace", "keep_result", "keep_none", "unique_ttl", "dead_max_age", "prefetch"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}: must not be negative, got {getattr(self, name)!r}")
         if self.lease <= self.heartbeat_interval:

@@ -42,6 +42,7 @@ _FIXED_KEYS: Final[dict[str, str]] = {
     "scheduled": "scheduled",
     "retry": "retry",
     "dead": "dead",
+    "complete": "complete",
     "waiting": "waiting",
     "names": "names",
     "paused": "paused",
@@ -141,6 +142,12 @@ class Keys:
     @property
     def dead(self) -> str:
         return self.prefix + "dead"
+
+    @property
+    def complete(self) -> str:
+        """Kept complete jobs: id -> time it completed (ms); the oldest beyond
+        ``complete_max_count`` are deleted by the finish that adds more."""
+        return self.prefix + "complete"
 
     @property
     def waiting(self) -> str:

@@ -112,7 +112,9 @@ class WorkerPool:
         ``priority`` (1-100000) weighs its queue in the round robin; ``max_fails``
         attempts before the job is dead (or dropped with ``skip_dead``); ``timeout`` in
         seconds per attempt; ``max_concurrency`` across every pool; ``backoff(n)``
-        seconds before retry n; ``keep_result`` seconds (0 deletes a complete job).
+        seconds before retry n; ``keep_result`` seconds (0 deletes a complete job; set
+        here, it also applies to the jobs that return None, which the pool otherwise keeps
+        ``keep_none`` seconds).
         """
 
         def register(f: F) -> F:

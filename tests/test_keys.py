@@ -29,6 +29,7 @@ def test_every_key_has_the_hash_tag() -> None:
         k.names,
         k.paused,
         k.ready,
+        k.leased,
         k.limits,
         k.priorities,
         k.pools,

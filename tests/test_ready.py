@@ -152,3 +152,35 @@ async def test_the_reaper_finds_queues_missing_from_the_ready_set(
         job_id = _old_enqueue(redis_sync, client, "old", token=False)
         await wait_until(lambda: job_id in ran, within=10)
         await client.pause("busy")
+
+
+async def test_a_usual_reaper_pass_visits_only_names_with_leases(
+    client: Client, redis_sync: redis.Redis
+) -> None:
+    for i in range(200):
+        await client.enqueue(f"n{i}")
+    await _fetch(client, ["n7"], [])  # one lease: n7 joins the leased set
+    assert {m.decode() for m in redis_sync.smembers(client.keys.leased)} == {"n7"}
+    before = _calls(redis_sync, "zrangebyscore")
+    now = _now()
+    await script("reap")(client.redis, client.keys.prefix, [now, 3, 15000, 100, "leased"])
+    assert _calls(redis_sync, "zrangebyscore") - before == 2  # n7's leases, and the pools
+
+
+async def test_a_full_reaper_pass_reclaims_leases_the_leased_set_lacks(
+    client: Client, redis_sync: redis.Redis
+) -> None:
+    """Leases of an older rota are not in the leased set: a full pass finds them."""
+    job = await client.enqueue("old")
+    await _fetch(client, ["old"], [])
+    redis_sync.delete(client.keys.leased)
+    redis_sync.zadd(client.keys.running("old"), {job.id: 1})  # expired long ago
+    args: list[str | int] = [_now(), 3, 15000, 100]
+    reclaimed, _, _ = await script("reap")(client.redis, client.keys.prefix, [*args, "leased"])
+    assert reclaimed == []
+    reclaimed, _, _ = await script("reap")(client.redis, client.keys.prefix, args)
+    assert [r.decode() for r in reclaimed] == [job.id]
+    assert _ready(redis_sync, client) == {"old"}
+    # The name has no lease left: it leaves the leased set at the next pass.
+    await script("reap")(client.redis, client.keys.prefix, args)
+    assert redis_sync.smembers(client.keys.leased) == set()

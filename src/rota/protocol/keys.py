@@ -47,6 +47,7 @@ _FIXED_KEYS: Final[dict[str, str]] = {
     "names": "names",
     "paused": "paused",
     "ready": "ready",
+    "leased": "leased",
     "limits": "limits",
     "priorities": "priorities",
     "pools": "pools",
@@ -174,6 +175,12 @@ class Keys:
         script that fills a queue adds the name; a fetch removes it when it finds the
         queue empty, the name paused or at its concurrency limit."""
         return self.prefix + "ready"
+
+    @property
+    def leased(self) -> str:
+        """Job names whose running set may hold leases: what most reaper passes visit.
+        A fetch adds the names it leases; the reaper removes those with none left."""
+        return self.prefix + "leased"
 
     @property
     def limits(self) -> str:

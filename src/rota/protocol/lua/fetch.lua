@@ -256,6 +256,7 @@ while missing > 0 and nburied < MAX_BURY do
 end
 for name, entries in pairs(leased) do
   call_chunked('ZADD', key_running(name), entries)
+  redis.call('SADD', K_LEASED, name) -- the reaper's usual passes visit these names
   -- Pass the wake on: a queue that still holds jobs after this batch wakes one more
   -- waiting pool, so a burst reaches every idle pool, not only the few the enqueue woke.
   -- (A name with no room left under its limit is woken by the finish that frees a slot.)

@@ -134,14 +134,15 @@ class Heartbeat:
 
 #: One reaper pass in this many visits every job name (the others visit the names with
 #: leases only): it finds leases made by an older rota and queues filled without the
-#: ready set, about once a minute with the default heartbeat.
+#: ready set, about once a minute with the default heartbeat. (A pool's start adds its
+#: own names' queues to the ready set itself.)
 FULL_PASS_EVERY = 12
 
 
 class Reaper:
     def __init__(self, rt: PoolRuntime) -> None:
         self.rt = rt
-        self.passes = 0
+        self.passes = 1  # the first full pass comes after FULL_PASS_EVERY - 1 others
 
     async def run(self) -> None:
         while True:

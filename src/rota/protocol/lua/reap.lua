@@ -14,7 +14,11 @@ local now, max_lost_default = tonumber(ARGV[1]), tonumber(ARGV[2])
 local pool_expiry, limit = tonumber(ARGV[3]), tonumber(ARGV[4])
 local full = ARGV[5] ~= 'leased'
 local reclaimed, buried, forgotten = {}, {}, {}
-for _, name in ipairs(redis.call('SMEMBERS', full and K_NAMES or K_LEASED)) do
+local leased = {}
+for _, name in ipairs(redis.call('SMEMBERS', K_LEASED)) do
+  leased[name] = true
+end
+for _, name in ipairs(full and redis.call('SMEMBERS', K_NAMES) or redis.call('SMEMBERS', K_LEASED)) do
   local rk = key_running(name)
   local ok, ids = pcall(redis.call, 'ZRANGEBYSCORE', rk, '-inf', now, 'LIMIT', 0, limit)
   if ok then
@@ -72,10 +76,10 @@ for _, name in ipairs(redis.call('SMEMBERS', full and K_NAMES or K_LEASED)) do
   -- an older rota, found by a full pass).
   local ok_n, held = pcall(redis.call, 'ZCARD', rk)
   if ok_n and held > 0 then
-    if full then
+    if not leased[name] then
       redis.call('SADD', K_LEASED, name)
     end
-  else
+  elseif leased[name] then
     redis.call('SREM', K_LEASED, name)
   end
   -- A queue holding jobs that the ready set does not name (pushed by plain commands

@@ -123,7 +123,6 @@ async def _round(r: Redis, url: str, names: int, jobs: int, concurrency: int, id
 
 
 async def _main(args: argparse.Namespace) -> int:
-    configure_logging(level="warning")
     rows: dict[int, list[Row]] = {k: [] for k in args.names}
     with RedisServer() as server:
         r = Redis.from_url(server.url)
@@ -176,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=positive_int, default=20_000)
     parser.add_argument("--concurrency", type=positive_int, default=100)
     parser.add_argument("--reps", type=positive_int, default=3)
-    parser.add_argument("--idle", type=float, default=5.0, help="seconds of idle pool measured")
+    parser.add_argument("--idle", type=float, default=6.0, help="seconds of idle pool measured")
     parser.add_argument("--slow-us", type=positive_int, default=1000)
     parser.add_argument("--breakdown", action="store_true", help="commands per job by name")
     parser.add_argument("--show-slow", action="store_true", help="print the slow calls")
@@ -185,4 +184,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    configure_logging(level="warning")
     raise SystemExit(main())

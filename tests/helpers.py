@@ -14,7 +14,8 @@ from rota import Settings
 
 
 def pool_settings(redis_url: str, namespace: str, **changes: Any) -> Settings:
-    """Settings for a pool in a test: results deleted at once, a short grace."""
+    """Settings for a pool in a test: results deleted at once, a short grace; jobs that
+    return None are kept as long as the others (``keep_none`` follows ``keep_result``)."""
     values: dict[str, Any] = {
         "redis_url": redis_url,
         "namespace": namespace,
@@ -23,6 +24,7 @@ def pool_settings(redis_url: str, namespace: str, **changes: Any) -> Settings:
         "grace": 2.0,
     }
     values.update(changes)
+    values.setdefault("keep_none", values["keep_result"])  # jobs that return None alike
     return Settings(**values)
 
 

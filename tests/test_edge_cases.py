@@ -91,7 +91,7 @@ async def _dead(client: Client, n: int) -> bool:
 async def test_stats_are_bucketed_by_utc_day_and_minute(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:
-    pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=60))
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=60, keep_none=60))
 
     @pool.job
     async def tick(ctx: JobContext) -> None: ...

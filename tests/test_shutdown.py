@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import cast
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -108,8 +108,8 @@ async def test_drain_ends_while_every_fetch_finds_free_slots(
     its workers hand every fetched job straight back."""
     fetch = Fetcher._fetch
 
-    async def slow_fetch(self: Fetcher, want: int) -> list[Fetched]:
-        jobs = await fetch(self, want)
+    async def slow_fetch(self: Fetcher, want: int, *args: Any, **kwargs: Any) -> list[Fetched]:
+        jobs = await fetch(self, want, *args, **kwargs)
         await anyio.sleep(0.02)  # a slow round trip: the workers free slots meanwhile
         return jobs
 

@@ -78,6 +78,7 @@ async def test_a_fetch_cut_short_by_bad_entries_wakes_the_queue(
 ) -> None:
     queue, wake = client.keys.queue("x"), client.keys.wake("x")
     redis_sync.lpush(queue, *[f"not an id {i}" for i in range(150)])
+    redis_sync.sadd(client.keys.ready, "x")  # as a producer of plain commands does
     job = await client.enqueue("x")  # behind the bad entries
     redis_sync.delete(wake)
     flat, buried = await _fetch(client, 1, "x")

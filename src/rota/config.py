@@ -44,6 +44,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     max_lost: int = 3
     max_args_bytes: int = 512 * 1024
     keep_result: float = 3600.0
+    keep_none: float = 60.0
+    complete_max_count: int = 100_000
     unique_ttl: float = 86400.0
     wake_timeout: float = 5.0
     scheduler_interval: float = 10.0
@@ -118,6 +120,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             "fetch_batch",
             "max_args_bytes",
             "dead_max_count",
+            "complete_max_count",
             "max_lost",
             "durable_timeout",
         )
@@ -127,6 +130,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         for name in (
             "grace",
             "keep_result",
+            "keep_none",
             "unique_ttl",
             "dead_max_age",
             "prefetch",

@@ -279,10 +279,16 @@ class Operations:
 
     async def set_limit(self, name: str, limit: int | None) -> None:
         """Cap how many jobs of ``name`` run at once across all pools (None: no cap)."""
+        name = validate_name(name)
+        pipe = self.redis.pipeline(transaction=True)
         if limit is None:
-            await self.redis.hdel(self.keys.limits, validate_name(name))
+            pipe.hdel(self.keys.limits, name)
         else:
-            await self.redis.hset(self.keys.limits, validate_name(name), int(limit))
+            pipe.hset(self.keys.limits, name, int(limit))
+        # A name at its old limit left the ready set; fetches look at it again (and put
+        # it out again if it still has no room, or no jobs).
+        pipe.sadd(self.keys.ready, name)
+        await pipe.execute()
 
     async def set_rate(self, name: str, rate: str | Rate | None) -> None:
         """Cap how many jobs of ``name`` start per second, minute or hour across all

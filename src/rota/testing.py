@@ -93,7 +93,11 @@ async def run_job(
     return its result; raises :class:`rota.JobFailed` if it ends dead or aborted.
     Retries run without the backoff wait unless ``fast_retries=False``."""
     async with pool_client(
-        pool, redis_url, fast_retries=fast_retries, keep_result=max(60.0, timeout)
+        pool,
+        redis_url,
+        fast_retries=fast_retries,
+        keep_result=max(60.0, timeout),
+        keep_none=max(60.0, timeout),  # a job that returns None may end before the wait
     ) as client:
         job = await client.enqueue(name, *args, **kwargs)
         return await client.wait(job.id, timeout=timeout)

@@ -62,6 +62,7 @@ async function plainJob(redis, prefix, job) {
       'state', 'queued', 'attempts', '0', 'failures', '0', 'lost', '0', 'token', '0')
     .lpush(`${prefix}queue:${job.name}`, job.id)
     .sadd(`${prefix}names`, job.name)
+    .sadd(`${prefix}ready`, job.name)
     .lpush(`${prefix}wake:${job.name}`, '1')
     .ltrim(`${prefix}wake:${job.name}`, 0, 9)
     .exec();
@@ -123,6 +124,7 @@ async function plainDependent(redis, request, job) {
         'attempts', '0', 'failures', '0', 'lost', '0', 'token', '0', 'deps', '1', ...copied);
       tx.lpush(`${prefix}queue:${job.name}`, job.id);
       tx.sadd(`${prefix}names`, job.name);
+      tx.sadd(`${prefix}ready`, job.name);
       tx.lpush(`${prefix}wake:${job.name}`, '1');
       tx.ltrim(`${prefix}wake:${job.name}`, 0, 9);
     }

@@ -1,1 +1,1 @@
-"""Protocol v1: the Redis contract shared by every rota process and by other languages."""
+"""Protocol v2: the Redis contract shared by every rota process and by other languages."""

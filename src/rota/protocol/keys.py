@@ -42,9 +42,12 @@ _FIXED_KEYS: Final[dict[str, str]] = {
     "scheduled": "scheduled",
     "retry": "retry",
     "dead": "dead",
+    "complete": "complete",
     "waiting": "waiting",
     "names": "names",
     "paused": "paused",
+    "ready": "ready",
+    "leased": "leased",
     "limits": "limits",
     "rates": "rates",
     "rate_tat": "ratetat",
@@ -144,6 +147,12 @@ class Keys:
         return self.prefix + "dead"
 
     @property
+    def complete(self) -> str:
+        """Kept complete jobs: id -> time it completed (ms); the oldest beyond
+        ``complete_max_count`` are deleted by the finish that adds more."""
+        return self.prefix + "complete"
+
+    @property
     def waiting(self) -> str:
         """Jobs waiting for others to complete: id -> time it started waiting (ms)."""
         return self.prefix + "waiting"
@@ -161,6 +170,19 @@ class Keys:
     @property
     def paused(self) -> str:
         return self.prefix + "paused"
+
+    @property
+    def ready(self) -> str:
+        """Job names whose queue may hold runnable jobs: what a fetch visits. Every
+        script that fills a queue adds the name; a fetch removes it when it finds the
+        queue empty, the name paused or at its concurrency limit."""
+        return self.prefix + "ready"
+
+    @property
+    def leased(self) -> str:
+        """Job names whose running set may hold leases: what most reaper passes visit.
+        A fetch adds the names it leases; the reaper removes those with none left."""
+        return self.prefix + "leased"
 
     @property
     def limits(self) -> str:

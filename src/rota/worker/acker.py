@@ -105,7 +105,11 @@ class Acker:
         for name, part in parts:
             # One MessagePack argument for the whole part: Redis clients encode each
             # argument on its own, and seven per job cost more than the job itself.
-            args: list[Arg] = [now_ms(), msgspec.msgpack.encode(part)]
+            args: list[Arg] = [
+                now_ms(),
+                msgspec.msgpack.encode(part),
+                self.rt.settings.complete_max_count,
+            ]
             try:
                 stale = await script(name)(conn, self.rt.keys.prefix, args)
             except Exception as exc:

@@ -11,6 +11,10 @@ start is not due, and the fetch says when that is. The fetcher then waits on the
 lists as usual, and a local timer ends the wait at that time (CLIENT UNBLOCK): Redis
 would end a BLPOP timeout only at its next ``hz`` tick, up to 100 ms late. Without
 CLIENT (an ACL user refused it) it sleeps until then instead.
+
+The fetch visits only the names of the ready set; a wake token that led to nothing
+makes it look at that name's queue itself (its jobs may have been pushed without the
+ready set, by plain commands or an older rota).
 """
 
 from __future__ import annotations
@@ -43,6 +47,11 @@ class Fetcher:
         self.acker = acker
         self.wake_keys = [rt.keys.wake(name) for name in rt.handlers]
         self.names = list(rt.handlers)
+        self._index = {name: i for i, name in enumerate(self.names)}
+        # The pool's names in the ready set at the last fetch, in the pool's order (None:
+        # not known, the fill then lists every name). Only those are sent as fill: a
+        # name that became ready since is in the next reply, or met in the robin's turn.
+        self._ready: list[str] | None = None
         self._turn = 0
         self.buried = 0
         self._due = 0  # when a rate-limited name may start its next job (ms; 0: none)
@@ -74,18 +83,20 @@ class Fetcher:
                 await self.acker.wait_room(rt.settings.concurrency)
             want = min(await handoff.wait_room(), rt.settings.fetch_batch)
             try:
+                check: list[str] = []
                 wait = rt.settings.wake_timeout
                 if short and self._due:
                     short, wait = await self._until_due(wait)
                 if short and not isinstance(self.conn, Link):
-                    await self.conn.blpop(self.wake_keys, timeout=max(wait, 0.01))
+                    woke = await self.conn.blpop(self.wake_keys, timeout=max(wait, 0.01))
+                    check = self._woken(woke)
                 with anyio.CancelScope(shield=True):
                     # Shielded: a lease whose reply never arrives would wait for the reaper.
                     # (A stopping pool ends the wait with CLIENT UNBLOCK: see unblock.)
                     if short and isinstance(self.conn, Link):
                         jobs = await self._wait_and_fetch(self.conn, want)
                     else:
-                        jobs = await self._fetch(want)
+                        jobs = await self._fetch(want, check, every=short)
                 self._disarm()
                 for job in jobs:
                     handoff.put(job)
@@ -132,13 +143,27 @@ class Fetcher:
         the way from an enqueue to a start. The fetch reads the server's clock (now 0)."""
         await self._own_id(link)
         wait: tuple[Arg, ...] = ("BLPOP", *self.wake_keys, self.rt.settings.wake_timeout)
-        fetch = script("fetch").command(self.rt.keys.prefix, self._args(want, now=0))
-        _, reply = await link.execute_many([wait, fetch])
+        fetch = script("fetch").command(self.rt.keys.prefix, self._args(want, now=0, every=True))
+        woke, reply = await link.execute_many([wait, fetch])
         if isinstance(reply, Exception):
             if isinstance(reply, redis.exceptions.ResponseError):
                 return await self._fetch(want)  # e.g. the library is gone: loaded again there
             raise reply
-        return self._parse(reply)
+        jobs = self._parse(reply)
+        if not jobs and (check := self._woken(woke)):
+            # A wake token that led to nothing: another pool took the job, or it was
+            # pushed without the ready set (plain commands, an older rota). Look again.
+            return await self._fetch(want, check)
+        return jobs
+
+    def _woken(self, reply: object) -> list[str]:
+        """The job name whose wake list a BLPOP reply came from ([] for none)."""
+        if not isinstance(reply, list | tuple) or not reply:
+            return []
+        key = reply[0]
+        key = key.decode() if isinstance(key, bytes) else str(key)
+        prefix = self.rt.keys.wake("")
+        return [key[len(prefix) :]] if key.startswith(prefix) else []
 
     async def _own_id(self, link: Link) -> int:
         """This connection's client id, which CLIENT UNBLOCK takes; 0 when refused."""
@@ -156,19 +181,40 @@ class Fetcher:
             with contextlib.suppress(redis.exceptions.ResponseError):  # CLIENT refused
                 await self.rt.redis.client_unblock(self._client_id)
 
-    async def _fetch(self, want: int) -> list[Fetched]:
-        reply = await script("fetch")(self.conn, self.rt.keys.prefix, self._args(want))
+    async def _fetch(
+        self, want: int, check: list[str] | None = None, *, every: bool = False
+    ) -> list[Fetched]:
+        args = self._args(want, check=check, every=every)
+        reply = await script("fetch")(self.conn, self.rt.keys.prefix, args)
         return self._parse(reply)
 
-    def _args(self, want: int, now: int | None = None) -> list[Arg]:
+    def _args(
+        self,
+        want: int,
+        now: int | None = None,
+        check: list[str] | None = None,
+        *,
+        every: bool = False,
+    ) -> list[Arg]:
+        """The fetch's arguments. ``every``: the fill lists every name of the pool (a
+        fetch sent before a wait, when what is ready will have changed)."""
         rt = self.rt
         names = self.robin.take(want)
         # The pool's other names fill the batch when the robin's are empty; a rotating
         # start keeps that fill fair between them.
-        k = self._turn % len(self.names)
+        count = len(self.names)
+        k = self._turn % count
         self._turn += 1
-        fill = [n for n in self.names[k:] + self.names[:k] if n not in names]
-        return [
+        chosen = set(names)
+        ready = None if every else self._ready
+        if ready is None:
+            fill = [n for n in self.names[k:] + self.names[:k] if n not in chosen]
+        else:
+            index = self._index
+            fill = sorted(
+                (n for n in ready if n not in chosen), key=lambda n: (index[n] - k) % count
+            )
+        args: list[Arg] = [
             now_ms() if now is None else now,
             int(rt.settings.lease * 1000),
             rt.pool_id,
@@ -178,10 +224,17 @@ class Fetcher:
             len(fill),
             *fill,
         ]
+        args += [len(check), *check, 1] if check else [0, 1]
+        return args
 
     def _parse(self, reply: list[Any]) -> list[Fetched]:
         flat, buried = reply[0], reply[1]
         self._due = int(reply[2]) if len(reply) > 2 else 0
+        if len(reply) > 3:
+            index = self._index
+            mine = [s for s in (b.decode() for b in reply[3]) if s in index]
+            mine.sort(key=index.__getitem__)
+            self._ready = mine
         for job_id in buried:
             self.buried += 1
             log.warning("bad payload made dead", job_id=job_id.decode("utf-8", "replace"))

@@ -132,9 +132,17 @@ class Heartbeat:
                 )
 
 
+#: One reaper pass in this many visits every job name (the others visit the names with
+#: leases only): it finds leases made by an older rota and queues filled without the
+#: ready set, about once a minute with the default heartbeat. (A pool's start adds its
+#: own names' queues to the ready set itself.)
+FULL_PASS_EVERY = 12
+
+
 class Reaper:
     def __init__(self, rt: PoolRuntime) -> None:
         self.rt = rt
+        self.passes = 1  # the first full pass comes after FULL_PASS_EVERY - 1 others
 
     async def run(self) -> None:
         while True:
@@ -151,11 +159,11 @@ class Reaper:
         rt = self.rt
         s = rt.settings
         now = now_ms()
-        reclaimed, buried, forgotten = await script("reap")(
-            rt.redis,
-            rt.keys.prefix,
-            [now, s.max_lost, int(s.heartbeat_interval * 3000), 1000],
-        )
+        args: list[Arg] = [now, s.max_lost, int(s.heartbeat_interval * 3000), 1000]
+        if self.passes % FULL_PASS_EVERY:
+            args.append("leased")
+        self.passes += 1
+        reclaimed, buried, forgotten = await script("reap")(rt.redis, rt.keys.prefix, args)
         for job_id in reclaimed:
             log.warning("lease expired: job requeued", job_id=job_id.decode(), reason="lost")
         for job_id in buried:

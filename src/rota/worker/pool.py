@@ -113,8 +113,9 @@ class WorkerPool:
         attempts before the job is dead (or dropped with ``skip_dead``); ``timeout`` in
         seconds per attempt; ``max_concurrency`` across every pool; ``rate`` how many
         start per second, minute or hour across every pool (``"100/s"``, ``"30/min"``,
-        ``"2/hour"``); ``backoff(n)``
-        seconds before retry n; ``keep_result`` seconds (0 deletes a complete job).
+        ``"2/hour"``); ``backoff(n)`` seconds before retry n; ``keep_result`` seconds (0
+        deletes a complete job; set here, it also applies to the jobs that return None,
+        which the pool otherwise keeps ``keep_none`` seconds).
         """
 
         def register(f: F) -> F:

@@ -201,7 +201,13 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
         return _failure(job, handler, Reason.ERROR, f"{type(exc).__name__}: {exc}")
     finally:
         rt.in_flight.pop(job.id, None)
-    keep_result = rt.settings.keep_result if handler.keep_result is None else handler.keep_result
+    # A handler's own keep_result keeps every record; the pool's keeps those with a
+    # result, and keep_none those without (when nobody waits for them and they have no
+    # children and no group: the finish script tells).
+    if handler.keep_result is None:
+        keep_result, keep_none = rt.settings.keep_result, rt.settings.keep_none
+    else:
+        keep_result = keep_none = handler.keep_result
     try:
         encoded = codec.encode_json(result).decode() if result is not None else ""
     except Exception as exc:  # the job succeeded; only its result is odd
@@ -209,4 +215,12 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
             "result not JSON-encodable: stored as its description", job_id=job.id, error=repr(exc)
         )
         encoded = codec.encode_json(f"<unencodable {type(result).__name__}: {exc}>").decode()
-    return (job.id, job.name, job.token, "complete", encoded, str(int(keep_result * 1000)), "")
+    return (
+        job.id,
+        job.name,
+        job.token,
+        "complete",
+        encoded,
+        str(int(keep_result * 1000)),
+        str(int(keep_none * 1000)),
+    )

@@ -38,6 +38,22 @@ local function wake_scheduler()
   push_token(K_SCHED_WAKE)
 end
 
+-- The ready set (K_READY) names the queues a fetch visits: it holds every name whose
+-- queue holds jobs and is neither paused nor at its concurrency limit, and may hold a
+-- few more (a fetch that finds one of those removes it). So every script that pushes
+-- into a queue adds the name, unless the push found the queue holding jobs already
+-- (its name is in the set then, or left it for being paused or at its limit, and
+-- resume and a freed slot add it back).
+local function mark_ready(name)
+  redis.call('SADD', K_READY, name)
+end
+
+-- Whether a name's queue holds entries (false for a key that is not a list).
+local function queue_holds(name)
+  local ok, n = pcall(redis.call, 'LLEN', key_queue(name))
+  return ok and n > 0
+end
+
 -- Run `cmd key item...` over a list of items, at most 1000 per call: unpack() has a limit
 -- on how many values it returns. Items of ZADD come in pairs, and 1000 keeps them so.
 local function call_chunked(cmd, key, items)
@@ -175,6 +191,7 @@ local function release(kid, now)
     redis.call('HSET', kk, 'state', 'queued')
     if redis.call('LPUSH', key_queue(name), kid) == 1 then
       redis.call('SADD', K_NAMES, name)
+      mark_ready(name)
     end
     wake(name)
   end
@@ -482,8 +499,9 @@ local function dependencies(id, deps, fields, now)
 end
 
 -- Enqueue one job (the enqueue and enqueue_batch scripts). `batch` collects what to do
--- once at the end of a batch ({wake = {}, names = {}, scheduler = false}; names maps a
--- name to whether it must be added); nil does it at once. `deps`: what it waits for
+-- once at the end of a batch ({wake = {}, names = {}, ready = {}, scheduler = false};
+-- names maps a name to whether it must be added, ready lists the names whose queue it
+-- started); nil does it at once. `deps`: what it waits for
 -- (see dependencies), nil for nothing. Returns {id, created}.
 local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, timeout, batch,
     deps, trace)
@@ -562,10 +580,14 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
     if batch then
       batch.wake[name] = true
       batch.names[name] = batch.names[name] or started
+      if started then
+        batch.ready[#batch.ready + 1] = name
+      end
     else
       wake(name)
       if started then
         redis.call('SADD', K_NAMES, name)
+        mark_ready(name)
       end
     end
   end

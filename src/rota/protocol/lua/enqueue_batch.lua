@@ -28,7 +28,7 @@ for _, j in ipairs(jobs) do
   end
 end
 local out = {}
-local batch = {wake = {}, names = {}, scheduler = false}
+local batch = {wake = {}, names = {}, ready = {}, scheduler = false}
 for _, j in ipairs(jobs) do
   local deps = nil
   if (j[9] or '') ~= '' or (j[10] or '') ~= '' or (j[11] or '') ~= '' then
@@ -52,6 +52,7 @@ for name, add in pairs(batch.names) do
   end
 end
 call_chunked('SADD', K_NAMES, names)
+call_chunked('SADD', K_READY, batch.ready)
 if batch.scheduler then
   wake_scheduler()
 end

@@ -2,13 +2,22 @@
 -- weighted round robin); names that are empty, paused or at their concurrency limit are
 -- skipped and the batch is filled from the remaining names: those given, then the
 -- optional fill names (the pool's other names, so that a batch of one whose name is
--- empty still finds work elsewhere).
+-- empty still finds work elsewhere). Only the names of the ready set are visited (read
+-- once per call), so a call costs the same whatever the number of names with nothing
+-- to run; a name found empty, paused or at its limit leaves the set.
 -- KEYS[1] namespace prefix
 -- ARGV now_ms (0: the server's time), lease_ms, pool_id, max_args_bytes, n, name_1 .. name_n,
---      [m, fill_1 .. fill_m]
--- Returns {jobs, buried, due}: jobs is flat, 13 entries per job (id, then FETCH_FIELDS of
--- protocol/job.py); buried lists the ids of entries made dead as bad payloads; due is the
--- earliest time (ms) a rate-limited name that still has jobs may start one, '0' for none.
+--      [m, fill_1 .. fill_m, [c, check_1 .. check_c, [tell]]]
+--      check: names to add to the ready set first when their queue holds entries (a
+--      name whose wake token led to nothing: its jobs may have been pushed without
+--      the ready set, by plain commands or an older rota); they join the fill too.
+--      tell: '1' to have the ready set's names in the reply (a pool then sends as fill
+--      only the names it knows to be ready)
+-- Returns {jobs, buried, due} ({jobs, buried, due, ready} with tell): jobs is flat, 13
+-- entries per job (id, then FETCH_FIELDS of protocol/job.py); buried lists the ids of
+-- entries made dead as bad payloads; due is the earliest time (ms) a rate-limited name
+-- that still has jobs may start one, '0' for none; ready, the names of the ready set at
+-- the end of the call.
 local now, lease, pool = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 if now == 0 then
   -- Sent ahead, queued behind the pool's BLPOP: the caller's clock was read before the
@@ -18,12 +27,44 @@ if now == 0 then
 end
 local max_args = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
-local fill = {}
-for i = 1, n do
-  fill[#fill + 1] = ARGV[5 + i]
+local m = tonumber(ARGV[6 + n]) or 0
+local ready = {}
+for _, name in ipairs(redis.call('SMEMBERS', K_READY)) do
+  ready[name] = true
 end
-for i = 1, tonumber(ARGV[6 + n]) or 0 do
-  fill[#fill + 1] = ARGV[6 + n + i]
+local c = tonumber(ARGV[7 + n + m]) or 0
+local tell = ARGV[8 + n + m + c] == '1'
+local checked = {}
+for i = 8 + n + m, 7 + n + m + c do
+  local name = ARGV[i]
+  if not ready[name] and queue_holds(name) then
+    mark_ready(name)
+    ready[name] = true
+    checked[#checked + 1] = name
+  end
+end
+-- The fill: the names given, then the fill names, then the names checked, those of
+-- the ready set only.
+local fill = {}
+local filled = {}
+for i = 1, n do
+  local name = ARGV[5 + i]
+  if ready[name] then
+    fill[#fill + 1] = name
+    filled[name] = true
+  end
+end
+for i = 1, m do
+  local name = ARGV[6 + n + i]
+  if ready[name] then
+    fill[#fill + 1] = name
+    filled[name] = true
+  end
+end
+for _, name in ipairs(checked) do
+  if not filled[name] then
+    fill[#fill + 1] = name
+  end
 end
 local deadline = str(now + lease)
 local MAX_BURY = 100
@@ -46,6 +87,7 @@ local cut = {} -- names whose entries were still being buried when MAX_BURY was 
 -- one interval or 100 ms, whichever is longer: a fetch that comes a little late keeps its
 -- slots, and a queue that was idle starts at most 100 ms worth of jobs (or two) at once.
 local rates = {} -- name -> {interval, tat} of the rate-limited names visited
+local conc = {} -- name -> slots under its concurrency limit when first visited (true: none)
 local due = 0 -- the earliest time a rate-limited name with jobs may start one (0: none)
 local function later(t)
   if due == 0 or t < due then
@@ -81,16 +123,33 @@ local function room(s)
   return s == true or (s ~= false and not (s <= 0))
 end
 
+-- A name leaves the ready set: its queue is empty, or it is paused or at its limit.
+-- (resume, and a finish that frees a slot, add it back.)
+local function unready(name)
+  if ready[name] then
+    redis.call('SREM', K_READY, name)
+    ready[name] = false
+  end
+end
+
 local function available(name)
   local s = status[name]
   if s == nil then
-    if redis.call('SISMEMBER', K_PAUSED, name) == 1 then
+    if not ready[name] then
       s = false
+    elseif redis.call('SISMEMBER', K_PAUSED, name) == 1 then
+      s = false
+      unready(name)
     else
       local limit = tonumber(redis.call('HGET', K_LIMITS, name))
       -- The running set is read once: this call counts its own leases as it makes them,
       -- and adds them to the set at the end.
       s = limit and limit - redis.call('ZCARD', key_running(name)) or true
+      if not room(s) then
+        unready(name)
+      end
+      conc[name] = s
+      -- A name out of rate-limit slots stays ready: its next start is only later.
       local r = rate_slots(name)
       if r and (s == true or not (s <= r)) then
         s = r
@@ -143,6 +202,7 @@ local function take(name)
     local ok, id = pcall(redis.call, 'RPOP', qk)
     if not ok or not id then
       status[name] = false
+      unready(name)
       return false
     end
     local jk = key_job(id)
@@ -243,20 +303,29 @@ while missing > 0 and nburied < MAX_BURY do
 end
 for name, entries in pairs(leased) do
   call_chunked('ZADD', key_running(name), entries)
+  redis.call('SADD', K_LEASED, name) -- the reaper's usual passes visit these names
   local rate = rates[name]
+  local left = conc[name] -- slots left under the concurrency limit (true: no limit)
+  if left ~= true then
+    left = left - #entries / 2
+  end
   if rate then
     local tat = rate[2] + rate[1] * (#entries / 2)
     redis.call('HSET', K_RATE_TAT, name, string.format('%.3f', tat))
-    if tat > now and redis.call('LLEN', key_queue(name)) > 0 then
+    if tat > now and room(left) and queue_holds(name) then
       later(tat)
     end
   end
   -- Pass the wake on: a queue that still holds jobs after this batch wakes one more
   -- waiting pool, so a burst reaches every idle pool, not only the few the enqueue woke.
   -- (A name with no room left under its limit is woken by the finish that frees a slot.)
-  if room(status[name]) and redis.call('LLEN', key_queue(name)) > 0 then
+  if not queue_holds(name) then
+    unready(name)
+  elseif room(status[name]) then
     wake(name)
-  end
+  elseif not room(left) then
+    unready(name) -- at its limit: the finish that frees a slot adds it back
+  end -- else out of rate-limit slots: it stays ready, and due says when to come back
 end
 -- A queue whose bad entries this call stopped burying still holds entries: wake a pool
 -- for them now rather than when its wait times out.
@@ -264,4 +333,14 @@ for name in pairs(cut) do
   wake(name)
 end
 flush_counts(now)
-return {out, buried, string.format('%d', math.ceil(due))}
+local due_text = string.format('%d', math.ceil(due))
+if tell then
+  local names = {}
+  for name, yes in pairs(ready) do
+    if yes then
+      names[#names + 1] = name
+    end
+  end
+  return {out, buried, due_text, names}
+end
+return {out, buried, due_text}

@@ -3,8 +3,11 @@
 -- it changes nothing and its id is returned.
 -- KEYS[1] namespace prefix
 -- ARGV now_ms, then the attempts: one MessagePack array of [id, name, token, outcome, a, b, c]
---      arrays (what pools send: one argument instead of seven per job), or 7 arguments each
---   complete: a = result JSON ('' = none), b = keep_ms (0 = delete now)
+--      arrays (what pools send: one argument instead of seven per job) optionally followed
+--      by the most complete jobs to keep (default 100000), or 7 arguments each
+--   complete: a = result JSON ('' = none), b = keep_ms (0 = delete now), c = keep_ms of a
+--             job with no result that nobody waits for and that has no children and no
+--             group ('' = b)
 --   retry:    a = due_ms, b = error, c = reason
 --   dead:     b = error, c = reason
 --   drop:     b = error, c = reason           (a dead job of a skip_dead handler)
@@ -17,6 +20,9 @@ local stale = {}
 local woken = {}
 local ended = {} -- name -> ids whose lease ended (removed from its running set at the end)
 local limited = {} -- name -> whether it has a concurrency limit (read once per call)
+local kept = {} -- time, id, ... of the complete jobs kept (added to K_COMPLETE at the end)
+local COMPLETE_MAX = 100000
+local TRIM_MORE = 100 -- a call deletes at most this many more kept jobs than it adds
 
 local function keep_or_delete(jk, id, keep)
   if keep <= 0 then
@@ -65,6 +71,9 @@ local function finish_one(id, name, token, outcome, a, b, c)
   end
   if outcome == 'complete' then
     local keep = tonumber(b) or 0
+    if a == '' and not (f[3] or f[5] or f[6]) then
+      keep = tonumber(c) or keep -- nothing to read but that it ran: kept only when asked
+    end
     release_unique(jk, id, f[4])
     if keep > 0 then -- a record deleted now is not written first
       if a ~= '' then
@@ -73,6 +82,8 @@ local function finish_one(id, name, token, outcome, a, b, c)
       else
         redis.call('HSET', jk, 'token', retired, 'state', 'complete', 'finished_at', str(now))
       end
+      kept[#kept + 1] = str(now)
+      kept[#kept + 1] = id
     end
     if f[5] or f[6] then
       complete_dependents(id, a, f[5], f[6], now, keep)
@@ -128,10 +139,12 @@ local function finish_one(id, name, token, outcome, a, b, c)
   end
 end
 
-if #ARGV == 2 then
+local complete_max = COMPLETE_MAX
+if #ARGV == 2 or #ARGV == 3 then
   for _, o in ipairs(cmsgpack.unpack(ARGV[2])) do
     finish_one(o[1], o[2], o[3], o[4], o[5], o[6], o[7])
   end
+  complete_max = tonumber(ARGV[3]) or COMPLETE_MAX
 else
   local i = 2
   while i + 6 <= #ARGV do
@@ -143,7 +156,34 @@ end
 for name, ids in pairs(ended) do
   call_chunked('ZREM', key_running(name), ids)
 end
+-- Kept complete jobs are counted in K_COMPLETE; beyond complete_max the oldest go, a
+-- few more per call than it keeps, so that the set shrinks back to its cap in steps
+-- that keep each call short. (A record that expired first leaves its entry behind,
+-- removed in its turn; an id enqueued again since is not complete and is left alone.)
+if #kept > 0 then
+  call_chunked('ZADD', K_COMPLETE, kept)
+  local excess = redis.call('ZCARD', K_COMPLETE) - math.max(complete_max, 0)
+  if excess > 0 then
+    local n = math.min(excess, #kept / 2 + TRIM_MORE)
+    local ids = redis.call('ZRANGE', K_COMPLETE, 0, n - 1)
+    redis.call('ZREMRANGEBYRANK', K_COMPLETE, 0, n - 1)
+    for _, id in ipairs(ids) do
+      if sane_id(id) then
+        local jk = key_job(id)
+        local ok, state = pcall(redis.call, 'HGET', jk, 'state')
+        if ok and state == 'complete' then
+          redis.call('DEL', jk, key_joblog(id), key_children(id))
+        end
+      end
+    end
+  end
+end
 for name in pairs(woken) do
+  -- A requeued job, or a slot freed under a limit: the queue is ready again (a fetch
+  -- took a name at its limit out of the ready set).
+  if queue_holds(name) then
+    mark_ready(name)
+  end
   wake(name)
 end
 flush_counts(now)

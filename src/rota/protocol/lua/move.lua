@@ -34,6 +34,7 @@ for i = 3, #ARGV do
       end
       redis.call('LPUSH', key_queue(name), id)
       redis.call('SADD', K_NAMES, name)
+      mark_ready(name)
       woken[name] = true
       moved = moved + 1
     elseif set ~= 'dead' then

@@ -5,8 +5,12 @@
 -- Returns 1 when the paused set changed.
 local op, name = ARGV[1], ARGV[2]
 if op == 'pause' then
+  redis.call('SREM', K_READY, name) -- fetches visit it no more
   return redis.call('SADD', K_PAUSED, name)
 end
 local changed = redis.call('SREM', K_PAUSED, name)
+if queue_holds(name) then
+  mark_ready(name)
+end
 wake(name) -- a pool waiting on the name's wake list fetches again
 return changed

@@ -28,6 +28,7 @@ for name in pairs(woken) do
   names[#names + 1] = name
 end
 call_chunked('SADD', K_NAMES, names)
+call_chunked('SADD', K_READY, names)
 local next_due = -1
 for _, z in ipairs({K_SCHEDULED, K_RETRY}) do
   local first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')

@@ -1,0 +1,31 @@
+"""bench.many_names and bench.memory_soak run to the end and print their figures.
+
+Tiny runs on private servers: nothing here is about the figures themselves.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from bench import many_names, memory_soak
+
+
+def test_many_names_measures_each_count_of_names(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--names", "1,20", "--jobs", "200", "--reps", "1", "--idle", "0.5"]
+    assert many_names.main(argv) == 0
+    out = capsys.readouterr().out
+    for k in (1, 20):
+        row = re.search(rf"^\| {k} \| [\d,]+ \(\d+%\) \| ([\d.]+) \| ([\d.]+) \|", out, re.M)
+        assert row, out
+        assert float(row[1]) > 0 and float(row[2]) > 0
+
+
+def test_memory_soak_reports_the_memory_of_a_sustained_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert memory_soak.main(["--seconds", "5", "--backlog", "2000"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^[\d,]+ jobs completed in \d+ s", out, re.M), out
+    assert "used_memory at each quarter" in out
+    assert "complete jobs kept ({ns}:complete): " in out

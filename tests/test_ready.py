@@ -1,0 +1,186 @@
+"""The ready set: a fetch visits only the queues that may hold runnable jobs.
+
+Every script that fills a queue names it there; a fetch takes out the names it finds
+empty, paused or at their limit; resume and a freed slot put them back. A queue filled
+without the ready set (plain commands of the previous protocol, an older rota during an
+upgrade) is still found: through the wake token that came with it, and by the reaper.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, cast
+
+import anyio
+import redis
+
+from rota import Client, JobContext, JobSpec, WorkerPool
+from rota.protocol.job import FETCH_FIELDS
+from rota.protocol.scripts import script
+from tests.helpers import pool_settings, wait_until
+
+_PER_JOB = 1 + len(FETCH_FIELDS)
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def _ready(redis_sync: redis.Redis, client: Client) -> set[str]:
+    return {m.decode() for m in cast(set[bytes], redis_sync.smembers(client.keys.ready))}
+
+
+async def _fetch(client: Client, robin: list[str], fill: list[str]) -> list[Any]:
+    args: list[str | int] = [_now(), 30000, "pool-1", 1 << 20, len(robin), *robin, len(fill), *fill]
+    flat, *_ = await script("fetch")(client.redis, client.keys.prefix, args)
+    return list(flat)
+
+
+def _old_enqueue(redis_sync: redis.Redis, client: Client, name: str, *, token: bool) -> str:
+    """A job written as protocol v1's plain commands did: no ready set."""
+    job_id = uuid.uuid4().hex
+    pipe = redis_sync.pipeline(transaction=True)
+    pipe.hset(
+        client.keys.job(job_id),
+        mapping={
+            "name": name,
+            "args": "[]",
+            "enqueued_at": _now(),
+            "state": "queued",
+            "attempts": 0,
+            "failures": 0,
+            "lost": 0,
+            "token": 0,
+        },
+    )
+    pipe.lpush(client.keys.queue(name), job_id)
+    pipe.sadd(client.keys.names, name)
+    if token:
+        pipe.lpush(client.keys.wake(name), 1)
+        pipe.ltrim(client.keys.wake(name), 0, 9)
+    pipe.execute()
+    return job_id
+
+
+def _calls(redis_sync: redis.Redis, command: str) -> int:
+    row = redis_sync.info("commandstats").get(f"cmdstat_{command}")
+    return int(row["calls"]) if row else 0
+
+
+async def test_scripts_keep_the_ready_set(client: Client, redis_sync: redis.Redis) -> None:
+    await client.enqueue("a")
+    await client.enqueue_many([JobSpec(name="b"), JobSpec(name="b")])
+    await client.enqueue_in(60, "c")  # scheduled: its queue is empty
+    assert _ready(redis_sync, client) == {"a", "b"}
+
+    await client.pause("b")
+    assert _ready(redis_sync, client) == {"a"}
+    assert len(await _fetch(client, ["b"], ["a"])) == _PER_JOB  # b is paused: a fills
+    assert _ready(redis_sync, client) == set()  # a is empty now
+    await client.resume("b")
+    assert _ready(redis_sync, client) == {"b"}
+
+    await client.set_limit("b", 1)
+    assert len(await _fetch(client, ["b", "b"], [])) == _PER_JOB  # one under the limit
+    assert _ready(redis_sync, client) == set()  # at its limit, one job still queued
+    await client.set_limit("b", None)
+    assert _ready(redis_sync, client) == {"b"}
+
+
+async def test_a_fetch_costs_the_same_whatever_the_number_of_idle_names(
+    client: Client, redis_sync: redis.Redis
+) -> None:
+    names = [f"n{i}" for i in range(500)]
+    await client.enqueue_many([JobSpec(name="n250") for _ in range(30)])
+    rpop, sismember = _calls(redis_sync, "rpop"), _calls(redis_sync, "sismember")
+    flat = await _fetch(client, names[:20], names[20:])
+    assert len(flat) == 20 * _PER_JOB  # the batch is filled from the one busy name
+    assert {flat[i + 1] for i in range(0, len(flat), _PER_JOB)} == {b"n250"}
+    assert _calls(redis_sync, "rpop") - rpop == 20  # one per job, none per idle name
+    assert _calls(redis_sync, "sismember") - sismember == 1  # the paused check of n250
+
+
+async def test_a_job_enqueued_by_the_previous_layout_runs(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    """An idle pool is woken by the token of a job the ready set does not name: its
+    fetch finds nothing, so it looks at that name's queue itself."""
+    ran: list[str] = []
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, wake_timeout=30.0))
+
+    @pool.job
+    async def old(ctx: JobContext) -> None:
+        ran.append(ctx.id)
+
+    @pool.job
+    async def new(ctx: JobContext) -> None:
+        ran.append(ctx.id)
+
+    async with pool.running():
+        await anyio.sleep(0.2)  # the pool waits on its wake lists
+        first = _old_enqueue(redis_sync, client, "old", token=True)
+        await wait_until(lambda: first in ran, within=5)
+        # A queue of old jobs that a new enqueue finds holding jobs already.
+        redis_sync.srem(client.keys.ready, "old")
+        second = _old_enqueue(redis_sync, client, "old", token=False)
+        third = (await client.enqueue("old")).id
+        await wait_until(lambda: {second, third} <= set(ran), within=5)
+        assert (await client.job(first)) is None  # completed, keep_result 0
+
+
+async def test_the_reaper_finds_queues_missing_from_the_ready_set(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    """No wake token, the pool busy with another name: the reaper adds the name."""
+    ran: list[str] = []
+    settings = pool_settings(
+        redis_url, namespace, heartbeat_interval=0.2, lease=2.0, wake_timeout=30.0
+    )
+    pool = WorkerPool(settings=settings)
+
+    @pool.job
+    async def old(ctx: JobContext) -> None:
+        ran.append(ctx.id)
+
+    @pool.job
+    async def busy(ctx: JobContext) -> None:
+        await anyio.sleep(0.001)
+
+    await client.enqueue_many([JobSpec(name="busy") for _ in range(2000)])
+    async with pool.running():
+        job_id = _old_enqueue(redis_sync, client, "old", token=False)
+        await wait_until(lambda: job_id in ran, within=10)
+        await client.pause("busy")
+
+
+async def test_a_usual_reaper_pass_visits_only_names_with_leases(
+    client: Client, redis_sync: redis.Redis
+) -> None:
+    for i in range(200):
+        await client.enqueue(f"n{i}")
+    await _fetch(client, ["n7"], [])  # one lease: n7 joins the leased set
+    assert {m.decode() for m in cast(set[bytes], redis_sync.smembers(client.keys.leased))} == {"n7"}
+    before = _calls(redis_sync, "zrangebyscore")
+    now = _now()
+    await script("reap")(client.redis, client.keys.prefix, [now, 3, 15000, 100, "leased"])
+    assert _calls(redis_sync, "zrangebyscore") - before == 2  # n7's leases, and the pools
+
+
+async def test_a_full_reaper_pass_reclaims_leases_the_leased_set_lacks(
+    client: Client, redis_sync: redis.Redis
+) -> None:
+    """Leases of an older rota are not in the leased set: a full pass finds them."""
+    job = await client.enqueue("old")
+    await _fetch(client, ["old"], [])
+    redis_sync.delete(client.keys.leased)
+    redis_sync.zadd(client.keys.running("old"), {job.id: 1})  # expired long ago
+    args: list[str | int] = [_now(), 3, 15000, 100]
+    reclaimed, _, _ = await script("reap")(client.redis, client.keys.prefix, [*args, "leased"])
+    assert reclaimed == []
+    reclaimed, _, _ = await script("reap")(client.redis, client.keys.prefix, args)
+    assert [r.decode() for r in reclaimed] == [job.id]
+    assert _ready(redis_sync, client) == {"old"}
+    # The name has no lease left: it leaves the leased set at the next pass.
+    await script("reap")(client.redis, client.keys.prefix, args)
+    assert redis_sync.smembers(client.keys.leased) == set()

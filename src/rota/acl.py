@@ -48,7 +48,7 @@ _SCRIPTS: Final = ("+fcall", "+fcall_ro", "+evalsha", "+script|load", "+function
 # prefix itself is the one key a function call names (KEYS[1]).
 def _producer_writes(k: Keys) -> list[str]:
     return [
-        k.job("*"), k.queue("*"), k.wake("*"), k.names, k.scheduled, k.sched_wake,
+        k.job("*"), k.queue("*"), k.wake("*"), k.names, k.ready, k.scheduled, k.sched_wake,
         k.waiting, k.unique("*"), k.stats, k.stats_bucket("*"), k.children("*"),
         k.group("*"), k.group_members("*"), k.never, k.prefix,
     ]  # fmt: skip

@@ -30,6 +30,7 @@ from rota.outage import refused
 from rota.protocol import codec
 from rota.protocol.job import NAME_RE, JobRecord, JobSet, now_ms, validate_name
 from rota.protocol.keys import Keys
+from rota.protocol.rows import EnqueueRow
 from rota.protocol.scripts import Arg, Script, call_many, script
 from rota.workflow import Group, GroupProgress
 
@@ -236,66 +237,45 @@ class Client(Operations):
         """
         return await self._enqueue_rows([self._enqueue_args(spec) for spec in specs])
 
-    async def _enqueue_rows(self, rows: list[list[Arg]]) -> list[Job]:
+    async def _enqueue_rows(self, rows: list[EnqueueRow]) -> list[Job]:
         """Send rows of :meth:`_enqueue_args` in one ``send`` span when tracing is on
         (see :mod:`rota.tracing`), its trace context stored in every job."""
         if not (tracing.ENABLED and rows):
             return await self._send_rows(rows)
-        names = {str(r[1]) for r in rows}
+        names = {r.name for r in rows}
         with tracing.producer_span(names.pop() if len(names) == 1 else "", len(rows)) as trace:
             if trace[0]:
-                rows = [[*r, *trace] for r in rows]
+                rows = [r._replace(traceparent=trace[0], tracestate=trace[1]) for r in rows]
             return await self._send_rows(rows)
 
-    async def _send_rows(self, rows: list[list[Arg]]) -> list[Job]:
-        """Send rows: one by the ``enqueue`` script, more by ``enqueue_batch`` calls of a
-        thousand, all in one pipeline, in order. A row is the script's nine arguments,
-        then after, group, waits_group, and optionally traceparent and tracestate."""
-        if len(rows) <= 1 and not (rows and (rows[0][10] or rows[0][11])):
+    async def _send_rows(self, rows: list[EnqueueRow]) -> list[Job]:
+        """Send rows: one by the ``enqueue`` script, more (or one of a group) by
+        ``enqueue_batch`` calls of a thousand, all in one pipeline, in order."""
+        if len(rows) <= 1 and not (rows and (rows[0].group or rows[0].waits_group)):
             if not rows:
                 return []
-            (row,) = rows
-            if len(row) > 12:
-                args = [*row[:10], *row[12:14]]
-            else:
-                args = row[:9] if not row[9] else row[:10]
+            args = rows[0].script_args()
             try:
                 answer = await script("enqueue")(self._link or self.redis, self.keys.prefix, args)
             except redis.exceptions.ResponseError as exc:
                 raise _enqueue_error(exc, "the job was not enqueued", 0) from exc
-            return [Job(_s(answer[0]), str(args[1]), bool(answer[1]))]
+            return [Job(_s(answer[0]), rows[0].name, bool(answer[1]))]
         now = now_ms()
         batch = script("enqueue_batch")
         calls: list[tuple[Script, Sequence[Arg]]] = []
         for i in range(0, len(rows), _BATCH):
-            jobs = [
-                [
-                    r[0],
-                    r[1],
-                    r[2].decode() if isinstance(r[2], bytes) else r[2],
-                    str(r[4]),
-                    r[5],
-                    str(r[6]),
-                    str(r[7]),
-                    str(r[8]),
-                    *(r[9:14] if len(r) > 12 else r[9:12] if r[9] or r[10] or r[11] else ()),
-                ]
-                for r in rows[i : i + _BATCH]
-            ]
+            jobs = [r.batch_entry() for r in rows[i : i + _BATCH]]
             calls.append((batch, [now, msgspec.msgpack.encode(jobs)]))
         # call_many takes a redis-py client for its pipeline(); a Link has what it uses.
         conn = self.redis if self._link is None else cast(Redis, self._link)
         answers = await call_many(conn, self.keys.prefix, calls, raise_on_error=False)
         _raise_first(answers, [min(_BATCH, len(rows) - i) for i in range(0, len(rows), _BATCH)])
         flat = [x for answer in answers for x in answer]
-        return [
-            Job(_s(flat[2 * i]), str(row[1]), bool(flat[2 * i + 1])) for i, row in enumerate(rows)
-        ]
+        return [Job(_s(flat[2 * i]), row.name, bool(flat[2 * i + 1])) for i, row in enumerate(rows)]
 
-    def _enqueue_args(self, spec: JobSpec, group: str = "", waits_group: str = "") -> list[Arg]:
-        """The row of one job: the enqueue script's arguments, then ``after`` (parents'
-        ids, space-separated), the group it is a member of and the group it is the
-        callback of."""
+    def _enqueue_args(self, spec: JobSpec, group: str = "", waits_group: str = "") -> EnqueueRow:
+        """The row of one job, checked: its own options, then the group it is a member of
+        and the group it is the callback of."""
         validate_name(spec.name)
         payload = codec.encode_args(spec.args, spec.kwargs)
         if len(payload) > self.max_args_bytes:
@@ -330,7 +310,7 @@ class Client(Operations):
         for parent in spec.after:
             if not isinstance(parent, str) or not _NAME_RE.match(parent):
                 raise ValueError(f"after: invalid job id {parent!r}")
-        return [
+        return EnqueueRow(
             job_id,
             spec.name,
             payload,
@@ -343,7 +323,7 @@ class Client(Operations):
             " ".join(spec.after),
             group,
             waits_group,
-        ]
+        )
 
     # -- workflows (rota.workflow) -------------------------------------------------
 

@@ -22,13 +22,14 @@ from rota.client import Client
 from rota.config import Settings, describe, load_settings
 from rota.outage import condition
 from rota.protocol.job import Reason, validate_name
+from rota.protocol.rows import Outcome
 from rota.worker.acker import Acker
 from rota.worker.cron import Cron
 from rota.worker.fetcher import Fetcher
 from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
 from rota.worker.registry import Backoff, Handler, Middleware, Periodic, default_backoff
 from rota.worker.robin import Robin
-from rota.worker.runner import dead_outcome, requeue, run_job
+from rota.worker.runner import run_job
 from rota.worker.runtime import PoolRuntime
 from rota.worker.scheduler import Scheduler
 
@@ -324,7 +325,7 @@ class WorkerPool:
             # Jobs leased and not started go back to the front of their queues, the last
             # leased first, so that the first leased is next again: their order holds.
             for job in reversed(rt.handoff.close()):
-                acker.add(requeue(job))
+                acker.add(Outcome.requeue(job))
             log.info("pool draining", pool=rt.pool_id, running=len(rt.in_flight), grace=s.grace)
             with anyio.move_on_after(s.grace):
                 async with anyio.create_task_group() as wait:
@@ -373,13 +374,13 @@ async def _worker(rt: PoolRuntime, acker: Acker) -> None:
     while (job := await handoff.take()) is not None:
         start = time.perf_counter()
         if rt.stopping.is_set():
-            acker.add(requeue(job))
+            acker.add(Outcome.requeue(job))
         else:
             try:
                 acker.add(await run_job(rt, job))
             except Exception as exc:  # a bug must not take the pool down
                 log.exception("job attempt failed inside rota", job_id=job.id)
-                acker.add(dead_outcome(job, Reason.ERROR, f"internal error: {exc!r}"))
+                acker.add(Outcome.dead(job, Reason.ERROR, f"internal error: {exc!r}"))
         handoff.done(time.perf_counter() - start)
 
 

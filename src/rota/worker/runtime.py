@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import os
 import socket
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 import anyio
 import structlog
@@ -20,9 +19,10 @@ from rota.client import Client
 from rota.config import Settings
 from rota.connection import redacted
 from rota.outage import Watch
-from rota.protocol.job import FETCH_FIELDS, now_ms
+from rota.protocol.job import now_ms
 from rota.protocol.keys import Keys
 from rota.protocol.rate import parse_rate
+from rota.protocol.rows import Fetched
 from rota.protocol.scripts import Arg, load_all, script
 from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler
@@ -30,70 +30,6 @@ from rota.worker.registry import Handler
 __all__ = ["Fetched", "InFlight", "PoolRuntime"]
 
 log = structlog.get_logger("rota.pool")
-_WIDTH: Final = 1 + len(FETCH_FIELDS)
-
-
-def _int(raw: bytes, default: int = 0) -> int:
-    try:
-        return int(raw)
-    except ValueError:
-        return default
-
-
-@dataclass(slots=True)
-class Fetched:
-    """A leased job as the fetch script returned it."""
-
-    id: str
-    name: str
-    token: str
-    attempts: int
-    failures: int
-    lost: int
-    args: bytes
-    enqueued_at: int
-    max_fails: int | None
-    timeout: float | None
-    deps: bool = False  # it waited for other jobs: their results are in its record
-    trace: tuple[str, str] = ("", "")  # the enqueue's traceparent and tracestate
-
-    @classmethod
-    def parse(cls, flat: list[bytes]) -> list[Fetched]:
-        out = []
-        for i in range(0, len(flat), _WIDTH):
-            (jid, name, token, attempts, failures, lost, args, enq, max_fails, timeout, deps) = (
-                flat[i : i + _WIDTH - 2]
-            )
-            parent, state = flat[i + _WIDTH - 2], flat[i + _WIDTH - 1]
-            try:
-                mf: int | None = int(max_fails) if max_fails else None
-            except ValueError:
-                mf = None
-            try:
-                to: float | None = float(timeout) if timeout else None
-            except ValueError:
-                to = None
-            if to is not None and math.isnan(to):
-                to = None  # a cancel scope refuses a NaN deadline
-            out.append(
-                cls(
-                    jid.decode(),
-                    name.decode(),
-                    token.decode(),
-                    _int(attempts),
-                    _int(failures),
-                    _int(lost),
-                    args,
-                    _int(enq),
-                    mf,
-                    to,
-                    deps == b"1",
-                    (parent.decode(errors="replace"), state.decode(errors="replace"))
-                    if parent
-                    else ("", ""),
-                )
-            )
-        return out
 
 
 @dataclass(slots=True)

@@ -76,15 +76,17 @@ class Acker:
         """Send every pending outcome; retry until Redis takes them."""
         async with self._lock:
             while self._pending:
-                batch = self._pending[:_MAX_BATCH]
-                with anyio.CancelScope(shield=True):
-                    refused, error = await self._send(batch)
-                self._pending[: len(batch)] = refused
-                self._room.set()
-                if error is None:
-                    self.rt.watch.ok("acker")
-                else:
-                    await anyio.sleep(await self.rt.watch.failed("acker", error))
+                await self.rt.watch.keep_trying("acker", self._send_first)
+
+    async def _send_first(self) -> None:
+        """Send the first batch; what Redis refused stays first, and its error is raised."""
+        batch = self._pending[:_MAX_BATCH]
+        with anyio.CancelScope(shield=True):
+            refused, error = await self._send(batch)
+        self._pending[: len(batch)] = refused
+        self._room.set()
+        if error is not None:
+            raise error
 
     async def _send(self, batch: list[Outcome]) -> tuple[list[Outcome], BaseException | None]:
         """Send one batch: the outcomes Redis did not take, and why."""

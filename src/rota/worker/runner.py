@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import math
 import time
@@ -21,7 +20,7 @@ from rota.protocol.job import Reason, now_ms
 from rota.protocol.rows import Outcome
 from rota.worker.context import JobContext
 from rota.worker.registry import Handler
-from rota.worker.runtime import Fetched, InFlight, PoolRuntime
+from rota.worker.runtime import Cancelled, Fetched, PoolRuntime
 
 __all__ = ["run_job"]
 
@@ -135,15 +134,12 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
         return Outcome.dead(job, Reason.BAD_PAYLOAD, str(exc))
     except InvalidArgs as exc:
         return Outcome.dead(job, Reason.INVALID_ARGS, str(exc))
-
-    parent_results: dict[str, Any] = {}
-    if job.deps:  # one read for all of them, not one per parent in the handler
-        try:
-            parent_results = await rt.client.dependency_results(job.id)
-        except Exception as exc:
-            if condition(exc) is None:
-                raise
-            return _failure(job, handler, Reason.ERROR, f"parent results not read: {exc}")
+    try:  # one read for all the parents, not one per parent in the handler
+        parents = await rt.client.dependency_results(job.id) if job.deps else {}
+    except Exception as exc:
+        if condition(exc) is None:
+            raise
+        return _failure(job, handler, Reason.ERROR, f"parent results not read: {exc}")
     ctx = JobContext(
         rt,
         id=job.id,
@@ -153,37 +149,37 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
         token=job.token,
         enqueued_at=job.enqueued_at,
         started_at=now_ms(),
-        parent_results=parent_results,
+        parent_results=parents,
     )
     timeout = job.timeout if job.timeout is not None else handler.timeout
-    # An asyncio timeout scope rather than an anyio cancel scope: this runs once per
-    # attempt, and shutdown and abort cancel through it too (see InFlight.cancel).
-    deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
-    entry: InFlight | None = None
     try:
-        async with asyncio.timeout_at(deadline) as scope:
-            entry = InFlight(job, scope, ctx.started_at)
-            rt.in_flight[job.id] = entry
-            result = await _call(rt, handler, ctx, args, kwargs)()
-    except TimeoutError as exc:
-        if not scope.expired():  # the handler's own TimeoutError: a failure like any
-            return _failure(job, handler, Reason.ERROR, f"TimeoutError: {exc}")
-        assert entry is not None
-        if entry.cancel_reason == "shutdown":
-            return Outcome.requeue(job)
-        if entry.cancel_reason == "abort":
-            return Outcome.aborted(job, _keep_ms(rt.settings.keep_result), "abort requested")
-        if timeout is None:  # cancelled for a reason of its own, with no deadline
-            return _failure(job, handler, Reason.ERROR, f"cancelled: {entry.cancel_reason}")
-        return _failure(job, handler, Reason.TIMEOUT, f"timed out after {timeout:g} s")
+        call = _call(rt, handler, ctx, args, kwargs)
+        result = await rt.run_attempt(job, ctx.started_at, timeout, call)
+    except Cancelled as exc:
+        return _cancelled(rt, job, handler, exc.reason, timeout)
     except Retry as exc:
         return _failure(job, handler, Reason.RETRY, str(exc), exc.in_)
     except Abort as exc:
         return Outcome.aborted(job, _keep_ms(rt.settings.keep_result), str(exc) or "aborted")
     except (Exception, SystemExit) as exc:  # a handler's failure is the job's, not the pool's
         return _failure(job, handler, Reason.ERROR, f"{type(exc).__name__}: {exc}")
-    finally:
-        rt.in_flight.pop(job.id, None)
+    return _complete(rt, job, handler, result)
+
+
+def _cancelled(
+    rt: PoolRuntime, job: Fetched, handler: Handler, reason: str, timeout: float | None
+) -> Outcome:
+    """The outcome of an attempt cancelled from outside, by its reason."""
+    if reason == "shutdown":  # not a failure: it runs again, first in its queue
+        return Outcome.requeue(job)
+    if reason == "abort":
+        return Outcome.aborted(job, _keep_ms(rt.settings.keep_result), "abort requested")
+    if reason == "timeout" and timeout is not None:
+        return _failure(job, handler, Reason.TIMEOUT, f"timed out after {timeout:g} s")
+    return _failure(job, handler, Reason.ERROR, f"cancelled: {reason}")
+
+
+def _complete(rt: PoolRuntime, job: Fetched, handler: Handler, result: Any) -> Outcome:
     keep_result = rt.settings.keep_result if handler.keep_result is None else handler.keep_result
     try:
         encoded = codec.encode_json(result).decode() if result is not None else ""

@@ -7,9 +7,9 @@ import contextlib
 import os
 import socket
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import structlog
@@ -27,9 +27,11 @@ from rota.protocol.scripts import Arg, load_all, script
 from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler
 
-__all__ = ["Fetched", "InFlight", "PoolRuntime"]
+__all__ = ["Cancelled", "Fetched", "InFlight", "PoolRuntime"]
 
 log = structlog.get_logger("rota.pool")
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -47,6 +49,14 @@ class InFlight:
     cancel_reason: str | None = None
     lease_lost: bool = False
 
+    @property
+    def reason(self) -> str | None:
+        """Why the attempt is being cancelled: ``"timeout"`` (its deadline passed),
+        ``"abort"``, ``"shutdown"``, or None (it is not)."""
+        if self.cancel_reason is not None:
+            return self.cancel_reason
+        return "timeout" if self.timeout.expired() else None
+
     def cancel(self, reason: str) -> None:
         if self.cancel_reason is not None:
             return
@@ -54,6 +64,14 @@ class InFlight:
         # RuntimeError: already expiring or finished, nothing left to cancel.
         with contextlib.suppress(RuntimeError):
             self.timeout.reschedule(asyncio.get_running_loop().time())
+
+
+class Cancelled(Exception):
+    """An attempt ended from outside the handler; ``reason`` as :attr:`InFlight.reason`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 @dataclass(slots=True, kw_only=True)
@@ -102,6 +120,26 @@ class PoolRuntime:
 
     def lease_deadline(self) -> int:
         return now_ms() + int(self.settings.lease * 1000)
+
+    async def run_attempt(
+        self, job: Fetched, since: int, limit: float | None, call: Callable[[], Awaitable[T]]
+    ) -> T:
+        """Run ``call`` as the attempt of ``job`` (at most ``limit`` seconds), in
+        :attr:`in_flight` meanwhile. Raises :class:`Cancelled` when its deadline passes
+        or the pool cancels it."""
+        # An asyncio timeout scope rather than an anyio cancel scope: this runs once per
+        # attempt, and shutdown and abort cancel through it too (see InFlight.cancel).
+        deadline = None if limit is None else asyncio.get_running_loop().time() + limit
+        try:
+            async with asyncio.timeout_at(deadline) as scope:
+                entry = self.in_flight[job.id] = InFlight(job, scope, since)
+                return await call()
+        except TimeoutError:
+            if not scope.expired():  # the handler's own TimeoutError: a failure like any
+                raise
+            raise Cancelled(entry.reason or "timeout") from None
+        finally:
+            self.in_flight.pop(job.id, None)
 
     def cancel(self, job_id: str, reason: str) -> None:
         """Cancel a running job of this pool, if it runs here."""

@@ -15,6 +15,10 @@ from rota.errors import ConfigError
 from rota.logging import configure_logging
 
 if TYPE_CHECKING:
+    import socket
+
+    from starlette.applications import Starlette
+
     from rota.web import Auth
 
 __all__ = ["web"]
@@ -90,7 +94,6 @@ def web(
     namespace: str | None,
 ) -> None:
     """Serve the web UI, the JSON API (/api/) and Prometheus metrics (/metrics)."""
-    from rota.web import create_app
     from rota.web.server import hosts_for, listen, parse_bind, run, url_of
 
     try:
@@ -113,18 +116,7 @@ def web(
         sock = listen(host, port)
     except OSError as exc:
         raise ExitError(f"--bind: cannot listen on {bind}: {exc.strerror or exc}") from None
-    try:
-        app = create_app(settings, auth=auth, allowed_hosts=hosts_for(host))
-        preflight(settings)  # a wrong password, ACL, TLS or no Redis: one line, now
-    except ConfigError as exc:  # names the setting
-        sock.close()
-        raise ExitError(str(exc)) from None
-    except ValueError as exc:
-        sock.close()
-        raise ExitError(f"redis_url: {exc}") from None
-    except ExitError:
-        sock.close()
-        raise
+    app = _app(settings, auth, host, sock)
     if not auth.enabled and hosts_for(host) is None:
         log.warning("web UI open to the network without authentication (--insecure-open)",
                     bind=bind)  # fmt: skip
@@ -137,3 +129,23 @@ def web(
     )
     run(app, sock, trusted_proxies=trusted_proxies)
     log.info("web stopped")
+
+
+def _app(settings: Settings, auth: Auth, host: str, sock: socket.socket) -> Starlette:
+    """The app, once Redis answered; the socket is closed when either fails."""
+    from rota.web import create_app
+    from rota.web.server import hosts_for
+
+    try:
+        app = create_app(settings, auth=auth, allowed_hosts=hosts_for(host))
+        preflight(settings)  # a wrong password, ACL, TLS or no Redis: one line, now
+    except ConfigError as exc:  # names the setting
+        sock.close()
+        raise ExitError(str(exc)) from None
+    except ValueError as exc:
+        sock.close()
+        raise ExitError(f"redis_url: {exc}") from None
+    except ExitError:
+        sock.close()
+        raise
+    return app

@@ -158,18 +158,7 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
         return None
     record = JobRecord.from_hash(job_id, h)
     kids = sorted(_t(i) for i in raw_kids or ())
-    shown = kids[:CHILDREN_LIMIT]
-    parents = list(dict.fromkeys(record.after))
-    gid = record.group or record.waits_group
-    pipe = client.redis.pipeline(transaction=False)
-    _queue_rels(pipe, client, parents + shown)
-    if gid:
-        pipe.hmget(k.group(gid), *_GROUP_FIELDS)
-    rows = await pipe.execute(raise_on_error=False)
-    progress = _group_progress(gid, rows[-1]) if gid else None
-    related = [_rel(i, row) for i, row in zip(parents + shown, rows, strict=False)]
-    order = {i: _enqueued(row) for i, row in zip(parents + shown, rows, strict=False)}
-    children = sorted(related[len(parents) :], key=lambda r: (order[r["id"]], r["id"]))
+    parents, children, progress = await _ties(client, record, kids[:CHILDREN_LIMIT])
     callback = None
     if record.group and progress is not None and progress.then:
         (callback,) = await rels(client, [progress.then])
@@ -186,13 +175,32 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
         progress=_progress(record.progress),
         progress_raw=record.progress,
         logs=[_t(x) for x in raw_logs or ()],
-        parents=related[: len(parents)],
+        parents=parents,
         children=children,
         children_total=len(kids),
         callback=callback,
         group_progress=progress.as_dict() if progress is not None else None,
     )
     return out
+
+
+async def _ties(
+    client: Client, record: JobRecord, shown: list[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], GroupProgress | None]:
+    """A job's parents and (``shown``) children as ``{id, name, state}``, the children
+    in the order they were enqueued, and its group's progress: one round trip."""
+    parents = list(dict.fromkeys(record.after))
+    gid = record.group or record.waits_group
+    pipe = client.redis.pipeline(transaction=False)
+    _queue_rels(pipe, client, parents + shown)
+    if gid:
+        pipe.hmget(client.keys.group(gid), *_GROUP_FIELDS)
+    rows = await pipe.execute(raise_on_error=False)
+    progress = _group_progress(gid, rows[-1]) if gid else None
+    related = [_rel(i, row) for i, row in zip(parents + shown, rows, strict=False)]
+    order = {i: _enqueued(row) for i, row in zip(parents + shown, rows, strict=False)}
+    children = sorted(related[len(parents) :], key=lambda r: (order[r["id"]], r["id"]))
+    return related[: len(parents)], children, progress
 
 
 async def group_detail(

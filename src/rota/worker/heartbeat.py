@@ -159,7 +159,7 @@ class AbortListener:
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Listen; ``task_status`` is told once subscribed, so no abort is missed."""
-        # listen() returns only by an error: subscribed again after each one.
+        # listen() never returns: after each condition it subscribes again.
         await self.rt.watch.keep_trying("abort listener", lambda: self.listen(task_status))
 
     async def listen(self, task_status: TaskStatus[None]) -> None:

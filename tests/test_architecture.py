@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "rota.acl": 0,
     "rota.client": 2,
     "rota.operations": 2,
+    "rota.reads": 2,
     "rota.workflow": 2,
     "rota.worker": 3,
     "rota.daemon": 4,

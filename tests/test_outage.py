@@ -18,7 +18,7 @@ import redis.exceptions
 from structlog.testing import capture_logs
 
 from rota import Client, JobContext, JobSpec, RedisRefused, WorkerPool
-from rota.outage import Condition, condition
+from rota.outage import Condition, Watch, condition
 from rota.protocol import scripts
 from tests.helpers import fill_up, pool_settings, wait_until
 from tests.redis_server import RedisServer, free_port
@@ -79,6 +79,30 @@ def test_conditions_are_named_and_real_errors_are_not(server: RedisServer) -> No
     with pytest.raises(redis.exceptions.OutOfMemoryError) as oom:
         r.lpush("l", "y")
     assert condition(oom.value) is Condition.OUT_OF_MEMORY
+
+
+async def test_keep_trying_waits_out_conditions_and_raises_the_rest() -> None:
+    watch = Watch("p")
+    failures: Iterator[Exception | None] = iter([redis.exceptions.ConnectionError("gone"), None])
+    seen: list[Condition | None] = []
+
+    async def step() -> str:
+        seen.append(watch.current)
+        error = next(failures)
+        if error is not None:
+            raise error
+        return "done"
+
+    assert await watch.keep_trying("t", step) == "done"
+    assert seen == [None, Condition.UNREACHABLE] and watch.current is None  # told, then over
+    failures = iter([redis.exceptions.ConnectionError("gone"), None])
+    seen.clear()
+    assert await watch.keep_trying("t", step, tell=False) == "done"
+    assert seen == [None, None]  # waited out without a word
+    for tell in (True, False):
+        failures = iter([redis.exceptions.ResponseError("WRONGTYPE a bug")])
+        with pytest.raises(redis.exceptions.ResponseError):
+            await watch.keep_trying("t", step, tell=tell)
 
 
 async def test_a_full_redis_is_drained_by_a_pool_that_starts_during_it(

@@ -23,6 +23,7 @@ from redis.asyncio import Redis
 
 from rota.config import Settings
 from rota.connection import connect, redacted, tls_refused
+from rota.outage import UNREACHABLE_ERRORS
 
 __all__ = ["acl_refused", "connect_to", "explain", "redis_options"]
 
@@ -80,7 +81,7 @@ def explain(exc: BaseException, settings: Settings) -> str | None:
             f"redis_username: Redis at {url} refused a command to user {user} ({exc}):"
             f" give the user {_ROLES}"
         )
-    if not isinstance(exc, errors.ConnectionError | errors.TimeoutError | OSError):
+    if not isinstance(exc, UNREACHABLE_ERRORS):
         return None
     if tls_refused(exc):
         return (

@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self, cast
 
-import anyio
 import msgspec
 import redis.exceptions
 from redis.asyncio import Redis
@@ -23,14 +22,16 @@ from rota import tracing, workflow
 from rota.access import connect_to
 from rota.config import Settings
 from rota.connection import connect
-from rota.errors import JobFailed, JobNotFound, NotReplicated, PayloadTooLarge
+from rota.errors import JobNotFound, NotReplicated, PayloadTooLarge
 from rota.link import Link
 from rota.operations import Bucket, History, Operations, Page, QueueInfo, RunningJob
 from rota.outage import refused
 from rota.protocol import codec
-from rota.protocol.job import NAME_RE, JobRecord, JobSet, now_ms, validate_name
+from rota.protocol.job import NAME_RE, JobSet, now_ms, validate_name
 from rota.protocol.keys import Keys
+from rota.protocol.rows import EnqueueRow
 from rota.protocol.scripts import Arg, Script, call_many, script
+from rota.reads import Reads
 from rota.topology import wait_replicas
 from rota.workflow import Group, GroupProgress
 
@@ -82,7 +83,7 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     after: tuple[str, ...] = ()  # ids of jobs that must complete first
 
 
-class Client(Operations):
+class Client(Reads, Operations):
     """Enqueue and inspect jobs of one namespace.
 
     >>> client = Client.from_url("redis://localhost:6379/0")
@@ -260,54 +261,36 @@ class Client(Operations):
             return await self._enqueue_rows(rows)
         return await durable_enqueue(self, rows, replicas)
 
-    async def _enqueue_rows(self, rows: list[list[Arg]], conn: Redis | None = None) -> list[Job]:
+    async def _enqueue_rows(self, rows: list[EnqueueRow], conn: Redis | None = None) -> list[Job]:
         """Send rows of :meth:`_enqueue_args` in one ``send`` span when tracing is on
         (see :mod:`rota.tracing`), its trace context stored in every job."""
         if not (tracing.ENABLED and rows):
             return await self._send_rows(rows, conn)
-        names = {str(r[1]) for r in rows}
+        names = {r.name for r in rows}
         with tracing.producer_span(names.pop() if len(names) == 1 else "", len(rows)) as trace:
             if trace[0]:
-                rows = [[*r, *trace] for r in rows]
+                rows = [r._replace(traceparent=trace[0], tracestate=trace[1]) for r in rows]
             return await self._send_rows(rows, conn)
 
-    async def _send_rows(self, rows: list[list[Arg]], conn: Redis | None = None) -> list[Job]:
-        """Send rows: one by the ``enqueue`` script, more by ``enqueue_batch`` calls of a
-        thousand, all in one pipeline, in order. A row is the script's nine arguments,
-        then after, group, waits_group, and optionally traceparent and tracestate."""
-        if len(rows) <= 1 and not (rows and (rows[0][10] or rows[0][11])):
+    async def _send_rows(self, rows: list[EnqueueRow], conn: Redis | None = None) -> list[Job]:
+        """Send rows: one by the ``enqueue`` script, more (or one of a group) by
+        ``enqueue_batch`` calls of a thousand, all in one pipeline, in order."""
+        if len(rows) <= 1 and not (rows and (rows[0].group or rows[0].waits_group)):
             if not rows:
                 return []
-            (row,) = rows
-            if len(row) > 12:
-                args = [*row[:10], *row[12:14]]
-            else:
-                args = row[:9] if not row[9] else row[:10]
+            args = rows[0].script_args()
             try:
                 answer = await script("enqueue")(
                     conn or self._link or self.redis, self.keys.prefix, args
                 )
             except redis.exceptions.ResponseError as exc:
                 raise _enqueue_error(exc, "the job was not enqueued", 0) from exc
-            return [Job(_s(answer[0]), str(args[1]), bool(answer[1]))]
+            return [Job(_s(answer[0]), rows[0].name, bool(answer[1]))]
         now = now_ms()
         batch = script("enqueue_batch")
         calls: list[tuple[Script, Sequence[Arg]]] = []
         for i in range(0, len(rows), _BATCH):
-            jobs = [
-                [
-                    r[0],
-                    r[1],
-                    r[2].decode() if isinstance(r[2], bytes) else r[2],
-                    str(r[4]),
-                    r[5],
-                    str(r[6]),
-                    str(r[7]),
-                    str(r[8]),
-                    *(r[9:14] if len(r) > 12 else r[9:12] if r[9] or r[10] or r[11] else ()),
-                ]
-                for r in rows[i : i + _BATCH]
-            ]
+            jobs = [r.batch_entry() for r in rows[i : i + _BATCH]]
             calls.append((batch, [now, msgspec.msgpack.encode(jobs)]))
         # call_many takes a redis-py client for its pipeline(); a Link has what it uses.
         if conn is None:
@@ -315,14 +298,11 @@ class Client(Operations):
         answers = await call_many(conn, self.keys.prefix, calls, raise_on_error=False)
         _raise_first(answers, [min(_BATCH, len(rows) - i) for i in range(0, len(rows), _BATCH)])
         flat = [x for answer in answers for x in answer]
-        return [
-            Job(_s(flat[2 * i]), str(row[1]), bool(flat[2 * i + 1])) for i, row in enumerate(rows)
-        ]
+        return [Job(_s(flat[2 * i]), row.name, bool(flat[2 * i + 1])) for i, row in enumerate(rows)]
 
-    def _enqueue_args(self, spec: JobSpec, group: str = "", waits_group: str = "") -> list[Arg]:
-        """The row of one job: the enqueue script's arguments, then ``after`` (parents'
-        ids, space-separated), the group it is a member of and the group it is the
-        callback of."""
+    def _enqueue_args(self, spec: JobSpec, group: str = "", waits_group: str = "") -> EnqueueRow:
+        """The row of one job, checked: its own options, then the group it is a member of
+        and the group it is the callback of."""
         validate_name(spec.name)
         payload = codec.encode_args(spec.args, spec.kwargs)
         if len(payload) > self.max_args_bytes:
@@ -357,7 +337,7 @@ class Client(Operations):
         for parent in spec.after:
             if not isinstance(parent, str) or not _NAME_RE.match(parent):
                 raise ValueError(f"after: invalid job id {parent!r}")
-        return [
+        return EnqueueRow(
             job_id,
             spec.name,
             payload,
@@ -370,7 +350,7 @@ class Client(Operations):
             " ".join(spec.after),
             group,
             waits_group,
-        ]
+        )
 
     # -- workflows (rota.workflow) -------------------------------------------------
 
@@ -397,61 +377,8 @@ class Client(Operations):
         """Ids of the jobs enqueued after ``job_id``."""
         return await workflow.children(self, job_id)
 
-    # -- reading -------------------------------------------------------------------
 
-    async def job(self, job_id: str) -> JobRecord | None:
-        """The job's record, or None when there is none (never enqueued, or expired)."""
-        try:
-            h = await self.redis.hgetall(self.keys.job(job_id))
-        except redis.exceptions.ResponseError:  # the key is not a hash: not a job
-            return None
-        return JobRecord.from_hash(job_id, h) if h else None
-
-    async def logs(self, job_id: str) -> list[str]:
-        """The lines the job's handler kept with ``ctx.log`` (the last 100), oldest first."""
-        return [_s(line) for line in await self.redis.lrange(self.keys.joblog(job_id), 0, -1)]
-
-    async def wait(self, job_id: str, timeout: float | None = None) -> Any:  # noqa: ASYNC109
-        """Wait until the job finishes and return its result (None if it returned none).
-
-        No polling: the finish is announced on the job's channel. Raises
-        :class:`JobFailed` when it ends dead or aborted, :class:`JobNotFound` when there
-        is no such job, and ``TimeoutError`` after ``timeout`` seconds. A job whose handler
-        keeps no result (``keep_result=0``) and that finished before the call is gone:
-        that is :class:`JobNotFound` too.
-        """
-        with anyio.fail_after(timeout):
-            async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
-                await pubsub.subscribe(self.keys.done(job_id))
-                answer = await script("wait")(self.redis, self.keys.prefix, [job_id])
-                if not answer:
-                    raise JobNotFound(job_id)
-                state, result, error, reason = (None if v is None else _s(v) for v in answer)
-                while state not in ("complete", "dead", "aborted"):
-                    message = await pubsub.get_message(timeout=None)
-                    if message is None or message["type"] != "message":
-                        continue
-                    state, _, result = _s(message["data"]).partition("\n")
-                    if state != "complete":
-                        record = await self.job(job_id)
-                        error = record.error if record else None
-                        reason = record.reason if record else state
-        if state == "complete":
-            return msgspec.json.decode(result) if result else None
-        raise JobFailed(job_id, state, reason, error)
-
-    async def abort(self, job_id: str, *, keep: float = 3600.0) -> str:
-        """Abort a job: a waiting one is removed now, a running one is cancelled by its
-        pool within milliseconds. Returns the state the job was in ('missing' if none);
-        a job already complete, dead or aborted is left as it is. ``keep``: seconds the
-        aborted record stays readable."""
-        answer = await script("abort")(
-            self.redis, self.keys.prefix, [job_id, now_ms(), int(keep * 1000)]
-        )
-        return _s(answer)
-
-
-async def durable_enqueue(client: Client, rows: list[list[Arg]], replicas: int) -> list[Job]:
+async def durable_enqueue(client: Client, rows: list[EnqueueRow], replicas: int) -> list[Job]:
     """Write ``rows`` and ``WAIT`` for ``replicas`` on one connection of the redis-py
     pool (not the shared Link: ``WAIT`` counts the writes of its connection and holds
     the connection until the replicas answer)."""

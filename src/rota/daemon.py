@@ -67,61 +67,68 @@ def supervise(
     max_delay: float = 10.0,
 ) -> int:
     """Run ``command`` ``processes`` times over, restarting children that die."""
-    return anyio.run(_supervise, list(command), processes, env, max_delay)
+    return anyio.run(_Supervisor(list(command), env, max_delay).run, processes)
 
 
-async def _supervise(
-    command: list[str], processes: int, env: dict[str, str] | None, max_delay: float
-) -> int:
-    stopping = anyio.Event()
-    children: dict[int, Process] = {}
-    refused: list[int] = []
+class _Supervisor:
+    """The worker processes of one ``rota worker --processes N``, one per slot."""
 
-    async def child(slot: int) -> None:
+    def __init__(self, command: list[str], env: dict[str, str] | None, max_delay: float) -> None:
+        self.command = command
+        self.env = env
+        self.max_delay = max_delay
+        self.stopping = anyio.Event()
+        self.children: dict[int, Process] = {}
+        self.refused: list[int] = []
+
+    async def run(self, processes: int) -> int:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.forward_signals)
+            async with anyio.create_task_group() as kids:
+                for slot in range(processes):
+                    kids.start_soon(self.child, slot)
+            tg.cancel_scope.cancel()
+        log.info("all worker processes stopped")
+        return 2 if self.refused else 0
+
+    async def child(self, slot: int) -> None:
+        """Run the slot's process, and again each time it dies, after a growing delay."""
         failures = 0
-        while not stopping.is_set():
+        while not self.stopping.is_set():
             started = time.monotonic()
             proc = await anyio.open_process(
-                command, stdin=subprocess.DEVNULL, stdout=None, stderr=None,
-                start_new_session=True, env=env,
+                self.command, stdin=subprocess.DEVNULL, stdout=None, stderr=None,
+                start_new_session=True, env=self.env,
             )  # fmt: skip
-            children[slot] = proc
+            self.children[slot] = proc
             log.info("worker process started", slot=slot, pid=proc.pid)
             code = await proc.wait()
-            del children[slot]
-            if stopping.is_set():
+            del self.children[slot]
+            if self.stopping.is_set():
                 log.info("worker process stopped", slot=slot, pid=proc.pid, code=code)
                 return
             if code == 2:  # bad settings (a wrong password, say): restarting cannot mend it
                 log.error("worker process refused its settings: stopping", slot=slot,
                           pid=proc.pid)  # fmt: skip
-                refused.append(slot)
-                stopping.set()
-                for other in list(children.values()):
-                    other.send_signal(signal.SIGTERM)
+                self.refused.append(slot)
+                self.stop()
                 return
             failures = 1 if time.monotonic() - started > 30 else failures + 1
-            delay = min(max_delay, 0.1 * 2 ** (failures - 1))
+            delay = min(self.max_delay, 0.1 * 2 ** (failures - 1))
             log.warning("worker process died: restarting", slot=slot, pid=proc.pid,
                         code=code, delay=delay)  # fmt: skip
             with anyio.move_on_after(delay):
-                await stopping.wait()
+                await self.stopping.wait()
 
-    async def forward_signals() -> None:
+    def stop(self) -> None:
+        """Stop restarting, and ask every running process to drain."""
+        self.stopping.set()
+        for proc in list(self.children.values()):
+            proc.send_signal(signal.SIGTERM)
+
+    async def forward_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
-                first = not stopping.is_set()
-                stopping.set()
-                log.info("forwarding signal", signal=signum.name, first=first,
-                         children=len(children))  # fmt: skip
-                for proc in list(children.values()):
-                    proc.send_signal(signal.SIGTERM)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(forward_signals)
-        async with anyio.create_task_group() as kids:
-            for slot in range(processes):
-                kids.start_soon(child, slot)
-        tg.cancel_scope.cancel()
-    log.info("all worker processes stopped")
-    return 2 if refused else 0
+                log.info("forwarding signal", signal=signum.name,
+                         first=not self.stopping.is_set(), children=len(self.children))  # fmt: skip
+                self.stop()

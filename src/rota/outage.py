@@ -31,11 +31,26 @@ from redis.asyncio import Redis
 from rota.connection import tls_refused
 from rota.errors import RedisRefused
 
-__all__ = ["MEANING", "Condition", "Watch", "backoff", "condition", "memory_figures", "refused"]
+__all__ = [
+    "MEANING",
+    "REDIS_ERRORS",
+    "UNREACHABLE_ERRORS",
+    "Condition",
+    "Watch",
+    "backoff",
+    "condition",
+    "memory_figures",
+    "refused",
+]
 
 log = structlog.get_logger("rota.redis")
 
 T = TypeVar("T")
+
+#: What a Redis command raises: a reply redis-py turned into an error, or the socket's.
+REDIS_ERRORS: Final = (errors.RedisError, OSError)
+#: What a Redis that cannot be reached (or stopped answering) raises.
+UNREACHABLE_ERRORS: Final = (errors.ConnectionError, errors.TimeoutError, OSError)
 
 
 class Condition(enum.StrEnum):
@@ -102,7 +117,7 @@ def condition(exc: BaseException) -> Condition | None:
         return None
     if tls_refused(exc):  # a certificate refused: waiting does not mend it either
         return None
-    if isinstance(exc, errors.ConnectionError | errors.TimeoutError | OSError):
+    if isinstance(exc, UNREACHABLE_ERRORS):
         return Condition.UNREACHABLE
     if isinstance(exc, errors.ResponseError):
         text = str(exc)
@@ -136,8 +151,9 @@ def backoff(failures: int, cond: Condition = Condition.UNREACHABLE) -> float:
 class Watch:
     """One pool's view of whether Redis takes its commands.
 
-    Tasks call :meth:`failed` with an error (it re-raises anything that is not a
-    condition, and returns how long to wait) and :meth:`ok` after a success. The pool
+    Tasks run each step through :meth:`keep_trying`, which calls :meth:`failed` with an
+    error (it re-raises anything that is not a condition, and returns how long to wait)
+    and :meth:`ok` after a success. The pool
     logs one line when a condition starts, one when it changes, and one when no task
     is failing any more; ``current`` is what the pool waits out now (None: nothing).
     """
@@ -224,16 +240,30 @@ class Watch:
             self.current = None
             self._told.clear()
 
-    async def keep_trying(self, task: str, step: Callable[[], Awaitable[T]]) -> T:
+    async def keep_trying(
+        self, task: str, step: Callable[[], Awaitable[T]], *, tell: bool = True
+    ) -> T:
         """Run ``step`` until it gets through, waiting out conditions (any other error
-        is raised)."""
+        is raised): every task's one way of riding out a Redis that is not there.
+        ``tell=False`` waits them out without reporting to the watch (a blocking read
+        says that Redis is back only when it returns: the other tasks tell sooner)."""
+        failures = 0
         while True:
             try:
                 result = await step()
             except Exception as exc:
-                await anyio.sleep(await self.failed(task, exc))
+                if tell:
+                    delay = await self.failed(task, exc)
+                else:
+                    cond = condition(exc)
+                    if cond is None:
+                        raise
+                    failures += 1
+                    delay = backoff(failures, cond)
+                await anyio.sleep(delay)
             else:
-                self.ok(task)
+                if tell:
+                    self.ok(task)
                 return result
 
 

@@ -67,6 +67,20 @@ def producer_span(name: str, count: int = 1) -> Iterator[TraceContext]:
         yield carrier.get("traceparent", ""), carrier.get("tracestate", "")
 
 
+def _parent(trace: TraceContext) -> tuple[Any, list[Any]]:
+    """The context an attempt's span is a child of, and its links: the enqueue's."""
+    if not trace[0]:
+        return None, []
+    carrier = {"traceparent": trace[0]}
+    if trace[1]:
+        carrier["tracestate"] = trace[1]
+    parent = _propagate.extract(carrier, context=_context.Context())
+    span_context = _trace.get_current_span(parent).get_span_context()
+    if not span_context.is_valid:
+        return None, []  # a malformed traceparent starts a trace of its own
+    return parent, [_trace.Link(span_context)]
+
+
 @contextlib.contextmanager
 def consumer_span(
     job_id: str, name: str, attempt: int, trace: TraceContext
@@ -78,18 +92,7 @@ def consumer_span(
     if not ENABLED:
         yield None
         return
-    parent = None
-    links = []
-    if trace[0]:
-        carrier = {"traceparent": trace[0]}
-        if trace[1]:
-            carrier["tracestate"] = trace[1]
-        parent = _propagate.extract(carrier, context=_context.Context())
-        span_context = _trace.get_current_span(parent).get_span_context()
-        if span_context.is_valid:
-            links.append(_trace.Link(span_context))
-        else:
-            parent = None  # a malformed traceparent starts a trace of its own
+    parent, links = _parent(trace)
     attributes: dict[str, Any] = {
         "messaging.system": _SYSTEM,
         "messaging.operation.type": "process",

@@ -63,6 +63,23 @@ def _run_at(delay: str | None, at: str | None) -> float | None:
     return moment.timestamp()
 
 
+def _args(args_json: str | None, pairs: tuple[str, ...]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The args and kwargs of ``--args`` JSON or KEY=VALUE pairs (not both)."""
+    if args_json is None:
+        return (), _pairs(pairs)
+    if pairs:
+        raise click.UsageError("give args as KEY=VALUE pairs or --args, not both")
+    try:
+        parsed = msgspec.json.decode(args_json)
+    except msgspec.DecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--args") from None
+    if isinstance(parsed, list):
+        return tuple(parsed), {}
+    if isinstance(parsed, dict):
+        return (), parsed
+    raise click.BadParameter("must be a JSON object or array", param_hint="--args")
+
+
 @click.command()
 @click.argument("name")
 @click.argument("pairs", nargs=-1, metavar="[KEY=VALUE]...")
@@ -107,22 +124,7 @@ async def enqueue(
 
     With --after, the job waits until every job named completes, and ends dead if one
     of them ends dead or aborted."""
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = {}
-    if args_json is not None:
-        if pairs:
-            raise click.UsageError("give args as KEY=VALUE pairs or --args, not both")
-        try:
-            parsed = msgspec.json.decode(args_json)
-        except msgspec.DecodeError as exc:
-            raise click.BadParameter(f"not JSON: {exc}", param_hint="--args") from None
-        if isinstance(parsed, list):
-            args = tuple(parsed)
-        elif isinstance(parsed, dict):
-            kwargs = parsed
-        else:
-            raise click.BadParameter("must be a JSON object or array", param_hint="--args")
-    kwargs.update(_pairs(pairs))
+    args, kwargs = _args(args_json, pairs)
     run_at = _run_at(delay, at)
     spec = JobSpec(name=name, args=args, kwargs=kwargs, run_at=run_at, unique=unique, after=after)
     try:

@@ -10,14 +10,13 @@ from typing import Any, ParamSpec, TypeVar
 
 import anyio
 import click
-import redis.exceptions
 
 from rota.access import explain
 from rota.client import Client
 from rota.config import Settings, load_settings
 from rota.connection import redacted
 from rota.errors import ConfigError, RedisRefused
-from rota.outage import MEANING, Condition, condition
+from rota.outage import MEANING, REDIS_ERRORS, Condition, condition
 
 __all__ = [
     "ExitError",
@@ -162,7 +161,7 @@ def redis_trouble(exc: BaseException, settings: Settings) -> ExitError | None:
         return redis_trouble(exc.exceptions[0], settings)
     if isinstance(exc, RedisRefused):  # its message says what was not done, and why
         return ExitError(str(exc), code=1)
-    if not isinstance(exc, redis.exceptions.RedisError | OSError):
+    if not isinstance(exc, REDIS_ERRORS):
         return None
     cond = condition(exc)
     if cond is None or cond is Condition.UNREACHABLE:  # credentials, ACL, TLS, no server
@@ -190,7 +189,7 @@ def preflight(settings: Settings) -> None:
 async def check_redis(client: Client, settings: Settings) -> None:
     try:
         await client.redis.ping()
-    except (redis.exceptions.RedisError, OSError) as exc:
+    except REDIS_ERRORS as exc:
         cond = condition(exc)
         if cond is not None and cond is not Condition.UNREACHABLE:  # LOADING, BUSY...
             raise ExitError(f"{MEANING[cond]}: try again when it ends ({exc})", 1) from None

@@ -16,6 +16,10 @@ from rota.logging import configure_logging
 from rota.protocol.keys import validate_namespace
 
 if TYPE_CHECKING:
+    import socket
+
+    from starlette.applications import Starlette
+
     from rota.web import Auth
 
 __all__ = ["web"]
@@ -100,7 +104,6 @@ def web(
     namespace: str | None,
 ) -> None:
     """Serve the web UI, the JSON API (/api/) and Prometheus metrics (/metrics)."""
-    from rota.web import create_app
     from rota.web.server import hosts_for, listen, parse_bind, run, url_of
 
     try:
@@ -123,6 +126,29 @@ def web(
         sock = listen(host, port)
     except OSError as exc:
         raise ExitError(f"--bind: cannot listen on {bind}: {exc.strerror or exc}") from None
+    app = _app(settings, auth, host, sock, also)
+    if not auth.enabled and hosts_for(host) is None:
+        log.warning("web UI open to the network without authentication (--insecure-open)",
+                    bind=bind)  # fmt: skip
+    log.info(
+        "web started",
+        url=url_of(sock),
+        namespace=settings.namespace,
+        redis_url=redacted(settings.redis_url),
+        auth="on" if auth.enabled else "off",
+    )
+    run(app, sock, trusted_proxies=trusted_proxies)
+    log.info("web stopped")
+
+
+def _app(
+    settings: Settings, auth: Auth, host: str, sock: socket.socket, also: tuple[str, ...]
+) -> Starlette:
+    """The app, once Redis answered; the socket is closed when either fails. ``also``:
+    the other namespaces it shows."""
+    from rota.web import create_app
+    from rota.web.server import hosts_for
+
     try:
         for ns in also:
             validate_namespace(ns)
@@ -139,15 +165,4 @@ def web(
     except ExitError:
         sock.close()
         raise
-    if not auth.enabled and hosts_for(host) is None:
-        log.warning("web UI open to the network without authentication (--insecure-open)",
-                    bind=bind)  # fmt: skip
-    log.info(
-        "web started",
-        url=url_of(sock),
-        namespace=settings.namespace,
-        redis_url=redacted(settings.redis_url),
-        auth="on" if auth.enabled else "off",
-    )
-    run(app, sock, trusted_proxies=trusted_proxies)
-    log.info("web stopped")
+    return app

@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from http import HTTPStatus
 from pathlib import Path
+from typing import Any, Final
 
 import redis.exceptions
 from starlette.applications import Starlette
@@ -103,6 +104,18 @@ async def _server_error(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": "internal error: see the server's log"}, status_code=500)
 
 
+#: What each error is answered with.
+_HANDLERS: Final[dict[Any, Any]] = {
+    ApiError: _api_error,
+    HTTPException: _http_error,
+    redis.exceptions.ConnectionError: _redis_trouble,
+    redis.exceptions.TimeoutError: _redis_trouble,
+    redis.exceptions.ResponseError: _redis_trouble,  # a refusal (or a bug: 500)
+    RedisRefused: _redis_trouble,
+    Exception: _server_error,
+}
+
+
 def create_app(
     settings: Settings,
     *,
@@ -157,15 +170,7 @@ def create_app(
                 render=_refusal,
             )
         ],
-        exception_handlers={
-            ApiError: _api_error,
-            HTTPException: _http_error,
-            redis.exceptions.ConnectionError: _redis_trouble,
-            redis.exceptions.TimeoutError: _redis_trouble,
-            redis.exceptions.ResponseError: _redis_trouble,  # a refusal (or a bug: 500)
-            RedisRefused: _redis_trouble,
-            Exception: _server_error,
-        },
+        exception_handlers=_HANDLERS,
         lifespan=lifespan,
     )
     app.state.rota = state

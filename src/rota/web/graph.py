@@ -73,6 +73,25 @@ def layout(
     for e in edges:
         if e["from"] in known and e["to"] in known and e["from"] != e["to"]:
             parents[e["to"]].append(e["from"])
+    layers = _layers(ids, parents)
+    rows = min(MAX_ROWS, max((len(v) for v in layers.values()), default=1))
+    height = 2 * PAD + rows * (NODE_H + ROW_GAP) - ROW_GAP
+    boxes, x = _boxes(layers, rows, {n["id"]: n for n in nodes}, focus)
+    width = max(x - COL_GAP + PAD, NODE_W + 2 * PAD)
+    curves = _curves(edges, boxes)
+    present = {b["state"] for b in boxes.values()}
+    return {
+        "width": width,
+        "height": height,
+        "nodes": [boxes[i] for i in ids],
+        "edges": curves,
+        "legend": [s for s in STATES if s in present] + sorted(present - set(STATES)),
+        "layers": len(layers),
+    }
+
+
+def _layers(ids: list[str], parents: dict[str, list[str]]) -> dict[int, list[str]]:
+    """The jobs of each depth, in the order they are drawn from top to bottom."""
     depth = _depths(ids, parents)
     layers: dict[int, list[str]] = {}
     for i in ids:
@@ -91,10 +110,15 @@ def layout(
         layer.sort(key=place)
         for n, i in enumerate(layer):
             row[i] = n
-    rows = min(MAX_ROWS, max((len(v) for v in layers.values()), default=1))
+    return layers
+
+
+def _boxes(
+    layers: dict[int, list[str]], rows: int, by_id: dict[str, Any], focus: str | None
+) -> tuple[dict[str, dict[str, Any]], float]:
+    """The box of each job, a column per depth (more when a depth has more than
+    ``MAX_ROWS`` jobs), and the x where the next column would start."""
     step_y = NODE_H + ROW_GAP
-    height = 2 * PAD + rows * step_y - ROW_GAP
-    by_id = {n["id"]: n for n in nodes}
     boxes: dict[str, dict[str, Any]] = {}
     x = PAD
     for d in sorted(layers):
@@ -121,7 +145,14 @@ def layout(
                 "focus": i == focus,
             }
         x += columns * NODE_W + (columns - 1) * SUB_GAP + COL_GAP
-    width = max(x - COL_GAP + PAD, NODE_W + 2 * PAD)
+    return boxes, x
+
+
+def _curves(
+    edges: Sequence[dict[str, Any]], boxes: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """An SVG path per edge between two drawn jobs, from the right of one to the left
+    of the other."""
     curves = []
     for e in edges:
         a, b = boxes.get(e["from"]), boxes.get(e["to"])
@@ -138,12 +169,4 @@ def layout(
                 "to": e["to"],
             }
         )
-    present = {b["state"] for b in boxes.values()}
-    return {
-        "width": width,
-        "height": height,
-        "nodes": [boxes[i] for i in ids],
-        "edges": curves,
-        "legend": [s for s in STATES if s in present] + sorted(present - set(STATES)),
-        "layers": len(layers),
-    }
+    return curves

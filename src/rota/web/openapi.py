@@ -84,6 +84,7 @@ def _body(schema: str) -> Schema:
     return {"required": True, "content": {"application/json": {"schema": ref(schema)}}}
 
 
+# Long on purpose: one entry per route, read as a table beside web/api.py's routes.
 def _paths() -> dict[str, Any]:
     name = [_path("name", NAME_PATTERN)]
     job_id = [_path("job_id", ID_PATTERN)]

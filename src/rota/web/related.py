@@ -158,18 +158,7 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
         return None
     record = JobRecord.from_hash(job_id, h)
     kids = sorted(_t(i) for i in raw_kids or ())
-    shown = kids[:CHILDREN_LIMIT]
-    parents = list(dict.fromkeys(record.after))
-    gid = record.group or record.waits_group
-    pipe = client.redis.pipeline(transaction=False)
-    _queue_rels(pipe, client, parents + shown)
-    if gid:
-        pipe.hmget(k.group(gid), *_GROUP_FIELDS)
-    rows = await pipe.execute(raise_on_error=False)
-    progress = _group_progress(gid, rows[-1]) if gid else None
-    related = [_rel(i, row) for i, row in zip(parents + shown, rows, strict=False)]
-    order = {i: _enqueued(row) for i, row in zip(parents + shown, rows, strict=False)}
-    children = sorted(related[len(parents) :], key=lambda r: (order[r["id"]], r["id"]))
+    parents, children, progress = await _ties(client, record, kids[:CHILDREN_LIMIT])
     callback = None
     if record.group and progress is not None and progress.then:
         (callback,) = await rels(client, [progress.then])
@@ -186,13 +175,32 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
         progress=_progress(record.progress),
         progress_raw=record.progress,
         logs=[_t(x) for x in raw_logs or ()],
-        parents=related[: len(parents)],
+        parents=parents,
         children=children,
         children_total=len(kids),
         callback=callback,
         group_progress=progress.as_dict() if progress is not None else None,
     )
     return out
+
+
+async def _ties(
+    client: Client, record: JobRecord, shown: list[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], GroupProgress | None]:
+    """A job's parents and (``shown``) children as ``{id, name, state}``, the children
+    in the order they were enqueued, and its group's progress: one round trip."""
+    parents = list(dict.fromkeys(record.after))
+    gid = record.group or record.waits_group
+    pipe = client.redis.pipeline(transaction=False)
+    _queue_rels(pipe, client, parents + shown)
+    if gid:
+        pipe.hmget(client.keys.group(gid), *_GROUP_FIELDS)
+    rows = await pipe.execute(raise_on_error=False)
+    progress = _group_progress(gid, rows[-1]) if gid else None
+    related = [_rel(i, row) for i, row in zip(parents + shown, rows, strict=False)]
+    order = {i: _enqueued(row) for i, row in zip(parents + shown, rows, strict=False)}
+    children = sorted(related[len(parents) :], key=lambda r: (order[r["id"]], r["id"]))
+    return related[: len(parents)], children, progress
 
 
 async def group_detail(
@@ -229,7 +237,6 @@ async def flow(client: Client, job_id: str, limit: int = FLOW_LIMIT) -> dict[str
     Nodes are ``{id, name, state}``, edges ``{from, to, kind}`` (parent to child;
     ``kind`` is ``after`` or ``group``). One round trip per level of the graph, and one
     more for the levels that meet a group; None when ``job_id`` has no record."""
-    k = client.keys
     nodes: dict[str, dict[str, Any]] = {}
     edges: dict[tuple[str, str], str] = {}
     thens: dict[str, str | None] = {}  # group -> its callback
@@ -237,48 +244,13 @@ async def flow(client: Client, job_id: str, limit: int = FLOW_LIMIT) -> dict[str
     frontier, planned = [job_id], {job_id}
     truncated = False
     while frontier:
-        pipe = client.redis.pipeline(transaction=False)
-        for i in frontier:
-            pipe.hmget(k.job(i), "name", "state", "after", "group", "waits_group")
-            pipe.smembers(k.children(i))
-        rows = await pipe.execute(raise_on_error=False)
-        links: dict[str, tuple[list[str], list[str], str | None, str | None]] = {}
-        for n, i in enumerate(frontier):
-            node = _rel(i, rows[2 * n])
-            nodes[i] = node
-            if node["state"] == MISSING:
-                if i == job_id:
-                    return None
-                continue
-            row = _read(rows[2 * n])
-            after = (_opt_t(row[2]) or "").split()
-            kids = sorted(_t(c) for c in _read(rows[2 * n + 1]) or ())
-            links[i] = (after, kids, _opt_t(row[3]) or None, _opt_t(row[4]) or None)
-        wanted_then = {g for *_, g, _ in links.values() if g and g not in thens}
-        wanted_members = {w for *_, w in links.values() if w and w not in members}
-        if wanted_then or wanted_members:
-            pipe = client.redis.pipeline(transaction=False)
-            for g in sorted(wanted_then):
-                pipe.hget(k.group(g), "then")
-            for g in sorted(wanted_members):
-                pipe.lrange(k.group_members(g), 0, limit - 1)
-            answers = iter(await pipe.execute(raise_on_error=False))
-            for g in sorted(wanted_then):
-                thens[g] = _opt_t(_read(next(answers))) or None
-            for g in sorted(wanted_members):
-                members[g] = [_t(m) for m in _read(next(answers)) or ()]
+        links = await _flow_level(client, frontier, nodes)
+        if nodes[job_id]["state"] == MISSING:
+            return None
+        await _flow_groups(client, links, thens, members, limit)
         following: list[str] = []
-        for i, (after, kids, group, waits) in links.items():
-            ups = [(p, "after") for p in after] + [
-                (m, "group") for m in members.get(waits or "", [])
-            ]
-            then = thens.get(group or "")
-            downs = [(c, "after") for c in kids] + ([(then, "group")] if then else [])
-            for p, kind in ups:
-                edges.setdefault((p, i), kind)
-            for c, kind in downs:
-                edges.setdefault((i, c), kind)
-            for other, _ in ups + downs:
+        for i, link in links.items():
+            for other in _flow_edges(i, link, thens, members, edges):
                 if other in planned:
                     continue
                 if len(planned) >= limit:
@@ -298,3 +270,74 @@ async def flow(client: Client, job_id: str, limit: int = FLOW_LIMIT) -> dict[str
         "limit": limit,
         "truncated": truncated,
     }
+
+
+#: What ties a job to others: its parents, children, group and the group it waits for.
+_Links = tuple[list[str], list[str], str | None, str | None]
+
+
+async def _flow_level(
+    client: Client, frontier: list[str], nodes: dict[str, dict[str, Any]]
+) -> dict[str, _Links]:
+    """Read one level of the graph: each job's node (into ``nodes``) and its links."""
+    k = client.keys
+    pipe = client.redis.pipeline(transaction=False)
+    for i in frontier:
+        pipe.hmget(k.job(i), "name", "state", "after", "group", "waits_group")
+        pipe.smembers(k.children(i))
+    rows = await pipe.execute(raise_on_error=False)
+    links: dict[str, _Links] = {}
+    for n, i in enumerate(frontier):
+        node = nodes[i] = _rel(i, rows[2 * n])
+        if node["state"] == MISSING:
+            continue
+        row = _read(rows[2 * n])
+        after = (_opt_t(row[2]) or "").split()
+        kids = sorted(_t(c) for c in _read(rows[2 * n + 1]) or ())
+        links[i] = (after, kids, _opt_t(row[3]) or None, _opt_t(row[4]) or None)
+    return links
+
+
+async def _flow_groups(
+    client: Client,
+    links: dict[str, _Links],
+    thens: dict[str, str | None],
+    members: dict[str, list[str]],
+    limit: int,
+) -> None:
+    """Read the callbacks and members of the groups these links meet for the first
+    time, in one round trip (none when there are none)."""
+    wanted_then = {g for *_, g, _ in links.values() if g and g not in thens}
+    wanted_members = {w for *_, w in links.values() if w and w not in members}
+    if not (wanted_then or wanted_members):
+        return
+    k = client.keys
+    pipe = client.redis.pipeline(transaction=False)
+    for g in sorted(wanted_then):
+        pipe.hget(k.group(g), "then")
+    for g in sorted(wanted_members):
+        pipe.lrange(k.group_members(g), 0, limit - 1)
+    answers = iter(await pipe.execute(raise_on_error=False))
+    for g in sorted(wanted_then):
+        thens[g] = _opt_t(_read(next(answers))) or None
+    for g in sorted(wanted_members):
+        members[g] = [_t(m) for m in _read(next(answers)) or ()]
+
+
+def _flow_edges(
+    i: str,
+    link: _Links,
+    thens: dict[str, str | None],
+    members: dict[str, list[str]],
+    edges: dict[tuple[str, str], str],
+) -> list[str]:
+    """Add the edges of job ``i`` to ``edges``; the jobs at their other ends."""
+    after, kids, group, waits = link
+    ups = [(p, "after") for p in after] + [(m, "group") for m in members.get(waits or "", [])]
+    then = thens.get(group or "")
+    downs = [(c, "after") for c in kids] + ([(then, "group")] if then else [])
+    for p, kind in ups:
+        edges.setdefault((p, i), kind)
+    for c, kind in downs:
+        edges.setdefault((i, c), kind)
+    return [other for other, _ in ups + downs]

@@ -1,6 +1,7 @@
 """The worker side: a pool of coroutine workers with its fetcher, acker and scheduler.
 
-A running pool (:mod:`rota.worker.pool`) is one anyio task group: the fetcher
+A running pool (:mod:`rota.worker.pool`; :mod:`~rota.worker.run` starts and drains it)
+is one anyio task group: the fetcher
 (:mod:`~rota.worker.fetcher`) leases jobs in batches, the handoff
 (:mod:`~rota.worker.handoff`) passes them to free workers, each worker runs one attempt
 (:mod:`~rota.worker.runner`, with the context of :mod:`~rota.worker.context`), the

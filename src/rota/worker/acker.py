@@ -24,8 +24,8 @@ import structlog
 
 from rota.outage import condition
 from rota.protocol.job import now_ms
+from rota.protocol.rows import Outcome
 from rota.protocol.scripts import Arg, script
-from rota.worker.runner import Outcome
 from rota.worker.runtime import PoolRuntime
 
 __all__ = ["Acker"]
@@ -33,11 +33,6 @@ __all__ = ["Acker"]
 log = structlog.get_logger("rota.pool")
 
 _MAX_BATCH = 500
-
-
-def _keeps_result(o: Outcome) -> bool:
-    """A complete outcome with a result kept for a while: it grows Redis's memory."""
-    return o[3] == "complete" and o[4] != "" and o[5] not in ("", "0")
 
 
 class Acker:
@@ -61,7 +56,7 @@ class Acker:
         """(name, id, token) of every job whose outcome waits to be sent: the pool still
         holds its lease."""
         for o in self._pending:
-            yield o[1], o[0], o[2]
+            yield o.name, o.id, o.token
 
     async def wait_room(self, limit: int) -> None:
         """Return once fewer than ``limit`` outcomes wait (at once, unless Redis is
@@ -81,22 +76,24 @@ class Acker:
         """Send every pending outcome; retry until Redis takes them."""
         async with self._lock:
             while self._pending:
-                batch = self._pending[:_MAX_BATCH]
-                with anyio.CancelScope(shield=True):
-                    refused, error = await self._send(batch)
-                self._pending[: len(batch)] = refused
-                self._room.set()
-                if error is None:
-                    self.rt.watch.ok("acker")
-                else:
-                    await anyio.sleep(await self.rt.watch.failed("acker", error))
+                await self.rt.watch.keep_trying("acker", self._send_first)
+
+    async def _send_first(self) -> None:
+        """Send the first batch; what Redis refused stays first, and its error is raised."""
+        batch = self._pending[:_MAX_BATCH]
+        with anyio.CancelScope(shield=True):
+            refused, error = await self._send(batch)
+        self._pending[: len(batch)] = refused
+        self._room.set()
+        if error is not None:
+            raise error
 
     async def _send(self, batch: list[Outcome]) -> tuple[list[Outcome], BaseException | None]:
         """Send one batch: the outcomes Redis did not take, and why."""
-        kept = [o for o in batch if _keeps_result(o)]
+        kept = [o for o in batch if o.keeps_result]
         parts = [("finish_kept", batch)]
         if kept and len(kept) < len(batch):
-            parts = [("finish", [o for o in batch if not _keeps_result(o)]), ("finish_kept", kept)]
+            parts = [("finish", [o for o in batch if not o.keeps_result]), ("finish_kept", kept)]
         elif not kept:
             parts = [("finish", batch)]
         refused: list[Outcome] = []

@@ -92,11 +92,7 @@ class JobContext:
         ``finally``, or an ``except asyncio.CancelledError`` that re-raises) to tell them
         apart."""
         entry = self._runtime.in_flight.get(self.id)
-        if entry is None:
-            return None
-        if entry.cancel_reason is not None:
-            return entry.cancel_reason
-        return "timeout" if entry.timeout.expired() else None
+        return None if entry is None else entry.reason
 
     async def checkin(self, message: str = "") -> bool:
         """Tell the pool this job is alive (extends its lease) and what it is doing.

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from typing import Any
 
 import anyio
@@ -82,30 +83,36 @@ class Fetcher:
             if self.acker is not None:  # Redis refuses finishes: hold no more than a pool's worth
                 await self.acker.wait_room(rt.settings.concurrency)
             want = min(await handoff.wait_room(), rt.settings.fetch_batch)
-            try:
-                check: list[str] = []
-                wait = rt.settings.wake_timeout
-                if short and self._due:
-                    short, wait = await self._until_due(wait)
-                if short and not isinstance(self.conn, Link):
-                    woke = await self.conn.blpop(self.wake_keys, timeout=max(wait, 0.01))
-                    check = self._woken(woke)
-                with anyio.CancelScope(shield=True):
-                    # Shielded: a lease whose reply never arrives would wait for the reaper.
-                    # (A stopping pool ends the wait with CLIENT UNBLOCK: see unblock.)
-                    if short and isinstance(self.conn, Link):
-                        jobs = await self._wait_and_fetch(self.conn, want)
-                    else:
-                        jobs = await self._fetch(want, check, every=short)
-                self._disarm()
-                for job in jobs:
-                    handoff.put(job)
-                short = len(jobs) < want
-                rt.watch.ok("fetcher")
-            except Exception as exc:
-                self._disarm()
-                self._client_id = None
-                await anyio.sleep(await rt.watch.failed("fetcher", exc))
+            jobs = await rt.watch.keep_trying(
+                "fetcher", functools.partial(self._lease, want, short)
+            )
+            for job in jobs:
+                handoff.put(job)
+            short = len(jobs) < want
+
+    async def _lease(self, want: int, short: bool) -> list[Fetched]:
+        """Lease up to ``want`` jobs; after a ``short`` fetch, wait on the wake lists first."""
+        try:
+            check: list[str] = []
+            wait = self.rt.settings.wake_timeout
+            if short and self._due:
+                short, wait = await self._until_due(wait)
+            if short and not isinstance(self.conn, Link):
+                woke = await self.conn.blpop(self.wake_keys, timeout=max(wait, 0.01))
+                check = self._woken(woke)
+            with anyio.CancelScope(shield=True):
+                # Shielded: a lease whose reply never arrives would wait for the reaper.
+                # (A stopping pool ends the wait with CLIENT UNBLOCK: see unblock.)
+                if short and isinstance(self.conn, Link):
+                    jobs = await self._wait_and_fetch(self.conn, want)
+                else:
+                    jobs = await self._fetch(want, check, every=short)
+            return jobs
+        except Exception:
+            self._client_id = None  # the connection may be a new one: ask its id again
+            raise
+        finally:
+            self._disarm()
 
     async def _until_due(self, wait: float) -> tuple[bool, float]:
         """Before waiting on the wake lists: make the wait end when a rate-limited job

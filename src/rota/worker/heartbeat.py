@@ -57,16 +57,9 @@ class Heartbeat:
 
     async def run(self) -> None:
         """Beat every interval (the pool beats once itself before it starts fetching)."""
-        delay = self.rt.settings.heartbeat_interval
         while True:
-            await anyio.sleep(delay)
-            try:
-                await self.beat()
-            except Exception as exc:
-                delay = await self.rt.watch.failed("heartbeat", exc)
-            else:
-                self.rt.watch.ok("heartbeat")
-                delay = self.rt.settings.heartbeat_interval
+            await anyio.sleep(self.rt.settings.heartbeat_interval)
+            await self.rt.watch.keep_trying("heartbeat", self.beat)
 
     async def beat(self) -> None:
         rt = self.rt
@@ -148,12 +141,7 @@ class Reaper:
         while True:
             # Jittered, so that many pools started together do not reap in step.
             await anyio.sleep(self.rt.settings.heartbeat_interval * random.uniform(1.0, 1.5))
-            try:
-                await self.reap()
-            except Exception as exc:
-                await anyio.sleep(await self.rt.watch.failed("reaper", exc))
-            else:
-                self.rt.watch.ok("reaper")
+            await self.rt.watch.keep_trying("reaper", self.reap)
 
     async def reap(self) -> None:
         rt = self.rt
@@ -179,11 +167,8 @@ class AbortListener:
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Listen; ``task_status`` is told once subscribed, so no abort is missed."""
-        while True:
-            try:
-                await self.listen(task_status)
-            except Exception as exc:
-                await anyio.sleep(await self.rt.watch.failed("abort listener", exc))
+        # listen() never returns: after each condition it subscribes again.
+        await self.rt.watch.keep_trying("abort listener", lambda: self.listen(task_status))
 
     async def listen(self, task_status: TaskStatus[None]) -> None:
         rt = self.rt

@@ -1,7 +1,9 @@
 """``WorkerPool``: register handlers, then run them against Redis.
 
-One anyio task group owns every task of a running pool: the fetcher, N worker
-coroutines, the acker and the scheduler, all on one Redis connection pool.
+A :class:`WorkerPool` holds the handlers, their middleware, the lifespan and the
+periodic jobs; running it builds the state its tasks share
+(:class:`~rota.worker.runtime.PoolRuntime`) and hands it to a
+:class:`~rota.worker.run.PoolRun`, which starts the tasks and drains them.
 """
 
 from __future__ import annotations
@@ -9,28 +11,19 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import signal
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any, TypeVar, overload
 
 import anyio
 import structlog
-from anyio.abc import TaskGroup, TaskStatus
 
-from rota import __version__
 from rota.client import Client
-from rota.config import Settings, describe, load_settings
-from rota.outage import condition
-from rota.protocol.job import Reason, validate_name
-from rota.worker.acker import Acker
+from rota.config import Settings, load_settings
+from rota.protocol.job import validate_name
 from rota.worker.cron import Cron
-from rota.worker.fetcher import Fetcher
-from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
 from rota.worker.registry import Backoff, Handler, Middleware, Periodic, default_backoff
-from rota.worker.robin import Robin
-from rota.worker.runner import dead_outcome, requeue, run_job
+from rota.worker.run import PoolRun
 from rota.worker.runtime import PoolRuntime
-from rota.worker.scheduler import Scheduler
 
 __all__ = ["WorkerPool"]
 
@@ -192,39 +185,28 @@ class WorkerPool:
                     state = await stack.enter_async_context(
                         contextlib.asynccontextmanager(self._lifespan)()
                     )
-                handlers = {
-                    name: dataclasses.replace(h, middleware=(*self._middleware, *h.middleware))
-                    for name, h in self.handlers.items()
-                }
-                rt = PoolRuntime(
-                    settings=settings,
-                    client=client,
-                    handlers=handlers,
-                    state=state,
-                    force=force or anyio.Event(),
-                )
+                rt = self._runtime(settings, client, state, force or anyio.Event())
                 # Redis unreachable, read-only or loading at the start: wait for it.
                 await rt.watch.keep_trying("start", rt.register)
-                try:
-                    async with anyio.create_task_group() as tg:
-                        self.runtime = rt
-                        drain = await self._start(rt, tg)
-                        try:
-                            yield rt
-                        finally:
-                            with anyio.CancelScope(shield=True):
-                                await drain()
-                            tg.cancel_scope.cancel()
-                except BaseExceptionGroup as group:
-                    # An error of the block (or of one task) comes out as itself, not
-                    # wrapped in a group the caller did not ask for.
-                    if len(group.exceptions) == 1:
-                        raise group.exceptions[0] from None
-                    raise
+                self.runtime = rt
+                async with PoolRun(rt, self.periodic_jobs).running():
+                    yield rt
         finally:
             self.runtime = None
             if own_client:
                 await client.close()
+
+    def _runtime(
+        self, settings: Settings, client: Client, state: Mapping[str, Any], force: anyio.Event
+    ) -> PoolRuntime:
+        """What the tasks of a run share: each handler wrapped in the pool's middleware."""
+        handlers = {
+            name: dataclasses.replace(h, middleware=(*self._middleware, *h.middleware))
+            for name, h in self.handlers.items()
+        }
+        return PoolRuntime(
+            settings=settings, client=client, handlers=handlers, state=state, force=force
+        )
 
     async def run(
         self, redis_url: str | None = None, *, shutdown: anyio.Event | None = None
@@ -254,107 +236,6 @@ class WorkerPool:
                 raise group.exceptions[0] from None
             raise
 
-    async def _start(self, rt: PoolRuntime, tg: TaskGroup) -> Callable[[], Any]:
-        s = rt.settings
-        robin = Robin({n: h.priority for n, h in rt.handlers.items()})
-        acker = Acker(rt)
-        fetcher = Fetcher(rt, robin, acker)
-        heartbeat = Heartbeat(rt, acker)
-        workers_done = anyio.Event()
-        fetch_scope = anyio.CancelScope()
-        background = anyio.CancelScope()
-
-        fetcher_done = anyio.Event()
-
-        # The events are set in ``finally``: when a task of the pool crashes, the drain
-        # must not wait forever for tasks that were cancelled.
-        async def run_fetcher() -> None:
-            try:
-                with fetch_scope:
-                    await fetcher.run()
-            finally:
-                fetcher_done.set()
-
-        async def run_workers() -> None:
-            try:
-                async with anyio.create_task_group() as workers:
-                    for _ in range(s.concurrency):
-                        workers.start_soon(_worker, rt, acker)
-            finally:
-                workers_done.set()
-
-        async def run_background(*, task_status: TaskStatus[None]) -> None:
-            with background:
-                async with anyio.create_task_group() as bg:
-                    await bg.start(AbortListener(rt).run)
-                    await rt.watch.keep_trying("heartbeat", heartbeat.beat)
-                    task_status.started()
-                    bg.start_soon(acker.run)
-                    bg.start_soon(heartbeat.run)
-                    bg.start_soon(Reaper(rt).run)
-                    bg.start_soon(Scheduler(rt, self.periodic_jobs).run)
-
-        await tg.start(run_background)
-        tg.start_soon(run_fetcher)
-        tg.start_soon(run_workers)
-        # Where each setting that is not a default came from: a config file in the working
-        # directory or a ROTA_* variable silently beats what the code passed otherwise.
-        log.info("settings", pool=rt.pool_id, **describe(s))
-        log.info(
-            "pool started",
-            pool=rt.pool_id,
-            version=__version__,
-            namespace=s.namespace,
-            concurrency=s.concurrency,
-            jobs=sorted(rt.handlers),
-        )
-
-        async def drain() -> None:
-            rt.stopping.set()
-            fetch_scope.cancel()
-            # A fetcher waiting on its wake lists has its fetch queued behind the BLPOP
-            # (shielded): end the wait so that fetch runs now and its jobs go back below.
-            while not fetcher_done.is_set():
-                try:
-                    await fetcher.unblock()
-                except Exception as exc:
-                    if condition(exc) is None:
-                        raise
-                with anyio.move_on_after(0.05):
-                    await fetcher_done.wait()
-            # Jobs leased and not started go back to the front of their queues, the last
-            # leased first, so that the first leased is next again: their order holds.
-            for job in reversed(rt.handoff.close()):
-                acker.add(requeue(job))
-            log.info("pool draining", pool=rt.pool_id, running=len(rt.in_flight), grace=s.grace)
-            with anyio.move_on_after(s.grace):
-                async with anyio.create_task_group() as wait:
-                    wait.start_soon(_cancel_on, rt.force, wait)
-                    await workers_done.wait()
-                    wait.cancel_scope.cancel()
-            for entry in list(rt.in_flight.values()):
-                entry.cancel("shutdown")
-            await workers_done.wait()
-            # Record the outcomes; if Redis stays away, give up after a while: those jobs
-            # run again once their leases expire (at least once, never lost).
-            with anyio.move_on_after(max(s.grace, 5.0)) as flush_scope:
-                async with anyio.create_task_group() as wait:
-                    wait.start_soon(_cancel_on, rt.force, wait)
-                    await acker.flush()
-                    wait.cancel_scope.cancel()
-            if acker.pending:
-                log.error(
-                    "outcomes not recorded: Redis unavailable; their jobs will run again",
-                    pool=rt.pool_id,
-                    jobs=acker.pending,
-                    timed_out=flush_scope.cancelled_caught,
-                )
-            background.cancel()
-            await heartbeat.stop()
-            log.info("pool stopped", pool=rt.pool_id, stale_finishes=acker.stale)
-
-        return drain
-
 
 async def _cancel_unless_started(
     stop: anyio.Event, started: anyio.Event, scope: anyio.CancelScope
@@ -362,26 +243,6 @@ async def _cancel_unless_started(
     await stop.wait()
     if not started.is_set():
         scope.cancel()
-
-
-async def _cancel_on(event: anyio.Event, tg: TaskGroup) -> None:
-    await event.wait()
-    tg.cancel_scope.cancel()
-
-
-async def _worker(rt: PoolRuntime, acker: Acker) -> None:
-    handoff = rt.handoff
-    while (job := await handoff.take()) is not None:
-        start = time.perf_counter()
-        if rt.stopping.is_set():
-            acker.add(requeue(job))
-        else:
-            try:
-                acker.add(await run_job(rt, job))
-            except Exception as exc:  # a bug must not take the pool down
-                log.exception("job attempt failed inside rota", job_id=job.id)
-                acker.add(dead_outcome(job, Reason.ERROR, f"internal error: {exc!r}"))
-        handoff.done(time.perf_counter() - start)
 
 
 async def _watch_signals(stop: anyio.Event, force: anyio.Event) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import math
 import time
@@ -18,31 +17,18 @@ from rota.errors import Abort, InvalidArgs, Retry
 from rota.outage import condition
 from rota.protocol import codec
 from rota.protocol.job import Reason, now_ms
+from rota.protocol.rows import Outcome
 from rota.worker.context import JobContext
 from rota.worker.registry import Handler
-from rota.worker.runtime import Fetched, InFlight, PoolRuntime
+from rota.worker.runtime import Cancelled, Fetched, PoolRuntime
 
-__all__ = ["Outcome", "dead_outcome", "requeue", "run_job"]
+__all__ = ["run_job"]
 
 log = structlog.get_logger("rota.job")
 
-#: What the finish script takes for one attempt: id, name, token, outcome, a, b, c.
-Outcome = tuple[str, str, str, str, str, str, str]
 
-_MAX_ERROR = 4000
-
-
-def requeue(job: Fetched) -> Outcome:
-    return (job.id, job.name, job.token, "requeue", "", "", "")
-
-
-def dead_outcome(job: Fetched, reason: Reason, error: str) -> Outcome:
-    return (job.id, job.name, job.token, "dead", "", error[:_MAX_ERROR], reason.value)
-
-
-def _aborted(rt: PoolRuntime, job: Fetched, message: str) -> Outcome:
-    keep = str(int(rt.settings.keep_result * 1000))
-    return (job.id, job.name, job.token, "aborted", keep, message, "")
+def _keep_ms(seconds: float) -> int:
+    return int(seconds * 1000)
 
 
 def _failure(
@@ -53,18 +39,15 @@ def _failure(
     delay: float | None = None,
 ) -> Outcome:
     """Retry after a backoff, or dead (dropped when ``skip_dead``) after ``max_fails``."""
-    error = error[:_MAX_ERROR]
     max_fails = job.max_fails or handler.max_fails
     failures = job.failures + 1
     if failures >= max_fails:
-        kind = "drop" if handler.skip_dead else "dead"
-        return (job.id, job.name, job.token, kind, "", error, reason.value)
+        return (Outcome.drop if handler.skip_dead else Outcome.dead)(job, reason, error)
     if delay is None:
         delay = handler.backoff(failures)
     if not math.isfinite(delay) or delay < 0:
         delay = 0.0
-    due = now_ms() + int(delay * 1000)
-    return (job.id, job.name, job.token, "retry", str(due), error, reason.value)
+    return Outcome.retry(job, now_ms() + int(delay * 1000), error, reason)
 
 
 def _call(
@@ -112,19 +95,18 @@ async def run_job(rt: PoolRuntime, job: Fetched) -> Outcome:
                 _describe(span, outcome)
     else:
         outcome = await _attempt(rt, job)
-    kind, reason = outcome[3], outcome[6]
     fields: dict[str, Any] = {
         "job_name": job.name,
         "job_id": job.id,
         "attempt": job.attempts,
-        "outcome": kind,
+        "outcome": outcome.kind,
         "duration_ms": round((time.perf_counter() - start) * 1000, 3),
     }
     level = "info"
-    if kind not in ("complete", "requeue"):
+    if outcome.failed:
         level = "warning"
-        fields["reason"] = reason
-        fields["error"] = outcome[5]
+        fields["reason"] = outcome.reason
+        fields["error"] = outcome.error
     if rota.logging.job_line is not None:
         rota.logging.job_line(level, fields)
     elif level == "info":
@@ -136,31 +118,28 @@ async def run_job(rt: PoolRuntime, job: Fetched) -> Outcome:
 
 def _describe(span: Any, outcome: Outcome) -> None:
     """What the consumer span says of an attempt's end."""
-    span["outcome"] = outcome[3]
-    if outcome[3] not in ("complete", "requeue"):
-        span["reason"], span["error"] = outcome[6], outcome[5]
+    span["outcome"] = outcome.kind
+    if outcome.failed:
+        span["reason"], span["error"] = outcome.reason, outcome.error
 
 
 async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
     handler = rt.handlers.get(job.name)
     if handler is None:
-        return dead_outcome(job, Reason.UNKNOWN_JOB, f"no handler for job name {job.name!r}")
+        return Outcome.dead(job, Reason.UNKNOWN_JOB, f"no handler for job name {job.name!r}")
     try:
         decoded = codec.decode_args(job.args)
         args, kwargs = handler.bind(decoded)
     except codec.BadPayload as exc:
-        return dead_outcome(job, Reason.BAD_PAYLOAD, str(exc))
+        return Outcome.dead(job, Reason.BAD_PAYLOAD, str(exc))
     except InvalidArgs as exc:
-        return dead_outcome(job, Reason.INVALID_ARGS, str(exc))
-
-    parent_results: dict[str, Any] = {}
-    if job.deps:  # one read for all of them, not one per parent in the handler
-        try:
-            parent_results = await rt.client.dependency_results(job.id)
-        except Exception as exc:
-            if condition(exc) is None:
-                raise
-            return _failure(job, handler, Reason.ERROR, f"parent results not read: {exc}")
+        return Outcome.dead(job, Reason.INVALID_ARGS, str(exc))
+    try:  # one read for all the parents, not one per parent in the handler
+        parents = await rt.client.dependency_results(job.id) if job.deps else {}
+    except Exception as exc:
+        if condition(exc) is None:
+            raise
+        return _failure(job, handler, Reason.ERROR, f"parent results not read: {exc}")
     ctx = JobContext(
         rt,
         id=job.id,
@@ -170,37 +149,37 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
         token=job.token,
         enqueued_at=job.enqueued_at,
         started_at=now_ms(),
-        parent_results=parent_results,
+        parent_results=parents,
     )
     timeout = job.timeout if job.timeout is not None else handler.timeout
-    # An asyncio timeout scope rather than an anyio cancel scope: this runs once per
-    # attempt, and shutdown and abort cancel through it too (see InFlight.cancel).
-    deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
-    entry: InFlight | None = None
     try:
-        async with asyncio.timeout_at(deadline) as scope:
-            entry = InFlight(job, scope, ctx.started_at)
-            rt.in_flight[job.id] = entry
-            result = await _call(rt, handler, ctx, args, kwargs)()
-    except TimeoutError as exc:
-        if not scope.expired():  # the handler's own TimeoutError: a failure like any
-            return _failure(job, handler, Reason.ERROR, f"TimeoutError: {exc}")
-        assert entry is not None
-        if entry.cancel_reason == "shutdown":
-            return requeue(job)
-        if entry.cancel_reason == "abort":
-            return _aborted(rt, job, "abort requested")
-        if timeout is None:  # cancelled for a reason of its own, with no deadline
-            return _failure(job, handler, Reason.ERROR, f"cancelled: {entry.cancel_reason}")
-        return _failure(job, handler, Reason.TIMEOUT, f"timed out after {timeout:g} s")
+        call = _call(rt, handler, ctx, args, kwargs)
+        result = await rt.run_attempt(job, ctx.started_at, timeout, call)
+    except Cancelled as exc:
+        return _cancelled(rt, job, handler, exc.reason, timeout)
     except Retry as exc:
         return _failure(job, handler, Reason.RETRY, str(exc), exc.in_)
     except Abort as exc:
-        return _aborted(rt, job, str(exc) or "aborted")
+        return Outcome.aborted(job, _keep_ms(rt.settings.keep_result), str(exc) or "aborted")
     except (Exception, SystemExit) as exc:  # a handler's failure is the job's, not the pool's
         return _failure(job, handler, Reason.ERROR, f"{type(exc).__name__}: {exc}")
-    finally:
-        rt.in_flight.pop(job.id, None)
+    return _complete(rt, job, handler, result)
+
+
+def _cancelled(
+    rt: PoolRuntime, job: Fetched, handler: Handler, reason: str, timeout: float | None
+) -> Outcome:
+    """The outcome of an attempt cancelled from outside, by its reason."""
+    if reason == "shutdown":  # not a failure: it runs again, first in its queue
+        return Outcome.requeue(job)
+    if reason == "abort":
+        return Outcome.aborted(job, _keep_ms(rt.settings.keep_result), "abort requested")
+    if reason == "timeout" and timeout is not None:
+        return _failure(job, handler, Reason.TIMEOUT, f"timed out after {timeout:g} s")
+    return _failure(job, handler, Reason.ERROR, f"cancelled: {reason}")
+
+
+def _complete(rt: PoolRuntime, job: Fetched, handler: Handler, result: Any) -> Outcome:
     # A handler's own keep_result keeps every record; the pool's keeps those with a
     # result, and keep_none those without (when nobody waits for them and they have no
     # children and no group: the finish script tells).
@@ -215,12 +194,4 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
             "result not JSON-encodable: stored as its description", job_id=job.id, error=repr(exc)
         )
         encoded = codec.encode_json(f"<unencodable {type(result).__name__}: {exc}>").decode()
-    return (
-        job.id,
-        job.name,
-        job.token,
-        "complete",
-        encoded,
-        str(int(keep_result * 1000)),
-        str(int(keep_none * 1000)),
-    )
+    return Outcome.complete(job, encoded, _keep_ms(keep_result), _keep_ms(keep_none))

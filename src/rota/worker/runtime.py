@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import os
 import socket
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, TypeVar
 
 import anyio
 import structlog
@@ -20,80 +19,19 @@ from rota.client import Client
 from rota.config import Settings
 from rota.connection import redacted
 from rota.outage import Watch
-from rota.protocol.job import FETCH_FIELDS, now_ms
+from rota.protocol.job import now_ms
 from rota.protocol.keys import Keys
 from rota.protocol.rate import parse_rate
+from rota.protocol.rows import Fetched
 from rota.protocol.scripts import Arg, load_all, script
 from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler
 
-__all__ = ["Fetched", "InFlight", "PoolRuntime"]
+__all__ = ["Cancelled", "Fetched", "InFlight", "PoolRuntime"]
 
 log = structlog.get_logger("rota.pool")
-_WIDTH: Final = 1 + len(FETCH_FIELDS)
 
-
-def _int(raw: bytes, default: int = 0) -> int:
-    try:
-        return int(raw)
-    except ValueError:
-        return default
-
-
-@dataclass(slots=True)
-class Fetched:
-    """A leased job as the fetch script returned it."""
-
-    id: str
-    name: str
-    token: str
-    attempts: int
-    failures: int
-    lost: int
-    args: bytes
-    enqueued_at: int
-    max_fails: int | None
-    timeout: float | None
-    deps: bool = False  # it waited for other jobs: their results are in its record
-    trace: tuple[str, str] = ("", "")  # the enqueue's traceparent and tracestate
-
-    @classmethod
-    def parse(cls, flat: list[bytes]) -> list[Fetched]:
-        out = []
-        for i in range(0, len(flat), _WIDTH):
-            (jid, name, token, attempts, failures, lost, args, enq, max_fails, timeout, deps) = (
-                flat[i : i + _WIDTH - 2]
-            )
-            parent, state = flat[i + _WIDTH - 2], flat[i + _WIDTH - 1]
-            try:
-                mf: int | None = int(max_fails) if max_fails else None
-            except ValueError:
-                mf = None
-            try:
-                to: float | None = float(timeout) if timeout else None
-            except ValueError:
-                to = None
-            if to is not None and math.isnan(to):
-                to = None  # a cancel scope refuses a NaN deadline
-            out.append(
-                cls(
-                    jid.decode(),
-                    name.decode(),
-                    token.decode(),
-                    _int(attempts),
-                    _int(failures),
-                    _int(lost),
-                    args,
-                    _int(enq),
-                    mf,
-                    to,
-                    deps == b"1",
-                    (parent.decode(errors="replace"), state.decode(errors="replace"))
-                    if parent
-                    else ("", ""),
-                )
-            )
-        return out
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -111,6 +49,14 @@ class InFlight:
     cancel_reason: str | None = None
     lease_lost: bool = False
 
+    @property
+    def reason(self) -> str | None:
+        """Why the attempt is being cancelled: ``"timeout"`` (its deadline passed),
+        ``"abort"``, ``"shutdown"``, or None (it is not)."""
+        if self.cancel_reason is not None:
+            return self.cancel_reason
+        return "timeout" if self.timeout.expired() else None
+
     def cancel(self, reason: str) -> None:
         if self.cancel_reason is not None:
             return
@@ -118,6 +64,14 @@ class InFlight:
         # RuntimeError: already expiring or finished, nothing left to cancel.
         with contextlib.suppress(RuntimeError):
             self.timeout.reschedule(asyncio.get_running_loop().time())
+
+
+class Cancelled(Exception):
+    """An attempt ended from outside the handler; ``reason`` as :attr:`InFlight.reason`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 @dataclass(slots=True, kw_only=True)
@@ -166,6 +120,26 @@ class PoolRuntime:
 
     def lease_deadline(self) -> int:
         return now_ms() + int(self.settings.lease * 1000)
+
+    async def run_attempt(
+        self, job: Fetched, since: int, limit: float | None, call: Callable[[], Awaitable[T]]
+    ) -> T:
+        """Run ``call`` as the attempt of ``job`` (at most ``limit`` seconds), in
+        :attr:`in_flight` meanwhile. Raises :class:`Cancelled` when its deadline passes
+        or the pool cancels it."""
+        # An asyncio timeout scope rather than an anyio cancel scope: this runs once per
+        # attempt, and shutdown and abort cancel through it too (see InFlight.cancel).
+        deadline = None if limit is None else asyncio.get_running_loop().time() + limit
+        try:
+            async with asyncio.timeout_at(deadline) as scope:
+                entry = self.in_flight[job.id] = InFlight(job, scope, since)
+                return await call()
+        except TimeoutError:
+            if not scope.expired():  # the handler's own TimeoutError: a failure like any
+                raise
+            raise Cancelled(entry.reason or "timeout") from None
+        finally:
+            self.in_flight.pop(job.id, None)
 
     def cancel(self, job_id: str, reason: str) -> None:
         """Cancel a running job of this pool, if it runs here."""

@@ -17,12 +17,12 @@ registered it tries to claim the time with ``SET NX``, and only the winner enque
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import anyio
 import structlog
 
 from rota.client import JobSpec
-from rota.outage import backoff, condition
 from rota.protocol.job import now_ms
 from rota.protocol.scripts import script
 from rota.worker.registry import Periodic
@@ -79,12 +79,7 @@ class Scheduler:
             while True:
                 # A new event before the tick: a token that comes during it ends the wait.
                 self._woken = anyio.Event()
-                try:
-                    wait = await self.tick()
-                except Exception as exc:
-                    await anyio.sleep(await self.rt.watch.failed("scheduler", exc))
-                    continue
-                self.rt.watch.ok("scheduler")
+                wait = await self.rt.watch.keep_trying("scheduler", self.tick)
                 if wait > 0:
                     with anyio.move_on_after(wait):
                         await self._woken.wait()
@@ -96,21 +91,14 @@ class Scheduler:
         that works again says so only when it returns, seconds later, and the loop's own
         calls report the condition already."""
         rt = self.rt
-        failures = 0
+
+        async def wait_token() -> Any:
+            return await rt.redis.blpop(
+                [rt.keys.sched_wake], timeout=rt.settings.scheduler_interval
+            )
+
         while True:
-            try:
-                got = await rt.redis.blpop(
-                    [rt.keys.sched_wake], timeout=rt.settings.scheduler_interval
-                )
-            except Exception as exc:
-                cond = condition(exc)
-                if cond is None:
-                    raise
-                failures += 1
-                await anyio.sleep(backoff(failures, cond))
-                continue
-            failures = 0
-            if got:
+            if await rt.watch.keep_trying("scheduler wake", wait_token, tell=False):
                 self._woken.set()
 
     async def tick(self) -> float:

@@ -1,0 +1,214 @@
+"""The rows the hot scripts take and return, named: a job to enqueue, a leased job, and
+the outcome of an attempt.
+
+Each is what goes over the wire already (the same values in the same order: tuples
+encode as MessagePack arrays), so naming them costs nothing per job; the scripts'
+headers in ``lua/`` say the same contract from the other side.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final, NamedTuple, Protocol
+
+from rota.protocol.job import FETCH_FIELDS, Reason
+from rota.protocol.scripts import Arg
+
+__all__ = ["MAX_ERROR", "EnqueueRow", "Fetched", "Lease", "Outcome"]
+
+#: The longest error text an outcome stores (characters).
+MAX_ERROR: Final = 4000
+
+
+class EnqueueRow(NamedTuple):
+    """One job for the ``enqueue`` script (its arguments, in order) or an entry of
+    ``enqueue_batch``; ``""`` means none, as the scripts take it."""
+
+    id: str
+    name: str
+    args: bytes  # the JSON text of the args, encoded once
+    now: int  # ms; enqueue_batch takes it once per call instead
+    run_at: int  # ms; 0: now
+    unique: str
+    unique_ttl: int  # ms
+    max_fails: int | str
+    timeout: float | str
+    after: str  # the parents' ids, space-separated
+    group: str  # the group it is a member of
+    waits_group: str  # the group it is the callback of
+    traceparent: str = ""  # the W3C trace context of the enqueue
+    tracestate: str = ""
+
+    def script_args(self) -> list[Arg]:
+        """The ``enqueue`` script's arguments (it takes no group: those go by batch)."""
+        if self.traceparent:
+            return [*self[:10], self.traceparent, self.tracestate]
+        return list(self[:9] if not self.after else self[:10])
+
+    def batch_entry(self) -> list[str]:
+        """The entry of ``enqueue_batch``: strings, its optional tail only when used."""
+        entry = [
+            self.id,
+            self.name,
+            self.args.decode(),
+            str(self.run_at),
+            self.unique,
+            str(self.unique_ttl),
+            str(self.max_fails),
+            str(self.timeout),
+        ]
+        if self.traceparent:
+            entry += [*self[9:12], self.traceparent, self.tracestate]
+        elif self.after or self.group or self.waits_group:
+            entry += self[9:12]
+        return entry
+
+
+_WIDTH: Final = 1 + len(FETCH_FIELDS)
+
+
+def _int(raw: bytes, default: int = 0) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        return default
+
+
+def _opt_int(raw: bytes) -> int | None:
+    try:
+        return int(raw) if raw else None
+    except ValueError:
+        return None
+
+
+def _timeout(raw: bytes) -> float | None:
+    try:
+        value = float(raw) if raw else None
+    except ValueError:
+        return None
+    return None if value is not None and math.isnan(value) else value  # no NaN deadline
+
+
+@dataclass(slots=True)
+class Fetched:
+    """A leased job as the fetch script returns it: the id, then ``FETCH_FIELDS``."""
+
+    id: str
+    name: str
+    token: str
+    attempts: int
+    failures: int
+    lost: int
+    args: bytes
+    enqueued_at: int
+    max_fails: int | None
+    timeout: float | None
+    deps: bool = False  # it waited for other jobs: their results are in its record
+    trace: tuple[str, str] = ("", "")  # the enqueue's traceparent and tracestate
+
+    @classmethod
+    def parse(cls, flat: list[bytes]) -> list[Fetched]:
+        out = []
+        for i in range(0, len(flat), _WIDTH):
+            (jid, name, token, attempts, failures, lost, args, enq, max_fails, timeout, deps) = (
+                flat[i : i + _WIDTH - 2]
+            )
+            parent, state = flat[i + _WIDTH - 2], flat[i + _WIDTH - 1]
+            out.append(
+                cls(
+                    jid.decode(),
+                    name.decode(),
+                    token.decode(),
+                    _int(attempts),
+                    _int(failures),
+                    _int(lost),
+                    args,
+                    _int(enq),
+                    _opt_int(max_fails),
+                    _timeout(timeout),
+                    deps == b"1",
+                    (parent.decode(errors="replace"), state.decode(errors="replace"))
+                    if parent
+                    else ("", ""),
+                )
+            )
+        return out
+
+
+class Lease(Protocol):
+    """What fences an outcome: the job and the token of its lease."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def token(self) -> str: ...
+
+
+class Outcome(NamedTuple):
+    """What the finish script records for one attempt. ``a``, ``b`` and ``c`` mean what
+    ``kind`` says (see ``lua/finish.lua``); build one with the constructor of its kind."""
+
+    id: str
+    name: str
+    token: str
+    kind: str
+    a: str = ""
+    b: str = ""
+    c: str = ""
+
+    @classmethod
+    def complete(
+        cls, job: Lease, result: str, keep_ms: int, keep_none_ms: int | None = None
+    ) -> Outcome:
+        """Done: ``result`` is its JSON (``""``: none), kept ``keep_ms`` (0: deleted now);
+        a record without result, waiter, children or group is kept ``keep_none_ms``
+        instead (None: ``keep_ms``)."""
+        none = "" if keep_none_ms is None else str(keep_none_ms)
+        return cls(job.id, job.name, job.token, "complete", result, str(keep_ms), none)
+
+    @classmethod
+    def retry(cls, job: Lease, due: int, error: str, reason: Reason) -> Outcome:
+        """Failed: runs again at ``due`` (ms)."""
+        return cls(job.id, job.name, job.token, "retry", str(due), error[:MAX_ERROR], reason.value)
+
+    @classmethod
+    def dead(cls, job: Lease, reason: Reason, error: str) -> Outcome:
+        """Failed for good: kept in the dead set."""
+        return cls(job.id, job.name, job.token, "dead", "", error[:MAX_ERROR], reason.value)
+
+    @classmethod
+    def drop(cls, job: Lease, reason: Reason, error: str) -> Outcome:
+        """Failed for good, and deleted (a handler with ``skip_dead``)."""
+        return cls(job.id, job.name, job.token, "drop", "", error[:MAX_ERROR], reason.value)
+
+    @classmethod
+    def aborted(cls, job: Lease, keep_ms: int, message: str) -> Outcome:
+        """Ended by an abort; the record is kept ``keep_ms`` (an abort's own keep wins)."""
+        return cls(job.id, job.name, job.token, "aborted", str(keep_ms), message)
+
+    @classmethod
+    def requeue(cls, job: Lease) -> Outcome:
+        """Not run (the pool is stopping): back to the front of its queue."""
+        return cls(job.id, job.name, job.token, "requeue")
+
+    @property
+    def failed(self) -> bool:
+        """Anything but done or given back: worth a warning."""
+        return self.kind not in ("complete", "requeue")
+
+    @property
+    def error(self) -> str:
+        """The error of a failure, the message of an abort."""
+        return self.b
+
+    @property
+    def reason(self) -> str:
+        return self.c
+
+    @property
+    def keeps_result(self) -> bool:
+        """Done with a result kept for a while: it grows Redis's memory."""
+        return self.kind == "complete" and self.a != "" and self.b not in ("", "0")

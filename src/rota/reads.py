@@ -1,0 +1,81 @@
+"""The producer's side after an enqueue: read a job, its log lines, wait for its result,
+abort it. :class:`Reads` is a base of :class:`rota.Client`, which provides the
+connection (``redis``) and the key names (``keys``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import msgspec
+import redis.exceptions
+from redis.asyncio import Redis
+
+from rota.errors import JobFailed, JobNotFound
+from rota.protocol.job import JobRecord, now_ms
+from rota.protocol.keys import Keys
+from rota.protocol.scripts import script
+
+__all__ = ["Reads"]
+
+
+def _s(value: Any) -> str:
+    """Text of a Redis reply that is bytes (rota never decodes responses)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+class Reads:
+    redis: Redis
+    keys: Keys
+
+    async def job(self, job_id: str) -> JobRecord | None:
+        """The job's record, or None when there is none (never enqueued, or expired)."""
+        try:
+            h = await self.redis.hgetall(self.keys.job(job_id))
+        except redis.exceptions.ResponseError:  # the key is not a hash: not a job
+            return None
+        return JobRecord.from_hash(job_id, h) if h else None
+
+    async def logs(self, job_id: str) -> list[str]:
+        """The lines the job's handler kept with ``ctx.log`` (the last 100), oldest first."""
+        return [_s(line) for line in await self.redis.lrange(self.keys.joblog(job_id), 0, -1)]
+
+    async def wait(self, job_id: str, timeout: float | None = None) -> Any:  # noqa: ASYNC109
+        """Wait until the job finishes and return its result (None if it returned none).
+
+        No polling: the finish is announced on the job's channel. Raises
+        :class:`JobFailed` when it ends dead or aborted, :class:`JobNotFound` when there
+        is no such job, and ``TimeoutError`` after ``timeout`` seconds. A job whose handler
+        keeps no result (``keep_result=0``) and that finished before the call is gone:
+        that is :class:`JobNotFound` too.
+        """
+        with anyio.fail_after(timeout):
+            async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
+                await pubsub.subscribe(self.keys.done(job_id))
+                answer = await script("wait")(self.redis, self.keys.prefix, [job_id])
+                if not answer:
+                    raise JobNotFound(job_id)
+                state, result, error, reason = (None if v is None else _s(v) for v in answer)
+                while state not in ("complete", "dead", "aborted"):
+                    message = await pubsub.get_message(timeout=None)
+                    if message is None or message["type"] != "message":
+                        continue
+                    state, _, result = _s(message["data"]).partition("\n")
+                    if state != "complete":
+                        record = await self.job(job_id)
+                        error = record.error if record else None
+                        reason = record.reason if record else state
+        if state == "complete":
+            return msgspec.json.decode(result) if result else None
+        raise JobFailed(job_id, state, reason, error)
+
+    async def abort(self, job_id: str, *, keep: float = 3600.0) -> str:
+        """Abort a job: a waiting one is removed now, a running one is cancelled by its
+        pool within milliseconds. Returns the state the job was in ('missing' if none);
+        a job already complete, dead or aborted is left as it is. ``keep``: seconds the
+        aborted record stays readable."""
+        answer = await script("abort")(
+            self.redis, self.keys.prefix, [job_id, now_ms(), int(keep * 1000)]
+        )
+        return _s(answer)

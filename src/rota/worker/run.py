@@ -1,0 +1,213 @@
+"""``PoolRun``: the tasks of one running pool, started in order and drained in named steps.
+
+:class:`~rota.worker.pool.WorkerPool` registers handlers; a run runs them. Its start
+launches the background tasks (abort listener, acker, heartbeat, reaper, scheduler),
+then the fetcher and the workers. Its drain stops them in this order, one method per
+step: stop fetching, give back the jobs not started, wait for the running ones up to
+``grace``, cancel the rest, flush their outcomes, leave.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup, TaskStatus
+
+from rota import __version__
+from rota.config import describe
+from rota.outage import condition
+from rota.protocol.job import Reason
+from rota.protocol.rows import Outcome
+from rota.worker.acker import Acker
+from rota.worker.fetcher import Fetcher
+from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
+from rota.worker.registry import Periodic
+from rota.worker.robin import Robin
+from rota.worker.runner import run_job
+from rota.worker.runtime import PoolRuntime
+from rota.worker.scheduler import Scheduler
+
+__all__ = ["PoolRun"]
+
+log = structlog.get_logger("rota.pool")
+
+
+class PoolRun:
+    def __init__(self, rt: PoolRuntime, periodic: list[Periodic]) -> None:
+        self.rt = rt
+        self.periodic = periodic
+        self.acker = Acker(rt)
+        robin = Robin({name: h.priority for name, h in rt.handlers.items()})
+        self.fetcher = Fetcher(rt, robin, self.acker)
+        self.heartbeat = Heartbeat(rt, self.acker)
+        self._fetching = anyio.CancelScope()
+        self._background = anyio.CancelScope()
+        # Set in ``finally``: when a task of the pool crashes, the drain must not wait
+        # forever for tasks that were cancelled.
+        self._fetcher_done = anyio.Event()
+        self._workers_done = anyio.Event()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Start the pool's tasks, run the block, and drain the pool when it ends."""
+        try:
+            async with anyio.create_task_group() as tg:
+                await self.start(tg)
+                try:
+                    yield
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await self.drain()
+                    tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # An error of the block (or of one task) comes out as itself, not wrapped in
+            # a group the caller did not ask for.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+
+    # -- start ----------------------------------------------------------------------
+
+    async def start(self, tg: TaskGroup) -> None:
+        """Start every task in ``tg``: the fetcher only once the pool listens for aborts
+        and has beaten once."""
+        await tg.start(self._run_background)
+        tg.start_soon(self._run_fetcher)
+        tg.start_soon(self._run_workers)
+        s = self.rt.settings
+        # Where each setting that is not a default came from: a config file in the working
+        # directory or a ROTA_* variable silently beats what the code passed otherwise.
+        log.info("settings", pool=self.rt.pool_id, **describe(s))
+        log.info(
+            "pool started",
+            pool=self.rt.pool_id,
+            version=__version__,
+            namespace=s.namespace,
+            concurrency=s.concurrency,
+            jobs=sorted(self.rt.handlers),
+        )
+
+    async def _run_background(self, *, task_status: TaskStatus[None]) -> None:
+        rt = self.rt
+        with self._background:
+            async with anyio.create_task_group() as bg:
+                await bg.start(AbortListener(rt).run)
+                await rt.watch.keep_trying("heartbeat", self.heartbeat.beat)
+                task_status.started()
+                bg.start_soon(self.acker.run)
+                bg.start_soon(self.heartbeat.run)
+                bg.start_soon(Reaper(rt).run)
+                bg.start_soon(Scheduler(rt, self.periodic).run)
+
+    async def _run_fetcher(self) -> None:
+        try:
+            with self._fetching:
+                await self.fetcher.run()
+        finally:
+            self._fetcher_done.set()
+
+    async def _run_workers(self) -> None:
+        try:
+            async with anyio.create_task_group() as workers:
+                for _ in range(self.rt.settings.concurrency):
+                    workers.start_soon(self._worker)
+        finally:
+            self._workers_done.set()
+
+    async def _worker(self) -> None:
+        rt, acker, handoff = self.rt, self.acker, self.rt.handoff
+        while (job := await handoff.take()) is not None:
+            start = time.perf_counter()
+            if rt.stopping.is_set():
+                acker.add(Outcome.requeue(job))
+            else:
+                try:
+                    acker.add(await run_job(rt, job))
+                except Exception as exc:  # a bug must not take the pool down
+                    log.exception("job attempt failed inside rota", job_id=job.id)
+                    acker.add(Outcome.dead(job, Reason.ERROR, f"internal error: {exc!r}"))
+            handoff.done(time.perf_counter() - start)
+
+    # -- drain ----------------------------------------------------------------------
+
+    async def drain(self) -> None:
+        """Stop the pool, losing no job: each step below waits for the one before."""
+        self.rt.stopping.set()
+        await self._stop_fetching()
+        self._give_back_unstarted()
+        await self._wait_for_workers()
+        await self._cancel_the_rest()
+        await self._flush_outcomes()
+        await self._leave()
+
+    async def _stop_fetching(self) -> None:
+        """End the fetcher. One waiting on its wake lists has its fetch queued behind the
+        BLPOP (shielded): end the wait, so that fetch runs now and its jobs go back with
+        the others not started."""
+        self._fetching.cancel()
+        while not self._fetcher_done.is_set():
+            try:
+                await self.fetcher.unblock()
+            except Exception as exc:
+                if condition(exc) is None:
+                    raise
+            with anyio.move_on_after(0.05):
+                await self._fetcher_done.wait()
+
+    def _give_back_unstarted(self) -> None:
+        """Jobs leased and not started go back to the front of their queues, the last
+        leased first, so that the first leased is next again: their order holds."""
+        for job in reversed(self.rt.handoff.close()):
+            self.acker.add(Outcome.requeue(job))
+
+    async def _wait_for_workers(self) -> None:
+        """Let running jobs finish, for ``grace`` seconds or until a second signal."""
+        rt = self.rt
+        log.info(
+            "pool draining", pool=rt.pool_id, running=len(rt.in_flight), grace=rt.settings.grace
+        )
+        await self._until_forced(rt.settings.grace, self._workers_done.wait)
+
+    async def _cancel_the_rest(self) -> None:
+        """Cancel the jobs still running: they go back to their queues (see runner)."""
+        for entry in list(self.rt.in_flight.values()):
+            entry.cancel("shutdown")
+        await self._workers_done.wait()
+
+    async def _flush_outcomes(self) -> None:
+        """Record the outcomes; if Redis stays away, give up after a while: those jobs run
+        again once their leases expire (at least once, never lost)."""
+        rt = self.rt
+        timed_out = await self._until_forced(max(rt.settings.grace, 5.0), self.acker.flush)
+        if self.acker.pending:
+            log.error(
+                "outcomes not recorded: Redis unavailable; their jobs will run again",
+                pool=rt.pool_id,
+                jobs=self.acker.pending,
+                timed_out=timed_out,
+            )
+
+    async def _leave(self) -> None:
+        """Stop the background tasks and remove this pool's heartbeat."""
+        self._background.cancel()
+        await self.heartbeat.stop()
+        log.info("pool stopped", pool=self.rt.pool_id, stale_finishes=self.acker.stale)
+
+    async def _until_forced(self, limit: float, step: Callable[[], Awaitable[object]]) -> bool:
+        """Run ``step`` for at most ``limit`` seconds, or until a second signal; whether
+        the time ran out."""
+        with anyio.move_on_after(limit) as scope:
+            async with anyio.create_task_group() as wait:
+                wait.start_soon(_cancel_on, self.rt.force, wait)
+                await step()
+                wait.cancel_scope.cancel()
+        return scope.cancelled_caught
+
+
+async def _cancel_on(event: anyio.Event, tg: TaskGroup) -> None:
+    await event.wait()
+    tg.cancel_scope.cancel()

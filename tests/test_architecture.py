@@ -34,6 +34,7 @@ LAYERS: dict[str, int] = {
     "rota.topology": 1,
     "rota.acl": 0,
     "rota.client": 2,
+    "rota.spec": 2,
     "rota.operations": 2,
     "rota.reads": 2,
     "rota.workflow": 2,

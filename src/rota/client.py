@@ -6,9 +6,7 @@ the worker package.
 
 from __future__ import annotations
 
-import math
 import time
-import uuid
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
@@ -22,16 +20,16 @@ from rota import tracing, workflow
 from rota.access import connect_to
 from rota.config import Settings
 from rota.connection import connect
-from rota.errors import JobNotFound, NotReplicated, PayloadTooLarge
+from rota.errors import JobNotFound, NotReplicated
 from rota.link import Link
 from rota.operations import Bucket, History, Operations, Page, QueueInfo, RunningJob
 from rota.outage import refused
-from rota.protocol import codec
 from rota.protocol.job import NAME_RE, JobSet, now_ms, validate_name
 from rota.protocol.keys import Keys
 from rota.protocol.rows import EnqueueRow
 from rota.protocol.scripts import Arg, Script, call_many, script
 from rota.reads import Reads
+from rota.spec import Job, JobSpec, finite, to_row
 from rota.topology import wait_replicas
 from rota.workflow import Group, GroupProgress
 
@@ -56,31 +54,6 @@ _DEFAULT_MAX_ARGS = 512 * 1024
 def _s(value: Any) -> str:
     """Text of a Redis reply that is bytes (rota never decodes responses)."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-class Job(msgspec.Struct, frozen=True):
-    """What an enqueue returns. ``created`` is False when nothing was enqueued because
-    the id existed already or the unique key is held; ``id`` is then the holder's."""
-
-    id: str
-    name: str
-    created: bool = True
-
-
-class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
-    """One job to enqueue, with args and options kept apart (see ``enqueue_many``)."""
-
-    name: str
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = msgspec.field(default_factory=dict)
-    run_at: float | None = None  # seconds since the epoch
-    delay: float | None = None  # seconds from now
-    unique: str | None = None
-    unique_ttl: float | None = None
-    job_id: str | None = None
-    max_fails: int | None = None
-    timeout: float | None = None
-    after: tuple[str, ...] = ()  # ids of jobs that must complete first
 
 
 class Client(Reads, Operations):
@@ -218,7 +191,7 @@ class Client(Reads, Operations):
     async def enqueue_in(self, delay: float, name: str, /, *args: Any, **kwargs: Any) -> Job:
         """Enqueue a job to run ``delay`` seconds from now."""
         return await self._enqueue_scheduled(
-            time.time() + _finite("delay", delay), name, args, kwargs
+            time.time() + finite("delay", delay), name, args, kwargs
         )
 
     async def enqueue_at(
@@ -301,56 +274,8 @@ class Client(Reads, Operations):
         return [Job(_s(flat[2 * i]), row.name, bool(flat[2 * i + 1])) for i, row in enumerate(rows)]
 
     def _enqueue_args(self, spec: JobSpec, group: str = "", waits_group: str = "") -> EnqueueRow:
-        """The row of one job, checked: its own options, then the group it is a member of
-        and the group it is the callback of."""
-        validate_name(spec.name)
-        payload = codec.encode_args(spec.args, spec.kwargs)
-        if len(payload) > self.max_args_bytes:
-            raise PayloadTooLarge(
-                f"args of job {spec.name!r} are {len(payload)} bytes encoded,"
-                f" over the limit of {self.max_args_bytes}"
-            )
-        now = now_ms()
-        run_at = 0
-        if spec.run_at is not None:
-            run_at = int(_finite("run_at", spec.run_at) * 1000)
-        elif spec.delay is not None:
-            run_at = now + int(_finite("delay", spec.delay) * 1000)
-        if spec.timeout is not None and not _finite("timeout", spec.timeout) > 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {spec.timeout}")
-        job_id = spec.job_id or uuid.uuid4().hex
-        if spec.job_id is not None and not _NAME_RE.match(job_id):
-            raise ValueError(f"invalid job id {job_id!r}")
-        ttl = self.unique_ttl if spec.unique_ttl is None else spec.unique_ttl
-        if spec.max_fails is not None and (
-            not isinstance(spec.max_fails, int) or isinstance(spec.max_fails, bool)
-        ):
-            raise ValueError(f"max_fails must be an integer, got {spec.max_fails!r}")
-        if spec.max_fails is not None and spec.max_fails < 1:
-            raise ValueError(f"max_fails must be at least 1, got {spec.max_fails}")
-        if ttl <= 0:
-            raise ValueError(f"unique_ttl must be positive, got {ttl}")
-        if spec.unique is not None and not spec.unique:
-            raise ValueError("unique key must not be empty")
-        if isinstance(spec.after, str):
-            raise TypeError("after: give a list of job ids, not one string")
-        for parent in spec.after:
-            if not isinstance(parent, str) or not _NAME_RE.match(parent):
-                raise ValueError(f"after: invalid job id {parent!r}")
-        return EnqueueRow(
-            job_id,
-            spec.name,
-            payload,
-            now,
-            run_at,
-            spec.unique or "",
-            max(1, int(ttl * 1000)),
-            "" if spec.max_fails is None else int(spec.max_fails),
-            "" if spec.timeout is None else float(spec.timeout),
-            " ".join(spec.after),
-            group,
-            waits_group,
-        )
+        """The row of one job, checked (see :func:`rota.spec.to_row`)."""
+        return to_row(spec, self.max_args_bytes, self.unique_ttl, group, waits_group)
 
     # -- workflows (rota.workflow) -------------------------------------------------
 
@@ -398,17 +323,6 @@ async def durable_enqueue(client: Client, rows: list[EnqueueRow], replicas: int)
 
 _BATCH = 1000
 _OPTIONS = frozenset({"unique", "unique_ttl", "job_id", "max_fails", "timeout", "after"})
-
-
-def _finite(option: str, value: float) -> float:
-    """``value`` as a float, or a ValueError naming ``option``."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{option} must be a number, got {value!r}") from None
-    if not math.isfinite(number):
-        raise ValueError(f"{option} must be a finite number, got {value!r}")
-    return number
 
 
 def _raise_first(answers: list[Any], sizes: list[int]) -> None:

@@ -1,0 +1,124 @@
+"""What a producer asks for, checked once: a :class:`JobSpec` becomes the row the enqueue
+scripts take, or an error that names the option.
+
+The client, the CLI and the web API all enqueue through here, so they refuse the same
+things with the same words (a timeout that is not positive, a NaN delay, a job id that
+could not be a key...).
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from typing import Any
+
+import msgspec
+
+from rota.errors import PayloadTooLarge
+from rota.protocol import codec
+from rota.protocol.job import NAME_RE, now_ms, validate_name
+from rota.protocol.rows import EnqueueRow
+
+__all__ = ["Job", "JobSpec", "finite", "to_row"]
+
+
+class Job(msgspec.Struct, frozen=True):
+    """What an enqueue returns. ``created`` is False when nothing was enqueued because
+    the id existed already or the unique key is held; ``id`` is then the holder's."""
+
+    id: str
+    name: str
+    created: bool = True
+
+
+class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """One job to enqueue, with args and options kept apart (see ``enqueue_many``)."""
+
+    name: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = msgspec.field(default_factory=dict)
+    run_at: float | None = None  # seconds since the epoch
+    delay: float | None = None  # seconds from now
+    unique: str | None = None
+    unique_ttl: float | None = None
+    job_id: str | None = None
+    max_fails: int | None = None
+    timeout: float | None = None
+    after: tuple[str, ...] = ()  # ids of jobs that must complete first
+
+
+def to_row(
+    spec: JobSpec,
+    max_args_bytes: int,
+    unique_ttl: float,
+    group: str = "",
+    waits_group: str = "",
+) -> EnqueueRow:
+    """The row of one job: its own options, checked, then the group it is a member of
+    and the group it is the callback of."""
+    validate_name(spec.name)
+    payload = codec.encode_args(spec.args, spec.kwargs)
+    if len(payload) > max_args_bytes:
+        raise PayloadTooLarge(
+            f"args of job {spec.name!r} are {len(payload)} bytes encoded,"
+            f" over the limit of {max_args_bytes}"
+        )
+    now = now_ms()
+    ttl = unique_ttl if spec.unique_ttl is None else spec.unique_ttl
+    _check(spec, ttl)
+    return EnqueueRow(
+        spec.job_id or uuid.uuid4().hex,
+        spec.name,
+        payload,
+        now,
+        _run_at(spec, now),
+        spec.unique or "",
+        max(1, int(ttl * 1000)),
+        "" if spec.max_fails is None else int(spec.max_fails),
+        "" if spec.timeout is None else float(spec.timeout),
+        " ".join(spec.after),
+        group,
+        waits_group,
+    )
+
+
+def _run_at(spec: JobSpec, now: int) -> int:
+    """When the job is due (ms); 0 for now."""
+    if spec.run_at is not None:
+        return int(finite("run_at", spec.run_at) * 1000)
+    if spec.delay is not None:
+        return now + int(finite("delay", spec.delay) * 1000)
+    return 0
+
+
+def _check(spec: JobSpec, ttl: float) -> None:
+    """A ValueError (TypeError for a wrong kind of value) naming the first bad option."""
+    if spec.timeout is not None and not finite("timeout", spec.timeout) > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {spec.timeout}")
+    if spec.job_id is not None and not NAME_RE.match(spec.job_id):
+        raise ValueError(f"invalid job id {spec.job_id!r}")
+    max_fails: Any = spec.max_fails
+    if max_fails is not None and (not isinstance(max_fails, int) or isinstance(max_fails, bool)):
+        raise ValueError(f"max_fails must be an integer, got {max_fails!r}")
+    if max_fails is not None and max_fails < 1:
+        raise ValueError(f"max_fails must be at least 1, got {max_fails}")
+    if ttl <= 0:
+        raise ValueError(f"unique_ttl must be positive, got {ttl}")
+    if spec.unique is not None and not spec.unique:
+        raise ValueError("unique key must not be empty")
+    if isinstance(spec.after, str):
+        raise TypeError("after: give a list of job ids, not one string")
+    for parent in spec.after:
+        if not isinstance(parent, str) or not NAME_RE.match(parent):
+            raise ValueError(f"after: invalid job id {parent!r}")
+
+
+def finite(option: str, value: float) -> float:
+    """``value`` as a float, or a ValueError naming ``option``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{option} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{option} must be a finite number, got {value!r}")
+    return number

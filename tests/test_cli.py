@@ -133,7 +133,7 @@ async def test_status_json_and_table(
 
 async def _busy(client: Client) -> bool:
     pools = await client.pools()
-    return bool(pools) and bool(pools[0][0].busy)
+    return bool(pools) and bool(pools[0].busy)
 
 
 async def test_queue_pause_resume_clear(conn: tuple[str, ...], client: Client) -> None:

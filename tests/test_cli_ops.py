@@ -200,7 +200,7 @@ async def test_worker_flags_reach_the_pool(
 
 
 async def _pool_concurrency_is(client: Client, n: int) -> bool:
-    return [p.concurrency for p, _ in await client.pools()] == [n]
+    return [p.concurrency for p in await client.pools()] == [n]
 
 
 def test_the_demo_jobs_import_from_the_installed_package(tmp_path: Path) -> None:

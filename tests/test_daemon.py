@@ -103,7 +103,7 @@ async def test_supervisor_replaces_a_killed_child_and_recovers_its_jobs(
         await wait_until(lambda: _pool_count(client, 2), within=30)
         jobs = [await client.enqueue("nap", seconds=1.0) for _ in range(8)]
         await wait_until(lambda: _busy_pids(client, 2), within=20)
-        pids = {snap.pid for snap, _ in await client.pools() if snap.busy}
+        pids = {snap.pid for snap in await client.pools() if snap.busy}
         victim = sorted(pids)[0]
         os.kill(victim, signal.SIGKILL)
         killed_at = time.monotonic()
@@ -126,11 +126,11 @@ async def _pool_count(client: Client, n: int) -> bool:
 
 
 async def _busy_pids(client: Client, n: int) -> bool:
-    return len({snap.pid for snap, _ in await client.pools() if snap.busy}) >= n
+    return len({snap.pid for snap in await client.pools() if snap.busy}) >= n
 
 
 async def _replaced(client: Client, victim: int) -> bool:
-    pids = {snap.pid for snap, _ in await client.pools()}
+    pids = {snap.pid for snap in await client.pools()}
     return victim not in pids and len(pids) == 2
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rota.client import Client, Job, JobSpec, Page, QueueInfo, RunningJob
+from rota.operations import LivePool
 from rota.config import Settings, load_settings
 from rota.errors import (
     Abort,
@@ -45,6 +46,7 @@ __all__ = [
     "JobNotFound",
     "JobRecord",
     "JobSpec",
+    "LivePool",
     "NotReplicated",
     "Page",
     "PayloadTooLarge",

@@ -22,7 +22,7 @@ from rota.protocol.rate import Rate, parse_rate
 from rota.protocol.scripts import Arg, Script, script
 from rota.protocol.snapshot import PoolSnapshot
 
-__all__ = ["Bucket", "History", "Operations", "Page", "QueueInfo", "RunningJob"]
+__all__ = ["Bucket", "History", "LivePool", "Operations", "Page", "QueueInfo", "RunningJob"]
 
 _CHUNK = 500
 
@@ -92,6 +92,14 @@ class History(msgspec.Struct, frozen=True):
 
     minutes: list[Bucket]
     days: list[Bucket]
+
+
+class LivePool(PoolSnapshot, frozen=True, kw_only=True):
+    """A live pool: its latest snapshot, the time (ms) of its last heartbeat, and whether
+    it is stale (no heartbeat for more than two of its intervals: stopped, or stuck)."""
+
+    last_heartbeat: int
+    stale: bool
 
 
 class Operations:
@@ -174,7 +182,7 @@ class Operations:
         for job_id, _, _ in leases:
             pipe.hmget(k.job(job_id), "state", "pool", "started_at", "progress")
         rows = await pipe.execute()
-        said = {(p.id, b.job_id): b.message for p, _ in await self.pools() for b in p.busy}
+        said = {(p.id, b.job_id): b.message for p in await self.pools() for b in p.busy}
         out = []
         for (job_id, name, deadline), row in zip(leases, rows, strict=True):
             state, pool, started, progress = ("" if v is None else _s(v) for v in row)
@@ -216,8 +224,10 @@ class Operations:
         scores = await self.redis.zmscore(self._set_key(which), list(ids))
         return [i for i, score in zip(ids, scores, strict=True) if score is not None]
 
-    async def pools(self) -> list[tuple[PoolSnapshot, int]]:
-        """Live pools with the time (ms) of their last heartbeat, oldest pool first.
+    async def pools(self, *, heartbeat_interval: float = 5.0) -> list[LivePool]:
+        """Live pools, oldest first, each with the time (ms) of its last heartbeat and
+        whether it is stale: no heartbeat for more than two of its intervals (a snapshot
+        of an older pool, without its interval, is judged by ``heartbeat_interval``).
 
         A pool whose snapshot expired (it stopped beating) but which the reaper has not
         forgotten yet is left out.
@@ -226,14 +236,19 @@ class Operations:
         if not entries:
             return []
         raws = await self.redis.mget([self.keys.pool(_s(pid)) for pid, _ in entries])
+        now = now_ms()
         out = []
         for (_, beat), raw in zip(entries, raws, strict=True):
-            if raw:
-                try:
-                    out.append((msgspec.json.decode(raw, type=PoolSnapshot), int(beat)))
-                except msgspec.DecodeError:
-                    continue
-        out.sort(key=lambda p: p[0].started_at)
+            try:
+                snap = msgspec.json.decode(raw, type=PoolSnapshot) if raw else None
+            except msgspec.DecodeError:
+                snap = None
+            if snap is not None:
+                interval = snap.heartbeat_interval or heartbeat_interval
+                stale = now - int(beat) > interval * 2000
+                fields = msgspec.structs.asdict(snap)
+                out.append(LivePool(**fields, last_heartbeat=int(beat), stale=stale))
+        out.sort(key=lambda p: p.started_at)
         return out
 
     async def stats(self) -> dict[str, int]:

@@ -141,24 +141,14 @@ async def enqueue(
 
 async def _status(client: Client, settings: Settings) -> dict[str, Any]:
     queues = await client.queues()
-    pools = await client.pools()
+    pools = await client.pools(heartbeat_interval=settings.heartbeat_interval)
     running = await client.running([q.name for q in queues])
     busy = Counter(r.pool for r in running)
     stats = await client.stats()
-    now = time.time() * 1000
-    stale_after = settings.heartbeat_interval * 2000
     return {
         "namespace": settings.namespace,
         "queues": [msgspec.structs.asdict(q) for q in queues],
-        "pools": [
-            {
-                **msgspec.structs.asdict(p),
-                "busy": busy[p.id],
-                "last_heartbeat": beat,
-                "stale": now - beat > stale_after,
-            }
-            for p, beat in pools
-        ],
+        "pools": [{**msgspec.structs.asdict(p), "busy": busy[p.id]} for p in pools],
         "busy": [msgspec.structs.asdict(r) for r in running],
         "totals": {k: stats.get(k, 0) for k in ("processed", "failed", "dead", "lost")},
     }

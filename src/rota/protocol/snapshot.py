@@ -29,3 +29,4 @@ class PoolSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     started_at: int
     heartbeat_at: int
     busy: list[BusyWorker] = msgspec.field(default_factory=list)
+    heartbeat_interval: float = 0.0  # seconds; 0 in snapshots of older pools

@@ -26,8 +26,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from rota.client import Client, QueueInfo
+from rota.operations import LivePool
 from rota.outage import Condition
-from rota.protocol.snapshot import PoolSnapshot
 from rota.web.base import client_of
 
 __all__ = [
@@ -61,7 +61,7 @@ class Reading:
     namespace: str
     queues: list[QueueInfo]
     stats: dict[str, int]
-    pools: list[tuple[PoolSnapshot, int]]
+    pools: list[LivePool]
     sets: dict[str, int]
     roundtrip: float
     scrape_seconds: float
@@ -152,7 +152,7 @@ class RotaCollector(Collector):
         yield sets
         yield _gauge("rota_pools", "Live worker pools.", ns, len(r.pools))
         yield _gauge(
-            "rota_workers", "Workers of all live pools.", ns, sum(p.concurrency for p, _ in r.pools)
+            "rota_workers", "Workers of all live pools.", ns, sum(p.concurrency for p in r.pools)
         )
         yield _gauge(
             "rota_busy_workers", "Workers running a job.", ns, sum(q.running for q in r.queues)

@@ -15,7 +15,7 @@ import msgspec
 from rota.client import Client
 from rota.config import Settings
 from rota.operations import Bucket
-from rota.protocol.job import JobRecord, JobSet, now_ms
+from rota.protocol.job import JobRecord, JobSet
 from rota.web.related import FINAL_STATES, FLOW_LIMIT, MISSING, flow, group_detail, job_detail
 
 __all__ = [
@@ -113,16 +113,12 @@ async def queues(client: Client) -> dict[str, Any]:
 
 
 async def pools(client: Client, settings: Settings) -> dict[str, Any]:
-    """Live pools; ``stale``: no heartbeat for more than two intervals."""
-    now = now_ms()
-    stale_after = settings.heartbeat_interval * 2000
+    """Live pools; ``stale``: no heartbeat for more than two of its intervals."""
     busy = Counter(r.pool for r in await client.running())
     out = []
-    for snap, beat in await client.pools():
-        row = _asdict(snap)
-        row["busy"] = busy[snap.id]
-        row["last_heartbeat"] = beat
-        row["stale"] = now - beat > stale_after
+    for pool in await client.pools(heartbeat_interval=settings.heartbeat_interval):
+        row = _asdict(pool)
+        row["busy"] = busy[pool.id]
         out.append(row)
     return {"pools": out, "heartbeat_interval": settings.heartbeat_interval}
 

@@ -53,6 +53,7 @@ class Heartbeat:
             started_at=rt.started_at,
             heartbeat_at=now_ms(),
             busy=busy,
+            heartbeat_interval=rt.settings.heartbeat_interval,
         )
 
     async def run(self) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rota.client import Client, Job, JobSpec, Page, QueueInfo, RunningJob
-from rota.operations import LivePool
 from rota.config import Settings, load_settings
 from rota.errors import (
     Abort,
@@ -24,6 +23,7 @@ from rota.errors import (
     Retry,
     RotaError,
 )
+from rota.operations import LivePool
 from rota.protocol.job import JobRecord, Reason, State
 from rota.workflow import Group, GroupProgress
 

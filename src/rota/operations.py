@@ -160,12 +160,14 @@ class Operations:
             )
         return out
 
-    async def running(self, names: Sequence[str] | None = None) -> list[RunningJob]:
+    async def running(
+        self, names: Sequence[str] | None = None, pools: Sequence[LivePool] | None = None
+    ) -> list[RunningJob]:
         """The jobs running now, longest running first: exact at the moment of the read,
         where pool snapshots are up to a heartbeat old (only the checkin ``message``
         comes from them). Reads the running sets, then the records, one pipelined
-        round trip each, and the snapshots (one more to list the names when not
-        given)."""
+        round trip each, and the snapshots (two more: to list the names, and to read the
+        pools, when not given)."""
         names = await self.names() if names is None else list(names)
         k = self.keys
         pipe = self.redis.pipeline(transaction=False)
@@ -182,7 +184,9 @@ class Operations:
         for job_id, _, _ in leases:
             pipe.hmget(k.job(job_id), "state", "pool", "started_at", "progress")
         rows = await pipe.execute()
-        said = {(p.id, b.job_id): b.message for p in await self.pools() for b in p.busy}
+        if pools is None:
+            pools = await self.pools()
+        said = {(p.id, b.job_id): b.message for p in pools for b in p.busy}
         out = []
         for (job_id, name, deadline), row in zip(leases, rows, strict=True):
             state, pool, started, progress = ("" if v is None else _s(v) for v in row)

@@ -17,6 +17,7 @@ SDK configured, spans are OpenTelemetry's non-recording ones.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -37,7 +38,10 @@ _NONE: Final[TraceContext] = ("", "")
 _SYSTEM: Final = "rota"
 
 
+@functools.cache
 def _tracer() -> Any:
+    """rota's tracer, made once: a tracer got before the application sets its provider
+    is a proxy that follows it."""
     from rota import __version__
 
     return _trace.get_tracer("rota", __version__)

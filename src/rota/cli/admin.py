@@ -142,7 +142,7 @@ async def enqueue(
 async def _status(client: Client, settings: Settings) -> dict[str, Any]:
     queues = await client.queues()
     pools = await client.pools(heartbeat_interval=settings.heartbeat_interval)
-    running = await client.running([q.name for q in queues])
+    running = await client.running([q.name for q in queues], pools)
     busy = Counter(r.pool for r in running)
     stats = await client.stats()
     return {

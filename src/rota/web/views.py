@@ -114,9 +114,10 @@ async def queues(client: Client) -> dict[str, Any]:
 
 async def pools(client: Client, settings: Settings) -> dict[str, Any]:
     """Live pools; ``stale``: no heartbeat for more than two of its intervals."""
-    busy = Counter(r.pool for r in await client.running())
+    live = await client.pools(heartbeat_interval=settings.heartbeat_interval)
+    busy = Counter(r.pool for r in await client.running(pools=live))
     out = []
-    for pool in await client.pools(heartbeat_interval=settings.heartbeat_interval):
+    for pool in live:
         row = _asdict(pool)
         row["busy"] = busy[pool.id]
         out.append(row)

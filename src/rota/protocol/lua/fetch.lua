@@ -309,17 +309,18 @@ for name, entries in pairs(leased) do
   if left ~= true then
     left = left - #entries / 2
   end
+  local holds = queue_holds(name)
   if rate then
     local tat = rate[2] + rate[1] * (#entries / 2)
     redis.call('HSET', K_RATE_TAT, name, string.format('%.3f', tat))
-    if tat > now and room(left) and queue_holds(name) then
+    if tat > now and room(left) and holds then
       later(tat)
     end
   end
   -- Pass the wake on: a queue that still holds jobs after this batch wakes one more
   -- waiting pool, so a burst reaches every idle pool, not only the few the enqueue woke.
   -- (A name with no room left under its limit is woken by the finish that frees a slot.)
-  if not queue_holds(name) then
+  if not holds then
     unready(name)
   elseif room(status[name]) then
     wake(name)

@@ -10,7 +10,7 @@ import anyio
 import redis
 import redis.exceptions
 
-from rota import Settings
+from rota import Settings, WorkerPool
 
 
 def pool_settings(redis_url: str, namespace: str, **changes: Any) -> Settings:
@@ -61,3 +61,17 @@ def fill_up(r: redis.Redis) -> None:
     except redis.exceptions.OutOfMemoryError:
         return
     raise AssertionError("Redis still takes writes: is its policy noeviction?")
+
+
+def step_pool(redis_url: str, namespace: str) -> WorkerPool:
+    """``step`` returns its label in capitals, or dies when the label starts with
+    "fail"."""
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=600))
+
+    @pool.job(max_fails=1)
+    async def step(label: str) -> str:
+        if label.startswith("fail"):
+            raise RuntimeError(f"{label} fails")
+        return label.upper()
+
+    return pool

@@ -13,7 +13,7 @@ import redis
 
 from rota import Client, JobContext, JobSpec, WorkerPool, __version__
 from tests.cli_helpers import rota_env, rota_json, run_rota
-from tests.helpers import pool_settings, wait_until
+from tests.helpers import pool_settings, step_pool, wait_until
 
 
 @pytest.fixture
@@ -311,18 +311,6 @@ def test_enqueue_after_a_missing_parent_exits_1_with_one_line(
     assert redis_sync.keys("{" + namespace + "}:*") == []
 
 
-def _step_pool(redis_url: str, namespace: str) -> WorkerPool:
-    pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=600))
-
-    @pool.job(max_fails=1)
-    async def step(label: str) -> str:
-        if label.startswith("fail"):
-            raise RuntimeError(f"{label} fails")
-        return label.upper()
-
-    return pool
-
-
 async def _states_are(client: Client, ids: list[str], state: str) -> bool:
     records = [await client.job(i) for i in ids]
     return all(r is not None and r.state == state for r in records)
@@ -344,7 +332,7 @@ async def test_job_show_lists_parents_and_children(
     assert re.search(rf"^\s+{c.id}  step  waiting$", text, re.M), text
     assert re.search(r"^\s+pending  2$", text, re.M), text
 
-    async with _step_pool(redis_url, namespace).running(client=client):
+    async with step_pool(redis_url, namespace).running(client=client):
         await wait_until(lambda: _states_are(client, [a.id, b.id, c.id, d.id], "complete"))
     data = await anyio.to_thread.run_sync(lambda: rota_json("job", "show", a.id, *conn))
     assert data["parents"] == []
@@ -373,7 +361,7 @@ async def test_group_show(
     assert f"callback  {g.then.id}  step  waiting" in text.stdout
 
     then_id = g.then.id
-    async with _step_pool(redis_url, namespace).running(client=client):
+    async with step_pool(redis_url, namespace).running(client=client):
         await wait_until(lambda: _states_are(client, [then_id], "dead"))
         await wait_until(lambda: _states_are(client, members[:2], "complete"))
     done = await anyio.to_thread.run_sync(lambda: run_rota("group", "show", g.id, *conn))

@@ -17,10 +17,18 @@ from rota import Client, JobContext, JobSpec, Settings, WorkerPool
 from tests.helpers import pool_settings, wait_until
 
 
+async def _nothing(ctx: JobContext) -> None:
+    return None
+
+
 def _pool(redis_url: str, namespace: str, **changes: Any) -> WorkerPool:
+    """A pool that keeps nothing for no result, with a handler ``nothing`` that returns
+    None."""
     values: dict[str, Any] = {"keep_result": 3600.0, "keep_none": 0.0}
     values.update(changes)
-    return WorkerPool(settings=pool_settings(redis_url, namespace, **values))
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, **values))
+    pool.job(name="nothing")(_nothing)
+    return pool
 
 
 async def _processed(client: Client, n: int) -> None:
@@ -34,10 +42,6 @@ async def test_a_job_without_result_leaves_no_record_and_one_with_a_result_is_ke
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:
     pool = _pool(redis_url, namespace)
-
-    @pool.job
-    async def nothing(ctx: JobContext) -> None:
-        return None
 
     @pool.job
     async def answer(ctx: JobContext) -> int:
@@ -75,10 +79,6 @@ async def test_a_job_without_result_is_kept_for_its_waiter(
 ) -> None:
     pool = _pool(redis_url, namespace)
 
-    @pool.job
-    async def nothing(ctx: JobContext) -> None:
-        return None
-
     await client.pause("nothing")
     job = await client.enqueue("nothing")
     got: list[Any] = []
@@ -101,10 +101,7 @@ async def test_by_default_a_job_without_result_is_kept_a_minute(
 ) -> None:
     pool = WorkerPool(settings=Settings(redis_url=redis_url, namespace=namespace, grace=2.0))
     assert pool.settings.keep_none == 60.0
-
-    @pool.job
-    async def nothing(ctx: JobContext) -> None:
-        return None
+    pool.job(name="nothing")(_nothing)
 
     job = await client.enqueue("nothing")
     async with pool.running():

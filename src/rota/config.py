@@ -146,7 +146,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
     def replace(self, **changes: Any) -> Settings:
         built = _build({**msgspec.structs.asdict(self), **changes}, source="override")
-        _remember(built, {**_SOURCES.get(self, {}), **dict.fromkeys(changes, "override")})
+        _SOURCES[built] = {**_SOURCES.get(self, {}), **dict.fromkeys(changes, "override")}
         return built
 
     def secret(self, name: str) -> str | None:
@@ -195,10 +195,6 @@ _KINDS: Final = {
 
 #: Where each setting of a built Settings came from, when load_settings or replace built it.
 _SOURCES: weakref.WeakKeyDictionary[Settings, dict[str, str]] = weakref.WeakKeyDictionary()
-
-
-def _remember(settings: Settings, sources: dict[str, str]) -> None:
-    _SOURCES[settings] = sources
 
 
 def describe(settings: Settings) -> dict[str, str]:
@@ -299,5 +295,5 @@ def load_settings(
     values.update(given)
     sources.update(dict.fromkeys(given, "flag"))
     settings = _build(values, source="settings", strict=False)
-    _remember(settings, sources)
+    _SOURCES[settings] = sources
     return settings

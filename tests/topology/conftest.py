@@ -3,27 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.chaos.harness import Fleet, Ledger
+# The ledger and the worker processes are the chaos suite's.
+from tests.chaos.conftest import fleet, ledger  # noqa: F401
 from tests.topology_servers import ClusterGroup, SentinelGroup
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Ledger:
-    return Ledger(tmp_path / "ledger.txt")
-
-
-@pytest.fixture
-def fleet(tmp_path: Path, ledger: Ledger) -> Iterator[Fleet]:
-    """Worker processes; every one still running is killed when the test ends."""
-    f = Fleet(tmp_path, ledger)
-    try:
-        yield f
-    finally:
-        f.close()
 
 
 @pytest.fixture

@@ -13,25 +13,11 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from rota import Client, JobSpec, WorkerPool
+from rota import Client, JobSpec
 from rota.web.graph import layout
-from tests.helpers import pool_settings, wait_until
+from tests.helpers import step_pool, wait_until
 from tests.web.test_api import error_of, snapshot
 from tests.web.test_pages import FORM
-
-
-def step_pool(redis_url: str, namespace: str) -> WorkerPool:
-    """``step`` returns its label in capitals, or dies when the label starts with
-    "fail"."""
-    pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=600))
-
-    @pool.job(max_fails=1)
-    async def step(label: str) -> str:
-        if label.startswith("fail"):
-            raise RuntimeError(f"{label} fails")
-        return label.upper()
-
-    return pool
 
 
 def step(label: str, **options: Any) -> JobSpec:

@@ -59,7 +59,7 @@ async function plainJob(redis, prefix, job) {
   const now = String(Date.now());
   const reply = await redis.multi()
     .hset(`${prefix}job:${job.id}`, 'name', job.name, 'args', job.args, 'enqueued_at', now,
-      'state', 'queued', 'attempts', '0', 'failures', '0', 'lost', '0', 'token', '0')
+      'state', 'queued')
     .lpush(`${prefix}queue:${job.name}`, job.id)
     .sadd(`${prefix}names`, job.name)
     .sadd(`${prefix}ready`, job.name)
@@ -109,8 +109,7 @@ async function plainDependent(redis, request, job) {
     const copied = Object.entries(results).flatMap(([p, r]) => [`r:${p}`, r]);
     const tx = redis.multi();
     if (pending.length > 0) {
-      tx.hset(jk, 'name', job.name, 'args', job.args, 'enqueued_at', now, 'attempts', '0',
-        'failures', '0', 'lost', '0', 'token', '0', 'state', 'waiting',
+      tx.hset(jk, 'name', job.name, 'args', job.args, 'enqueued_at', now, 'state', 'waiting',
         'after', parents.join(' '), 'deps', '1', 'pending', String(pending.length), ...copied);
       tx.zadd(`${prefix}waiting`, now, job.id);
       for (const p of pending) {
@@ -121,7 +120,7 @@ async function plainDependent(redis, request, job) {
     } else {
       // Every parent complete: enqueue as in (a), with deps 1 and the r: fields.
       tx.hset(jk, 'name', job.name, 'args', job.args, 'enqueued_at', now, 'state', 'queued',
-        'attempts', '0', 'failures', '0', 'lost', '0', 'token', '0', 'deps', '1', ...copied);
+        'deps', '1', ...copied);
       tx.lpush(`${prefix}queue:${job.name}`, job.id);
       tx.sadd(`${prefix}names`, job.name);
       tx.sadd(`${prefix}ready`, job.name);

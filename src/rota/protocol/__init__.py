@@ -1,1 +1,1 @@
-"""Protocol v2: the Redis contract shared by every rota process and by other languages."""
+"""Protocol v3: the Redis contract shared by every rota process and by other languages."""

@@ -1,6 +1,6 @@
 """Job states, failure reasons and the fields of a job hash.
 
-These strings are part of protocol v2: services in other languages read and write them.
+These strings are part of protocol v3: services in other languages read and write them.
 """
 
 from __future__ import annotations

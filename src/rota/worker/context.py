@@ -117,6 +117,8 @@ class JobContext:
         async with self.client.redis.pipeline(transaction=False) as pipe:
             pipe.rpush(key, message[:_MAX_LOG_LINE])
             pipe.ltrim(key, -_MAX_LOG_LINES, -1)
+            # The finish expires the lines with the job only when told they exist.
+            pipe.hset(self.client.keys.job(self.id), "logged", "1")
             await self._unless_refused("log", pipe.execute())
 
     async def _unless_refused(self, what: str, write: Awaitable[Any]) -> None:

@@ -521,8 +521,9 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
     end
     redis.call('SET', uk, id, 'PX', str(uttl))
   end
-  local fields = {'name', name, 'args', args, 'enqueued_at', str(now), 'attempts', '0',
-    'failures', '0', 'lost', '0', 'token', '0'}
+  -- Counters that are 0 (attempts, failures, lost) and the token 0 are left out: absent
+  -- reads as 0 everywhere (protocol v3), and four fields less is an eighth of the record.
+  local fields = {'name', name, 'args', args, 'enqueued_at', str(now)}
   if ukey ~= '' then
     fields[#fields + 1] = 'unique_key'; fields[#fields + 1] = ukey
   end

@@ -181,6 +181,7 @@ local function next_count(v) return str(whole(v) + 1) end
 local function same_count(v) return str(whole(v)) end
 local memo = {[next_token] = {}, [next_count] = {}, [same_count] = {}}
 local function text(f, v)
+  v = v or '0' -- absent reads as 0 (protocol v3 leaves zero counters out)
   local m = memo[f]
   local s = m[v]
   if not s then
@@ -244,7 +245,7 @@ local function take(name)
         local token = text(next_token, f[3])
         local attempts = text(next_count, f[4])
         local failures = text(same_count, f[5])
-        if failures == f[5] then -- stored as it reads already (the usual case)
+        if failures == (f[5] or '0') then -- stored as it reads already (the usual case)
           redis.call('HSET', jk, 'state', 'running', 'token', token, 'attempts', attempts,
             'started_at', str(now), 'pool', pool)
         else

@@ -24,12 +24,17 @@ local kept = {} -- time, id, ... of the complete jobs kept (added to K_COMPLETE 
 local COMPLETE_MAX = 100000
 local TRIM_MORE = 100 -- a call deletes at most this many more kept jobs than it adds
 
-local function keep_or_delete(jk, id, keep)
+-- `logged`: whether the job may have log lines (key_joblog) to expire with it: a worker
+-- that writes one sets the field 'logged' (protocol v3); a job run before may hold lines
+-- of an earlier attempt whose worker did not. A job without lines costs one command less.
+local function keep_or_delete(jk, id, keep, logged)
   if keep <= 0 then
     redis.call('DEL', jk, key_joblog(id))
   else
     redis.call('PEXPIRE', jk, str(keep))
-    redis.call('PEXPIRE', key_joblog(id), str(keep))
+    if logged then
+      redis.call('PEXPIRE', key_joblog(id), str(keep))
+    end
   end
 end
 
@@ -43,7 +48,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
   -- One read fences the outcome and holds all it needs. It fails on a key that is not a
   -- hash and finds no token for a missing job: either way the outcome is stale.
   local ok, f = pcall(redis.call, 'HMGET', jk, 'token', 'abort', 'waiters', 'unique_key',
-    'children', 'group')
+    'children', 'group', 'logged', 'attempts')
   if not ok or f[1] ~= token then
     stale[#stale + 1] = id
     count('stale', name, 1)
@@ -51,6 +56,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
   end
   local ids = table_at(ended, name)
   ids[#ids + 1] = id
+  local logged = f[7] or f[8] ~= '1'
   -- Retire the token (written with the outcome), so that this outcome sent again (its
   -- reply was lost) is stale.
   local retired = '-' .. token
@@ -88,7 +94,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
     if f[5] or f[6] then
       complete_dependents(id, a, f[5], f[6], now, keep)
     end
-    keep_or_delete(jk, id, keep)
+    keep_or_delete(jk, id, keep, logged)
     count('processed', name, 1)
   elseif outcome == 'retry' then
     local due = tonumber(a) or now
@@ -114,7 +120,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
         'error', b, 'finished_at', str(now))
     end
     release_unique(jk, id, f[4])
-    keep_or_delete(jk, id, keep)
+    keep_or_delete(jk, id, keep, logged)
     count('aborted', name, 1)
     if f[5] or f[6] then
       fail_dependents(id, 'aborted', f[6], now)

@@ -1,0 +1,124 @@
+"""The job record's layout (protocol v3): a new job holds no zero counters, and a job
+written with them (protocol v2, or plain commands written for it) runs the same way.
+
+During an upgrade producers of both versions write into the same queues; a v3 pool must
+count attempts and failures from either record alike, and fence its outcomes with the
+token either way.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import cast
+
+import redis
+
+from rota import Client, JobContext, Retry, WorkerPool
+from rota.protocol.job import FETCH_FIELDS
+from rota.protocol.scripts import script
+from tests.helpers import pool_settings, wait_until
+
+_PER_JOB = 1 + len(FETCH_FIELDS)
+
+
+def _v2_enqueue(redis_sync: redis.Redis, client: Client, name: str) -> str:
+    """A job as protocol v2 wrote it: the zero counters and token spelled out."""
+    job_id = uuid.uuid4().hex
+    pipe = redis_sync.pipeline(transaction=True)
+    fields: dict[str, str | int] = {"name": name, "args": "[]", "state": "queued"}
+    fields.update(enqueued_at=int(time.time() * 1000), attempts=0, failures=0, lost=0, token=0)
+    pipe.hset(client.keys.job(job_id), mapping=fields)
+    pipe.lpush(client.keys.queue(name), job_id)
+    pipe.sadd(client.keys.names, name)
+    pipe.sadd(client.keys.ready, name)
+    pipe.lpush(client.keys.wake(name), 1)
+    pipe.execute()
+    return job_id
+
+
+def _pexpires(redis_sync: redis.Redis) -> int:
+    row = redis_sync.info("commandstats").get("cmdstat_pexpire")
+    return int(row["calls"]) if row else 0
+
+
+async def test_a_new_record_holds_no_zero_counters(client: Client, redis_sync: redis.Redis) -> None:
+    job = await client.enqueue("flaky", 1)
+    fields = cast(dict[bytes, bytes], redis_sync.hgetall(client.keys.job(job.id)))
+    assert set(fields) == {b"name", b"args", b"enqueued_at", b"state"}
+    record = await client.job(job.id)
+    assert record is not None
+    assert (record.state, record.attempts, record.failures, record.lost) == ("queued", 0, 0, 0)
+
+
+async def test_records_of_both_layouts_count_attempts_and_failures_alike(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    attempts: dict[str, list[int]] = {}
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=60))
+
+    @pool.job(max_fails=5)
+    async def flaky(ctx: JobContext) -> str:
+        attempts.setdefault(ctx.id, []).append(ctx.attempt)
+        if len(attempts[ctx.id]) < 3:
+            raise Retry(0.01)
+        return "done"
+
+    new = (await client.enqueue("flaky")).id
+    old = _v2_enqueue(redis_sync, client, "flaky")
+    async with pool.running():
+
+        async def both_done() -> bool:
+            records = [await client.job(i) for i in (new, old)]
+            return all(r is not None and r.state == "complete" for r in records)
+
+        await wait_until(both_done, within=15)
+    for job_id in (new, old):
+        assert attempts[job_id] == [1, 2, 3]
+        record = await client.job(job_id)
+        assert record is not None
+        assert (record.attempts, record.failures, record.lost) == (3, 2, 0)
+        assert record.result_value == "done"
+
+
+async def test_log_lines_expire_with_the_job_and_cost_nothing_when_absent(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=600))
+
+    @pool.job
+    async def talks(ctx: JobContext) -> str:
+        await ctx.log("a line")
+        return "ok"
+
+    job = await client.enqueue("talks")
+    async with pool.running():
+
+        async def complete() -> bool:
+            record = await client.job(job.id)
+            return record is not None and record.state == "complete"
+
+        await wait_until(complete, within=10)
+    assert await client.logs(job.id) == ["a line"]
+    assert 500_000 < redis_sync.pttl(client.keys.joblog(job.id)) <= 600_000
+
+
+async def test_a_finish_expires_a_log_only_where_there_may_be_one(
+    client: Client, redis_sync: redis.Redis
+) -> None:
+    """One PEXPIRE for a first attempt without lines, two with them or after a retry."""
+    first, logged, again = [(await client.enqueue("n")).id for _ in range(3)]
+    redis_sync.hset(client.keys.job(logged), "logged", "1")
+    redis_sync.hset(client.keys.job(again), "attempts", "1")  # ran once before
+    now = int(time.time() * 1000)
+    fetched = await script("fetch")(
+        client.redis, client.keys.prefix, [now, 30000, "pool-1", 1 << 20, 3, "n", "n", "n", 0]
+    )
+    rows = list(fetched[0])
+    tokens = {rows[i].decode(): rows[i + 2].decode() for i in range(0, len(rows), _PER_JOB)}
+    for job_id, expected in ((first, 1), (logged, 2), (again, 2)):
+        before = _pexpires(redis_sync)
+        outcome = [job_id, "n", tokens[job_id], "complete", "", 600_000, ""]
+        stale = await script("finish")(client.redis, client.keys.prefix, [now, *outcome])
+        assert stale == []
+        assert _pexpires(redis_sync) - before == expected, job_id

@@ -26,9 +26,11 @@ def _v2_enqueue(redis_sync: redis.Redis, client: Client, name: str) -> str:
     """A job as protocol v2 wrote it: the zero counters and token spelled out."""
     job_id = uuid.uuid4().hex
     pipe = redis_sync.pipeline(transaction=True)
-    fields: dict[str, str | int] = {"name": name, "args": "[]", "state": "queued"}
-    fields.update(enqueued_at=int(time.time() * 1000), attempts=0, failures=0, lost=0, token=0)
-    pipe.hset(client.keys.job(job_id), mapping=fields)
+    now = int(time.time() * 1000)
+    zeros = ("attempts", 0, "failures", 0, "lost", 0, "token", 0)  # v3 leaves them out
+    pipe.hset(client.keys.job(job_id), items=list(zeros))
+    pipe.hset(client.keys.job(job_id), mapping={"name": name, "args": "[]", "state": "queued"})
+    pipe.hset(client.keys.job(job_id), "enqueued_at", now)
     pipe.lpush(client.keys.queue(name), job_id)
     pipe.sadd(client.keys.names, name)
     pipe.sadd(client.keys.ready, name)

@@ -46,6 +46,7 @@ from bench.redis_server import RedisServer
 __all__ = ["Cost", "main", "measure"]
 
 _JOB = "noop"
+_OWN = frozenset({"info", "slowlog|get", "slowlog|reset", "config|set"})
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ class Cost:
     usec: dict[str, int]
     cpu: float
     user: float
+    slowest_us: int = 0
+    slowest_call: str = ""
     instructions: int | None = None
 
     @property
@@ -81,7 +84,8 @@ class Cost:
         text = (
             f"{self.label:<14} {self.jobs:>7} jobs {self.seconds:7.2f} s"
             f" {self.commands_per_job:7.2f} commands/job {self.cpu_us_per_job:7.1f} µs CPU/job"
-            f" ({self.user * 1e6 / self.jobs:.1f} user)"
+            f" ({self.user * 1e6 / self.jobs:.1f} user),"
+            f" slowest call {self.slowest_us / 1000:.2f} ms ({self.slowest_call})"
         )
         if self.instructions is not None:
             text += f" {self.instructions / self.jobs:8.0f} instructions/job"
@@ -118,6 +122,11 @@ async def measure(
 ) -> Cost:
     """Run ``work`` and return what it cost the server; ``mark`` ends a callgrind phase
     (see :mod:`bench.callgrind`) before and after the work, when the server runs under it."""
+    # Calls of 0.1 ms or more are logged: the slowest is one of them, and logging every
+    # call would cost Redis CPU of its own.
+    await r.config_set("slowlog-log-slower-than", 100)
+    await r.config_set("slowlog-max-len", 100_000)
+    await r.slowlog_reset()
     before = await _snapshot(r)
     if mark:
         await anyio.to_thread.run_sync(mark, label + ":before")
@@ -127,13 +136,35 @@ async def measure(
     if mark:
         await anyio.to_thread.run_sync(mark, label)
     after = await _snapshot(r)
+    slow = await r.slowlog_get(100_000)
+    await r.config_set("slowlog-log-slower-than", 10_000)
+    slowest = max(
+        (e for e in slow if _head(e) not in ("INFO", "SLOWLOG")),
+        key=lambda e: int(e["duration"]),
+        default=None,
+    )
     calls = {
         name: n - before.calls.get(name, 0)
         for name, n in after.calls.items()
-        if name != "info" and n != before.calls.get(name, 0)
+        if name not in _OWN and n != before.calls.get(name, 0)
     }
     usec = {name: after.usec[name] - before.usec.get(name, 0) for name in calls}
-    return Cost(label, jobs, seconds, calls, usec, after.cpu - before.cpu, after.user - before.user)
+    cpu, user = after.cpu - before.cpu, after.user - before.user
+    if slowest is None:
+        return Cost(label, jobs, seconds, calls, usec, cpu, user)
+    return Cost(
+        label, jobs, seconds, calls, usec, cpu, user, int(slowest["duration"]), _head(slowest)
+    )
+
+
+def _head(entry: dict[str, Any]) -> str:
+    """A SLOWLOG entry's command, and the function or script it called."""
+    command = entry["command"]
+    text = command.decode("latin-1") if isinstance(command, bytes) else str(command)
+    words = text.split(" ", 2)
+    if words[0].upper() == "FCALL" and len(words) > 1:
+        return words[1].split("_", 2)[-1]  # rota_<digest>_<script>
+    return words[0].upper()
 
 
 def _namespace() -> str:

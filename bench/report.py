@@ -174,6 +174,64 @@ def targets(data: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def _shard_table(ok: Table, systems: list[str]) -> list[str]:
+    """What one Redis shard can carry: a namespace (a queue, for the peers) lives on one
+    shard, which runs one command at a time, so 1 s over the Redis CPU a whole job costs
+    (its enqueue one at a time plus its run) is the most jobs a second it can take."""
+
+    def median(workload: str, system: str, metric: str) -> float | None:
+        st = stat(ok, workload, system, metric)
+        return None if st is None else st.median
+
+    def fmt(x: float | None, digits: int) -> str:
+        return "–" if x is None else f"{x:,.{digits}f}"
+
+    rows = []
+    for system in systems:
+        enq = median("enqueue one", system, "redis_cpu_us")
+        run = median("noop c=100", system, "redis_cpu_us")
+        whole = None if enq is None or run is None else enq + run
+        slow = [
+            x
+            for w in ("enqueue one", "enqueue batch", "noop c=100")
+            if (x := median(w, system, "slowest_ms")) is not None
+        ]
+        rows.append(
+            [
+                system,
+                fmt(enq, 1),
+                fmt(run, 1),
+                fmt(whole, 1),
+                fmt(None if not whole else 1e6 / whole, 0),
+                fmt(median("enqueue one", system, "memory_per_job"), 0),
+                fmt(max(slow) if slow else None, 2),
+            ]
+        )
+    head = [
+        "",
+        "## One Redis shard",
+        "",
+        "Redis CPU per job (medians of the cost table), their sum, and the jobs a second"
+        " one single-threaded shard could carry at that cost (1 s divided by the sum). The"
+        " slowest call: the longest command or script call Redis ran in the enqueue one,"
+        " enqueue batch and noop c=100 runs (median over repetitions of each run's"
+        " slowest, the largest of the three; SLOWLOG, calls under 0.1 ms show as 0).",
+        "",
+    ]
+    return head + _table(
+        [
+            "system",
+            "Redis CPU µs/job enqueue",
+            "Redis CPU µs/job run",
+            "enqueue + run µs",
+            "jobs/s per shard",
+            "Redis bytes/queued job",
+            "slowest call ms",
+        ],
+        rows,
+    )
+
+
 def _redis_cpu(ok: Table, system: str) -> float | None:
     enq = stat(ok, "enqueue one", system, "redis_cpu_us")
     run = stat(ok, "noop c=100", system, "redis_cpu_us")
@@ -312,6 +370,7 @@ def markdown(data: dict[str, Any]) -> str:
             for s in systems
         ],
     )
+    lines += _shard_table(ok, systems)
     if cfg["scale"] and "rota" in systems:
         lines += ["", "## Scale (rota only, noop c=100 per process)", ""]
         lines += _table(

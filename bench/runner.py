@@ -52,7 +52,13 @@ GROUP_CONCURRENCY = 50
 # Other processes on the machine (in cores) above which a run is repeated once.
 NOISY = 0.3
 # What the runner itself sends to Redis, left out of the command counts.
-_OWN_COMMANDS = frozenset({"info", "flushall", "monitor", "ping", "config|resetstat"})
+_OWN_COMMANDS = frozenset(
+    {"info", "flushall", "monitor", "ping", "config|resetstat", "config|set"}
+    | {"slowlog|get", "slowlog|reset"}
+)
+# SLOWLOG keeps the calls that ran at least this long (µs); the slowest of them is the
+# figure, since one call blocks every other client of the shard while it runs.
+SLOW_US = 100
 
 
 @dataclass(frozen=True)
@@ -194,6 +200,7 @@ class Snapshot:
     cpu: float
     memory: int
     runner_calls: int
+    slowest_us: int  # the longest command or script call since the previous snapshot
 
 
 class Bench:
@@ -214,11 +221,16 @@ class Bench:
 
     def flush(self) -> None:
         self.r.flushall()
-        self.calls += 1
+        self.r.config_set("slowlog-log-slower-than", SLOW_US)
+        self.r.config_set("slowlog-max-len", 10_000)
+        self.r.slowlog_reset()
+        self.calls += 4
 
     def snapshot(self) -> Snapshot:
         info = self.r.info("all")
-        self.calls += 1
+        slow = self.r.slowlog_get(10_000)
+        self.r.slowlog_reset()
+        self.calls += 3
         commands = 0
         for key, value in info.items():
             if key.startswith("cmdstat_") and key[8:] not in _OWN_COMMANDS:
@@ -229,6 +241,7 @@ class Bench:
             cpu=float(info["used_cpu_sys"]) + float(info["used_cpu_user"]),
             memory=int(info["used_memory"]),
             runner_calls=self.calls,
+            slowest_us=max((int(e["duration"]) for e in slow), default=0),
         )
 
     @staticmethod
@@ -238,6 +251,7 @@ class Bench:
             "reads": (b.reads - a.reads) - (b.runner_calls - a.runner_calls),
             "redis_cpu": b.cpu - a.cpu,
             "memory": b.memory - a.memory,
+            "slowest_ms": b.slowest_us / 1000,
         }
 
     # processes
@@ -345,6 +359,7 @@ class Bench:
             "reads_per_job": d["reads"] / n,
             "redis_cpu_us": d["redis_cpu"] * 1e6 / n,
             "memory_per_job": d["memory"] / n,
+            "slowest_ms": d["slowest_ms"],
         }
 
     def group(self, system: System) -> dict[str, Any]:
@@ -557,6 +572,7 @@ def drain_metrics(
         "worker_cpu_us": (sampler.at(last) - sampler.at(first)) * 1e6 / done,
         "worker_rss_mib": sampler.peak_rss / 2**20,
         "fill_cmds_per_job": enqueue["commands"] / n,
+        "slowest_ms": run["slowest_ms"],
     }
     if done < n:
         out["partial"] = f"{done} of {n} jobs in {span:.0f} s"

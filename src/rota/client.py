@@ -220,7 +220,7 @@ class Client(Reads, Operations):
         """Enqueue many jobs in one round trip; each is enqueued atomically on its own.
 
         A single job goes through the ``enqueue`` script; more go through
-        ``enqueue_batch``, a thousand jobs per call, every call in one pipeline.
+        ``enqueue_batch``, 50 jobs per call, every call in one pipeline.
 
         ``durable`` (default: the client's ``durable``, the setting ``durable_enqueue``):
         return only once that many replicas (True: one) hold the jobs, by ``WAIT`` on the
@@ -247,7 +247,7 @@ class Client(Reads, Operations):
 
     async def _send_rows(self, rows: list[EnqueueRow], conn: Redis | None = None) -> list[Job]:
         """Send rows: one by the ``enqueue`` script, more (or one of a group) by
-        ``enqueue_batch`` calls of a thousand, all in one pipeline, in order."""
+        ``enqueue_batch`` calls of 50 jobs, all in one pipeline, in order."""
         if len(rows) <= 1 and not (rows and (rows[0].group or rows[0].waits_group)):
             if not rows:
                 return []
@@ -321,7 +321,10 @@ async def durable_enqueue(client: Client, rows: list[EnqueueRow], replicas: int)
     return jobs
 
 
-_BATCH = 1000
+# Jobs per enqueue_batch call. A script call blocks every other client of the shard, and
+# a job costs Redis 15-20 µs inside the script: 50 keep a call near 1 ms, and the calls
+# travel in one pipeline, so the throughput is that of bigger calls.
+_BATCH = 50
 _OPTIONS = frozenset({"unique", "unique_ttl", "job_id", "max_fails", "timeout", "after"})
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -86,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         runner = uvloop.run
     paths = ["redis-py", "link"] if args.path == "both" else [args.path]
     with RedisServer() as server:
+        wire = _wire(server.port, args.jobs)
         for path in paths:
             for mode, elapsed, calls, jobs in runner(_measure(server.url, path, args.jobs)):
                 if not calls:
@@ -93,9 +96,29 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 sys.stdout.write(
                     f"{path:>8}  {mode:<18} {jobs / elapsed:>9,.0f} jobs/s"
-                    f"  {elapsed / calls * 1e6:8.1f} µs/call\n"
+                    f"  {elapsed / calls * 1e6:8.1f} µs/call"
+                    + (f"  ({jobs / elapsed / wire:.0%} of the wire)" if wire else "")
+                    + "\n"
                 )
+        if wire:
+            sys.stdout.write(
+                f"    wire  redis-benchmark -c 1 LPUSH {wire:>9,.0f} requests/s (the same server,"
+                " one connection, one request at a time)\n"
+            )
     return 0
+
+
+def _wire(port: int, n: int) -> float:
+    """What one connection does with one LPUSH at a time (``redis-benchmark -c 1``): the
+    round trip of this machine's loopback and Redis with nothing of rota in it. 0 when
+    redis-benchmark is not installed (Debian: redis-tools)."""
+    tool = shutil.which("redis-benchmark")
+    if tool is None:
+        return 0.0
+    command = [tool, "-p", str(port), "-c", "1", "-n", str(n), "-t", "lpush", "--csv"]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    last = done.stdout.strip().splitlines()[-1]  # "LPUSH","<rps>",...
+    return float(last.split(",")[1].strip('"'))
 
 
 if __name__ == "__main__":

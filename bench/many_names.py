@@ -18,11 +18,11 @@ the counts of names (1, 500, 1, 500, ...) so that a slow spell hits both.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 from redis.asyncio import Redis
@@ -54,16 +54,9 @@ def _names_list(text: str) -> list[int]:
     return [positive_int(t) for t in text.split(",") if t]
 
 
-async def _slowlog(r: Redis) -> tuple[int, int]:
-    entries: list[dict[str, Any]] = await r.slowlog_get(1000)
-    if entries and "--show-slow" in sys.argv:
-        for e in entries[:20]:
-            sys.stdout.write(f"    slow {e['duration']} µs: {bytes(e['command'])[:120]!r}\n")
-    durations = [int(e["duration"]) for e in entries]
-    return len(durations), max(durations, default=0)
-
-
-async def _round(r: Redis, url: str, names: int, jobs: int, concurrency: int, idle: float) -> Row:
+async def _round(
+    r: Redis, url: str, names: int, jobs: int, concurrency: int, idle: float, slow_us: int
+) -> Row:
     namespace = _namespace()
     settings = rota.Settings(
         redis_url=url, namespace=namespace, concurrency=concurrency, log_level="warning"
@@ -101,9 +94,7 @@ async def _round(r: Redis, url: str, names: int, jobs: int, concurrency: int, id
 
         async with pool.running(url):
             await anyio.sleep(0.3)
-            await r.slowlog_reset()
-            cost = await measure(r, f"{names} names", jobs, work, None)
-            slow = await _slowlog(r)
+            cost = await measure(r, f"{names} names", jobs, work, None, slow_us)
 
             async def nothing() -> None:
                 await anyio.sleep(idle)
@@ -111,12 +102,12 @@ async def _round(r: Redis, url: str, names: int, jobs: int, concurrency: int, id
             quiet = await measure(r, "idle", 1, nothing, None)
         calls = dict(cost.calls)
         calls["hget"] = calls.get("hget", 0) - polls
-        cost = Cost(cost.label, cost.jobs, cost.seconds, calls, cost.usec, cost.cpu, cost.user)
+        cost = dataclasses.replace(cost, calls=calls)
     return Row(
         names,
         cost,
-        slow[0],
-        slow[1],
+        cost.slow_calls,
+        cost.slowest_us,
         sum(quiet.calls.values()) / idle,
         quiet.cpu * 1e6 / idle,
     )
@@ -127,12 +118,12 @@ async def _main(args: argparse.Namespace) -> int:
     with RedisServer() as server:
         r = Redis.from_url(server.url)
         try:
-            await r.config_set("slowlog-log-slower-than", args.slow_us)
-            await r.config_set("slowlog-max-len", 1000)
             version = (await r.info("server"))["redis_version"]
             for rep in range(args.reps):
                 for k in args.names:
-                    row = await _round(r, server.url, k, args.jobs, args.concurrency, args.idle)
+                    row = await _round(
+                        r, server.url, k, args.jobs, args.concurrency, args.idle, args.slow_us
+                    )
                     rows[k].append(row)
                     sys.stdout.write(
                         f"round {rep + 1}: {k:>4} names {row.rate:8.0f} jobs/s"

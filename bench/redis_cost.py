@@ -70,6 +70,7 @@ class Cost:
     user: float
     slowest_us: int = 0
     slowest_call: str = ""
+    slow_calls: int = 0  # calls of at least SLOW_US
     instructions: int | None = None
 
     @property
@@ -118,13 +119,18 @@ Marker = Callable[[str], None]
 
 
 async def measure(
-    r: Redis, label: str, jobs: int, work: Callable[[], Awaitable[None]], mark: Marker | None
+    r: Redis,
+    label: str,
+    jobs: int,
+    work: Callable[[], Awaitable[None]],
+    mark: Marker | None,
+    slow_us: int = 100,
 ) -> Cost:
     """Run ``work`` and return what it cost the server; ``mark`` ends a callgrind phase
     (see :mod:`bench.callgrind`) before and after the work, when the server runs under it."""
-    # Calls of 0.1 ms or more are logged: the slowest is one of them, and logging every
+    # Calls of SLOW_US or more are logged: the slowest is one of them, and logging every
     # call would cost Redis CPU of its own.
-    await r.config_set("slowlog-log-slower-than", 100)
+    await r.config_set("slowlog-log-slower-than", slow_us)
     await r.config_set("slowlog-max-len", 100_000)
     await r.slowlog_reset()
     before = await _snapshot(r)
@@ -137,7 +143,6 @@ async def measure(
         await anyio.to_thread.run_sync(mark, label)
     after = await _snapshot(r)
     slow = await r.slowlog_get(100_000)
-    await r.config_set("slowlog-log-slower-than", 10_000)
     slowest = max(
         (e for e in slow if _head(e) not in ("INFO", "SLOWLOG")),
         key=lambda e: int(e["duration"]),
@@ -150,10 +155,14 @@ async def measure(
     }
     usec = {name: after.usec[name] - before.usec.get(name, 0) for name in calls}
     cpu, user = after.cpu - before.cpu, after.user - before.user
+    cost = Cost(label, jobs, seconds, calls, usec, cpu, user)
     if slowest is None:
-        return Cost(label, jobs, seconds, calls, usec, cpu, user)
-    return Cost(
-        label, jobs, seconds, calls, usec, cpu, user, int(slowest["duration"]), _head(slowest)
+        return cost
+    return dataclasses.replace(
+        cost,
+        slowest_us=int(slowest["duration"]),
+        slowest_call=_head(slowest),
+        slow_calls=sum(1 for e in slow if _head(e) not in ("INFO", "SLOWLOG")),
     )
 
 

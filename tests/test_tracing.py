@@ -194,3 +194,24 @@ def test_without_the_extra_tracing_is_off_and_costs_nothing() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_without_a_tracer_provider_nothing_is_traced() -> None:
+    """The API installed but no provider set (no SDK configured): spans would record
+    nothing, so none is made and jobs carry no trace context; setting a provider later
+    turns tracing on."""
+    code = (
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from rota import tracing\n"
+        "assert tracing.ENABLED is True and tracing.active() is False\n"
+        "with tracing.producer_span('x') as ctx: assert ctx == ('', '')\n"
+        "with tracing.consumer_span('id', 'x', 1, ('', '')) as span: assert span is None\n"
+        "trace.set_tracer_provider(TracerProvider())\n"
+        "assert tracing.active() is True\n"
+        "with tracing.producer_span('x') as ctx: assert ctx[0].startswith('00-'), ctx\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -237,7 +237,7 @@ class Client(Reads, Operations):
     async def _enqueue_rows(self, rows: list[EnqueueRow], conn: Redis | None = None) -> list[Job]:
         """Send rows of :meth:`_enqueue_args` in one ``send`` span when tracing is on
         (see :mod:`rota.tracing`), its trace context stored in every job."""
-        if not (tracing.ENABLED and rows):
+        if not (rows and tracing.active()):
             return await self._send_rows(rows, conn)
         names = {r.name for r in rows}
         with tracing.producer_span(names.pop() if len(names) == 1 else "", len(rows)) as trace:

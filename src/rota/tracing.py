@@ -11,7 +11,8 @@ id), plus the attempt number and the outcome.
 
 Without opentelemetry-api installed, :data:`ENABLED` is False and every function here
 returns at once: a pool pays one boolean test per attempt. With the API installed but no
-SDK configured, spans are OpenTelemetry's non-recording ones.
+tracer provider set (no SDK configured), nothing is traced either: a non-recording span
+cost an enqueue about a fifth of its client time, for nothing anyone could see.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import functools
 from collections.abc import Iterator
 from typing import Any, Final
 
-__all__ = ["ENABLED", "TraceContext", "consumer_span", "producer_span"]
+__all__ = ["ENABLED", "TraceContext", "active", "consumer_span", "producer_span"]
 
 try:
     from opentelemetry import context as _context
@@ -38,6 +39,16 @@ _NONE: Final[TraceContext] = ("", "")
 _SYSTEM: Final = "rota"
 
 
+def active() -> bool:
+    """Whether jobs are traced: the extra is installed and the application set a tracer
+    provider (until it does, OpenTelemetry hands out its proxy, whose spans record
+    nothing)."""
+    if not ENABLED:
+        return False
+    provider = _trace.get_tracer_provider()
+    return not isinstance(provider, _trace.ProxyTracerProvider | _trace.NoOpTracerProvider)
+
+
 @functools.cache
 def _tracer() -> Any:
     """rota's tracer, made once: a tracer got before the application sets its provider
@@ -51,7 +62,7 @@ def _tracer() -> Any:
 def producer_span(name: str, count: int = 1) -> Iterator[TraceContext]:
     """A ``send`` span around an enqueue of ``count`` jobs of ``name`` (``""`` when
     they have several names), giving the trace context to store in them."""
-    if not ENABLED:
+    if not active():
         yield _NONE
         return
     attributes: dict[str, Any] = {
@@ -93,7 +104,7 @@ def consumer_span(
     trace context when the job carries one. Yields a dict: put ``outcome`` (and
     ``reason``) in it before the block ends, and they become attributes. None when
     tracing is off."""
-    if not ENABLED:
+    if not active():
         yield None
         return
     parent, links = _parent(trace)

@@ -55,6 +55,7 @@ class Snapshot:
     usec: dict[str, int]
     cpu: float
     user: float
+    memory: int
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class Cost:
     slowest_us: int = 0
     slowest_call: str = ""
     slow_calls: int = 0  # calls of at least SLOW_US
+    memory: int = 0  # used_memory grew by this much (the jobs an enqueue left queued)
     instructions: int | None = None
 
     @property
@@ -88,6 +90,8 @@ class Cost:
             f" ({self.user * 1e6 / self.jobs:.1f} user),"
             f" slowest call {self.slowest_us / 1000:.2f} ms ({self.slowest_call})"
         )
+        if self.label.startswith("enqueue"):
+            text += f" {self.memory / self.jobs:.0f} bytes/queued job"
         if self.instructions is not None:
             text += f" {self.instructions / self.jobs:8.0f} instructions/job"
         return text
@@ -106,12 +110,14 @@ class Cost:
 async def _snapshot(r: Redis) -> Snapshot:
     stats: dict[str, Any] = await r.info("commandstats")
     cpu: dict[str, Any] = await r.info("cpu")
+    memory: dict[str, Any] = await r.info("memory")
     rows = {k.removeprefix("cmdstat_"): v for k, v in stats.items() if k.startswith("cmdstat_")}
     return Snapshot(
         {name: int(v["calls"]) for name, v in rows.items()},
         {name: int(v["usec"]) for name, v in rows.items()},
         float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]),
         float(cpu["used_cpu_user"]),
+        int(memory["used_memory"]),
     )
 
 
@@ -155,7 +161,7 @@ async def measure(
     }
     usec = {name: after.usec[name] - before.usec.get(name, 0) for name in calls}
     cpu, user = after.cpu - before.cpu, after.user - before.user
-    cost = Cost(label, jobs, seconds, calls, usec, cpu, user)
+    cost = Cost(label, jobs, seconds, calls, usec, cpu, user, memory=after.memory - before.memory)
     if slowest is None:
         return cost
     return dataclasses.replace(

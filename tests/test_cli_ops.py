@@ -46,8 +46,8 @@ async def test_job_show_prints_the_lines_of_ctx_log(
 
     @pool.job
     async def report(ctx: JobContext, day: str) -> None:
-        await ctx.log(f"report for {day}: started")
-        await ctx.log("42 rows written")
+        await ctx.job_log(f"report for {day}: started")
+        await ctx.job_log("42 rows written")
 
     job = await client.enqueue("report", day="monday")
     async with pool.running():

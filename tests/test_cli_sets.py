@@ -47,7 +47,7 @@ async def test_scheduled_list_run_now_and_delete(conn: tuple[str, ...], client: 
     # --all off a terminal: no prompt once -y is given
     done = await anyio.to_thread.run_sync(_rota, "scheduled", "retry", "--all", "-y", *conn)
     assert (done.returncode, done.stdout.strip()) == (0, "retried 2 jobs")
-    assert (await client.set_sizes())["scheduled"] == 0
+    assert (await client.job_set_sizes())["scheduled"] == 0
     (q,) = await client.queues(["nap"])
     assert q.size == 3
 
@@ -82,7 +82,7 @@ async def test_retry_set_list_run_now_and_delete(
 
 
 async def _sizes_are(client: Client, **sizes: int) -> bool:
-    have = await client.set_sizes()
+    have = await client.job_set_sizes()
     return all(have[k] == v for k, v in sizes.items())
 
 
@@ -155,3 +155,9 @@ def test_every_set_has_the_same_commands() -> None:
         assert set(commands) <= set(listed), (which, listed)
         if which != "waiting":
             assert "-y, --yes" in run_rota(which, "delete", "--help").stdout
+
+
+async def test_the_old_name_of_job_set_sizes_still_answers_with_a_warning(client: Client) -> None:
+    with pytest.warns(DeprecationWarning, match="job_set_sizes"):
+        sizes = await client.set_sizes()
+    assert sizes == await client.job_set_sizes()

@@ -7,6 +7,7 @@ from functools import partial
 from typing import Any
 
 import anyio
+import pytest
 
 import rota
 from rota import Client, JobContext, JobSpec, Reason, State, WorkerPool
@@ -87,7 +88,7 @@ async def test_explicit_retry_runs_again_after_its_delay(
     async def again(ctx: JobContext) -> str:
         times.append(time.monotonic())
         if ctx.attempt == 1:
-            raise rota.Retry(in_=0.3)
+            raise rota.Retry(delay=0.3)
         return "second time"
 
     job = await client.enqueue("again")
@@ -250,3 +251,10 @@ async def test_middleware_tells_a_timeout_an_abort_and_a_shutdown_apart(
         await client.abort(aborted.id)
         await wait_until(lambda: "timeout" in reasons and "abort" in reasons)
     assert reasons == {"timeout": "timeout", "abort": "abort", "shutdown": "shutdown"}
+
+
+def test_retry_takes_its_delay_and_the_old_keyword_with_a_warning() -> None:
+    assert rota.Retry(2.5).delay == 2.5
+    assert rota.Retry(delay=1).delay == 1
+    with pytest.warns(DeprecationWarning, match="Retry\\(delay=...\\)"):
+        assert rota.Retry(in_=3).delay == 3

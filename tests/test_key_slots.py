@@ -183,10 +183,10 @@ async def _workload(url: str, namespace: str) -> None:
         if mode == "fail":
             raise RuntimeError("boom")
         if mode == "retry" and ctx.attempt == 1:
-            raise Retry(in_=0.05)
+            raise Retry(delay=0.05)
         if mode == "slow":
             await anyio.sleep(30)
-        await ctx.log("a line")
+        await ctx.job_log("a line")
         return mode
 
     async with Client.from_url(url, namespace) as client:
@@ -217,7 +217,7 @@ async def _workload(url: str, namespace: str) -> None:
 
 
 async def _dead_one(client: Client) -> bool:
-    return (await client.set_sizes())["dead"] > 0
+    return (await client.job_set_sizes())["dead"] > 0
 
 
 @pytest.mark.timeout(60)

@@ -90,7 +90,7 @@ async def test_log_lines_expire_with_the_job_and_cost_nothing_when_absent(
 
     @pool.job
     async def talks(ctx: JobContext) -> str:
-        await ctx.log("a line")
+        await ctx.job_log("a line")
         return "ok"
 
     job = await client.enqueue("talks")
@@ -101,7 +101,7 @@ async def test_log_lines_expire_with_the_job_and_cost_nothing_when_absent(
             return record is not None and record.state == "complete"
 
         await wait_until(complete, within=10)
-    assert await client.logs(job.id) == ["a line"]
+    assert await client.job_log(job.id) == ["a line"]
     assert 500_000 < redis_sync.pttl(client.keys.joblog(job.id)) <= 600_000
 
 

@@ -235,7 +235,7 @@ async def run_pool(
         return result_of(label)
 
     async def all_done() -> bool:
-        sizes = await client.set_sizes()
+        sizes = await client.job_set_sizes()
         queued = await client.redis.llen(client.keys.queue("step"))
         running = await client.redis.zcard(client.keys.running("step"))
         return sizes["waiting"] == 0 and queued == 0 and running == 0 and len(ran) > before
@@ -266,7 +266,7 @@ async def check_counts(client: Client, processed: int) -> None:
     assert stats.get("processed") == processed
     assert stats.get("processed:step") == processed
     assert not stats.get("failed") and not stats.get("dead")
-    sizes = await client.set_sizes()
+    sizes = await client.job_set_sizes()
     assert not any(sizes.values()), sizes
 
 

@@ -282,7 +282,7 @@ async def test_a_handler_writing_progress_and_logs_on_a_full_redis_completes(
     async def chatty(ctx: JobContext) -> None:
         await ctx.checkin("busy")
         await ctx.progress(50, "half")
-        await ctx.log("a line")
+        await ctx.job_log("a line")
         done.append(ctx.id)
 
     pool.configure(pool_settings(server.url, NS))

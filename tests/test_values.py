@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import uuid
+import warnings
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -101,16 +102,22 @@ async def test_job_logs_are_read_from_the_client(
 ) -> None:
     pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=60))
 
+    warned: list[str] = []
+
     @pool.job
     async def chatty(ctx: JobContext) -> None:
-        await ctx.log("first")
-        await ctx.log("second")
+        await ctx.job_log("first")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            await ctx.log("second")  # the old name: still kept, with a warning
+        warned.extend(str(w.message) for w in caught if w.category is DeprecationWarning)
 
     job = await client.enqueue("chatty")
     async with pool.running(client=client):
         await wait_until(lambda: _complete(client, job.id))
-    assert await client.logs(job.id) == ["first", "second"]
-    assert await client.logs("no-such-job") == []
+    assert await client.job_log(job.id) == ["first", "second"]
+    assert await client.job_log("no-such-job") == []
+    assert len(warned) == 1 and "ctx.job_log()" in warned[0]
 
 
 async def _complete(client: Client, job_id: str) -> bool:

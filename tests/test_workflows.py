@@ -31,7 +31,7 @@ def flow_pool(redis_url: str, namespace: str, **changes: Any) -> tuple[WorkerPoo
         seen["order"].append(label)
         if seen["flaky"].get(label, 0) > 0:
             seen["flaky"][label] -= 1
-            raise Retry(in_=0.05)
+            raise Retry(delay=0.05)
         return label.upper()
 
     return pool, seen
@@ -58,12 +58,12 @@ async def test_a_diamond_runs_in_order_and_the_last_sees_both_results(
     c = await client.enqueue("step", label="c", after=[a.id])
     d = await client.enqueue("step", label="d", after=[b.id, c.id])
     assert await states(client, b.id, c.id, d.id) == ["waiting"] * 3
-    assert (await client.set_sizes())["waiting"] == 3
+    assert (await client.job_set_sizes())["waiting"] == 3
     assert {j.id for j in (await client.page("waiting")).jobs} == {b.id, c.id, d.id}
     async with pool.running(client=client):
         await wait_until(lambda: len(seen["order"]) == 4)
         await wait_until(lambda: _all(client, [a.id, b.id, c.id, d.id], "complete"))
-    assert (await client.set_sizes())["waiting"] == 0
+    assert (await client.job_set_sizes())["waiting"] == 0
     order = seen["order"]
     assert order[0] == "a" and order[-1] == "d" and sorted(order[1:3]) == ["b", "c"]
     assert seen["parents"]["d"] == {b.id: "B", c.id: "C"}
@@ -249,5 +249,5 @@ async def test_aborting_a_waiting_parent_fails_its_child(client: Client, namespa
     b = await client.enqueue("step", label="b", after=[a.id])
     assert await client.abort(a.id) == "waiting"
     assert await states(client, a.id, b.id) == ["aborted", "dead"]
-    assert (await client.set_sizes())["waiting"] == 0
+    assert (await client.job_set_sizes())["waiting"] == 0
     await anyio.lowlevel.checkpoint()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 __all__ = [
@@ -35,15 +36,29 @@ class InvalidArgs(RotaError, TypeError):
 
 
 class Retry(RotaError):
-    """Raise in a handler to run the job again after ``in_`` seconds.
+    """Raise in a handler to run the job again after ``delay`` seconds (None: after the
+    handler's backoff), as ``JobSpec.delay`` delays a first run.
 
     The attempt counts towards ``max_fails`` like a failure, so a handler that always
     asks for a retry still ends as a dead job.
     """
 
-    def __init__(self, in_: float | None = None, message: str = "retry requested") -> None:
+    def __init__(
+        self,
+        delay: float | None = None,
+        message: str = "retry requested",
+        *,
+        in_: float | None = None,
+    ) -> None:
         super().__init__(message)
-        self.in_ = in_
+        if in_ is not None:
+            warnings.warn(
+                "Retry(in_=...) is deprecated: write Retry(delay=...)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            delay = in_ if delay is None else delay
+        self.delay = delay
 
 
 class Abort(RotaError):

@@ -9,6 +9,7 @@ producer's side (enqueue, wait, read a job) stays short to read.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -198,7 +199,7 @@ class Operations:
         out.sort(key=lambda r: (r.since, r.job_id))
         return out
 
-    async def set_sizes(self) -> dict[str, int]:
+    async def job_set_sizes(self) -> dict[str, int]:
         """How many jobs the scheduled, retry, dead and waiting sets hold, in one round
         trip."""
         names: tuple[JobSet, ...] = ("scheduled", "retry", "dead", "waiting")
@@ -206,6 +207,13 @@ class Operations:
         for which in names:
             pipe.zcard(self._set_key(which))
         return dict(zip(names, await pipe.execute(), strict=True))
+
+    async def set_sizes(self) -> dict[str, int]:
+        """Deprecated: the name read as a setter; use :meth:`job_set_sizes`."""
+        warnings.warn(
+            "set_sizes() is deprecated: write job_set_sizes()", DeprecationWarning, stacklevel=2
+        )
+        return await self.job_set_sizes()
 
     async def page(self, which: JobSet, offset: int = 0, count: int = 50) -> Page:
         """A page of the scheduled, retry, dead or waiting set."""

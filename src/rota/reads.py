@@ -37,8 +37,9 @@ class Reads:
             return None
         return JobRecord.from_hash(job_id, h) if h else None
 
-    async def logs(self, job_id: str) -> list[str]:
-        """The lines the job's handler kept with ``ctx.log`` (the last 100), oldest first."""
+    async def job_log(self, job_id: str) -> list[str]:
+        """The lines the job's handler kept with ``ctx.job_log`` (the last 100), oldest
+        first."""
         return [_s(line) for line in await self.redis.lrange(self.keys.joblog(job_id), 0, -1)]
 
     async def wait(self, job_id: str, timeout: float | None = None) -> Any:  # noqa: ASYNC109

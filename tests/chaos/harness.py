@@ -191,7 +191,8 @@ def durations(n: int, low: float, high: float, seed: int = 7) -> list[float]:
 
 
 def records(r: redis.Redis, namespace: str, ids: Iterable[str]) -> dict[str, dict[str, str]]:
-    """Each job's hash, as text, read in pipelined chunks."""
+    """Each job's hash, as text, read in pipelined chunks; the counters and token a
+    record leaves out read as 0 (protocol v3), and a missing job is an empty dict."""
     ids = list(ids)
     out: dict[str, dict[str, str]] = {}
     for i in range(0, len(ids), 1000):
@@ -200,8 +201,12 @@ def records(r: redis.Redis, namespace: str, ids: Iterable[str]) -> dict[str, dic
         for job_id in chunk:
             pipe.hgetall("{" + namespace + "}:job:" + job_id)
         for job_id, h in zip(chunk, pipe.execute(), strict=True):
-            out[job_id] = {k.decode(): v.decode("utf-8", "replace") for k, v in h.items()}
+            rec = {k.decode(): v.decode("utf-8", "replace") for k, v in h.items()}
+            out[job_id] = {**_ZEROS, **rec} if rec else rec
     return out
+
+
+_ZEROS = {"attempts": "0", "failures": "0", "lost": "0", "token": "0"}
 
 
 def pool_pid(record: dict[str, str]) -> int | None:

@@ -60,7 +60,7 @@ def example_pool(redis_url: str, namespace: str, **changes: Any) -> WorkerPool:
 
     @pool.job
     async def ok(ctx: JobContext, n: int = 0) -> dict[str, int]:
-        await ctx.log(f"working on {n}")
+        await ctx.job_log(f"working on {n}")
         await ctx.progress(100, "all done")
         return {"n": n}
 
@@ -77,7 +77,7 @@ def example_pool(redis_url: str, namespace: str, **changes: Any) -> WorkerPool:
 
     @pool.job(max_fails=5)
     async def later(ctx: JobContext) -> None:
-        raise rota.Retry(in_=3600)
+        raise rota.Retry(delay=3600)
 
     @pool.job(timeout=600)
     async def slow(ctx: JobContext, seconds: float = 600) -> None:

@@ -68,7 +68,7 @@ async def test_enqueue_after(http: httpx.AsyncClient, client: Client) -> None:
     )
     record = await client.job(later.json()["id"])
     assert record is not None and record.state == "waiting" and record.run_at is not None
-    assert (await client.set_sizes())["waiting"] == 2
+    assert (await client.job_set_sizes())["waiting"] == 2
     empty = await http.post("/api/jobs", json={"name": "step", "after": []})
     record = await client.job(empty.json()["id"])
     assert record is not None and record.state == "queued"
@@ -267,7 +267,7 @@ async def test_waiting_jobs_are_deleted_never_retried(
     assert await client.job(b.id) is None
     done = await http.post(f"/waiting/{c.id}/delete", data={"next": "/waiting"}, headers=FORM)
     assert done.headers["location"] == "/waiting?done=deleted&n=1"
-    assert (await client.set_sizes())["waiting"] == 0
+    assert (await client.job_set_sizes())["waiting"] == 0
 
 
 async def test_pages(http: httpx.AsyncClient, client: Client) -> None:

@@ -127,13 +127,13 @@ def job() -> None:
 @connection_options
 @with_client
 async def job_show(client: Client, settings: Settings, job_id: str, as_json: bool) -> None:
-    """Everything stored about job JOB_ID, the lines its handler kept with ctx.log, and
+    """Everything stored about job JOB_ID, the lines its handler kept with ctx.job_log, and
     the jobs it waits for and that wait for it, with their states."""
     record = await client.job(job_id)
     if record is None:
         raise ExitError(f"no job {job_id}", code=1)
     rel = await relations(client, record)
-    logs = await client.logs(job_id)
+    logs = await client.job_log(job_id)
     if as_json:
         echo_json({**msgspec.structs.asdict(record), **rel, "logs": logs})
         return

@@ -132,7 +132,7 @@ def _action(which: JobSet, verb: Literal["retry", "delete"], help: str) -> click
         present = await _present(client, which, chosen)
         if present != [] and not yes and (present is None or verb == "delete"):
             if present is None:
-                what = f"all {(await client.set_sizes())[which]}"
+                what = f"all {(await client.job_set_sizes())[which]}"
             else:
                 what = str(len(present))
             click.confirm(f"{verb} {what} {which} jobs?", abort=True)

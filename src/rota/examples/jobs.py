@@ -47,9 +47,9 @@ async def nightly_report(ctx: rota.JobContext, day: str) -> dict[str, Any]:
     for step in range(steps):
         await ctx.progress(100 * step / steps, f"section {step + 1} of {steps}")
         if await ctx.checkin(f"section {step + 1}"):
-            raise rota.Retry(in_=1, message="pool shutting down: continue later")
+            raise rota.Retry(delay=1, message="pool shutting down: continue later")
         await anyio.sleep(random.uniform(0.2, 0.5))
-    await ctx.log(f"report for {day} written")
+    await ctx.job_log(f"report for {day} written")
     return {"day": day, "rows": random.randint(100, 1000)}
 
 

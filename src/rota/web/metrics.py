@@ -76,7 +76,7 @@ async def read(client: Client) -> Reading:
     queues = await client.queues()
     stats = await client.stats()
     pools = await client.pools()
-    sets = await client.set_sizes()
+    sets = await client.job_set_sizes()
     return Reading(
         client.namespace,
         queues,

@@ -85,7 +85,7 @@ async def dashboard(client: Client, minutes: int = 60, days: int = 30) -> dict[s
     history = await client.history(minutes, days)
     qs = await client.queues()
     sizes = {"queued": sum(q.size for q in qs), "running": sum(q.running for q in qs)}
-    sizes.update(await client.set_sizes())
+    sizes.update(await client.job_set_sizes())
     sizes["pools"] = len(await client.pools())
     sizes["busy"] = sizes["running"]
     return {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -111,8 +112,10 @@ class JobContext:
         write = self.client.redis.hset(self.client.keys.job(self.id), "progress", text)
         await self._unless_refused("progress", write)
 
-    async def log(self, message: str) -> None:
-        """Keep a line with the job (the last 100 are kept, and expire with it)."""
+    async def job_log(self, message: str) -> None:
+        """Keep a line in the job's own log (the last 100 are kept, and expire with the
+        job; ``client.job_log(id)``, the job page and ``rota job show`` read them). For
+        the process's log, use :attr:`logger`."""
         key = self.client.keys.joblog(self.id)
         async with self.client.redis.pipeline(transaction=False) as pipe:
             pipe.rpush(key, message[:_MAX_LOG_LINE])
@@ -120,6 +123,15 @@ class JobContext:
             # The finish expires the lines with the job only when told they exist.
             pipe.hset(self.client.keys.job(self.id), "logged", "1")
             await self._unless_refused("log", pipe.execute())
+
+    async def log(self, message: str) -> None:
+        """Deprecated: the name was read as the process's log; use :meth:`job_log`."""
+        warnings.warn(
+            "ctx.log() is deprecated: write ctx.job_log() (or ctx.logger for the process log)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        await self.job_log(message)
 
     async def _unless_refused(self, what: str, write: Awaitable[Any]) -> None:
         """A write the job does not depend on: when Redis says "not now" (full, a

@@ -158,7 +158,7 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
     except Cancelled as exc:
         return _cancelled(rt, job, handler, exc.reason, timeout)
     except Retry as exc:
-        return _failure(job, handler, Reason.RETRY, str(exc), exc.in_)
+        return _failure(job, handler, Reason.RETRY, str(exc), exc.delay)
     except Abort as exc:
         return Outcome.aborted(job, _keep_ms(rt.settings.keep_result), str(exc) or "aborted")
     except (Exception, SystemExit) as exc:  # a handler's failure is the job's, not the pool's

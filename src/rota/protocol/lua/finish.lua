@@ -173,14 +173,20 @@ if #kept > 0 then
     local n = math.min(excess, #kept / 2 + TRIM_MORE)
     local ids = redis.call('ZRANGE', K_COMPLETE, 0, n - 1)
     redis.call('ZREMRANGEBYRANK', K_COMPLETE, 0, n - 1)
+    local gone = {} -- the keys of the trimmed jobs, deleted by one DEL per thousand
     for _, id in ipairs(ids) do
       if sane_id(id) then
         local jk = key_job(id)
         local ok, state = pcall(redis.call, 'HGET', jk, 'state')
         if ok and state == 'complete' then
-          redis.call('DEL', jk, key_joblog(id), key_children(id))
+          gone[#gone + 1] = jk
+          gone[#gone + 1] = key_joblog(id)
+          gone[#gone + 1] = key_children(id)
         end
       end
+    end
+    for i = 1, #gone, 999 do
+      redis.call('DEL', unpack(gone, i, math.min(i + 998, #gone)))
     end
   end
 end

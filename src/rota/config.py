@@ -31,6 +31,29 @@ __all__ = ["SECRETS", "Settings", "describe", "load_settings"]
 ENV_PREFIX = "ROTA_"
 DEFAULT_CONFIG = Path("config/rota.toml")
 
+_POSITIVE: Final = (
+    "concurrency",
+    "lease",
+    "heartbeat_interval",
+    "wake_timeout",
+    "scheduler_interval",
+    "fetch_batch",
+    "max_args_bytes",
+    "dead_max_count",
+    "complete_max_count",
+    "max_lost",
+    "durable_timeout",
+)
+_NOT_NEGATIVE: Final = (
+    "grace",
+    "keep_result",
+    "keep_none",
+    "unique_ttl",
+    "dead_max_age",
+    "prefetch",
+    "durable_enqueue",
+)
+
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, weakref=True):
     """Every knob of rota, with its default. Durations are in seconds."""
@@ -81,11 +104,25 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     durable_timeout: float = 2.0
 
     def __post_init__(self) -> None:
+        # Each check raises a ConfigError that names the setting and what was expected.
+        self._resolve_sentinels()
+        check_url(self.redis_url)  # redis://, rediss:// or unix://, else a ConfigError
+        for name in SECRETS:
+            self.secret(name)  # an unreadable or empty file: a ConfigError naming it
+        self._check_tls()
+        try:
+            validate_namespace(self.namespace)
+        except ValueError as exc:
+            raise ConfigError(f"namespace: {exc}") from None
+        self._check_numbers()
+
+    def _resolve_sentinels(self) -> None:
+        """Sentinel settings become the ``redis+sentinel://`` URL the connection reads."""
         if (
             self.sentinels
             or self.sentinel_service
-            or self.sentinel_password
-            or (self.sentinel_password_file)
+            or self.sentinel_password_file
+            or (self.sentinel_password)
         ):
             url = sentinel_url(
                 self.redis_url,
@@ -94,9 +131,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
                 self.secret("sentinel_password") or "",
             )
             msgspec.structs.force_setattr(self, "redis_url", url)
-        check_url(self.redis_url)  # redis://, rediss:// or unix://, else a ConfigError
-        for name in SECRETS:
-            self.secret(name)  # an unreadable or empty file: a ConfigError naming it
+
+    def _check_tls(self) -> None:
         tls = [n for n in ("redis_tls_ca", "redis_tls_cert", "redis_tls_key") if getattr(self, n)]
         if tls and not self.redis_url.startswith("rediss:"):
             raise ConfigError(
@@ -107,35 +143,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
                 raise ConfigError(f"{name}: no such file: {getattr(self, name)}")
         if bool(self.redis_tls_cert) != bool(self.redis_tls_key):
             raise ConfigError("redis_tls_cert: give the client certificate and its key together")
-        try:
-            validate_namespace(self.namespace)
-        except ValueError as exc:
-            raise ConfigError(f"namespace: {exc}") from None
-        positive = (
-            "concurrency",
-            "lease",
-            "heartbeat_interval",
-            "wake_timeout",
-            "scheduler_interval",
-            "fetch_batch",
-            "max_args_bytes",
-            "dead_max_count",
-            "complete_max_count",
-            "max_lost",
-            "durable_timeout",
-        )
-        for name in positive:
+
+    def _check_numbers(self) -> None:
+        for name in _POSITIVE:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name}: must be greater than 0, got {getattr(self, name)!r}")
-        for name in (
-            "grace",
-            "keep_result",
-            "keep_none",
-            "unique_ttl",
-            "dead_max_age",
-            "prefetch",
-            "durable_enqueue",
-        ):
+        for name in _NOT_NEGATIVE:
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}: must not be negative, got {getattr(self, name)!r}")
         if self.lease <= self.heartbeat_interval:

@@ -211,6 +211,37 @@ class Link:
             raise type(conn.error)(*conn.error.args)
         return conn
 
+    async def _connect(self, loop: asyncio.AbstractEventLoop) -> Wire:
+        """The socket: a unix socket or TCP (with TLS and keepalive as configured)."""
+        if self.path:
+            _, conn = await loop.create_unix_connection(
+                lambda: Wire(loop, self.socket_timeout), self.path
+            )
+            return conn
+        _, conn = await loop.create_connection(
+            lambda: Wire(loop, self.socket_timeout), self.host, self.port, ssl=self.ssl_context
+        )
+        sock = conn.transport.get_extra_info("socket") if conn.transport else None
+        if self.socket_keepalive and sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        return conn
+
+    async def _hello(self, conn: Wire) -> None:
+        """AUTH, SELECT and CLIENT SETNAME as configured, in one write; an error reply
+        raises."""
+        hello: list[list[Arg]] = []
+        if self.password:
+            hello.append(["AUTH", *([self.username] if self.username else []), self.password])
+        if self.db:
+            hello.append(["SELECT", self.db])
+        if self.client_name:
+            hello.append(["CLIENT", "SETNAME", self.client_name])
+        if hello:
+            data = b"".join(encode(c) for c in hello)
+            for reply in await conn.send(data, math.inf, len(hello)):
+                if isinstance(reply, errors.RedisError):
+                    raise reply
+
     async def _open(self, loop: asyncio.AbstractEventLoop) -> Wire:
         old, self._conn = self._conn, None
         if old is not None:  # broken, or of another event loop
@@ -225,34 +256,8 @@ class Link:
                 self.host, self.port = await self.locate()
                 where = f"{self.host}:{self.port}"
             async with asyncio.timeout(self.socket_connect_timeout):
-                if self.path:
-                    _, conn = await loop.create_unix_connection(
-                        lambda: Wire(loop, self.socket_timeout), self.path
-                    )
-                else:
-                    _, conn = await loop.create_connection(
-                        lambda: Wire(loop, self.socket_timeout),
-                        self.host,
-                        self.port,
-                        ssl=self.ssl_context,
-                    )
-                    sock = conn.transport.get_extra_info("socket") if conn.transport else None
-                    if self.socket_keepalive and sock is not None:
-                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-                hello: list[list[Arg]] = []
-                if self.password:
-                    hello.append(
-                        ["AUTH", *([self.username] if self.username else []), self.password]
-                    )
-                if self.db:
-                    hello.append(["SELECT", self.db])
-                if self.client_name:
-                    hello.append(["CLIENT", "SETNAME", self.client_name])
-                if hello:
-                    data = b"".join(encode(c) for c in hello)
-                    for reply in await conn.send(data, math.inf, len(hello)):
-                        if isinstance(reply, errors.RedisError):
-                            raise reply
+                conn = await self._connect(loop)
+                await self._hello(conn)
         except BaseException as exc:
             if conn is not None:
                 conn.abort(errors.ConnectionError("Redis handshake failed"))

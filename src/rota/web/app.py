@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Sequence
 from http import HTTPStatus
 from pathlib import Path
@@ -14,7 +15,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from rota.access import acl_refused
@@ -116,6 +117,27 @@ _HANDLERS: Final[dict[Any, Any]] = {
 }
 
 
+@contextlib.asynccontextmanager
+async def _lifespan(app: Starlette, closing: list[Client]) -> AsyncIterator[None]:
+    """Close the clients the app made when it stops."""
+    try:
+        yield
+    finally:
+        for each in closing:
+            await each.close()
+
+
+def _routes() -> list[BaseRoute]:
+    """The pages, the JSON API, the metrics, the health check and the static files."""
+    return [
+        *pages.routes,
+        *api.routes,
+        Route("/metrics", metrics),
+        Route("/healthz", healthz),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+
+
 def create_app(
     settings: Settings,
     *,
@@ -143,25 +165,8 @@ def create_app(
         if ns != settings.namespace
     }
     state = WebState(settings, auth or Auth(), make_templates(), client, others)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        try:
-            yield
-        finally:
-            for each in others.values():
-                await each.close()
-            if own:
-                await state.client.close()
-
     app = Starlette(
-        routes=[
-            *pages.routes,
-            *api.routes,
-            Route("/metrics", metrics),
-            Route("/healthz", healthz),
-            Mount("/static", StaticFiles(directory=STATIC), name="static"),
-        ],
+        routes=_routes(),
         middleware=[
             Middleware(
                 SecurityMiddleware,
@@ -171,7 +176,9 @@ def create_app(
             )
         ],
         exception_handlers=_HANDLERS,
-        lifespan=lifespan,
+        lifespan=functools.partial(
+            _lifespan, closing=[*others.values(), *([client] if own else [])]
+        ),
     )
     app.state.rota = state
     return app

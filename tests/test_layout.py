@@ -14,7 +14,7 @@ from typing import cast
 
 import redis
 
-from rota import Client, JobContext, Retry, WorkerPool
+from rota import Client, JobContext, Retry, State, WorkerPool
 from rota.protocol.job import FETCH_FIELDS
 from rota.protocol.scripts import script
 from tests.helpers import pool_settings, wait_until
@@ -124,3 +124,14 @@ async def test_a_finish_expires_a_log_only_where_there_may_be_one(
         stale = await script("finish")(client.redis, client.keys.prefix, [now, *outcome])
         assert stale == []
         assert _pexpires(redis_sync) - before == expected, job_id
+
+
+async def test_a_record_reads_its_state_as_a_state(client: Client, redis_sync: redis.Redis) -> None:
+    """Every record's state is a ``State``; one no rota script wrote reads as UNKNOWN."""
+    job = await client.enqueue("flaky")
+    record = await client.job(job.id)
+    assert record is not None and record.state is State.QUEUED
+    for odd in ("", "half-done"):
+        redis_sync.hset(client.keys.job("odd"), mapping={"name": "flaky", "state": odd})
+        odd_record = await client.job("odd")
+        assert odd_record is not None and odd_record.state is State.UNKNOWN

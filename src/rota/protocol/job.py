@@ -55,6 +55,9 @@ class State(StrEnum):
     DEAD = "dead"
     WAITING = "waiting"
     ABORTED = "aborted"
+    #: Read only, never written: a record whose state field is missing or is none of the
+    #: above (written by something else than rota's scripts).
+    UNKNOWN = "unknown"
 
 
 class Reason(StrEnum):
@@ -113,6 +116,13 @@ def _text(value: bytes | None) -> str | None:
     return value.decode("utf-8", "replace") if value is not None else None
 
 
+_STATES: dict[bytes, State] = {s.value.encode(): s for s in State}
+
+
+def _state(value: bytes | None) -> State:
+    return _STATES.get(value or b"", State.UNKNOWN)
+
+
 class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
     """A job as stored in its hash, read leniently: other services may write odd fields.
 
@@ -122,7 +132,7 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
 
     id: str
     name: str
-    state: str
+    state: State
     args: str | None
     attempts: int = 0
     failures: int = 0
@@ -151,7 +161,7 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
         return cls(
             id=job_id,
             name=_text(g(b"name")) or "",
-            state=_text(g(b"state")) or "",
+            state=_state(g(b"state")),
             args=_text(g(b"args")),
             attempts=_int(g(b"attempts")),
             failures=_int(g(b"failures")),

@@ -9,10 +9,13 @@ only and do not count. Every file the architecture page names must exist.
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 from pathlib import Path
 
 import pytest
+
+import rota
 
 ROOT = Path(__file__).parents[1]
 SRC = ROOT / "src"
@@ -156,3 +159,22 @@ def test_every_file_the_architecture_page_names_exists() -> None:
         if m.count(".") == 1 and f"src/{m.replace('.', '/')}.py" not in text
     )
     assert unmentioned == [], f"docs/architecture.md does not place {unmentioned}"
+
+
+_GENERIC = {"Any", "None", "Self", "Sequence", "Iterable", "Iterator", "AsyncIterator"}
+_GENERIC |= {"Awaitable", "Callable", "Mapping", "Literal", "Redis", "Exception"}
+
+
+def test_every_type_a_public_method_returns_is_exported() -> None:
+    """What a caller gets back, it can name: ``rota.X`` for every class in a return
+    annotation of the public classes' methods."""
+    missing = set()
+    for cls in (rota.Client, rota.WorkerPool, rota.JobContext):
+        for name, member in inspect.getmembers(cls, callable):
+            if name.startswith("_"):
+                continue
+            returned = str(inspect.signature(member).return_annotation)
+            for type_name in re.findall(r"\b[A-Z][A-Za-z]+\b", returned):
+                if type_name not in rota.__all__ and type_name not in _GENERIC:
+                    missing.add(f"{cls.__name__}.{name} -> {type_name}")
+    assert not missing, sorted(missing)

@@ -23,22 +23,26 @@ from rota.errors import (
     Retry,
     RotaError,
 )
-from rota.operations import LivePool
+from rota.operations import Bucket, History, LivePool
 from rota.protocol.job import JobRecord, Reason, State
 from rota.workflow import Group, GroupProgress
 
 if TYPE_CHECKING:
     from rota.worker.context import JobContext
-    from rota.worker.pool import WorkerPool
+    from rota.worker.pool import Lifespan, WorkerPool
+    from rota.worker.registry import Middleware
+    from rota.worker.runtime import PoolRuntime
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Abort",
+    "Bucket",
     "Client",
     "ConfigError",
     "Group",
     "GroupProgress",
+    "History",
     "InvalidArgs",
     "Job",
     "JobContext",
@@ -46,10 +50,13 @@ __all__ = [
     "JobNotFound",
     "JobRecord",
     "JobSpec",
+    "Lifespan",
     "LivePool",
+    "Middleware",
     "NotReplicated",
     "Page",
     "PayloadTooLarge",
+    "PoolRuntime",
     "QueueInfo",
     "Reason",
     "RedisRefused",
@@ -64,13 +71,20 @@ __all__ = [
 ]
 
 
+# The worker's names load the worker (anyio, the handlers' machinery) on first use only,
+# so that a producer that imports rota does not.
+_LAZY = {
+    "WorkerPool": "rota.worker.pool",
+    "Lifespan": "rota.worker.pool",
+    "JobContext": "rota.worker.context",
+    "Middleware": "rota.worker.registry",
+    "PoolRuntime": "rota.worker.runtime",
+}
+
+
 def __getattr__(name: str) -> Any:
-    if name == "WorkerPool":
-        from rota.worker.pool import WorkerPool
+    if name in _LAZY:
+        import importlib
 
-        return WorkerPool
-    if name == "JobContext":
-        from rota.worker.context import JobContext
-
-        return JobContext
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'rota' has no attribute {name!r}")

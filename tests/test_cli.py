@@ -49,12 +49,12 @@ async def test_enqueue_forms(conn: tuple[str, ...], client: Client) -> None:
     assert record is not None
     assert record.state == "scheduled"
     assert record.run_at is not None
-    assert abs(record.run_at / 1000 - (time.time() + 600)) < 30
+    assert abs(record.run_at - (time.time() + 600)) < 30
 
     at = rota_json("enqueue", "nap", "--at", "2031-01-02T03:04:05+00:00", *conn)
     record = await client.job(at["id"])
     assert record is not None
-    assert record.run_at == 1925089445000
+    assert record.run_at == 1925089445
 
     first = rota_json("enqueue", "nap", "--unique", "u1", *conn)
     second = run_rota("enqueue", "nap", "--unique", "u1", *conn)

@@ -170,7 +170,7 @@ async def test_enqueue_values_and_naive_at_is_utc(conn: tuple[str, ...], client:
     assert done.returncode == 0, done.stderr
     record = await client.job(msgspec.json.decode(done.stdout)["id"])
     assert record is not None
-    assert record.run_at == 1925089445000
+    assert record.run_at == 1925089445
     assert record.args_value == {"ver": 1.1, "tag": "1.10", "n": 3, "to": "ada"}
     help_text = (await anyio.to_thread.run_sync(_rota, "enqueue", "--help")).stdout
     assert "as JSON when it parses as JSON" in help_text

@@ -13,7 +13,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["age", "echo_json", "print_table", "when"]
+__all__ = ["age", "at", "echo_json", "print_table", "when"]
 
 
 def echo_json(value: Any) -> None:
@@ -58,3 +58,8 @@ def when(ms: int | None) -> str:
     if not ms:
         return ""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+
+
+def at(seconds: float | None) -> str:
+    """:func:`when` of a time in seconds (a record's)."""
+    return when(round(seconds * 1000) if seconds else None)

@@ -116,6 +116,12 @@ def _text(value: bytes | None) -> str | None:
     return value.decode("utf-8", "replace") if value is not None else None
 
 
+def _seconds(ms: bytes | None) -> float | None:
+    """A time stored in ms, in seconds."""
+    value = _opt_int(ms)
+    return None if value is None else value / 1000
+
+
 _STATES: dict[bytes, State] = {s.value.encode(): s for s in State}
 
 
@@ -127,7 +133,8 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
     """A job as stored in its hash, read leniently: other services may write odd fields.
 
     ``args`` and ``result`` are the stored JSON text, untouched; ``args_value`` and
-    ``result_value`` decode them. Times are milliseconds since the epoch.
+    ``result_value`` decode them. Times are seconds since the epoch (the hash holds
+    milliseconds), as everywhere in rota's API.
     """
 
     id: str
@@ -137,10 +144,10 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
     attempts: int = 0
     failures: int = 0
     lost: int = 0
-    enqueued_at: int | None = None
-    run_at: int | None = None
-    started_at: int | None = None
-    finished_at: int | None = None
+    enqueued_at: float | None = None
+    run_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
     max_fails: int | None = None
     timeout: float | None = None
     unique_key: str | None = None
@@ -166,10 +173,10 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
             attempts=_int(g(b"attempts")),
             failures=_int(g(b"failures")),
             lost=_int(g(b"lost")),
-            enqueued_at=_opt_int(g(b"enqueued_at")),
-            run_at=_opt_int(g(b"run_at")),
-            started_at=_opt_int(g(b"started_at")),
-            finished_at=_opt_int(g(b"finished_at")),
+            enqueued_at=_seconds(g(b"enqueued_at")),
+            run_at=_seconds(g(b"run_at")),
+            started_at=_seconds(g(b"started_at")),
+            finished_at=_seconds(g(b"finished_at")),
             max_fails=_opt_int(g(b"max_fails")),
             timeout=_opt_float(g(b"timeout")),
             unique_key=_text(g(b"unique_key")),

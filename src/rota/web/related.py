@@ -25,6 +25,7 @@ __all__ = [
     "group_detail",
     "job_detail",
     "rels",
+    "times_ms",
 ]
 
 #: The state shown for a related job whose record is gone (expired, or deleted).
@@ -39,6 +40,15 @@ FINAL_STATES: Final = frozenset({"complete", "dead", "aborted", MISSING})
 
 def _asdict(value: msgspec.Struct) -> dict[str, Any]:
     return msgspec.structs.asdict(value)
+
+
+def times_ms(record: JobRecord) -> dict[str, int | None]:
+    """A record's times as the JSON API and the pages carry them: ms since the epoch
+    (the record has seconds)."""
+    return {
+        name: None if (t := getattr(record, name)) is None else round(t * 1000)
+        for name in ("enqueued_at", "run_at", "started_at", "finished_at")
+    }
 
 
 def _pretty(text: str | None) -> tuple[Any, str | None]:
@@ -166,6 +176,7 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
     result, result_text = _pretty(record.result)
     out = _asdict(record)
     out.update(
+        times_ms(record),
         args=args,
         args_raw=record.args,
         args_pretty=args_text,

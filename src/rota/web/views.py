@@ -16,7 +16,15 @@ from rota.client import Client
 from rota.config import Settings
 from rota.operations import Bucket
 from rota.protocol.job import JobRecord, JobSet
-from rota.web.related import FINAL_STATES, FLOW_LIMIT, MISSING, flow, group_detail, job_detail
+from rota.web.related import (
+    FINAL_STATES,
+    FLOW_LIMIT,
+    MISSING,
+    flow,
+    group_detail,
+    job_detail,
+    times_ms,
+)
 
 __all__ = [
     "FINAL_STATES",
@@ -139,9 +147,7 @@ def _summary(job: JobRecord) -> dict[str, Any]:
         "args": job.args,
         "attempts": job.attempts,
         "failures": job.failures,
-        "enqueued_at": job.enqueued_at,
-        "run_at": job.run_at,
-        "finished_at": job.finished_at,
+        **{k: v for k, v in times_ms(job).items() if k != "started_at"},
         "reason": job.reason,
         "error": job.error,
         "after": list(job.after),

@@ -48,8 +48,8 @@ class JobContext:
         args: list[Any] | dict[str, Any],
         attempt: int,
         token: str,
-        enqueued_at: int,
-        started_at: int,
+        enqueued_at: float,
+        started_at: float,
         parent_results: Mapping[str, Any] | None = None,
     ) -> None:
         self._runtime = runtime

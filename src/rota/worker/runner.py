@@ -147,14 +147,14 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
         args=decoded,
         attempt=job.attempts,
         token=job.token,
-        enqueued_at=job.enqueued_at,
-        started_at=now_ms(),
+        enqueued_at=job.enqueued_at / 1000,  # the public API speaks seconds
+        started_at=(started := now_ms()) / 1000,
         parent_results=parents,
     )
     timeout = job.timeout if job.timeout is not None else handler.timeout
     try:
         call = _call(rt, handler, ctx, args, kwargs)
-        result = await rt.run_attempt(job, ctx.started_at, timeout, call)
+        result = await rt.run_attempt(job, started, timeout, call)
     except Cancelled as exc:
         return _cancelled(rt, job, handler, exc.reason, timeout)
     except Retry as exc:

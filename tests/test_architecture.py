@@ -178,3 +178,8 @@ def test_every_type_a_public_method_returns_is_exported() -> None:
                 if type_name not in rota.__all__ and type_name not in _GENERIC:
                     missing.add(f"{cls.__name__}.{name} -> {type_name}")
     assert not missing, sorted(missing)
+
+
+def test_the_old_name_of_enqueued_still_answers_with_a_warning() -> None:
+    with pytest.warns(DeprecationWarning, match="rota.Enqueued"):
+        assert rota.Job is rota.Enqueued

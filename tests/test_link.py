@@ -464,7 +464,9 @@ async def test_the_client_enqueues_through_its_link(fresh_redis_server: RedisSer
         sync.execute_command("SCRIPT", "FLUSH")  # type: ignore[no-untyped-call]
         again = await client.enqueue("work", 2, unique="u")
         assert again.created
-        assert (await client.enqueue("work", 3, unique="u")) == rota.Job(again.id, "work", False)
+        assert (await client.enqueue("work", 3, unique="u")) == rota.Enqueued(
+            again.id, "work", False
+        )
         sync.execute_command("FUNCTION", "FLUSH")  # type: ignore[no-untyped-call]
         sync.execute_command("SCRIPT", "FLUSH")  # type: ignore[no-untyped-call]
         specs = [rota.JobSpec(name="many", args=(i,)) for i in range(2500)]

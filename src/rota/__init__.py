@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rota.client import Client, Job, JobSpec, Page, QueueInfo, RunningJob
+from rota.client import Client, Enqueued, JobSpec, Page, QueueInfo, RunningJob
 from rota.config import Settings, load_settings
 from rota.errors import (
     Abort,
@@ -40,11 +40,11 @@ __all__ = [
     "Bucket",
     "Client",
     "ConfigError",
+    "Enqueued",
     "Group",
     "GroupProgress",
     "History",
     "InvalidArgs",
-    "Job",
     "JobContext",
     "JobFailed",
     "JobNotFound",
@@ -83,6 +83,16 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "Job":
+        import warnings
+
+        warnings.warn(
+            "rota.Job is now rota.Enqueued (what an enqueue returns; the stored job is"
+            " rota.JobRecord)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return Enqueued
     if name in _LAZY:
         import importlib
 

@@ -29,15 +29,15 @@ from rota.protocol.keys import Keys
 from rota.protocol.rows import EnqueueRow
 from rota.protocol.scripts import Arg, Script, call_many, script
 from rota.reads import Reads
-from rota.spec import Job, JobSpec, finite, to_row
+from rota.spec import Enqueued, JobSpec, finite, to_row
 from rota.topology import wait_replicas
 from rota.workflow import Group, GroupProgress
 
 __all__ = [
     "Bucket",
     "Client",
+    "Enqueued",
     "History",
-    "Job",
     "JobSet",
     "JobSpec",
     "Page",
@@ -164,7 +164,7 @@ class Client(Reads, Operations):
         after: Sequence[str] = (),
         durable: bool | int | None = None,
         **kwargs: Any,
-    ) -> Job:
+    ) -> Enqueued:
         """Enqueue a job now. Keyword arguments other than the options are the job's args.
 
         ``unique``: while a live job holds this key, enqueue nothing and return the
@@ -188,7 +188,7 @@ class Client(Reads, Operations):
         )
         return (await self.enqueue_many([spec], durable=durable))[0]
 
-    async def enqueue_in(self, delay: float, name: str, /, *args: Any, **kwargs: Any) -> Job:
+    async def enqueue_in(self, delay: float, name: str, /, *args: Any, **kwargs: Any) -> Enqueued:
         """Enqueue a job to run ``delay`` seconds from now."""
         return await self._enqueue_scheduled(
             time.time() + finite("delay", delay), name, args, kwargs
@@ -196,7 +196,7 @@ class Client(Reads, Operations):
 
     async def enqueue_at(
         self, when: datetime | float, name: str, /, *args: Any, **kwargs: Any
-    ) -> Job:
+    ) -> Enqueued:
         """Enqueue a job to run at ``when``: a datetime (a naive one is UTC, as everywhere
         in rota) or epoch seconds."""
         if isinstance(when, datetime):
@@ -207,7 +207,7 @@ class Client(Reads, Operations):
 
     async def _enqueue_scheduled(
         self, at: float, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Job:
+    ) -> Enqueued:
         options = {k: kwargs.pop(k) for k in list(kwargs) if k in _OPTIONS}
         if "after" in options:
             options["after"] = tuple(options["after"])
@@ -216,7 +216,7 @@ class Client(Reads, Operations):
 
     async def enqueue_many(
         self, specs: Iterable[JobSpec], *, durable: bool | int | None = None
-    ) -> list[Job]:
+    ) -> list[Enqueued]:
         """Enqueue many jobs in one round trip; each is enqueued atomically on its own.
 
         A single job goes through the ``enqueue`` script; more go through
@@ -234,7 +234,9 @@ class Client(Reads, Operations):
             return await self._enqueue_rows(rows)
         return await durable_enqueue(self, rows, replicas)
 
-    async def _enqueue_rows(self, rows: list[EnqueueRow], conn: Redis | None = None) -> list[Job]:
+    async def _enqueue_rows(
+        self, rows: list[EnqueueRow], conn: Redis | None = None
+    ) -> list[Enqueued]:
         """Send rows of :meth:`_enqueue_args` in one ``send`` span when tracing is on
         (see :mod:`rota.tracing`), its trace context stored in every job."""
         if not (rows and tracing.active()):
@@ -245,7 +247,7 @@ class Client(Reads, Operations):
                 rows = [r._replace(traceparent=trace[0], tracestate=trace[1]) for r in rows]
             return await self._send_rows(rows, conn)
 
-    async def _send_rows(self, rows: list[EnqueueRow], conn: Redis | None = None) -> list[Job]:
+    async def _send_rows(self, rows: list[EnqueueRow], conn: Redis | None = None) -> list[Enqueued]:
         """Send rows: one by the ``enqueue`` script, more (or one of a group) by
         ``enqueue_batch`` calls of 50 jobs, all in one pipeline, in order."""
         if len(rows) <= 1 and not (rows and (rows[0].group or rows[0].waits_group)):
@@ -258,7 +260,7 @@ class Client(Reads, Operations):
                 )
             except redis.exceptions.ResponseError as exc:
                 raise _enqueue_error(exc, "the job was not enqueued", 0) from exc
-            return [Job(_s(answer[0]), rows[0].name, bool(answer[1]))]
+            return [Enqueued(_s(answer[0]), rows[0].name, bool(answer[1]))]
         now = now_ms()
         batch = script("enqueue_batch")
         calls: list[tuple[Script, Sequence[Arg]]] = []
@@ -271,7 +273,9 @@ class Client(Reads, Operations):
         answers = await call_many(conn, self.keys.prefix, calls, raise_on_error=False)
         _raise_first(answers, [min(_BATCH, len(rows) - i) for i in range(0, len(rows), _BATCH)])
         flat = [x for answer in answers for x in answer]
-        return [Job(_s(flat[2 * i]), row.name, bool(flat[2 * i + 1])) for i, row in enumerate(rows)]
+        return [
+            Enqueued(_s(flat[2 * i]), row.name, bool(flat[2 * i + 1])) for i, row in enumerate(rows)
+        ]
 
     def _enqueue_args(self, spec: JobSpec, group: str = "", waits_group: str = "") -> EnqueueRow:
         """The row of one job, checked (see :func:`rota.spec.to_row`)."""
@@ -279,7 +283,7 @@ class Client(Reads, Operations):
 
     # -- workflows (rota.workflow) -------------------------------------------------
 
-    async def chain(self, specs: Sequence[JobSpec]) -> list[Job]:
+    async def chain(self, specs: Sequence[JobSpec]) -> list[Enqueued]:
         """Enqueue jobs that run one after the other, in one round trip."""
         return await workflow.chain(self, specs)
 
@@ -303,7 +307,7 @@ class Client(Reads, Operations):
         return await workflow.children(self, job_id)
 
 
-async def durable_enqueue(client: Client, rows: list[EnqueueRow], replicas: int) -> list[Job]:
+async def durable_enqueue(client: Client, rows: list[EnqueueRow], replicas: int) -> list[Enqueued]:
     """Write ``rows`` and ``WAIT`` for ``replicas`` on one connection of the redis-py
     pool (not the shared Link: ``WAIT`` counts the writes of its connection and holds
     the connection until the replicas answer)."""

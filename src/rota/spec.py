@@ -19,12 +19,13 @@ from rota.protocol import codec
 from rota.protocol.job import NAME_RE, now_ms, validate_name
 from rota.protocol.rows import EnqueueRow
 
-__all__ = ["Job", "JobSpec", "finite", "to_row"]
+__all__ = ["Enqueued", "JobSpec", "finite", "to_row"]
 
 
-class Job(msgspec.Struct, frozen=True):
-    """What an enqueue returns. ``created`` is False when nothing was enqueued because
-    the id existed already or the unique key is held; ``id`` is then the holder's."""
+class Enqueued(msgspec.Struct, frozen=True):
+    """What an enqueue returns (the stored job is a :class:`~rota.JobRecord`).
+    ``created`` is False when nothing was enqueued because the id existed already or the
+    unique key is held; ``id`` is then the holder's."""
 
     id: str
     name: str

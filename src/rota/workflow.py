@@ -25,7 +25,7 @@ import msgspec
 from rota.errors import JobNotFound
 
 if TYPE_CHECKING:
-    from rota.client import Client, Job, JobSpec
+    from rota.client import Client, Enqueued, JobSpec
 
 __all__ = ["Group", "GroupProgress", "chain", "dependency_results", "group", "group_progress"]
 
@@ -34,8 +34,8 @@ class Group(msgspec.Struct, frozen=True):
     """What :meth:`Client.group` enqueued: the group's id, its members and its callback."""
 
     id: str
-    jobs: list[Job]
-    then: Job | None = None
+    jobs: list[Enqueued]
+    then: Enqueued | None = None
 
 
 class GroupProgress(msgspec.Struct, frozen=True):
@@ -67,7 +67,7 @@ def _no_unique(specs: Sequence[JobSpec], what: str) -> None:
             raise ValueError(f"{what}: unique keys are not supported inside a {what}")
 
 
-async def chain(client: Client, specs: Sequence[JobSpec]) -> list[Job]:
+async def chain(client: Client, specs: Sequence[JobSpec]) -> list[Enqueued]:
     """Enqueue ``specs`` so that each runs after the one before completes (and after its
     own ``after``), in one round trip. A step that ends dead or aborted makes the rest
     dead with reason ``dependency_failed``."""

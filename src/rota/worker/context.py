@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from rota.client import Client, Job
+from rota.client import Client, Enqueued
 from rota.outage import MEANING, condition
 
 if TYPE_CHECKING:
@@ -145,6 +145,6 @@ class JobContext:
                 raise
             self.logger.debug("job write skipped", write=what, why=MEANING[cond])
 
-    async def enqueue(self, name: str, /, *args: Any, **kwargs: Any) -> Job:
+    async def enqueue(self, name: str, /, *args: Any, **kwargs: Any) -> Enqueued:
         """Enqueue another job in the same namespace."""
         return await self.client.enqueue(name, *args, **kwargs)

@@ -1,4 +1,4 @@
-"""rota.link.Link against real redis-servers: pipelining, errors, cancellation, outages."""
+"""rota.redis.link.Link against real redis-servers: pipelining, errors, cancellation, outages."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import rota
 from rota import Client
-from rota.link import Link
+from rota.redis.link import Link
 from tests.redis_server import RedisServer, free_port
 
 

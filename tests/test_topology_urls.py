@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from rota import Settings, load_settings
-from rota.connection import check_url, redacted
 from rota.errors import ConfigError
+from rota.redis.connection import check_url, redacted
 from rota.topology import CLUSTER, SENTINEL, parse
 
 

@@ -22,8 +22,8 @@ import redis.exceptions as errors
 from redis.asyncio import Redis
 
 from rota.config import Settings
-from rota.connection import connect, redacted, tls_refused
 from rota.outage import UNREACHABLE_ERRORS
+from rota.redis.connection import connect, redacted, tls_refused
 
 __all__ = ["acl_refused", "connect_to", "explain", "redis_options"]
 
@@ -50,7 +50,7 @@ def redis_options(settings: Settings) -> dict[str, Any]:
 
 
 def connect_to(settings: Settings, **options: Any) -> Redis:
-    """A redis-py client of its own for ``settings`` (see :func:`rota.connection.connect`)."""
+    """A redis-py client of its own for ``settings`` (see :func:`rota.redis.connection.connect`)."""
     return connect(settings.redis_url, **{**redis_options(settings), **options})
 
 

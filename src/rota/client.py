@@ -19,9 +19,7 @@ from redis.asyncio import Redis
 from rota import tracing, workflow
 from rota.access import connect_to
 from rota.config import Settings
-from rota.connection import connect
 from rota.errors import JobNotFound, NotReplicated
-from rota.link import Link
 from rota.operations import Bucket, History, Operations, Page, QueueInfo, RunningJob
 from rota.outage import refused
 from rota.protocol.job import NAME_RE, JobSet, now_ms, validate_name
@@ -29,6 +27,8 @@ from rota.protocol.keys import Keys
 from rota.protocol.rows import EnqueueRow
 from rota.protocol.scripts import Arg, Script, call_many, script
 from rota.reads import Reads
+from rota.redis.connection import connect
+from rota.redis.link import Link
 from rota.spec import Enqueued, JobSpec, finite, to_row
 from rota.topology import wait_replicas
 from rota.workflow import Group, GroupProgress
@@ -126,7 +126,7 @@ class Client(Reads, Operations):
 
     @property
     def link(self) -> Link | None:
-        """The pipelined connection of the hot path (see :mod:`rota.link`), one per client;
+        """The pipelined connection of the hot path (see :mod:`rota.redis.link`), one per client;
         None when it could not be derived from the redis-py client (then ``redis`` serves)."""
         return self._link
 

@@ -21,9 +21,9 @@ from typing import Any, Final, Literal, get_args
 
 import msgspec
 
-from rota.connection import check_url, redacted
 from rota.errors import ConfigError
 from rota.protocol.keys import validate_namespace
+from rota.redis.connection import check_url, redacted
 from rota.topology import sentinel_url
 
 __all__ = ["SECRETS", "Settings", "describe", "load_settings"]

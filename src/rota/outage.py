@@ -28,8 +28,8 @@ import redis.exceptions as errors
 import structlog
 from redis.asyncio import Redis
 
-from rota.connection import tls_refused
 from rota.errors import RedisRefused
+from rota.redis.connection import tls_refused
 
 __all__ = [
     "MEANING",

@@ -14,9 +14,9 @@ import click
 from rota.access import explain
 from rota.client import Client
 from rota.config import Settings, load_settings
-from rota.connection import redacted
 from rota.errors import ConfigError, RedisRefused
 from rota.outage import MEANING, REDIS_ERRORS, Condition, condition
+from rota.redis.connection import redacted
 
 __all__ = [
     "ExitError",

@@ -10,10 +10,10 @@ import structlog
 
 from rota.cli.common import ExitError, connection_options, preflight, resolve
 from rota.config import Settings
-from rota.connection import redacted
 from rota.errors import ConfigError
 from rota.logging import configure_logging
 from rota.protocol.keys import validate_namespace
+from rota.redis.connection import redacted
 
 if TYPE_CHECKING:
     import socket

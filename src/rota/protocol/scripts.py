@@ -11,7 +11,7 @@ remembered per process, since one refusal says how the deployment is set up, and
 ``EVALSHA`` works on every server.
 
 A connection is anything with ``await conn.execute_command(*args)`` that raises redis-py's
-errors (a ``redis.asyncio.Redis``, or :class:`rota.link.Link`); pipelines are redis-py's.
+errors (a ``redis.asyncio.Redis``, or :class:`rota.redis.link.Link`); pipelines are redis-py's.
 """
 
 from __future__ import annotations

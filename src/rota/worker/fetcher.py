@@ -29,9 +29,9 @@ import redis.exceptions
 import structlog
 from redis.asyncio import Redis
 
-from rota.link import Link
 from rota.protocol.job import now_ms
 from rota.protocol.scripts import Arg, script
+from rota.redis.link import Link
 from rota.worker.acker import Acker
 from rota.worker.robin import Robin
 from rota.worker.runtime import Fetched, PoolRuntime
@@ -60,7 +60,7 @@ class Fetcher:
         self._unblocking: set[asyncio.Task[None]] = set()
         self._client_id: int | None = None
         # A connection of its own: its BLPOP blocks it, and the fetch that follows a
-        # wake-up needs no pool checkout (see rota.link).
+        # wake-up needs no pool checkout (see rota.redis.link).
         self.conn: Link | Redis = Link.beside(rt.redis) or rt.redis
 
     async def run(self) -> None:

@@ -17,13 +17,13 @@ from redis.asyncio import Redis
 
 from rota.client import Client
 from rota.config import Settings
-from rota.connection import redacted
 from rota.outage import Watch
 from rota.protocol.job import now_ms
 from rota.protocol.keys import Keys
 from rota.protocol.rate import parse_rate
 from rota.protocol.rows import Fetched
 from rota.protocol.scripts import Arg, load_all, script
+from rota.redis.connection import redacted
 from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler
 

@@ -23,6 +23,7 @@ from typing import Any
 import rota
 from bench import positive_int
 from bench.redis_server import RedisServer
+from rota.redis.conn import RedisPyConn
 
 IN_FLIGHT = 64
 WARM_UP = 500
@@ -66,7 +67,7 @@ async def _measure(url: str, path: str, n: int) -> list[tuple[str, float, int, i
     for mode, run in MODES:
         async with rota.Client.from_url(url, "bench") as client:
             if path == "redis-py":
-                client._link = None  # enqueue and enqueue_many go through redis-py
+                client._link, client.conn = None, RedisPyConn(client.redis)  # through redis-py
             await client.redis.flushall()
             await _one(client, WARM_UP)
             started = time.perf_counter()

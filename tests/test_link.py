@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 import redis
 import redis.asyncio
@@ -21,8 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rota
-from rota import Client
-from rota.redis.link import Link
+from rota import Client, JobContext, WorkerPool
+from rota.redis.conn import Conn, RedisPyConn
+from rota.redis.link import Arg, Link
+from tests.helpers import pool_settings, wait_until
 from tests.redis_server import RedisServer, free_port
 
 
@@ -149,22 +152,20 @@ async def test_errors_are_those_of_redis_py(redis_url: str) -> None:
     ]
 
 
-async def test_pipelines_of_a_link(redis_url: str) -> None:
+@pytest.mark.parametrize("kind", ["link", "redis-py"])
+async def test_execute_many_of_either_conn(redis_url: str, kind: str) -> None:
+    """Both kinds of :class:`rota.redis.conn.Conn` answer a batch alike: replies in
+    order, an error reply in its place, nothing raised."""
     k = _key()
-    async with Link.from_url(redis_url) as link:
-        pipe = link.pipeline(transaction=False)
-        pipe.execute_command("SET", k, "v").execute_command("INCR", k)
-        pipe.execute_command("EVALSHA", "0" * 40, 0)
-        replies = await pipe.execute(raise_on_error=False)
-        assert replies[0] == b"OK"
+    async with redis.asyncio.Redis.from_url(redis_url) as r, Link.from_url(redis_url) as link:
+        conn: Conn = link if kind == "link" else RedisPyConn(r)
+        commands: list[tuple[Arg, ...]] = [("SET", k, "v"), ("INCR", k), ("EVALSHA", "0" * 40, 0)]
+        replies = await conn.execute_many(commands)
+        assert replies[0] in (b"OK", True)  # redis-py shapes SET's reply
         assert isinstance(replies[1], rx.ResponseError)
         assert isinstance(replies[2], rx.NoScriptError)
-        assert pipe.commands == []
-        pipe.execute_command("GET", k).execute_command("INCR", k)
-        with pytest.raises(rx.ResponseError, match="not an integer"):
-            await pipe.execute()
-        with pytest.raises(ValueError, match="transactions"):
-            link.pipeline(transaction=True)
+        assert await conn.execute_many([]) == []
+        assert (await conn.client_id() > 0) == (kind == "link")
 
 
 async def test_noscript_and_function_errors(redis_url: str) -> None:
@@ -492,3 +493,40 @@ async def test_a_client_without_a_link_uses_redis_py(redis_url: str, namespace: 
         assert record is not None
         assert record.name == "work"
     await pool.aclose()
+
+
+async def test_a_pool_without_a_link_fetches_and_finishes_through_redis_py(
+    redis_url: str, namespace: str
+) -> None:
+    """Where no Link can be made, the fetcher's wait and fetch, the acker's finishes and
+    the parents' results go through redis-py (rota.redis.conn.RedisPyConn)."""
+
+    class Custom(redis.asyncio.Connection):
+        pass
+
+    pool_of_connections = redis.asyncio.ConnectionPool.from_url(redis_url, connection_class=Custom)
+    got: list[Any] = []
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=60))
+
+    @pool.job
+    async def step(ctx: JobContext, n: int) -> int:
+        got.append((n, dict(ctx.parent_results)))
+        return n
+
+    async with Client(
+        redis.asyncio.Redis(connection_pool=pool_of_connections), namespace
+    ) as client:
+        assert client.link is None
+        async with pool.running(client=client):
+            await anyio.sleep(0.2)  # the fetcher waits on its wake lists
+            first = await client.enqueue("step", 1)
+            jobs = await client.enqueue_many(
+                [rota.JobSpec(name="step", args=(n,)) for n in range(2, 60)]
+            )
+            last = await client.enqueue("step", 60, after=[first.id])
+            assert await client.wait(last.id, timeout=10) == 60
+            await wait_until(lambda: len(got) == 60, within=10)
+    assert sorted(n for n, _ in got) == list(range(1, 61))
+    assert (60, {first.id: 1}) in got
+    assert all(j.created for j in jobs)
+    await pool_of_connections.aclose()

@@ -145,7 +145,7 @@ async def test_a_burst_wakes_a_second_pool_when_the_first_takes_other_work(
         start = time.monotonic()
         async with client.redis.pipeline(transaction=True) as pipe:
             for args in jobs:
-                enqueue.queue(pipe, client.keys.prefix, args)
+                pipe.execute_command(*enqueue.command(client.keys.prefix, args))
             await pipe.execute()
         await wait_until(lambda: len(done) == 2, within=8)
         assert max(done.values()) - start < 8

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, Self
 
 import msgspec
 import redis.exceptions
@@ -27,6 +27,7 @@ from rota.protocol.keys import Keys
 from rota.protocol.rows import EnqueueRow
 from rota.protocol.scripts import Arg, Script, call_many, script
 from rota.reads import Reads
+from rota.redis.conn import Conn, RedisPyConn
 from rota.redis.connection import connect
 from rota.redis.link import Link
 from rota.spec import Enqueued, JobSpec, finite, to_row
@@ -82,6 +83,8 @@ class Client(Reads, Operations):
         self.durable, self.durable_timeout = durable, durable_timeout  # see enqueue_many
         # The same server, credentials and timeouts as ``redis``.
         self._link = Link.beside(redis)
+        #: What the hot path sends through: the Link, else the redis-py client.
+        self.conn: Conn = self._link or RedisPyConn(redis)
 
     @classmethod
     def from_url(
@@ -255,9 +258,7 @@ class Client(Reads, Operations):
                 return []
             args = rows[0].script_args()
             try:
-                answer = await script("enqueue")(
-                    conn or self._link or self.redis, self.keys.prefix, args
-                )
+                answer = await script("enqueue")(conn or self.conn, self.keys.prefix, args)
             except redis.exceptions.ResponseError as exc:
                 raise _enqueue_error(exc, "the job was not enqueued", 0) from exc
             return [Enqueued(_s(answer[0]), rows[0].name, bool(answer[1]))]
@@ -267,10 +268,8 @@ class Client(Reads, Operations):
         for i in range(0, len(rows), _BATCH):
             jobs = [r.batch_entry() for r in rows[i : i + _BATCH]]
             calls.append((batch, [now, msgspec.msgpack.encode(jobs)]))
-        # call_many takes a redis-py client for its pipeline(); a Link has what it uses.
-        if conn is None:
-            conn = self.redis if self._link is None else cast(Redis, self._link)
-        answers = await call_many(conn, self.keys.prefix, calls, raise_on_error=False)
+        sender = self.conn if conn is None else RedisPyConn(conn)
+        answers = await call_many(sender, self.keys.prefix, calls, raise_on_error=False)
         _raise_first(answers, [min(_BATCH, len(rows) - i) for i in range(0, len(rows), _BATCH)])
         flat = [x for answer in answers for x in answer]
         return [

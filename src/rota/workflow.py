@@ -141,11 +141,10 @@ async def dependency_results(client: Client, job_id: str) -> dict[str, Any]:
     its record as each completed) in the order of ``after``, then, for a group's
     callback, the members' in the order they were enqueued."""
     key = client.keys.job(job_id)
-    if client.link is not None:  # the pipelined connection: no pool checkout per job
-        flat = await client.link.execute_command("HGETALL", key)
-        raw = {_t(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
-    else:
-        raw = {_t(k): v for k, v in (await client.redis.hgetall(key)).items()}
+    reply = await client.conn.execute_command("HGETALL", key)  # no pool checkout per job
+    # A Link answers the flat list of the wire, redis-py a dict.
+    pairs = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
+    raw = {_t(k): v for k, v in pairs}
     out = {p: _decode(raw["r:" + p]) for p in _t(raw.get("after", b"")).split() if "r:" + p in raw}
     out.update({k[2:]: _decode(v) for k, v in raw.items() if k.startswith("r:")})
     gid = raw.get("waits_group")

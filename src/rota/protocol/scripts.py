@@ -11,7 +11,8 @@ remembered per process, since one refusal says how the deployment is set up, and
 ``EVALSHA`` works on every server.
 
 A connection is anything with ``await conn.execute_command(*args)`` that raises redis-py's
-errors (a ``redis.asyncio.Redis``, or :class:`rota.redis.link.Link`); pipelines are redis-py's.
+errors (a ``redis.asyncio.Redis``, or a :class:`rota.redis.conn.Conn`); :func:`call_many`
+sends its calls with the ``execute_many`` of a Conn.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from typing import Any, Protocol
 
 import structlog
 from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
 from redis.exceptions import NoPermissionError, NoScriptError, OutOfMemoryError, ResponseError
 
 from rota.protocol.render import SCRIPT_NAMES, library, script_source
@@ -47,6 +47,10 @@ log = structlog.get_logger("rota.redis")
 
 class Connection(Protocol):
     async def execute_command(self, *args: Any) -> Any: ...
+
+
+class Batching(Connection, Protocol):
+    async def execute_many(self, commands: Sequence[Sequence[Arg]]) -> list[Any]: ...
 
 
 _functions = True  # False once a server refused the library: EVALSHA from then on
@@ -182,10 +186,6 @@ class Script:
                 await _mend(conn, remedy, self)
         raise AssertionError("unreachable")
 
-    def queue(self, pipe: Pipeline, prefix: str, args: Sequence[Arg]) -> None:
-        """Add a call to ``pipe`` (see :func:`call_many`)."""
-        pipe.execute_command(*self.command(prefix, args))
-
 
 @cache
 def script(name: str) -> Script:
@@ -207,7 +207,7 @@ async def load_all(redis: Redis) -> None:
 
 
 async def call_many(
-    redis: Redis,
+    conn: Batching,
     prefix: str,
     calls: Sequence[tuple[Script, Sequence[Arg]]],
     *,
@@ -222,11 +222,7 @@ async def call_many(
     results: list[Any] = [None] * len(calls)
     todo = list(range(len(calls)))
     for _ in range(3):
-        pipe = redis.pipeline(transaction=False)
-        for i in todo:
-            s, args = calls[i]
-            s.queue(pipe, prefix, args)
-        answers = await pipe.execute(raise_on_error=False)
+        answers = await conn.execute_many([calls[i][0].command(prefix, calls[i][1]) for i in todo])
         again: list[int] = []
         remedies: dict[tuple[str, str], Script] = {}
         for i, answer in zip(todo, answers, strict=True):
@@ -237,7 +233,7 @@ async def call_many(
                 again.append(i)
                 remedies[remedy, s.name if remedy == "script" else ""] = s
         for (remedy, _name), s in remedies.items():
-            await _mend(redis, remedy, s)
+            await _mend(conn, remedy, s)
         if not again:
             break
         todo = again

@@ -48,7 +48,7 @@ from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocket
 
 from rota.redis.resp import Wire, encode
 
-__all__ = ["Arg", "Batch", "Link"]
+__all__ = ["Arg", "Link"]
 
 Arg = str | bytes | int | float
 _BLOCKING: Final = frozenset(
@@ -173,11 +173,13 @@ class Link:
         replies: list[Any] = await conn.send(b"".join(parts), deadline, len(parts))
         return replies
 
-    def pipeline(self, transaction: bool = False) -> Batch:
-        """Commands to send with one :meth:`execute_many` (no MULTI/EXEC)."""
-        if transaction:
-            raise ValueError("a Link sends no transactions: use MULTI/EXEC or a script")
-        return Batch(self)
+    async def client_id(self) -> int:
+        """This connection's id, which CLIENT UNBLOCK takes; 0 when refused (an ACL user
+        without CLIENT). A reconnect changes it: ask again after an error."""
+        try:
+            return int(await self.execute_command("CLIENT", "ID"))
+        except errors.ResponseError:
+            return 0
 
     async def aclose(self) -> None:
         """Close the connection; pending calls fail with ConnectionError. Safe to call
@@ -270,25 +272,3 @@ class Link:
             raise
         self._conn = conn
         return conn
-
-
-class Batch:
-    """The part of redis-py's pipeline that :func:`rota.protocol.scripts.call_many` uses."""
-
-    def __init__(self, link: Link) -> None:
-        self.link = link
-        self.commands: list[tuple[Arg, ...]] = []
-
-    def execute_command(self, *args: Arg) -> Self:
-        self.commands.append(args)
-        return self
-
-    async def execute(self, raise_on_error: bool = True) -> list[Any]:
-        """Send the commands and clear them; replies in order. An error reply is raised
-        (the first one) or, with ``raise_on_error=False``, left in its place."""
-        commands, self.commands = self.commands, []
-        replies = await self.link.execute_many(commands)
-        for reply in replies if raise_on_error else ():
-            if isinstance(reply, errors.RedisError):
-                raise reply
-        return replies

@@ -100,7 +100,7 @@ class Acker:
             parts = [("finish", batch)]
         refused: list[Outcome] = []
         error: BaseException | None = None
-        conn = self.rt.client.link or self.rt.redis
+        conn = self.rt.client.conn
         for name, part in parts:
             # One MessagePack argument for the whole part: Redis clients encode each
             # argument on its own, and seven per job cost more than the job itself.

@@ -27,11 +27,10 @@ from typing import Any
 import anyio
 import redis.exceptions
 import structlog
-from redis.asyncio import Redis
 
 from rota.protocol.job import now_ms
 from rota.protocol.scripts import Arg, script
-from rota.redis.link import Link
+from rota.redis.conn import Conn, hot_path
 from rota.worker.acker import Acker
 from rota.worker.robin import Robin
 from rota.worker.runtime import Fetched, PoolRuntime
@@ -60,16 +59,15 @@ class Fetcher:
         self._unblocking: set[asyncio.Task[None]] = set()
         self._client_id: int | None = None
         # A connection of its own: its BLPOP blocks it, and the fetch that follows a
-        # wake-up needs no pool checkout (see rota.redis.link).
-        self.conn: Link | Redis = Link.beside(rt.redis) or rt.redis
+        # wake-up needs no pool checkout (see rota.redis.conn).
+        self.conn: Conn = hot_path(rt.redis)
 
     async def run(self) -> None:
         try:
             await self._run()
         finally:
-            if isinstance(self.conn, Link):
-                with anyio.CancelScope(shield=True):
-                    await self.conn.aclose()
+            with anyio.CancelScope(shield=True):
+                await self.conn.aclose()
 
     async def _run(self) -> None:
         rt = self.rt
@@ -93,20 +91,12 @@ class Fetcher:
     async def _lease(self, want: int, short: bool) -> list[Fetched]:
         """Lease up to ``want`` jobs; after a ``short`` fetch, wait on the wake lists first."""
         try:
-            check: list[str] = []
-            wait = self.rt.settings.wake_timeout
             if short and self._due:
-                short, wait = await self._until_due(wait)
-            if short and not isinstance(self.conn, Link):
-                woke = await self.conn.blpop(self.wake_keys, timeout=max(wait, 0.01))
-                check = self._woken(woke)
+                short = await self._until_due(self.rt.settings.wake_timeout)
             with anyio.CancelScope(shield=True):
                 # Shielded: a lease whose reply never arrives would wait for the reaper.
                 # (A stopping pool ends the wait with CLIENT UNBLOCK: see unblock.)
-                if short and isinstance(self.conn, Link):
-                    jobs = await self._wait_and_fetch(self.conn, want)
-                else:
-                    jobs = await self._fetch(want, check, every=short)
+                jobs = await (self._wait_and_fetch(want) if short else self._fetch(want))
             return jobs
         except Exception:
             self._client_id = None  # the connection may be a new one: ask its id again
@@ -114,19 +104,17 @@ class Fetcher:
         finally:
             self._disarm()
 
-    async def _until_due(self, wait: float) -> tuple[bool, float]:
+    async def _until_due(self, wait: float) -> bool:
         """Before waiting on the wake lists: make the wait end when a rate-limited job
-        is due. Whether to wait at all (False: fetch now), and for how long at most."""
+        is due. Whether to wait at all (False: fetch now)."""
         wait = min(wait, max(0.0, (self._due - now_ms()) / 1000))
         if wait <= 0:
-            return False, 0.0
-        if isinstance(self.conn, Link):
-            if await self._own_id(self.conn):
-                self._arm(wait)
-            else:  # no CLIENT UNBLOCK: sleep until the start is due
-                await anyio.sleep(wait)
-                return False, 0.0
-        return True, wait
+            return False
+        if await self._own_id():
+            self._arm(wait)
+            return True
+        await anyio.sleep(wait)  # no CLIENT UNBLOCK: sleep until the start is due
+        return False
 
     def _arm(self, delay: float) -> None:
         """End the coming wait on the wake lists after ``delay`` seconds."""
@@ -144,14 +132,14 @@ class Fetcher:
         self._unblocking.add(task)
         task.add_done_callback(self._unblocking.discard)
 
-    async def _wait_and_fetch(self, link: Link, want: int) -> list[Fetched]:
+    async def _wait_and_fetch(self, want: int) -> list[Fetched]:
         """BLPOP on the wake lists and the fetch behind it, in one write: Redis runs the
         fetch the moment the BLPOP returns, which saves the round trip between them on
         the way from an enqueue to a start. The fetch reads the server's clock (now 0)."""
-        await self._own_id(link)
+        await self._own_id()
         wait: tuple[Arg, ...] = ("BLPOP", *self.wake_keys, self.rt.settings.wake_timeout)
         fetch = script("fetch").command(self.rt.keys.prefix, self._args(want, now=0, every=True))
-        woke, reply = await link.execute_many([wait, fetch])
+        woke, reply = await self.conn.execute_many([wait, fetch])
         if isinstance(reply, Exception):
             if isinstance(reply, redis.exceptions.ResponseError):
                 return await self._fetch(want)  # e.g. the library is gone: loaded again there
@@ -172,13 +160,12 @@ class Fetcher:
         prefix = self.rt.keys.wake("")
         return [key[len(prefix) :]] if key.startswith(prefix) else []
 
-    async def _own_id(self, link: Link) -> int:
-        """This connection's client id, which CLIENT UNBLOCK takes; 0 when refused."""
+    async def _own_id(self) -> int:
+        """This connection's client id, which CLIENT UNBLOCK takes; 0 when there is
+        none (an ACL user without CLIENT, a pooled connection): a stopping pool then
+        waits out the BLPOP."""
         if self._client_id is None:
-            try:
-                self._client_id = int(await link.execute_command("CLIENT", "ID"))
-            except redis.exceptions.ResponseError:  # e.g. an ACL user without CLIENT
-                self._client_id = 0  # no unblocking: a stopping pool waits out the BLPOP
+            self._client_id = await self.conn.client_id()
         return self._client_id
 
     async def unblock(self) -> None:

@@ -1,0 +1,70 @@
+"""One way to send the hot path's commands, whichever connection carries them.
+
+The enqueue, the fetcher, the acker and the reading of a job's parent results send
+through a :class:`Conn`: a :class:`~rota.redis.link.Link` where one can be made (plain
+TCP, TLS, a unix socket, the primary a Sentinel names, the node that owns a namespace's
+slot), else :class:`RedisPyConn` over the redis-py client itself (a cluster client,
+custom connection classes, a credential provider). The choice is made once, by
+:func:`hot_path`, so the call sites hold no branch on the kind of connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from redis.asyncio import Redis
+
+from rota.redis.link import Arg, Link
+
+__all__ = ["Conn", "RedisPyConn", "hot_path"]
+
+
+class Conn(Protocol):
+    async def execute_command(self, *args: Arg) -> Any:
+        """One command; an error reply raises."""
+        ...
+
+    async def execute_many(self, commands: Iterable[Sequence[Arg]]) -> list[Any]:
+        """Commands in order, without MULTI: their replies, an error reply as an
+        exception instance in its place."""
+        ...
+
+    async def client_id(self) -> int:
+        """The id (CLIENT ID) of the one connection the commands use, for CLIENT
+        UNBLOCK; 0 when there is no such connection or the server refused."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class RedisPyConn:
+    """A redis-py client as a :class:`Conn`. Its commands go through its connection
+    pool, and replies come as redis-py shapes them (``HGETALL`` as a dict)."""
+
+    __slots__ = ("redis",)
+
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+
+    async def execute_command(self, *args: Arg) -> Any:
+        return await self.redis.execute_command(*args)  # type: ignore[no-untyped-call]
+
+    async def execute_many(self, commands: Iterable[Sequence[Arg]]) -> list[Any]:
+        pipe = self.redis.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        replies: list[Any] = await pipe.execute(raise_on_error=False)
+        return replies
+
+    async def client_id(self) -> int:
+        return 0  # a pool's connections change from call to call: nothing to unblock
+
+    async def aclose(self) -> None:
+        return None  # the pool belongs to the redis-py client
+
+
+def hot_path(redis: Redis) -> Conn:
+    """A Link to the server of ``redis`` (same credentials, TLS and timeouts), or the
+    client itself where a Link cannot copy its connections."""
+    return Link.beside(redis) or RedisPyConn(redis)

@@ -22,7 +22,6 @@ def _restore_structlog() -> Iterator[None]:
     level = root.level
     yield
     structlog.reset_defaults()
-    rota.logging.job_line = None
     for handler in [h for h in root.handlers if isinstance(h, rota.logging.StdlibBridge)]:
         root.removeHandler(handler)
     root.setLevel(level)
@@ -80,20 +79,20 @@ async def test_lines_from_threads_and_a_closed_stream_are_safe() -> None:
 
 async def test_the_job_summary_line_is_the_same_json_with_context_and_level_filter() -> None:
     out = io.StringIO()
-    configure_logging("json", "warning", stream=out)
-    assert rota.logging.job_line is not None
+    job_line = configure_logging("json", "warning", stream=out)
+    assert job_line is not None
     structlog.contextvars.bind_contextvars(request_id="r-1")
     try:
-        rota.logging.job_line("info", {"job_name": "a", "outcome": "complete"})
-        rota.logging.job_line("warning", {"job_name": "a", "outcome": "retry", "reason": "error"})
+        job_line("info", {"job_name": "a", "outcome": "complete"})
+        job_line("warning", {"job_name": "a", "outcome": "retry", "reason": "error"})
     finally:
         structlog.contextvars.unbind_contextvars("request_id")
     await asyncio.sleep(0)
     (line,) = _lines(out)  # info is below the level
     assert line["event"] == "job" and line["level"] == "warning"
     assert (line["outcome"], line["reason"], line["request_id"]) == ("retry", "error", "r-1")
-    configure_logging("console", "info", stream=io.StringIO())
-    assert rota.logging.job_line is None  # console lines go through structlog
+    # Console lines go through structlog.
+    assert configure_logging("console", "info", stream=io.StringIO()) is None
 
 
 async def test_standard_logging_comes_out_as_the_pools_lines() -> None:

@@ -77,7 +77,7 @@ def worker(target: str, processes: int, config_file: Path | None, **flags: Any) 
     except (ImportError, AttributeError, ValueError, TypeError) as exc:
         raise ExitError(f"cannot load {target}: {exc}") from None
     settings = resolve(config_file, base=pool.code_settings, **flags)
-    configure_logging(settings.log_format, settings.log_level)
+    pool.job_line = configure_logging(settings.log_format, settings.log_level)
     if processes > 1:
         command = [sys.executable, "-m", "rota", "worker", target]
         raise SystemExit(supervise(command, processes, env=_child_env(settings)))
@@ -108,7 +108,7 @@ def demo(app: str, rate: float, config_file: Path | None, **flags: Any) -> None:
     except (ImportError, AttributeError, ValueError, TypeError) as exc:
         raise ExitError(f"cannot load {app}: {exc}") from None
     settings = resolve(config_file, base=pool.code_settings, **flags)
-    configure_logging(settings.log_format, settings.log_level)
+    pool.job_line = configure_logging(settings.log_format, settings.log_level)
     explicit_url = flags.get("redis_url") or os.environ.get("ROTA_REDIS_URL")
     try:
         run_demo(pool, sample, settings, rate=rate, embedded=not explicit_url)

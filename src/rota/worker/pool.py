@@ -19,6 +19,7 @@ import structlog
 
 from rota.client import Client
 from rota.config import Settings, load_settings
+from rota.logging import JobLine
 from rota.protocol.job import validate_name
 from rota.worker.cron import Cron
 from rota.worker.registry import Backoff, Handler, Middleware, Periodic, default_backoff
@@ -61,6 +62,9 @@ class WorkerPool:
         self._lifespan: Lifespan | None = None
         self.periodic_jobs: list[Periodic] = []
         self.runtime: PoolRuntime | None = None
+        #: Writes each attempt's summary line (``rota.logging.configure_logging``
+        #: returns one for JSON output; the daemon sets it). None: through structlog.
+        self.job_line: JobLine | None = None
 
     @property
     def settings(self) -> Settings:
@@ -205,7 +209,12 @@ class WorkerPool:
             for name, h in self.handlers.items()
         }
         return PoolRuntime(
-            settings=settings, client=client, handlers=handlers, state=state, force=force
+            settings=settings,
+            client=client,
+            handlers=handlers,
+            state=state,
+            force=force,
+            job_line=self.job_line,
         )
 
     async def run(

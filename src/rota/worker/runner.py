@@ -11,7 +11,6 @@ from typing import Any
 import anyio
 import structlog
 
-import rota.logging
 from rota import tracing
 from rota.errors import Abort, InvalidArgs, Retry
 from rota.outage import condition
@@ -107,8 +106,8 @@ async def run_job(rt: PoolRuntime, job: Fetched) -> Outcome:
         level = "warning"
         fields["reason"] = outcome.reason
         fields["error"] = outcome.error
-    if rota.logging.job_line is not None:
-        rota.logging.job_line(level, fields)
+    if rt.job_line is not None:
+        rt.job_line(level, fields)
     elif level == "info":
         log.info("job", **fields)
     else:

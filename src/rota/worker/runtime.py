@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 
 from rota.client import Client
 from rota.config import Settings
+from rota.logging import JobLine
 from rota.outage import Watch
 from rota.protocol.job import now_ms
 from rota.protocol.keys import Keys
@@ -89,6 +90,7 @@ class PoolRuntime:
     stopping: anyio.Event = field(default_factory=anyio.Event)
     force: anyio.Event = field(default_factory=anyio.Event)
     in_flight: dict[str, InFlight] = field(default_factory=dict)
+    job_line: JobLine | None = None  # see WorkerPool.job_line
     limiter: anyio.CapacityLimiter = field(init=False)
     handoff: Handoff = field(init=False)
     watch: Watch = field(init=False)

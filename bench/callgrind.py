@@ -55,7 +55,7 @@ class CallgrindRedis:
         raise LookupError(f"no callgrind dump named {label!r}")
 
     def stop(self) -> None:
-        self.server.stop()
+        self.server.close()
         self._tmp.cleanup()
 
     def __enter__(self) -> CallgrindRedis:

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import ssl
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
 import redis
 
-from tests.redis_server import START_TIMEOUT, RedisServer, free_port
+from tests.redis_server import RedisServer, free_port
 
 
 @dataclass(frozen=True)
@@ -155,24 +153,3 @@ class TLSRedisServer(RedisServer):
         }
         options.update(kwargs)
         return super().client(**options)
-
-    def _wait_ready(self) -> None:
-        assert self._proc is not None
-        deadline = time.monotonic() + START_TIMEOUT
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            code = self._proc.poll()
-            if code is not None:
-                self._proc = None
-                raise RuntimeError(f"TLS redis-server exited with {code}:\n{self._log_tail()}")
-            conn = self.client(socket_connect_timeout=0.5, socket_timeout=0.5)
-            try:
-                if conn.ping():
-                    return
-            except (redis.ConnectionError, redis.TimeoutError, ssl.SSLError) as exc:
-                last = exc
-            finally:
-                conn.close()
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"TLS redis-server did not answer ({last!r}):\n{self._log_tail()}")

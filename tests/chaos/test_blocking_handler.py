@@ -18,11 +18,9 @@ the lease (or call ``ctx.checkin()``, which only helps if the loop gets to run i
 from __future__ import annotations
 
 import pytest
-import redis
 
 from rota import JobSpec
-from tests.chaos.harness import Fleet, Ledger, enqueue, poll, records, report, stats
-from tests.redis_server import RedisServer
+from tests.chaos.harness import Chaos, enqueue, poll, records, report, stats
 
 pytestmark = pytest.mark.chaos
 
@@ -39,13 +37,9 @@ SETTINGS = {
 
 @pytest.mark.timeout(120)
 def test_async_handler_blocking_the_loop_is_lost_each_time_and_ends_dead(
-    fresh_redis_server: RedisServer,
-    r: redis.Redis,
-    namespace: str,
-    fleet: Fleet,
-    ledger: Ledger,
+    chaos: Chaos,
 ) -> None:
-    url = fresh_redis_server.url
+    url, r, namespace, fleet, ledger = chaos
     pools = [fleet.start(url, namespace, **SETTINGS) for _ in range(2)]
     poll(
         lambda: r.zcard("{" + namespace + "}:pools") == 2,
@@ -97,13 +91,9 @@ def test_async_handler_blocking_the_loop_is_lost_each_time_and_ends_dead(
 
 @pytest.mark.timeout(120)
 def test_sync_handler_in_a_thread_keeps_its_lease(
-    fresh_redis_server: RedisServer,
-    r: redis.Redis,
-    namespace: str,
-    fleet: Fleet,
-    ledger: Ledger,
+    chaos: Chaos,
 ) -> None:
-    url = fresh_redis_server.url
+    url, r, namespace, fleet, ledger = chaos
     pools = [fleet.start(url, namespace, **SETTINGS) for _ in range(2)]
     (job,) = enqueue(url, namespace, [JobSpec(name="sync_blocker", kwargs={"seconds": 3 * LEASE})])
     poll(

@@ -17,12 +17,10 @@ import random
 import time
 
 import pytest
-import redis
 
 from tests.chaos.harness import (
     Audit,
-    Fleet,
-    Ledger,
+    Chaos,
     Worker,
     durations,
     enqueue_work,
@@ -33,7 +31,6 @@ from tests.chaos.harness import (
     report,
     stats,
 )
-from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.chaos
 
@@ -47,13 +44,9 @@ LEASE = 2.0
 
 @pytest.mark.timeout(pick(240, 900))
 def test_sigkill_every_two_seconds_loses_no_job(
-    fresh_redis_server: RedisServer,
-    r: redis.Redis,
-    namespace: str,
-    fleet: Fleet,
-    ledger: Ledger,
+    chaos: Chaos,
 ) -> None:
-    url = fresh_redis_server.url
+    url, r, namespace, fleet, ledger = chaos
     ids = enqueue_work(url, namespace, durations(JOBS, 30, 80))
     # A job in flight at three kills in a row would be taken for a poison pill and made
     # dead (max_lost 3); that guard has its own test, here every job must complete.

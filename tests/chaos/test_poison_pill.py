@@ -10,13 +10,11 @@ from __future__ import annotations
 import time
 
 import pytest
-import redis
 
 from rota import JobSpec
 from tests.chaos.harness import (
     Audit,
-    Fleet,
-    Ledger,
+    Chaos,
     Worker,
     durations,
     enqueue,
@@ -27,7 +25,6 @@ from tests.chaos.harness import (
     report,
     stats,
 )
-from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.chaos
 
@@ -38,13 +35,9 @@ MAX_LOST = 3
 
 @pytest.mark.timeout(120)
 def test_poison_pill_is_dead_after_max_lost_and_the_rest_completes(
-    fresh_redis_server: RedisServer,
-    r: redis.Redis,
-    namespace: str,
-    fleet: Fleet,
-    ledger: Ledger,
+    chaos: Chaos,
 ) -> None:
-    url = fresh_redis_server.url
+    url, r, namespace, fleet, ledger = chaos
     quick = [JobSpec(name="work", kwargs={"ms": ms}) for ms in durations(NORMAL, 20, 40)]
     ids = enqueue(url, namespace, quick[: NORMAL // 2])
     (pill,) = enqueue(url, namespace, [JobSpec(name="suicide")])

@@ -12,13 +12,11 @@ import time
 from typing import cast
 
 import pytest
-import redis
 
 from rota import JobSpec
 from tests.chaos.harness import (
     Audit,
-    Fleet,
-    Ledger,
+    Chaos,
     durations,
     enqueue,
     leftovers,
@@ -27,7 +25,6 @@ from tests.chaos.harness import (
     records,
     report,
 )
-from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.chaos
 
@@ -39,13 +36,9 @@ QUICK_JOBS = 400
 
 @pytest.mark.timeout(120)
 def test_sigterm_drains_and_requeues_jobs_longer_than_the_grace(
-    fresh_redis_server: RedisServer,
-    r: redis.Redis,
-    namespace: str,
-    fleet: Fleet,
-    ledger: Ledger,
+    chaos: Chaos,
 ) -> None:
-    url = fresh_redis_server.url
+    url, r, namespace, fleet, ledger = chaos
     # the long jobs first: the queue is FIFO, so they start at once
     specs = [JobSpec(name="work", kwargs={"ms": LONG_MS}) for _ in range(LONG_JOBS)]
     specs += [JobSpec(name="work", kwargs={"ms": ms}) for ms in durations(QUICK_JOBS, 20, 60)]

@@ -28,14 +28,12 @@ from typing import Any
 
 import anyio.from_thread
 import pytest
-import redis
 
 from rota import Client, JobSpec
 from tests.chaos.harness import (
     Audit,
+    Chaos,
     Entry,
-    Fleet,
-    Ledger,
     Worker,
     leftovers,
     pick,
@@ -44,7 +42,6 @@ from tests.chaos.harness import (
     report,
     stats,
 )
-from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.chaos
 
@@ -96,13 +93,9 @@ def completing(audit: Audit, job_id: str) -> Entry:
 
 @pytest.mark.timeout(pick(120, 400))
 def test_diamonds_run_in_order_while_workers_are_killed(
-    fresh_redis_server: RedisServer,
-    r: redis.Redis,
-    namespace: str,
-    fleet: Fleet,
-    ledger: Ledger,
+    chaos: Chaos,
 ) -> None:
-    url = fresh_redis_server.url
+    url, r, namespace, fleet, ledger = chaos
     total = DIAMONDS * len(ROLES)
     # A job in flight at several kills in a row would be taken for a poison pill and
     # made dead (max_lost): here every job must complete.

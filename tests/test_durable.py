@@ -3,6 +3,8 @@ raises :class:`rota.NotReplicated` when they do not acknowledge in time."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Iterator
 
@@ -55,3 +57,23 @@ async def test_without_replicas_a_durable_enqueue_raises_and_names_what_was_writ
         assert not again.created
         # The Link of the hot path is not held up by WAIT.
         assert (await client.enqueue("work", n=2)).created
+
+
+async def test_a_durable_batch_waits_for_its_own_writes(
+    fresh_redis_server: RedisServer, replica: RedisServer, namespace: str
+) -> None:
+    """A replica that acknowledges nothing (stopped): a durable batch of several calls
+    raises and names every job it wrote. (That the batch and the WAIT share one
+    connection is tested in test_link.py.)"""
+    assert replica.pid is not None
+    os.kill(replica.pid, signal.SIGSTOP)  # the replica acknowledges nothing from now on
+    try:
+        async with Client.from_url(
+            fresh_redis_server.url, namespace, durable=1, durable_timeout=0.2
+        ) as client:
+            specs = [JobSpec(name="work", kwargs={"n": i}) for i in range(120)]
+            with pytest.raises(NotReplicated, match="0 of 1 replica") as refused:
+                await client.enqueue_many(specs)
+            assert len(refused.value.jobs) == 120
+    finally:
+        os.kill(replica.pid, signal.SIGCONT)

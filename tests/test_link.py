@@ -530,3 +530,14 @@ async def test_a_pool_without_a_link_fetches_and_finishes_through_redis_py(
     assert (60, {first.id: 1}) in got
     assert all(j.created for j in jobs)
     await pool_of_connections.aclose()
+
+
+async def test_a_single_connection_client_sends_a_batch_on_its_own_connection(
+    redis_url: str,
+) -> None:
+    """A durable enqueue WAITs on one connection for the writes made on it: the batch
+    must not go through redis-py's pipeline, which takes another from the pool."""
+    async with redis.asyncio.Redis.from_url(redis_url) as r, r.client() as one:
+        own = await one.client_id()
+        replies = await RedisPyConn(one).execute_many([("CLIENT", "ID"), ("CLIENT", "ID")])
+        assert replies == [own, own]

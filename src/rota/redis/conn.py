@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from rota.redis.link import Arg, Link
 
@@ -51,11 +52,21 @@ class RedisPyConn:
         return await self.redis.execute_command(*args)  # type: ignore[no-untyped-call]
 
     async def execute_many(self, commands: Iterable[Sequence[Arg]]) -> list[Any]:
+        if self.redis.single_connection_client:
+            # redis-py's pipeline takes a connection from the pool, not the client's own:
+            # a caller that WAITs for replicas on this connection needs its writes here.
+            return [await self._one(command) for command in commands]
         pipe = self.redis.pipeline(transaction=False)
         for command in commands:
             pipe.execute_command(*command)
         replies: list[Any] = await pipe.execute(raise_on_error=False)
         return replies
+
+    async def _one(self, command: Sequence[Arg]) -> Any:
+        try:
+            return await self.execute_command(*command)
+        except ResponseError as exc:  # in its place, as a pipeline leaves it
+            return exc
 
     async def client_id(self) -> int:
         return 0  # a pool's connections change from call to call: nothing to unblock

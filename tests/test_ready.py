@@ -97,8 +97,29 @@ async def test_a_fetch_costs_the_same_whatever_the_number_of_idle_names(
     flat = await _fetch(client, names[:20], names[20:])
     assert len(flat) == 20 * _PER_JOB  # the batch is filled from the one busy name
     assert {flat[i + 1] for i in range(0, len(flat), _PER_JOB)} == {b"n250"}
-    assert _calls(redis_sync, "rpop") - rpop == 20  # one per job, none per idle name
+    # One RPOP of 20 entries for the busy name (the fill wants what is missing), none per
+    # idle name; the 10 entries left stay queued.
+    assert _calls(redis_sync, "rpop") - rpop == 1
+    assert redis_sync.llen(client.keys.queue("n250")) == 10
     assert _calls(redis_sync, "sismember") - sismember == 1  # the paused check of n250
+
+
+async def test_entries_popped_and_not_leased_go_back_in_their_order(
+    client: Client, redis_sync: redis.Redis
+) -> None:
+    # The fill pops what is missing from each name it visits (4 from a, then 3 from b)
+    # and leases one of each per round: what it did not lease goes back to the tail.
+    ids = {}
+    for name in ("a", "b"):
+        jobs = await client.enqueue_many([JobSpec(name=name) for _ in range(6)])
+        ids[name] = [job.id for job in jobs]
+    flat = await _fetch(client, ["x"] * 4, ["a", "b"])
+    leased = [flat[i].decode() for i in range(0, len(flat), _PER_JOB)]
+    assert leased == [ids["a"][0], ids["b"][0], ids["a"][1], ids["b"][1]]  # oldest first
+    for name in ("a", "b"):
+        queue = cast(list[bytes], redis_sync.lrange(client.keys.queue(name), 0, -1))
+        assert [e.decode() for e in reversed(queue)] == ids[name][2:]  # the tail is next
+    assert _ready(redis_sync, client) == {"a", "b"}
 
 
 async def test_a_job_enqueued_by_the_previous_layout_runs(

@@ -7,14 +7,20 @@
 local WAKE_CAP = 10
 
 -- A number handed to redis.call is printed (with '%.17g') each time, which costs more than
--- many a command. str() prints a value once per call and hands out the same text again.
-local printed = {}
+-- many a command. str() prints a value once and hands out the same text again; a number
+-- prints the same way in every call, so the texts outlive a call, PRINTED_MAX at most.
+local PRINTED_MAX = 4096
+local printed, nprinted = {}, 0
 local function str(x)
   local s = printed[x]
   if not s then
     s = string.format('%.17g', x)
     if x == x then -- NaN cannot be a table key
+      if nprinted >= PRINTED_MAX then
+        printed, nprinted = {}, 0
+      end
       printed[x] = s
+      nprinted = nprinted + 1
     end
   end
   return s
@@ -62,6 +68,19 @@ local function call_chunked(cmd, key, items)
   end
 end
 
+-- Add leases (deadline, id, ...) to a running set, kept in Redis's skiplist encoding.
+-- A small sorted set is a listpack, where each insert and each removal scans every entry
+-- (and a lease, the latest deadline, is inserted at the far end): at a pool's usual 100-200
+-- leases a name that cost more than the rest of the fetch. A member longer than
+-- zset-max-listpack-value (64) makes Redis convert the set, which never converts back
+-- while it holds entries; the member is removed in the same call, so no reader sees it.
+local LONG_MEMBER = '~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~' -- 80 bytes (no string library while a library loads)
+local function add_leases(k, entries)
+  redis.call('ZADD', k, '+inf', LONG_MEMBER)
+  call_chunked('ZADD', k, entries)
+  redis.call('ZREM', k, LONG_MEMBER)
+end
+
 local function is_hash(k)
   return redis.call('TYPE', k)['ok'] == 'hash'
 end
@@ -98,15 +117,23 @@ end
 
 -- Counters: collect per script call, write once (total, per day, per minute).
 local counts = {}
-local per_name = {} -- field -> name -> 'field:name', joined once per call
+local counted = false -- whether counts holds anything (flush_counts, or a call that failed)
+local per_name = {} -- field -> name -> 'field:name', joined once and kept (PRINTED_MAX)
+local njoined = 0
 local function count(field, name, n)
+  counted = true
   counts[field] = (counts[field] or 0) + n
   if name then
     local of = table_at(per_name, field)
     local f = of[name]
     if not f then
+      if njoined >= PRINTED_MAX then
+        per_name, njoined = {}, 0
+        of = table_at(per_name, field)
+      end
       f = field .. ':' .. name
       of[name] = f
+      njoined = njoined + 1
     end
     counts[f] = (counts[f] or 0) + n
   end
@@ -137,7 +164,7 @@ end
 -- expiry is set when one of its counters starts (HINCRBY answers the amount added), which
 -- the first write of a new bucket always does; later writes leave it as it is.
 local function flush_counts(now)
-  if next(counts) == nil then
+  if not counted then
     return
   end
   local day, minute = buckets(now)
@@ -155,6 +182,7 @@ local function flush_counts(now)
   if new_minute then
     redis.call('EXPIRE', mk, '7200')
   end
+  counts, counted = {}, false
 end
 
 -- Tell a client waiting on the job (client.wait) that it ended.
@@ -523,7 +551,8 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
   end
   -- Counters that are 0 (attempts, failures, lost) and the token 0 are left out: absent
   -- reads as 0 everywhere (protocol v3), and four fields less is an eighth of the record.
-  local fields = {'name', name, 'args', args, 'enqueued_at', str(now)}
+  -- The state comes first and is set below; the table is made at its usual size at once.
+  local fields = {'state', 'queued', 'name', name, 'args', args, 'enqueued_at', str(now)}
   if ukey ~= '' then
     fields[#fields + 1] = 'unique_key'; fields[#fields + 1] = ukey
   end
@@ -546,7 +575,7 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
       bury(id, name, 'dependency_failed', failed, now, nil)
       return {id, 1}
     elseif pending > 0 then
-      fields[#fields + 1] = 'state'; fields[#fields + 1] = 'waiting'
+      fields[2] = 'waiting'
       if run_at > now then
         fields[#fields + 1] = 'run_at'; fields[#fields + 1] = str(run_at)
       end
@@ -561,7 +590,7 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
     end
   end
   if run_at > now then
-    fields[#fields + 1] = 'state'; fields[#fields + 1] = 'scheduled'
+    fields[2] = 'scheduled'
     fields[#fields + 1] = 'run_at'; fields[#fields + 1] = str(run_at)
     redis.call('HSET', jk, unpack(fields))
     redis.call('ZADD', K_SCHEDULED, str(run_at), id)
@@ -573,7 +602,6 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
       redis.call('SADD', K_NAMES, name)
     end
   else
-    fields[#fields + 1] = 'state'; fields[#fields + 1] = 'queued'
     redis.call('HSET', jk, unpack(fields))
     -- The name joins the names set when its queue starts anew: while the queue holds
     -- jobs, the enqueue that started it (or a pool's start) added the name already.
@@ -595,8 +623,12 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
   return {id, 1}
 end
 
--- Start a call: the namespace prefix, no counters, no numbers printed yet.
+-- Start a call: the namespace prefix, and no counters (a call that failed half-way may
+-- have gathered some). Nothing is allocated when there is nothing to empty: a table made
+-- per call costs an enqueue more than one of its commands.
 local function enter(prefix)
   set_prefix(prefix)
-  counts, per_name, printed = {}, {}, {}
+  if counted then
+    counts, counted = {}, false
+  end
 end

@@ -45,9 +45,12 @@ def _pexpires(redis_sync: redis.Redis) -> int:
 
 
 async def test_a_new_record_holds_no_zero_counters(client: Client, redis_sync: redis.Redis) -> None:
+    # Nor the state while it is queued (protocol v4): a record with a name and no state
+    # is queued; and its id is 17 letters and digits, so that its key fits 32 bytes.
     job = await client.enqueue("flaky", 1)
+    assert len(job.id) == 17 and job.id.isalnum()
     fields = cast(dict[bytes, bytes], redis_sync.hgetall(client.keys.job(job.id)))
-    assert set(fields) == {b"name", b"args", b"enqueued_at", b"state"}
+    assert set(fields) == {b"name", b"args", b"enqueued_at"}
     record = await client.job(job.id)
     assert record is not None
     assert (record.state, record.attempts, record.failures, record.lost) == ("queued", 0, 0, 0)
@@ -135,3 +138,10 @@ async def test_a_record_reads_its_state_as_a_state(client: Client, redis_sync: r
         redis_sync.hset(client.keys.job("odd"), mapping={"name": "flaky", "state": odd})
         odd_record = await client.job("odd")
         assert odd_record is not None and odd_record.state is State.UNKNOWN
+    # No state: queued when the record has a name (protocol v4), else unknown.
+    redis_sync.hset(client.keys.job("plain"), mapping={"name": "flaky", "args": "[]"})
+    redis_sync.hset(client.keys.job("nameless"), mapping={"args": "[]"})
+    assert [(await client.job(i)).state for i in ("plain", "nameless")] == [  # type: ignore[union-attr]
+        State.QUEUED,
+        State.UNKNOWN,
+    ]

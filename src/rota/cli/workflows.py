@@ -13,7 +13,7 @@ from rota.cli.output import echo_json, print_table, when
 from rota.client import Client
 from rota.config import Settings
 from rota.errors import JobNotFound
-from rota.protocol.job import JobRecord
+from rota.protocol.job import JobRecord, state_text
 from rota.workflow import GroupProgress
 
 __all__ = ["group", "related", "relations"]
@@ -47,7 +47,7 @@ async def related(client: Client, ids: Sequence[str]) -> list[dict[str, Any]]:
                 {
                     "id": job_id,
                     "name": None if name is None else _t(name),
-                    "state": _t(state) if state else "unknown",
+                    "state": state_text(state, name),
                 }
             )
     return out

@@ -1,11 +1,13 @@
 """Job states, failure reasons and the fields of a job hash.
 
-These strings are part of protocol v3: services in other languages read and write them.
+These strings are part of protocol v4: services in other languages read and write them.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import string
 import time
 from collections.abc import Mapping
 from enum import StrEnum
@@ -20,7 +22,9 @@ __all__ = [
     "JobSet",
     "Reason",
     "State",
+    "new_id",
     "now_ms",
+    "state_text",
     "validate_name",
 ]
 
@@ -28,6 +32,22 @@ __all__ = [
 JobSet = Literal["scheduled", "retry", "dead", "waiting"]
 #: A job name (and a job id given by a producer): what key names can hold safely.
 NAME_RE: Final = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
+
+
+_ID_DIGITS: Final = string.digits + string.ascii_letters
+
+
+def new_id() -> str:
+    """A new job id: 17 letters and digits drawn from 104 random bits (about 101 of them
+    kept; Sidekiq's ids carry 96). Short on purpose: an id is written twice per queued
+    job (its key and its queue entry), and at 17 characters the key ``{rota}:job:<id>``
+    fits Redis's 32-byte allocation where a 32-digit hex id needs 48 (protocol v4)."""
+    n = int.from_bytes(os.urandom(13), "big")
+    digits = []
+    for _ in range(17):
+        n, d = divmod(n, 62)
+        digits.append(_ID_DIGITS[d])
+    return "".join(digits)
 
 
 def now_ms() -> int:
@@ -55,8 +75,9 @@ class State(StrEnum):
     DEAD = "dead"
     WAITING = "waiting"
     ABORTED = "aborted"
-    #: Read only, never written: a record whose state field is missing or is none of the
-    #: above (written by something else than rota's scripts).
+    #: Read only, never written: a record whose state field is none of the above, or
+    #: missing where the record has no name either (written by something else than
+    #: rota's scripts). A record with a name and no state is queued (protocol v4).
     UNKNOWN = "unknown"
 
 
@@ -125,8 +146,17 @@ def _seconds(ms: bytes | None) -> float | None:
 _STATES: dict[bytes, State] = {s.value.encode(): s for s in State}
 
 
-def _state(value: bytes | None) -> State:
-    return _STATES.get(value or b"", State.UNKNOWN)
+def _state(value: bytes | None, name: bytes | None = None) -> State:
+    return _STATES.get(value or b"", State.QUEUED if value is None and name else State.UNKNOWN)
+
+
+def state_text(state: bytes | str | None, name: bytes | str | None) -> str:
+    """A job's state as its hash holds it: a record with a name and no state is queued
+    (protocol v4 leaves the state of a queued job out); ``unknown`` for a record with
+    neither."""
+    if state:
+        return state.decode() if isinstance(state, bytes) else state
+    return State.QUEUED.value if name else State.UNKNOWN.value
 
 
 class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -168,7 +198,7 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
         return cls(
             id=job_id,
             name=_text(g(b"name")) or "",
-            state=_state(g(b"state")),
+            state=_state(g(b"state"), g(b"name")),
             args=_text(g(b"args")),
             attempts=_int(g(b"attempts")),
             failures=_int(g(b"failures")),

@@ -1,4 +1,4 @@
-"""Calling the Lua of protocol v3: by ``FCALL`` of the function library, else ``EVALSHA``.
+"""Calling the Lua of protocol v4: by ``FCALL`` of the function library, else ``EVALSHA``.
 
 Redis 7 keeps the library (:mod:`rota.protocol.render`) loaded once, so a call runs only
 its script's code; a script called by ``EVALSHA`` defines every shared helper again on

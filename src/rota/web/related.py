@@ -13,7 +13,7 @@ import msgspec
 import redis.exceptions
 
 from rota.client import Client
-from rota.protocol.job import JobRecord
+from rota.protocol.job import JobRecord, state_text
 from rota.workflow import GroupProgress
 
 __all__ = [
@@ -101,7 +101,7 @@ def _rel(job_id: str, row: Any) -> dict[str, Any]:
     row = _read(row)
     if not row or all(v is None for v in row):
         return {"id": job_id, "name": None, "state": MISSING}
-    return {"id": job_id, "name": _opt_t(row[0]), "state": _opt_t(row[1]) or "unknown"}
+    return {"id": job_id, "name": _opt_t(row[0]), "state": state_text(row[1], row[0])}
 
 
 def _queue_rels(pipe: Any, client: Client, ids: list[str]) -> None:

@@ -322,8 +322,9 @@ local function complete_dependents(id, result, children, group, now, keep)
   local ck = key_children(id)
   for _, kid in ipairs(redis.call('SMEMBERS', ck)) do
     local kk = key_job(kid)
-    local ok, state = pcall(redis.call, 'HGET', kk, 'state')
-    if ok and state then
+    local ok, f = pcall(redis.call, 'HMGET', kk, 'state', 'name')
+    local state = ok and f[1]
+    if ok and f[2] then -- a record (one that is queued holds no state: protocol v4)
       -- Kept by a child that failed for another parent too: a retry that re-arms it
       -- finds this parent done.
       redis.call('HSET', kk, 'r:' .. id, result ~= '' and result or 'null')
@@ -381,11 +382,11 @@ local function rearm(kid, now)
   for p in string.gmatch(f[1] or '', '%S+') do
     if redis.call('HEXISTS', kk, 'r:' .. p) == 0 then
       local pk = key_job(p)
-      local ok, pf = pcall(redis.call, 'HMGET', pk, 'state', 'result')
+      local ok, pf = pcall(redis.call, 'HMGET', pk, 'state', 'result', 'name')
       local state = ok and pf[1] or nil
       if state == 'complete' then
         redis.call('HSET', kk, 'r:' .. p, pf[2] or 'null')
-      elseif not state or state == 'dead' or state == 'aborted' then
+      elseif not (ok and pf[3]) or state == 'dead' or state == 'aborted' then
         return false
       else
         pending = pending + 1
@@ -454,7 +455,10 @@ end
 -- The first parent in `after` (space-separated ids) that has no record, and is not
 -- among the ids `made` earlier in the same call; nil when every parent exists.
 local function missing_parent(after, made)
-  for p in string.gmatch(after or '', '%S+') do
+  if not after or after == '' then
+    return nil
+  end
+  for p in string.gmatch(after, '%S+') do
     if not (made and made[p]) and redis.call('EXISTS', key_job(p)) == 0 then
       return p
     end
@@ -530,7 +534,7 @@ end
 -- once at the end of a batch ({wake = {}, names = {}, ready = {}, scheduler = false};
 -- names maps a name to whether it must be added, ready lists the names whose queue it
 -- started); nil does it at once. `deps`: what it waits for
--- (see dependencies), nil for nothing. Returns {id, created}.
+-- (see dependencies), nil for nothing. Returns id, created (two values: no table per job).
 local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, timeout, batch,
     deps, trace)
   run_at, uttl = tonumber(run_at) or 0, tonumber(uttl) or 0
@@ -539,20 +543,21 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
   end
   local jk = key_job(id)
   if redis.call('EXISTS', jk) == 1 then
-    return {id, 0}
+    return id, 0
   end
   if ukey ~= '' then
     local uk = key_unique(ukey)
     local holder = redis.call('GET', uk)
     if holder and redis.call('EXISTS', key_job(holder)) == 1 then
-      return {holder, 0}
+      return holder, 0
     end
     redis.call('SET', uk, id, 'PX', str(uttl))
   end
   -- Counters that are 0 (attempts, failures, lost) and the token 0 are left out: absent
   -- reads as 0 everywhere (protocol v3), and four fields less is an eighth of the record.
-  -- The state comes first and is set below; the table is made at its usual size at once.
-  local fields = {'state', 'queued', 'name', name, 'args', args, 'enqueued_at', str(now)}
+  -- So is the state of a queued job: a record with a name and no state is queued
+  -- (protocol v4); every other state is written. The table is made at its usual size.
+  local fields = {'name', name, 'args', args, 'enqueued_at', str(now)}
   if ukey ~= '' then
     fields[#fields + 1] = 'unique_key'; fields[#fields + 1] = ukey
   end
@@ -573,9 +578,9 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
     if failed then
       redis.call('HSET', jk, unpack(fields))
       bury(id, name, 'dependency_failed', failed, now, nil)
-      return {id, 1}
+      return id, 1
     elseif pending > 0 then
-      fields[2] = 'waiting'
+      fields[#fields + 1] = 'state'; fields[#fields + 1] = 'waiting'
       if run_at > now then
         fields[#fields + 1] = 'run_at'; fields[#fields + 1] = str(run_at)
       end
@@ -586,11 +591,11 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
       else
         redis.call('SADD', K_NAMES, name)
       end
-      return {id, 1}
+      return id, 1
     end
   end
   if run_at > now then
-    fields[2] = 'scheduled'
+    fields[#fields + 1] = 'state'; fields[#fields + 1] = 'scheduled'
     fields[#fields + 1] = 'run_at'; fields[#fields + 1] = str(run_at)
     redis.call('HSET', jk, unpack(fields))
     redis.call('ZADD', K_SCHEDULED, str(run_at), id)
@@ -620,7 +625,7 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
       end
     end
   end
-  return {id, 1}
+  return id, 1
 end
 
 -- Start a call: the namespace prefix, and no counters (a call that failed half-way may

@@ -13,8 +13,15 @@ local now = tonumber(ARGV[1])
 local jobs = cmsgpack.unpack(ARGV[2])
 -- Checked before anything is written: a script that fails half-way keeps its writes.
 local made, groups = {}, {}
+local tied = false -- whether any job waits for others: made is kept only then
 for _, j in ipairs(jobs) do
-  local missing = missing_parent(j[9], made)
+  if (j[9] or '') ~= '' then
+    tied = true
+    break
+  end
+end
+for _, j in ipairs(jobs) do
+  local missing = tied and missing_parent(j[9], made)
   if not missing and (j[11] or '') ~= '' and not groups[j[11]]
       and redis.call('EXISTS', key_group(j[11])) == 0 then
     missing = 'group ' .. j[11]
@@ -22,7 +29,9 @@ for _, j in ipairs(jobs) do
   if missing then
     return no_parent(j[1], missing)
   end
-  made[j[1]] = true
+  if tied then
+    made[j[1]] = true
+  end
   if (j[10] or '') ~= '' then
     groups[j[10]] = true -- the group exists once a member is enqueued
   end
@@ -38,9 +47,9 @@ for _, j in ipairs(jobs) do
   if (j[12] or '') ~= '' then
     trace = {j[12], j[13] or ''}
   end
-  local r = enqueue_one(j[1], j[2], j[3], now, j[4], j[5], j[6], j[7], j[8], batch, deps, trace)
-  out[#out + 1] = r[1]
-  out[#out + 1] = r[2]
+  local k = #out
+  out[k + 1], out[k + 2] = enqueue_one(j[1], j[2], j[3], now, j[4], j[5], j[6], j[7], j[8], batch,
+    deps, trace)
 end
 for name in pairs(batch.wake) do
   wake(name)

@@ -20,7 +20,7 @@ from redis.asyncio import Redis
 from rota.protocol.job import JobRecord, JobSet, now_ms, validate_name
 from rota.protocol.keys import Keys
 from rota.protocol.rate import Rate, parse_rate
-from rota.protocol.scripts import Arg, Script, script
+from rota.protocol.scripts import Arg, Script, ScriptMode, script
 from rota.protocol.snapshot import PoolSnapshot
 from rota.status import Bucket, History, LivePool, Page, QueueInfo, RunningJob
 
@@ -39,6 +39,7 @@ class Operations:
 
     redis: Redis
     keys: Keys
+    script_mode: ScriptMode
 
     async def _records(self, ids: Sequence[str]) -> list[JobRecord]:
         pipe = self.redis.pipeline(transaction=False)
@@ -229,11 +230,13 @@ class Operations:
     async def pause(self, name: str) -> None:
         """Stop workers from taking jobs of ``name``; running ones finish. Works while
         Redis is out of memory, as does :meth:`resume`."""
-        await script("pause")(self.redis, self.keys.prefix, ["pause", validate_name(name)])
+        args: list[Arg] = ["pause", validate_name(name)]
+        await script("pause")(self.redis, self.keys.prefix, args, self.script_mode)
 
     async def resume(self, name: str) -> None:
         """Let workers take jobs of ``name`` again (and wake a pool that waits for them)."""
-        await script("pause")(self.redis, self.keys.prefix, ["resume", validate_name(name)])
+        args: list[Arg] = ["resume", validate_name(name)]
+        await script("pause")(self.redis, self.keys.prefix, args, self.script_mode)
 
     async def set_limit(self, name: str, limit: int | None) -> None:
         """Cap how many jobs of ``name`` run at once across all pools (None: no cap)."""
@@ -282,7 +285,7 @@ class Operations:
         head: list[Arg] = ["queue", validate_name(name), _CHUNK]
         total = 0
         while True:
-            n = int(await s(self.redis, self.keys.prefix, head))
+            n = int(await s(self.redis, self.keys.prefix, head, self.script_mode))
             total += n
             if n < _CHUNK:
                 return total
@@ -295,7 +298,8 @@ class Operations:
             ids = [_s(i) for i in await self.redis.zrange(zset, 0, -1)]
         done = 0
         for i in range(0, len(ids), _CHUNK):
-            done += int(await s(self.redis, self.keys.prefix, [*head, *ids[i : i + _CHUNK]]))
+            chunk = [*head, *ids[i : i + _CHUNK]]
+            done += int(await s(self.redis, self.keys.prefix, chunk, self.script_mode))
         return done
 
     def _set_key(self, which: JobSet) -> str:

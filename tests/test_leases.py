@@ -10,7 +10,7 @@ import pytest
 import redis
 
 import rota
-from rota import Client, JobContext, State, WorkerPool
+from rota import Client, JobContext, LivePool, PoolJob, State, WorkerPool
 from rota.protocol.scripts import script
 from rota.protocol.snapshot import PoolSnapshot
 from tests.helpers import pool_settings, wait_until
@@ -58,6 +58,15 @@ async def test_heartbeat_writes_the_snapshot_and_keeps_long_jobs_leased(
         namespace,
     )
     assert [(b.job_id, b.name, b.message) for b in snap.busy] == [(job.id, "long", "halfway")]
+    # client.pools() has the snapshot's times in seconds; Redis keeps ms
+    live = LivePool.read(snap, snap.heartbeat_at, stale=False)
+    assert (live.started_at, live.heartbeat_at, live.last_heartbeat) == (
+        snap.started_at / 1000,
+        snap.heartbeat_at / 1000,
+        snap.heartbeat_at / 1000,
+    )
+    assert live.busy == [PoolJob(job.id, "long", snap.busy[0].since / 1000, "halfway")]
+    assert abs(live.busy[0].since - time.time()) < 60
     record = await client.job(job.id)
     assert record is not None
     assert (record.state, record.lost, record.attempts) == ("complete", 0, 1)

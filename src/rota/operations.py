@@ -107,7 +107,7 @@ class Operations:
         for name in names:
             pipe.zrange(k.running(name), 0, -1, withscores=True)
         leases = [
-            (_s(i), name, int(score))
+            (_s(i), name, int(score) / 1000)
             for name, rows in zip(names, await pipe.execute() if names else [], strict=True)
             for i, score in rows
         ]
@@ -125,7 +125,7 @@ class Operations:
             state, pool, started, progress = ("" if v is None else _s(v) for v in row)
             if state != "running":  # finished between the two reads
                 continue
-            since = int(started) if started.isdigit() else 0
+            since = int(started) / 1000 if started.isdigit() else 0.0
             message = said.get((pool, job_id), "")
             out.append(RunningJob(job_id, name, pool, since, deadline, progress, message))
         out.sort(key=lambda r: (r.since, r.job_id))
@@ -169,7 +169,7 @@ class Operations:
         return [i for i, score in zip(ids, scores, strict=True) if score is not None]
 
     async def pools(self, *, heartbeat_interval: float = 5.0) -> list[LivePool]:
-        """Live pools, oldest first, each with the time (ms) of its last heartbeat and
+        """Live pools, oldest first, each with the time of its last heartbeat and
         whether it is stale: no heartbeat for more than two of its intervals (a snapshot
         of an older pool, without its interval, is judged by ``heartbeat_interval``).
 
@@ -190,8 +190,7 @@ class Operations:
             if snap is not None:
                 interval = snap.heartbeat_interval or heartbeat_interval
                 stale = now - int(beat) > interval * 2000
-                fields = msgspec.structs.asdict(snap)
-                out.append(LivePool(**fields, last_heartbeat=int(beat), stale=stale))
+                out.append(LivePool.read(snap, int(beat), stale))
         out.sort(key=lambda p: p.started_at)
         return out
 
@@ -219,10 +218,7 @@ class Operations:
                 self.keys.stats_bucket(t.strftime("%Y%m%d%H%M" if i < minutes else "%Y%m%d"))
             )
         rows = await pipe.execute()
-        buckets = [
-            Bucket(int(t.timestamp()) * 1000, _counts(row))
-            for t, row in zip(starts, rows, strict=True)
-        ]
+        buckets = [Bucket(t.timestamp(), _counts(row)) for t, row in zip(starts, rows, strict=True)]
         return History(buckets[:minutes], buckets[minutes:])
 
     # -- operating -----------------------------------------------------------------

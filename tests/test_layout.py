@@ -117,14 +117,19 @@ async def test_a_finish_expires_a_log_only_where_there_may_be_one(
     redis_sync.hset(client.keys.job(again), "attempts", "1")  # ran once before
     now = int(time.time() * 1000)
     fetched = await script("fetch")(
-        client.redis, client.keys.prefix, [now, 30000, "pool-1", 1 << 20, 3, "n", "n", "n", 0]
+        client.redis,
+        client.keys.prefix,
+        [now, 30000, "pool-1", 1 << 20, 3, "n", "n", "n", 0],
+        client.script_mode,
     )
     rows = list(fetched[0])
     tokens = {rows[i].decode(): rows[i + 2].decode() for i in range(0, len(rows), _PER_JOB)}
     for job_id, expected in ((first, 1), (logged, 2), (again, 2)):
         before = _pexpires(redis_sync)
         outcome = [job_id, "n", tokens[job_id], "complete", "", 600_000, ""]
-        stale = await script("finish")(client.redis, client.keys.prefix, [now, *outcome])
+        stale = await script("finish")(
+            client.redis, client.keys.prefix, [now, *outcome], client.script_mode
+        )
         assert stale == []
         assert _pexpires(redis_sync) - before == expected, job_id
 

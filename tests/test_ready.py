@@ -33,7 +33,7 @@ def _ready(redis_sync: redis.Redis, client: Client) -> set[str]:
 
 async def _fetch(client: Client, robin: list[str], fill: list[str]) -> list[Any]:
     args: list[str | int] = [_now(), 30000, "pool-1", 1 << 20, len(robin), *robin, len(fill), *fill]
-    flat, *_ = await script("fetch")(client.redis, client.keys.prefix, args)
+    flat, *_ = await script("fetch")(client.redis, client.keys.prefix, args, client.script_mode)
     return list(flat)
 
 
@@ -184,7 +184,9 @@ async def test_a_usual_reaper_pass_visits_only_names_with_leases(
     assert {m.decode() for m in cast(set[bytes], redis_sync.smembers(client.keys.leased))} == {"n7"}
     before = _calls(redis_sync, "zrangebyscore")
     now = _now()
-    await script("reap")(client.redis, client.keys.prefix, [now, 3, 15000, 100, "leased"])
+    await script("reap")(
+        client.redis, client.keys.prefix, [now, 3, 15000, 100, "leased"], client.script_mode
+    )
     assert _calls(redis_sync, "zrangebyscore") - before == 2  # n7's leases, and the pools
 
 
@@ -197,11 +199,15 @@ async def test_a_full_reaper_pass_reclaims_leases_the_leased_set_lacks(
     redis_sync.delete(client.keys.leased)
     redis_sync.zadd(client.keys.running("old"), {job.id: 1})  # expired long ago
     args: list[str | int] = [_now(), 3, 15000, 100]
-    reclaimed, _, _ = await script("reap")(client.redis, client.keys.prefix, [*args, "leased"])
+    reclaimed, _, _ = await script("reap")(
+        client.redis, client.keys.prefix, [*args, "leased"], client.script_mode
+    )
     assert reclaimed == []
-    reclaimed, _, _ = await script("reap")(client.redis, client.keys.prefix, args)
+    reclaimed, _, _ = await script("reap")(
+        client.redis, client.keys.prefix, args, client.script_mode
+    )
     assert [r.decode() for r in reclaimed] == [job.id]
     assert _ready(redis_sync, client) == {"old"}
     # The name has no lease left: it leaves the leased set at the next pass.
-    await script("reap")(client.redis, client.keys.prefix, args)
+    await script("reap")(client.redis, client.keys.prefix, args, client.script_mode)
     assert redis_sync.smembers(client.keys.leased) == set()

@@ -24,6 +24,7 @@ __all__ = [
     "flow",
     "group_detail",
     "job_detail",
+    "ms",
     "rels",
     "times_ms",
 ]
@@ -42,11 +43,16 @@ def _asdict(value: msgspec.Struct) -> dict[str, Any]:
     return msgspec.structs.asdict(value)
 
 
+def ms(seconds: float) -> int:
+    """A time as the JSON API and the pages carry it: ms since the epoch (the Python
+    API has seconds)."""
+    return round(seconds * 1000)
+
+
 def times_ms(record: JobRecord) -> dict[str, int | None]:
-    """A record's times as the JSON API and the pages carry them: ms since the epoch
-    (the record has seconds)."""
+    """A record's times in ms (see :func:`ms`)."""
     return {
-        name: None if (t := getattr(record, name)) is None else round(t * 1000)
+        name: None if (t := getattr(record, name)) is None else ms(t)
         for name in ("enqueued_at", "run_at", "started_at", "finished_at")
     }
 

@@ -14,7 +14,7 @@ import msgspec
 
 from rota.client import Client
 from rota.config import Settings
-from rota.operations import Bucket
+from rota.operations import Bucket, LivePool, RunningJob
 from rota.protocol.job import JobRecord, JobSet
 from rota.web.related import (
     FINAL_STATES,
@@ -23,6 +23,7 @@ from rota.web.related import (
     flow,
     group_detail,
     job_detail,
+    ms,
     times_ms,
 )
 
@@ -81,7 +82,7 @@ def _asdict(value: msgspec.Struct) -> dict[str, Any]:
 
 def _bucket(b: Bucket) -> dict[str, int]:
     return {
-        "start": b.start,
+        "start": ms(b.start),
         "processed": b.counts.get("processed", 0),
         "failed": b.counts.get("failed", 0),
     }
@@ -124,19 +125,29 @@ async def pools(client: Client, settings: Settings) -> dict[str, Any]:
     """Live pools; ``stale``: no heartbeat for more than two of its intervals."""
     live = await client.pools(heartbeat_interval=settings.heartbeat_interval)
     busy = Counter(r.pool for r in await client.running(pools=live))
-    out = []
-    for pool in live:
-        row = _asdict(pool)
-        row["busy"] = busy[pool.id]
-        out.append(row)
+    out = [_pool(pool, busy[pool.id]) for pool in live]
     return {"pools": out, "heartbeat_interval": settings.heartbeat_interval}
+
+
+def _pool(pool: LivePool, busy: int) -> dict[str, Any]:
+    """A pool's row: its times in ms, and ``busy``, how many jobs it runs, in place of
+    its snapshot's list of them."""
+    row = _asdict(pool)
+    for key in ("started_at", "heartbeat_at", "last_heartbeat"):
+        row[key] = ms(row[key])
+    row["busy"] = busy
+    return row
 
 
 async def busy(client: Client) -> dict[str, Any]:
     """Jobs running now, from the running sets and the job records (exact at the read;
     only the last checkin message comes from the pools' snapshots)."""
-    workers = [{**_asdict(r), "host": r.host, "pid": r.pid} for r in await client.running()]
-    return {"workers": workers}
+    return {"workers": [_running(r) for r in await client.running()]}
+
+
+def _running(job: RunningJob) -> dict[str, Any]:
+    times = {"since": ms(job.since), "deadline": ms(job.deadline)}
+    return {**_asdict(job), **times, "host": job.host, "pid": job.pid}
 
 
 def _summary(job: JobRecord) -> dict[str, Any]:

@@ -35,19 +35,17 @@ NAME_RE: Final = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 
 
 _ID_DIGITS: Final = string.digits + string.ascii_letters
+#: Each random byte read as one of the 62 digits (bytes 0-247 evenly, so the digits
+#: 0-7 come a little more often: 5.95 of 5.954 bits per character).
+_ID_TABLE: Final = bytes(ord(_ID_DIGITS[b % 62]) for b in range(256))
 
 
 def new_id() -> str:
-    """A new job id: 17 letters and digits drawn from 104 random bits (about 101 of them
-    kept; Sidekiq's ids carry 96). Short on purpose: an id is written twice per queued
-    job (its key and its queue entry), and at 17 characters the key ``{rota}:job:<id>``
-    fits Redis's 32-byte allocation where a 32-digit hex id needs 48 (protocol v4)."""
-    n = int.from_bytes(os.urandom(13), "big")
-    digits = []
-    for _ in range(17):
-        n, d = divmod(n, 62)
-        digits.append(_ID_DIGITS[d])
-    return "".join(digits)
+    """A new job id: 17 random letters and digits (about 101 bits; Sidekiq's ids carry
+    96). Short on purpose: an id is written twice per queued job (its key and its queue
+    entry), and at 17 characters the key ``{rota}:job:<id>`` fits Redis's 32-byte
+    allocation where a 32-digit hex id needs 48 (protocol v4)."""
+    return os.urandom(17).translate(_ID_TABLE).decode()
 
 
 def now_ms() -> int:

@@ -530,10 +530,28 @@ local function dependencies(id, deps, fields, now)
   return pending, failed
 end
 
+-- Push the ids a batch queued, one LPUSH per name (and per thousand ids), in the order
+-- they came, as one LPUSH each would have: the last at the head. A push that starts a
+-- queue adds its name to the names and ready sets; every name pushed is woken once.
+local function push_batch(batch)
+  for name, ids in pairs(batch.push) do
+    local qk = key_queue(name)
+    local len = 0
+    for i = 1, #ids, 1000 do
+      len = redis.call('LPUSH', qk, unpack(ids, i, math.min(i + 999, #ids)))
+    end
+    if len == #ids then -- the queue was empty: this batch started it
+      batch.names[name] = true
+      batch.ready[#batch.ready + 1] = name
+    end
+    wake(name)
+  end
+end
+
 -- Enqueue one job (the enqueue and enqueue_batch scripts). `batch` collects what to do
--- once at the end of a batch ({wake = {}, names = {}, ready = {}, scheduler = false};
--- names maps a name to whether it must be added, ready lists the names whose queue it
--- started); nil does it at once. `deps`: what it waits for
+-- once at the end of a batch ({push = {}, names = {}, ready = {}, scheduler = false}:
+-- push maps a name to the ids to push, names a name to whether it must be added, ready
+-- lists the names whose queue it started; see push_batch); nil does it at once. `deps`: what it waits for
 -- (see dependencies), nil for nothing. Returns id, created (two values: no table per job).
 local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, timeout, batch,
     deps, trace)
@@ -608,16 +626,13 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
     end
   else
     redis.call('HSET', jk, unpack(fields))
-    -- The name joins the names set when its queue starts anew: while the queue holds
-    -- jobs, the enqueue that started it (or a pool's start) added the name already.
-    local started = redis.call('LPUSH', key_queue(name), id) == 1
-    if batch then
-      batch.wake[name] = true
-      batch.names[name] = batch.names[name] or started
-      if started then
-        batch.ready[#batch.ready + 1] = name
-      end
+    if batch then -- pushed with the rest of its name's jobs at the end (push_batch)
+      local ids = table_at(batch.push, name)
+      ids[#ids + 1] = id
     else
+      -- The name joins the names set when its queue starts anew: while the queue holds
+      -- jobs, the enqueue that started it (or a pool's start) added the name already.
+      local started = redis.call('LPUSH', key_queue(name), id) == 1
       wake(name)
       if started then
         redis.call('SADD', K_NAMES, name)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import anyio
 import pytest
 import redis
@@ -232,7 +234,9 @@ async def test_enqueue_many_queues_each_name_in_the_order_given(
     jobs = await client.enqueue_many([JobSpec(name=n) for n in "abab" + "a" * 60])
     for name in ("a", "b"):
         given = [first.id] * (name == "a") + [j.id for j in jobs if j.name == name]
-        queue = [e.decode() for e in redis_sync.lrange(client.keys.queue(name), 0, -1)]
+        queue = [
+            e.decode() for e in cast(list[bytes], redis_sync.lrange(client.keys.queue(name), 0, -1))
+        ]
         assert queue[::-1] == given
-    assert {m.decode() for m in redis_sync.smembers(client.keys.ready)} == {"a", "b"}
+    assert cast(set[bytes], redis_sync.smembers(client.keys.ready)) == {b"a", b"b"}
     assert redis_sync.llen(client.keys.wake("b")) == 1  # one token per name and batch

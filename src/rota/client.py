@@ -22,7 +22,7 @@ from rota.config import Settings
 from rota.errors import JobNotFound, NotReplicated
 from rota.operations import Bucket, History, Operations, Page, QueueInfo, RunningJob
 from rota.outage import refused
-from rota.protocol.job import NAME_RE, JobSet, now_ms, validate_name
+from rota.protocol.job import NAME_RE, JobSet, now_ms, reply_text, validate_name
 from rota.protocol.keys import Keys
 from rota.protocol.rows import EnqueueRow
 from rota.protocol.scripts import Arg, Script, ScriptMode, call_many, script
@@ -50,11 +50,6 @@ __all__ = [
 
 _NAME_RE = NAME_RE
 _DEFAULT_MAX_ARGS = 512 * 1024
-
-
-def _s(value: Any) -> str:
-    """Text of a Redis reply that is bytes (rota never decodes responses)."""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 class Client(Reads, Operations):
@@ -267,7 +262,7 @@ class Client(Reads, Operations):
                 )
             except redis.exceptions.ResponseError as exc:
                 raise _enqueue_error(exc, "the job was not enqueued", 0) from exc
-            return [Enqueued(_s(answer[0]), rows[0].name, bool(answer[1]))]
+            return [Enqueued(reply_text(answer[0]), rows[0].name, bool(answer[1]))]
         now = now_ms()
         batch = script("enqueue_batch")
         calls: list[tuple[Script, Sequence[Arg]]] = []
@@ -281,7 +276,8 @@ class Client(Reads, Operations):
         _raise_first(answers, [min(_BATCH, len(rows) - i) for i in range(0, len(rows), _BATCH)])
         flat = [x for answer in answers for x in answer]
         return [
-            Enqueued(_s(flat[2 * i]), row.name, bool(flat[2 * i + 1])) for i, row in enumerate(rows)
+            Enqueued(reply_text(flat[2 * i]), row.name, bool(flat[2 * i + 1]))
+            for i, row in enumerate(rows)
         ]
 
     def _enqueue_args(self, spec: JobSpec, group: str = "", waits_group: str = "") -> EnqueueRow:

@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 from redis.asyncio import Redis
 
-from rota.protocol.job import JobRecord, JobSet, now_ms, validate_name
+from rota.protocol.job import JobRecord, JobSet, now_ms, reply_text, validate_name
 from rota.protocol.keys import Keys
 from rota.protocol.rate import Rate, parse_rate
 from rota.protocol.scripts import Arg, Script, ScriptMode, script
@@ -27,11 +27,6 @@ from rota.status import Bucket, History, LivePool, Page, QueueInfo, RunningJob
 __all__ = ["Bucket", "History", "LivePool", "Operations", "Page", "QueueInfo", "RunningJob"]
 
 _CHUNK = 500
-
-
-def _s(value: Any) -> str:
-    """Text of a Redis reply that is bytes (rota never decodes responses)."""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 class Operations:
@@ -50,7 +45,7 @@ class Operations:
 
     async def names(self) -> list[str]:
         """Every job name ever enqueued or registered, sorted."""
-        return sorted(_s(n) for n in await self.redis.smembers(self.keys.names))
+        return sorted(reply_text(n) for n in await self.redis.smembers(self.keys.names))
 
     async def queues(self, names: Sequence[str] | None = None) -> list[QueueInfo]:
         """Figures of each queue, read in two round trips whatever their number."""
@@ -69,7 +64,7 @@ class Operations:
         oldest = [rows[i * 7 + 1] for i in range(len(names))]
         pipe = self.redis.pipeline(transaction=False)
         for job_id in oldest:
-            pipe.hget(k.job(_s(job_id)), "enqueued_at") if job_id else (pipe.echo(b""))
+            pipe.hget(k.job(reply_text(job_id)), "enqueued_at") if job_id else (pipe.echo(b""))
         enqueued = await pipe.execute() if names else []
         now = now_ms()
         out = []
@@ -107,7 +102,7 @@ class Operations:
         for name in names:
             pipe.zrange(k.running(name), 0, -1, withscores=True)
         leases = [
-            (_s(i), name, int(score) / 1000)
+            (reply_text(i), name, int(score) / 1000)
             for name, rows in zip(names, await pipe.execute() if names else [], strict=True)
             for i, score in rows
         ]
@@ -122,7 +117,7 @@ class Operations:
         said = {(p.id, b.job_id): b.message for p in pools for b in p.busy}
         out = []
         for (job_id, name, deadline), row in zip(leases, rows, strict=True):
-            state, pool, started, progress = ("" if v is None else _s(v) for v in row)
+            state, pool, started, progress = ("" if v is None else reply_text(v) for v in row)
             if state != "running":  # finished between the two reads
                 continue
             since = int(started) / 1000 if started.isdigit() else 0.0
@@ -157,7 +152,7 @@ class Operations:
         else:
             pipe.zrange(z, offset, offset + count - 1)
         total, ids = await pipe.execute()
-        jobs = await self._records([_s(i) for i in ids])
+        jobs = await self._records([reply_text(i) for i in ids])
         return Page(total, offset, jobs)
 
     async def in_set(self, which: JobSet, ids: Sequence[str]) -> list[str]:
@@ -179,7 +174,7 @@ class Operations:
         entries: list[Any] = list(await self.redis.zrange(self.keys.pools, 0, -1, withscores=True))
         if not entries:
             return []
-        raws = await self.redis.mget([self.keys.pool(_s(pid)) for pid, _ in entries])
+        raws = await self.redis.mget([self.keys.pool(reply_text(pid)) for pid, _ in entries])
         now = now_ms()
         out = []
         for (_, beat), raw in zip(entries, raws, strict=True):
@@ -197,7 +192,7 @@ class Operations:
     async def stats(self) -> dict[str, int]:
         """Counters since the namespace began: processed, failed, dead, ... and per name."""
         raw = await self.redis.hgetall(self.keys.stats)
-        return {_s(k): int(v) for k, v in raw.items()}
+        return {reply_text(k): int(v) for k, v in raw.items()}
 
     async def history(
         self, minutes: int = 60, days: int = 30, *, at: float | None = None
@@ -291,7 +286,7 @@ class Operations:
     ) -> int:
         """Apply ``s`` to ``ids``, or to a snapshot of the whole set, a chunk per call."""
         if ids is None:
-            ids = [_s(i) for i in await self.redis.zrange(zset, 0, -1)]
+            ids = [reply_text(i) for i in await self.redis.zrange(zset, 0, -1)]
         done = 0
         for i in range(0, len(ids), _CHUNK):
             chunk = [*head, *ids[i : i + _CHUNK]]
@@ -312,14 +307,14 @@ def _counts(raw: dict[Any, Any]) -> dict[str, int]:
     for k, v in raw.items():
         n = _int_or_none(v)
         if n is not None:
-            out[_s(k)] = n
+            out[reply_text(k)] = n
     return out
 
 
 def _rate_text(stored: Any) -> str | None:
     """``"100/s"`` from the stored ``100/1000``; None for none (or garbage, which the
     fetch script reads as no limit)."""
-    rate = Rate.from_stored(_s(stored)) if stored else None
+    rate = Rate.from_stored(reply_text(stored)) if stored else None
     return None if rate is None else str(rate)
 
 

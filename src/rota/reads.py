@@ -13,16 +13,11 @@ import redis.exceptions
 from redis.asyncio import Redis
 
 from rota.errors import JobFailed, JobNotFound
-from rota.protocol.job import JobRecord, now_ms
+from rota.protocol.job import JobRecord, now_ms, reply_text
 from rota.protocol.keys import Keys
 from rota.protocol.scripts import Arg, ScriptMode, script
 
 __all__ = ["Reads"]
-
-
-def _s(value: Any) -> str:
-    """Text of a Redis reply that is bytes (rota never decodes responses)."""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 class Reads:
@@ -41,7 +36,9 @@ class Reads:
     async def job_log(self, job_id: str) -> list[str]:
         """The lines the job's handler kept with ``ctx.job_log`` (the last 100), oldest
         first."""
-        return [_s(line) for line in await self.redis.lrange(self.keys.joblog(job_id), 0, -1)]
+        return [
+            reply_text(line) for line in await self.redis.lrange(self.keys.joblog(job_id), 0, -1)
+        ]
 
     async def wait(self, job_id: str, timeout: float | None = None) -> Any:  # noqa: ASYNC109
         """Wait until the job finishes and return its result (None if it returned none).
@@ -60,12 +57,14 @@ class Reads:
                 )
                 if not answer:
                     raise JobNotFound(job_id)
-                state, result, error, reason = (None if v is None else _s(v) for v in answer)
+                state, result, error, reason = (
+                    None if v is None else reply_text(v) for v in answer
+                )
                 while state not in ("complete", "dead", "aborted"):
                     message = await pubsub.get_message(timeout=None)
                     if message is None or message["type"] != "message":
                         continue
-                    state, _, result = _s(message["data"]).partition("\n")
+                    state, _, result = reply_text(message["data"]).partition("\n")
                     if state != "complete":
                         record = await self.job(job_id)
                         error = record.error if record else None
@@ -81,4 +80,4 @@ class Reads:
         aborted record stays readable."""
         args: list[Arg] = [job_id, now_ms(), int(keep * 1000)]
         answer = await script("abort")(self.redis, self.keys.prefix, args, self.script_mode)
-        return _s(answer)
+        return reply_text(answer)

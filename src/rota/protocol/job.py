@@ -24,6 +24,7 @@ __all__ = [
     "State",
     "new_id",
     "now_ms",
+    "reply_text",
     "state_text",
     "validate_name",
 ]
@@ -129,6 +130,11 @@ def _opt_float(value: bytes | None) -> float | None:
         return float(value) if value else None
     except ValueError:
         return None
+
+
+def reply_text(value: Any) -> str:
+    """Text of a Redis reply that is bytes (rota never asks redis-py to decode)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _text(value: bytes | None) -> str | None:

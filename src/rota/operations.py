@@ -12,9 +12,10 @@ import time
 import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
+from msgspec import Meta
 from redis.asyncio import Redis
 
 from rota.protocol.job import JobRecord, JobSet, now_ms, validate_name
@@ -39,12 +40,12 @@ class QueueInfo(msgspec.Struct, frozen=True):
 
     name: str
     size: int
-    latency: float
+    latency: Annotated[float, Meta(description="age in seconds of the oldest queued job")]
     running: int
     limit: int | None
     paused: bool
     priority: int | None
-    rate: str | None = None
+    rate: Annotated[str | None, Meta(description="its rate limit, e.g. '100/s'")] = None
 
 
 class RunningJob(msgspec.Struct, frozen=True):
@@ -56,10 +57,10 @@ class RunningJob(msgspec.Struct, frozen=True):
     job_id: str
     name: str
     pool: str
-    since: int
-    deadline: int
-    progress: str = ""
-    message: str = ""
+    since: Annotated[int, Meta(description="start of the current lease (ms)")]
+    deadline: Annotated[int, Meta(description="end of the lease unless its pool extends it (ms)")]
+    progress: Annotated[str, Meta(description="the handler's last ctx.progress")] = ""
+    message: Annotated[str, Meta(description="its last checkin, from its pool's snapshot")] = ""
 
     @property
     def host(self) -> str:
@@ -100,7 +101,7 @@ class LivePool(PoolSnapshot, frozen=True, kw_only=True):
     it is stale (no heartbeat for more than two of its intervals: stopped, or stuck)."""
 
     last_heartbeat: int
-    stale: bool
+    stale: Annotated[bool, Meta(description="no heartbeat for over 2 intervals")]
 
 
 class Operations:

@@ -1,5 +1,6 @@
-"""The OpenAPI document is valid, and requests generated from it (valid and invalid)
-never get a server error from a real server on real Redis."""
+"""The OpenAPI document is valid, describes every field of the types the API sends and
+takes, and requests generated from it (valid and invalid) never get a server error from
+a real server on real Redis."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import anyio
 import httpx
+import msgspec
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -23,8 +25,18 @@ from schemathesis.checks import (
 from schemathesis.core.result import Ok
 from starlette.routing import Route
 
-from rota import Client, Settings
-from rota.web import create_app
+from rota import (
+    Client,
+    Enqueued,
+    GroupProgress,
+    JobRecord,
+    JobSpec,
+    LivePool,
+    QueueInfo,
+    RunningJob,
+    Settings,
+)
+from rota.web import bodies, create_app
 from rota.web.openapi import spec
 from tests.helpers import pool_settings
 from tests.redis_server import RedisServer
@@ -98,3 +110,75 @@ def test_generated_requests_get_no_server_error(live: str, mode: GenerationMode)
             case.validate_response(response, checks=CHECKS)
 
         check()
+
+
+#: Every type defined in ``rota.web.bodies``; ``JobDetail`` and ``JobTimes`` are parts of
+#: ``Job``, not components of their own.
+OWN: list[type[msgspec.Struct]] = [
+    kind
+    for kind in vars(bodies).values()
+    if isinstance(kind, type) and issubclass(kind, msgspec.Struct)
+    if kind.__module__ == bodies.__name__
+]
+#: The document's component that carries the fields of each of rota's types, beside
+#: every type of ``rota.web.bodies`` under its own name. ``Job`` is a record with the
+#: fields of ``JobDetail`` added, its times among them.
+CARRIED_BY: list[tuple[str, type[msgspec.Struct]]] = [
+    ("Queue", QueueInfo),
+    ("Pool", LivePool),
+    ("BusyWorker", RunningJob),
+    ("GroupProgress", GroupProgress),
+    ("Group", GroupProgress),
+    ("Job", JobRecord),
+    ("Job", bodies.JobDetail),
+    ("Job", bodies.JobTimes),
+    ("Enqueued", Enqueued),
+]
+CARRIED_BY += [(k.__name__, k) for k in OWN if k not in (bodies.JobDetail, bodies.JobTimes)]
+#: Options of ``JobSpec`` that ``POST /api/jobs`` does not take: the server picks job
+#: ids, and a unique key is held for the server's ``unique_ttl``.
+NOT_TAKEN = {"job_id", "unique_ttl"}
+
+
+def _properties(document: dict[str, Any], component: str) -> set[str]:
+    return set(document["components"]["schemas"][component]["properties"])
+
+
+@pytest.mark.parametrize(("component", "kind"), CARRIED_BY, ids=lambda x: getattr(x, "__name__", x))
+def test_served_document_has_every_field_of_the_types(
+    live: str, component: str, kind: type[msgspec.Struct]
+) -> None:
+    document = httpx.get(live + "/api/openapi.json").json()
+    missing = set(kind.__struct_encode_fields__) - _properties(document, component)
+    assert not missing, f"{component} lacks the fields {sorted(missing)} of {kind.__name__}"
+
+
+def test_a_summary_is_a_part_of_the_record_and_enqueue_takes_the_job_options(live: str) -> None:
+    document = httpx.get(live + "/api/openapi.json").json()
+    assert set(bodies.SUMMARY) <= set(JobRecord.__struct_fields__)
+    assert _properties(document, "JobSummary") == set(bodies.SUMMARY)
+    options = set(JobSpec.__struct_fields__) - NOT_TAKEN
+    missing = options - _properties(document, "EnqueueRequest")
+    assert not missing, f"POST /api/jobs does not take {sorted(missing)}: take or list them"
+
+
+def test_answers_carry_the_documented_fields_and_no_others(live: str) -> None:
+    document = httpx.get(live + "/api/openapi.json").json()
+    enqueued = httpx.post(live + "/api/jobs", json={"name": "ok", "delay": 3600})
+    job_id = enqueued.json()["id"]
+    scheduled = httpx.get(live + "/api/scheduled").json()
+    answers = {
+        "Enqueued": [enqueued.json()],
+        "Queue": httpx.get(live + "/api/queues").json()["queues"],
+        "Pools": [httpx.get(live + "/api/pools").json()],
+        "JobPage": [scheduled],
+        "JobSummary": scheduled["jobs"],
+        "Job": [httpx.get(f"{live}/api/jobs/{job_id}").json()],
+        "Flow": [httpx.get(f"{live}/api/flows/{job_id}").json()],
+        "Dashboard": [httpx.get(live + "/api/dashboard").json()],
+        "Redis": [httpx.get(live + "/api/redis").json()],
+    }
+    for component, found in answers.items():
+        assert found, component
+        for answer in found:
+            assert set(answer) == _properties(document, component), component

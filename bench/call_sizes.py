@@ -71,7 +71,9 @@ async def _promote(r: Redis, url: str, jobs: int, size: int) -> list[int]:
         await r.slowlog_reset()
         while True:
             now = int(time.time() * 1000)
-            moved, _ = await script("promote")(client.redis, client.keys.prefix, [now, size])
+            moved, _ = await script("promote")(
+                client.redis, client.keys.prefix, [now, size], client.script_mode
+            )
             if int(moved) < size:
                 return await _calls(r)
 
@@ -85,14 +87,16 @@ async def _fetch_finish(r: Redis, url: str, jobs: int, size: int) -> tuple[list[
         for _ in range(jobs // size):
             now = int(time.time() * 1000)
             args: list[Any] = [now, 30_000, "pool", 1 << 20, size, *["noop"] * size, 0]
-            rows, *_ = await script("fetch")(client.redis, client.keys.prefix, args)
+            rows, *_ = await script("fetch")(
+                client.redis, client.keys.prefix, args, client.script_mode
+            )
             fetched += await _calls(r)
             outcomes = [
                 [rows[i].decode(), "noop", rows[i + 2].decode(), "complete", "", 60_000, ""]
                 for i in range(0, len(rows), _PER_JOB)
             ]
             finish = [now, msgspec.msgpack.encode(outcomes), 100_000]
-            await script("finish")(client.redis, client.keys.prefix, finish)
+            await script("finish")(client.redis, client.keys.prefix, finish, client.script_mode)
             finished += await _calls(r)
         return fetched, finished
 

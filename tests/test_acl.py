@@ -23,7 +23,6 @@ from rota import Client, JobContext, Settings, State, WorkerPool
 from rota.acl import ROLES, rules, setuser
 from rota.protocol.keys import Keys
 from rota.protocol.render import library
-from rota.protocol.scripts import use_functions, uses_functions
 from rota.web import create_app
 from tests.cli_helpers import REPO, rota_env, run_rota
 from tests.helpers import pool_settings, wait_until
@@ -39,13 +38,6 @@ def server() -> Iterator[RedisServer]:
         if int(str(version).split(".")[0]) < 7:
             pytest.skip(f"the roles use Redis 7's FCALL and key selectors; this is {version}")
         yield s
-
-
-@pytest.fixture(autouse=True)
-def functions_on() -> Iterator[None]:
-    """A refusal of FCALL switches this process to EVALSHA (as documented): back after."""
-    yield
-    use_functions(True)
 
 
 def make_user(server: RedisServer, role: str, namespace: str) -> tuple[str, str]:
@@ -130,7 +122,7 @@ async def test_a_worker_role_runs_what_a_producer_role_enqueues(
     async def broken(ctx: JobContext) -> None:
         raise RuntimeError("always")
 
-    async with pool.running(), Client.from_settings(producer_settings) as producer:
+    async with pool.running() as rt, Client.from_settings(producer_settings) as producer:
         now = await producer.enqueue("double", 21)
         retried = await producer.enqueue("flaky", "k")
         dead = await producer.enqueue("broken")
@@ -148,7 +140,8 @@ async def test_a_worker_role_runs_what_a_producer_role_enqueues(
     results = {j: (await admin.job(j)) for j in (now.id, later.id, "plain-1", retried.id)}
     assert [r.result if r else None for r in results.values()] == ["42", "10", "8", '"mended"']
     assert tries == {"k": 2}
-    assert uses_functions()  # neither role was refused the library
+    # neither role was refused the library
+    assert rt.script_mode.functions and producer.script_mode.functions
 
 
 async def test_the_producer_cannot_touch_the_dead_set_or_other_functions(
@@ -198,6 +191,10 @@ async def test_the_read_only_web_shows_pages_and_cannot_retry(
         assert response.status_code == 403, response.text
         assert "read-only" in response.json()["error"]
     assert await admin.redis.zcard(admin.keys.dead) == 1
+    # The refused FCALL switched the web's client to EVALSHA, not the admin's.
+    assert not app.state.rota.client.script_mode.functions
+    assert (await admin.enqueue("x")).created
+    assert admin.script_mode.functions
 
 
 async def test_the_web_operator_retries_and_deletes(

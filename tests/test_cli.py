@@ -124,6 +124,8 @@ async def test_status_json_and_table(
         assert (p["busy"], p["jobs"], p["stale"]) == (1, ["slow"], False)
         (busy,) = data["busy"]
         assert (busy["job_id"], busy["name"], busy["message"]) == (job.id, "slow", "working hard")
+        # times in seconds since the epoch, as the Python API has them
+        assert all(abs(t - time.time()) < 60 for t in (busy["since"], p["last_heartbeat"]))
         table = await anyio.to_thread.run_sync(lambda: run_rota("status", *conn))
         assert table.returncode == 0
         assert "# queues" in table.stdout
@@ -210,6 +212,10 @@ async def test_job_show(conn: tuple[str, ...], client: Client) -> None:
     )
     text = run_rota("job", "show", job.id, *conn)
     assert "queued" in text.stdout
+    record = await client.job(job.id)
+    assert record is not None and record.enqueued_at is not None
+    enqueued = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.enqueued_at))
+    assert f"enqueued_at  {enqueued}" in text.stdout
     missing = run_rota("job", "show", "nope", *conn)
     assert (missing.returncode, missing.stderr.strip()) == (1, "rota: no job nope")
 

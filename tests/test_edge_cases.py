@@ -76,11 +76,17 @@ async def test_waiters_hear_about_jobs_buried_by_scripts(
         for _ in range(3):
             now = int(time.time() * 1000)
             await script("fetch")(
-                client.redis, client.keys.prefix, [now, 1, "ghost", 10**6, 1, "other"]
+                client.redis,
+                client.keys.prefix,
+                [now, 1, "ghost", 10**6, 1, "other"],
+                client.script_mode,
             )
             await anyio.sleep(0.01)
             await script("reap")(
-                client.redis, client.keys.prefix, [int(time.time() * 1000), 3, 15000, 100]
+                client.redis,
+                client.keys.prefix,
+                [int(time.time() * 1000), 3, 15000, 100],
+                client.script_mode,
             )
 
 

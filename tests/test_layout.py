@@ -45,9 +45,12 @@ def _pexpires(redis_sync: redis.Redis) -> int:
 
 
 async def test_a_new_record_holds_no_zero_counters(client: Client, redis_sync: redis.Redis) -> None:
+    # Nor the state while it is queued (protocol v4): a record with a name and no state
+    # is queued; and its id is 17 letters and digits, so that its key fits 32 bytes.
     job = await client.enqueue("flaky", 1)
+    assert len(job.id) == 17 and job.id.isalnum()
     fields = cast(dict[bytes, bytes], redis_sync.hgetall(client.keys.job(job.id)))
-    assert set(fields) == {b"name", b"args", b"enqueued_at", b"state"}
+    assert set(fields) == {b"name", b"args", b"enqueued_at"}
     record = await client.job(job.id)
     assert record is not None
     assert (record.state, record.attempts, record.failures, record.lost) == ("queued", 0, 0, 0)
@@ -114,14 +117,19 @@ async def test_a_finish_expires_a_log_only_where_there_may_be_one(
     redis_sync.hset(client.keys.job(again), "attempts", "1")  # ran once before
     now = int(time.time() * 1000)
     fetched = await script("fetch")(
-        client.redis, client.keys.prefix, [now, 30000, "pool-1", 1 << 20, 3, "n", "n", "n", 0]
+        client.redis,
+        client.keys.prefix,
+        [now, 30000, "pool-1", 1 << 20, 3, "n", "n", "n", 0],
+        client.script_mode,
     )
     rows = list(fetched[0])
     tokens = {rows[i].decode(): rows[i + 2].decode() for i in range(0, len(rows), _PER_JOB)}
     for job_id, expected in ((first, 1), (logged, 2), (again, 2)):
         before = _pexpires(redis_sync)
         outcome = [job_id, "n", tokens[job_id], "complete", "", 600_000, ""]
-        stale = await script("finish")(client.redis, client.keys.prefix, [now, *outcome])
+        stale = await script("finish")(
+            client.redis, client.keys.prefix, [now, *outcome], client.script_mode
+        )
         assert stale == []
         assert _pexpires(redis_sync) - before == expected, job_id
 
@@ -135,3 +143,10 @@ async def test_a_record_reads_its_state_as_a_state(client: Client, redis_sync: r
         redis_sync.hset(client.keys.job("odd"), mapping={"name": "flaky", "state": odd})
         odd_record = await client.job("odd")
         assert odd_record is not None and odd_record.state is State.UNKNOWN
+    # No state: queued when the record has a name (protocol v4), else unknown.
+    redis_sync.hset(client.keys.job("plain"), mapping={"name": "flaky", "args": "[]"})
+    redis_sync.hset(client.keys.job("nameless"), mapping={"args": "[]"})
+    assert [(await client.job(i)).state for i in ("plain", "nameless")] == [  # type: ignore[union-attr]
+        State.QUEUED,
+        State.UNKNOWN,
+    ]

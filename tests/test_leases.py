@@ -10,7 +10,7 @@ import pytest
 import redis
 
 import rota
-from rota import Client, JobContext, State, WorkerPool
+from rota import Client, JobContext, LivePool, PoolJob, State, WorkerPool
 from rota.protocol.scripts import script
 from rota.protocol.snapshot import PoolSnapshot
 from tests.helpers import pool_settings, wait_until
@@ -22,7 +22,10 @@ async def lease_by_hand(client: Client, name: str, lease_ms: int = 200) -> list[
     """Lease jobs the way a pool does, as a pool that then dies would leave them."""
     now = int(time.time() * 1000)
     flat, *_ = await script("fetch")(
-        client.redis, client.keys.prefix, [now, lease_ms, "ghost-pool", 10**6, 1, name]
+        client.redis,
+        client.keys.prefix,
+        [now, lease_ms, "ghost-pool", 10**6, 1, name],
+        client.script_mode,
     )
     return list(flat)
 
@@ -55,6 +58,15 @@ async def test_heartbeat_writes_the_snapshot_and_keeps_long_jobs_leased(
         namespace,
     )
     assert [(b.job_id, b.name, b.message) for b in snap.busy] == [(job.id, "long", "halfway")]
+    # client.pools() has the snapshot's times in seconds; Redis keeps ms
+    live = LivePool.read(snap, snap.heartbeat_at, stale=False)
+    assert (live.started_at, live.heartbeat_at, live.last_heartbeat) == (
+        snap.started_at / 1000,
+        snap.heartbeat_at / 1000,
+        snap.heartbeat_at / 1000,
+    )
+    assert live.busy == [PoolJob(job.id, "long", snap.busy[0].since / 1000, "halfway")]
+    assert abs(live.busy[0].since - time.time()) < 60
     record = await client.job(job.id)
     assert record is not None
     assert (record.state, record.lost, record.attempts) == ("complete", 0, 1)
@@ -95,7 +107,9 @@ async def test_stale_finish_is_ignored_and_counted(
     first = await lease_by_hand(client, "work", lease_ms=1)
     await anyio.sleep(0.01)
     now = int(time.time() * 1000)
-    reaped = await script("reap")(client.redis, client.keys.prefix, [now, 3, 15000, 100])
+    reaped = await script("reap")(
+        client.redis, client.keys.prefix, [now, 3, 15000, 100], client.script_mode
+    )
     assert [i.decode() for i in reaped[0]] == [job.id]
     second = await lease_by_hand(client, "work")
     old_token, new_token = first[2], second[2]
@@ -105,6 +119,7 @@ async def test_stale_finish_is_ignored_and_counted(
         client.redis,
         client.keys.prefix,
         [now, job.id, "work", old_token, "dead", "", "late", "error"],
+        client.script_mode,
     )
     assert [i.decode() for i in stale] == [job.id]
     record = await client.job(job.id)
@@ -114,6 +129,7 @@ async def test_stale_finish_is_ignored_and_counted(
         client.redis,
         client.keys.prefix,
         [now, job.id, "work", new_token, "complete", "7", 60000, ""],
+        client.script_mode,
     )
     assert ok == []
     # the same finish sent again (its reply was lost) is stale too: nothing is counted twice
@@ -121,6 +137,7 @@ async def test_stale_finish_is_ignored_and_counted(
         client.redis,
         client.keys.prefix,
         [now, job.id, "work", new_token, "complete", "7", 60000, ""],
+        client.script_mode,
     )
     assert len(again) == 1
     stats = await client.stats()
@@ -136,7 +153,9 @@ async def test_poison_pill_goes_dead_after_max_lost(client: Client, namespace: s
         await lease_by_hand(client, "crasher", lease_ms=1)
         await anyio.sleep(0.01)
         now = int(time.time() * 1000)
-        await script("reap")(client.redis, client.keys.prefix, [now, 3, 15000, 100])
+        await script("reap")(
+            client.redis, client.keys.prefix, [now, 3, 15000, 100], client.script_mode
+        )
         record = await client.job(job.id)
         assert record is not None
         assert record.lost == attempt + 1
@@ -153,7 +172,9 @@ async def test_reaper_forgets_pools_that_stopped_beating(
     redis_sync.zadd(p + "pools", {"old": 1, "fresh": int(time.time() * 1000)})
     redis_sync.set(p + "pool:old", "{}")
     now = int(time.time() * 1000)
-    _, _, forgotten = await script("reap")(client.redis, client.keys.prefix, [now, 3, 15000, 100])
+    _, _, forgotten = await script("reap")(
+        client.redis, client.keys.prefix, [now, 3, 15000, 100], client.script_mode
+    )
     assert forgotten == [b"old"]
     assert redis_sync.zrange(p + "pools", 0, -1) == [b"fresh"]
     assert redis_sync.exists(p + "pool:old") == 0
@@ -232,7 +253,9 @@ async def test_poison_pill_with_nan_counters_still_goes_dead(
         await lease_by_hand(client, "crasher", lease_ms=1)
         await anyio.sleep(0.01)
         now = int(time.time() * 1000)
-        await script("reap")(client.redis, client.keys.prefix, [now, 3, 15000, 100, "d", "m"])
+        await script("reap")(
+            client.redis, client.keys.prefix, [now, 3, 15000, 100, "d", "m"], client.script_mode
+        )
     record = await client.job(job.id)
     assert record is not None
     assert (record.state, record.reason, record.lost) == ("dead", "lost", 3)

@@ -167,10 +167,14 @@ async def test_a_finish_with_an_unknown_outcome_makes_the_job_dead(client: Clien
 
     job = await client.enqueue("work", n=1)
     fetch_args: list[str | int] = [0, 30_000, "pool-x", 1024, 1, "work", 0]
-    flat, *_ = await script("fetch")(client.redis, client.keys.prefix, fetch_args)
+    flat, *_ = await script("fetch")(
+        client.redis, client.keys.prefix, fetch_args, client.script_mode
+    )
     token = flat[2].decode()
     finish_args = [1, job.id, "work", token, "finished-ish", "", "", ""]
-    stale = await script("finish")(client.redis, client.keys.prefix, finish_args)
+    stale = await script("finish")(
+        client.redis, client.keys.prefix, finish_args, client.script_mode
+    )
     assert stale == []
     record = await client.job(job.id)
     assert record is not None

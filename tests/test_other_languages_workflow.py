@@ -194,11 +194,11 @@ def check_enqueued(r: redis.Redis, namespace: str, a: str, b: str, before: int) 
     """A is queued and has a child; B waits for A, in ``{ns}:waiting`` and in no queue:
     the same records whichever way they were written."""
     p = "{" + namespace + "}:"
-    common = {"name": "step"}  # no zero counters (protocol v3)
+    common = {"name": "step"}  # no zero counters (v3), no state while queued (v4)
     ha, hb = hash_of(r, p + "job:" + a), hash_of(r, p + "job:" + b)
     for h in (ha, hb):
         assert before <= int(h.pop("enqueued_at")) <= int(time.time() * 1000)
-    assert ha == {**common, "args": args_of("a"), "state": "queued", "children": "1"}
+    assert ha == {**common, "args": args_of("a"), "children": "1"}
     assert hb == {
         **common,
         "args": args_of("b"),
@@ -359,7 +359,6 @@ async def test_node_enqueues_a_dependent_job_by_plain_commands(
     assert hc == {
         "name": "step",
         "args": args_of("c"),
-        "state": "queued",
         "deps": "1",
         "r:" + a: json.dumps(result_of("a"), separators=(",", ":")),
     }

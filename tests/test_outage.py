@@ -19,7 +19,6 @@ from structlog.testing import capture_logs
 
 from rota import Client, JobContext, JobSpec, RedisRefused, WorkerPool
 from rota.outage import Condition, Watch, condition
-from rota.protocol import scripts
 from tests.helpers import fill_up, pool_settings, wait_until
 from tests.redis_server import RedisServer, free_port
 
@@ -29,12 +28,6 @@ NS = "full"
 @pytest.fixture
 def server(full_redis_server: RedisServer) -> RedisServer:
     return full_redis_server
-
-
-@pytest.fixture(autouse=True)
-def _functions_again() -> Iterator[None]:
-    yield
-    scripts.use_functions(True)
 
 
 def has_functions(r: redis.Redis) -> bool:
@@ -190,6 +183,8 @@ async def test_a_pool_starts_on_a_full_redis_without_its_library(server: RedisSe
     if has_functions(r):  # Redis 6.2 has none: scripts are called by EVALSHA as ever
         (line,) = events(logs, "function library not loaded")
         assert line["cause"] == "Redis is out of memory"
+        # EVALSHA of the scripts with their flags, on this client only
+        assert (client.script_mode.functions, client.script_mode.flagged) == (False, True)
 
 
 async def test_a_replica_is_waited_out_and_the_pool_carries_on() -> None:

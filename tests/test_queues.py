@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import anyio
 import pytest
 import redis
@@ -221,3 +223,20 @@ async def test_enqueue_many_applies_each_jobs_options(client: Client) -> None:
     assert (record.max_fails, record.timeout, record.state) == (2, 1.5, "queued")
     sizes = {q.name: q.size for q in await client.queues()}
     assert sizes == {"a": 1, "b": 0, "c": 1}
+
+
+async def test_enqueue_many_queues_each_name_in_the_order_given(
+    client: Client, redis_sync: redis.Redis
+) -> None:
+    # One batch pushes each name's ids in one LPUSH: the first given is at the tail (runs
+    # first), and a queue that held jobs keeps them ahead.
+    first = await client.enqueue("a")
+    jobs = await client.enqueue_many([JobSpec(name=n) for n in "abab" + "a" * 60])
+    for name in ("a", "b"):
+        given = [first.id] * (name == "a") + [j.id for j in jobs if j.name == name]
+        queue = [
+            e.decode() for e in cast(list[bytes], redis_sync.lrange(client.keys.queue(name), 0, -1))
+        ]
+        assert queue[::-1] == given
+    assert cast(set[bytes], redis_sync.smembers(client.keys.ready)) == {b"a", b"b"}
+    assert redis_sync.llen(client.keys.wake("b")) == 1  # one token per name and batch

@@ -33,7 +33,7 @@ def _ready(redis_sync: redis.Redis, client: Client) -> set[str]:
 
 async def _fetch(client: Client, robin: list[str], fill: list[str]) -> list[Any]:
     args: list[str | int] = [_now(), 30000, "pool-1", 1 << 20, len(robin), *robin, len(fill), *fill]
-    flat, *_ = await script("fetch")(client.redis, client.keys.prefix, args)
+    flat, *_ = await script("fetch")(client.redis, client.keys.prefix, args, client.script_mode)
     return list(flat)
 
 
@@ -97,8 +97,29 @@ async def test_a_fetch_costs_the_same_whatever_the_number_of_idle_names(
     flat = await _fetch(client, names[:20], names[20:])
     assert len(flat) == 20 * _PER_JOB  # the batch is filled from the one busy name
     assert {flat[i + 1] for i in range(0, len(flat), _PER_JOB)} == {b"n250"}
-    assert _calls(redis_sync, "rpop") - rpop == 20  # one per job, none per idle name
+    # One RPOP of 20 entries for the busy name (the fill wants what is missing), none per
+    # idle name; the 10 entries left stay queued.
+    assert _calls(redis_sync, "rpop") - rpop == 1
+    assert redis_sync.llen(client.keys.queue("n250")) == 10
     assert _calls(redis_sync, "sismember") - sismember == 1  # the paused check of n250
+
+
+async def test_entries_popped_and_not_leased_go_back_in_their_order(
+    client: Client, redis_sync: redis.Redis
+) -> None:
+    # The fill pops what is missing from each name it visits (4 from a, then 3 from b)
+    # and leases one of each per round: what it did not lease goes back to the tail.
+    ids = {}
+    for name in ("a", "b"):
+        jobs = await client.enqueue_many([JobSpec(name=name) for _ in range(6)])
+        ids[name] = [job.id for job in jobs]
+    flat = await _fetch(client, ["x"] * 4, ["a", "b"])
+    leased = [flat[i].decode() for i in range(0, len(flat), _PER_JOB)]
+    assert leased == [ids["a"][0], ids["b"][0], ids["a"][1], ids["b"][1]]  # oldest first
+    for name in ("a", "b"):
+        queue = cast(list[bytes], redis_sync.lrange(client.keys.queue(name), 0, -1))
+        assert [e.decode() for e in reversed(queue)] == ids[name][2:]  # the tail is next
+    assert _ready(redis_sync, client) == {"a", "b"}
 
 
 async def test_a_job_enqueued_by_the_previous_layout_runs(
@@ -163,7 +184,9 @@ async def test_a_usual_reaper_pass_visits_only_names_with_leases(
     assert {m.decode() for m in cast(set[bytes], redis_sync.smembers(client.keys.leased))} == {"n7"}
     before = _calls(redis_sync, "zrangebyscore")
     now = _now()
-    await script("reap")(client.redis, client.keys.prefix, [now, 3, 15000, 100, "leased"])
+    await script("reap")(
+        client.redis, client.keys.prefix, [now, 3, 15000, 100, "leased"], client.script_mode
+    )
     assert _calls(redis_sync, "zrangebyscore") - before == 2  # n7's leases, and the pools
 
 
@@ -176,11 +199,15 @@ async def test_a_full_reaper_pass_reclaims_leases_the_leased_set_lacks(
     redis_sync.delete(client.keys.leased)
     redis_sync.zadd(client.keys.running("old"), {job.id: 1})  # expired long ago
     args: list[str | int] = [_now(), 3, 15000, 100]
-    reclaimed, _, _ = await script("reap")(client.redis, client.keys.prefix, [*args, "leased"])
+    reclaimed, _, _ = await script("reap")(
+        client.redis, client.keys.prefix, [*args, "leased"], client.script_mode
+    )
     assert reclaimed == []
-    reclaimed, _, _ = await script("reap")(client.redis, client.keys.prefix, args)
+    reclaimed, _, _ = await script("reap")(
+        client.redis, client.keys.prefix, args, client.script_mode
+    )
     assert [r.decode() for r in reclaimed] == [job.id]
     assert _ready(redis_sync, client) == {"old"}
     # The name has no lease left: it leaves the leased set at the next pass.
-    await script("reap")(client.redis, client.keys.prefix, args)
+    await script("reap")(client.redis, client.keys.prefix, args, client.script_mode)
     assert redis_sync.smembers(client.keys.leased) == set()

@@ -54,7 +54,9 @@ async def test_every_enqueue_pushes_a_token_up_to_ten(
 
 async def _fetch(client: Client, n: int, name: str) -> tuple[list[Any], list[Any]]:
     args: list[str | int] = [_now(), 30000, "pool-1", 1 << 20, n, *[name] * n, 0]
-    flat, buried, _ = await script("fetch")(client.redis, client.keys.prefix, args)
+    flat, buried, _ = await script("fetch")(
+        client.redis, client.keys.prefix, args, client.script_mode
+    )
     return flat, buried
 
 
@@ -145,7 +147,7 @@ async def test_a_burst_wakes_a_second_pool_when_the_first_takes_other_work(
         start = time.monotonic()
         async with client.redis.pipeline(transaction=True) as pipe:
             for args in jobs:
-                pipe.execute_command(*enqueue.command(client.keys.prefix, args))
+                pipe.execute_command(*client.script_mode.command(enqueue, client.keys.prefix, args))
             await pipe.execute()
         await wait_until(lambda: len(done) == 2, within=8)
         assert max(done.values()) - start < 8

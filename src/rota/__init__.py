@@ -23,8 +23,8 @@ from rota.errors import (
     Retry,
     RotaError,
 )
-from rota.operations import Bucket, History, LivePool
 from rota.protocol.job import JobRecord, Reason, State
+from rota.status import Bucket, History, LivePool, PoolJob
 from rota.workflow import Group, GroupProgress
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ __all__ = [
     "NotReplicated",
     "Page",
     "PayloadTooLarge",
+    "PoolJob",
     "PoolRuntime",
     "QueueInfo",
     "Reason",

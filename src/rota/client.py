@@ -25,7 +25,7 @@ from rota.outage import refused
 from rota.protocol.job import NAME_RE, JobSet, now_ms, validate_name
 from rota.protocol.keys import Keys
 from rota.protocol.rows import EnqueueRow
-from rota.protocol.scripts import Arg, Script, call_many, script
+from rota.protocol.scripts import Arg, Script, ScriptMode, call_many, script
 from rota.reads import Reads
 from rota.redis.conn import Conn, RedisPyConn
 from rota.redis.connection import connect
@@ -85,6 +85,10 @@ class Client(Reads, Operations):
         self._link = Link.beside(redis)
         #: What the hot path sends through: the Link, else the redis-py client.
         self.conn: Conn = self._link or RedisPyConn(redis)
+        #: How scripts are called on this server, by FCALL until it refuses functions:
+        #: per client, as one process may talk to servers that differ (Redis 6.2 and 7,
+        #: users with other rights); the pool's fetcher connection shares it.
+        self.script_mode = ScriptMode()
 
     @classmethod
     def from_url(
@@ -258,7 +262,9 @@ class Client(Reads, Operations):
                 return []
             args = rows[0].script_args()
             try:
-                answer = await script("enqueue")(conn or self.conn, self.keys.prefix, args)
+                answer = await script("enqueue")(
+                    conn or self.conn, self.keys.prefix, args, self.script_mode
+                )
             except redis.exceptions.ResponseError as exc:
                 raise _enqueue_error(exc, "the job was not enqueued", 0) from exc
             return [Enqueued(_s(answer[0]), rows[0].name, bool(answer[1]))]
@@ -269,7 +275,9 @@ class Client(Reads, Operations):
             jobs = [r.batch_entry() for r in rows[i : i + _BATCH]]
             calls.append((batch, [now, msgspec.msgpack.encode(jobs)]))
         sender = self.conn if conn is None else RedisPyConn(conn)
-        answers = await call_many(sender, self.keys.prefix, calls, raise_on_error=False)
+        answers = await call_many(
+            sender, self.keys.prefix, calls, self.script_mode, raise_on_error=False
+        )
         _raise_first(answers, [min(_BATCH, len(rows) - i) for i in range(0, len(rows), _BATCH)])
         flat = [x for answer in answers for x in answer]
         return [

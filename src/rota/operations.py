@@ -12,17 +12,17 @@ import time
 import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
-from msgspec import Meta
 from redis.asyncio import Redis
 
 from rota.protocol.job import JobRecord, JobSet, now_ms, validate_name
 from rota.protocol.keys import Keys
 from rota.protocol.rate import Rate, parse_rate
-from rota.protocol.scripts import Arg, Script, script
+from rota.protocol.scripts import Arg, Script, ScriptMode, script
 from rota.protocol.snapshot import PoolSnapshot
+from rota.status import Bucket, History, LivePool, Page, QueueInfo, RunningJob
 
 __all__ = ["Bucket", "History", "LivePool", "Operations", "Page", "QueueInfo", "RunningJob"]
 
@@ -34,81 +34,12 @@ def _s(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-class QueueInfo(msgspec.Struct, frozen=True):
-    """Figures of one job name's queue. ``latency`` is the age in seconds of its oldest
-    queued job (0 when empty); ``rate``: its rate limit as written (``"100/s"``)."""
-
-    name: str
-    size: int
-    latency: Annotated[float, Meta(description="age in seconds of the oldest queued job")]
-    running: int
-    limit: int | None
-    paused: bool
-    priority: int | None
-    rate: Annotated[str | None, Meta(description="its rate limit, e.g. '100/s'")] = None
-
-
-class RunningJob(msgspec.Struct, frozen=True):
-    """A job running now, read from the running sets and its record. ``since``: the
-    start of its current lease (ms); ``deadline``: when the lease ends unless its pool
-    extends it (ms); ``progress``: what the handler last reported with ``ctx.progress``;
-    ``message``: its last ``ctx.checkin``, as its pool's latest snapshot tells it."""
-
-    job_id: str
-    name: str
-    pool: str
-    since: Annotated[int, Meta(description="start of the current lease (ms)")]
-    deadline: Annotated[int, Meta(description="end of the lease unless its pool extends it (ms)")]
-    progress: Annotated[str, Meta(description="the handler's last ctx.progress")] = ""
-    message: Annotated[str, Meta(description="its last checkin, from its pool's snapshot")] = ""
-
-    @property
-    def host(self) -> str:
-        """The host of the pool running it (a pool id is ``host:pid:suffix``)."""
-        return self.pool.rsplit(":", 2)[0] if self.pool.count(":") >= 2 else self.pool
-
-    @property
-    def pid(self) -> int:
-        parts = self.pool.rsplit(":", 2)
-        return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else 0
-
-
-class Page(msgspec.Struct, frozen=True):
-    """One page of a job set, newest first for dead jobs, soonest first otherwise."""
-
-    total: int
-    offset: int
-    jobs: list[JobRecord]
-
-
-class Bucket(msgspec.Struct, frozen=True):
-    """The counters of one UTC minute or day, starting at ``start`` (ms): ``processed``,
-    ``failed``, ... and ``processed:<name>``, ... as stored; empty when nothing ran."""
-
-    start: int
-    counts: dict[str, int]
-
-
-class History(msgspec.Struct, frozen=True):
-    """Stats buckets, oldest first; the last one is the current minute or day."""
-
-    minutes: list[Bucket]
-    days: list[Bucket]
-
-
-class LivePool(PoolSnapshot, frozen=True, kw_only=True):
-    """A live pool: its latest snapshot, the time (ms) of its last heartbeat, and whether
-    it is stale (no heartbeat for more than two of its intervals: stopped, or stuck)."""
-
-    last_heartbeat: int
-    stale: Annotated[bool, Meta(description="no heartbeat for over 2 intervals")]
-
-
 class Operations:
     """Read and operate the queues and job sets of one namespace."""
 
     redis: Redis
     keys: Keys
+    script_mode: ScriptMode
 
     async def _records(self, ids: Sequence[str]) -> list[JobRecord]:
         pipe = self.redis.pipeline(transaction=False)
@@ -176,7 +107,7 @@ class Operations:
         for name in names:
             pipe.zrange(k.running(name), 0, -1, withscores=True)
         leases = [
-            (_s(i), name, int(score))
+            (_s(i), name, int(score) / 1000)
             for name, rows in zip(names, await pipe.execute() if names else [], strict=True)
             for i, score in rows
         ]
@@ -194,7 +125,7 @@ class Operations:
             state, pool, started, progress = ("" if v is None else _s(v) for v in row)
             if state != "running":  # finished between the two reads
                 continue
-            since = int(started) if started.isdigit() else 0
+            since = int(started) / 1000 if started.isdigit() else 0.0
             message = said.get((pool, job_id), "")
             out.append(RunningJob(job_id, name, pool, since, deadline, progress, message))
         out.sort(key=lambda r: (r.since, r.job_id))
@@ -238,7 +169,7 @@ class Operations:
         return [i for i, score in zip(ids, scores, strict=True) if score is not None]
 
     async def pools(self, *, heartbeat_interval: float = 5.0) -> list[LivePool]:
-        """Live pools, oldest first, each with the time (ms) of its last heartbeat and
+        """Live pools, oldest first, each with the time of its last heartbeat and
         whether it is stale: no heartbeat for more than two of its intervals (a snapshot
         of an older pool, without its interval, is judged by ``heartbeat_interval``).
 
@@ -259,8 +190,7 @@ class Operations:
             if snap is not None:
                 interval = snap.heartbeat_interval or heartbeat_interval
                 stale = now - int(beat) > interval * 2000
-                fields = msgspec.structs.asdict(snap)
-                out.append(LivePool(**fields, last_heartbeat=int(beat), stale=stale))
+                out.append(LivePool.read(snap, int(beat), stale))
         out.sort(key=lambda p: p.started_at)
         return out
 
@@ -288,10 +218,7 @@ class Operations:
                 self.keys.stats_bucket(t.strftime("%Y%m%d%H%M" if i < minutes else "%Y%m%d"))
             )
         rows = await pipe.execute()
-        buckets = [
-            Bucket(int(t.timestamp()) * 1000, _counts(row))
-            for t, row in zip(starts, rows, strict=True)
-        ]
+        buckets = [Bucket(t.timestamp(), _counts(row)) for t, row in zip(starts, rows, strict=True)]
         return History(buckets[:minutes], buckets[minutes:])
 
     # -- operating -----------------------------------------------------------------
@@ -299,11 +226,13 @@ class Operations:
     async def pause(self, name: str) -> None:
         """Stop workers from taking jobs of ``name``; running ones finish. Works while
         Redis is out of memory, as does :meth:`resume`."""
-        await script("pause")(self.redis, self.keys.prefix, ["pause", validate_name(name)])
+        args: list[Arg] = ["pause", validate_name(name)]
+        await script("pause")(self.redis, self.keys.prefix, args, self.script_mode)
 
     async def resume(self, name: str) -> None:
         """Let workers take jobs of ``name`` again (and wake a pool that waits for them)."""
-        await script("pause")(self.redis, self.keys.prefix, ["resume", validate_name(name)])
+        args: list[Arg] = ["resume", validate_name(name)]
+        await script("pause")(self.redis, self.keys.prefix, args, self.script_mode)
 
     async def set_limit(self, name: str, limit: int | None) -> None:
         """Cap how many jobs of ``name`` run at once across all pools (None: no cap)."""
@@ -352,7 +281,7 @@ class Operations:
         head: list[Arg] = ["queue", validate_name(name), _CHUNK]
         total = 0
         while True:
-            n = int(await s(self.redis, self.keys.prefix, head))
+            n = int(await s(self.redis, self.keys.prefix, head, self.script_mode))
             total += n
             if n < _CHUNK:
                 return total
@@ -365,7 +294,8 @@ class Operations:
             ids = [_s(i) for i in await self.redis.zrange(zset, 0, -1)]
         done = 0
         for i in range(0, len(ids), _CHUNK):
-            done += int(await s(self.redis, self.keys.prefix, [*head, *ids[i : i + _CHUNK]]))
+            chunk = [*head, *ids[i : i + _CHUNK]]
+            done += int(await s(self.redis, self.keys.prefix, chunk, self.script_mode))
         return done
 
     def _set_key(self, which: JobSet) -> str:

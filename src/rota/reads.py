@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from rota.errors import JobFailed, JobNotFound
 from rota.protocol.job import JobRecord, now_ms
 from rota.protocol.keys import Keys
-from rota.protocol.scripts import script
+from rota.protocol.scripts import Arg, ScriptMode, script
 
 __all__ = ["Reads"]
 
@@ -28,6 +28,7 @@ def _s(value: Any) -> str:
 class Reads:
     redis: Redis
     keys: Keys
+    script_mode: ScriptMode
 
     async def job(self, job_id: str) -> JobRecord | None:
         """The job's record, or None when there is none (never enqueued, or expired)."""
@@ -54,7 +55,9 @@ class Reads:
         with anyio.fail_after(timeout):
             async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
                 await pubsub.subscribe(self.keys.done(job_id))
-                answer = await script("wait")(self.redis, self.keys.prefix, [job_id])
+                answer = await script("wait")(
+                    self.redis, self.keys.prefix, [job_id], self.script_mode
+                )
                 if not answer:
                     raise JobNotFound(job_id)
                 state, result, error, reason = (None if v is None else _s(v) for v in answer)
@@ -76,7 +79,6 @@ class Reads:
         pool within milliseconds. Returns the state the job was in ('missing' if none);
         a job already complete, dead or aborted is left as it is. ``keep``: seconds the
         aborted record stays readable."""
-        answer = await script("abort")(
-            self.redis, self.keys.prefix, [job_id, now_ms(), int(keep * 1000)]
-        )
+        args: list[Arg] = [job_id, now_ms(), int(keep * 1000)]
+        answer = await script("abort")(self.redis, self.keys.prefix, args, self.script_mode)
         return _s(answer)

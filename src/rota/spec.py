@@ -9,14 +9,13 @@ could not be a key...).
 from __future__ import annotations
 
 import math
-import uuid
 from typing import Any
 
 import msgspec
 
 from rota.errors import PayloadTooLarge
 from rota.protocol import codec
-from rota.protocol.job import NAME_RE, now_ms, validate_name
+from rota.protocol.job import NAME_RE, new_id, now_ms, validate_name
 from rota.protocol.rows import EnqueueRow
 
 __all__ = ["Enqueued", "JobSpec", "finite", "to_row"]
@@ -68,7 +67,7 @@ def to_row(
     ttl = unique_ttl if spec.unique_ttl is None else spec.unique_ttl
     _check(spec, ttl)
     return EnqueueRow(
-        spec.job_id or uuid.uuid4().hex,
+        spec.job_id or new_id(),
         spec.name,
         payload,
         now,

@@ -24,6 +24,7 @@ import msgspec
 from msgspec import Meta
 
 from rota.errors import JobNotFound
+from rota.protocol.job import new_id
 
 if TYPE_CHECKING:
     from rota.client import Client, Enqueued, JobSpec
@@ -76,7 +77,7 @@ async def chain(client: Client, specs: Sequence[JobSpec]) -> list[Enqueued]:
     linked: list[JobSpec] = []
     previous: str | None = None
     for spec in specs:
-        job_id = spec.job_id or uuid.uuid4().hex
+        job_id = spec.job_id or new_id()
         after = spec.after if previous is None else (*spec.after, previous)
         linked.append(msgspec.structs.replace(spec, job_id=job_id, after=after))
         previous = job_id

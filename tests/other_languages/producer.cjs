@@ -58,8 +58,7 @@ async function byFunction(redis, request) {
 async function plainJob(redis, prefix, job) {
   const now = String(Date.now());
   const reply = await redis.multi()
-    .hset(`${prefix}job:${job.id}`, 'name', job.name, 'args', job.args, 'enqueued_at', now,
-      'state', 'queued')
+    .hset(`${prefix}job:${job.id}`, 'name', job.name, 'args', job.args, 'enqueued_at', now)
     .lpush(`${prefix}queue:${job.name}`, job.id)
     .sadd(`${prefix}names`, job.name)
     .sadd(`${prefix}ready`, job.name)
@@ -80,8 +79,9 @@ async function plainDependent(redis, request, job) {
     const results = {}; // parent -> its result JSON, for the complete ones
     const pending = [];
     for (const p of parents) {
-      const state = await redis.hget(`${prefix}job:${p}`, 'state');
-      if (state === null) {
+      // A record has a name; a queued one has no state (protocol v4).
+      const [name, state] = await redis.hmget(`${prefix}job:${p}`, 'name', 'state');
+      if (name === null) {
         await redis.unwatch();
         throw new Error(`parent ${p} of job ${job.id} does not exist`);
       }
@@ -119,8 +119,8 @@ async function plainDependent(redis, request, job) {
       tx.sadd(`${prefix}names`, job.name);
     } else {
       // Every parent complete: enqueue as in (a), with deps 1 and the r: fields.
-      tx.hset(jk, 'name', job.name, 'args', job.args, 'enqueued_at', now, 'state', 'queued',
-        'deps', '1', ...copied);
+      tx.hset(jk, 'name', job.name, 'args', job.args, 'enqueued_at', now, 'deps', '1',
+        ...copied);
       tx.lpush(`${prefix}queue:${job.name}`, job.id);
       tx.sadd(`${prefix}names`, job.name);
       tx.sadd(`${prefix}ready`, job.name);

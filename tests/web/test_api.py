@@ -394,7 +394,18 @@ async def test_busy_is_exact_between_heartbeats(
         assert sorted(w["job_id"] for w in workers) == sorted(j.id for j in jobs)
         assert {w["name"] for w in workers} == {"slow"}
         assert all(w["deadline"] > w["since"] > 0 for w in workers)
+        # the Python API has the same times in seconds, the JSON in ms (a lease may have
+        # been extended between the two reads)
+        running = {r.job_id: r for r in await client.running()}
+        for w in workers:
+            r = running[w["job_id"]]
+            assert (w["since"], abs(r.since - time.time()) < 60) == (round(r.since * 1000), True)
+            assert round(r.deadline * 1000) >= w["deadline"]
         (p,) = (await http.get("/api/pools")).json()["pools"]
+        (live,) = await client.pools()
+        for key in ("started_at", "heartbeat_at", "last_heartbeat"):
+            assert p[key] == round(getattr(live, key) * 1000), key
+        assert abs(live.last_heartbeat - time.time()) < 60
         assert p["busy"] == 3 and all(w["pool"] == p["id"] for w in workers)
         assert (await http.get("/api/dashboard")).json()["sizes"]["busy"] == 3
         for job in jobs:

@@ -14,7 +14,6 @@ from playwright.sync_api import Page, expect, sync_playwright
 
 from rota import Client
 from rota.acl import rules
-from rota.protocol.scripts import use_functions
 from rota.web import create_app
 from tests.helpers import pool_settings
 from tests.redis_server import RedisServer
@@ -75,4 +74,3 @@ def test_a_read_only_ui_shows_the_dead_job_and_says_why_it_cannot_retry(
             assert portal.call(admin.redis.zscore, admin.keys.dead, dead_id) == 1
         finally:
             portal.call(admin.close)
-            use_functions(True)  # the refused FCALL switched this process to EVALSHA

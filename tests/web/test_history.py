@@ -12,8 +12,8 @@ from rota import Client
 from tests.web.live import Seeded
 
 
-def _ms(t: dt.datetime) -> int:
-    return int(t.timestamp() * 1000)
+def _s(t: dt.datetime) -> float:
+    return t.timestamp()
 
 
 async def test_buckets_line_up_with_utc_minutes_and_days(
@@ -31,9 +31,9 @@ async def test_buckets_line_up_with_utc_minutes_and_days(
     history = await client.history(minutes=3, days=29, at=now.timestamp())
 
     assert [b.start for b in history.minutes] == [
-        _ms(dt.datetime(2031, 2, 28, 23, 59, tzinfo=dt.UTC)),
-        _ms(dt.datetime(2031, 3, 1, 0, 0, tzinfo=dt.UTC)),
-        _ms(dt.datetime(2031, 3, 1, 0, 1, tzinfo=dt.UTC)),
+        _s(dt.datetime(2031, 2, 28, 23, 59, tzinfo=dt.UTC)),
+        _s(dt.datetime(2031, 3, 1, 0, 0, tzinfo=dt.UTC)),
+        _s(dt.datetime(2031, 3, 1, 0, 1, tzinfo=dt.UTC)),
     ]
     assert [b.counts for b in history.minutes] == [
         {"processed": 3},
@@ -41,10 +41,10 @@ async def test_buckets_line_up_with_utc_minutes_and_days(
         {"processed": 7, "failed": 1, "processed:a": 7},
     ]
     assert len(history.days) == 29
-    assert history.days[-1].start == _ms(dt.datetime(2031, 3, 1, tzinfo=dt.UTC))
+    assert history.days[-1].start == _s(dt.datetime(2031, 3, 1, tzinfo=dt.UTC))
     assert history.days[-1].counts == {"processed": 7}
     assert history.days[-2].counts == {"processed": 40, "failed": 5}
-    assert history.days[0].start == _ms(dt.datetime(2031, 2, 1, tzinfo=dt.UTC))
+    assert history.days[0].start == _s(dt.datetime(2031, 2, 1, tzinfo=dt.UTC))
     assert all(b.counts == {} for b in history.days[:-2])
 
     wider = await client.history(minutes=4, days=0, at=now.timestamp())
@@ -60,7 +60,7 @@ async def test_history_counts_what_pools_did(client: Client, seeded: Seeded) -> 
     assert sum(b.counts.get("processed:ok", 0) for b in recent) == len(seeded.complete)
     assert sum(b.counts.get("failed", 0) for b in history.days[-2:]) == 8
     starts = [b.start for b in history.minutes]
-    assert starts == sorted(starts) and {b - a for a, b in itertools.pairwise(starts)} == {60_000}
+    assert starts == sorted(starts) and {b - a for a, b in itertools.pairwise(starts)} == {60.0}
 
 
 async def test_history_rejects_negative_spans(client: Client) -> None:

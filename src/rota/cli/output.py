@@ -13,7 +13,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["age", "at", "echo_json", "print_table", "when"]
+__all__ = ["age", "echo_json", "print_table", "when"]
 
 
 def echo_json(value: Any) -> None:
@@ -35,12 +35,12 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]
         click.echo("\t".join("" if v is None else str(v) for v in row))
 
 
-def age(ms: int | None) -> str:
-    """How long ago a time in ms was, for people: 4s, 3m12s, 2h05m, 3d04h."""
-    if not ms:
+def age(at: float | None) -> str:
+    """How long ago a time (seconds since the epoch) was, for people: 4s, 3m12s, 2h05m,
+    3d04h."""
+    if not at:
         return ""
-    seconds = max(0, int(time.time() - ms / 1000))
-    return duration(seconds)
+    return duration(max(0, int(time.time() - at)))
 
 
 def duration(seconds: float) -> str:
@@ -54,12 +54,8 @@ def duration(seconds: float) -> str:
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
-def when(ms: int | None) -> str:
-    if not ms:
+def when(at: float | None) -> str:
+    """A time (seconds since the epoch) in local time, for people."""
+    if not at:
         return ""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
-
-
-def at(seconds: float | None) -> str:
-    """:func:`when` of a time in seconds (a record's)."""
-    return when(round(seconds * 1000) if seconds else None)
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))

@@ -16,7 +16,7 @@ import click
 import msgspec
 
 from rota.cli.common import ExitError, connection_options, page_options, with_client, yes_option
-from rota.cli.output import at, echo_json, print_table
+from rota.cli.output import echo_json, print_table, when
 from rota.client import Client, JobSet
 from rota.config import Settings
 from rota.protocol.job import JobRecord
@@ -54,7 +54,7 @@ _VIEWS = (
             j.state,
             j.attempts,
             j.reason or "",
-            at(j.finished_at),
+            when(j.finished_at),
             _error(j),
         ],
     ),
@@ -65,7 +65,7 @@ _VIEWS = (
         "Queue jobs waiting for their next attempt now, without the rest of the backoff.",
         "Delete jobs waiting for their next attempt, for good.",
         ("id", "name", "attempts", "failures", "next attempt", "error"),
-        lambda j: [j.id, j.name, j.attempts, j.failures, at(j.run_at), _error(j)],
+        lambda j: [j.id, j.name, j.attempts, j.failures, when(j.run_at), _error(j)],
     ),
     _View(
         "scheduled",
@@ -74,7 +74,7 @@ _VIEWS = (
         "Queue scheduled jobs now instead of at their time.",
         "Delete scheduled jobs for good.",
         ("id", "name", "run at", "enqueued"),
-        lambda j: [j.id, j.name, at(j.run_at), at(j.enqueued_at)],
+        lambda j: [j.id, j.name, when(j.run_at), when(j.enqueued_at)],
     ),
     _View(
         "waiting",
@@ -88,7 +88,7 @@ _VIEWS = (
             j.name,
             j.pending,
             " ".join([*j.after, *([f"group:{j.waits_group}"] if j.waits_group else [])]),
-            at(j.enqueued_at),
+            when(j.enqueued_at),
         ],
     ),
 )

@@ -13,7 +13,7 @@ from rota.cli.output import echo_json, print_table, when
 from rota.client import Client
 from rota.config import Settings
 from rota.errors import JobNotFound
-from rota.protocol.job import JobRecord
+from rota.protocol.job import JobRecord, state_text
 from rota.workflow import GroupProgress
 
 __all__ = ["group", "related", "relations"]
@@ -47,7 +47,7 @@ async def related(client: Client, ids: Sequence[str]) -> list[dict[str, Any]]:
                 {
                     "id": job_id,
                     "name": None if name is None else _t(name),
-                    "state": _t(state) if state else "unknown",
+                    "state": state_text(state, name),
                 }
             )
     return out
@@ -133,7 +133,7 @@ async def group_show(
         return
     click.echo(f"group {group_id}: {_counts(progress.as_dict())}")
     if progress.created_at:
-        click.echo(f"created {when(progress.created_at)}")
+        click.echo(f"created {when(progress.created_at / 1000)}")  # ms, as stored
     click.echo(f"then {_line(then)}" if then else "then (no callback)")
     print_table(
         f"members {offset + 1}-{offset + len(members)} of {progress.total}",

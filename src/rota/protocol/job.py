@@ -1,11 +1,13 @@
 """Job states, failure reasons and the fields of a job hash.
 
-These strings are part of protocol v3: services in other languages read and write them.
+These strings are part of protocol v4: services in other languages read and write them.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import string
 import time
 from collections.abc import Mapping
 from enum import StrEnum
@@ -21,7 +23,9 @@ __all__ = [
     "JobSet",
     "Reason",
     "State",
+    "new_id",
     "now_ms",
+    "state_text",
     "validate_name",
 ]
 
@@ -29,6 +33,20 @@ __all__ = [
 JobSet = Literal["scheduled", "retry", "dead", "waiting"]
 #: A job name (and a job id given by a producer): what key names can hold safely.
 NAME_RE: Final = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
+
+
+_ID_DIGITS: Final = string.digits + string.ascii_letters
+#: Each random byte read as one of the 62 digits (bytes 0-247 evenly, so the digits
+#: 0-7 come a little more often: 5.95 of 5.954 bits per character).
+_ID_TABLE: Final = bytes(ord(_ID_DIGITS[b % 62]) for b in range(256))
+
+
+def new_id() -> str:
+    """A new job id: 17 random letters and digits (about 101 bits; Sidekiq's ids carry
+    96). Short on purpose: an id is written twice per queued job (its key and its queue
+    entry), and at 17 characters the key ``{rota}:job:<id>`` fits Redis's 32-byte
+    allocation where a 32-digit hex id needs 48 (protocol v4)."""
+    return os.urandom(17).translate(_ID_TABLE).decode()
 
 
 def now_ms() -> int:
@@ -56,8 +74,9 @@ class State(StrEnum):
     DEAD = "dead"
     WAITING = "waiting"
     ABORTED = "aborted"
-    #: Read only, never written: a record whose state field is missing or is none of the
-    #: above (written by something else than rota's scripts).
+    #: Read only, never written: a record whose state field is none of the above, or
+    #: missing where the record has no name either (written by something else than
+    #: rota's scripts). A record with a name and no state is queued (protocol v4).
     UNKNOWN = "unknown"
 
 
@@ -126,8 +145,17 @@ def _seconds(ms: bytes | None) -> float | None:
 _STATES: dict[bytes, State] = {s.value.encode(): s for s in State}
 
 
-def _state(value: bytes | None) -> State:
-    return _STATES.get(value or b"", State.UNKNOWN)
+def _state(value: bytes | None, name: bytes | None = None) -> State:
+    return _STATES.get(value or b"", State.QUEUED if value is None and name else State.UNKNOWN)
+
+
+def state_text(state: bytes | str | None, name: bytes | str | None) -> str:
+    """A job's state as its hash holds it: a record with a name and no state is queued
+    (protocol v4 leaves the state of a queued job out); ``unknown`` for a record with
+    neither."""
+    if state:
+        return state.decode() if isinstance(state, bytes) else state
+    return State.QUEUED.value if name else State.UNKNOWN.value
 
 
 class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -169,7 +197,7 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
         return cls(
             id=job_id,
             name=_text(g(b"name")) or "",
-            state=_state(g(b"state")),
+            state=_state(g(b"state"), g(b"name")),
             args=_text(g(b"args")),
             attempts=_int(g(b"attempts")),
             failures=_int(g(b"failures")),

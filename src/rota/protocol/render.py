@@ -1,4 +1,4 @@
-"""The Lua of protocol v3 in the two forms Redis runs: scripts and one function library.
+"""The Lua of protocol v4 in the two forms Redis runs: scripts and one function library.
 
 A *script* (``EVAL``/``EVALSHA``, every Redis from 6.2) is the key prelude rendered by
 :mod:`rota.protocol.keys`, the helpers of ``lua/_common.lua``, the line that starts a

@@ -1,4 +1,4 @@
-"""Calling the Lua of protocol v3: by ``FCALL`` of the function library, else ``EVALSHA``.
+"""Calling the Lua of protocol v4: by ``FCALL`` of the function library, else ``EVALSHA``.
 
 Redis 7 keeps the library (:mod:`rota.protocol.render`) loaded once, so a call runs only
 its script's code; a script called by ``EVALSHA`` defines every shared helper again on
@@ -6,9 +6,11 @@ each call (several µs of Redis CPU). So calls go by ``FCALL``. When the functio
 missing (Redis restarted without persistence, ``FUNCTION FLUSH``) the library is loaded
 again and the call repeated, as a script is on NOSCRIPT, so callers never see either
 error. When a server has no functions (Redis 6.2, or ``FUNCTION``/``FCALL`` renamed
-away) or refuses them (ACL), this process calls every script by ``EVALSHA`` from then on:
-remembered per process, since one refusal says how the deployment is set up, and
-``EVALSHA`` works on every server.
+away) or refuses them (ACL), calls to that server go by ``EVALSHA`` from then on.
+
+Which of the two is a :class:`ScriptMode`, one per server a process talks to (each
+:class:`rota.Client` holds its own): one process may use a Redis 6.2 and a Redis 7, or
+several namespaces under other users, and one server's refusal says nothing of another.
 
 A connection is anything with ``await conn.execute_command(*args)`` that raises redis-py's
 errors (a ``redis.asyncio.Redis``, or a :class:`rota.redis.conn.Conn`); :func:`call_many`
@@ -20,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from functools import cache
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import structlog
 from redis.asyncio import Redis
@@ -32,15 +34,15 @@ __all__ = [
     "SCRIPT_NAMES",
     "Arg",
     "Script",
+    "ScriptMode",
     "call_many",
     "library_loaded",
     "load_all",
     "script",
-    "use_functions",
-    "uses_functions",
 ]
 
 Arg = str | bytes | int | float
+Remedy = Literal["script", "library", "evalsha"]
 
 log = structlog.get_logger("rota.redis")
 
@@ -53,23 +55,63 @@ class Batching(Connection, Protocol):
     async def execute_many(self, commands: Sequence[Sequence[Arg]]) -> list[Any]: ...
 
 
-_functions = True  # False once a server refused the library: EVALSHA from then on
-_flagged = False  # scripts carry their flags in a shebang line (Redis 7 without the library)
+class ScriptMode:
+    """How scripts are called on one server: by ``FCALL`` of the library (``functions``,
+    the start), or by ``EVALSHA`` once that server refused functions. The one place
+    that picks the command of a call (:meth:`command`) and mends a failed one.
 
+    ``flagged``: calls go by ``EVALSHA`` to a Redis 7 or newer, so scripts declare
+    their flags (``allow-oom``) in a shebang line as the library's functions do; Redis
+    6.2 does not read that line.
+    """
 
-def use_functions(enabled: bool, *, flagged: bool = False) -> None:
-    """Call by ``FCALL`` of the library (the default) or by ``EVALSHA`` of the scripts,
-    which is what happens by itself after a server refuses functions. ``flagged``: the
-    server is Redis 7 or newer, so scripts declare their flags (``allow-oom``) in a
-    shebang line as the library's functions do; Redis 6.2 does not read that line."""
-    global _functions, _flagged
-    _functions = enabled
-    _flagged = flagged and not enabled
+    __slots__ = ("flagged", "functions")
+    functions: bool
+    flagged: bool
 
+    def __init__(self, functions: bool = True, *, flagged: bool = False) -> None:
+        self.use_functions(functions, flagged=flagged)
 
-def uses_functions() -> bool:
-    """Whether calls go by ``FCALL`` (else ``EVALSHA``)."""
-    return _functions
+    def __repr__(self) -> str:
+        how = "FCALL" if self.functions else "EVALSHA, flagged" if self.flagged else "EVALSHA"
+        return f"ScriptMode({how})"
+
+    def use_functions(self, enabled: bool, *, flagged: bool = False) -> None:
+        """Call by ``FCALL`` (``enabled``) or by ``EVALSHA``, which is what happens by
+        itself after the server refuses functions."""
+        self.functions = enabled
+        self.flagged = flagged and not enabled
+
+    def text(self, script: Script) -> tuple[str, str]:
+        """The source ``EVALSHA`` runs on this server, and its SHA1."""
+        return script.flagged_text if self.flagged else script.plain_text
+
+    def command(self, script: Script, prefix: str, args: Sequence[Arg]) -> tuple[Arg, ...]:
+        """The raw command of one call (``FCALL`` or ``EVALSHA``), for callers that send
+        it in a pipeline of their own; an error reply is theirs to mend by calling the
+        script again."""
+        if self.functions:
+            return ("FCALL", script.function, 1, prefix, *args)
+        return ("EVALSHA", self.text(script)[1], 1, prefix, *args)
+
+    def remedy(self, error: ResponseError) -> Remedy | None:
+        """What makes a failed call possible: ``"script"`` (load it), ``"library"`` (load
+        it), ``"evalsha"`` (functions refused); None when the error is the call's own."""
+        if isinstance(error, NoScriptError):
+            return "script"
+        if not self.functions:
+            return None
+        if _text(error).startswith("Function not found"):
+            return "library"
+        return "evalsha" if _refused(error) else None
+
+    async def mend(self, conn: Connection, remedy: Remedy, script: Script) -> None:
+        if remedy == "script":
+            await conn.execute_command("SCRIPT", "LOAD", self.text(script)[0])
+        elif remedy == "library":
+            await load_library(conn, self)
+        else:
+            self.use_functions(False)
 
 
 def _text(error: ResponseError) -> str:
@@ -94,13 +136,13 @@ async def library_loaded(conn: Connection) -> bool:
     return bool(reply)
 
 
-async def load_library(conn: Connection) -> bool:
+async def load_library(conn: Connection, mode: ScriptMode) -> bool:
     """Load the function library unless it is loaded already; False, and ``EVALSHA``
-    from then on in this process, when the server will not.
+    from then on in ``mode``, when the server will not.
 
     Checking first lets a pool start on a Redis that is over ``maxmemory``, which
     refuses ``FUNCTION LOAD`` even of a library it holds; a library that is missing
-    there cannot be loaded, so this process calls scripts by ``EVALSHA`` instead.
+    there cannot be loaded, so scripts are called by ``EVALSHA`` instead.
     """
     if await library_loaded(conn):
         return True
@@ -111,79 +153,56 @@ async def load_library(conn: Connection) -> bool:
         if not full and not _refused(error):  # e.g. a busy server: not a verdict on functions
             raise
         log.warning(
-            "function library not loaded: scripts are called by EVALSHA in this process",
+            "function library not loaded: scripts are called by EVALSHA on this server",
             library=library().name,
             cause="Redis is out of memory" if full else "functions refused",
             error=str(error),
         )
         # Out of memory, the server knows functions: it is Redis 7 and reads flags.
-        use_functions(False, flagged=full)
+        mode.use_functions(False, flagged=full)
         return False
     return True
 
 
-def _remedy(error: ResponseError, script: Script) -> str | None:
-    """What makes a failed call possible: ``"script"`` (load it), ``"library"`` (load
-    it), ``"evalsha"`` (functions refused); None when the error is the call's own."""
-    if isinstance(error, NoScriptError):
-        return "script"
-    if not _functions:
-        return None
-    if _text(error).startswith("Function not found"):
-        return "library"
-    return "evalsha" if _refused(error) else None
-
-
-async def _mend(conn: Connection, remedy: str, script: Script) -> None:
-    if remedy == "script":
-        await conn.execute_command("SCRIPT", "LOAD", script.source)
-    elif remedy == "library":
-        await load_library(conn)
-    else:
-        use_functions(False)
-
-
 class Script:
-    """One script: its source and SHA1 for ``EVALSHA``, and its function in the library."""
+    """One script: its source and SHA1 for ``EVALSHA`` (plain, and with its flags'
+    shebang line for Redis 7), and its function in the library. How a call goes is the
+    caller's :class:`ScriptMode`."""
 
-    __slots__ = ("_flagged", "_plain", "function", "name")
+    __slots__ = ("flagged_text", "function", "name", "plain_text")
 
     def __init__(self, name: str, source: str, function: str, flagged: str = "") -> None:
         self.name = name
-        self._plain = (source, hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest())
+        self.plain_text = (source, hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest())
         flagged = flagged or source
-        self._flagged = (flagged, hashlib.sha1(flagged.encode(), usedforsecurity=False).hexdigest())
+        self.flagged_text = (
+            flagged,
+            hashlib.sha1(flagged.encode(), usedforsecurity=False).hexdigest(),
+        )
         self.function = function
 
     @property
     def source(self) -> str:
-        """The text ``EVALSHA`` runs: with its flags' shebang line where the server
-        reads it."""
-        return (self._flagged if _flagged else self._plain)[0]
+        """The standalone text, which every server runs (other languages ``EVAL`` it)."""
+        return self.plain_text[0]
 
     @property
     def sha(self) -> str:
-        return (self._flagged if _flagged else self._plain)[1]
+        return self.plain_text[1]
 
-    def command(self, prefix: str, args: Sequence[Arg]) -> tuple[Arg, ...]:
-        """The raw command of one call (``FCALL`` or ``EVALSHA``), for callers that send
-        it in a pipeline of their own; an error reply is theirs to mend by calling the
-        script again."""
-        if _functions:
-            return ("FCALL", self.function, 1, prefix, *args)
-        return ("EVALSHA", self.sha, 1, prefix, *args)
-
-    async def __call__(self, conn: Connection, prefix: str, args: Sequence[Arg]) -> Any:
+    async def __call__(
+        self, conn: Connection, prefix: str, args: Sequence[Arg], mode: ScriptMode
+    ) -> Any:
         # At most three mends: the function missing (load the library), functions refused
         # (EVALSHA), then the script missing from the script cache (load it).
         for attempt in range(4):
             try:
-                return await conn.execute_command(*self.command(prefix, args))
+                return await conn.execute_command(*mode.command(self, prefix, args))
             except ResponseError as error:
-                remedy = _remedy(error, self)
+                remedy = mode.remedy(error)
                 if remedy is None or attempt == 3:
                     raise
-                await _mend(conn, remedy, self)
+                await mode.mend(conn, remedy, self)
         raise AssertionError("unreachable")
 
 
@@ -195,14 +214,14 @@ def script(name: str) -> Script:
     )
 
 
-async def load_all(redis: Redis) -> None:
+async def load_all(redis: Redis, mode: ScriptMode) -> None:
     """Load the library (or, without functions, every script in one pipeline), so that
     the first calls need no second round trip."""
-    if _functions and await load_library(redis):
+    if mode.functions and await load_library(redis, mode):
         return
     async with redis.pipeline(transaction=False) as pipe:
         for name in SCRIPT_NAMES:
-            pipe.script_load(script(name).source)
+            pipe.script_load(mode.text(script(name))[0])
         await pipe.execute()
 
 
@@ -210,6 +229,7 @@ async def call_many(
     conn: Batching,
     prefix: str,
     calls: Sequence[tuple[Script, Sequence[Arg]]],
+    mode: ScriptMode,
     *,
     raise_on_error: bool = True,
 ) -> list[Any]:
@@ -222,18 +242,19 @@ async def call_many(
     results: list[Any] = [None] * len(calls)
     todo = list(range(len(calls)))
     for _ in range(3):
-        answers = await conn.execute_many([calls[i][0].command(prefix, calls[i][1]) for i in todo])
+        commands = [mode.command(calls[i][0], prefix, calls[i][1]) for i in todo]
+        answers = await conn.execute_many(commands)
         again: list[int] = []
-        remedies: dict[tuple[str, str], Script] = {}
+        remedies: dict[tuple[Remedy, str], Script] = {}
         for i, answer in zip(todo, answers, strict=True):
             results[i] = answer
             s = calls[i][0]
-            remedy = _remedy(answer, s) if isinstance(answer, ResponseError) else None
+            remedy = mode.remedy(answer) if isinstance(answer, ResponseError) else None
             if remedy is not None:
                 again.append(i)
                 remedies[remedy, s.name if remedy == "script" else ""] = s
         for (remedy, _name), s in remedies.items():
-            await _mend(conn, remedy, s)
+            await mode.mend(conn, remedy, s)
         if not again:
             break
         todo = again

@@ -24,8 +24,19 @@ from rota.protocol.job import validate_name
 from rota.web import bodies as b
 from rota.web import views
 from rota.web.base import ApiError, JSONResponse, client_of, int_param, state_of
-from rota.web.bodies import MAX_DELAY, MAX_EPOCH, MAX_FAILS, MAX_IDS, MAX_LIMIT, MAX_UNIQUE
 from rota.web.openapi import spec
+from rota.web.request_bodies import (
+    MAX_DELAY,
+    MAX_EPOCH,
+    MAX_FAILS,
+    MAX_IDS,
+    MAX_LIMIT,
+    MAX_UNIQUE,
+    EnqueueRequest,
+    Ids,
+    LimitRequest,
+    RateRequest,
+)
 
 __all__ = ["routes"]
 
@@ -147,7 +158,7 @@ async def resume(request: Request) -> Response:
 
 async def set_rate(request: Request) -> Response:
     name = await _known_queue(request)
-    body: b.RateRequest = await _body(request, b.RateRequest)
+    body: RateRequest = await _body(request, RateRequest)
     try:
         await client_of(request).set_rate(name, body.rate)
     except ValueError as exc:
@@ -158,7 +169,7 @@ async def set_rate(request: Request) -> Response:
 
 async def set_limit(request: Request) -> Response:
     name = await _known_queue(request)
-    body: b.LimitRequest = await _body(request, b.LimitRequest)
+    body: LimitRequest = await _body(request, LimitRequest)
     if body.limit is not None and not 1 <= body.limit <= MAX_LIMIT:
         raise ApiError(422, f"limit: give 1 to {MAX_LIMIT} jobs at once, or null for no limit")
     await client_of(request).set_limit(name, body.limit)
@@ -172,7 +183,7 @@ async def clear(request: Request) -> Response:
 
 def set_action(which: views.JobSet, action: str) -> Any:
     async def act(request: Request) -> Response:
-        body: b.Ids = await _body(request, b.Ids)
+        body: Ids = await _body(request, Ids)
         if body.all == (body.ids is not None):
             raise ApiError(422, 'give "ids" (a list of job ids) or "all": true, not both')
         if body.ids is not None and not 1 <= len(body.ids) <= MAX_IDS:
@@ -199,7 +210,7 @@ async def abort(request: Request) -> Response:
     return JSONResponse(b.Aborted(job_id, await client.abort(job_id)))
 
 
-def _run_at(body: b.EnqueueRequest) -> float | None:
+def _run_at(body: EnqueueRequest) -> float | None:
     if body.delay is not None and body.run_at is not None:
         raise ApiError(422, 'give "delay" or "run_at", not both')
     if body.delay is not None:
@@ -226,7 +237,7 @@ def _epoch(value: float) -> float:
 
 
 async def enqueue(request: Request) -> Response:
-    body: b.EnqueueRequest = await _body(request, b.EnqueueRequest)
+    body: EnqueueRequest = await _body(request, EnqueueRequest)
     if body.args is not None and body.kwargs is not None:
         raise ApiError(422, 'give "args" or "kwargs", not both')
     if body.max_fails is not None and not 1 <= body.max_fails <= MAX_FAILS:

@@ -1,38 +1,39 @@
-"""The bodies of the JSON API, as msgspec types: the views build them, the API encodes
-them, and the OpenAPI document is generated from them (:mod:`rota.web.schemas`), so a
-field added here, or to a type of rota's own that a body extends (``QueueInfo``,
-``LivePool``, ``RunningJob``, ``GroupProgress``, ``JobRecord``), is sent and documented
-at once.
+"""The bodies the JSON API sends, as msgspec types: the views build them, the API encodes
+them, and the OpenAPI document is generated from them (:mod:`rota.web.schemas`), with the
+bodies it takes (:mod:`rota.web.request_bodies`).
 
-Bodies that add to one of rota's types subclass it: the JSON is the type's fields in
-order (a field the subclass replaces keeps its place), then the added ones. A subclass
-of a type that is not ``kw_only`` is not either: msgspec puts keyword-only fields last,
-which would move a replaced field. Times are ms since the epoch throughout the JSON API.
-Limits the API checks itself, to answer with its own words, are shown to the document
-only (``extra_json_schema``), with the same constants as the checks.
+Times are ms since the epoch throughout the JSON API (:data:`Ms`), as Redis keeps them,
+where rota's Python API has seconds. So a body that shows one of rota's types with no
+time in seconds subclasses it (``Queue``; ``GroupProgress``, whose ``created_at`` is in
+ms already): the JSON is the type's fields in order (a field the subclass replaces keeps
+its place), then the added ones, and a field added to the type is sent and documented at
+once. A body that shows a type
+with times (``Pool``, ``BusyWorker``) is a type of its own that ``mirrors`` it: the same
+fields in the same order, the times as :data:`Ms`, and fields of its own; the document
+describes a mirrored field as the type does, and a test fails when the type has a field
+its body does not carry. :func:`mirror` builds either kind of body, turning the times
+from seconds into ms.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Final, Literal, Self, TypeVar
+import functools
+import typing
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeVar
 
 import msgspec
 from msgspec import Meta
 
-from rota.operations import LivePool, QueueInfo, RunningJob
-from rota.protocol.job import NAME_RE, JobSet
+from rota.protocol.job import JobSet
 from rota.spec import Enqueued
+from rota.status import LivePool, QueueInfo, RunningJob
+from rota.web.request_bodies import REQUESTS
 from rota.workflow import GroupProgress as Progress
 
 __all__ = [
     "BODIES",
-    "MAX_DELAY",
-    "MAX_EPOCH",
-    "MAX_FAILS",
-    "MAX_IDS",
-    "MAX_LIMIT",
-    "MAX_UNIQUE",
-    "NAME_PATTERN",
+    "MIRRORS",
+    "MS",
     "REF",
     "SUMMARY",
     "Aborted",
@@ -44,18 +45,16 @@ __all__ = [
     "Deleted",
     "Edge",
     "EdgeKind",
-    "EnqueueRequest",
     "Enqueued",
     "Error",
     "Flow",
     "Group",
     "GroupProgress",
-    "Ids",
     "JobDetail",
     "JobPage",
     "JobProgress",
     "JobTimes",
-    "LimitRequest",
+    "Ms",
     "Pool",
     "Pools",
     "Queue",
@@ -63,38 +62,54 @@ __all__ = [
     "QueueRate",
     "QueueState",
     "Queues",
-    "RateRequest",
     "Redis",
     "Related",
     "Retried",
-    "extend",
+    "mirror",
+    "ms",
+    "ms_fields",
 ]
 
-NAME_PATTERN: Final = NAME_RE.pattern
-MAX_IDS: Final = 1000
-MAX_DELAY: Final = 10 * 365 * 86400.0
-MAX_EPOCH: Final = 253402300799.0  # 9999-12-31T23:59:59Z
-MAX_FAILS: Final = 1_000_000
-MAX_LIMIT: Final = 1_000_000
-MAX_UNIQUE: Final = 1024
 #: Where the OpenAPI document keeps the schema of a body type.
 REF: Final = "#/components/schemas/{name}"
 
 S = TypeVar("S", bound=msgspec.Struct)
 
-Ms = Annotated[int, Meta(description="ms since the epoch")]
+#: What marks a time in ms.
+MS: Final = Meta(description="ms since the epoch")
+#: A time as the JSON API carries it (rota's Python API has seconds).
+Ms = Annotated[int, MS]
 EdgeKind = Literal["after", "group"]
 
 
-def _doc(**schema: Any) -> Meta:
-    """Limits shown in the document only: the API checks them itself."""
-    return Meta(extra_json_schema=schema)
+def ms(seconds: float) -> int:
+    """A time as the JSON API and the pages carry it: ms since the epoch."""
+    return round(seconds * 1000)
 
 
-def extend(kind: type[S], base: msgspec.Struct, **fields: Any) -> S:
-    """A ``kind`` (a subclass of ``base``'s type) with ``base``'s fields, and ``fields``
-    added or replaced."""
-    return kind(**{**msgspec.structs.asdict(base), **fields})
+def _is_ms(hint: Any) -> bool:
+    # By identity: another type's field may say "ms since the epoch" and hold ms already.
+    arms = (hint, *typing.get_args(hint))
+    return any(m is MS for t in arms for m in getattr(t, "__metadata__", ()))
+
+
+@functools.cache
+def ms_fields(kind: type[msgspec.Struct]) -> frozenset[str]:
+    """The fields of ``kind`` that are times in ms (:data:`Ms`, or ``Ms | None``)."""
+    hints = typing.get_type_hints(kind, include_extras=True)
+    return frozenset(name for name in kind.__struct_fields__ if _is_ms(hints[name]))
+
+
+def mirror(kind: type[S], value: object, **fields: Any) -> S:
+    """A ``kind`` with ``fields``, and for its other fields ``value``'s attributes of the
+    same names (fields or properties), its times (:func:`ms_fields`) from seconds into
+    ms."""
+    times = ms_fields(kind)
+    for name in kind.__struct_fields__:
+        if name not in fields:
+            v = getattr(value, name)
+            fields[name] = ms(v) if name in times and v is not None else v
+    return kind(**fields)
 
 
 class Error(msgspec.Struct):
@@ -127,10 +142,26 @@ class Queues(msgspec.Struct):
     queues: list[Queue]
 
 
-class Pool(LivePool, frozen=True, kw_only=True):
+class Pool(msgspec.Struct, kw_only=True):
+    """A live pool: rota's ``LivePool``, its times in ms."""
+
+    mirrors: ClassVar[type[msgspec.Struct]] = LivePool
+
+    id: str
+    host: str
+    pid: int
+    version: str
+    namespace: str
+    concurrency: int
+    jobs: list[str]
+    started_at: Ms
+    heartbeat_at: Ms
     # The snapshot's list of busy workers is replaced by their number, counted from the
     # running sets (exact at the read); ``/api/busy`` lists them.
-    busy: Annotated[int, Meta(description="jobs it is running now")]  # type: ignore[assignment]
+    busy: Annotated[int, Meta(description="jobs it is running now")]
+    heartbeat_interval: float
+    last_heartbeat: Ms
+    stale: bool
 
 
 class Pools(msgspec.Struct):
@@ -138,7 +169,19 @@ class Pools(msgspec.Struct):
     heartbeat_interval: float
 
 
-class BusyWorker(RunningJob, frozen=True, kw_only=True):
+class BusyWorker(msgspec.Struct, kw_only=True):
+    """A job running now: rota's ``RunningJob``, its times in ms, and the host and pid of
+    its pool."""
+
+    mirrors: ClassVar[type[msgspec.Struct]] = RunningJob
+
+    job_id: str
+    name: str
+    pool: str
+    since: Ms
+    deadline: Ms
+    progress: str
+    message: str
     host: str
     pid: int
 
@@ -156,6 +199,7 @@ class JobTimes(msgspec.Struct, kw_only=True):
     finished_at: Ms | None
 
 
+_SUMMARY_REF: Final = REF.format(name="JobSummary")
 #: The fields of a job record that a page of a job set shows for each job.
 SUMMARY: Final = (
     "id",
@@ -185,7 +229,9 @@ class JobPage(msgspec.Struct, kw_only=True):
     searched: Annotated[int | None, Meta(description="jobs read by a search")]
     #: Each a projection of a job record (:data:`SUMMARY`), documented
     #: as such by :mod:`rota.web.schemas`.
-    jobs: list[Annotated[dict[str, Any], _doc(**{"$ref": REF.format(name="JobSummary")})]]
+    jobs: list[
+        Annotated[dict[str, Any], Meta(extra_json_schema={"$ref": REF.format(name="JobSummary")})]
+    ]
 
 
 class Related(msgspec.Struct):
@@ -205,11 +251,6 @@ class JobProgress(msgspec.Struct):
 
 class GroupProgress(Progress, frozen=True):
     finished: Annotated[bool, Meta(description="every member complete, dead or aborted")]
-
-    @classmethod
-    def of(cls, progress: Progress, **fields: Any) -> Self:
-        """``progress`` with ``finished`` (a property there), and ``fields``."""
-        return extend(cls, progress, finished=progress.finished, **fields)
 
 
 class JobDetail(JobTimes, kw_only=True):
@@ -306,66 +347,8 @@ class Aborted(msgspec.Struct):
     was: Annotated[str, Meta(description="its state before")]
 
 
-class RateRequest(msgspec.Struct, forbid_unknown_fields=True):
-    rate: Annotated[
-        str | None,
-        Meta(
-            description="jobs that may start per second, minute or hour, e.g. '100/s',"
-            " '30/min', '2/hour'; null removes the limit"
-        ),
-    ]
-
-
-class LimitRequest(msgspec.Struct, forbid_unknown_fields=True):
-    limit: Annotated[
-        Annotated[int, _doc(minimum=1, maximum=MAX_LIMIT)] | None,
-        Meta(description="most jobs of the name running at once; null: no limit"),
-    ]
-
-
-class Ids(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """The jobs to act on: {"ids": [...]} or {"all": true}."""
-
-    #: What the fields' types cannot say, added to the document's schema.
-    rules: ClassVar[dict[str, Any]] = {
-        "oneOf": [
-            {"required": ["ids"]},
-            {"required": ["all"], "properties": {"all": {"const": True}}},
-        ]
-    }
-
-    ids: Annotated[list[str], _doc(minItems=1, maxItems=MAX_IDS)] | None = None
-    all: Annotated[bool, Meta(description="true: every job of the set")] = False
-
-
-class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """A job to enqueue; ``args`` or ``kwargs``, ``delay`` or ``run_at``."""
-
-    rules: ClassVar[dict[str, Any]] = {
-        "not": {"anyOf": [{"required": ["args", "kwargs"]}, {"required": ["delay", "run_at"]}]}
-    }
-
-    name: Annotated[str, _doc(pattern=NAME_PATTERN)]
-    args: Annotated[list[Any] | None, Meta(description="positional args")] = None
-    kwargs: Annotated[dict[str, Any] | None, Meta(description="keyword args")] = None
-    delay: Annotated[float, _doc(minimum=0, maximum=MAX_DELAY)] | None = None
-    run_at: Annotated[
-        Annotated[float, _doc(minimum=0, maximum=MAX_EPOCH)]
-        | Annotated[str, _doc(format="date-time")]
-        | None,
-        Meta(description="epoch seconds or an ISO-8601 time (UTC if no offset)"),
-    ] = None
-    unique: Annotated[str, _doc(minLength=1, maxLength=MAX_UNIQUE)] | None = None
-    max_fails: Annotated[int, _doc(minimum=1, maximum=MAX_FAILS)] | None = None
-    timeout: Annotated[float, _doc(exclusiveMinimum=0, maximum=MAX_DELAY)] | None = None
-    after: Annotated[
-        Annotated[list[Annotated[str, _doc(pattern=NAME_PATTERN)]], _doc(maxItems=MAX_IDS)] | None,
-        Meta(
-            description="ids of jobs that must complete first; a job id that does not exist"
-            " is a 422 and nothing is enqueued"
-        ),
-    ] = None
-
+#: The bodies that mirror one of rota's types (``mirrors``).
+MIRRORS: Final[tuple[type[Pool | BusyWorker], ...]] = (Pool, BusyWorker)
 
 #: Every body the API sends or takes; each is a component of the OpenAPI document under
 #: its class name.
@@ -387,8 +370,5 @@ BODIES: Final[tuple[type[msgspec.Struct], ...]] = (
     Deleted,
     Aborted,
     Enqueued,
-    RateRequest,
-    LimitRequest,
-    Ids,
-    EnqueueRequest,
+    *REQUESTS,
 )

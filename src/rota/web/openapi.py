@@ -8,7 +8,7 @@ from typing import Any
 
 from rota import __version__
 from rota.web import bodies as b
-from rota.web.bodies import NAME_PATTERN
+from rota.web import request_bodies as r
 from rota.web.schemas import ID_PATTERN, INT, STR, Body, Schema, components, ref
 from rota.web.views import JOB_SETS, RETRYABLE
 
@@ -79,7 +79,7 @@ def _body(schema: Body) -> Schema:
 
 # Long on purpose: one entry per route, read as a table beside web/api.py's routes.
 def _paths() -> dict[str, Any]:
-    name = [_path("name", NAME_PATTERN)]
+    name = [_path("name", r.NAME_PATTERN)]
     job_id = [_path("job_id", ID_PATTERN)]
     paging = [
         _query("offset", {**INT, "minimum": 0}, "default 0"),
@@ -125,7 +125,7 @@ def _paths() -> dict[str, Any]:
             "post": {
                 "operationId": "enqueue",
                 "summary": "Enqueue a job",
-                "requestBody": _body(b.EnqueueRequest),
+                "requestBody": _body(r.EnqueueRequest),
                 "responses": {
                     "201": _json(b.Enqueued, "enqueued"),
                     "200": _json(b.Enqueued, "nothing new: the unique key is held"),
@@ -147,7 +147,7 @@ def _paths() -> dict[str, Any]:
         415,
         422,
         parameters=name,
-        requestBody=_body(b.RateRequest),
+        requestBody=_body(r.RateRequest),
     )
     paths["/api/queues/{name}/limit"] = _post(
         "queue_limit",
@@ -158,7 +158,7 @@ def _paths() -> dict[str, Any]:
         415,
         422,
         parameters=name,
-        requestBody=_body(b.LimitRequest),
+        requestBody=_body(r.LimitRequest),
     )
     for which in JOB_SETS:
         paths[f"/api/{which}"] = _get(
@@ -183,7 +183,7 @@ def _paths() -> dict[str, Any]:
                 404,
                 415,
                 422,
-                requestBody=_body(b.Ids),
+                requestBody=_body(r.Ids),
             )
     return paths
 

@@ -14,7 +14,7 @@ import msgspec
 import redis.exceptions
 
 from rota.client import Client
-from rota.protocol.job import JobRecord
+from rota.protocol.job import JobRecord, state_text
 from rota.web import bodies as b
 from rota.workflow import GroupProgress
 
@@ -27,7 +27,6 @@ __all__ = [
     "group_detail",
     "job_detail",
     "rels",
-    "times_ms",
 ]
 
 #: The state shown for a related job whose record is gone (expired, or deleted).
@@ -38,17 +37,6 @@ FLOW_LIMIT: Final = 200
 CHILDREN_LIMIT: Final = 500
 #: States a job stays in: a page showing only these has nothing to refresh.
 FINAL_STATES: Final = frozenset({"complete", "dead", "aborted", MISSING})
-
-
-def times_ms(record: JobRecord) -> b.JobTimes:
-    """A record's times as the JSON API and the pages carry them: ms since the epoch
-    (the record has seconds)."""
-    return b.JobTimes(
-        **{
-            name: None if (t := getattr(record, name)) is None else round(t * 1000)
-            for name in b.JobTimes.__struct_fields__
-        }
-    )
 
 
 def _pretty(text: str | None) -> tuple[Any, str | None]:
@@ -101,7 +89,7 @@ def _rel(job_id: str, row: Any) -> b.Related:
     row = _read(row)
     if not row or all(v is None for v in row):
         return b.Related(job_id, None, MISSING)
-    return b.Related(job_id, _opt_t(row[0]), _opt_t(row[1]) or "unknown")
+    return b.Related(job_id, _opt_t(row[0]), state_text(row[1], row[0]))
 
 
 def _queue_rels(pipe: Any, client: Client, ids: list[str]) -> None:
@@ -178,8 +166,9 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
         (callback,) = await rels(client, [progress.then])
     args, args_text = _pretty(record.args)
     result, result_text = _pretty(record.result)
-    detail = b.JobDetail(
-        **msgspec.structs.asdict(times_ms(record)),
+    detail = b.mirror(  # the record's times, in ms
+        b.JobDetail,
+        record,
         args=args,
         args_raw=record.args,
         args_pretty=args_text,
@@ -193,7 +182,7 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
         children=children,
         children_total=len(kids),
         callback=callback,
-        group_progress=None if progress is None else b.GroupProgress.of(progress),
+        group_progress=None if progress is None else b.mirror(b.GroupProgress, progress),
     )
     return {**msgspec.structs.asdict(record), **msgspec.structs.asdict(detail)}
 
@@ -233,7 +222,8 @@ async def group_detail(
         return None
     ids = [_t(m) for m in _read(members) or ()]
     found = await rels(client, ids + ([progress.then] if progress.then else []))
-    return b.Group.of(
+    return b.mirror(
+        b.Group,
         progress,
         then=found[-1] if progress.then else None,
         offset=offset,

@@ -5,7 +5,9 @@ cannot drift from them. Two bodies are not types of their own but a job record w
 changes, and are put together here the way the views put the JSON together:
 ``Job`` is :class:`~rota.protocol.job.JobRecord`'s fields overlaid with
 :class:`~rota.web.bodies.JobDetail`'s, and ``JobSummary`` the record's fields named by
-:data:`SUMMARY`, with the times of :class:`~rota.web.bodies.JobTimes`.
+:data:`SUMMARY`, with the times of :class:`~rota.web.bodies.JobTimes`. A body that
+mirrors one of rota's types (:data:`~rota.web.bodies.MIRRORS`) has its fields described
+as that type describes them.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any, Final
 import msgspec
 
 from rota.protocol.job import JobRecord
-from rota.web.bodies import BODIES, REF, SUMMARY, JobDetail, JobTimes
+from rota.web.bodies import BODIES, MIRRORS, REF, SUMMARY, JobDetail, JobTimes, ms_fields
 
 __all__ = ["ID_PATTERN", "INT", "STR", "Body", "Schema", "components", "ref"]
 
@@ -45,6 +47,18 @@ def _overlay(base: Schema, over: Schema, description: str, only: tuple[str, ...]
     return {"type": "object", "description": description, "properties": props, "required": required}
 
 
+def _describe_mirrored(found: dict[str, Schema]) -> None:
+    """Describe a field a body mirrors as rota's type describes it; a time, as that and
+    then in ms."""
+    _, theirs = msgspec.json.schema_components([k.mirrors for k in MIRRORS], ref_template=REF)
+    for kind in MIRRORS:
+        props = found[kind.__name__]["properties"]
+        for name, their in theirs[kind.mirrors.__name__]["properties"].items():
+            said, own = their.get("description"), props[name].get("description")
+            if said is not None and (own is None or name in ms_fields(kind)):
+                props[name]["description"] = said if own is None else f"{said}, {own}"
+
+
 def components() -> dict[str, Schema]:
     """Every body's schema, under its type's name."""
     _, found = msgspec.json.schema_components(
@@ -56,6 +70,7 @@ def components() -> dict[str, Schema]:
     found["JobSummary"] = _overlay(record, times, summary, SUMMARY)
     for kind in BODIES:
         found[kind.__name__].update(getattr(kind, "rules", {}))
+    _describe_mirrored(found)
     for schema in found.values():  # a docstring's description, on one line
         if "description" in schema:
             schema["description"] = " ".join(schema["description"].split())

@@ -14,8 +14,8 @@ import msgspec
 
 from rota.client import Client
 from rota.config import Settings
-from rota.operations import Bucket
 from rota.protocol.job import JobRecord, JobSet
+from rota.status import Bucket
 from rota.web import bodies as b
 from rota.web.related import (
     FINAL_STATES,
@@ -24,7 +24,6 @@ from rota.web.related import (
     flow,
     group_detail,
     job_detail,
-    times_ms,
 )
 
 __all__ = [
@@ -78,7 +77,9 @@ _INFO_FIELDS: Final = (
 
 def _bucket(bucket: Bucket) -> b.Bucket:
     counts = bucket.counts
-    return b.Bucket(bucket.start, counts.get("processed", 0), counts.get("failed", 0))
+    return b.mirror(
+        b.Bucket, bucket, processed=counts.get("processed", 0), failed=counts.get("failed", 0)
+    )
 
 
 async def dashboard(client: Client, minutes: int = 60, days: int = 30) -> b.Dashboard:
@@ -110,7 +111,7 @@ async def queues(client: Client) -> b.Queues:
     for q in await client.queues():
         field = f"processed:{q.name}"
         done = previous.counts.get(field, 0) * weight + current.counts.get(field, 0)
-        out.append(b.extend(b.Queue, q, done_per_second=round(done / 60, 2)))
+        out.append(b.mirror(b.Queue, q, done_per_second=round(done / 60, 2)))
     return b.Queues(out)
 
 
@@ -118,20 +119,19 @@ async def pools(client: Client, settings: Settings) -> b.Pools:
     """Live pools; ``stale``: no heartbeat for more than two of its intervals."""
     live = await client.pools(heartbeat_interval=settings.heartbeat_interval)
     busy = Counter(r.pool for r in await client.running(pools=live))
-    out = [b.extend(b.Pool, pool, busy=busy[pool.id]) for pool in live]
+    out = [b.mirror(b.Pool, pool, busy=busy[pool.id]) for pool in live]
     return b.Pools(out, settings.heartbeat_interval)
 
 
 async def busy(client: Client) -> b.Busy:
     """Jobs running now, from the running sets and the job records (exact at the read;
     only the last checkin message comes from the pools' snapshots)."""
-    running = await client.running()
-    return b.Busy([b.extend(b.BusyWorker, r, host=r.host, pid=r.pid) for r in running])
+    return b.Busy([b.mirror(b.BusyWorker, r) for r in await client.running()])
 
 
 def _summary(job: JobRecord) -> dict[str, Any]:
     """The fields of :data:`~rota.web.bodies.SUMMARY`, the times in ms."""
-    times = msgspec.structs.asdict(times_ms(job))
+    times = msgspec.structs.asdict(b.mirror(b.JobTimes, job))
     return {f: times[f] if f in times else getattr(job, f) for f in b.SUMMARY}
 
 

@@ -110,7 +110,7 @@ class Acker:
                 self.rt.settings.complete_max_count,
             ]
             try:
-                stale = await script(name)(conn, self.rt.keys.prefix, args)
+                stale = await script(name)(conn, self.rt.keys.prefix, args, self.rt.script_mode)
             except Exception as exc:
                 if condition(exc) is None:
                     raise

@@ -138,7 +138,8 @@ class Fetcher:
         the way from an enqueue to a start. The fetch reads the server's clock (now 0)."""
         await self._own_id()
         wait: tuple[Arg, ...] = ("BLPOP", *self.wake_keys, self.rt.settings.wake_timeout)
-        fetch = script("fetch").command(self.rt.keys.prefix, self._args(want, now=0, every=True))
+        args = self._args(want, now=0, every=True)
+        fetch = self.rt.script_mode.command(script("fetch"), self.rt.keys.prefix, args)
         woke, reply = await self.conn.execute_many([wait, fetch])
         if isinstance(reply, Exception):
             if isinstance(reply, redis.exceptions.ResponseError):
@@ -179,7 +180,7 @@ class Fetcher:
         self, want: int, check: list[str] | None = None, *, every: bool = False
     ) -> list[Fetched]:
         args = self._args(want, check=check, every=every)
-        reply = await script("fetch")(self.conn, self.rt.keys.prefix, args)
+        reply = await script("fetch")(self.conn, self.rt.keys.prefix, args, self.rt.script_mode)
         return self._parse(reply)
 
     def _args(

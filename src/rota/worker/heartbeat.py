@@ -80,7 +80,9 @@ class Heartbeat:
         if self.acker is not None:  # run, its outcome not written yet: held too
             for triple in self.acker.unsent():
                 args += triple
-        lost, aborts, fresh = await script("heartbeat")(rt.redis, rt.keys.prefix, args)
+        lost, aborts, fresh = await script("heartbeat")(
+            rt.redis, rt.keys.prefix, args, rt.script_mode
+        )
         self.beats += 1
         if fresh and self.beats > 1:
             log.warning(
@@ -152,7 +154,9 @@ class Reaper:
         if self.passes % FULL_PASS_EVERY:
             args.append("leased")
         self.passes += 1
-        reclaimed, buried, forgotten = await script("reap")(rt.redis, rt.keys.prefix, args)
+        reclaimed, buried, forgotten = await script("reap")(
+            rt.redis, rt.keys.prefix, args, rt.script_mode
+        )
         for job_id in reclaimed:
             log.warning("lease expired: job requeued", job_id=job_id.decode(), reason="lost")
         for job_id in buried:

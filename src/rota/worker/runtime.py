@@ -23,7 +23,7 @@ from rota.protocol.job import now_ms
 from rota.protocol.keys import Keys
 from rota.protocol.rate import parse_rate
 from rota.protocol.rows import Fetched
-from rota.protocol.scripts import Arg, load_all, script
+from rota.protocol.scripts import Arg, ScriptMode, load_all, script
 from rota.redis.connection import redacted
 from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler
@@ -104,13 +104,13 @@ class PoolRuntime:
         """Make this pool's job names, priorities and limits known to every process (at
         its start, and again when its heartbeat finds that Redis forgot them); the
         function library is loaded first unless it is there already."""
-        await load_all(self.redis)
+        await load_all(self.redis, self.script_mode)
         args: list[Arg] = []
         for name, h in self.handlers.items():
             limit = "" if h.max_concurrency is None else h.max_concurrency
             rate = parse_rate(h.rate).stored if h.rate is not None else ""
             args += [name, h.priority, limit, rate]
-        await script("register")(self.redis, self.keys.prefix, args)
+        await script("register")(self.redis, self.keys.prefix, args, self.script_mode)
 
     @property
     def redis(self) -> Redis:
@@ -119,6 +119,11 @@ class PoolRuntime:
     @property
     def keys(self) -> Keys:
         return self.client.keys
+
+    @property
+    def script_mode(self) -> ScriptMode:
+        """How scripts are called on the client's server (see ScriptMode)."""
+        return self.client.script_mode
 
     def lease_deadline(self) -> int:
         return now_ms() + int(self.settings.lease * 1000)

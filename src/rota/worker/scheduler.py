@@ -108,7 +108,9 @@ class Scheduler:
         time (0: more are due now)."""
         rt = self.rt
         now = now_ms()
-        moved, next_due = await script("promote")(rt.redis, rt.keys.prefix, [now, _LIMIT])
+        moved, next_due = await script("promote")(
+            rt.redis, rt.keys.prefix, [now, _LIMIT], rt.script_mode
+        )
         if now >= self._next_trim:
             self._next_trim = now + _TRIM_EVERY_MS
             s = rt.settings
@@ -116,6 +118,7 @@ class Scheduler:
                 rt.redis,
                 rt.keys.prefix,
                 [now, int(s.dead_max_age * 1000), s.dead_max_count, _LIMIT],
+                rt.script_mode,
             )
         next_fire = await self.fire_periodic(now_ms())
         if int(moved) >= _LIMIT:

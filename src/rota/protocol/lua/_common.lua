@@ -7,14 +7,20 @@
 local WAKE_CAP = 10
 
 -- A number handed to redis.call is printed (with '%.17g') each time, which costs more than
--- many a command. str() prints a value once per call and hands out the same text again.
-local printed = {}
+-- many a command. str() prints a value once and hands out the same text again; a number
+-- prints the same way in every call, so the texts outlive a call, PRINTED_MAX at most.
+local PRINTED_MAX = 4096
+local printed, nprinted = {}, 0
 local function str(x)
   local s = printed[x]
   if not s then
     s = string.format('%.17g', x)
     if x == x then -- NaN cannot be a table key
+      if nprinted >= PRINTED_MAX then
+        printed, nprinted = {}, 0
+      end
       printed[x] = s
+      nprinted = nprinted + 1
     end
   end
   return s
@@ -62,6 +68,19 @@ local function call_chunked(cmd, key, items)
   end
 end
 
+-- Add leases (deadline, id, ...) to a running set, kept in Redis's skiplist encoding.
+-- A small sorted set is a listpack, where each insert and each removal scans every entry
+-- (and a lease, the latest deadline, is inserted at the far end): at a pool's usual 100-200
+-- leases a name that cost more than the rest of the fetch. A member longer than
+-- zset-max-listpack-value (64) makes Redis convert the set, which never converts back
+-- while it holds entries; the member is removed in the same call, so no reader sees it.
+local LONG_MEMBER = '~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~' -- 80 bytes (no string library while a library loads)
+local function add_leases(k, entries)
+  redis.call('ZADD', k, '+inf', LONG_MEMBER)
+  call_chunked('ZADD', k, entries)
+  redis.call('ZREM', k, LONG_MEMBER)
+end
+
 local function is_hash(k)
   return redis.call('TYPE', k)['ok'] == 'hash'
 end
@@ -98,15 +117,23 @@ end
 
 -- Counters: collect per script call, write once (total, per day, per minute).
 local counts = {}
-local per_name = {} -- field -> name -> 'field:name', joined once per call
+local counted = false -- whether counts holds anything (flush_counts, or a call that failed)
+local per_name = {} -- field -> name -> 'field:name', joined once and kept (PRINTED_MAX)
+local njoined = 0
 local function count(field, name, n)
+  counted = true
   counts[field] = (counts[field] or 0) + n
   if name then
     local of = table_at(per_name, field)
     local f = of[name]
     if not f then
+      if njoined >= PRINTED_MAX then
+        per_name, njoined = {}, 0
+        of = table_at(per_name, field)
+      end
       f = field .. ':' .. name
       of[name] = f
+      njoined = njoined + 1
     end
     counts[f] = (counts[f] or 0) + n
   end
@@ -137,7 +164,7 @@ end
 -- expiry is set when one of its counters starts (HINCRBY answers the amount added), which
 -- the first write of a new bucket always does; later writes leave it as it is.
 local function flush_counts(now)
-  if next(counts) == nil then
+  if not counted then
     return
   end
   local day, minute = buckets(now)
@@ -155,6 +182,7 @@ local function flush_counts(now)
   if new_minute then
     redis.call('EXPIRE', mk, '7200')
   end
+  counts, counted = {}, false
 end
 
 -- Tell a client waiting on the job (client.wait) that it ended.
@@ -294,8 +322,9 @@ local function complete_dependents(id, result, children, group, now, keep)
   local ck = key_children(id)
   for _, kid in ipairs(redis.call('SMEMBERS', ck)) do
     local kk = key_job(kid)
-    local ok, state = pcall(redis.call, 'HGET', kk, 'state')
-    if ok and state then
+    local ok, f = pcall(redis.call, 'HMGET', kk, 'state', 'name')
+    local state = ok and f[1]
+    if ok and f[2] then -- a record (one that is queued holds no state: protocol v4)
       -- Kept by a child that failed for another parent too: a retry that re-arms it
       -- finds this parent done.
       redis.call('HSET', kk, 'r:' .. id, result ~= '' and result or 'null')
@@ -353,11 +382,11 @@ local function rearm(kid, now)
   for p in string.gmatch(f[1] or '', '%S+') do
     if redis.call('HEXISTS', kk, 'r:' .. p) == 0 then
       local pk = key_job(p)
-      local ok, pf = pcall(redis.call, 'HMGET', pk, 'state', 'result')
+      local ok, pf = pcall(redis.call, 'HMGET', pk, 'state', 'result', 'name')
       local state = ok and pf[1] or nil
       if state == 'complete' then
         redis.call('HSET', kk, 'r:' .. p, pf[2] or 'null')
-      elseif not state or state == 'dead' or state == 'aborted' then
+      elseif not (ok and pf[3]) or state == 'dead' or state == 'aborted' then
         return false
       else
         pending = pending + 1
@@ -426,7 +455,10 @@ end
 -- The first parent in `after` (space-separated ids) that has no record, and is not
 -- among the ids `made` earlier in the same call; nil when every parent exists.
 local function missing_parent(after, made)
-  for p in string.gmatch(after or '', '%S+') do
+  if not after or after == '' then
+    return nil
+  end
+  for p in string.gmatch(after, '%S+') do
     if not (made and made[p]) and redis.call('EXISTS', key_job(p)) == 0 then
       return p
     end
@@ -498,11 +530,29 @@ local function dependencies(id, deps, fields, now)
   return pending, failed
 end
 
+-- Push the ids a batch queued, one LPUSH per name (and per thousand ids), in the order
+-- they came, as one LPUSH each would have: the last at the head. A push that starts a
+-- queue adds its name to the names and ready sets; every name pushed is woken once.
+local function push_batch(batch)
+  for name, ids in pairs(batch.push) do
+    local qk = key_queue(name)
+    local len = 0
+    for i = 1, #ids, 1000 do
+      len = redis.call('LPUSH', qk, unpack(ids, i, math.min(i + 999, #ids)))
+    end
+    if len == #ids then -- the queue was empty: this batch started it
+      batch.names[name] = true
+      batch.ready[#batch.ready + 1] = name
+    end
+    wake(name)
+  end
+end
+
 -- Enqueue one job (the enqueue and enqueue_batch scripts). `batch` collects what to do
--- once at the end of a batch ({wake = {}, names = {}, ready = {}, scheduler = false};
--- names maps a name to whether it must be added, ready lists the names whose queue it
--- started); nil does it at once. `deps`: what it waits for
--- (see dependencies), nil for nothing. Returns {id, created}.
+-- once at the end of a batch ({push = {}, names = {}, ready = {}, scheduler = false}:
+-- push maps a name to the ids to push, names a name to whether it must be added, ready
+-- lists the names whose queue it started; see push_batch); nil does it at once. `deps`: what it waits for
+-- (see dependencies), nil for nothing. Returns id, created (two values: no table per job).
 local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, timeout, batch,
     deps, trace)
   run_at, uttl = tonumber(run_at) or 0, tonumber(uttl) or 0
@@ -511,18 +561,20 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
   end
   local jk = key_job(id)
   if redis.call('EXISTS', jk) == 1 then
-    return {id, 0}
+    return id, 0
   end
   if ukey ~= '' then
     local uk = key_unique(ukey)
     local holder = redis.call('GET', uk)
     if holder and redis.call('EXISTS', key_job(holder)) == 1 then
-      return {holder, 0}
+      return holder, 0
     end
     redis.call('SET', uk, id, 'PX', str(uttl))
   end
   -- Counters that are 0 (attempts, failures, lost) and the token 0 are left out: absent
   -- reads as 0 everywhere (protocol v3), and four fields less is an eighth of the record.
+  -- So is the state of a queued job: a record with a name and no state is queued
+  -- (protocol v4); every other state is written. The table is made at its usual size.
   local fields = {'name', name, 'args', args, 'enqueued_at', str(now)}
   if ukey ~= '' then
     fields[#fields + 1] = 'unique_key'; fields[#fields + 1] = ukey
@@ -544,7 +596,7 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
     if failed then
       redis.call('HSET', jk, unpack(fields))
       bury(id, name, 'dependency_failed', failed, now, nil)
-      return {id, 1}
+      return id, 1
     elseif pending > 0 then
       fields[#fields + 1] = 'state'; fields[#fields + 1] = 'waiting'
       if run_at > now then
@@ -557,7 +609,7 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
       else
         redis.call('SADD', K_NAMES, name)
       end
-      return {id, 1}
+      return id, 1
     end
   end
   if run_at > now then
@@ -573,18 +625,14 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
       redis.call('SADD', K_NAMES, name)
     end
   else
-    fields[#fields + 1] = 'state'; fields[#fields + 1] = 'queued'
     redis.call('HSET', jk, unpack(fields))
-    -- The name joins the names set when its queue starts anew: while the queue holds
-    -- jobs, the enqueue that started it (or a pool's start) added the name already.
-    local started = redis.call('LPUSH', key_queue(name), id) == 1
-    if batch then
-      batch.wake[name] = true
-      batch.names[name] = batch.names[name] or started
-      if started then
-        batch.ready[#batch.ready + 1] = name
-      end
+    if batch then -- pushed with the rest of its name's jobs at the end (push_batch)
+      local ids = table_at(batch.push, name)
+      ids[#ids + 1] = id
     else
+      -- The name joins the names set when its queue starts anew: while the queue holds
+      -- jobs, the enqueue that started it (or a pool's start) added the name already.
+      local started = redis.call('LPUSH', key_queue(name), id) == 1
       wake(name)
       if started then
         redis.call('SADD', K_NAMES, name)
@@ -592,11 +640,15 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
       end
     end
   end
-  return {id, 1}
+  return id, 1
 end
 
--- Start a call: the namespace prefix, no counters, no numbers printed yet.
+-- Start a call: the namespace prefix, and no counters (a call that failed half-way may
+-- have gathered some). Nothing is allocated when there is nothing to empty: a table made
+-- per call costs an enqueue more than one of its commands.
 local function enter(prefix)
   set_prefix(prefix)
-  counts, per_name, printed = {}, {}, {}
+  if counted then
+    counts, counted = {}, false
+  end
 end

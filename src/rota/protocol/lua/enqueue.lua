@@ -13,14 +13,14 @@ if (ARGV[11] or '') ~= '' then
   trace = {ARGV[11], ARGV[12] or ''}
 end
 if after == '' then
-  return enqueue_one(ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7],
-    ARGV[8], ARGV[9], nil, nil, trace)
+  return {enqueue_one(ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7],
+    ARGV[8], ARGV[9], nil, nil, trace)}
 end
 local missing = missing_parent(after, nil)
 if missing then
   return no_parent(ARGV[1], missing)
 end
-local r = enqueue_one(ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7],
-  ARGV[8], ARGV[9], nil, {after = after}, trace)
+local r = {enqueue_one(ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7],
+  ARGV[8], ARGV[9], nil, {after = after}, trace)}
 flush_counts(tonumber(ARGV[4])) -- a child whose parent is dead is counted as failed and dead
 return r

@@ -6,15 +6,23 @@
 --      after (parents' ids, space-separated), group (the group it is a member of) and
 --      waits_group (the group it is the callback of), traceparent and tracestate (the W3C
 --      trace context of the enqueue); a parent may be a job earlier in the same call.
--- Returns a flat list: id, created, id, created, ... in the order given. Wake tokens are
--- pushed once per job name, not once per job. A parent or group that does not exist is
--- an error reply starting with NOPARENT, and nothing of the call is written.
+-- Returns a flat list: id, created, id, created, ... in the order given. The ids of one
+-- name go into its queue in one LPUSH, and wake tokens are pushed once per name. A
+-- parent or group that does not exist is an error reply starting with NOPARENT, and
+-- nothing of the call is written.
 local now = tonumber(ARGV[1])
 local jobs = cmsgpack.unpack(ARGV[2])
 -- Checked before anything is written: a script that fails half-way keeps its writes.
 local made, groups = {}, {}
+local tied = false -- whether any job waits for others: made is kept only then
 for _, j in ipairs(jobs) do
-  local missing = missing_parent(j[9], made)
+  if (j[9] or '') ~= '' then
+    tied = true
+    break
+  end
+end
+for _, j in ipairs(jobs) do
+  local missing = tied and missing_parent(j[9], made)
   if not missing and (j[11] or '') ~= '' and not groups[j[11]]
       and redis.call('EXISTS', key_group(j[11])) == 0 then
     missing = 'group ' .. j[11]
@@ -22,13 +30,15 @@ for _, j in ipairs(jobs) do
   if missing then
     return no_parent(j[1], missing)
   end
-  made[j[1]] = true
+  if tied then
+    made[j[1]] = true
+  end
   if (j[10] or '') ~= '' then
     groups[j[10]] = true -- the group exists once a member is enqueued
   end
 end
 local out = {}
-local batch = {wake = {}, names = {}, ready = {}, scheduler = false}
+local batch = {push = {}, names = {}, ready = {}, scheduler = false}
 for _, j in ipairs(jobs) do
   local deps = nil
   if (j[9] or '') ~= '' or (j[10] or '') ~= '' or (j[11] or '') ~= '' then
@@ -38,13 +48,11 @@ for _, j in ipairs(jobs) do
   if (j[12] or '') ~= '' then
     trace = {j[12], j[13] or ''}
   end
-  local r = enqueue_one(j[1], j[2], j[3], now, j[4], j[5], j[6], j[7], j[8], batch, deps, trace)
-  out[#out + 1] = r[1]
-  out[#out + 1] = r[2]
+  local k = #out
+  out[k + 1], out[k + 2] = enqueue_one(j[1], j[2], j[3], now, j[4], j[5], j[6], j[7], j[8], batch,
+    deps, trace)
 end
-for name in pairs(batch.wake) do
-  wake(name)
-end
+push_batch(batch)
 local names = {}
 for name, add in pairs(batch.names) do
   if add then

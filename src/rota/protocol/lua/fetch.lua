@@ -68,12 +68,11 @@ for _, name in ipairs(checked) do
 end
 local deadline = str(now + lease)
 local MAX_BURY = 100
--- The fields read from each job hash; the args join them only when their size is within
--- the limit, so a huge value is never copied into the script.
+-- The fields read from each job hash, in one HMGET: the args with the rest, their size
+-- checked here (an HSTRLEN first would cost a command per job to spare the copy of a
+-- value over the limit, which only a producer that skipped every check can write).
 local FIELDS = {'name', 'state', 'token', 'attempts', 'failures', 'lost', 'enqueued_at',
-  'max_fails', 'timeout', 'deps', 'traceparent', 'tracestate'}
-local WITH_ARGS = {unpack(FIELDS)}
-WITH_ARGS[#WITH_ARGS + 1] = 'args'
+  'max_fails', 'timeout', 'deps', 'traceparent', 'tracestate', 'args'}
 
 local leased = {} -- name -> deadline, id, ... of this call's leases (ZADD at the end)
 local status = {} -- name -> false (unavailable), true (no limit) or slots left under it
@@ -196,28 +195,73 @@ local function reject(id, name, err)
   nburied = nburied + 1
 end
 
+-- Queue entries are popped several at a time (RPOP with a count, Redis 6.2): as many
+-- as this call may still lease from the name, at most its slots. Entries popped and not
+-- used go back to the tail in their order before the call ends (give_back), so no other
+-- client ever sees them gone.
+local popped = {} -- name -> the entries popped and not used yet, from index .at on
+local visits = {} -- name -> visits left in the given order (the robin's), this one included
+for i = 1, n do
+  local name = ARGV[5 + i]
+  visits[name] = (visits[name] or 0) + 1
+end
+local filling = false -- past the given order: the fill wants whatever is missing
+local missing = 0
+
+local function next_entry(name, qk)
+  local b = popped[name]
+  if b and b.at <= #b then
+    b.at = b.at + 1
+    return b[b.at - 1]
+  end
+  local k = filling and missing or visits[name]
+  local s = status[name]
+  if s ~= true and s < k then
+    k = s
+  end
+  local ok, got = pcall(redis.call, 'RPOP', qk, str(math.max(math.floor(k), 1)))
+  if not ok or not got then
+    return nil
+  end
+  got.at = 2
+  popped[name] = got
+  return got[1]
+end
+
+local function give_back()
+  for name, b in pairs(popped) do
+    if b.at <= #b then
+      local rest = {}
+      for i = #b, b.at, -1 do
+        rest[#rest + 1] = b[i]
+      end
+      call_chunked('RPUSH', key_queue(name), rest)
+    end
+  end
+end
+
 -- Pop entries of one queue until one job is leased; false when none could be.
 local function take(name)
   local qk = key_queue(name)
   while nburied < MAX_BURY do
-    local ok, id = pcall(redis.call, 'RPOP', qk)
-    if not ok or not id then
+    local id = next_entry(name, qk)
+    if not id then
       status[name] = false
       unready(name)
       return false
     end
     local jk = key_job(id)
-    -- HSTRLEN fails on a key that is not a hash, and is 0 for a missing key or field.
-    local sized, size
+    -- HMGET fails on a key that is not a hash, and finds no field of a missing key.
+    local read, f
     if sane_id(id) then
-      sized, size = pcall(redis.call, 'HSTRLEN', jk, 'args')
+      read, f = pcall(redis.call, 'HMGET', jk, unpack(FIELDS))
     end
-    if sized == nil then
+    local size = read and f[13] and #f[13] or 0
+    if read == nil then
       reject(id, name, 'queue entry is not a job id')
-    elseif not sized then
+    elseif not read then
       reject(id, name, 'job record is not a hash')
     else
-      local f = redis.call('HMGET', jk, unpack(size <= max_args and WITH_ARGS or FIELDS))
       local state = f[2]
       if state == 'running' or state == 'complete' or state == 'dead' or state == 'aborted'
         or (state == 'waiting' and redis.call('ZSCORE', K_WAITING, id))
@@ -280,13 +324,14 @@ local function take(name)
   return false
 end
 
-local missing = 0
 for i = 1, n do
   local name = ARGV[5 + i]
   if not (available(name) and take(name)) then
     missing = missing + 1
   end
+  visits[name] = visits[name] - 1
 end
+filling = true
 while missing > 0 and nburied < MAX_BURY do
   local progressed = false
   for _, name in ipairs(fill) do
@@ -302,8 +347,9 @@ while missing > 0 and nburied < MAX_BURY do
     break
   end
 end
+give_back()
 for name, entries in pairs(leased) do
-  call_chunked('ZADD', key_running(name), entries)
+  add_leases(key_running(name), entries)
   redis.call('SADD', K_LEASED, name) -- the reaper's usual passes visit these names
   local rate = rates[name]
   local left = conc[name] -- slots left under the concurrency limit (true: no limit)

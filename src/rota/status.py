@@ -1,0 +1,136 @@
+"""What the operator's reads return: a queue's figures, the jobs running now, a page of
+a job set, stats buckets, the live pools. :class:`rota.operations.Operations` builds them
+from Redis; the CLI and the web UI show them.
+
+Times are floats in seconds since the epoch, as in :class:`rota.JobRecord`. Redis holds
+them in ms (lease scores, stats bucket names, the pools' snapshots), and so does the web
+JSON API: they are turned into seconds here, where they are read, and back into ms only
+by what writes that JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
+
+from rota.protocol.job import JobRecord
+from rota.protocol.snapshot import PoolSnapshot
+
+__all__ = ["Bucket", "History", "LivePool", "Page", "PoolJob", "QueueInfo", "RunningJob"]
+
+
+class QueueInfo(msgspec.Struct, frozen=True):
+    """Figures of one job name's queue. ``latency`` is the age in seconds of its oldest
+    queued job (0 when empty); ``rate``: its rate limit as written (``"100/s"``)."""
+
+    name: str
+    size: int
+    latency: Annotated[float, Meta(description="age in seconds of the oldest queued job")]
+    running: int
+    limit: int | None
+    paused: bool
+    priority: int | None
+    rate: Annotated[str | None, Meta(description="its rate limit, e.g. '100/s'")] = None
+
+
+class RunningJob(msgspec.Struct, frozen=True):
+    """A job running now, read from the running sets and its record. ``since``: the
+    start of its current lease; ``deadline``: when the lease ends unless its pool
+    extends it (both in seconds since the epoch); ``progress``: what the handler last
+    reported with ``ctx.progress``; ``message``: its last ``ctx.checkin``, as its pool's
+    latest snapshot tells it."""
+
+    job_id: str
+    name: str
+    pool: str
+    since: Annotated[float, Meta(description="start of the current lease")]
+    deadline: Annotated[float, Meta(description="end of the lease unless its pool extends it")]
+    progress: Annotated[str, Meta(description="the handler's last ctx.progress")] = ""
+    message: Annotated[str, Meta(description="its last checkin, from its pool's snapshot")] = ""
+
+    @property
+    def host(self) -> str:
+        """The host of the pool running it (a pool id is ``host:pid:suffix``)."""
+        return self.pool.rsplit(":", 2)[0] if self.pool.count(":") >= 2 else self.pool
+
+    @property
+    def pid(self) -> int:
+        parts = self.pool.rsplit(":", 2)
+        return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else 0
+
+
+class Page(msgspec.Struct, frozen=True):
+    """One page of a job set, newest first for dead jobs, soonest first otherwise."""
+
+    total: int
+    offset: int
+    jobs: list[JobRecord]
+
+
+class Bucket(msgspec.Struct, frozen=True):
+    """The counters of one UTC minute or day, starting at ``start`` (seconds since the
+    epoch): ``processed``, ``failed``, ... and ``processed:<name>``, ... as stored; empty
+    when nothing ran."""
+
+    start: float
+    counts: dict[str, int]
+
+
+class History(msgspec.Struct, frozen=True):
+    """Stats buckets, oldest first; the last one is the current minute or day."""
+
+    minutes: list[Bucket]
+    days: list[Bucket]
+
+
+class PoolJob(msgspec.Struct, frozen=True):
+    """A job a live pool is running, as its latest snapshot tells: since when (seconds
+    since the epoch), and its last checkin message."""
+
+    job_id: str
+    name: str
+    since: float
+    message: str = ""
+
+
+class LivePool(msgspec.Struct, frozen=True, kw_only=True):
+    """A live pool: what its latest snapshot says (``started_at``, ``heartbeat_at``:
+    when it wrote it), the time of its last heartbeat, and whether it is stale (no
+    heartbeat for more than two of its intervals: stopped, or stuck). Times in seconds
+    since the epoch; ``heartbeat_interval`` in seconds, 0 for a pool of an older rota."""
+
+    id: str
+    host: str
+    pid: int
+    version: str
+    namespace: str
+    concurrency: int
+    jobs: list[str]
+    started_at: float
+    heartbeat_at: float
+    busy: list[PoolJob] = msgspec.field(default_factory=list)
+    heartbeat_interval: float = 0.0
+    last_heartbeat: float
+    stale: Annotated[bool, Meta(description="no heartbeat for over 2 intervals")]
+
+    @classmethod
+    def read(cls, snapshot: PoolSnapshot, last_heartbeat_ms: int, stale: bool) -> LivePool:
+        """The live pool of a snapshot as stored (times in ms)."""
+        s = snapshot
+        return cls(
+            id=s.id,
+            host=s.host,
+            pid=s.pid,
+            version=s.version,
+            namespace=s.namespace,
+            concurrency=s.concurrency,
+            jobs=s.jobs,
+            started_at=s.started_at / 1000,
+            heartbeat_at=s.heartbeat_at / 1000,
+            busy=[PoolJob(b.job_id, b.name, b.since / 1000, b.message) for b in s.busy],
+            heartbeat_interval=s.heartbeat_interval,
+            last_heartbeat=last_heartbeat_ms / 1000,
+            stale=stale,
+        )

@@ -10,7 +10,10 @@ by what writes that JSON.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
+from msgspec import Meta
 
 from rota.protocol.job import JobRecord
 from rota.protocol.snapshot import PoolSnapshot
@@ -24,12 +27,12 @@ class QueueInfo(msgspec.Struct, frozen=True):
 
     name: str
     size: int
-    latency: float
+    latency: Annotated[float, Meta(description="age in seconds of the oldest queued job")]
     running: int
     limit: int | None
     paused: bool
     priority: int | None
-    rate: str | None = None
+    rate: Annotated[str | None, Meta(description="its rate limit, e.g. '100/s'")] = None
 
 
 class RunningJob(msgspec.Struct, frozen=True):
@@ -42,10 +45,10 @@ class RunningJob(msgspec.Struct, frozen=True):
     job_id: str
     name: str
     pool: str
-    since: float
-    deadline: float
-    progress: str = ""
-    message: str = ""
+    since: Annotated[float, Meta(description="start of the current lease")]
+    deadline: Annotated[float, Meta(description="end of the lease unless its pool extends it")]
+    progress: Annotated[str, Meta(description="the handler's last ctx.progress")] = ""
+    message: Annotated[str, Meta(description="its last checkin, from its pool's snapshot")] = ""
 
     @property
     def host(self) -> str:
@@ -110,7 +113,7 @@ class LivePool(msgspec.Struct, frozen=True, kw_only=True):
     busy: list[PoolJob] = msgspec.field(default_factory=list)
     heartbeat_interval: float = 0.0
     last_heartbeat: float
-    stale: bool
+    stale: Annotated[bool, Meta(description="no heartbeat for over 2 intervals")]
 
     @classmethod
     def read(cls, snapshot: PoolSnapshot, last_heartbeat_ms: int, stale: bool) -> LivePool:

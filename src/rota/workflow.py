@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
+from msgspec import Meta
 
 from rota.errors import JobNotFound
 from rota.protocol.job import new_id
@@ -44,10 +45,10 @@ class GroupProgress(msgspec.Struct, frozen=True):
 
     id: str
     total: int
-    done: int
-    failed: int
-    then: str | None  # the callback's job id
-    created_at: int | None
+    done: Annotated[int, Meta(description="members complete")]
+    failed: Annotated[int, Meta(description="members that ended dead or aborted")]
+    then: Annotated[str | None, Meta(description="the callback's job id")]
+    created_at: Annotated[int | None, Meta(description="ms since the epoch")]
 
     @property
     def finished(self) -> bool:

@@ -1,14 +1,17 @@
-"""The OpenAPI document is valid, and requests generated from it (valid and invalid)
-never get a server error from a real server on real Redis."""
+"""The OpenAPI document is valid, describes every field of the types the API sends and
+takes, and requests generated from it (valid and invalid) never get a server error from
+a real server on real Redis."""
 
 from __future__ import annotations
 
+import typing
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import httpx
+import msgspec
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -23,8 +26,19 @@ from schemathesis.checks import (
 from schemathesis.core.result import Ok
 from starlette.routing import Route
 
-from rota import Client, Settings
-from rota.web import create_app
+from rota import (
+    Client,
+    Enqueued,
+    GroupProgress,
+    JobRecord,
+    JobSpec,
+    LivePool,
+    PoolJob,
+    QueueInfo,
+    RunningJob,
+    Settings,
+)
+from rota.web import bodies, create_app, request_bodies
 from rota.web.openapi import spec
 from tests.helpers import pool_settings
 from tests.redis_server import RedisServer
@@ -98,3 +112,147 @@ def test_generated_requests_get_no_server_error(live: str, mode: GenerationMode)
             case.validate_response(response, checks=CHECKS)
 
         check()
+
+
+#: Every type defined in ``rota.web.bodies`` and ``rota.web.request_bodies``; ``JobDetail``
+#: and ``JobTimes`` are parts of ``Job``, not components of their own.
+OWN: list[type[msgspec.Struct]] = [
+    kind
+    for module in (bodies, request_bodies)
+    for kind in vars(module).values()
+    if isinstance(kind, type) and issubclass(kind, msgspec.Struct)
+    if kind.__module__ == module.__name__
+]
+#: The bodies of their own that mirror one of rota's types, its times in ms.
+MIRRORING = [kind for kind in OWN if hasattr(kind, "mirrors")]
+#: Fields a body carries in place of its type's field of the same name, with another
+#: meaning: a pool's ``busy`` is how many jobs it runs, not the list of them.
+REPLACED = {(bodies.Pool, "busy")}
+#: The document's component that carries the fields of each of rota's types, beside
+#: every type of ``rota.web.bodies`` under its own name. ``Job`` is a record with the
+#: fields of ``JobDetail`` added, its times among them.
+CARRIED_BY: list[tuple[str, type[msgspec.Struct]]] = [
+    ("Queue", QueueInfo),
+    ("Pool", LivePool),
+    ("BusyWorker", RunningJob),
+    ("GroupProgress", GroupProgress),
+    ("Group", GroupProgress),
+    ("Job", JobRecord),
+    ("Job", bodies.JobDetail),
+    ("Job", bodies.JobTimes),
+    ("Enqueued", Enqueued),
+]
+CARRIED_BY += [(k.__name__, k) for k in OWN if k not in (bodies.JobDetail, bodies.JobTimes)]
+#: Options of ``JobSpec`` that ``POST /api/jobs`` does not take: the server picks job
+#: ids, and a unique key is held for the server's ``unique_ttl``.
+NOT_TAKEN = {"job_id", "unique_ttl"}
+
+
+def _properties(document: dict[str, Any], component: str) -> set[str]:
+    return set(document["components"]["schemas"][component]["properties"])
+
+
+@pytest.mark.parametrize(("component", "kind"), CARRIED_BY, ids=lambda x: getattr(x, "__name__", x))
+def test_served_document_has_every_field_of_the_types(
+    live: str, component: str, kind: type[msgspec.Struct]
+) -> None:
+    document = httpx.get(live + "/api/openapi.json").json()
+    missing = set(kind.__struct_encode_fields__) - _properties(document, component)
+    assert not missing, f"{component} lacks the fields {sorted(missing)} of {kind.__name__}"
+
+
+def test_the_bodies_that_mirror_a_type_are_listed() -> None:
+    assert sorted(k.__name__ for k in MIRRORING) == sorted(k.__name__ for k in bodies.MIRRORS)
+    assert {k.mirrors for k in bodies.MIRRORS} == {LivePool, RunningJob}
+
+
+@pytest.mark.parametrize("kind", bodies.MIRRORS, ids=lambda k: k.__name__)
+def test_a_body_carries_every_field_of_the_type_it_mirrors_in_order(
+    kind: type[bodies.Pool | bodies.BusyWorker],
+) -> None:
+    """A field added to ``LivePool`` or ``RunningJob`` fails here until its body carries
+    it, in the same place (the JSON keeps the type's order), as the same type or, for a
+    time in seconds, as ms."""
+    theirs = kind.mirrors.__struct_encode_fields__
+    carried = [f for f in kind.__struct_encode_fields__ if f in theirs]
+    assert carried == list(theirs), f"{kind.__name__} must carry {kind.mirrors.__name__}'s fields"
+    own, their = typing.get_type_hints(kind), typing.get_type_hints(kind.mirrors)
+    for name in theirs:
+        if name in bodies.ms_fields(kind):
+            assert their[name] in (float, float | None), (kind.__name__, name)
+        elif (kind, name) not in REPLACED:
+            assert own[name] == their[name], (kind.__name__, name)
+
+
+def test_the_times_sent_in_ms_are_the_fields_typed_ms() -> None:
+    """``mirror`` turns these from seconds into ms, and no other field: a group's
+    ``created_at`` is in ms already (as its hash holds it), whatever its description."""
+    times = {k.__name__: sorted(bodies.ms_fields(k)) for k in OWN if bodies.ms_fields(k)}
+    record_times = ["enqueued_at", "finished_at", "run_at", "started_at"]
+    assert times == {
+        "Bucket": ["start"],
+        "Pool": ["heartbeat_at", "last_heartbeat", "started_at"],
+        "BusyWorker": ["deadline", "since"],
+        "JobTimes": record_times,
+        "JobDetail": record_times,
+    }
+
+
+def test_a_mirrored_body_has_the_times_in_ms() -> None:
+    live = LivePool(
+        id="h:1:x",
+        host="h",
+        pid=1,
+        version="1",
+        namespace="n",
+        concurrency=2,
+        jobs=["a"],
+        started_at=1700000000.25,
+        heartbeat_at=1700000001.5,
+        busy=[PoolJob("j", "a", 1700000000.75)],
+        heartbeat_interval=5.0,
+        last_heartbeat=1700000002.125,
+        stale=False,
+    )
+    pool = msgspec.json.encode(bodies.mirror(bodies.Pool, live, busy=1))
+    assert pool == (
+        b'{"id":"h:1:x","host":"h","pid":1,"version":"1","namespace":"n","concurrency":2,'
+        b'"jobs":["a"],"started_at":1700000000250,"heartbeat_at":1700000001500,"busy":1,'
+        b'"heartbeat_interval":5.0,"last_heartbeat":1700000002125,"stale":false}'
+    )
+    running = RunningJob("j", "a", "h:1:x", 1700000000.75, 1700000030.0, "50", "hi")
+    assert msgspec.json.encode(bodies.mirror(bodies.BusyWorker, running)) == (
+        b'{"job_id":"j","name":"a","pool":"h:1:x","since":1700000000750,'
+        b'"deadline":1700000030000,"progress":"50","message":"hi","host":"h","pid":1}'
+    )
+
+
+def test_a_summary_is_a_part_of_the_record_and_enqueue_takes_the_job_options(live: str) -> None:
+    document = httpx.get(live + "/api/openapi.json").json()
+    assert set(bodies.SUMMARY) <= set(JobRecord.__struct_fields__)
+    assert _properties(document, "JobSummary") == set(bodies.SUMMARY)
+    options = set(JobSpec.__struct_fields__) - NOT_TAKEN
+    missing = options - _properties(document, "EnqueueRequest")
+    assert not missing, f"POST /api/jobs does not take {sorted(missing)}: take or list them"
+
+
+def test_answers_carry_the_documented_fields_and_no_others(live: str) -> None:
+    document = httpx.get(live + "/api/openapi.json").json()
+    enqueued = httpx.post(live + "/api/jobs", json={"name": "ok", "delay": 3600})
+    job_id = enqueued.json()["id"]
+    scheduled = httpx.get(live + "/api/scheduled").json()
+    answers = {
+        "Enqueued": [enqueued.json()],
+        "Queue": httpx.get(live + "/api/queues").json()["queues"],
+        "Pools": [httpx.get(live + "/api/pools").json()],
+        "JobPage": [scheduled],
+        "JobSummary": scheduled["jobs"],
+        "Job": [httpx.get(f"{live}/api/jobs/{job_id}").json()],
+        "Flow": [httpx.get(f"{live}/api/flows/{job_id}").json()],
+        "Dashboard": [httpx.get(live + "/api/dashboard").json()],
+        "Redis": [httpx.get(live + "/api/redis").json()],
+    }
+    for component, found in answers.items():
+        assert found, component
+        for answer in found:
+            assert set(answer) == _properties(document, component), component

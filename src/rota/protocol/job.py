@@ -11,9 +11,10 @@ import string
 import time
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
+from msgspec import Meta
 
 __all__ = [
     "FETCH_FIELDS",
@@ -174,7 +175,7 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
     id: str
     name: str
     state: State
-    args: str | None
+    args: Annotated[str | None, Meta(description="the args as stored: JSON text")]
     attempts: int = 0
     failures: int = 0
     lost: int = 0
@@ -191,10 +192,10 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
     result: str | None = None
     progress: str | None = None
     raw: str | None = None
-    after: tuple[str, ...] = ()
-    pending: int = 0
-    group: str | None = None
-    waits_group: str | None = None
+    after: Annotated[tuple[str, ...], Meta(description="ids of the jobs it waits for")] = ()
+    pending: Annotated[int, Meta(description="how many of them are not complete yet")] = 0
+    group: Annotated[str | None, Meta(description="the group it is a member of")] = None
+    waits_group: Annotated[str | None, Meta(description="the group it is the callback of")] = None
 
     @classmethod
     def from_hash(cls, job_id: str, h: Mapping[Any, Any]) -> JobRecord:

@@ -21,32 +21,24 @@ from starlette.routing import BaseRoute, Route
 from rota.client import JobSpec
 from rota.errors import JobNotFound, PayloadTooLarge
 from rota.protocol.job import validate_name
+from rota.web import bodies as b
 from rota.web import views
 from rota.web.base import ApiError, JSONResponse, client_of, int_param, state_of
 from rota.web.openapi import spec
+from rota.web.request_bodies import (
+    MAX_DELAY,
+    MAX_EPOCH,
+    MAX_FAILS,
+    MAX_IDS,
+    MAX_LIMIT,
+    MAX_UNIQUE,
+    EnqueueRequest,
+    Ids,
+    LimitRequest,
+    RateRequest,
+)
 
 __all__ = ["routes"]
-
-MAX_IDS = 1000
-_MAX_DELAY = 10 * 365 * 86400.0
-_MAX_EPOCH = 253402300799.0  # 9999-12-31T23:59:59Z
-
-
-class EnqueueBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    name: str
-    args: list[Any] | None = None
-    kwargs: dict[str, Any] | None = None
-    delay: float | None = None
-    run_at: float | str | None = None
-    unique: str | None = None
-    max_fails: int | None = None
-    timeout: float | None = None
-    after: list[str] | None = None
-
-
-class IdsBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    ids: list[str] | None = None
-    all: bool = False
 
 
 async def _body(request: Request, kind: type[Any]) -> Any:
@@ -155,51 +147,43 @@ async def openapi(request: Request) -> Response:
 async def pause(request: Request) -> Response:
     name = await _known_queue(request)
     await client_of(request).pause(name)
-    return JSONResponse({"name": name, "paused": True})
+    return JSONResponse(b.QueueState(name, paused=True))
 
 
 async def resume(request: Request) -> Response:
     name = await _known_queue(request)
     await client_of(request).resume(name)
-    return JSONResponse({"name": name, "paused": False})
-
-
-class RateBody(msgspec.Struct, forbid_unknown_fields=True):
-    rate: str | None
-
-
-class LimitBody(msgspec.Struct, forbid_unknown_fields=True):
-    limit: int | None
+    return JSONResponse(b.QueueState(name, paused=False))
 
 
 async def set_rate(request: Request) -> Response:
     name = await _known_queue(request)
-    body: RateBody = await _body(request, RateBody)
+    body: RateRequest = await _body(request, RateRequest)
     try:
         await client_of(request).set_rate(name, body.rate)
     except ValueError as exc:
         raise ApiError(422, str(exc)) from None
     (info,) = await client_of(request).queues([name])
-    return JSONResponse({"name": name, "rate": info.rate})
+    return JSONResponse(b.QueueRate(name, info.rate))
 
 
 async def set_limit(request: Request) -> Response:
     name = await _known_queue(request)
-    body: LimitBody = await _body(request, LimitBody)
-    if body.limit is not None and not 1 <= body.limit <= 1_000_000:
-        raise ApiError(422, "limit: give 1 to 1000000 jobs at once, or null for no limit")
+    body: LimitRequest = await _body(request, LimitRequest)
+    if body.limit is not None and not 1 <= body.limit <= MAX_LIMIT:
+        raise ApiError(422, f"limit: give 1 to {MAX_LIMIT} jobs at once, or null for no limit")
     await client_of(request).set_limit(name, body.limit)
-    return JSONResponse({"name": name, "limit": body.limit})
+    return JSONResponse(b.QueueLimit(name, body.limit))
 
 
 async def clear(request: Request) -> Response:
     name = await _known_queue(request)
-    return JSONResponse({"name": name, "deleted": await client_of(request).clear_queue(name)})
+    return JSONResponse(b.Cleared(name, await client_of(request).clear_queue(name)))
 
 
 def set_action(which: views.JobSet, action: str) -> Any:
     async def act(request: Request) -> Response:
-        body: IdsBody = await _body(request, IdsBody)
+        body: Ids = await _body(request, Ids)
         if body.all == (body.ids is not None):
             raise ApiError(422, 'give "ids" (a list of job ids) or "all": true, not both')
         if body.ids is not None and not 1 <= len(body.ids) <= MAX_IDS:
@@ -211,8 +195,8 @@ def set_action(which: views.JobSet, action: str) -> Any:
             if missing:
                 raise ApiError(404, f"not among the {which} jobs: {', '.join(missing[:10])}")
         if action == "retry":
-            return JSONResponse({"retried": await client.retry(which, ids)})
-        return JSONResponse({"deleted": await client.delete(which, ids)})
+            return JSONResponse(b.Retried(await client.retry(which, ids)))
+        return JSONResponse(b.Deleted(await client.delete(which, ids)))
 
     act.__name__ = f"api_{which}_{action}"
     return act
@@ -223,15 +207,15 @@ async def abort(request: Request) -> Response:
     client = client_of(request)
     if await client.job(job_id) is None:
         raise ApiError(404, f"no job {job_id!r}")
-    return JSONResponse({"id": job_id, "was": await client.abort(job_id)})
+    return JSONResponse(b.Aborted(job_id, await client.abort(job_id)))
 
 
-def _run_at(body: EnqueueBody) -> float | None:
+def _run_at(body: EnqueueRequest) -> float | None:
     if body.delay is not None and body.run_at is not None:
         raise ApiError(422, 'give "delay" or "run_at", not both')
     if body.delay is not None:
-        if not (math.isfinite(body.delay) and 0 <= body.delay <= _MAX_DELAY):
-            raise ApiError(422, f"delay: seconds from 0 to {_MAX_DELAY:.0f}")
+        if not (math.isfinite(body.delay) and 0 <= body.delay <= MAX_DELAY):
+            raise ApiError(422, f"delay: seconds from 0 to {MAX_DELAY:.0f}")
         return time.time() + body.delay
     if isinstance(body.run_at, str):
         try:
@@ -247,23 +231,23 @@ def _run_at(body: EnqueueBody) -> float | None:
 
 
 def _epoch(value: float) -> float:
-    if not (math.isfinite(value) and 0 <= value <= _MAX_EPOCH):
+    if not (math.isfinite(value) and 0 <= value <= MAX_EPOCH):
         raise ApiError(422, "run_at: a time from 1970 to 9999")
     return value
 
 
 async def enqueue(request: Request) -> Response:
-    body: EnqueueBody = await _body(request, EnqueueBody)
+    body: EnqueueRequest = await _body(request, EnqueueRequest)
     if body.args is not None and body.kwargs is not None:
         raise ApiError(422, 'give "args" or "kwargs", not both')
-    if body.max_fails is not None and not 1 <= body.max_fails <= 1_000_000:
-        raise ApiError(422, "max_fails: from 1 to 1000000")
+    if body.max_fails is not None and not 1 <= body.max_fails <= MAX_FAILS:
+        raise ApiError(422, f"max_fails: from 1 to {MAX_FAILS}")
     if body.timeout is not None and not (
-        math.isfinite(body.timeout) and 0 < body.timeout <= _MAX_DELAY
+        math.isfinite(body.timeout) and 0 < body.timeout <= MAX_DELAY
     ):
         raise ApiError(422, "timeout: seconds, more than 0")
-    if body.unique is not None and not 1 <= len(body.unique) <= 1024:
-        raise ApiError(422, "unique: 1 to 1024 characters")
+    if body.unique is not None and not 1 <= len(body.unique) <= MAX_UNIQUE:
+        raise ApiError(422, f"unique: 1 to {MAX_UNIQUE} characters")
     if body.after is not None and len(body.after) > MAX_IDS:
         raise ApiError(422, f"after: at most {MAX_IDS} job ids")
     spec_ = JobSpec(
@@ -285,7 +269,7 @@ async def enqueue(request: Request) -> Response:
     except (ValueError, TypeError) as exc:
         raise ApiError(422, str(exc)) from None
     status = 201 if job_.created else 200
-    return JSONResponse({"id": job_.id, "name": job_.name, "created": job_.created}, status)
+    return JSONResponse(job_, status)
 
 
 def _routes() -> list[BaseRoute]:

@@ -25,6 +25,7 @@ from rota.errors import RedisRefused
 from rota.outage import MEANING, Condition, condition
 from rota.web import api, pages
 from rota.web.base import ApiError, JSONResponse, WebState, make_templates, render, state_of
+from rota.web.bodies import Error
 from rota.web.metrics import metrics
 from rota.web.security import Auth, SecurityMiddleware, json_refusal, wants_json
 
@@ -53,7 +54,7 @@ def _refusal(request: Request, status: int, text: str, auth: Auth) -> Response:
 
 def _error(request: Request, status: int, message: str) -> Response:
     if wants_json(request):
-        return JSONResponse({"error": message}, status_code=status)
+        return JSONResponse(Error(message), status_code=status)
     return render(request, "error.html", {"status": status, "message": message}, status)
 
 
@@ -102,7 +103,7 @@ async def _redis_trouble(request: Request, exc: Exception) -> Response:
 
 async def _server_error(request: Request, exc: Exception) -> Response:
     # answered outside the middleware, so plain JSON whoever asks (and uvicorn logs it)
-    return JSONResponse({"error": "internal error: see the server's log"}, status_code=500)
+    return JSONResponse(Error("internal error: see the server's log"), status_code=500)
 
 
 #: What each error is answered with.

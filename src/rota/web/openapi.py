@@ -7,22 +7,15 @@ import functools
 from typing import Any
 
 from rota import __version__
-from rota.web.schemas import (
-    ID_PATTERN,
-    INT,
-    JOB_SETS,
-    NAME_PATTERN,
-    RETRYABLE,
-    STR,
-    Schema,
-    components,
-    ref,
-)
+from rota.web import bodies as b
+from rota.web import request_bodies as r
+from rota.web.schemas import ID_PATTERN, INT, STR, Body, Schema, components, ref
+from rota.web.views import JOB_SETS, RETRYABLE
 
 __all__ = ["spec"]
 
 
-def _json(schema: str, description: str = "OK") -> dict[str, Any]:
+def _json(schema: Body, description: str = "OK") -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": ref(schema)}}}
 
 
@@ -38,10 +31,10 @@ def _errors(*codes: int) -> dict[str, Any]:
         503: "Redis is unavailable, or refuses the request for now (out of memory, a"
         " read-only replica, loading its data set...); the error says which",
     }
-    return {str(c): _json("Error", text[c]) for c in (*codes, 401, 503)}
+    return {str(c): _json(b.Error, text[c]) for c in (*codes, 401, 503)}
 
 
-def _get(op_id: str, summary: str, schema: str, *codes: int, **extra: Any) -> dict[str, Any]:
+def _get(op_id: str, summary: str, schema: Body, *codes: int, **extra: Any) -> dict[str, Any]:
     return {
         "get": {
             "operationId": op_id,
@@ -52,7 +45,7 @@ def _get(op_id: str, summary: str, schema: str, *codes: int, **extra: Any) -> di
     }
 
 
-def _post(op_id: str, summary: str, schema: str, *codes: int, **extra: Any) -> dict[str, Any]:
+def _post(op_id: str, summary: str, schema: Body, *codes: int, **extra: Any) -> dict[str, Any]:
     return {
         "post": {
             "operationId": op_id,
@@ -80,13 +73,13 @@ def _path(name: str, pattern: str | None = None) -> Schema:
     return {"name": name, "in": "path", "required": True, "schema": schema}
 
 
-def _body(schema: str) -> Schema:
+def _body(schema: Body) -> Schema:
     return {"required": True, "content": {"application/json": {"schema": ref(schema)}}}
 
 
 # Long on purpose: one entry per route, read as a table beside web/api.py's routes.
 def _paths() -> dict[str, Any]:
-    name = [_path("name", NAME_PATTERN)]
+    name = [_path("name", r.NAME_PATTERN)]
     job_id = [_path("job_id", ID_PATTERN)]
     paging = [
         _query("offset", {**INT, "minimum": 0}, "default 0"),
@@ -96,27 +89,27 @@ def _paths() -> dict[str, Any]:
         "/api/dashboard": _get(
             "dashboard",
             "Totals, sizes, and processed/failed per minute and per day",
-            "Dashboard",
+            b.Dashboard,
             400,
             parameters=[
                 _query("minutes", {**INT, "minimum": 1, "maximum": 120}, "default 60"),
                 _query("days", {**INT, "minimum": 1, "maximum": 90}, "default 30"),
             ],
         ),
-        "/api/queues": _get("queues", "Every queue's figures", "Queues"),
-        "/api/pools": _get("pools", "Live pools and their heartbeats", "Pools"),
-        "/api/busy": _get("busy", "Jobs running now, from the running sets", "Busy"),
-        "/api/redis": _get("redis", "Redis server figures and round trip", "Redis"),
+        "/api/queues": _get("queues", "Every queue's figures", b.Queues),
+        "/api/pools": _get("pools", "Live pools and their heartbeats", b.Pools),
+        "/api/busy": _get("busy", "Jobs running now, from the running sets", b.Busy),
+        "/api/redis": _get("redis", "Redis server figures and round trip", b.Redis),
         "/api/jobs/{job_id}": _get(
             "job", "Everything about one job", "Job", 404, parameters=job_id
         ),
         "/api/jobs/{job_id}/abort": _post(
-            "abort", "Abort a job", "Aborted", 404, parameters=job_id
+            "abort", "Abort a job", b.Aborted, 404, parameters=job_id
         ),
         "/api/groups/{group_id}": _get(
             "group",
             "A group's progress, its callback, and a page of its members",
-            "Group",
+            b.Group,
             400,
             404,
             parameters=[_path("group_id", ID_PATTERN), *paging],
@@ -124,7 +117,7 @@ def _paths() -> dict[str, Any]:
         "/api/flows/{job_id}": _get(
             "flow",
             "The graph of the workflow a job belongs to (at most 200 jobs)",
-            "Flow",
+            b.Flow,
             404,
             parameters=job_id,
         ),
@@ -132,46 +125,46 @@ def _paths() -> dict[str, Any]:
             "post": {
                 "operationId": "enqueue",
                 "summary": "Enqueue a job",
-                "requestBody": _body("EnqueueRequest"),
+                "requestBody": _body(r.EnqueueRequest),
                 "responses": {
-                    "201": _json("Enqueued", "enqueued"),
-                    "200": _json("Enqueued", "nothing new: the unique key is held"),
+                    "201": _json(b.Enqueued, "enqueued"),
+                    "200": _json(b.Enqueued, "nothing new: the unique key is held"),
                     **_errors(400, 403, 413, 415, 422),
                 },
             }
         },
     }
-    for action, schema in (("pause", "QueueState"), ("resume", "QueueState"), ("clear", "Cleared")):
+    for action, schema in (("pause", b.QueueState), ("resume", b.QueueState), ("clear", b.Cleared)):
         paths[f"/api/queues/{{name}}/{action}"] = _post(
             f"queue_{action}", f"{action.capitalize()} a queue", schema, 404, parameters=name
         )
     paths["/api/queues/{name}/rate"] = _post(
         "queue_rate",
         "Set or remove the rate limit of a queue (across all pools)",
-        "QueueRate",
+        b.QueueRate,
         400,
         404,
         415,
         422,
         parameters=name,
-        requestBody=_body("RateRequest"),
+        requestBody=_body(r.RateRequest),
     )
     paths["/api/queues/{name}/limit"] = _post(
         "queue_limit",
         "Set or remove the concurrency limit of a queue (across all pools)",
-        "QueueLimit",
+        b.QueueLimit,
         400,
         404,
         415,
         422,
         parameters=name,
-        requestBody=_body("LimitRequest"),
+        requestBody=_body(r.LimitRequest),
     )
     for which in JOB_SETS:
         paths[f"/api/{which}"] = _get(
             f"list_{which}",
             f"A page of the {which} jobs, searchable by id and name",
-            "JobPage",
+            b.JobPage,
             400,
             parameters=[
                 _query("offset", {**INT, "minimum": 0}, "default 0"),
@@ -179,18 +172,18 @@ def _paths() -> dict[str, Any]:
                 _query("q", {**STR, "maxLength": 200}, "part of a job id or name"),
             ],
         )
-        for action, schema in (("retry", "Retried"), ("delete", "Deleted")):
-            if action == "retry" and which not in RETRYABLE:
+        for act, answer in (("retry", b.Retried), ("delete", b.Deleted)):
+            if act == "retry" and which not in RETRYABLE:
                 continue
-            paths[f"/api/{which}/{action}"] = _post(
-                f"{which}_{action}",
-                f"{action.capitalize()} {which} jobs: some ids, or all",
-                schema,
+            paths[f"/api/{which}/{act}"] = _post(
+                f"{which}_{act}",
+                f"{act.capitalize()} {which} jobs: some ids, or all",
+                answer,
                 400,
                 404,
                 415,
                 422,
-                requestBody=_body("Ids"),
+                requestBody=_body(r.Ids),
             )
     return paths
 

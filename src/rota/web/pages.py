@@ -1,13 +1,14 @@
 """The HTML pages and the form actions behind their buttons.
 
-Each page renders the dict its JSON twin under ``/api/`` returns. Actions answer with a
-303 redirect back to the page they came from.
+Each page renders what its JSON twin under ``/api/`` returns, as the plain values its
+JSON carries. Actions answer with a 303 redirect back to the page they came from.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -26,8 +27,14 @@ REFRESH = 5  # seconds between refreshes of a page's figures
 PER_PAGE = 25
 
 
+def _plain(body: object) -> dict[str, Any]:
+    """A body of :mod:`rota.web.bodies` as its JSON carries it (dicts, lists, text)."""
+    data: dict[str, Any] = msgspec.to_builtins(body)
+    return data
+
+
 async def dashboard(request: Request) -> Response:
-    data = await views.dashboard(client_of(request))
+    data = _plain(await views.dashboard(client_of(request)))
     charts = {
         "minutes": bar_chart(data["minutes"], "minute"),
         "days": bar_chart(data["days"], "day"),
@@ -40,17 +47,17 @@ async def dashboard(request: Request) -> Response:
 
 
 async def queues(request: Request) -> Response:
-    data = await views.queues(client_of(request))
+    data = _plain(await views.queues(client_of(request)))
     return render(request, "queues.html", {"data": data, "api": "/api/queues", "refresh": REFRESH})
 
 
 async def pools(request: Request) -> Response:
-    data = await views.pools(client_of(request), state_of(request).settings)
+    data = _plain(await views.pools(client_of(request), state_of(request).settings))
     return render(request, "pools.html", {"data": data, "api": "/api/pools", "refresh": REFRESH})
 
 
 async def busy(request: Request) -> Response:
-    data = await views.busy(client_of(request))
+    data = _plain(await views.busy(client_of(request)))
     return render(request, "busy.html", {"data": data, "api": "/api/busy", "refresh": REFRESH})
 
 
@@ -65,7 +72,7 @@ def job_set_page(which: views.JobSet) -> Any:
     async def page(request: Request) -> Response:
         offset = _clamped(request, "offset", 0, 10**9)
         q = request.query_params.get("q", "")[:200]
-        data = await views.job_page(client_of(request), which, offset, PER_PAGE, q)
+        data = _plain(await views.job_page(client_of(request), which, offset, PER_PAGE, q))
         query = request.url.query
         api = f"/api/{which}" + (f"?{query}" if query else "")
         context = {
@@ -86,9 +93,10 @@ def job_set_page(which: views.JobSet) -> Any:
 
 async def job(request: Request) -> Response:
     job_id = request.path_params["job_id"]
-    data = await views.job_detail(client_of(request), job_id)
-    if data is None:
+    found = await views.job_detail(client_of(request), job_id)
+    if found is None:
         raise HTTPException(404, f"no job {job_id}")
+    data = _plain(found)
     refresh = REFRESH if data["state"] in ("queued", "running", "waiting") else 0
     context = {
         "job": data,
@@ -115,9 +123,10 @@ def _settled(nodes: list[dict[str, Any]]) -> bool:
 
 async def flow(request: Request) -> Response:
     job_id = request.path_params["job_id"]
-    data = await views.flow(client_of(request), job_id)
-    if data is None:
+    found = await views.flow(client_of(request), job_id)
+    if found is None:
         raise HTTPException(404, f"no job {job_id}")
+    data = _plain(found)
     context = {
         "data": data,
         "g": layout(data["nodes"], data["edges"], focus=job_id),
@@ -131,9 +140,10 @@ async def flow(request: Request) -> Response:
 async def group(request: Request) -> Response:
     group_id = request.path_params["group_id"]
     offset = _clamped(request, "offset", 0, 10**9)
-    data = await views.group_detail(client_of(request), group_id, offset, PER_PAGE)
-    if data is None:
+    found = await views.group_detail(client_of(request), group_id, offset, PER_PAGE)
+    if found is None:
         raise HTTPException(404, f"no group {group_id} (never enqueued, or expired)")
+    data = _plain(found)
     nodes = list(data["members"])
     edges = []
     if data["then"] is not None:
@@ -154,7 +164,7 @@ async def group(request: Request) -> Response:
 
 
 async def redis_page(request: Request) -> Response:
-    data = await views.redis_info(client_of(request))
+    data = _plain(await views.redis_info(client_of(request)))
     return render(request, "redis.html", {"data": data, "api": "/api/redis", "refresh": REFRESH})
 
 

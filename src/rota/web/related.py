@@ -1,5 +1,6 @@
-"""The jobs a job is tied to, as JSON-ready dicts: its parents and children, its group,
-and the whole flow it belongs to, read in as few round trips as the graph allows.
+"""The jobs a job is tied to, as the bodies of :mod:`rota.web.bodies`: its parents and
+children, its group, and the whole flow it belongs to, read in as few round trips as the
+graph allows.
 
 Split from :mod:`rota.web.views` so that the page data for single jobs and sets stays
 short; both are read through :class:`rota.client.Client`.
@@ -14,6 +15,7 @@ import redis.exceptions
 
 from rota.client import Client
 from rota.protocol.job import JobRecord, state_text
+from rota.web import bodies as b
 from rota.workflow import GroupProgress
 
 __all__ = [
@@ -24,9 +26,7 @@ __all__ = [
     "flow",
     "group_detail",
     "job_detail",
-    "ms",
     "rels",
-    "times_ms",
 ]
 
 #: The state shown for a related job whose record is gone (expired, or deleted).
@@ -37,24 +37,6 @@ FLOW_LIMIT: Final = 200
 CHILDREN_LIMIT: Final = 500
 #: States a job stays in: a page showing only these has nothing to refresh.
 FINAL_STATES: Final = frozenset({"complete", "dead", "aborted", MISSING})
-
-
-def _asdict(value: msgspec.Struct) -> dict[str, Any]:
-    return msgspec.structs.asdict(value)
-
-
-def ms(seconds: float) -> int:
-    """A time as the JSON API and the pages carry it: ms since the epoch (the Python
-    API has seconds)."""
-    return round(seconds * 1000)
-
-
-def times_ms(record: JobRecord) -> dict[str, int | None]:
-    """A record's times in ms (see :func:`ms`)."""
-    return {
-        name: None if (t := getattr(record, name)) is None else ms(t)
-        for name in ("enqueued_at", "run_at", "started_at", "finished_at")
-    }
 
 
 def _pretty(text: str | None) -> tuple[Any, str | None]:
@@ -68,15 +50,15 @@ def _pretty(text: str | None) -> tuple[Any, str | None]:
     return value, msgspec.json.format(text, indent=2)
 
 
-def _progress(text: str | None) -> dict[str, Any] | None:
+def _progress(text: str | None) -> b.JobProgress | None:
     if not text:
         return None
     head, _, message = text.partition(" ")
     try:
         percent = float(head)
     except ValueError:
-        return {"percent": None, "message": text}
-    return {"percent": percent, "message": message}
+        return b.JobProgress(None, text)
+    return b.JobProgress(percent, message)
 
 
 def _t(value: Any) -> str:
@@ -101,13 +83,13 @@ def _read(value: Any) -> Any:
 _REL_FIELDS: Final = ("name", "state", "enqueued_at")
 
 
-def _rel(job_id: str, row: Any) -> dict[str, Any]:
+def _rel(job_id: str, row: Any) -> b.Related:
     """``{id, name, state}`` of a related job from ``HMGET name state ...``; a job with
     no record is ``missing``."""
     row = _read(row)
     if not row or all(v is None for v in row):
-        return {"id": job_id, "name": None, "state": MISSING}
-    return {"id": job_id, "name": _opt_t(row[0]), "state": state_text(row[1], row[0])}
+        return b.Related(job_id, None, MISSING)
+    return b.Related(job_id, _opt_t(row[0]), state_text(row[1], row[0]))
 
 
 def _queue_rels(pipe: Any, client: Client, ids: list[str]) -> None:
@@ -122,7 +104,7 @@ def _enqueued(row: Any) -> int:
         return 0
 
 
-async def rels(client: Client, ids: list[str]) -> list[dict[str, Any]]:
+async def rels(client: Client, ids: list[str]) -> list[b.Related]:
     """``{id, name, state}`` of each job, in one round trip."""
     if not ids:
         return []
@@ -163,7 +145,11 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
     """Everything stored about a job, its log lines, and the jobs it is tied to: its
     parents and children as ``{id, name, state}``, and the group it is a member or the
     callback of. Two round trips (three for a member of a group with a callback);
-    None when there is no such job."""
+    None when there is no such job.
+
+    The record's fields, then :class:`~rota.web.bodies.JobDetail`'s (replacing the
+    times and ``args``, ``result`` and ``progress``): a record's new field is sent, and
+    documented, without a change here."""
     k = client.keys
     pipe = client.redis.pipeline(transaction=False)
     pipe.hgetall(k.job(job_id))
@@ -180,9 +166,9 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
         (callback,) = await rels(client, [progress.then])
     args, args_text = _pretty(record.args)
     result, result_text = _pretty(record.result)
-    out = _asdict(record)
-    out.update(
-        times_ms(record),
+    detail = b.mirror(  # the record's times, in ms
+        b.JobDetail,
+        record,
         args=args,
         args_raw=record.args,
         args_pretty=args_text,
@@ -196,14 +182,14 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
         children=children,
         children_total=len(kids),
         callback=callback,
-        group_progress=progress.as_dict() if progress is not None else None,
+        group_progress=None if progress is None else b.mirror(b.GroupProgress, progress),
     )
-    return out
+    return {**msgspec.structs.asdict(record), **msgspec.structs.asdict(detail)}
 
 
 async def _ties(
     client: Client, record: JobRecord, shown: list[str]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], GroupProgress | None]:
+) -> tuple[list[b.Related], list[b.Related], GroupProgress | None]:
     """A job's parents and (``shown``) children as ``{id, name, state}``, the children
     in the order they were enqueued, and its group's progress: one round trip."""
     parents = list(dict.fromkeys(record.after))
@@ -216,13 +202,13 @@ async def _ties(
     progress = _group_progress(gid, rows[-1]) if gid else None
     related = [_rel(i, row) for i, row in zip(parents + shown, rows, strict=False)]
     order = {i: _enqueued(row) for i, row in zip(parents + shown, rows, strict=False)}
-    children = sorted(related[len(parents) :], key=lambda r: (order[r["id"]], r["id"]))
+    children = sorted(related[len(parents) :], key=lambda r: (order[r.id], r.id))
     return related[: len(parents)], children, progress
 
 
 async def group_detail(
     client: Client, group_id: str, offset: int = 0, limit: int = 25
-) -> dict[str, Any] | None:
+) -> b.Group | None:
     """A group's progress, its callback, and a page of its members as
     ``{id, name, state}``, in two round trips; None when there is no such group (never
     enqueued, or expired 7 days after its last member finished)."""
@@ -236,16 +222,17 @@ async def group_detail(
         return None
     ids = [_t(m) for m in _read(members) or ()]
     found = await rels(client, ids + ([progress.then] if progress.then else []))
-    return {
-        **progress.as_dict(),
-        "then": found[-1] if progress.then else None,
-        "offset": offset,
-        "limit": limit,
-        "members": found[: len(ids)],
-    }
+    return b.mirror(
+        b.Group,
+        progress,
+        then=found[-1] if progress.then else None,
+        offset=offset,
+        limit=limit,
+        members=found[: len(ids)],
+    )
 
 
-async def flow(client: Client, job_id: str, limit: int = FLOW_LIMIT) -> dict[str, Any] | None:
+async def flow(client: Client, job_id: str, limit: int = FLOW_LIMIT) -> b.Flow | None:
     """The graph of the workflow ``job_id`` belongs to: every job reachable from it by
     following parents (``after``, and a callback's group members) and children (the
     jobs enqueued after a job, and a member's group callback), nearest first, at most
@@ -254,15 +241,15 @@ async def flow(client: Client, job_id: str, limit: int = FLOW_LIMIT) -> dict[str
     Nodes are ``{id, name, state}``, edges ``{from, to, kind}`` (parent to child;
     ``kind`` is ``after`` or ``group``). One round trip per level of the graph, and one
     more for the levels that meet a group; None when ``job_id`` has no record."""
-    nodes: dict[str, dict[str, Any]] = {}
-    edges: dict[tuple[str, str], str] = {}
+    nodes: dict[str, b.Related] = {}
+    edges: dict[tuple[str, str], b.EdgeKind] = {}
     thens: dict[str, str | None] = {}  # group -> its callback
     members: dict[str, list[str]] = {}  # group -> its members (at most ``limit``)
     frontier, planned = [job_id], {job_id}
     truncated = False
     while frontier:
         links = await _flow_level(client, frontier, nodes)
-        if nodes[job_id]["state"] == MISSING:
+        if nodes[job_id].state == MISSING:
             return None
         await _flow_groups(client, links, thens, members, limit)
         following: list[str] = []
@@ -276,17 +263,17 @@ async def flow(client: Client, job_id: str, limit: int = FLOW_LIMIT) -> dict[str
                 planned.add(other)
                 following.append(other)
         frontier = following
-    return {
-        "id": job_id,
-        "nodes": list(nodes.values()),
-        "edges": [
-            {"from": a, "to": b, "kind": kind}
-            for (a, b), kind in edges.items()
-            if a in nodes and b in nodes
+    return b.Flow(
+        id=job_id,
+        nodes=list(nodes.values()),
+        edges=[
+            b.Edge(from_=parent, to=child, kind=kind)
+            for (parent, child), kind in edges.items()
+            if parent in nodes and child in nodes
         ],
-        "limit": limit,
-        "truncated": truncated,
-    }
+        limit=limit,
+        truncated=truncated,
+    )
 
 
 #: What ties a job to others: its parents, children, group and the group it waits for.
@@ -294,7 +281,7 @@ _Links = tuple[list[str], list[str], str | None, str | None]
 
 
 async def _flow_level(
-    client: Client, frontier: list[str], nodes: dict[str, dict[str, Any]]
+    client: Client, frontier: list[str], nodes: dict[str, b.Related]
 ) -> dict[str, _Links]:
     """Read one level of the graph: each job's node (into ``nodes``) and its links."""
     k = client.keys
@@ -306,7 +293,7 @@ async def _flow_level(
     links: dict[str, _Links] = {}
     for n, i in enumerate(frontier):
         node = nodes[i] = _rel(i, rows[2 * n])
-        if node["state"] == MISSING:
+        if node.state == MISSING:
             continue
         row = _read(rows[2 * n])
         after = (_opt_t(row[2]) or "").split()
@@ -346,13 +333,15 @@ def _flow_edges(
     link: _Links,
     thens: dict[str, str | None],
     members: dict[str, list[str]],
-    edges: dict[tuple[str, str], str],
+    edges: dict[tuple[str, str], b.EdgeKind],
 ) -> list[str]:
     """Add the edges of job ``i`` to ``edges``; the jobs at their other ends."""
     after, kids, group, waits = link
-    ups = [(p, "after") for p in after] + [(m, "group") for m in members.get(waits or "", [])]
+    ups: list[tuple[str, b.EdgeKind]] = [(p, "after") for p in after]
+    ups += [(m, "group") for m in members.get(waits or "", [])]
     then = thens.get(group or "")
-    downs = [(c, "after") for c in kids] + ([(then, "group")] if then else [])
+    downs: list[tuple[str, b.EdgeKind]] = [(c, "after") for c in kids]
+    downs += [(then, "group")] if then else []
     for p, kind in ups:
         edges.setdefault((p, i), kind)
     for c, kind in downs:

@@ -1,5 +1,5 @@
-"""What each page shows, as plain JSON-ready dicts: the HTML pages render them and the
-API returns them, so both always agree.
+"""What each page shows, as the bodies of :mod:`rota.web.bodies`: the API returns them
+and the HTML pages render them (as the same plain values), so both always agree.
 
 Everything is read through :class:`rota.client.Client`.
 """
@@ -14,8 +14,9 @@ import msgspec
 
 from rota.client import Client
 from rota.config import Settings
-from rota.operations import Bucket, LivePool, RunningJob
 from rota.protocol.job import JobRecord, JobSet
+from rota.status import Bucket
+from rota.web import bodies as b
 from rota.web.related import (
     FINAL_STATES,
     FLOW_LIMIT,
@@ -23,8 +24,6 @@ from rota.web.related import (
     flow,
     group_detail,
     job_detail,
-    ms,
-    times_ms,
 )
 
 __all__ = [
@@ -76,19 +75,14 @@ _INFO_FIELDS: Final = (
 )
 
 
-def _asdict(value: msgspec.Struct) -> dict[str, Any]:
-    return msgspec.structs.asdict(value)
+def _bucket(bucket: Bucket) -> b.Bucket:
+    counts = bucket.counts
+    return b.mirror(
+        b.Bucket, bucket, processed=counts.get("processed", 0), failed=counts.get("failed", 0)
+    )
 
 
-def _bucket(b: Bucket) -> dict[str, int]:
-    return {
-        "start": ms(b.start),
-        "processed": b.counts.get("processed", 0),
-        "failed": b.counts.get("failed", 0),
-    }
-
-
-async def dashboard(client: Client, minutes: int = 60, days: int = 30) -> dict[str, Any]:
+async def dashboard(client: Client, minutes: int = 60, days: int = 30) -> b.Dashboard:
     """Totals, sizes and the processed/failed history per minute and per day."""
     stats = await client.stats()
     history = await client.history(minutes, days)
@@ -97,16 +91,16 @@ async def dashboard(client: Client, minutes: int = 60, days: int = 30) -> dict[s
     sizes.update(await client.job_set_sizes())
     sizes["pools"] = len(await client.pools())
     sizes["busy"] = sizes["running"]
-    return {
-        "namespace": client.namespace,
-        "totals": {k: stats.get(k, 0) for k in ("processed", "failed", "dead", "lost", "aborted")},
-        "sizes": sizes,
-        "minutes": [_bucket(b) for b in history.minutes],
-        "days": [_bucket(b) for b in history.days],
-    }
+    return b.Dashboard(
+        namespace=client.namespace,
+        totals={k: stats.get(k, 0) for k in ("processed", "failed", "dead", "lost", "aborted")},
+        sizes=sizes,
+        minutes=[_bucket(x) for x in history.minutes],
+        days=[_bucket(x) for x in history.days],
+    )
 
 
-async def queues(client: Client) -> dict[str, Any]:
+async def queues(client: Client) -> b.Queues:
     """Every queue's figures, and ``done_per_second``: jobs of the name completed per
     second over the last minute (from the per-minute counters)."""
     now = time.time()
@@ -117,55 +111,28 @@ async def queues(client: Client) -> dict[str, Any]:
     for q in await client.queues():
         field = f"processed:{q.name}"
         done = previous.counts.get(field, 0) * weight + current.counts.get(field, 0)
-        out.append({**_asdict(q), "done_per_second": round(done / 60, 2)})
-    return {"queues": out}
+        out.append(b.mirror(b.Queue, q, done_per_second=round(done / 60, 2)))
+    return b.Queues(out)
 
 
-async def pools(client: Client, settings: Settings) -> dict[str, Any]:
+async def pools(client: Client, settings: Settings) -> b.Pools:
     """Live pools; ``stale``: no heartbeat for more than two of its intervals."""
     live = await client.pools(heartbeat_interval=settings.heartbeat_interval)
     busy = Counter(r.pool for r in await client.running(pools=live))
-    out = [_pool(pool, busy[pool.id]) for pool in live]
-    return {"pools": out, "heartbeat_interval": settings.heartbeat_interval}
+    out = [b.mirror(b.Pool, pool, busy=busy[pool.id]) for pool in live]
+    return b.Pools(out, settings.heartbeat_interval)
 
 
-def _pool(pool: LivePool, busy: int) -> dict[str, Any]:
-    """A pool's row: its times in ms, and ``busy``, how many jobs it runs, in place of
-    its snapshot's list of them."""
-    row = _asdict(pool)
-    for key in ("started_at", "heartbeat_at", "last_heartbeat"):
-        row[key] = ms(row[key])
-    row["busy"] = busy
-    return row
-
-
-async def busy(client: Client) -> dict[str, Any]:
+async def busy(client: Client) -> b.Busy:
     """Jobs running now, from the running sets and the job records (exact at the read;
     only the last checkin message comes from the pools' snapshots)."""
-    return {"workers": [_running(r) for r in await client.running()]}
-
-
-def _running(job: RunningJob) -> dict[str, Any]:
-    times = {"since": ms(job.since), "deadline": ms(job.deadline)}
-    return {**_asdict(job), **times, "host": job.host, "pid": job.pid}
+    return b.Busy([b.mirror(b.BusyWorker, r) for r in await client.running()])
 
 
 def _summary(job: JobRecord) -> dict[str, Any]:
-    return {
-        "id": job.id,
-        "name": job.name,
-        "state": job.state,
-        "args": job.args,
-        "attempts": job.attempts,
-        "failures": job.failures,
-        **{k: v for k, v in times_ms(job).items() if k != "started_at"},
-        "reason": job.reason,
-        "error": job.error,
-        "after": list(job.after),
-        "pending": job.pending,
-        "group": job.group,
-        "waits_group": job.waits_group,
-    }
+    """The fields of :data:`~rota.web.bodies.SUMMARY`, the times in ms."""
+    times = msgspec.structs.asdict(b.mirror(b.JobTimes, job))
+    return {f: times[f] if f in times else getattr(job, f) for f in b.SUMMARY}
 
 
 def _matches(job: JobRecord, q: str) -> bool:
@@ -174,7 +141,7 @@ def _matches(job: JobRecord, q: str) -> bool:
 
 async def job_page(
     client: Client, which: JobSet, offset: int = 0, limit: int = 25, q: str = ""
-) -> dict[str, Any]:
+) -> b.JobPage:
     """A page of a job set; ``q`` keeps the jobs whose id or name contains it."""
     needle = q.strip().lower()
     scanned = 0
@@ -191,15 +158,15 @@ async def job_page(
                 scanned = chunk.total
                 break
         total, jobs = len(found), found[offset : offset + limit]
-    return {
-        "set": which,
-        "q": q,
-        "total": total,
-        "offset": offset,
-        "limit": limit,
-        "searched": scanned if needle else None,
-        "jobs": [_summary(j) for j in jobs],
-    }
+    return b.JobPage(
+        set=which,
+        q=q,
+        total=total,
+        offset=offset,
+        limit=limit,
+        searched=scanned if needle else None,
+        jobs=[_summary(j) for j in jobs],
+    )
 
 
 async def missing_from_set(client: Client, which: JobSet, ids: list[str]) -> list[str]:
@@ -212,14 +179,14 @@ async def missing_from_set(client: Client, which: JobSet, ids: list[str]) -> lis
     return [i for i, s in zip(ids, scores, strict=True) if s is None]
 
 
-async def redis_info(client: Client) -> dict[str, Any]:
+async def redis_info(client: Client) -> b.Redis:
     """Server figures from INFO and the round trip of one PING, measured here."""
     started = time.perf_counter()
     await client.redis.ping()
     ping_ms = (time.perf_counter() - started) * 1000
     info = await client.redis.info()
-    fields = {k: info[k] for k in _INFO_FIELDS if k in info}
+    fields: dict[str, Any] = {k: info[k] for k in _INFO_FIELDS if k in info}
     for k in ("redis_version", "valkey_version", "used_memory_human", "maxmemory_policy", "os"):
         if k in fields:
             fields[k] = str(fields[k])
-    return {"ping_ms": round(ping_ms, 3), "info": fields, "namespace": client.namespace}
+    return b.Redis(round(ping_ms, 3), fields, client.namespace)

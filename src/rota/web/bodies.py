@@ -1,0 +1,374 @@
+"""The bodies the JSON API sends, as msgspec types: the views build them, the API encodes
+them, and the OpenAPI document is generated from them (:mod:`rota.web.schemas`), with the
+bodies it takes (:mod:`rota.web.request_bodies`).
+
+Times are ms since the epoch throughout the JSON API (:data:`Ms`), as Redis keeps them,
+where rota's Python API has seconds. So a body that shows one of rota's types with no
+time in seconds subclasses it (``Queue``; ``GroupProgress``, whose ``created_at`` is in
+ms already): the JSON is the type's fields in order (a field the subclass replaces keeps
+its place), then the added ones, and a field added to the type is sent and documented at
+once. A body that shows a type
+with times (``Pool``, ``BusyWorker``) is a type of its own that ``mirrors`` it: the same
+fields in the same order, the times as :data:`Ms`, and fields of its own; the document
+describes a mirrored field as the type does, and a test fails when the type has a field
+its body does not carry. :func:`mirror` builds either kind of body, turning the times
+from seconds into ms.
+"""
+
+from __future__ import annotations
+
+import functools
+import typing
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeVar
+
+import msgspec
+from msgspec import Meta
+
+from rota.protocol.job import JobSet
+from rota.spec import Enqueued
+from rota.status import LivePool, QueueInfo, RunningJob
+from rota.web.request_bodies import REQUESTS
+from rota.workflow import GroupProgress as Progress
+
+__all__ = [
+    "BODIES",
+    "MIRRORS",
+    "MS",
+    "REF",
+    "SUMMARY",
+    "Aborted",
+    "Bucket",
+    "Busy",
+    "BusyWorker",
+    "Cleared",
+    "Dashboard",
+    "Deleted",
+    "Edge",
+    "EdgeKind",
+    "Enqueued",
+    "Error",
+    "Flow",
+    "Group",
+    "GroupProgress",
+    "JobDetail",
+    "JobPage",
+    "JobProgress",
+    "JobTimes",
+    "Ms",
+    "Pool",
+    "Pools",
+    "Queue",
+    "QueueLimit",
+    "QueueRate",
+    "QueueState",
+    "Queues",
+    "Redis",
+    "Related",
+    "Retried",
+    "mirror",
+    "ms",
+    "ms_fields",
+]
+
+#: Where the OpenAPI document keeps the schema of a body type.
+REF: Final = "#/components/schemas/{name}"
+
+S = TypeVar("S", bound=msgspec.Struct)
+
+#: What marks a time in ms.
+MS: Final = Meta(description="ms since the epoch")
+#: A time as the JSON API carries it (rota's Python API has seconds).
+Ms = Annotated[int, MS]
+EdgeKind = Literal["after", "group"]
+
+
+def ms(seconds: float) -> int:
+    """A time as the JSON API and the pages carry it: ms since the epoch."""
+    return round(seconds * 1000)
+
+
+def _is_ms(hint: Any) -> bool:
+    # By identity: another type's field may say "ms since the epoch" and hold ms already.
+    arms = (hint, *typing.get_args(hint))
+    return any(m is MS for t in arms for m in getattr(t, "__metadata__", ()))
+
+
+@functools.cache
+def ms_fields(kind: type[msgspec.Struct]) -> frozenset[str]:
+    """The fields of ``kind`` that are times in ms (:data:`Ms`, or ``Ms | None``)."""
+    hints = typing.get_type_hints(kind, include_extras=True)
+    return frozenset(name for name in kind.__struct_fields__ if _is_ms(hints[name]))
+
+
+def mirror(kind: type[S], value: object, **fields: Any) -> S:
+    """A ``kind`` with ``fields``, and for its other fields ``value``'s attributes of the
+    same names (fields or properties), its times (:func:`ms_fields`) from seconds into
+    ms."""
+    times = ms_fields(kind)
+    for name in kind.__struct_fields__:
+        if name not in fields:
+            v = getattr(value, name)
+            fields[name] = ms(v) if name in times and v is not None else v
+    return kind(**fields)
+
+
+class Error(msgspec.Struct):
+    """Every refusal: a 4xx (or 503) status and what was wrong."""
+
+    error: str
+
+
+class Bucket(msgspec.Struct):
+    """One UTC minute or day of the dashboard's history."""
+
+    start: Ms
+    processed: int
+    failed: int
+
+
+class Dashboard(msgspec.Struct):
+    namespace: str
+    totals: dict[str, int]
+    sizes: dict[str, int]
+    minutes: list[Bucket]
+    days: list[Bucket]
+
+
+class Queue(QueueInfo, frozen=True, kw_only=True):
+    done_per_second: Annotated[float, Meta(description="completed per second over the last minute")]
+
+
+class Queues(msgspec.Struct):
+    queues: list[Queue]
+
+
+class Pool(msgspec.Struct, kw_only=True):
+    """A live pool: rota's ``LivePool``, its times in ms."""
+
+    mirrors: ClassVar[type[msgspec.Struct]] = LivePool
+
+    id: str
+    host: str
+    pid: int
+    version: str
+    namespace: str
+    concurrency: int
+    jobs: list[str]
+    started_at: Ms
+    heartbeat_at: Ms
+    # The snapshot's list of busy workers is replaced by their number, counted from the
+    # running sets (exact at the read); ``/api/busy`` lists them.
+    busy: Annotated[int, Meta(description="jobs it is running now")]
+    heartbeat_interval: float
+    last_heartbeat: Ms
+    stale: bool
+
+
+class Pools(msgspec.Struct):
+    pools: list[Pool]
+    heartbeat_interval: float
+
+
+class BusyWorker(msgspec.Struct, kw_only=True):
+    """A job running now: rota's ``RunningJob``, its times in ms, and the host and pid of
+    its pool."""
+
+    mirrors: ClassVar[type[msgspec.Struct]] = RunningJob
+
+    job_id: str
+    name: str
+    pool: str
+    since: Ms
+    deadline: Ms
+    progress: str
+    message: str
+    host: str
+    pid: int
+
+
+class Busy(msgspec.Struct):
+    workers: list[BusyWorker]
+
+
+class JobTimes(msgspec.Struct, kw_only=True):
+    """A job record's times as the JSON API carries them (the record has seconds)."""
+
+    enqueued_at: Ms | None
+    run_at: Ms | None
+    started_at: Ms | None
+    finished_at: Ms | None
+
+
+_SUMMARY_REF: Final = REF.format(name="JobSummary")
+#: The fields of a job record that a page of a job set shows for each job.
+SUMMARY: Final = (
+    "id",
+    "name",
+    "state",
+    "args",
+    "attempts",
+    "failures",
+    "enqueued_at",
+    "run_at",
+    "finished_at",
+    "reason",
+    "error",
+    "after",
+    "pending",
+    "group",
+    "waits_group",
+)
+
+
+class JobPage(msgspec.Struct, kw_only=True):
+    set: JobSet
+    q: str
+    total: int
+    offset: int
+    limit: int
+    searched: Annotated[int | None, Meta(description="jobs read by a search")]
+    #: Each a projection of a job record (:data:`SUMMARY`), documented
+    #: as such by :mod:`rota.web.schemas`.
+    jobs: list[
+        Annotated[dict[str, Any], Meta(extra_json_schema={"$ref": REF.format(name="JobSummary")})]
+    ]
+
+
+class Related(msgspec.Struct):
+    """A job tied to another one."""
+
+    id: str
+    name: str | None
+    state: Annotated[str, Meta(description="'missing' when its record is gone")]
+
+
+class JobProgress(msgspec.Struct):
+    """A running job's last ``ctx.progress``, read."""
+
+    percent: float | None
+    message: str
+
+
+class GroupProgress(Progress, frozen=True):
+    finished: Annotated[bool, Meta(description="every member complete, dead or aborted")]
+
+
+class JobDetail(JobTimes, kw_only=True):
+    """Everything about one job: its record's fields (the times in ms), its args and
+    result decoded, its log lines and the jobs it is tied to."""
+
+    args: Annotated[Any, Meta(description="the args decoded (null when they are not JSON)")]
+    args_raw: str | None
+    args_pretty: str | None
+    result: Annotated[Any, Meta(description="the result decoded")]
+    result_raw: str | None
+    result_pretty: str | None
+    progress: JobProgress | None
+    progress_raw: str | None
+    logs: list[str]
+    parents: Annotated[
+        list[Related], Meta(description="the jobs it waits for, in the order of after")
+    ]
+    children: Annotated[
+        list[Related], Meta(description="the jobs enqueued after it, oldest first (at most 500)")
+    ]
+    children_total: int
+    callback: Annotated[
+        Related | None, Meta(description="for a member of a group: the group's callback")
+    ]
+    group_progress: Annotated[
+        GroupProgress | None, Meta(description="the group it is a member or the callback of")
+    ]
+
+
+class Group(GroupProgress, frozen=True):
+    """A group's progress, its callback (the job, where the progress has its id), and a
+    page of its members."""
+
+    then: Annotated[Related | None, Meta(description="the callback")]  # type: ignore[assignment]
+    offset: int
+    limit: int
+    members: list[Related]
+
+
+class Edge(msgspec.Struct, kw_only=True):
+    from_: Annotated[str, Meta(description="the parent")] = msgspec.field(name="from")
+    to: Annotated[str, Meta(description="the child")]
+    kind: Annotated[
+        EdgeKind,
+        Meta(description="after: enqueued after; group: a member and its group's callback"),
+    ]
+
+
+class Flow(msgspec.Struct, kw_only=True):
+    id: str
+    nodes: list[Related]
+    edges: list[Edge]
+    limit: Annotated[int, Meta(description="the most jobs a flow holds")]
+    truncated: Annotated[bool, Meta(description="some jobs of the flow were left out")]
+
+
+class Redis(msgspec.Struct):
+    ping_ms: Annotated[float, Meta(description="round trip of a PING from the web server")]
+    info: dict[str, Any]
+    namespace: str
+
+
+class QueueState(msgspec.Struct):
+    name: str
+    paused: bool
+
+
+class QueueRate(msgspec.Struct):
+    name: str
+    rate: str | None
+
+
+class QueueLimit(msgspec.Struct):
+    name: str
+    limit: int | None
+
+
+class Cleared(msgspec.Struct):
+    name: str
+    deleted: int
+
+
+class Retried(msgspec.Struct):
+    retried: int
+
+
+class Deleted(msgspec.Struct):
+    deleted: int
+
+
+class Aborted(msgspec.Struct):
+    id: str
+    was: Annotated[str, Meta(description="its state before")]
+
+
+#: The bodies that mirror one of rota's types (``mirrors``).
+MIRRORS: Final[tuple[type[Pool | BusyWorker], ...]] = (Pool, BusyWorker)
+
+#: Every body the API sends or takes; each is a component of the OpenAPI document under
+#: its class name.
+BODIES: Final[tuple[type[msgspec.Struct], ...]] = (
+    Error,
+    Dashboard,
+    Queues,
+    Pools,
+    Busy,
+    JobPage,
+    Group,
+    Flow,
+    Redis,
+    QueueState,
+    QueueRate,
+    QueueLimit,
+    Cleared,
+    Retried,
+    Deleted,
+    Aborted,
+    Enqueued,
+    *REQUESTS,
+)

@@ -48,7 +48,9 @@ class GroupProgress(msgspec.Struct, frozen=True):
     done: Annotated[int, Meta(description="members complete")]
     failed: Annotated[int, Meta(description="members that ended dead or aborted")]
     then: Annotated[str | None, Meta(description="the callback's job id")]
-    created_at: Annotated[int | None, Meta(description="ms since the epoch")]
+    created_at: Annotated[
+        float | None, Meta(description="when it was made, seconds since the epoch")
+    ]
 
     @property
     def finished(self) -> bool:
@@ -115,7 +117,7 @@ async def group_progress(client: Client, group_id: str) -> GroupProgress:
         done=int(done or 0),
         failed=int(failed or 0),
         then=then,
-        created_at=int(created) if created else None,
+        created_at=int(created) / 1000 if created else None,
     )
 
 

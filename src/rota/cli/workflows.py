@@ -133,7 +133,7 @@ async def group_show(
         return
     click.echo(f"group {group_id}: {_counts(progress.as_dict())}")
     if progress.created_at:
-        click.echo(f"created {when(progress.created_at / 1000)}")  # ms, as stored
+        click.echo(f"created {when(progress.created_at)}")
     click.echo(f"then {_line(then)}" if then else "then (no callback)")
     print_table(
         f"members {offset + 1}-{offset + len(members)} of {progress.total}",

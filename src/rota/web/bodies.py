@@ -3,16 +3,15 @@ them, and the OpenAPI document is generated from them (:mod:`rota.web.schemas`),
 bodies it takes (:mod:`rota.web.request_bodies`).
 
 Times are ms since the epoch throughout the JSON API (:data:`Ms`), as Redis keeps them,
-where rota's Python API has seconds. So a body that shows one of rota's types with no
-time in seconds subclasses it (``Queue``; ``GroupProgress``, whose ``created_at`` is in
-ms already): the JSON is the type's fields in order (a field the subclass replaces keeps
-its place), then the added ones, and a field added to the type is sent and documented at
-once. A body that shows a type
-with times (``Pool``, ``BusyWorker``) is a type of its own that ``mirrors`` it: the same
-fields in the same order, the times as :data:`Ms`, and fields of its own; the document
-describes a mirrored field as the type does, and a test fails when the type has a field
-its body does not carry. :func:`mirror` builds either kind of body, turning the times
-from seconds into ms.
+where rota's Python API has seconds. A body that shows one of rota's types with few
+times subclasses it (``Queue``; ``GroupProgress``, which replaces its one time,
+``created_at``, by :data:`Ms`): the JSON is the type's fields in order (a field the
+subclass replaces keeps its place), then the added ones, and a field added to the type is
+sent and documented at once. A body that shows a type with times (``Pool``,
+``BusyWorker``) is a type of its own that ``mirrors`` it: the same fields in the same
+order, the times as :data:`Ms`, and fields of its own; the document describes a mirrored
+field as the type does, and a test fails when the type has a field its body does not
+carry. :func:`mirror` builds either kind of body, turning the times from seconds into ms.
 """
 
 from __future__ import annotations
@@ -250,6 +249,7 @@ class JobProgress(msgspec.Struct):
 
 
 class GroupProgress(Progress, frozen=True):
+    created_at: Ms | None  # when it was made; seconds in the Python type
     finished: Annotated[bool, Meta(description="every member complete, dead or aborted")]
 
 

@@ -130,7 +130,7 @@ def _group_progress(group_id: str, raw: Any) -> GroupProgress | None:
         done=_int(done),
         failed=_int(failed),
         then=then or None,
-        created_at=_int(created) or None,
+        created_at=_int(created) / 1000 or None,
     )
 
 

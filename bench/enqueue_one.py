@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import csv
 import shutil
 import subprocess
 import sys
@@ -20,9 +21,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import redis
+
 import rota
 from bench import positive_int
 from bench.redis_server import RedisServer
+from rota.protocol.render import library
 from rota.redis.conn import RedisPyConn
 
 IN_FLIGHT = 64
@@ -90,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = ["redis-py", "link"] if args.path == "both" else [args.path]
     with RedisServer() as server:
         wire = _wire(server.port, args.jobs)
+        script_wire = _wire_script(server.port, args.jobs)
         for path in paths:
             for mode, elapsed, calls, jobs in runner(_measure(server.url, path, args.jobs)):
                 if not calls:
@@ -106,6 +111,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"    wire  redis-benchmark -c 1 LPUSH {wire:>9,.0f} requests/s (the same server,"
                 " one connection, one request at a time)\n"
             )
+        if wire and script_wire:
+            sys.stdout.write(
+                f"    wire  redis-benchmark -c 1 FCALL enqueue {script_wire:>9,.0f} requests/s"
+                f" ({script_wire / wire:.0%} of the wire: the enqueue script from C, the most"
+                " any client of it reaches)\n"
+            )
     return 0
 
 
@@ -120,6 +131,27 @@ def _wire(port: int, n: int) -> float:
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     last = done.stdout.strip().splitlines()[-1]  # "LPUSH","<rps>",...
     return float(last.split(",")[1].strip('"'))
+
+
+def _wire_script(port: int, n: int) -> float:
+    """What one connection does with one call of the enqueue function at a time, from
+    C (``redis-benchmark -c 1``, a new random id each call): the ceiling of any client
+    that enqueues by the script, rota's included. 0 without redis-benchmark or FCALL."""
+    tool = shutil.which("redis-benchmark")
+    if tool is None:
+        return 0.0
+    lib = library()
+    try:
+        with redis.Redis(port=port) as r:
+            r.function_load(lib.code, replace=True)
+    except redis.ResponseError:  # no functions (Redis 6.2)
+        return 0.0
+    call = ["FCALL", lib.function("enqueue"), "1", "{wire}:", "__rand_int__", "noop", "[0]"]
+    call += [str(int(time.time() * 1000)), "0", "", "0", "", ""]
+    command = [tool, "-p", str(port), "-c", "1", "-n", str(n), "-r", "1000000000", "--csv"]
+    done = subprocess.run(command + call, capture_output=True, text=True, check=True)
+    last = next(csv.reader([done.stdout.strip().splitlines()[-1]]))  # command, rps, ...
+    return float(last[1])
 
 
 if __name__ == "__main__":

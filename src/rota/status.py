@@ -16,7 +16,7 @@ import msgspec
 from msgspec import Meta
 
 from rota.protocol.job import JobRecord
-from rota.protocol.snapshot import PoolSnapshot
+from rota.protocol.snapshot import PoolIdentity, PoolSnapshot
 
 __all__ = ["Bucket", "History", "LivePool", "Page", "PoolJob", "QueueInfo", "RunningJob"]
 
@@ -95,19 +95,12 @@ class PoolJob(msgspec.Struct, frozen=True):
     message: str = ""
 
 
-class LivePool(msgspec.Struct, frozen=True, kw_only=True):
+class LivePool(PoolIdentity, frozen=True, kw_only=True):
     """A live pool: what its latest snapshot says (``started_at``, ``heartbeat_at``:
     when it wrote it), the time of its last heartbeat, and whether it is stale (no
     heartbeat for more than two of its intervals: stopped, or stuck). Times in seconds
     since the epoch; ``heartbeat_interval`` in seconds, 0 for a pool of an older rota."""
 
-    id: str
-    host: str
-    pid: int
-    version: str
-    namespace: str
-    concurrency: int
-    jobs: list[str]
     started_at: float
     heartbeat_at: float
     busy: list[PoolJob] = msgspec.field(default_factory=list)

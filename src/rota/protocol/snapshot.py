@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["BusyWorker", "PoolSnapshot"]
+__all__ = ["BusyWorker", "PoolIdentity", "PoolSnapshot"]
 
 
 class BusyWorker(msgspec.Struct, frozen=True):
@@ -16,8 +16,9 @@ class BusyWorker(msgspec.Struct, frozen=True):
     message: str = ""
 
 
-class PoolSnapshot(msgspec.Struct, frozen=True, kw_only=True):
-    """What a pool tells the others and the UI about itself. Times in ms."""
+class PoolIdentity(msgspec.Struct, frozen=True, kw_only=True):
+    """Who a pool is and what it serves: the first fields of its snapshot, of rota's
+    ``LivePool`` and of the web API's pool, which differ in how they carry times."""
 
     id: str
     host: str
@@ -26,6 +27,11 @@ class PoolSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     namespace: str
     concurrency: int
     jobs: list[str]
+
+
+class PoolSnapshot(PoolIdentity, frozen=True, kw_only=True):
+    """What a pool tells the others and the UI about itself. Times in ms."""
+
     started_at: int
     heartbeat_at: int
     busy: list[BusyWorker] = msgspec.field(default_factory=list)

@@ -24,6 +24,7 @@ import msgspec
 from msgspec import Meta
 
 from rota.protocol.job import JobSet
+from rota.protocol.snapshot import PoolIdentity
 from rota.spec import Enqueued
 from rota.status import LivePool, QueueInfo, RunningJob
 from rota.web.request_bodies import REQUESTS
@@ -141,18 +142,11 @@ class Queues(msgspec.Struct):
     queues: list[Queue]
 
 
-class Pool(msgspec.Struct, kw_only=True):
+class Pool(PoolIdentity, frozen=True, kw_only=True):
     """A live pool: rota's ``LivePool``, its times in ms."""
 
     mirrors: ClassVar[type[msgspec.Struct]] = LivePool
 
-    id: str
-    host: str
-    pid: int
-    version: str
-    namespace: str
-    concurrency: int
-    jobs: list[str]
     started_at: Ms
     heartbeat_at: Ms
     # The snapshot's list of busy workers is replaced by their number, counted from the

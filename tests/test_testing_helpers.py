@@ -74,3 +74,13 @@ async def test_your_own_redis_keeps_no_keys_of_the_test(redis_url: str, redis_sy
         namespace = client.namespace
     assert redis_sync.keys("{" + namespace + "}:*") == []
     assert set(redis_sync.keys("{test-*")) == before
+
+
+async def test_the_client_takes_the_pools_settings() -> None:
+    # One limit for the producer and the pool: an enqueue the pool would bury as
+    # bad_payload is refused at once.
+    pool = make_pool()
+    async with rota.testing.pool_client(pool, max_args_bytes=100) as client:
+        assert client.max_args_bytes == 100
+        with pytest.raises(rota.PayloadTooLarge):
+            await client.enqueue("greet", name="x" * 200)

@@ -53,7 +53,8 @@ async def pool_client(
                 name: dataclasses.replace(h, backoff=_no_wait) for name, h in handlers.items()
             }
         try:
-            async with Client.from_url(url, namespace) as client:
+            # The pool's own settings (limits, credentials), as every client of rota's.
+            async with Client.from_settings(pool.settings) as client:
                 try:
                     async with pool.running():
                         yield client

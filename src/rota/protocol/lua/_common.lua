@@ -6,25 +6,31 @@
 
 local WAKE_CAP = 10
 
--- A number handed to redis.call is printed (with '%.17g') each time, which costs more than
--- many a command. str() prints a value once and hands out the same text again; a number
--- prints the same way in every call, so the texts outlive a call, PRINTED_MAX at most.
-local PRINTED_MAX = 4096
-local printed, nprinted = {}, 0
-local function str(x)
-  local s = printed[x]
-  if not s then
-    s = string.format('%.17g', x)
-    if x == x then -- NaN cannot be a table key
-      if nprinted >= PRINTED_MAX then
-        printed, nprinted = {}, 0
+-- A function that makes a text from a key once and hands out the same text again, for
+-- texts that do not change from call to call: kept across calls (a library's locals
+-- outlive a call), MEMO_MAX at most, then started afresh.
+local MEMO_MAX = 4096
+local function memo(make)
+  local texts, n = {}, 0
+  return function(k)
+    local s = texts[k]
+    if not s then
+      s = make(k)
+      if k == k then -- NaN cannot be a table key
+        if n >= MEMO_MAX then
+          texts, n = {}, 0
+        end
+        texts[k] = s
+        n = n + 1
       end
-      printed[x] = s
-      nprinted = nprinted + 1
     end
+    return s
   end
-  return s
 end
+
+-- A number handed to redis.call is printed (with '%.17g') each time, which costs more than
+-- many a command: str() prints each number once.
+local str = memo(function(x) return string.format('%.17g', x) end)
 
 -- Push a wake token unless the list holds WAKE_CAP tokens already. The list ends exactly
 -- as an LPUSH and LTRIM to WAKE_CAP would leave it, for one read instead of two writes
@@ -73,11 +79,16 @@ end
 -- (and a lease, the latest deadline, is inserted at the far end): at a pool's usual 100-200
 -- leases a name that cost more than the rest of the fetch. A member longer than
 -- zset-max-listpack-value (64) makes Redis convert the set, which never converts back
--- while it holds entries; the member is removed in the same call, so no reader sees it.
-local LONG_MEMBER = '~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~' -- 80 bytes (no string library while a library loads)
+-- while it holds entries: it goes first in the same ZADD, and is removed right after, so
+-- no reader sees it. (Written out: a library has no string library while it loads.)
+local LONG_MEMBER = '~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~' ..
+  '~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~' -- 80 bytes
 local function add_leases(k, entries)
-  redis.call('ZADD', k, '+inf', LONG_MEMBER)
-  call_chunked('ZADD', k, entries)
+  local all = {'+inf', LONG_MEMBER}
+  for i = 1, #entries do
+    all[i + 2] = entries[i]
+  end
+  call_chunked('ZADD', k, all)
   redis.call('ZREM', k, LONG_MEMBER)
 end
 
@@ -117,24 +128,16 @@ end
 
 -- Counters: collect per script call, write once (total, per day, per minute).
 local counts = {}
-local counted = false -- whether counts holds anything (flush_counts, or a call that failed)
-local per_name = {} -- field -> name -> 'field:name', joined once and kept (PRINTED_MAX)
-local njoined = 0
+local joined = {} -- field -> memo of 'field:name'
 local function count(field, name, n)
-  counted = true
   counts[field] = (counts[field] or 0) + n
   if name then
-    local of = table_at(per_name, field)
-    local f = of[name]
-    if not f then
-      if njoined >= PRINTED_MAX then
-        per_name, njoined = {}, 0
-        of = table_at(per_name, field)
-      end
-      f = field .. ':' .. name
-      of[name] = f
-      njoined = njoined + 1
+    local join = joined[field]
+    if not join then
+      join = memo(function(x) return field .. ':' .. x end)
+      joined[field] = join
     end
+    local f = join(name)
     counts[f] = (counts[f] or 0) + n
   end
 end
@@ -164,7 +167,7 @@ end
 -- expiry is set when one of its counters starts (HINCRBY answers the amount added), which
 -- the first write of a new bucket always does; later writes leave it as it is.
 local function flush_counts(now)
-  if not counted then
+  if next(counts) == nil then
     return
   end
   local day, minute = buckets(now)
@@ -182,7 +185,7 @@ local function flush_counts(now)
   if new_minute then
     redis.call('EXPIRE', mk, '7200')
   end
-  counts, counted = {}, false
+  counts = {}
 end
 
 -- Tell a client waiting on the job (client.wait) that it ended.
@@ -648,7 +651,7 @@ end
 -- per call costs an enqueue more than one of its commands.
 local function enter(prefix)
   set_prefix(prefix)
-  if counted then
-    counts, counted = {}, false
+  if next(counts) ~= nil then
+    counts = {}
   end
 end

@@ -10,10 +10,8 @@ if not is_hash(jk) then
   return 'missing'
 end
 local f = redis.call('HMGET', jk, 'state', 'name', 'children', 'group')
-local state, name = f[1] or '', f[2] or ''
-if state == '' and name ~= '' then
-  state = 'queued' -- a record with a name and no state (protocol v4)
-end
+-- A record with a name and no state is queued (protocol v4).
+local state, name = f[1] or (f[2] and 'queued') or '', f[2] or ''
 if state == 'running' then
   -- The flag holds how long the aborted record is kept (ms).
   redis.call('HSET', jk, 'abort', keep)

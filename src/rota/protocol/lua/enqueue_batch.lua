@@ -14,15 +14,8 @@ local now = tonumber(ARGV[1])
 local jobs = cmsgpack.unpack(ARGV[2])
 -- Checked before anything is written: a script that fails half-way keeps its writes.
 local made, groups = {}, {}
-local tied = false -- whether any job waits for others: made is kept only then
 for _, j in ipairs(jobs) do
-  if (j[9] or '') ~= '' then
-    tied = true
-    break
-  end
-end
-for _, j in ipairs(jobs) do
-  local missing = tied and missing_parent(j[9], made)
+  local missing = missing_parent(j[9], made)
   if not missing and (j[11] or '') ~= '' and not groups[j[11]]
       and redis.call('EXISTS', key_group(j[11])) == 0 then
     missing = 'group ' .. j[11]
@@ -30,9 +23,7 @@ for _, j in ipairs(jobs) do
   if missing then
     return no_parent(j[1], missing)
   end
-  if tied then
-    made[j[1]] = true
-  end
+  made[j[1]] = true
   if (j[10] or '') ~= '' then
     groups[j[10]] = true -- the group exists once a member is enqueued
   end

@@ -172,23 +172,12 @@ local function whole(v)
   return math.floor(x)
 end
 
--- The new token, attempts and failures as text, from the text read. Memoized per text
--- read: most jobs carry the same few values ('0'), and reading and printing numbers costs
--- more than a command.
-local function next_token(v) return str(whole(math.abs(tonumber(v) or 0)) + 1) end
-local function next_count(v) return str(whole(v) + 1) end
-local function same_count(v) return str(whole(v)) end
-local memo = {[next_token] = {}, [next_count] = {}, [same_count] = {}}
-local function text(f, v)
-  v = v or '0' -- absent reads as 0 (protocol v3 leaves zero counters out)
-  local m = memo[f]
-  local s = m[v]
-  if not s then
-    s = f(v)
-    m[v] = s
-  end
-  return s
-end
+-- The new token, attempts and failures as text, from the text read (absent reads as 0:
+-- protocol v3 leaves zero counters out), each made once per text read (memo): most jobs
+-- carry the same few values, and reading and printing numbers costs more than a command.
+local next_token = memo(function(v) return str(whole(math.abs(tonumber(v) or 0)) + 1) end)
+local next_count = memo(function(v) return str(whole(v) + 1) end)
+local same_count = memo(function(v) return str(whole(v)) end)
 
 local function reject(id, name, err)
   buried[#buried + 1] = bury(id, name, 'bad_payload', err, now, nil)
@@ -286,9 +275,9 @@ local function take(name)
         -- and Lua print big numbers differently (a token that compares unequal makes
         -- every finish stale), and Python and Lua read garbage differently (failures
         -- that never add up retry forever). Garbage reads as 0.
-        local token = text(next_token, f[3])
-        local attempts = text(next_count, f[4])
-        local failures = text(same_count, f[5])
+        local token = next_token(f[3] or '0')
+        local attempts = next_count(f[4] or '0')
+        local failures = same_count(f[5] or '0')
         if failures == (f[5] or '0') then -- stored as it reads already (the usual case)
           redis.call('HSET', jk, 'state', 'running', 'token', token, 'attempts', attempts,
             'started_at', str(now), 'pool', pool)

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import msgspec
 from msgspec import Meta
 
 from rota.errors import JobNotFound
-from rota.protocol.job import new_id
+from rota.protocol.job import new_id, reply_text
 
 if TYPE_CHECKING:
     from rota.client import Client, Enqueued, JobSpec
@@ -51,6 +51,25 @@ class GroupProgress(msgspec.Struct, frozen=True):
     created_at: Annotated[
         float | None, Meta(description="when it was made, seconds since the epoch")
     ]
+
+    #: The fields of the group's hash it is read from, in the order :meth:`read` takes.
+    FIELDS: ClassVar[tuple[str, ...]] = ("total", "done", "failed", "then", "created_at")
+
+    @classmethod
+    def read(cls, group_id: str, values: Sequence[Any] | None) -> GroupProgress | None:
+        """The progress from an ``HMGET`` of :attr:`FIELDS` (read leniently: a count that
+        is not a number reads as 0); None when the group has no hash."""
+        if not values or values[0] is None:
+            return None
+        total, done, failed, then, created = (None if v is None else reply_text(v) for v in values)
+        return cls(
+            id=group_id,
+            total=_count(total),
+            done=_count(done),
+            failed=_count(failed),
+            then=then or None,
+            created_at=_count(created) / 1000 or None,
+        )
 
     @property
     def finished(self) -> bool:
@@ -105,20 +124,18 @@ async def group(client: Client, specs: Sequence[JobSpec], then: JobSpec | None =
 
 async def group_progress(client: Client, group_id: str) -> GroupProgress:
     """The counters of a group (readable for 7 days after its last member finished)."""
-    raw = await client.redis.hmget(
-        client.keys.group(group_id), ["total", "done", "failed", "then", "created_at"]
-    )
-    if raw[0] is None:
+    raw = await client.redis.hmget(client.keys.group(group_id), GroupProgress.FIELDS)
+    progress = GroupProgress.read(group_id, raw)
+    if progress is None:
         raise JobNotFound(f"no group {group_id!r} (never enqueued, or expired)")
-    total, done, failed, then, created = (None if v is None else _t(v) for v in raw)
-    return GroupProgress(
-        id=group_id,
-        total=int(total or 0),
-        done=int(done or 0),
-        failed=int(failed or 0),
-        then=then,
-        created_at=int(created) / 1000 if created else None,
-    )
+    return progress
+
+
+def _count(text: str | None) -> int:
+    try:
+        return int(text) if text else 0
+    except ValueError:
+        return 0
 
 
 async def group_members(
@@ -126,18 +143,14 @@ async def group_members(
 ) -> list[str]:
     """Ids of a group's members, in the order they were enqueued."""
     raw = await client.redis.lrange(client.keys.group_members(group_id), offset, offset + count - 1)
-    return [_t(r) for r in raw]
-
-
-def _t(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    return [reply_text(r) for r in raw]
 
 
 def _decode(text: bytes | str) -> Any:
     try:
         return msgspec.json.decode(text)
     except msgspec.DecodeError:
-        return _t(text)  # written by hand, not JSON: handed over as text
+        return reply_text(text)  # written by hand, not JSON: handed over as text
 
 
 async def dependency_results(client: Client, job_id: str) -> dict[str, Any]:
@@ -148,20 +161,30 @@ async def dependency_results(client: Client, job_id: str) -> dict[str, Any]:
     reply = await client.conn.execute_command("HGETALL", key)  # no pool checkout per job
     # A Link answers the flat list of the wire, redis-py a dict.
     pairs = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
-    raw = {_t(k): v for k, v in pairs}
-    out = {p: _decode(raw["r:" + p]) for p in _t(raw.get("after", b"")).split() if "r:" + p in raw}
+    raw = {reply_text(k): v for k, v in pairs}
+    out = {
+        p: _decode(raw["r:" + p])
+        for p in reply_text(raw.get("after", b"")).split()
+        if "r:" + p in raw
+    }
     out.update({k[2:]: _decode(v) for k, v in raw.items() if k.startswith("r:")})
     gid = raw.get("waits_group")
     if gid:
         async with client.redis.pipeline(transaction=False) as pipe:
-            pipe.lrange(client.keys.group_members(_t(gid)), 0, -1)
-            pipe.hgetall(client.keys.group_results(_t(gid)))
+            pipe.lrange(client.keys.group_members(reply_text(gid)), 0, -1)
+            pipe.hgetall(client.keys.group_results(reply_text(gid)))
             order, results = await pipe.execute()
-        members = {_t(k): v for k, v in results.items()}
-        out.update({_t(m): _decode(members[_t(m)]) for m in order if _t(m) in members})
+        members = {reply_text(k): v for k, v in results.items()}
+        out.update(
+            {
+                reply_text(m): _decode(members[reply_text(m)])
+                for m in order
+                if reply_text(m) in members
+            }
+        )
     return out
 
 
 async def children(client: Client, job_id: str) -> list[str]:
     """Ids of the jobs enqueued after ``job_id`` (kept as long as its record)."""
-    return sorted(_t(m) for m in await client.redis.smembers(client.keys.children(job_id)))
+    return sorted(reply_text(m) for m in await client.redis.smembers(client.keys.children(job_id)))

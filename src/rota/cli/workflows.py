@@ -13,17 +13,13 @@ from rota.cli.output import echo_json, print_table, when
 from rota.client import Client
 from rota.config import Settings
 from rota.errors import JobNotFound
-from rota.protocol.job import JobRecord, state_text
+from rota.protocol.job import JobRecord, reply_text, state_text
 from rota.workflow import GroupProgress
 
 __all__ = ["group", "related", "relations"]
 
 #: The state shown for a job whose record is gone (expired, or deleted).
 MISSING = "missing"
-
-
-def _t(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 async def related(client: Client, ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -46,7 +42,7 @@ async def related(client: Client, ids: Sequence[str]) -> list[dict[str, Any]]:
             out.append(
                 {
                     "id": job_id,
-                    "name": None if name is None else _t(name),
+                    "name": None if name is None else reply_text(name),
                     "state": state_text(state, name),
                 }
             )

@@ -148,20 +148,20 @@ def _seconds(ms: bytes | None) -> float | None:
     return None if value is None else value / 1000
 
 
-_STATES: dict[bytes, State] = {s.value.encode(): s for s in State}
-
-
-def _state(value: bytes | None, name: bytes | None = None) -> State:
-    return _STATES.get(value or b"", State.QUEUED if value is None and name else State.UNKNOWN)
+_STATES: dict[str, State] = {s.value: s for s in State}
 
 
 def state_text(state: bytes | str | None, name: bytes | str | None) -> str:
-    """A job's state as its hash holds it: a record with a name and no state is queued
-    (protocol v4 leaves the state of a queued job out); ``unknown`` for a record with
-    neither."""
-    if state:
-        return state.decode() if isinstance(state, bytes) else state
-    return State.QUEUED.value if name else State.UNKNOWN.value
+    """A job's state as its hash holds it: a record with a name and no state field is
+    queued (protocol v4 leaves the state of a queued job out); ``unknown`` for a record
+    with neither, or an empty state."""
+    if state is None:
+        return State.QUEUED.value if name else State.UNKNOWN.value
+    return reply_text(state) or State.UNKNOWN.value
+
+
+def _state(value: bytes | None, name: bytes | None) -> State:
+    return _STATES.get(state_text(value, name), State.UNKNOWN)
 
 
 class JobRecord(msgspec.Struct, frozen=True, kw_only=True):

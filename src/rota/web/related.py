@@ -14,7 +14,7 @@ import msgspec
 import redis.exceptions
 
 from rota.client import Client
-from rota.protocol.job import JobRecord, state_text
+from rota.protocol.job import JobRecord, reply_text, state_text
 from rota.web import bodies as b
 from rota.workflow import GroupProgress
 
@@ -61,12 +61,8 @@ def _progress(text: str | None) -> b.JobProgress | None:
     return b.JobProgress(percent, message)
 
 
-def _t(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
 def _opt_t(value: Any) -> str | None:
-    return None if value is None else _t(value)
+    return None if value is None else reply_text(value)
 
 
 def _read(value: Any) -> Any:
@@ -114,31 +110,10 @@ async def rels(client: Client, ids: list[str]) -> list[b.Related]:
     return [_rel(i, row) for i, row in zip(ids, rows, strict=True)]
 
 
-_GROUP_FIELDS: Final = ("total", "done", "failed", "then", "created_at")
-
-
 def _group_progress(group_id: str, raw: Any) -> GroupProgress | None:
     """What ``client.group_progress`` returns, from an ``HMGET`` of the group's hash
     read in a pipeline; None when there is no such group."""
-    raw = _read(raw)
-    if not raw or raw[0] is None:
-        return None
-    total, done, failed, then, created = (_opt_t(v) for v in raw)
-    return GroupProgress(
-        id=group_id,
-        total=_int(total),
-        done=_int(done),
-        failed=_int(failed),
-        then=then or None,
-        created_at=_int(created) / 1000 or None,
-    )
-
-
-def _int(text: str | None) -> int:
-    try:
-        return int(text) if text else 0
-    except ValueError:
-        return 0
+    return GroupProgress.read(group_id, _read(raw))
 
 
 async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
@@ -159,7 +134,7 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
     if not h:
         return None
     record = JobRecord.from_hash(job_id, h)
-    kids = sorted(_t(i) for i in raw_kids or ())
+    kids = sorted(reply_text(i) for i in raw_kids or ())
     parents, children, progress = await _ties(client, record, kids[:CHILDREN_LIMIT])
     callback = None
     if record.group and progress is not None and progress.then:
@@ -177,7 +152,7 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
         result_pretty=result_text,
         progress=_progress(record.progress),
         progress_raw=record.progress,
-        logs=[_t(x) for x in raw_logs or ()],
+        logs=[reply_text(x) for x in raw_logs or ()],
         parents=parents,
         children=children,
         children_total=len(kids),
@@ -197,7 +172,7 @@ async def _ties(
     pipe = client.redis.pipeline(transaction=False)
     _queue_rels(pipe, client, parents + shown)
     if gid:
-        pipe.hmget(client.keys.group(gid), *_GROUP_FIELDS)
+        pipe.hmget(client.keys.group(gid), *GroupProgress.FIELDS)
     rows = await pipe.execute(raise_on_error=False)
     progress = _group_progress(gid, rows[-1]) if gid else None
     related = [_rel(i, row) for i, row in zip(parents + shown, rows, strict=False)]
@@ -214,13 +189,13 @@ async def group_detail(
     enqueued, or expired 7 days after its last member finished)."""
     k = client.keys
     pipe = client.redis.pipeline(transaction=False)
-    pipe.hmget(k.group(group_id), *_GROUP_FIELDS)
+    pipe.hmget(k.group(group_id), *GroupProgress.FIELDS)
     pipe.lrange(k.group_members(group_id), offset, offset + limit - 1)
     raw, members = await pipe.execute(raise_on_error=False)
     progress = _group_progress(group_id, raw)
     if progress is None:
         return None
-    ids = [_t(m) for m in _read(members) or ()]
+    ids = [reply_text(m) for m in _read(members) or ()]
     found = await rels(client, ids + ([progress.then] if progress.then else []))
     return b.mirror(
         b.Group,
@@ -297,7 +272,7 @@ async def _flow_level(
             continue
         row = _read(rows[2 * n])
         after = (_opt_t(row[2]) or "").split()
-        kids = sorted(_t(c) for c in _read(rows[2 * n + 1]) or ())
+        kids = sorted(reply_text(c) for c in _read(rows[2 * n + 1]) or ())
         links[i] = (after, kids, _opt_t(row[3]) or None, _opt_t(row[4]) or None)
     return links
 
@@ -325,7 +300,7 @@ async def _flow_groups(
     for g in sorted(wanted_then):
         thens[g] = _opt_t(_read(next(answers))) or None
     for g in sorted(wanted_members):
-        members[g] = [_t(m) for m in _read(next(answers)) or ()]
+        members[g] = [reply_text(m) for m in _read(next(answers)) or ()]
 
 
 def _flow_edges(

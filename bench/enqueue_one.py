@@ -120,38 +120,37 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _wire(port: int, n: int) -> float:
-    """What one connection does with one LPUSH at a time (``redis-benchmark -c 1``): the
-    round trip of this machine's loopback and Redis with nothing of rota in it. 0 when
-    redis-benchmark is not installed (Debian: redis-tools)."""
+def _one_at_a_time(port: int, n: int, command: list[str]) -> float:
+    """Requests a second of ``redis-benchmark -c 1`` (one connection, one request at a
+    time) running ``command`` n times; 0 when redis-benchmark is not installed (Debian:
+    redis-tools)."""
     tool = shutil.which("redis-benchmark")
     if tool is None:
         return 0.0
-    command = [tool, "-p", str(port), "-c", "1", "-n", str(n), "-t", "lpush", "--csv"]
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
-    last = done.stdout.strip().splitlines()[-1]  # "LPUSH","<rps>",...
-    return float(last.split(",")[1].strip('"'))
+    head = [tool, "-p", str(port), "-c", "1", "-n", str(n), "-r", "1000000000", "--csv"]
+    done = subprocess.run(head + command, capture_output=True, text=True, check=True)
+    last = next(csv.reader([done.stdout.strip().splitlines()[-1]]))  # command, rps, ...
+    return float(last[1])
+
+
+def _wire(port: int, n: int) -> float:
+    """What one connection does with one LPUSH at a time: the round trip of this
+    machine's loopback and Redis with nothing of rota in it."""
+    return _one_at_a_time(port, n, ["LPUSH", "{wire}:list", "1"])
 
 
 def _wire_script(port: int, n: int) -> float:
     """What one connection does with one call of the enqueue function at a time, from
-    C (``redis-benchmark -c 1``, a new random id each call): the ceiling of any client
-    that enqueues by the script, rota's included. 0 without redis-benchmark or FCALL."""
-    tool = shutil.which("redis-benchmark")
-    if tool is None:
-        return 0.0
+    C (a new random id each call): the ceiling of any client that enqueues by the
+    script, rota's included. 0 without FCALL (Redis 6.2)."""
     lib = library()
     try:
         with redis.Redis(port=port) as r:
             r.function_load(lib.code, replace=True)
-    except redis.ResponseError:  # no functions (Redis 6.2)
+    except redis.ResponseError:
         return 0.0
     call = ["FCALL", lib.function("enqueue"), "1", "{wire}:", "__rand_int__", "noop", "[0]"]
-    call += [str(int(time.time() * 1000)), "0", "", "0", "", ""]
-    command = [tool, "-p", str(port), "-c", "1", "-n", str(n), "-r", "1000000000", "--csv"]
-    done = subprocess.run(command + call, capture_output=True, text=True, check=True)
-    last = next(csv.reader([done.stdout.strip().splitlines()[-1]]))  # command, rps, ...
-    return float(last[1])
+    return _one_at_a_time(port, n, [*call, str(int(time.time() * 1000)), "0", "", "0", "", ""])
 
 
 if __name__ == "__main__":

@@ -240,3 +240,13 @@ async def test_enqueue_many_queues_each_name_in_the_order_given(
         assert queue[::-1] == given
     assert cast(set[bytes], redis_sync.smembers(client.keys.ready)) == {b"a", b"b"}
     assert redis_sync.llen(client.keys.wake("b")) == 1  # one token per name and batch
+
+
+async def test_enqueue_many_refuses_a_queue_key_that_is_not_a_list(
+    client: Client, redis_sync: redis.Redis
+) -> None:
+    # Checked before anything is written: no record is left outside every queue.
+    redis_sync.set(client.keys.queue("broken"), "x")
+    with pytest.raises(redis.exceptions.ResponseError, match="queue broken is a string"):
+        await client.enqueue_many([JobSpec(name="broken", job_id=f"b{i}") for i in range(3)])
+    assert [redis_sync.exists(client.keys.job(f"b{i}")) for i in range(3)] == [0, 0, 0]

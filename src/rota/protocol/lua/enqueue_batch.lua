@@ -13,8 +13,18 @@
 local now = tonumber(ARGV[1])
 local jobs = cmsgpack.unpack(ARGV[2])
 -- Checked before anything is written: a script that fails half-way keeps its writes.
-local made, groups = {}, {}
+-- A queue key that is not a list would fail the LPUSH of push_batch after every record
+-- is written, leaving records in no queue: refuse the call first (one TYPE per name).
+local made, groups, typed = {}, {}, {}
 for _, j in ipairs(jobs) do
+  local name = j[2]
+  if not typed[name] then
+    local t = redis.call('TYPE', key_queue(name))['ok']
+    if t ~= 'none' and t ~= 'list' then
+      return redis.error_reply('WRONGTYPE queue ' .. name .. ' is a ' .. t .. ', not a list')
+    end
+    typed[name] = true
+  end
   local missing = missing_parent(j[9], made)
   if not missing and (j[11] or '') ~= '' and not groups[j[11]]
       and redis.call('EXISTS', key_group(j[11])) == 0 then

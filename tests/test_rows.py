@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from rota.protocol.job import FETCH_FIELDS, Reason
+from rota.protocol.job import EXTRA_FIELDS, FETCH_FIELDS, Reason
 from rota.protocol.rows import MAX_ERROR, EnqueueRow, Fetched, Outcome
 
 JOB = Fetched("j1", "send", "tok", 1, 0, 0, b"[]", 0, None, None)
@@ -60,10 +60,15 @@ def test_a_batch_entry_is_strings_and_its_tail_only_when_used() -> None:
     assert _row(traceparent="t").batch_entry()[8:] == ["", "", "", "t", ""]
 
 
-def test_a_fetched_row_is_the_id_then_fetch_fields() -> None:
-    flat = [b"j1", b"send", b"tok", b"2", b"1", b"0", b"[]", b"5", b"", b"nan", b"1", b"", b""]
-    assert len(flat) == 1 + len(FETCH_FIELDS)
-    (job,) = Fetched.parse(flat)
+def test_a_fetched_row_is_the_id_then_fetch_fields_and_the_extra_fields_when_set() -> None:
+    extra = [b"", b"nan", b"1", b"00-t-s-01", b"k=v"]
+    flat = [b"j1", b"send", b"tok", b"2", b"1", b"0", b"[]", b"5", b"1", *extra]
+    plain = [b"j2", b"send", b"tok", b"1", b"", b"", b"[1]", b"6", b""]
+    assert len(plain) == 1 + len(FETCH_FIELDS) and len(extra) == len(EXTRA_FIELDS)
+    job, other = Fetched.parse(flat + plain)
     assert (job.id, job.attempts, job.failures, job.enqueued_at) == ("j1", 2, 1, 5)
     assert job.max_fails is None and job.timeout is None and job.deps
-    assert job.trace == ("", "")
+    assert job.trace == ("00-t-s-01", "k=v")
+    assert (other.id, other.attempts, other.args, other.enqueued_at) == ("j2", 1, b"[1]", 6)
+    assert other.max_fails is None and other.timeout is None and not other.deps
+    assert other.trace == ("", "")

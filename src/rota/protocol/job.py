@@ -17,6 +17,7 @@ import msgspec
 from msgspec import Meta
 
 __all__ = [
+    "EXTRA_FIELDS",
     "FETCH_FIELDS",
     "NAME_RE",
     "JobRecord",
@@ -104,12 +105,11 @@ FETCH_FIELDS: Final = (
     "lost",
     "args",
     "enqueued_at",
-    "max_fails",
-    "timeout",
-    "deps",
-    "traceparent",
-    "tracestate",
+    "extra",  # b"" for none of EXTRA_FIELDS, else b"1" and they follow
 )
+
+#: What the fetch script adds after a job's ``extra`` entry when any of them is set.
+EXTRA_FIELDS: Final = ("max_fails", "timeout", "deps", "traceparent", "tracestate")
 
 
 def _int(value: bytes | None) -> int:

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Final, NamedTuple, Protocol
 
-from rota.protocol.job import FETCH_FIELDS, Reason
+from rota.protocol.job import EXTRA_FIELDS, FETCH_FIELDS, Reason
 from rota.protocol.scripts import Arg
 
 __all__ = ["MAX_ERROR", "EnqueueRow", "Fetched", "Lease", "Outcome"]
@@ -66,6 +66,7 @@ class EnqueueRow(NamedTuple):
 
 
 _WIDTH: Final = 1 + len(FETCH_FIELDS)
+_EXTRA: Final = len(EXTRA_FIELDS)
 
 
 def _int(raw: bytes, default: int = 0) -> int:
@@ -92,7 +93,8 @@ def _timeout(raw: bytes) -> float | None:
 
 @dataclass(slots=True)
 class Fetched:
-    """A leased job as the fetch script returns it: the id, then ``FETCH_FIELDS``."""
+    """A leased job as the fetch script returns it: the id, then ``FETCH_FIELDS``, then
+    ``EXTRA_FIELDS`` when its ``extra`` entry says so."""
 
     id: str
     name: str
@@ -110,11 +112,14 @@ class Fetched:
     @classmethod
     def parse(cls, flat: list[bytes]) -> list[Fetched]:
         out = []
-        for i in range(0, len(flat), _WIDTH):
-            (jid, name, token, attempts, failures, lost, args, enq, max_fails, timeout, deps) = (
-                flat[i : i + _WIDTH - 2]
-            )
-            parent, state = flat[i + _WIDTH - 2], flat[i + _WIDTH - 1]
+        i, end = 0, len(flat)
+        while i + _WIDTH <= end:
+            (jid, name, token, attempts, failures, lost, args, enq, extra) = flat[i : i + _WIDTH]
+            i += _WIDTH
+            max_fails = timeout = deps = parent = state = b""
+            if extra:
+                (max_fails, timeout, deps, parent, state) = flat[i : i + _EXTRA]
+                i += _EXTRA
             out.append(
                 cls(
                     jid.decode(),

@@ -106,7 +106,7 @@ class Acker:
             # argument on its own, and seven per job cost more than the job itself.
             args: list[Arg] = [
                 now_ms(),
-                msgspec.msgpack.encode(part),
+                msgspec.msgpack.encode([field for o in part for field in o]),
                 self.rt.settings.complete_max_count,
             ]
             try:

@@ -32,6 +32,31 @@ end
 -- many a command: str() prints each number once.
 local str = memo(function(x) return string.format('%.17g', x) end)
 
+-- What a fetch reads of a job, by position: a job hash is read whole (HGETALL returns
+-- only the fields it holds, one pass over a small hash, where an HMGET of these 13 looks
+-- each up and returns every absent one: most are absent), then placed by this table.
+local READ_AT = {name = 1, state = 2, token = 3, attempts = 4, failures = 5, lost = 6,
+  enqueued_at = 7, max_fails = 8, timeout = 9, deps = 10, traceparent = 11, tracestate = 12,
+  args = 13}
+
+-- A count read from a job hash: a whole number from 0 to 2^53, else 0 (garbage).
+local function whole(v)
+  local x = tonumber(v)
+  if not x or x ~= x or x < 0 or x >= 2 ^ 53 then
+    return 0
+  end
+  return math.floor(x)
+end
+
+-- The texts a lease and a finish write, each made once per text read (memo): the new
+-- token, attempts and failures from those read (absent reads as 0: protocol v3 leaves
+-- zero counters out), and the token retired ('-' and the token). Most jobs carry the
+-- same few values, and reading and printing numbers costs more than a command.
+local next_token = memo(function(v) return str(whole(math.abs(tonumber(v) or 0)) + 1) end)
+local next_count = memo(function(v) return str(whole(v) + 1) end)
+local same_count = memo(function(v) return str(whole(v)) end)
+local retire = memo(function(token) return '-' .. token end)
+
 -- Push a wake token unless the list holds WAKE_CAP tokens already. The list ends exactly
 -- as an LPUSH and LTRIM to WAKE_CAP would leave it, for one read instead of two writes
 -- once it is full (no pool waiting). Every push counts: a token can be taken by a pool

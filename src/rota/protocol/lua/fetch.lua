@@ -13,8 +13,11 @@
 --      the ready set, by plain commands or an older rota); they join the fill too.
 --      tell: '1' to have the ready set's names in the reply (a pool then sends as fill
 --      only the names it knows to be ready)
--- Returns {jobs, buried, due} ({jobs, buried, due, ready} with tell): jobs is flat, 13
--- entries per job (id, then FETCH_FIELDS of protocol/job.py); buried lists the ids of
+-- Returns {jobs, buried, due} ({jobs, buried, due, ready} with tell): jobs is flat: per job
+-- the id, then FETCH_FIELDS of protocol/job.py, the last of them 'extra': '' for a job
+-- with none of max_fails, timeout, deps, traceparent and tracestate (most jobs), else '1'
+-- and those five follow (EXTRA_FIELDS): each entry of a reply costs Redis about what a
+-- small command's argument does, so five empty ones per job are left out; buried lists the ids of
 -- entries made dead as bad payloads; due is the earliest time (ms) a rate-limited name
 -- that still has jobs may start one, '0' for none; ready, the names of the ready set at
 -- the end of the call.
@@ -67,12 +70,11 @@ for _, name in ipairs(checked) do
   end
 end
 local deadline = str(now + lease)
+local now_text = str(now)
 local MAX_BURY = 100
--- The fields read from each job hash, in one HMGET: the args with the rest, their size
--- checked here (an HSTRLEN first would cost a command per job to spare the copy of a
--- value over the limit, which only a producer that skipped every check can write).
-local FIELDS = {'name', 'state', 'token', 'attempts', 'failures', 'lost', 'enqueued_at',
-  'max_fails', 'timeout', 'deps', 'traceparent', 'tracestate', 'args'}
+-- Each job hash is read whole (one HGETALL, see READ_AT): the args with the rest, their
+-- size checked here (an HSTRLEN first would cost a command per job to spare the copy of
+-- a value over the limit, which only a producer that skipped every check can write).
 
 local leased = {} -- name -> deadline, id, ... of this call's leases (ZADD at the end)
 local status = {} -- name -> false (unavailable), true (no limit) or slots left under it
@@ -163,22 +165,6 @@ local function available(name)
   return true
 end
 
--- A count read from a job hash: a whole number from 0 to 2^53, else 0 (garbage).
-local function whole(v)
-  local x = tonumber(v)
-  if not x or x ~= x or x < 0 or x >= 2 ^ 53 then
-    return 0
-  end
-  return math.floor(x)
-end
-
--- The new token, attempts and failures as text, from the text read (absent reads as 0:
--- protocol v3 leaves zero counters out), each made once per text read (memo): most jobs
--- carry the same few values, and reading and printing numbers costs more than a command.
-local next_token = memo(function(v) return str(whole(math.abs(tonumber(v) or 0)) + 1) end)
-local next_count = memo(function(v) return str(whole(v) + 1) end)
-local same_count = memo(function(v) return str(whole(v)) end)
-
 local function reject(id, name, err)
   buried[#buried + 1] = bury(id, name, 'bad_payload', err, now, nil)
   nburied = nburied + 1
@@ -243,7 +229,17 @@ local function take(name)
     -- HMGET fails on a key that is not a hash, and finds no field of a missing key.
     local read, f
     if sane_id(id) then
-      read, f = pcall(redis.call, 'HMGET', jk, unpack(FIELDS))
+      local all
+      read, all = pcall(redis.call, 'HGETALL', jk)
+      if read then
+        f = {}
+        for i = 1, #all, 2 do
+          local at = READ_AT[all[i]]
+          if at then
+            f[at] = all[i + 1]
+          end
+        end
+      end
     end
     local size = read and f[13] and #f[13] or 0
     if read == nil then
@@ -280,10 +276,10 @@ local function take(name)
         local failures = same_count(f[5] or '0')
         if failures == (f[5] or '0') then -- stored as it reads already (the usual case)
           redis.call('HSET', jk, 'state', 'running', 'token', token, 'attempts', attempts,
-            'started_at', str(now), 'pool', pool)
+            'started_at', now_text, 'pool', pool)
         else
           redis.call('HSET', jk, 'state', 'running', 'token', token, 'attempts', attempts,
-            'failures', failures, 'started_at', str(now), 'pool', pool)
+            'failures', failures, 'started_at', now_text, 'pool', pool)
         end
         local ids = table_at(leased, name)
         ids[#ids + 1] = deadline
@@ -300,11 +296,16 @@ local function take(name)
         out[k + 6] = f[6] or '0'
         out[k + 7] = f[13]
         out[k + 8] = f[7] or '0'
-        out[k + 9] = f[8] or ''
-        out[k + 10] = f[9] or ''
-        out[k + 11] = f[10] or ''
-        out[k + 12] = f[11] or ''
-        out[k + 13] = f[12] or ''
+        if f[8] or f[9] or f[10] or f[11] or f[12] then
+          out[k + 9] = '1'
+          out[k + 10] = f[8] or ''
+          out[k + 11] = f[9] or ''
+          out[k + 12] = f[10] or ''
+          out[k + 13] = f[11] or ''
+          out[k + 14] = f[12] or ''
+        else
+          out[k + 9] = ''
+        end
         return true
       end
     end

@@ -16,6 +16,7 @@
 --   anything else: the job is dead, reason error ("finish: unknown outcome ...")
 -- Returns the ids of stale outcomes.
 local now = tonumber(ARGV[1])
+local now_text = str(now)
 local stale = {}
 local woken = {}
 local ended = {} -- name -> ids whose lease ended (removed from its running set at the end)
@@ -59,7 +60,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
   local logged = f[7] or f[8] ~= '1'
   -- Retire the token (written with the outcome), so that this outcome sent again (its
   -- reply was lost) is stale.
-  local retired = '-' .. token
+  local retired = retire(token)
   if f[2] and (outcome == 'retry' or outcome == 'requeue') then
     -- An abort was requested: it wins over another run.
     outcome, b = 'aborted', 'abort requested'
@@ -80,16 +81,19 @@ local function finish_one(id, name, token, outcome, a, b, c)
     if a == '' and not (f[3] or f[5] or f[6]) then
       keep = tonumber(c) or keep -- nothing to read but that it ran: kept only when asked
     end
-    release_unique(jk, id, f[4])
+    if f[4] then
+      release_unique(jk, id, f[4])
+    end
     if keep > 0 then -- a record deleted now is not written first
       if a ~= '' then
-        redis.call('HSET', jk, 'token', retired, 'state', 'complete', 'finished_at', str(now),
+        redis.call('HSET', jk, 'token', retired, 'state', 'complete', 'finished_at', now_text,
           'result', a)
       else
-        redis.call('HSET', jk, 'token', retired, 'state', 'complete', 'finished_at', str(now))
+        redis.call('HSET', jk, 'token', retired, 'state', 'complete', 'finished_at', now_text)
       end
-      kept[#kept + 1] = str(now)
-      kept[#kept + 1] = id
+      local k = #kept
+      kept[k + 1] = now_text
+      kept[k + 2] = id
     end
     if f[5] or f[6] then
       complete_dependents(id, a, f[5], f[6], now, keep)
@@ -147,8 +151,16 @@ end
 
 local complete_max = COMPLETE_MAX
 if #ARGV == 2 or #ARGV == 3 then
-  for _, o in ipairs(cmsgpack.unpack(ARGV[2])) do
-    finish_one(o[1], o[2], o[3], o[4], o[5], o[6], o[7])
+  local rows = cmsgpack.unpack(ARGV[2])
+  if type(rows[1]) == 'table' then -- one array per attempt (pools before 0.x)
+    for _, o in ipairs(rows) do
+      finish_one(o[1], o[2], o[3], o[4], o[5], o[6], o[7])
+    end
+  else -- flat: seven entries per attempt, no table per attempt to make and collect
+    for i = 1, #rows - 6, 7 do
+      finish_one(rows[i], rows[i + 1], rows[i + 2], rows[i + 3], rows[i + 4], rows[i + 5],
+        rows[i + 6])
+    end
   end
   complete_max = tonumber(ARGV[3]) or COMPLETE_MAX
 else

@@ -150,7 +150,7 @@ def _wire_script(port: int, n: int) -> float:
     except redis.ResponseError:
         return 0.0
     call = ["FCALL", lib.function("enqueue"), "1", "{wire}:", "__rand_int__", "noop", "[0]"]
-    return _one_at_a_time(port, n, [*call, str(int(time.time() * 1000)), "0", "", "0", "", ""])
+    return _one_at_a_time(port, n, [*call, str(int(time.time() * 1000))])  # as rota sends it
 
 
 if __name__ == "__main__":

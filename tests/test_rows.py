@@ -46,7 +46,10 @@ def _row(**changes: Any) -> EnqueueRow:
 
 
 def test_the_enqueue_script_takes_only_the_arguments_in_use() -> None:
-    assert _row().script_args() == ["id1", "send", b'{"to":1}', 10, 0, "", 86_400_000, "", ""]
+    assert _row().script_args() == ["id1", "send", b'{"to":1}', 10]
+    assert _row(run_at=20).script_args()[4:] == [20]
+    assert _row(unique="u").script_args()[4:] == [0, "u", 86_400_000]
+    assert _row(timeout=1.5).script_args()[4:] == [0, "", 86_400_000, "", 1.5]
     assert _row(after="p1 p2").script_args()[9:] == ["p1 p2"]
     traced = _row(traceparent="00-a-b-01", tracestate="k=v").script_args()
     assert traced[9:] == ["", "00-a-b-01", "k=v"]

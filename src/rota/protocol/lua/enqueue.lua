@@ -1,9 +1,9 @@
 -- Enqueue one job.
 -- KEYS[1] namespace prefix
--- ARGV id, name, args (JSON text, stored as is), now_ms, run_at_ms (0 = now),
---      unique_key ('' = none), unique_ttl_ms, max_fails ('' = handler's), timeout ('' = handler's),
---      and optionally after (the ids of the jobs it waits for, space-separated; '' = none),
---      traceparent and tracestate (the W3C trace context of the enqueue; '' = none)
+-- ARGV id, name, args (JSON text, stored as is), now_ms, then optionally (absent = none, so
+--      a plain job sends four) run_at_ms (0 = now), unique_key ('' = none), unique_ttl_ms,
+--      max_fails ('' = handler's), timeout ('' = handler's), after (the ids of the jobs it
+--      waits for, space-separated; '' = none), traceparent and tracestate (the W3C trace context of the enqueue; '' = none)
 -- Returns {id, created}: created is 0 when the id exists already or the unique key is held
 -- by a live job, whose id is returned instead. A parent that does not exist is an error
 -- reply starting with NOPARENT, and nothing is written.
@@ -13,8 +13,8 @@ if (ARGV[11] or '') ~= '' then
   trace = {ARGV[11], ARGV[12] or ''}
 end
 if after == '' then
-  return {enqueue_one(ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7],
-    ARGV[8], ARGV[9], nil, nil, trace)}
+  return {enqueue_one(ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6] or '',
+    ARGV[7], ARGV[8] or '', ARGV[9] or '', nil, nil, trace)}
 end
 local missing = missing_parent(after, nil)
 if missing then

@@ -16,11 +16,9 @@ import msgspec
 import redis
 
 from rota import Client, JobContext, Retry, State, WorkerPool
-from rota.protocol.job import FETCH_FIELDS
+from rota.protocol.rows import Fetched
 from rota.protocol.scripts import script
 from tests.helpers import pool_settings, wait_until
-
-_PER_JOB = 1 + len(FETCH_FIELDS)
 
 
 def _v2_enqueue(redis_sync: redis.Redis, client: Client, name: str) -> str:
@@ -124,10 +122,10 @@ async def test_a_finish_expires_a_log_only_where_there_may_be_one(
         client.script_mode,
     )
     rows = list(fetched[0])
-    tokens = {rows[i].decode(): rows[i + 2].decode() for i in range(0, len(rows), _PER_JOB)}
+    tokens = {job.id: job.token for job in Fetched.parse(rows)}
     for job_id, expected in ((first, 1), (logged, 2), (again, 2)):
         before = _pexpires(redis_sync)
-        outcome = [job_id, "n", tokens[job_id], "complete", "", 600_000, ""]
+        outcome: list[str | int] = [job_id, "n", tokens[job_id], "complete", "", 600_000, ""]
         stale = await script("finish")(
             client.redis, client.keys.prefix, [now, *outcome], client.script_mode
         )
@@ -165,7 +163,7 @@ async def test_a_finish_takes_the_outcomes_of_either_release(client: Client) -> 
         client.script_mode,
     )
     rows = list(fetched[0])
-    tokens = {rows[i].decode(): rows[i + 2].decode() for i in range(0, len(rows), _PER_JOB)}
+    tokens = {job.id: job.token for job in Fetched.parse(rows)}
     assert sorted(tokens) == sorted(ids)
     outcomes = [[i, "n", tokens[i], "complete", f'"{i}"', 600_000, ""] for i in ids]
     nested = msgspec.msgpack.encode(outcomes[:2])

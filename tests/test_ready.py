@@ -16,11 +16,9 @@ import anyio
 import redis
 
 from rota import Client, JobContext, JobSpec, WorkerPool
-from rota.protocol.job import FETCH_FIELDS
+from rota.protocol.rows import Fetched
 from rota.protocol.scripts import script
 from tests.helpers import pool_settings, wait_until
-
-_PER_JOB = 1 + len(FETCH_FIELDS)
 
 
 def _now() -> int:
@@ -76,13 +74,13 @@ async def test_scripts_keep_the_ready_set(client: Client, redis_sync: redis.Redi
 
     await client.pause("b")
     assert _ready(redis_sync, client) == {"a"}
-    assert len(await _fetch(client, ["b"], ["a"])) == _PER_JOB  # b is paused: a fills
+    assert len(Fetched.parse(await _fetch(client, ["b"], ["a"]))) == 1  # b is paused: a fills
     assert _ready(redis_sync, client) == set()  # a is empty now
     await client.resume("b")
     assert _ready(redis_sync, client) == {"b"}
 
     await client.set_limit("b", 1)
-    assert len(await _fetch(client, ["b", "b"], [])) == _PER_JOB  # one under the limit
+    assert len(Fetched.parse(await _fetch(client, ["b", "b"], []))) == 1  # one under the limit
     assert _ready(redis_sync, client) == set()  # at its limit, one job still queued
     await client.set_limit("b", None)
     assert _ready(redis_sync, client) == {"b"}
@@ -94,9 +92,9 @@ async def test_a_fetch_costs_the_same_whatever_the_number_of_idle_names(
     names = [f"n{i}" for i in range(500)]
     await client.enqueue_many([JobSpec(name="n250") for _ in range(30)])
     rpop, sismember = _calls(redis_sync, "rpop"), _calls(redis_sync, "sismember")
-    flat = await _fetch(client, names[:20], names[20:])
-    assert len(flat) == 20 * _PER_JOB  # the batch is filled from the one busy name
-    assert {flat[i + 1] for i in range(0, len(flat), _PER_JOB)} == {b"n250"}
+    jobs = Fetched.parse(await _fetch(client, names[:20], names[20:]))
+    assert len(jobs) == 20  # the batch is filled from the one busy name
+    assert {job.name for job in jobs} == {"n250"}
     # One RPOP of 20 entries for the busy name (the fill wants what is missing), none per
     # idle name; the 10 entries left stay queued.
     assert _calls(redis_sync, "rpop") - rpop == 1
@@ -113,8 +111,7 @@ async def test_entries_popped_and_not_leased_go_back_in_their_order(
     for name in ("a", "b"):
         jobs = await client.enqueue_many([JobSpec(name=name) for _ in range(6)])
         ids[name] = [job.id for job in jobs]
-    flat = await _fetch(client, ["x"] * 4, ["a", "b"])
-    leased = [flat[i].decode() for i in range(0, len(flat), _PER_JOB)]
+    leased = [job.id for job in Fetched.parse(await _fetch(client, ["x"] * 4, ["a", "b"]))]
     assert leased == [ids["a"][0], ids["b"][0], ids["a"][1], ids["b"][1]]  # oldest first
     for name in ("a", "b"):
         queue = cast(list[bytes], redis_sync.lrange(client.keys.queue(name), 0, -1))

@@ -16,7 +16,7 @@ import anyio
 import redis
 
 from rota import Client, JobContext, JobSpec, WorkerPool
-from rota.protocol.job import FETCH_FIELDS
+from rota.protocol.rows import Fetched
 from rota.protocol.scripts import load_all, script
 from tests.helpers import pool_settings, wait_until
 from tests.redis_server import RedisServer
@@ -66,12 +66,12 @@ async def test_a_fetch_passes_the_wake_on_only_when_a_job_can_follow(
     wake = await _enqueue(client, 3)
     redis_sync.delete(wake)
     flat, _ = await _fetch(client, 1, "x")
-    assert len(flat) == 1 + len(FETCH_FIELDS)  # one job
+    assert len(Fetched.parse(flat)) == 1
     assert redis_sync.llen(wake) == 1  # two left: wake one more pool
     redis_sync.delete(wake)
     await client.set_limit("x", 2)
     flat, _ = await _fetch(client, 1, "x")
-    assert len(flat) == 1 + len(FETCH_FIELDS)  # one job
+    assert len(Fetched.parse(flat)) == 1
     assert redis_sync.llen(wake) == 0  # the limit is reached: the next finish wakes
 
 

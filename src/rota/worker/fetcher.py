@@ -28,6 +28,7 @@ import anyio
 import redis.exceptions
 import structlog
 
+from rota import tracing
 from rota.protocol.job import now_ms
 from rota.protocol.scripts import Arg, script
 from rota.redis.conn import Conn, hot_path
@@ -224,6 +225,8 @@ class Fetcher:
 
     def _parse(self, reply: list[Any]) -> list[Fetched]:
         flat, buried = reply[0], reply[1]
+        if flat:
+            self.rt.traced = tracing.active()  # a provider set since is seen from now on
         self._due = int(reply[2]) if len(reply) > 2 else 0
         if len(reply) > 3:
             index = self._index

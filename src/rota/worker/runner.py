@@ -87,7 +87,7 @@ async def run_job(rt: PoolRuntime, job: Fetched) -> Outcome:
     # Each worker is its own task with its own context: binding without a reset is
     # enough, the next attempt of this worker binds over it.
     structlog.contextvars.bind_contextvars(job_id=job.id, job_name=job.name)
-    if tracing.active():
+    if rt.traced:
         with tracing.consumer_span(job.id, job.name, job.attempts, job.trace) as span:
             outcome = await _attempt(rt, job)
             if span is not None:

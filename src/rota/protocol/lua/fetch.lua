@@ -229,8 +229,9 @@ local function take(name)
     -- HMGET fails on a key that is not a hash, and finds no field of a missing key.
     local read, f
     if sane_id(id) then
-      local all
-      read, all = pcall(redis.call, 'HGETALL', jk)
+      -- redis.pcall: an error (a key that is not a hash) comes back as a table with err.
+      local all = redis.pcall('HGETALL', jk)
+      read = all.err == nil
       if read then
         f = {}
         for i = 1, #all, 2 do

@@ -22,6 +22,7 @@ local woken = {}
 local ended = {} -- name -> ids whose lease ended (removed from its running set at the end)
 local limited = {} -- name -> whether it has a concurrency limit (read once per call)
 local kept = {} -- time, id, ... of the complete jobs kept (added to K_COMPLETE at the end)
+local processed = {} -- name -> jobs complete in this call (counted at the end)
 local COMPLETE_MAX = 100000
 local TRIM_MORE = 100 -- a call deletes at most this many more kept jobs than it adds
 
@@ -99,7 +100,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
       complete_dependents(id, a, f[5], f[6], now, keep)
     end
     keep_or_delete(jk, id, keep, logged)
-    count('processed', name, 1)
+    processed[name] = (processed[name] or 0) + 1
   elseif outcome == 'retry' then
     local due = tonumber(a) or now
     redis.call('HSET', jk, 'token', retired, 'state', 'retry', 'error', b, 'reason', c,
@@ -173,6 +174,9 @@ else
 end
 for name, ids in pairs(ended) do
   call_chunked('ZREM', key_running(name), ids)
+end
+for name, n in pairs(processed) do
+  count('processed', name, n)
 end
 -- Kept complete jobs are counted in K_COMPLETE; beyond complete_max the oldest go, a
 -- few more per call than it keeps, so that the set shrinks back to its cap in steps

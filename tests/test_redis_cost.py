@@ -10,7 +10,7 @@ import re
 import shutil
 
 import pytest
-from bench import redis_cost
+from bench import lua_costs, redis_cost
 
 
 def test_every_workload_is_measured(redis_url: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -31,3 +31,16 @@ def test_callgrind_counts_instructions_per_job(capsys: pytest.CaptureFixture[str
     counts = re.findall(r" (\d+) instructions/job", out)
     assert len(counts) == 3, out
     assert all(int(n) > 1000 for n in counts), out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_lua_costs_prints_a_figure_for_every_step(capsys: pytest.CaptureFixture[str]) -> None:
+    assert lua_costs.main() == 0
+    out = capsys.readouterr().out
+    steps = dict(re.findall(r"^(\S.*?)\s+([\d,]+)$", out, re.M))
+    assert len(steps) == 13, out  # the loop's turn and twelve steps
+    cost = {what: int(n.replace(",", "")) for what, n in steps.items()}
+    # A command costs more than the Lua around it, and each reply entry costs its share.
+    assert cost["redis.call HGET, one reply entry"] > cost["a Lua function call"] > 0, out
+    assert cost["HMGET of 13 fields (3 held)"] > cost["HGETALL of 3 pairs (6 entries)"], out

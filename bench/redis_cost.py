@@ -17,7 +17,10 @@ these numbers are held against.
 The run workload queues its jobs first and keeps their name paused while the pool
 starts, so the pool's start-up (script loading, registration) is outside the window;
 resuming the name opens it, and it closes once the last outcome is recorded. The pool's
-heartbeat and reaper run inside the window, as they would in production.
+heartbeat and reaper run inside the window, as they would in production. ``--keep-none``
+and ``--complete-max`` set those settings of its pool: what keeping finished jobs costs
+(``--complete-max`` under ``--jobs`` makes the finishes trim, as a pool does for good
+once the cap is reached).
 
 CPU time on a shared or virtual machine varies by tens of percent between runs.
 ``--callgrind`` runs the server under valgrind and adds the instructions it ran per job,
@@ -230,13 +233,19 @@ async def _run(
     fill: Fill | None = None,
     seen: Callable[[float], None] | None = None,
     check: Callable[[], Awaitable[None]] | None = None,
+    options: dict[str, Any] | None = None,
 ) -> Cost:
     """Run queued noop jobs with a pool and measure it, per one of ``jobs``. ``fill``
     queues them (``jobs`` plain ones by default); ``seen`` is told each job's argument as
-    it runs; ``check`` runs once the pool stopped, outside the window."""
+    it runs; ``check`` runs once the pool stopped, outside the window; ``options`` are
+    more settings of the pool (``keep_none``, ``complete_max_count``...)."""
     namespace = _namespace()
     settings = rota.Settings(
-        redis_url=url, namespace=namespace, concurrency=concurrency, log_level="warning"
+        redis_url=url,
+        namespace=namespace,
+        concurrency=concurrency,
+        log_level="warning",
+        **(options or {}),
     )
     pool = rota.WorkerPool(settings=settings)
     ran = 0
@@ -278,14 +287,14 @@ async def _run(
 
 
 async def _measure_all(
-    url: str, jobs: int, concurrency: int, mark: Marker | None
+    url: str, jobs: int, concurrency: int, mark: Marker | None, options: dict[str, Any]
 ) -> tuple[str, list[Cost]]:
     r = Redis.from_url(url)
     try:
         costs = [
             await _enqueue_one(r, url, jobs, mark),
             await _enqueue_many(r, url, jobs, mark),
-            await _run(r, url, jobs, concurrency, mark),
+            await _run(r, url, jobs, concurrency, mark, options=options),
         ]
         version: str = (await r.info("server"))["redis_version"]
     finally:
@@ -294,20 +303,27 @@ async def _measure_all(
 
 
 async def _main(
-    jobs: int, concurrency: int, breakdown: bool, url: str | None, callgrind: bool
+    jobs: int,
+    concurrency: int,
+    breakdown: bool,
+    url: str | None,
+    callgrind: bool,
+    options: dict[str, Any],
 ) -> None:
     if callgrind:
         with CallgrindRedis() as profiled:
-            version, costs = await _measure_all(profiled.url, jobs, concurrency, profiled.mark)
+            version, costs = await _measure_all(
+                profiled.url, jobs, concurrency, profiled.mark, options
+            )
             await anyio.to_thread.run_sync(profiled.mark, "end")
             costs = [
                 dataclasses.replace(c, instructions=profiled.instructions(c.label)) for c in costs
             ]
     elif url is None:
         with RedisServer() as server:
-            version, costs = await _measure_all(server.url, jobs, concurrency, None)
+            version, costs = await _measure_all(server.url, jobs, concurrency, None, options)
     else:
-        version, costs = await _measure_all(url, jobs, concurrency, None)
+        version, costs = await _measure_all(url, jobs, concurrency, None, options)
     lines = [f"redis {version}, {jobs} jobs, pool concurrency {concurrency}"]
     for cost in costs:
         lines.append(cost.line())
@@ -333,8 +349,25 @@ def main(argv: list[str] | None = None) -> int:
         help="run the server under valgrind and count its instructions per job"
         " (steady where CPU time is not; slow: use --jobs 2000)",
     )
+    parser.add_argument(
+        "--keep-none",
+        type=float,
+        help="the pool's keep_none (seconds a job that returned None stays; default 60)",
+    )
+    parser.add_argument(
+        "--complete-max",
+        type=positive_int,
+        help="the pool's complete_max_count (below --jobs: the run measures the trim too)",
+    )
     args = parser.parse_args(argv)
-    anyio.run(_main, args.jobs, args.concurrency, args.breakdown, args.redis_url, args.callgrind)
+    options: dict[str, Any] = {}
+    if args.keep_none is not None:
+        options["keep_none"] = args.keep_none
+    if args.complete_max is not None:
+        options["complete_max_count"] = args.complete_max
+    anyio.run(
+        _main, args.jobs, args.concurrency, args.breakdown, args.redis_url, args.callgrind, options
+    )
     return 0
 
 

@@ -23,6 +23,18 @@ def test_every_workload_is_measured(redis_url: str, capsys: pytest.CaptureFixtur
     assert "whole job" in out
 
 
+def test_the_run_pool_takes_keep_none(redis_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Kept no-op jobs are expired by their finish; with --keep-none 0 they are deleted."""
+    base = ["--jobs", "40", "--concurrency", "5", "--redis-url", redis_url, "--breakdown"]
+    runs = {}
+    for keep in ("60", "0"):
+        assert redis_cost.main([*base, "--keep-none", keep]) == 0
+        out = capsys.readouterr().out
+        runs[keep] = out.split("\nrun ")[1].split("\n")[1]  # the run's breakdown line
+    assert "pexpire" in runs["60"] and "del " not in runs["60"], runs
+    assert "pexpire" not in runs["0"] and "del " in runs["0"], runs
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 def test_callgrind_counts_instructions_per_job(capsys: pytest.CaptureFixture[str]) -> None:

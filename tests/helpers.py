@@ -10,7 +10,9 @@ import anyio
 import redis
 import redis.exceptions
 
-from rota import Settings, WorkerPool
+from rota import Client, Settings, WorkerPool
+from rota.protocol.rows import Fetched
+from rota.protocol.scripts import Arg, script
 
 
 def pool_settings(redis_url: str, namespace: str, **changes: Any) -> Settings:
@@ -75,3 +77,12 @@ def step_pool(redis_url: str, namespace: str) -> WorkerPool:
         return label.upper()
 
     return pool
+
+
+async def lease_tokens(client: Client, name: str, n: int) -> dict[str, str]:
+    """Lease up to ``n`` jobs of ``name`` by the fetch script, as a pool would (a lease
+    of 30 s): their tokens by id."""
+    now = int(time.time() * 1000)
+    args: list[Arg] = [now, 30000, "pool-1", 1 << 20, n, *[name] * n, 0]
+    reply = await script("fetch")(client.redis, client.keys.prefix, args, client.script_mode)
+    return {job.id: job.token for job in Fetched.parse(list(reply[0]))}

@@ -13,12 +13,12 @@ import uuid
 from typing import cast
 
 import msgspec
+import pytest
 import redis
 
 from rota import Client, JobContext, Retry, State, WorkerPool
-from rota.protocol.rows import Fetched
 from rota.protocol.scripts import script
-from tests.helpers import pool_settings, wait_until
+from tests.helpers import lease_tokens, pool_settings, wait_until
 
 
 def _v2_enqueue(redis_sync: redis.Redis, client: Client, name: str) -> str:
@@ -117,14 +117,7 @@ async def test_a_finish_expires_a_log_only_where_there_may_be_one(
     redis_sync.hset(client.keys.job(logged), "logged", "1")
     redis_sync.hset(client.keys.job(again), "attempts", "1")  # ran once before
     now = int(time.time() * 1000)
-    fetched = await script("fetch")(
-        client.redis,
-        client.keys.prefix,
-        [now, 30000, "pool-1", 1 << 20, 3, "n", "n", "n", 0],
-        client.script_mode,
-    )
-    rows = list(fetched[0])
-    tokens = {job.id: job.token for job in Fetched.parse(rows)}
+    tokens = await lease_tokens(client, "n", 3)
     for job_id, expected in ((first, 1), (logged, 2), (again, 2)):
         before = _pexpires(redis_sync)
         outcome: list[str | int] = [job_id, "n", tokens[job_id], "complete", "", 600_000, ""]
@@ -158,14 +151,7 @@ async def test_a_finish_takes_the_outcomes_of_either_release(client: Client) -> 
     one a flat array (seven entries per attempt): both record the same outcomes."""
     ids = [(await client.enqueue("n")).id for _ in range(4)]
     now = int(time.time() * 1000)
-    fetched = await script("fetch")(
-        client.redis,
-        client.keys.prefix,
-        [now, 30000, "pool-1", 1 << 20, 4, "n", "n", "n", "n", 0],
-        client.script_mode,
-    )
-    rows = list(fetched[0])
-    tokens = {job.id: job.token for job in Fetched.parse(rows)}
+    tokens = await lease_tokens(client, "n", 4)
     assert sorted(tokens) == sorted(ids)
     outcomes = [[i, "n", tokens[i], "complete", f'"{i}"', 600_000, ""] for i in ids]
     nested = msgspec.msgpack.encode(outcomes[:2])
@@ -180,3 +166,25 @@ async def test_a_finish_takes_the_outcomes_of_either_release(client: Client) -> 
         assert record is not None
         assert (record.state, record.result) == (State.COMPLETE, f'"{job_id}"')
     assert (await client.stats())["processed"] == 4
+
+
+async def test_a_finish_refuses_a_flat_array_cut_short(
+    client: Client, redis_sync: redis.Redis
+) -> None:
+    """A flat array that is not seven entries per attempt is a sender's mistake: refused
+    whole (a whole attempt before the short one is not recorded either), so the leases
+    stay for the reaper."""
+    ids = [(await client.enqueue("n")).id for _ in range(2)]
+    tokens = await lease_tokens(client, "n", 2)
+    now = int(time.time() * 1000)
+    whole = [ids[0], "n", tokens[ids[0]], "complete", "", 600_000, ""]
+    cut = msgspec.msgpack.encode([*whole, ids[1], "n", tokens[ids[1]], "complete", ""])
+    with pytest.raises(redis.exceptions.ResponseError, match="not seven per attempt"):
+        await script("finish")(
+            client.redis, client.keys.prefix, [now, cut, 100_000], client.script_mode
+        )
+    for job_id in ids:
+        record = await client.job(job_id)
+        assert record is not None and record.state == State.RUNNING
+        assert redis_sync.zscore(client.keys.running("n"), job_id) is not None
+    assert (await client.stats()).get("processed", 0) == 0

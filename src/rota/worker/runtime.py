@@ -91,8 +91,8 @@ class PoolRuntime:
     force: anyio.Event = field(default_factory=anyio.Event)
     in_flight: dict[str, InFlight] = field(default_factory=dict)
     job_line: JobLine | None = None  # see WorkerPool.job_line
-    # Whether attempts are traced (rota.tracing.active()), asked once per fetch: asking
-    # OpenTelemetry reads the environment, about a tenth of a no-op job's cost.
+    # Whether attempts are traced (rota.tracing.active()), asked once per fetch: until a
+    # tracer provider is set, asking OpenTelemetry reads the environment (about 1 µs).
     traced: bool = False
     limiter: anyio.CapacityLimiter = field(init=False)
     handoff: Handoff = field(init=False)

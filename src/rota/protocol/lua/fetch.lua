@@ -17,8 +17,8 @@
 -- the id, then FETCH_FIELDS of protocol/job.py, the last of them 'extra': '' for a job
 -- with none of max_fails, timeout, deps, traceparent and tracestate (most jobs), else '1'
 -- and those five follow (EXTRA_FIELDS): each entry of a reply costs Redis about what a
--- small command's argument does, so five empty ones per job are left out; buried lists the ids of
--- entries made dead as bad payloads; due is the earliest time (ms) a rate-limited name
+-- small command's argument does, so five empty ones per job are left out; buried lists
+-- the ids of entries made dead as bad payloads; due is the earliest time (ms) a rate-limited name
 -- that still has jobs may start one, '0' for none; ready, the names of the ready set at
 -- the end of the call.
 local now, lease, pool = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
@@ -226,28 +226,24 @@ local function take(name)
       return false
     end
     local jk = key_job(id)
-    -- HMGET fails on a key that is not a hash, and finds no field of a missing key.
-    local read, f
-    if sane_id(id) then
-      -- redis.pcall: an error (a key that is not a hash) comes back as a table with err.
-      local all = redis.pcall('HGETALL', jk)
-      read = all.err == nil
-      if read then
-        f = {}
-        for i = 1, #all, 2 do
-          local at = READ_AT[all[i]]
-          if at then
-            f[at] = all[i + 1]
-          end
+    -- Read by redis.pcall: a key that is not a hash comes back as a table with err, a
+    -- missing one as no fields (Redis keeps no empty hash).
+    local all = sane_id(id) and redis.pcall('HGETALL', jk)
+    if not all then
+      reject(id, name, 'queue entry is not a job id')
+    elseif all.err then
+      reject(id, name, 'job record is not a hash')
+    elseif #all == 0 then
+      reject(id, name, 'job record missing')
+    else
+      local f = {}
+      for i = 1, #all, 2 do
+        local at = READ_AT[all[i]]
+        if at then
+          f[at] = all[i + 1]
         end
       end
-    end
-    local size = read and f[13] and #f[13] or 0
-    if read == nil then
-      reject(id, name, 'queue entry is not a job id')
-    elseif not read then
-      reject(id, name, 'job record is not a hash')
-    else
+      local size = f[13] and #f[13] or 0
       local state = f[2]
       if state == 'running' or state == 'complete' or state == 'dead' or state == 'aborted'
         or (state == 'waiting' and redis.call('ZSCORE', K_WAITING, id))
@@ -257,12 +253,7 @@ local function take(name)
         -- later: nothing to run.
         count('stale_entries', name, 1)
       elseif f[1] ~= name then
-        -- No fields at all: the record is missing (Redis keeps no empty hash).
-        if not f[1] and redis.call('EXISTS', jk) == 0 then
-          reject(id, name, 'job record missing')
-        else
-          reject(id, name, 'job name ' .. tostring(f[1] or '(none)') .. ' does not match queue ' .. name)
-        end
+        reject(id, name, 'job name ' .. tostring(f[1] or '(none)') .. ' does not match queue ' .. name)
       elseif size > max_args then
         reject(id, name, 'args of ' .. size .. ' bytes exceed the limit of ' .. max_args .. ' bytes')
       elseif not f[13] then

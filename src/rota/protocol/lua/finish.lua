@@ -82,9 +82,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
     if a == '' and not (f[3] or f[5] or f[6]) then
       keep = tonumber(c) or keep -- nothing to read but that it ran: kept only when asked
     end
-    if f[4] then
-      release_unique(jk, id, f[4])
-    end
+    release_unique(jk, id, f[4])
     if keep > 0 then -- a record deleted now is not written first
       if a ~= '' then
         redis.call('HSET', jk, 'token', retired, 'state', 'complete', 'finished_at', now_text,
@@ -153,12 +151,15 @@ end
 local complete_max = COMPLETE_MAX
 if #ARGV == 2 or #ARGV == 3 then
   local rows = cmsgpack.unpack(ARGV[2])
-  if type(rows[1]) == 'table' then -- one array per attempt (pools before 0.x)
+  if type(rows[1]) == 'table' then -- one array per attempt (pools of the previous release)
     for _, o in ipairs(rows) do
       finish_one(o[1], o[2], o[3], o[4], o[5], o[6], o[7])
     end
   else -- flat: seven entries per attempt, no table per attempt to make and collect
-    for i = 1, #rows - 6, 7 do
+    if #rows % 7 ~= 0 then -- a sender's mistake: refuse it whole, the leases stay
+      return redis.error_reply('ERR finish: ' .. #rows .. ' entries, not seven per attempt')
+    end
+    for i = 1, #rows, 7 do
       finish_one(rows[i], rows[i + 1], rows[i + 2], rows[i + 3], rows[i + 4], rows[i + 5],
         rows[i + 6])
     end

@@ -27,12 +27,10 @@ import rota
 import rota.client
 from bench import positive_int
 from bench.redis_server import RedisServer
-from rota.protocol.job import FETCH_FIELDS
+from rota.protocol.rows import Fetched
 from rota.protocol.scripts import script
 
 __all__ = ["main"]
-
-_PER_JOB = 1 + len(FETCH_FIELDS)
 
 
 async def _calls(r: Redis) -> list[int]:
@@ -91,11 +89,13 @@ async def _fetch_finish(r: Redis, url: str, jobs: int, size: int) -> tuple[list[
                 client.redis, client.keys.prefix, args, client.script_mode
             )
             fetched += await _calls(r)
+            # Flat, seven entries per attempt, as a pool's acker sends them.
             outcomes = [
-                [rows[i].decode(), "noop", rows[i + 2].decode(), "complete", "", 60_000, ""]
-                for i in range(0, len(rows), _PER_JOB)
+                field
+                for job in Fetched.parse(rows)
+                for field in (job.id, "noop", job.token, "complete", "", 60_000, "")
             ]
-            finish = [now, msgspec.msgpack.encode(outcomes), 100_000]
+            finish: list[Any] = [now, msgspec.msgpack.encode(outcomes), 100_000]
             await script("finish")(client.redis, client.keys.prefix, finish, client.script_mode)
             finished += await _calls(r)
         return fetched, finished

@@ -57,7 +57,7 @@ def _library() -> str:
     lines.append("redis.register_function('empty', function(k, a) return 0 end)")
     # What the steps that write start from: 100 hashes as a queued job's (3 pairs).
     lines.append(
-        "redis.register_function('setup', function(k, a) for i = 1, 100 do"
+        f"redis.register_function('setup', function(k, a) for i = 1, {_STEPS} do"
         " redis.call('DEL', keys[i]) redis.call('HSET', keys[i], 'name', 'noop', 'args',"
         " '[1.5]', 'enqueued_at', '1732484400000') end return 0 end)"
     )
@@ -70,21 +70,20 @@ def _library() -> str:
 
 
 def _per_call(
-    profiled: CallgrindRedis, r: redis.Redis, function: str, setup: bool = False
+    profiled: CallgrindRedis, r: redis.Redis, function: str, setup: float | None = None
 ) -> float:
-    """Instructions per call of ``function``; with ``setup``, each call follows one of
-    the setup function (its cost measured alone and taken out)."""
-    label = function + (":setup" if setup else "")
-    profiled.mark(f"{label}:before")
+    """Instructions per call of ``function``; with ``setup`` (what a call of the setup
+    function costs), each call follows one of the setup function, whose cost is taken
+    out. Each function is measured once: its name labels its dump."""
+    profiled.mark(f"{function}:before")
     pipe = r.pipeline(transaction=False)
     for _ in range(_CALLS):
-        if setup:
+        if setup is not None:
             pipe.fcall("setup", 0)
         pipe.fcall(function, 0, "abcdefghijklmnopq")
     pipe.execute()
-    profiled.mark(label)
-    total = profiled.instructions(label) / _CALLS
-    return total - _per_call(profiled, r, "setup") if setup else total
+    profiled.mark(function)
+    return profiled.instructions(function) / _CALLS - (setup or 0.0)
 
 
 def main() -> int:
@@ -93,13 +92,14 @@ def main() -> int:
         r.function_load(_library(), replace=True)
         r.hset("h", mapping={"name": "noop", "args": "[1.5]", "enqueued_at": "1732484400000"})
         empty = _per_call(profiled, r, "empty")
+        setup = _per_call(profiled, r, "setup")
         out = [f"an empty function call: {empty:,.0f} instructions"]
         loop = (_per_call(profiled, r, "loop") - empty) / _STEPS
-        out.append(f"{'an empty loop turn':40s} {loop:8,.0f}")
+        out.append(f"{_BODIES['loop'][0]:40s} {loop:8,.0f}")
         for name, (what, _) in _BODIES.items():
             if name == "loop":
                 continue
-            writes = name in ("hset1", "hset5", "del")
+            writes = setup if name in ("hset1", "hset5", "del") else None
             step = (_per_call(profiled, r, name, writes) - empty) / _STEPS - loop
             out.append(f"{what:40s} {step:8,.0f}")
         r.close()

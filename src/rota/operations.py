@@ -17,7 +17,15 @@ from typing import Any
 import msgspec
 from redis.asyncio import Redis
 
-from rota.protocol.job import JobRecord, JobSet, now_ms, reply_text, validate_name
+from rota.protocol.job import (
+    JobRecord,
+    JobSet,
+    field_seconds,
+    field_text,
+    now_ms,
+    reply_text,
+    validate_name,
+)
 from rota.protocol.keys import Keys
 from rota.protocol.rate import Rate, parse_rate
 from rota.protocol.scripts import Arg, Script, ScriptMode, script
@@ -117,10 +125,10 @@ class Operations:
         said = {(p.id, b.job_id): b.message for p in pools for b in p.busy}
         out = []
         for (job_id, name, deadline), row in zip(leases, rows, strict=True):
-            state, pool, started, progress = ("" if v is None else reply_text(v) for v in row)
+            state, pool, progress = (field_text(v) or "" for v in (row[0], row[1], row[3]))
             if state != "running":  # finished between the two reads
                 continue
-            since = int(started) / 1000 if started.isdigit() else 0.0
+            since = field_seconds(row[2]) or 0.0
             message = said.get((pool, job_id), "")
             out.append(RunningJob(job_id, name, pool, since, deadline, progress, message))
         out.sort(key=lambda r: (r.since, r.job_id))

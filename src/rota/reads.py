@@ -13,7 +13,7 @@ import redis.exceptions
 from redis.asyncio import Redis
 
 from rota.errors import JobFailed, JobNotFound
-from rota.protocol.job import JobRecord, now_ms, reply_text
+from rota.protocol.job import JobRecord, field_text, now_ms, reply_text
 from rota.protocol.keys import Keys
 from rota.protocol.scripts import Arg, ScriptMode, script
 
@@ -57,9 +57,7 @@ class Reads:
                 )
                 if not answer:
                     raise JobNotFound(job_id)
-                state, result, error, reason = (
-                    None if v is None else reply_text(v) for v in answer
-                )
+                state, result, error, reason = (field_text(v) for v in answer)
                 while state not in ("complete", "dead", "aborted"):
                     message = await pubsub.get_message(timeout=None)
                     if message is None or message["type"] != "message":

@@ -113,13 +113,7 @@ class LivePool(PoolIdentity, frozen=True, kw_only=True):
         """The live pool of a snapshot as stored (times in ms)."""
         s = snapshot
         return cls(
-            id=s.id,
-            host=s.host,
-            pid=s.pid,
-            version=s.version,
-            namespace=s.namespace,
-            concurrency=s.concurrency,
-            jobs=s.jobs,
+            **{f: getattr(s, f) for f in PoolIdentity.__struct_fields__},
             started_at=s.started_at / 1000,
             heartbeat_at=s.heartbeat_at / 1000,
             busy=[PoolJob(b.job_id, b.name, b.since / 1000, b.message) for b in s.busy],

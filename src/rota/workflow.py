@@ -18,18 +18,37 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final
 
 import msgspec
+import redis.exceptions
 from msgspec import Meta
 
 from rota.errors import JobNotFound
-from rota.protocol.job import new_id, reply_text
+from rota.protocol.job import field_int, field_seconds, field_text, new_id, reply_text, state_text
 
 if TYPE_CHECKING:
     from rota.client import Client, Enqueued, JobSpec
 
-__all__ = ["Group", "GroupProgress", "chain", "dependency_results", "group", "group_progress"]
+__all__ = [
+    "MISSING",
+    "RELATED_FIELDS",
+    "Group",
+    "GroupProgress",
+    "Related",
+    "chain",
+    "dependency_results",
+    "group",
+    "group_progress",
+    "pipelined",
+    "read_related",
+    "related",
+]
+
+#: The state shown for a related job whose record is gone (expired, or deleted).
+MISSING: Final = "missing"
+#: What is read of a related job (``HMGET``), in the order :func:`read_related` takes.
+RELATED_FIELDS: Final = ("name", "state", "enqueued_at")
 
 
 class Group(msgspec.Struct, frozen=True):
@@ -61,14 +80,14 @@ class GroupProgress(msgspec.Struct, frozen=True):
         is not a number reads as 0); None when the group has no hash."""
         if not values or values[0] is None:
             return None
-        total, done, failed, then, created = (None if v is None else reply_text(v) for v in values)
+        total, done, failed, then, created = values
         return cls(
             id=group_id,
-            total=_count(total),
-            done=_count(done),
-            failed=_count(failed),
-            then=then or None,
-            created_at=_count(created) / 1000 or None,
+            total=field_int(total),
+            done=field_int(done),
+            failed=field_int(failed),
+            then=field_text(then) or None,
+            created_at=field_seconds(created) or None,
         )
 
     @property
@@ -122,6 +141,45 @@ async def group(client: Client, specs: Sequence[JobSpec], then: JobSpec | None =
     return Group(gid, jobs[:-1], jobs[-1])
 
 
+class Related(msgspec.Struct):
+    """A job tied to another one (a parent, a child, a group's member or callback)."""
+
+    id: str
+    name: str | None
+    state: Annotated[str, Meta(description="'missing' when its record is gone")]
+
+
+def pipelined(value: Any) -> Any:
+    """A reply of a pipeline run with ``raise_on_error=False``: a key of another type
+    (WRONGTYPE: not what was asked for) reads as nothing; any other error (Redis
+    loading, refusing...) is raised as it would have been."""
+    if isinstance(value, redis.exceptions.ResponseError) and str(value).startswith("WRONGTYPE"):
+        return None
+    if isinstance(value, Exception):
+        raise value
+    return value
+
+
+def read_related(job_id: str, row: Any) -> Related:
+    """A related job from a pipelined ``HMGET`` of :data:`RELATED_FIELDS`; ``missing``
+    when it has no record (or its key is not a job)."""
+    row = pipelined(row)
+    if not row or all(v is None for v in row):
+        return Related(job_id, None, MISSING)
+    return Related(job_id, field_text(row[0]), state_text(row[1], row[0]))
+
+
+async def related(client: Client, ids: Sequence[str]) -> list[Related]:
+    """Each job's name and state, in one round trip."""
+    if not ids:
+        return []
+    pipe = client.redis.pipeline(transaction=False)
+    for job_id in ids:
+        pipe.hmget(client.keys.job(job_id), *RELATED_FIELDS)
+    rows = await pipe.execute(raise_on_error=False)
+    return [read_related(i, row) for i, row in zip(ids, rows, strict=True)]
+
+
 async def group_progress(client: Client, group_id: str) -> GroupProgress:
     """The counters of a group (readable for 7 days after its last member finished)."""
     raw = await client.redis.hmget(client.keys.group(group_id), GroupProgress.FIELDS)
@@ -129,13 +187,6 @@ async def group_progress(client: Client, group_id: str) -> GroupProgress:
     if progress is None:
         raise JobNotFound(f"no group {group_id!r} (never enqueued, or expired)")
     return progress
-
-
-def _count(text: str | None) -> int:
-    try:
-        return int(text) if text else 0
-    except ValueError:
-        return 0
 
 
 async def group_members(

@@ -7,46 +7,24 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
+import msgspec
 
+from rota import workflow
 from rota.cli.common import ExitError, connection_options, page_options, with_client
 from rota.cli.output import echo_json, print_table, when
 from rota.client import Client
 from rota.config import Settings
 from rota.errors import JobNotFound
-from rota.protocol.job import JobRecord, reply_text, state_text
+from rota.protocol.job import JobRecord
 from rota.workflow import GroupProgress
 
 __all__ = ["group", "related", "relations"]
 
-#: The state shown for a job whose record is gone (expired, or deleted).
-MISSING = "missing"
-
 
 async def related(client: Client, ids: Sequence[str]) -> list[dict[str, Any]]:
-    """``{id, name, state}`` of each job, in one round trip; a job with no record is
-    ``missing``."""
-    if not ids:
-        return []
-    pipe = client.redis.pipeline(transaction=False)
-    for job_id in ids:
-        pipe.hmget(client.keys.job(job_id), "name", "state")
-    rows = await pipe.execute(raise_on_error=False)
-    out = []
-    for job_id, row in zip(ids, rows, strict=True):
-        if isinstance(row, Exception) and not str(row).startswith("WRONGTYPE"):
-            raise row  # Redis refusing or loading: the command says so
-        name, state = (None, None) if isinstance(row, Exception) else row
-        if name is None and state is None:  # no record, or a key that is not a job
-            out.append({"id": job_id, "name": None, "state": MISSING})
-        else:
-            out.append(
-                {
-                    "id": job_id,
-                    "name": None if name is None else reply_text(name),
-                    "state": state_text(state, name),
-                }
-            )
-    return out
+    """``{id, name, state}`` of each job, in one round trip (a job with no record is
+    ``missing``: see :func:`rota.workflow.related`)."""
+    return [msgspec.structs.asdict(r) for r in await workflow.related(client, ids)]
 
 
 async def _group_progress(client: Client, group_id: str | None) -> GroupProgress | None:

@@ -24,6 +24,9 @@ __all__ = [
     "JobSet",
     "Reason",
     "State",
+    "field_int",
+    "field_seconds",
+    "field_text",
     "new_id",
     "now_ms",
     "reply_text",
@@ -112,14 +115,19 @@ FETCH_FIELDS: Final = (
 EXTRA_FIELDS: Final = ("max_fails", "timeout", "deps", "traceparent", "tracestate")
 
 
-def _int(value: bytes | None) -> int:
+# The readers of a hash's fields (bytes as redis-py returns them, or text), lenient as
+# every reader of records is: a field that is not a number reads as absent (0 or None).
+
+
+def field_int(value: bytes | str | None) -> int:
+    """A count: absent or not a number reads as 0."""
     try:
         return int(value) if value is not None else 0
     except ValueError:
         return 0
 
 
-def _opt_int(value: bytes | None) -> int | None:
+def _opt_int(value: bytes | str | None) -> int | None:
     try:
         return int(value) if value else None
     except ValueError:
@@ -138,12 +146,13 @@ def reply_text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def _text(value: bytes | None) -> str | None:
-    return value.decode("utf-8", "replace") if value is not None else None
+def field_text(value: bytes | str | None) -> str | None:
+    """A text field; None when absent."""
+    return None if value is None else reply_text(value)
 
 
-def _seconds(ms: bytes | None) -> float | None:
-    """A time stored in ms, in seconds."""
+def field_seconds(ms: bytes | str | None) -> float | None:
+    """A time stored in ms, in seconds; None when absent or not a number."""
     value = _opt_int(ms)
     return None if value is None else value / 1000
 
@@ -202,29 +211,29 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
         g = h.get
         return cls(
             id=job_id,
-            name=_text(g(b"name")) or "",
+            name=field_text(g(b"name")) or "",
             state=_state(g(b"state"), g(b"name")),
-            args=_text(g(b"args")),
-            attempts=_int(g(b"attempts")),
-            failures=_int(g(b"failures")),
-            lost=_int(g(b"lost")),
-            enqueued_at=_seconds(g(b"enqueued_at")),
-            run_at=_seconds(g(b"run_at")),
-            started_at=_seconds(g(b"started_at")),
-            finished_at=_seconds(g(b"finished_at")),
+            args=field_text(g(b"args")),
+            attempts=field_int(g(b"attempts")),
+            failures=field_int(g(b"failures")),
+            lost=field_int(g(b"lost")),
+            enqueued_at=field_seconds(g(b"enqueued_at")),
+            run_at=field_seconds(g(b"run_at")),
+            started_at=field_seconds(g(b"started_at")),
+            finished_at=field_seconds(g(b"finished_at")),
             max_fails=_opt_int(g(b"max_fails")),
             timeout=_opt_float(g(b"timeout")),
-            unique_key=_text(g(b"unique_key")),
-            pool=_text(g(b"pool")),
-            error=_text(g(b"error")),
-            reason=_text(g(b"reason")),
-            result=_text(g(b"result")),
-            progress=_text(g(b"progress")),
-            raw=_text(g(b"raw")),
-            after=tuple((_text(g(b"after")) or "").split()),
-            pending=_int(g(b"pending")),
-            group=_text(g(b"group")),
-            waits_group=_text(g(b"waits_group")),
+            unique_key=field_text(g(b"unique_key")),
+            pool=field_text(g(b"pool")),
+            error=field_text(g(b"error")),
+            reason=field_text(g(b"reason")),
+            result=field_text(g(b"result")),
+            progress=field_text(g(b"progress")),
+            raw=field_text(g(b"raw")),
+            after=tuple((field_text(g(b"after")) or "").split()),
+            pending=field_int(g(b"pending")),
+            group=field_text(g(b"group")),
+            waits_group=field_text(g(b"waits_group")),
         )
 
     @property

@@ -29,6 +29,7 @@ from rota.spec import Enqueued
 from rota.status import LivePool, QueueInfo, RunningJob
 from rota.web.request_bodies import REQUESTS
 from rota.workflow import GroupProgress as Progress
+from rota.workflow import Related
 
 __all__ = [
     "BODIES",
@@ -192,7 +193,6 @@ class JobTimes(msgspec.Struct, kw_only=True):
     finished_at: Ms | None
 
 
-_SUMMARY_REF: Final = REF.format(name="JobSummary")
 #: The fields of a job record that a page of a job set shows for each job.
 SUMMARY: Final = (
     "id",
@@ -225,14 +225,6 @@ class JobPage(msgspec.Struct, kw_only=True):
     jobs: list[
         Annotated[dict[str, Any], Meta(extra_json_schema={"$ref": REF.format(name="JobSummary")})]
     ]
-
-
-class Related(msgspec.Struct):
-    """A job tied to another one."""
-
-    id: str
-    name: str | None
-    state: Annotated[str, Meta(description="'missing' when its record is gone")]
 
 
 class JobProgress(msgspec.Struct):

@@ -11,12 +11,19 @@ from __future__ import annotations
 from typing import Any, Final
 
 import msgspec
-import redis.exceptions
 
 from rota.client import Client
-from rota.protocol.job import JobRecord, reply_text, state_text
+from rota.protocol.job import JobRecord, field_int, field_text, reply_text
 from rota.web import bodies as b
-from rota.workflow import GroupProgress
+from rota.workflow import (
+    MISSING,
+    RELATED_FIELDS,
+    GroupProgress,
+    Related,
+    pipelined,
+    read_related,
+    related,
+)
 
 __all__ = [
     "CHILDREN_LIMIT",
@@ -26,11 +33,8 @@ __all__ = [
     "flow",
     "group_detail",
     "job_detail",
-    "rels",
 ]
 
-#: The state shown for a related job whose record is gone (expired, or deleted).
-MISSING: Final = "missing"
 #: The most jobs a flow graph holds; a larger flow is cut, and says so.
 FLOW_LIMIT: Final = 200
 #: The most children listed on a job's page (the first by id, then by enqueue time).
@@ -61,59 +65,15 @@ def _progress(text: str | None) -> b.JobProgress | None:
     return b.JobProgress(percent, message)
 
 
-def _opt_t(value: Any) -> str | None:
-    return None if value is None else reply_text(value)
-
-
-def _read(value: Any) -> Any:
-    """A pipelined reply read with ``raise_on_error=False``: a key of another type
-    (WRONGTYPE: not a job) reads as nothing; any other error (Redis loading, refusing...)
-    is raised as it would have been."""
-    if isinstance(value, redis.exceptions.ResponseError) and str(value).startswith("WRONGTYPE"):
-        return None
-    if isinstance(value, Exception):
-        raise value
-    return value
-
-
-_REL_FIELDS: Final = ("name", "state", "enqueued_at")
-
-
-def _rel(job_id: str, row: Any) -> b.Related:
-    """``{id, name, state}`` of a related job from ``HMGET name state ...``; a job with
-    no record is ``missing``."""
-    row = _read(row)
-    if not row or all(v is None for v in row):
-        return b.Related(job_id, None, MISSING)
-    return b.Related(job_id, _opt_t(row[0]), state_text(row[1], row[0]))
-
-
-def _queue_rels(pipe: Any, client: Client, ids: list[str]) -> None:
-    for job_id in ids:
-        pipe.hmget(client.keys.job(job_id), *_REL_FIELDS)
-
-
 def _enqueued(row: Any) -> int:
-    try:
-        return int(row[2]) if row and not isinstance(row, Exception) and row[2] else 0
-    except ValueError:
-        return 0
-
-
-async def rels(client: Client, ids: list[str]) -> list[b.Related]:
-    """``{id, name, state}`` of each job, in one round trip."""
-    if not ids:
-        return []
-    pipe = client.redis.pipeline(transaction=False)
-    _queue_rels(pipe, client, ids)
-    rows = await pipe.execute(raise_on_error=False)
-    return [_rel(i, row) for i, row in zip(ids, rows, strict=True)]
+    """When a related job was enqueued (ms), from its ``HMGET`` of ``RELATED_FIELDS``."""
+    return field_int(row[2]) if row and not isinstance(row, Exception) else 0
 
 
 def _group_progress(group_id: str, raw: Any) -> GroupProgress | None:
     """What ``client.group_progress`` returns, from an ``HMGET`` of the group's hash
     read in a pipeline; None when there is no such group."""
-    return GroupProgress.read(group_id, _read(raw))
+    return GroupProgress.read(group_id, pipelined(raw))
 
 
 async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
@@ -130,7 +90,7 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
     pipe.hgetall(k.job(job_id))
     pipe.lrange(k.joblog(job_id), 0, -1)
     pipe.smembers(k.children(job_id))
-    h, raw_logs, raw_kids = (_read(v) for v in await pipe.execute(raise_on_error=False))
+    h, raw_logs, raw_kids = (pipelined(v) for v in await pipe.execute(raise_on_error=False))
     if not h:
         return None
     record = JobRecord.from_hash(job_id, h)
@@ -138,7 +98,7 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
     parents, children, progress = await _ties(client, record, kids[:CHILDREN_LIMIT])
     callback = None
     if record.group and progress is not None and progress.then:
-        (callback,) = await rels(client, [progress.then])
+        (callback,) = await related(client, [progress.then])
     args, args_text = _pretty(record.args)
     result, result_text = _pretty(record.result)
     detail = b.mirror(  # the record's times, in ms
@@ -164,21 +124,22 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
 
 async def _ties(
     client: Client, record: JobRecord, shown: list[str]
-) -> tuple[list[b.Related], list[b.Related], GroupProgress | None]:
+) -> tuple[list[Related], list[Related], GroupProgress | None]:
     """A job's parents and (``shown``) children as ``{id, name, state}``, the children
     in the order they were enqueued, and its group's progress: one round trip."""
     parents = list(dict.fromkeys(record.after))
     gid = record.group or record.waits_group
     pipe = client.redis.pipeline(transaction=False)
-    _queue_rels(pipe, client, parents + shown)
+    for i in parents + shown:
+        pipe.hmget(client.keys.job(i), *RELATED_FIELDS)
     if gid:
         pipe.hmget(client.keys.group(gid), *GroupProgress.FIELDS)
     rows = await pipe.execute(raise_on_error=False)
     progress = _group_progress(gid, rows[-1]) if gid else None
-    related = [_rel(i, row) for i, row in zip(parents + shown, rows, strict=False)]
+    found = [read_related(i, row) for i, row in zip(parents + shown, rows, strict=False)]
     order = {i: _enqueued(row) for i, row in zip(parents + shown, rows, strict=False)}
-    children = sorted(related[len(parents) :], key=lambda r: (order[r.id], r.id))
-    return related[: len(parents)], children, progress
+    children = sorted(found[len(parents) :], key=lambda r: (order[r.id], r.id))
+    return found[: len(parents)], children, progress
 
 
 async def group_detail(
@@ -195,8 +156,8 @@ async def group_detail(
     progress = _group_progress(group_id, raw)
     if progress is None:
         return None
-    ids = [reply_text(m) for m in _read(members) or ()]
-    found = await rels(client, ids + ([progress.then] if progress.then else []))
+    ids = [reply_text(m) for m in pipelined(members) or ()]
+    found = await related(client, ids + ([progress.then] if progress.then else []))
     return b.mirror(
         b.Group,
         progress,
@@ -216,7 +177,7 @@ async def flow(client: Client, job_id: str, limit: int = FLOW_LIMIT) -> b.Flow |
     Nodes are ``{id, name, state}``, edges ``{from, to, kind}`` (parent to child;
     ``kind`` is ``after`` or ``group``). One round trip per level of the graph, and one
     more for the levels that meet a group; None when ``job_id`` has no record."""
-    nodes: dict[str, b.Related] = {}
+    nodes: dict[str, Related] = {}
     edges: dict[tuple[str, str], b.EdgeKind] = {}
     thens: dict[str, str | None] = {}  # group -> its callback
     members: dict[str, list[str]] = {}  # group -> its members (at most ``limit``)
@@ -256,7 +217,7 @@ _Links = tuple[list[str], list[str], str | None, str | None]
 
 
 async def _flow_level(
-    client: Client, frontier: list[str], nodes: dict[str, b.Related]
+    client: Client, frontier: list[str], nodes: dict[str, Related]
 ) -> dict[str, _Links]:
     """Read one level of the graph: each job's node (into ``nodes``) and its links."""
     k = client.keys
@@ -267,13 +228,13 @@ async def _flow_level(
     rows = await pipe.execute(raise_on_error=False)
     links: dict[str, _Links] = {}
     for n, i in enumerate(frontier):
-        node = nodes[i] = _rel(i, rows[2 * n])
+        node = nodes[i] = read_related(i, rows[2 * n])
         if node.state == MISSING:
             continue
-        row = _read(rows[2 * n])
-        after = (_opt_t(row[2]) or "").split()
-        kids = sorted(reply_text(c) for c in _read(rows[2 * n + 1]) or ())
-        links[i] = (after, kids, _opt_t(row[3]) or None, _opt_t(row[4]) or None)
+        row = rows[2 * n]  # a record: read_related found one
+        after = (field_text(row[2]) or "").split()
+        kids = sorted(reply_text(c) for c in pipelined(rows[2 * n + 1]) or ())
+        links[i] = (after, kids, field_text(row[3]) or None, field_text(row[4]) or None)
     return links
 
 
@@ -298,9 +259,9 @@ async def _flow_groups(
         pipe.lrange(k.group_members(g), 0, limit - 1)
     answers = iter(await pipe.execute(raise_on_error=False))
     for g in sorted(wanted_then):
-        thens[g] = _opt_t(_read(next(answers))) or None
+        thens[g] = field_text(pipelined(next(answers))) or None
     for g in sorted(wanted_members):
-        members[g] = [reply_text(m) for m in _read(next(answers)) or ()]
+        members[g] = [reply_text(m) for m in pipelined(next(answers)) or ()]
 
 
 def _flow_edges(

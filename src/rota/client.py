@@ -257,9 +257,7 @@ class Client(Reads, Operations):
                 return []
             args = rows[0].script_args()
             try:
-                answer = await script("enqueue")(
-                    conn or self.conn, self.keys.prefix, args, self.script_mode
-                )
+                answer = await self.run_script("enqueue", args, conn or self.conn)
             except redis.exceptions.ResponseError as exc:
                 raise _enqueue_error(exc, "the job was not enqueued", 0) from exc
             return [Enqueued(reply_text(answer[0]), rows[0].name, bool(answer[1]))]

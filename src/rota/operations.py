@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
-from redis.asyncio import Redis
 
 from rota.protocol.job import (
     JobRecord,
@@ -26,10 +25,10 @@ from rota.protocol.job import (
     reply_text,
     validate_name,
 )
-from rota.protocol.keys import Keys
 from rota.protocol.rate import Rate, parse_rate
-from rota.protocol.scripts import Arg, Script, ScriptMode, script
+from rota.protocol.scripts import Arg
 from rota.protocol.snapshot import PoolSnapshot
+from rota.scripted import Scripted
 from rota.status import Bucket, History, LivePool, Page, QueueInfo, RunningJob
 
 __all__ = ["Bucket", "History", "LivePool", "Operations", "Page", "QueueInfo", "RunningJob"]
@@ -37,12 +36,8 @@ __all__ = ["Bucket", "History", "LivePool", "Operations", "Page", "QueueInfo", "
 _CHUNK = 500
 
 
-class Operations:
+class Operations(Scripted):
     """Read and operate the queues and job sets of one namespace."""
-
-    redis: Redis
-    keys: Keys
-    script_mode: ScriptMode
 
     async def _records(self, ids: Sequence[str]) -> list[JobRecord]:
         pipe = self.redis.pipeline(transaction=False)
@@ -229,13 +224,11 @@ class Operations:
     async def pause(self, name: str) -> None:
         """Stop workers from taking jobs of ``name``; running ones finish. Works while
         Redis is out of memory, as does :meth:`resume`."""
-        args: list[Arg] = ["pause", validate_name(name)]
-        await script("pause")(self.redis, self.keys.prefix, args, self.script_mode)
+        await self.run_script("pause", ["pause", validate_name(name)])
 
     async def resume(self, name: str) -> None:
         """Let workers take jobs of ``name`` again (and wake a pool that waits for them)."""
-        args: list[Arg] = ["resume", validate_name(name)]
-        await script("pause")(self.redis, self.keys.prefix, args, self.script_mode)
+        await self.run_script("pause", ["resume", validate_name(name)])
 
     async def set_limit(self, name: str, limit: int | None) -> None:
         """Cap how many jobs of ``name`` run at once across all pools (None: no cap)."""
@@ -271,34 +264,34 @@ class Operations:
         if which == "waiting":
             raise ValueError("waiting jobs run when their parents complete: retry those")
         z = self._set_key(which)
-        return await self._in_chunks(script("move"), [which, now_ms()], ids, z)
+        return await self._in_chunks("move", [which, now_ms()], ids, z)
 
     async def delete(self, which: JobSet, ids: Sequence[str] | None = None) -> int:
         """Delete jobs of a set: the given ids, or all when None."""
         z = self._set_key(which)
-        return await self._in_chunks(script("delete"), [which, "", 0], ids, z)
+        return await self._in_chunks("delete", [which, "", 0], ids, z)
 
     async def clear_queue(self, name: str) -> int:
         """Delete every queued job of ``name``; returns how many."""
-        s = script("delete")
         head: list[Arg] = ["queue", validate_name(name), _CHUNK]
         total = 0
         while True:
-            n = int(await s(self.redis, self.keys.prefix, head, self.script_mode))
+            n = int(await self.run_script("delete", head))
             total += n
             if n < _CHUNK:
                 return total
 
     async def _in_chunks(
-        self, s: Script, head: list[Arg], ids: Sequence[str] | None, zset: str
+        self, name: str, head: list[Arg], ids: Sequence[str] | None, zset: str
     ) -> int:
-        """Apply ``s`` to ``ids``, or to a snapshot of the whole set, a chunk per call."""
+        """Apply the script ``name`` to ``ids``, or to a snapshot of the whole set, a
+        chunk per call."""
         if ids is None:
             ids = [reply_text(i) for i in await self.redis.zrange(zset, 0, -1)]
         done = 0
         for i in range(0, len(ids), _CHUNK):
             chunk = [*head, *ids[i : i + _CHUNK]]
-            done += int(await s(self.redis, self.keys.prefix, chunk, self.script_mode))
+            done += int(await self.run_script(name, chunk))
         return done
 
     def _set_key(self, which: JobSet) -> str:

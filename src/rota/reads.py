@@ -10,21 +10,15 @@ from typing import Any
 import anyio
 import msgspec
 import redis.exceptions
-from redis.asyncio import Redis
 
 from rota.errors import JobFailed, JobNotFound
 from rota.protocol.job import JobRecord, field_text, now_ms, reply_text
-from rota.protocol.keys import Keys
-from rota.protocol.scripts import Arg, ScriptMode, script
+from rota.scripted import Scripted
 
 __all__ = ["Reads"]
 
 
-class Reads:
-    redis: Redis
-    keys: Keys
-    script_mode: ScriptMode
-
+class Reads(Scripted):
     async def job(self, job_id: str) -> JobRecord | None:
         """The job's record, or None when there is none (never enqueued, or expired)."""
         try:
@@ -52,9 +46,7 @@ class Reads:
         with anyio.fail_after(timeout):
             async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
                 await pubsub.subscribe(self.keys.done(job_id))
-                answer = await script("wait")(
-                    self.redis, self.keys.prefix, [job_id], self.script_mode
-                )
+                answer = await self.run_script("wait", [job_id])
                 if not answer:
                     raise JobNotFound(job_id)
                 state, result, error, reason = (field_text(v) for v in answer)
@@ -76,6 +68,5 @@ class Reads:
         pool within milliseconds. Returns the state the job was in ('missing' if none);
         a job already complete, dead or aborted is left as it is. ``keep``: seconds the
         aborted record stays readable."""
-        args: list[Arg] = [job_id, now_ms(), int(keep * 1000)]
-        answer = await script("abort")(self.redis, self.keys.prefix, args, self.script_mode)
+        answer = await self.run_script("abort", [job_id, now_ms(), int(keep * 1000)])
         return reply_text(answer)

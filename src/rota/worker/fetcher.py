@@ -181,7 +181,7 @@ class Fetcher:
         self, want: int, check: list[str] | None = None, *, every: bool = False
     ) -> list[Fetched]:
         args = self._args(want, check=check, every=every)
-        reply = await script("fetch")(self.conn, self.rt.keys.prefix, args, self.rt.script_mode)
+        reply = await self.rt.client.run_script("fetch", args, self.conn)
         return self._parse(reply)
 
     def _args(

@@ -22,7 +22,7 @@ from rota import __version__
 from rota.outage import MEANING, condition
 from rota.protocol import codec
 from rota.protocol.job import now_ms
-from rota.protocol.scripts import Arg, script
+from rota.protocol.scripts import Arg
 from rota.protocol.snapshot import BusyWorker, PoolSnapshot
 from rota.worker.acker import Acker
 from rota.worker.runtime import PoolRuntime
@@ -80,9 +80,7 @@ class Heartbeat:
         if self.acker is not None:  # run, its outcome not written yet: held too
             for triple in self.acker.unsent():
                 args += triple
-        lost, aborts, fresh = await script("heartbeat")(
-            rt.redis, rt.keys.prefix, args, rt.script_mode
-        )
+        lost, aborts, fresh = await rt.client.run_script("heartbeat", args)
         self.beats += 1
         if fresh and self.beats > 1:
             log.warning(
@@ -154,9 +152,7 @@ class Reaper:
         if self.passes % FULL_PASS_EVERY:
             args.append("leased")
         self.passes += 1
-        reclaimed, buried, forgotten = await script("reap")(
-            rt.redis, rt.keys.prefix, args, rt.script_mode
-        )
+        reclaimed, buried, forgotten = await rt.client.run_script("reap", args)
         for job_id in reclaimed:
             log.warning("lease expired: job requeued", job_id=job_id.decode(), reason="lost")
         for job_id in buried:

@@ -23,7 +23,7 @@ from rota.protocol.job import now_ms
 from rota.protocol.keys import Keys
 from rota.protocol.rate import parse_rate
 from rota.protocol.rows import Fetched
-from rota.protocol.scripts import Arg, ScriptMode, load_all, script
+from rota.protocol.scripts import Arg, ScriptMode, load_all
 from rota.redis.connection import redacted
 from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler
@@ -113,7 +113,7 @@ class PoolRuntime:
             limit = "" if h.max_concurrency is None else h.max_concurrency
             rate = parse_rate(h.rate).stored if h.rate is not None else ""
             args += [name, h.priority, limit, rate]
-        await script("register")(self.redis, self.keys.prefix, args, self.script_mode)
+        await self.client.run_script("register", args)
 
     @property
     def redis(self) -> Redis:

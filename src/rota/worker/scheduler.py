@@ -24,7 +24,6 @@ import structlog
 
 from rota.client import JobSpec
 from rota.protocol.job import now_ms
-from rota.protocol.scripts import script
 from rota.worker.registry import Periodic
 from rota.worker.runtime import PoolRuntime
 
@@ -108,18 +107,12 @@ class Scheduler:
         time (0: more are due now)."""
         rt = self.rt
         now = now_ms()
-        moved, next_due = await script("promote")(
-            rt.redis, rt.keys.prefix, [now, _LIMIT], rt.script_mode
-        )
+        moved, next_due = await rt.client.run_script("promote", [now, _LIMIT])
         if now >= self._next_trim:
             self._next_trim = now + _TRIM_EVERY_MS
             s = rt.settings
-            await script("trim_dead")(
-                rt.redis,
-                rt.keys.prefix,
-                [now, int(s.dead_max_age * 1000), s.dead_max_count, _LIMIT],
-                rt.script_mode,
-            )
+            trim = [now, int(s.dead_max_age * 1000), s.dead_max_count, _LIMIT]
+            await rt.client.run_script("trim_dead", trim)
         next_fire = await self.fire_periodic(now_ms())
         if int(moved) >= _LIMIT:
             return 0  # more are due: go again at once

@@ -35,6 +35,7 @@ async def test_heartbeat_writes_the_snapshot_and_keeps_long_jobs_leased(
 ) -> None:
     pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=60, **FAST))
     snapshots: list[PoolSnapshot] = []
+    lives: list[LivePool] = []
 
     @pool.job
     async def long(ctx: JobContext) -> str:
@@ -43,6 +44,7 @@ async def test_heartbeat_writes_the_snapshot_and_keeps_long_jobs_leased(
         raw = redis_sync.get("{" + namespace + "}:pool:" + pool.runtime.pool_id)  # type: ignore[union-attr]
         assert raw is not None
         snapshots.append(msgspec.json.decode(raw, type=PoolSnapshot))
+        lives.extend(await client.pools())
         await anyio.sleep(1.7)  # well past the 1 s lease: the heartbeat extends it
         return "done"
 
@@ -58,13 +60,11 @@ async def test_heartbeat_writes_the_snapshot_and_keeps_long_jobs_leased(
         namespace,
     )
     assert [(b.job_id, b.name, b.message) for b in snap.busy] == [(job.id, "long", "halfway")]
-    # client.pools() has the snapshot's times in seconds; Redis keeps ms
-    live = LivePool.read(snap, snap.heartbeat_at, stale=False)
-    assert (live.started_at, live.heartbeat_at, live.last_heartbeat) == (
-        snap.started_at / 1000,
-        snap.heartbeat_at / 1000,
-        snap.heartbeat_at / 1000,
-    )
+    # client.pools(), read just after the snapshot, has its times in seconds; Redis
+    # keeps ms (a heartbeat may have written a newer snapshot in between)
+    (live,) = lives
+    assert (live.id, live.started_at, live.stale) == (rt.pool_id, snap.started_at / 1000, False)
+    assert abs(live.heartbeat_at - snap.heartbeat_at / 1000) < 5
     assert live.busy == [PoolJob(job.id, "long", snap.busy[0].since / 1000, "halfway")]
     assert abs(live.busy[0].since - time.time()) < 60
     record = await client.job(job.id)

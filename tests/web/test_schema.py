@@ -185,7 +185,9 @@ def test_a_body_carries_every_field_of_the_type_it_mirrors_in_order(
 
 
 def test_the_times_sent_in_ms_are_the_fields_typed_ms() -> None:
-    """``mirror`` turns these from seconds into ms, and no other field."""
+    """The fields typed ``Ms`` (which ``mirror`` turns from seconds into ms: see
+    test_a_mirrored_body_has_the_times_in_ms) are these, and no other: a field that
+    gains or loses the type changes what the API sends."""
     times = {k.__name__: sorted(bodies.ms_fields(k)) for k in OWN if bodies.ms_fields(k)}
     record_times = ["enqueued_at", "finished_at", "run_at", "started_at"]
     assert times == {

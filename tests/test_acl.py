@@ -14,10 +14,12 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
+import anyio
 import httpx
 import pytest
 import redis
 import redis.exceptions
+from structlog.testing import capture_logs
 
 from rota import Client, JobContext, Settings, State, WorkerPool
 from rota.acl import ROLES, rules, setuser
@@ -144,6 +146,84 @@ async def test_a_worker_role_runs_what_a_producer_role_enqueues(
     assert rt.script_mode.functions and producer.script_mode.functions
 
 
+async def test_a_worker_role_finishes_a_job_someone_already_waits_on(
+    server: RedisServer, namespace: str
+) -> None:
+    """The wait starts before the job finishes, so the finish must tell the waiter
+    (PUBLISH): the printed worker role allows it, and the pool stays up."""
+    worker = settings_for(server, "worker", namespace)
+    producer_settings = settings_for(server, "producer", namespace)
+    pool = WorkerPool(settings=worker)
+    started, release = anyio.Event(), anyio.Event()
+
+    @pool.job()
+    async def slow(ctx: JobContext, x: int) -> int:
+        started.set()
+        await release.wait()
+        return x + 1
+
+    async with pool.running(), Client.from_settings(producer_settings) as producer:
+        job = await producer.enqueue("slow", 1)
+        await started.wait()
+        async with anyio.create_task_group() as tg:
+            results: list[object] = []
+
+            async def wait() -> None:
+                results.append(await producer.wait(job.id, timeout=15))
+
+            tg.start_soon(wait)
+            await anyio.sleep(0.2)  # the wait is listening before the finish
+            release.set()
+        assert results == [2]
+        assert (await producer.enqueue("slow", 5)).created  # the pool still runs
+        assert await producer.wait((await producer.enqueue("slow", 6)).id, timeout=15) == 7
+
+
+async def test_a_pool_refused_a_finish_stays_up_and_runs_on(
+    server: RedisServer, namespace: str
+) -> None:
+    """No error reply ends a pool: under a role without PUBLISH a finish that tells a
+    waiter is refused; the pool logs it once, keeps running other jobs, and does not
+    hold the refused outcome: the job's lease expires and the reaper takes it."""
+    user, password = f"nopub-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex
+    without = [r for r in rules("worker", namespace) if r != "+publish"]
+    server.client().execute_command(  # type: ignore[no-untyped-call]
+        "ACL", "SETUSER", user, "reset", "on", f">{password}", *without
+    )
+    worker = pool_settings(
+        server.url,
+        namespace,
+        redis_username=user,
+        redis_password=password,
+        lease=1,
+        heartbeat_interval=0.2,
+        max_lost=1,
+        keep_result=60,
+    )
+    pool = WorkerPool(settings=worker)
+
+    @pool.job()
+    async def quick(ctx: JobContext, x: int) -> int:
+        await anyio.sleep(0.3)
+        return x
+
+    async with Client.from_url(server.url, namespace) as admin:
+        with capture_logs() as logs:
+            async with pool.running():
+                waited = await admin.enqueue("quick", 1)
+                with pytest.raises(TimeoutError):
+                    await admin.wait(waited.id, timeout=0.1)  # marks it waited for
+                await wait_until(lambda: any("refused" in e["event"] for e in logs))
+                plain = await admin.enqueue("quick", 2)  # the pool runs on
+                await wait_until(functools.partial(_state, admin, plain.id, State.COMPLETE))
+                # Its outcome was given up: the lease expires and the reaper takes it.
+                await wait_until(functools.partial(_state, admin, waited.id, State.DEAD))
+        record = await admin.job(waited.id)
+        assert record is not None and record.reason == "lost"
+    refusals = [e for e in logs if e["event"].startswith("Redis refused to record outcomes")]
+    assert len(refusals) == 1 and "can't run this command" in refusals[0]["error"]
+
+
 async def test_the_producer_cannot_touch_the_dead_set_or_other_functions(
     server: RedisServer, namespace: str, admin: Client
 ) -> None:
@@ -175,6 +255,7 @@ async def test_the_read_only_web_shows_pages_and_cannot_retry(
     server: RedisServer, namespace: str, admin: Client
 ) -> None:
     await admin.enqueue("x")
+    await admin.redis.sadd(admin.keys.names, "idle")  # a queue with no job in it
     await admin.redis.zadd(admin.keys.dead, {"gone": 1})
     web = settings_for(server, "web", namespace)
     app = create_app(web)
@@ -240,6 +321,11 @@ def test_the_cli_under_the_read_only_role_reads_and_is_told_why_it_cannot_retry(
     )
     status = run_rota("status", "--json", env=env)
     assert status.returncode == 0, status.stderr
+    with server.client() as admin:  # a known name whose queue is empty
+        admin.sadd(keys.names, "idle")
+    status = run_rota("status", env=env)
+    assert status.returncode == 0, status.stderr
+    assert "idle" in status.stdout
     refused = run_rota("dead", "retry", "--all", "--yes", env=env)
     assert refused.returncode == 2
     (line,) = refused.stderr.strip().splitlines()

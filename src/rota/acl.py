@@ -74,6 +74,7 @@ def rules(role: str, namespace: str = "rota") -> list[str]:
         return [
             *where, "-@all", "+@read", "+@write", "+@blocking", "-@dangerous", "+info",
             *_CONNECT, *_SCRIPTS, "+function|load", "+subscribe", "+unsubscribe",
+            "+publish",  # a finish tells the clients waiting on a job (Client.wait)
         ]  # fmt: skip
     if role == "web":
         return [*where, "-@all", "+@read", "-@dangerous", "+info", *_CONNECT]
@@ -85,6 +86,7 @@ def rules(role: str, namespace: str = "rota") -> list[str]:
         return [
             *where, "-@all", "+@read", "+@write", "-@dangerous", "+info", *_CONNECT,
             *functions, "+subscribe", "+unsubscribe",
+            "+publish",  # an abort tells the pool running the job
         ]  # fmt: skip
     if role == "producer":
         return [

@@ -65,10 +65,14 @@ class Operations(Scripted):
             pipe.hget(k.rates, name)
         rows = await pipe.execute()
         oldest = [rows[i * 7 + 1] for i in range(len(names))]
+        # Only the queues that hold a job are read (no placeholder command for an empty
+        # one: a read-only ACL role may run nothing but reads).
+        held = [reply_text(job_id) for job_id in oldest if job_id]
         pipe = self.redis.pipeline(transaction=False)
-        for job_id in oldest:
-            pipe.hget(k.job(reply_text(job_id)), "enqueued_at") if job_id else (pipe.echo(b""))
-        enqueued = await pipe.execute() if names else []
+        for job_id in held:
+            pipe.hget(k.job(job_id), "enqueued_at")
+        read = iter(await pipe.execute() if held else [])
+        enqueued: list[Any] = [next(read) if job_id else None for job_id in oldest]
         now = now_ms()
         out = []
         for i, name in enumerate(names):

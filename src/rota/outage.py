@@ -18,6 +18,7 @@ when a condition starts (with what it means for the pool, and the memory figures
 from __future__ import annotations
 
 import enum
+import math
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -33,12 +34,14 @@ from rota.redis.connection import tls_refused
 
 __all__ = [
     "MEANING",
+    "PROBE_INTERVAL",
     "REDIS_ERRORS",
     "UNREACHABLE_ERRORS",
     "Condition",
     "Watch",
     "backoff",
     "condition",
+    "error_reply",
     "memory_figures",
     "refused",
 ]
@@ -140,12 +143,31 @@ def refused(exc: BaseException, what: str, written: int = 0) -> RedisRefused | N
     return RedisRefused(f"{MEANING[cond]}: {what} ({exc})", cond.value, written)
 
 
-def backoff(failures: int, cond: Condition = Condition.UNREACHABLE) -> float:
+#: How often a pool's probe (its heartbeat) tries Redis again during a condition: the
+#: pool is back at work within this long of Redis answering, and the heartbeat extends
+#: the pool's leases before they can expire (see :class:`Watch`).
+PROBE_INTERVAL: Final = 0.05
+
+
+def backoff(
+    failures: int, cond: Condition = Condition.UNREACHABLE, *, probe: bool = False
+) -> float:
     """Seconds before try ``failures + 1``: 0.1 s, doubling, at most 5 s while Redis is
     away and 1 s while it answers with a refusal (a cheap reply; the pool should notice
-    within a second that the condition ended)."""
+    within a second that the condition ended). A ``probe`` tries every
+    :data:`PROBE_INTERVAL` whatever the condition: when it gets through, every other
+    task of the pool is woken at once (:meth:`Watch.ok`), so the others' longer delays
+    cost no time after an outage."""
+    if probe:
+        return PROBE_INTERVAL
     cap = 5.0 if cond is Condition.UNREACHABLE else 1.0
     return float(min(cap, 0.05 * 2 ** min(max(failures, 1), 10)))
+
+
+def error_reply(exc: BaseException) -> bool:
+    """Whether ``exc`` is an error reply of Redis that is no condition (a refused
+    permission, a script's error, a wrong type...): a pool logs it and carries on."""
+    return isinstance(exc, errors.ResponseError) and condition(exc) is None
 
 
 class Watch:
@@ -166,12 +188,31 @@ class Watch:
         self._told: set[Condition] = set()  # the conditions logged since it started
         self._since = 0.0
         self._redis = redis
+        # Set (and replaced) when a failing task gets through: the others stop waiting.
+        self._answered = anyio.Event()
+        #: When a task last failed for a condition (monotonic): see :meth:`calm_for`.
+        self.last_failure = -math.inf
+        self._errors_told: set[tuple[str, str]] = set()
 
-    async def failed(self, task: str, exc: BaseException) -> float:
-        """Note that ``task`` failed with ``exc``; the delay before it tries again."""
+    def calm_for(self) -> float:
+        """Seconds since any task of the pool last failed for a condition (inf when
+        none ever did). The reaper waits a heartbeat interval of calm before it
+        reclaims leases after an outage: every pool's heartbeat extends its leases
+        first, so an outage shorter than the lease runs no job twice."""
+        if self.current is not None:
+            return 0.0
+        return time.monotonic() - self.last_failure
+
+    async def failed(self, task: str, exc: BaseException, *, replies: bool = True) -> float:
+        """Note that ``task`` failed with ``exc``; the delay before it tries again.
+        ``replies=False`` raises error replies instead of waiting them out (a pool's
+        start: a role missing a permission stops it at once, naming the setting)."""
         cond = condition(exc)
         if cond is None:
-            raise exc
+            if not (replies and error_reply(exc)):
+                raise exc
+            return self._error_reply(task, exc)
+        self.last_failure = time.monotonic()
         n = self._failing.get(task, 0) + 1
         self._failing[task] = n
         if cond is not self.current and self._worth_a_line(cond):
@@ -203,6 +244,22 @@ class Watch:
         elif "memory" in self._failing:
             self.ok("memory")
 
+    def _error_reply(self, task: str, exc: BaseException) -> float:
+        """An error reply is no reason for a pool to die (a role missing a permission,
+        a script a user changed): it is logged once per task and kind, and the task
+        tries again every few seconds."""
+        text = str(exc)
+        told = (task, text.split(" ", 1)[0])
+        if told not in self._errors_told:
+            self._errors_told.add(told)
+            log.error(
+                "Redis answered an error: the pool carries on and tries again",
+                pool=self.pool,
+                task=task,
+                error=text,
+            )
+        return 5.0
+
     def _worth_a_line(self, cond: Condition) -> bool:
         """A condition is told once until Redis takes every command again; a dropped
         connection while Redis refuses is part of that refusal, not news."""
@@ -228,7 +285,11 @@ class Watch:
 
     def ok(self, task: str) -> None:
         """Note that ``task`` got through; the last one to do so ends the condition."""
-        if not self._failing or self._failing.pop(task, None) is None or self._failing:
+        if not self._failing or self._failing.pop(task, None) is None:
+            return
+        self._answered.set()  # the tasks still waiting try again now
+        self._answered = anyio.Event()
+        if self._failing:
             return
         if self.current is not None:
             log.info(
@@ -241,26 +302,39 @@ class Watch:
             self._told.clear()
 
     async def keep_trying(
-        self, task: str, step: Callable[[], Awaitable[T]], *, tell: bool = True
+        self,
+        task: str,
+        step: Callable[[], Awaitable[T]],
+        *,
+        tell: bool = True,
+        probe: bool = False,
+        replies: bool = True,
     ) -> T:
-        """Run ``step`` until it gets through, waiting out conditions (any other error
-        is raised): every task's one way of riding out a Redis that is not there.
-        ``tell=False`` waits them out without reporting to the watch (a blocking read
-        says that Redis is back only when it returns: the other tasks tell sooner)."""
+        """Run ``step`` until it gets through, waiting out conditions and error replies
+        (any other error is raised): every task's one way of riding out a Redis that is
+        not there. A task waits until its delay ends or another task gets through,
+        whichever comes first; a ``probe`` (the heartbeat) tries every
+        :data:`PROBE_INTERVAL`. ``tell=False`` waits them out without reporting to the
+        watch (a blocking read says that Redis is back only when it returns: the other
+        tasks tell sooner)."""
         failures = 0
         while True:
             try:
                 result = await step()
             except Exception as exc:
                 if tell:
-                    delay = await self.failed(task, exc)
+                    delay = await self.failed(task, exc, replies=replies)
                 else:
                     cond = condition(exc)
                     if cond is None:
                         raise
                     failures += 1
                     delay = backoff(failures, cond)
-                await anyio.sleep(delay)
+                if probe and condition(exc) is not None:
+                    delay = PROBE_INTERVAL
+                answered = self._answered
+                with anyio.move_on_after(delay):
+                    await answered.wait()
             else:
                 if tell:
                     self.ok(task)

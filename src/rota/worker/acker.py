@@ -22,7 +22,7 @@ import anyio.lowlevel
 import msgspec
 import structlog
 
-from rota.outage import condition
+from rota.outage import condition, error_reply
 from rota.protocol.job import now_ms
 from rota.protocol.rows import Outcome
 from rota.protocol.scripts import Arg, script
@@ -90,6 +90,20 @@ class Acker:
         if error is not None:
             raise error
 
+    def _give_up(self, part: list[Outcome], exc: BaseException) -> None:
+        """An error reply to a finish (a role without a permission, a broken library)
+        will not mend by sending it again: the outcomes are dropped, and their leases,
+        no longer extended, go back to their queues through the reaper (reason
+        ``lost``) instead of the pool dying or holding them forever."""
+        log.error(
+            "Redis refused to record outcomes: their jobs go back to their queues when"
+            " their leases expire",
+            pool=self.rt.pool_id,
+            jobs=[o.id for o in part],
+            error=str(exc),
+        )
+        self._room.set()
+
     async def _send(self, batch: list[Outcome]) -> tuple[list[Outcome], BaseException | None]:
         """Send one batch: the outcomes Redis did not take, and why."""
         kept = [o for o in batch if o.keeps_result]
@@ -112,6 +126,9 @@ class Acker:
             try:
                 stale = await script(name)(conn, self.rt.keys.prefix, args, self.rt.script_mode)
             except Exception as exc:
+                if error_reply(exc):
+                    self._give_up(part, exc)
+                    continue
                 if condition(exc) is None:
                     raise
                 refused += part

@@ -60,7 +60,9 @@ class Heartbeat:
         """Beat every interval (the pool beats once itself before it starts fetching)."""
         while True:
             await anyio.sleep(self.rt.settings.heartbeat_interval)
-            await self.rt.watch.keep_trying("heartbeat", self.beat)
+            # The probe: after an outage it gets through first, extends this pool's
+            # leases before any reaper may take them, and wakes the pool's other tasks.
+            await self.rt.watch.keep_trying("heartbeat", self.beat, probe=True)
 
     async def beat(self) -> None:
         rt = self.rt
@@ -83,12 +85,17 @@ class Heartbeat:
         lost, aborts, fresh = await rt.client.run_script("heartbeat", args)
         self.beats += 1
         if fresh and self.beats > 1:
-            log.warning(
-                "Redis had forgotten this pool (restarted without persistence, or flushed):"
-                " registering its job names, priorities and limits again",
-                pool=rt.pool_id,
-            )
-            await rt.register()
+            # Forgotten by a reaper (this pool's heartbeat was late: an outage, a blocked
+            # event loop), or Redis lost its data: the names tell them apart, and only
+            # what Redis lost is written again (an operator's limit stays).
+            if await rt.register(keep=True):
+                log.warning(
+                    "Redis had lost this pool's job names (restarted without persistence,"
+                    " or flushed): registered its job names, priorities and limits again",
+                    pool=rt.pool_id,
+                )
+            else:
+                log.info("this pool's heartbeat was late: it is listed again", pool=rt.pool_id)
         for raw in lost:
             job_id = raw.decode()
             entry = rt.in_flight.get(job_id)
@@ -147,6 +154,12 @@ class Reaper:
     async def reap(self) -> None:
         rt = self.rt
         s = rt.settings
+        if rt.watch.calm_for() < s.heartbeat_interval:
+            # Redis was away or refusing a moment ago: every pool's heartbeat extends its
+            # leases first (it tries every PROBE_INTERVAL), and this pass waits for the
+            # next one. Without this a lease that expired during an outage shorter than
+            # the lease would be reclaimed before its pool could extend it.
+            return
         now = now_ms()
         args: list[Arg] = [now, s.max_lost, int(s.heartbeat_interval * 3000), 1000]
         if self.passes % FULL_PASS_EVERY:

@@ -16,6 +16,8 @@ from typing import Any, TypeVar, overload
 
 import anyio
 import structlog
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from rota.client import Client
 from rota.config import Settings, load_settings
@@ -181,7 +183,11 @@ class WorkerPool:
         if client is None:
             if redis_url is not None:
                 settings = settings.replace(redis_url=redis_url)
-            client = Client.from_settings(settings)
+            # One immediate retry on a fresh connection (a pooled one that a Redis restart
+            # left stale), and no more: redis-py's own retries would wait seconds inside
+            # one command, where the pool's tasks wait out outages themselves and its
+            # heartbeat must get through within milliseconds of Redis answering again.
+            client = Client.from_settings(settings, retry=Retry(NoBackoff(), 1))
         try:
             async with contextlib.AsyncExitStack() as stack:
                 state: Mapping[str, Any] = {}
@@ -191,7 +197,7 @@ class WorkerPool:
                     )
                 rt = self._runtime(settings, client, state, force or anyio.Event())
                 # Redis unreachable, read-only or loading at the start: wait for it.
-                await rt.watch.keep_trying("start", rt.register)
+                await rt.watch.keep_trying("start", rt.register, replies=False)
                 self.runtime = rt
                 async with PoolRun(rt, self.periodic_jobs).running():
                     yield rt

@@ -103,17 +103,22 @@ class PoolRuntime:
         self.limiter = anyio.CapacityLimiter(self.settings.concurrency)
         self.watch = Watch(self.pool_id, self.client.redis, where=redacted(self.settings.redis_url))
 
-    async def register(self) -> None:
+    async def register(self, *, keep: bool = False) -> int:
         """Make this pool's job names, priorities and limits known to every process (at
-        its start, and again when its heartbeat finds that Redis forgot them); the
-        function library is loaded first unless it is there already."""
+        its start, and again when its heartbeat finds that Redis forgot the pool); the
+        function library is loaded first unless it is there already. ``keep`` writes
+        the values of the names Redis does not know only, and returns how many: what an
+        operator changed since the start stays when only the pool's heartbeat record was
+        forgotten (a late heartbeat after an outage), not Redis's data."""
         await load_all(self.redis, self.script_mode)
         args: list[Arg] = []
         for name, h in self.handlers.items():
             limit = "" if h.max_concurrency is None else h.max_concurrency
             rate = parse_rate(h.rate).stored if h.rate is not None else ""
             args += [name, h.priority, limit, rate]
-        await self.client.run_script("register", args)
+        if keep:
+            args.append("keep")
+        return int(await self.client.run_script("register", args))
 
     @property
     def redis(self) -> Redis:

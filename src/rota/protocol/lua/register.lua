@@ -4,31 +4,37 @@
 -- A few bytes: allowed when Redis is out of memory.
 -- KEYS[1] namespace prefix
 -- ARGV 4 per job name: name, priority, max concurrency ('' = no limit), rate limit
---      ('<count>/<period ms>', '' = none)
--- Returns the number of names.
+--      ('<count>/<period ms>', '' = none); then optionally 'keep': write the values of a
+--      name only when Redis did not know the name (it lost its data), and keep what is
+--      there (an operator's limit, rate or priority) when it did: a heartbeat's
+--      registration after a reaper forgot a late pool must not undo an operator's change.
+-- Returns the number of names written (with 'keep': the names Redis did not know).
+local keep = #ARGV % 4 == 1 and ARGV[#ARGV] == 'keep'
 local n = 0
 local i = 1
 while i + 3 <= #ARGV do
   local name, priority, limit, rate = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  redis.call('SADD', K_NAMES, name)
+  local known = redis.call('SADD', K_NAMES, name) == 0
   -- A backlog that no fetch knows of (written by plain commands, or by an older rota
   -- that kept no ready set) is visited from now on; a paused name leaves the set again
   -- at the first fetch that sees it.
   if queue_holds(name) then
     mark_ready(name)
   end
-  redis.call('HSET', K_PRIORITIES, name, priority)
-  if limit == '' then
-    redis.call('HDEL', K_LIMITS, name)
-  else
-    redis.call('HSET', K_LIMITS, name, limit)
+  if not (keep and known) then
+    redis.call('HSET', K_PRIORITIES, name, priority)
+    if limit == '' then
+      redis.call('HDEL', K_LIMITS, name)
+    else
+      redis.call('HSET', K_LIMITS, name, limit)
+    end
+    if rate == '' then
+      redis.call('HDEL', K_RATES, name)
+    else
+      redis.call('HSET', K_RATES, name, rate)
+    end
+    n = n + 1
   end
-  if rate == '' then
-    redis.call('HDEL', K_RATES, name)
-  else
-    redis.call('HSET', K_RATES, name, rate)
-  end
-  n = n + 1
   i = i + 4
 end
 return n

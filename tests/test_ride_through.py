@@ -1,0 +1,136 @@
+"""A pool after a short outage: its leases stay its own and an operator's changes stay.
+
+The chaos scenario (tests/chaos/test_short_outage.py) counts duplicates over many
+outages; these tests pin each mechanism behind it on one pool, with a real Redis:
+
+- a reaper does not reclaim leases right after an outage: every pool's heartbeat
+  extends them first;
+- a heartbeat that finds its pool forgotten by a reaper (it was late) lists it again
+  without writing the code's limits over an operator's, while a Redis that lost its
+  data gets them back (tests/test_outage.py);
+- a Redis killed and restarted on its append-only file within the lease runs nothing
+  twice and keeps the operator's limit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import anyio
+import pytest
+import redis.exceptions
+from structlog.testing import capture_logs
+
+from rota import Client, JobContext, WorkerPool
+from rota.worker.heartbeat import Reaper
+from tests.helpers import pool_settings, wait_until
+from tests.redis_server import RedisServer
+
+pytestmark = pytest.mark.timeout(60)
+
+AOF = ["--appendonly", "yes", "--appendfsync", "always"]
+
+
+async def _held(client: Client, key: str, member: str) -> bool:
+    return await client.redis.zscore(key, member) is not None
+
+
+@pytest.fixture
+def aof_server() -> Iterator[RedisServer]:
+    server = RedisServer(extra_args=AOF)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+async def test_a_reaper_leaves_leases_alone_right_after_an_outage(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    """A lease that expired while Redis was away is its pool's to extend: the reaper of
+    a pool that has just seen an outage waits one heartbeat interval of calm."""
+    release = anyio.Event()
+    pool = WorkerPool(
+        settings=pool_settings(redis_server.url, namespace, heartbeat_interval=60, lease=120)
+    )
+
+    @pool.job()
+    async def held(ctx: JobContext) -> None:
+        await release.wait()
+
+    async with Client.from_url(redis_server.url, namespace) as client, pool.running() as rt:
+        try:
+            job = await client.enqueue("held")
+            running = client.keys.running("held")
+            await wait_until(lambda: _held(client, running, job.id))
+            await client.redis.zadd(running, {job.id: 1})  # expired long ago
+            await rt.watch.failed("fetcher", redis.exceptions.ConnectionError("gone"))
+            rt.watch.ok("fetcher")  # Redis is back this instant
+            reaper = Reaper(rt)
+            await reaper.reap()
+            assert await client.redis.zscore(running, job.id) == 1  # not reclaimed
+            assert await client.redis.hget(client.keys.job(job.id), "lost") is None
+            rt.watch.last_failure = time.monotonic() - 61  # a heartbeat interval of calm
+            await reaper.reap()
+            assert await client.redis.hget(client.keys.job(job.id), "lost") == b"1"
+        finally:
+            release.set()
+
+
+async def test_a_pool_forgotten_by_a_reaper_keeps_the_operators_limit(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    """A pool whose heartbeat was late is forgotten by another pool's reaper; its next
+    heartbeat lists it again, and Redis still holds its data: the limit an operator set
+    stays, the code's does not come back."""
+    pool = WorkerPool(settings=pool_settings(redis_server.url, namespace, heartbeat_interval=0.1))
+
+    @pool.job(max_concurrency=3, priority=5)
+    async def limited(ctx: JobContext) -> None:
+        pass
+
+    async with Client.from_url(redis_server.url, namespace) as client, pool.running() as rt:
+        k = client.keys
+        assert await client.redis.hget(k.limits, "limited") == b"3"
+        await client.set_limit("limited", 1)
+        await client.redis.hset(k.priorities, "limited", 9)
+        with capture_logs() as logs:
+            await client.redis.zrem(k.pools, rt.pool_id)  # what a reaper does
+            await wait_until(lambda: _held(client, k.pools, rt.pool_id))
+            await wait_until(lambda: any("late" in e["event"] for e in logs))
+        assert await client.redis.hget(k.limits, "limited") == b"1"
+        assert await client.redis.hget(k.priorities, "limited") == b"9"
+        assert not [e for e in logs if "Redis had lost" in e["event"]]
+
+
+async def test_a_restart_within_the_lease_runs_nothing_twice_and_keeps_the_limit(
+    aof_server: RedisServer, namespace: str
+) -> None:
+    """kill -9, 2 s away, started again on its append-only file: the jobs that ran
+    through it finish once, and the operator's limit is the one Redis holds after."""
+    starts: dict[str, int] = {}
+    settings = pool_settings(aof_server.url, namespace, lease=3, heartbeat_interval=0.5)
+    pools = [WorkerPool(settings=settings) for _ in range(2)]
+    for pool in pools:
+
+        @pool.job(max_concurrency=4, keep_result=60)
+        async def work(ctx: JobContext, i: int) -> int:
+            starts[ctx.id] = starts.get(ctx.id, 0) + 1
+            await anyio.sleep(0.3)
+            return i
+
+    async with Client.from_url(aof_server.url, namespace) as client:
+        async with pools[0].running(), pools[1].running():
+            await client.set_limit("work", 2)
+            jobs = [await client.enqueue("work", i) for i in range(40)]
+            await wait_until(lambda: len(starts) >= 4)
+            aof_server.kill()
+            await anyio.sleep(2)
+            aof_server.start()
+            for job in jobs:
+                assert await client.wait(job.id, timeout=30) is not None
+            assert await client.redis.hget(client.keys.limits, "work") == b"2"
+        stats = await client.redis.hgetall(client.keys.stats)
+    assert sorted(starts.values()) == [1] * 40, starts
+    assert int(stats.get(b"lost", 0)) == 0, stats

@@ -53,6 +53,17 @@ def fresh_redis_server() -> Iterator[RedisServer]:
 
 
 @pytest.fixture
+def aof_server() -> Iterator[RedisServer]:
+    """A private redis-server whose every acknowledged write survives a SIGKILL (an
+    append-only file with ``appendfsync always``): kill it, start it again."""
+    server = RedisServer(extra_args=["--appendonly", "yes", "--appendfsync", "always"])
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
 def full_redis_server() -> Iterator[RedisServer]:
     """A private redis-server with ``maxmemory-policy noeviction`` for one test, to be
     pushed over its memory limit with :func:`tests.helpers.fill_up`."""

@@ -15,7 +15,6 @@ outages; these tests pin each mechanism behind it on one pool, with a real Redis
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import anyio
 import pytest
@@ -29,20 +28,9 @@ from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 
-AOF = ["--appendonly", "yes", "--appendfsync", "always"]
-
 
 async def _held(client: Client, key: str, member: str) -> bool:
     return await client.redis.zscore(key, member) is not None
-
-
-@pytest.fixture
-def aof_server() -> Iterator[RedisServer]:
-    server = RedisServer(extra_args=AOF)
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 async def test_a_reaper_leaves_leases_alone_right_after_an_outage(

@@ -226,6 +226,14 @@ def processed(r: redis.Redis, namespace: str) -> int:
     return int(r.hget("{" + namespace + "}:stats", "processed") or 0)
 
 
+def processed_or_away(r: redis.Redis, namespace: str) -> int:
+    """Jobs complete so far; -1 while Redis is away or loading."""
+    try:
+        return processed(r, namespace)
+    except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+        return -1
+
+
 def leftovers(r: redis.Redis, namespace: str, names: Iterable[str]) -> dict[str, int]:
     """Sizes of the queues, running sets and job sets: all zero after a clean run."""
     p = "{" + namespace + "}:"

@@ -9,10 +9,8 @@ once in Redis.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
-import redis
 
 from tests.chaos.harness import (
     Audit,
@@ -23,6 +21,7 @@ from tests.chaos.harness import (
     leftovers,
     pick,
     poll,
+    processed_or_away,
     report,
     stats,
 )
@@ -31,24 +30,6 @@ from tests.redis_server import RedisServer
 pytestmark = pytest.mark.chaos
 
 JOBS = pick(1500, 5000)
-AOF = ["--appendonly", "yes", "--appendfsync", "always"]
-
-
-@pytest.fixture
-def aof_server() -> Iterator[RedisServer]:
-    server = RedisServer(extra_args=AOF)
-    try:
-        yield server
-    finally:
-        server.close()
-
-
-def _processed(r: redis.Redis, namespace: str) -> int:
-    """Jobs complete so far; -1 while Redis is away."""
-    try:
-        return int(r.hget("{" + namespace + "}:stats", "processed") or 0)
-    except (redis.ConnectionError, redis.TimeoutError):
-        return -1
 
 
 @pytest.mark.timeout(pick(180, 600))
@@ -61,7 +42,7 @@ def test_redis_killed_and_restarted_mid_run_loses_no_job(
         ids = enqueue_work(url, namespace, durations(JOBS, 5, 25))
         workers = [fleet.start(url, namespace, concurrency=10) for _ in range(2)]
         poll(
-            lambda: _processed(r, namespace) >= JOBS // 4,
+            lambda: processed_or_away(r, namespace) >= JOBS // 4,
             within=60,
             what="a quarter of the jobs done",
             details=fleet.tails,
@@ -73,7 +54,7 @@ def test_redis_killed_and_restarted_mid_run_loses_no_job(
         aof_server.start()
         down = time.monotonic() - killed
         poll(
-            lambda: _processed(r, namespace) >= JOBS,
+            lambda: processed_or_away(r, namespace) >= JOBS,
             within=pick(90, 300),
             what="all jobs done after the restart",
             details=fleet.tails,

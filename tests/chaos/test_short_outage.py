@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -31,6 +30,7 @@ from tests.chaos.harness import (
     enqueue_work,
     pick,
     poll,
+    processed_or_away,
     report,
     stats,
 )
@@ -40,28 +40,11 @@ pytestmark = pytest.mark.chaos
 
 JOBS = pick(2400, 6000)
 OUTAGES = pick((1.0, 2.0, 2.5, 2.5, 2.0, 2.5), (1.0, 2.0, 2.5, 2.0, 2.5, 1.5, 2.5))
-AOF = ["--appendonly", "yes", "--appendfsync", "always"]
 SETTINGS = {"concurrency": 10, "lease": 3, "heartbeat_interval": 0.5, "grace": 5}
 
 
-@pytest.fixture
-def aof_server() -> Iterator[RedisServer]:
-    server = RedisServer(extra_args=AOF)
-    try:
-        yield server
-    finally:
-        server.close()
-
-
-def _processed(r: redis.Redis, namespace: str) -> int:
-    try:
-        return int(r.hget("{" + namespace + "}:stats", "processed") or 0)
-    except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
-        return -1
-
-
 def _done_at_least(r: redis.Redis, namespace: str, n: int) -> bool:
-    return _processed(r, namespace) >= n
+    return processed_or_away(r, namespace) >= n
 
 
 def _started_more(ledger: Ledger, n: int) -> bool:
@@ -100,7 +83,7 @@ def test_outages_shorter_than_the_lease_run_no_job_twice(
             )
             resumed.append(round(time.monotonic() - back, 3))
         poll(
-            lambda: _processed(r, namespace) >= JOBS,
+            lambda: processed_or_away(r, namespace) >= JOBS,
             within=pick(120, 400),
             what="all jobs done",
             details=fleet.tails,

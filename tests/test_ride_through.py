@@ -14,6 +14,7 @@ outages; these tests pin each mechanism behind it on one pool, with a real Redis
 
 from __future__ import annotations
 
+import threading
 import time
 
 import anyio
@@ -21,12 +22,21 @@ import pytest
 import redis.exceptions
 from structlog.testing import capture_logs
 
-from rota import Client, JobContext, WorkerPool
+from rota import Client, JobContext, State, WorkerPool
 from rota.worker.heartbeat import Reaper
 from tests.helpers import pool_settings, wait_until
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
+
+
+async def _finished(client: Client, job_id: str) -> bool:
+    """Whether the job reached an end (False while Redis is away)."""
+    try:
+        record = await client.job(job_id)
+    except redis.exceptions.ConnectionError:
+        return False
+    return record is not None and record.state in (State.COMPLETE, State.DEAD)
 
 
 async def _held(client: Client, key: str, member: str) -> bool:
@@ -122,3 +132,47 @@ async def test_a_restart_within_the_lease_runs_nothing_twice_and_keeps_the_limit
         stats = await client.redis.hgetall(client.keys.stats)
     assert sorted(starts.values()) == [1] * 40, starts
     assert int(stats.get(b"lost", 0)) == 0, stats
+
+
+async def test_a_child_reading_its_parents_results_waits_out_an_outage(
+    aof_server: RedisServer, namespace: str
+) -> None:
+    """Redis goes away at the moment a child reads its parents' results (before its
+    handler runs): the read waits for Redis instead of failing the attempt, so a child
+    with ``max_fails=1`` runs once, with its parent's result, and nothing is dead."""
+    settings = pool_settings(
+        aof_server.url, namespace, keep_result=60, lease=2, heartbeat_interval=0.2
+    )
+    pool = WorkerPool(settings=settings)
+    seen: list[dict[str, object]] = []
+
+    @pool.job(max_fails=1)
+    async def parent(ctx: JobContext) -> int:
+        return 41
+
+    @pool.job(max_fails=1)
+    async def child(ctx: JobContext) -> int:
+        seen.append(dict(ctx.parent_results))
+        return 1
+
+    async with Client.from_url(aof_server.url, namespace) as client:
+        read = client.dependency_results
+        outages = 0
+
+        async def read_during_an_outage(job_id: str) -> dict[str, object]:
+            nonlocal outages
+            if not outages:  # the outage starts with the first read, for 1.5 s
+                outages += 1
+                aof_server.kill()
+                threading.Timer(1.5, aof_server.start).start()
+            return await read(job_id)
+
+        client.dependency_results = read_during_an_outage  # type: ignore[method-assign]
+        async with pool.running(client=client):
+            first = await client.enqueue("parent")
+            second = await client.enqueue("child", after=[first.id])
+            await wait_until(lambda: _finished(client, second.id), within=30)
+        record = await client.job(second.id)
+    assert outages == 1 and seen == [{first.id: 41}]
+    assert record is not None and record.state == State.COMPLETE
+    assert record.attempts == 1 and record.lost == 0

@@ -79,6 +79,8 @@ class Heartbeat:
             args += [e.job.name, e.job.id, e.job.token]
         for job in rt.handoff.waiting():  # leased ahead of a free worker: held too
             args += [job.name, job.id, job.token]
+        for job in rt.preparing.values():  # a worker reads its parents' results: held too
+            args += [job.name, job.id, job.token]
         if self.acker is not None:  # run, its outcome not written yet: held too
             for triple in self.acker.unsent():
                 args += triple

@@ -13,7 +13,7 @@ import structlog
 
 from rota import tracing
 from rota.errors import Abort, InvalidArgs, Retry
-from rota.outage import condition
+from rota.outage import REDIS_ERRORS
 from rota.protocol import codec
 from rota.protocol.job import Reason, now_ms
 from rota.protocol.rows import Outcome
@@ -122,6 +122,19 @@ def _describe(span: Any, outcome: Outcome) -> None:
         span["reason"], span["error"] = outcome.reason, outcome.error
 
 
+async def _parent_results(rt: PoolRuntime, job: Fetched) -> dict[str, Any]:
+    """The parents' results, read for the job before its handler runs. A Redis that is
+    away or refusing is waited out as every task of the pool waits it out (an outage is
+    no failure of the job), while the heartbeat keeps the job's lease."""
+    rt.preparing[job.id] = job
+    try:
+        return await rt.watch.keep_trying(
+            "parent results", lambda: rt.client.dependency_results(job.id), replies=False
+        )
+    finally:
+        del rt.preparing[job.id]
+
+
 async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
     handler = rt.handlers.get(job.name)
     if handler is None:
@@ -133,12 +146,12 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
         return Outcome.dead(job, Reason.BAD_PAYLOAD, str(exc))
     except InvalidArgs as exc:
         return Outcome.dead(job, Reason.INVALID_ARGS, str(exc))
-    try:  # one read for all the parents, not one per parent in the handler
-        parents = await rt.client.dependency_results(job.id) if job.deps else {}
-    except Exception as exc:
-        if condition(exc) is None:
-            raise
-        return _failure(job, handler, Reason.ERROR, f"parent results not read: {exc}")
+    parents: dict[str, Any] = {}
+    if job.deps:  # one read for all the parents, not one per parent in the handler
+        try:
+            parents = await _parent_results(rt, job)
+        except REDIS_ERRORS as exc:  # an error reply: no outage, and no waiting mends it
+            return _failure(job, handler, Reason.ERROR, f"parent results not read: {exc}")
     ctx = JobContext(
         rt,
         id=job.id,

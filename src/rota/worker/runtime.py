@@ -90,6 +90,9 @@ class PoolRuntime:
     stopping: anyio.Event = field(default_factory=anyio.Event)
     force: anyio.Event = field(default_factory=anyio.Event)
     in_flight: dict[str, InFlight] = field(default_factory=dict)
+    # Jobs a worker holds before their handler runs (reading their parents' results):
+    # the heartbeat extends their leases too, however long Redis keeps the read waiting.
+    preparing: dict[str, Fetched] = field(default_factory=dict)
     job_line: JobLine | None = None  # see WorkerPool.job_line
     # Whether attempts are traced (rota.tracing.active()), asked once per fetch: until a
     # tracer provider is set, asking OpenTelemetry reads the environment (about 1 µs).

@@ -8,6 +8,7 @@ from typing import Any, cast
 import anyio
 import pytest
 import redis
+from structlog.testing import capture_logs
 
 from rota import Client, JobContext, JobSpec, State, WorkerPool
 from rota.worker.fetcher import Fetcher
@@ -134,3 +135,29 @@ async def test_drain_ends_while_every_fetch_finds_free_slots(
     assert redis_sync.zcard(p + "running:quick") == 0
     assert queued | set(done) == {j.id for j in jobs}
     assert not queued & set(done)
+
+
+async def test_a_second_signal_still_puts_the_cancelled_jobs_back_at_once(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    """A second signal skips the wait for running jobs, not the outcomes that put
+    them back: with Redis up the job is queued again at once (no lease to wait out),
+    and no line says that Redis was unavailable."""
+    started = anyio.Event()
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, grace=30, keep_result=60))
+
+    @pool.job()
+    async def long(ctx: JobContext) -> None:
+        started.set()
+        await anyio.sleep(60)
+
+    job = await client.enqueue("long")
+    force = anyio.Event()
+    with capture_logs() as logs, anyio.fail_after(10):
+        async with pool.running(force=force):
+            await started.wait()
+            force.set()  # the second SIGTERM, before the drain starts
+    record = await client.job(job.id)
+    assert record is not None and record.state == State.QUEUED
+    assert redis_sync.lrange("{" + namespace + "}:queue:long", 0, -1) == [job.id.encode()]
+    assert not [e for e in logs if "not recorded" in e["event"]], logs

@@ -29,6 +29,7 @@ import redis.exceptions
 import structlog
 
 from rota import tracing
+from rota.outage import REDIS_ERRORS
 from rota.protocol.job import now_ms
 from rota.protocol.scripts import Arg, script
 from rota.redis.conn import Conn, hot_path
@@ -174,7 +175,10 @@ class Fetcher:
         """End a wait of this fetcher (the pool is stopping): its fetch then runs at once
         and the jobs it leases go back to their queues with the others not started."""
         if self._client_id:
-            with contextlib.suppress(redis.exceptions.ResponseError):  # CLIENT refused
+            # CLIENT refused (an ACL role), or Redis away: then the wait ends by itself
+            # (its connection fails, or the BLPOP times out), and a task that nobody
+            # awaits must not leave an exception behind.
+            with contextlib.suppress(*REDIS_ERRORS):
                 await self.rt.redis.client_unblock(self._client_id)
 
     async def _fetch(

@@ -19,7 +19,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from rota import __version__
 from rota.config import describe
-from rota.outage import condition
+from rota.outage import MEANING, condition
 from rota.protocol.job import Reason
 from rota.protocol.rows import Outcome
 from rota.worker.acker import Acker
@@ -180,15 +180,19 @@ class PoolRun:
 
     async def _flush_outcomes(self) -> None:
         """Record the outcomes; if Redis stays away, give up after a while: those jobs run
-        again once their leases expire (at least once, never lost)."""
+        again once their leases expire (at least once, never lost). A second signal
+        shortens that while (to 2 s) but does not skip it: the outcomes of the jobs it
+        cancelled are what puts them back at the front of their queues."""
         rt = self.rt
-        timed_out = await self._until_forced(max(rt.settings.grace, 5.0), self.acker.flush)
+        limit = 2.0 if rt.force.is_set() else max(rt.settings.grace, 5.0)
+        with anyio.move_on_after(limit):
+            await self.acker.flush()
         if self.acker.pending:
+            why = MEANING[rt.watch.current] if rt.watch.current else f"not sent within {limit} s"
             log.error(
-                "outcomes not recorded: Redis unavailable; their jobs will run again",
+                f"outcomes not recorded ({why}): their jobs run again when their leases expire",
                 pool=rt.pool_id,
                 jobs=self.acker.pending,
-                timed_out=timed_out,
             )
 
     async def _leave(self) -> None:

@@ -22,7 +22,7 @@ import pytest
 import redis.exceptions
 from structlog.testing import capture_logs
 
-from rota import Client, JobContext, State, WorkerPool
+from rota import Client, JobContext, RedisUnavailable, State, WorkerPool
 from rota.worker.heartbeat import Reaper
 from tests.helpers import pool_settings, wait_until
 from tests.redis_server import RedisServer
@@ -176,3 +176,23 @@ async def test_a_child_reading_its_parents_results_waits_out_an_outage(
     assert outages == 1 and seen == [{first.id: 41}]
     assert record is not None and record.state == State.COMPLETE
     assert record.attempts == 1 and record.lost == 0
+
+
+async def test_an_enqueue_rides_through_a_short_outage_and_raises_after_a_long_one(
+    aof_server: RedisServer, namespace: str
+) -> None:
+    """A producer whose Redis restarts keeps its call waiting for ``ride_through``
+    seconds and enqueues each job once; past that it raises rota's own error."""
+    async with Client.from_url(aof_server.url, namespace, ride_through=8) as client:
+        await client.enqueue("x")  # this client reached Redis: later failures are outages
+        aof_server.kill()
+        threading.Timer(1.0, aof_server.start).start()
+        job = await client.enqueue("x", job_id="during-the-outage")
+        assert job.id == "during-the-outage"
+        assert await client.redis.llen(client.keys.queue("x")) == 2
+        client.ride_through = 0.5
+        aof_server.kill()
+        with pytest.raises(RedisUnavailable, match="ride_through"):
+            await client.enqueue("x")
+        aof_server.start()
+        assert isinstance(RedisUnavailable("x"), redis.exceptions.ConnectionError)

@@ -20,6 +20,7 @@ from rota.errors import (
     NotReplicated,
     PayloadTooLarge,
     RedisRefused,
+    RedisUnavailable,
     Retry,
     RotaError,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "QueueInfo",
     "Reason",
     "RedisRefused",
+    "RedisUnavailable",
     "Retry",
     "RotaError",
     "RunningJob",

@@ -7,11 +7,12 @@ the worker package.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
+import anyio
 import msgspec
 import redis.exceptions
 from redis.asyncio import Redis
@@ -19,9 +20,9 @@ from redis.asyncio import Redis
 from rota import tracing, workflow
 from rota.access import connect_to
 from rota.config import Settings
-from rota.errors import JobNotFound, NotReplicated
+from rota.errors import JobNotFound, NotReplicated, RedisUnavailable
 from rota.operations import Bucket, History, Operations, Page, QueueInfo, RunningJob
-from rota.outage import refused
+from rota.outage import MEANING, Condition, backoff, condition, refused
 from rota.protocol.job import NAME_RE, JobSet, now_ms, reply_text, validate_name
 from rota.protocol.keys import Keys
 from rota.protocol.rows import EnqueueRow
@@ -33,6 +34,11 @@ from rota.redis.link import Link
 from rota.spec import Enqueued, JobSpec, finite, to_row
 from rota.topology import wait_replicas
 from rota.workflow import Group, GroupProgress
+
+T = TypeVar("T")
+
+#: Conditions an enqueue does not ride through: they last until an operator acts.
+_LASTING = (Condition.OUT_OF_MEMORY, Condition.MISCONF)
 
 __all__ = [
     "Bucket",
@@ -69,8 +75,11 @@ class Client(Reads, Operations):
         owns_redis: bool = False,
         durable: int = 0,
         durable_timeout: float = 2.0,
+        ride_through: float = 10.0,
     ) -> None:
         self.redis = redis
+        self.ride_through = ride_through  # see enqueue_many
+        self._reached = False  # whether an enqueue ever got through (see _riding)
         self.keys = Keys(namespace)
         self.max_args_bytes = max_args_bytes
         self.unique_ttl = unique_ttl
@@ -95,6 +104,7 @@ class Client(Reads, Operations):
         unique_ttl: float = 86400.0,
         durable: int = 0,
         durable_timeout: float = 2.0,
+        ride_through: float = 10.0,
         **options: Any,
     ) -> Client:
         """A client for ``url``; other keyword arguments go to the connection, as
@@ -108,6 +118,7 @@ class Client(Reads, Operations):
             unique_ttl=unique_ttl,
             durable=durable,
             durable_timeout=durable_timeout,
+            ride_through=ride_through,
         )
 
     @classmethod
@@ -124,6 +135,7 @@ class Client(Reads, Operations):
             unique_ttl=settings.unique_ttl,
             durable=settings.durable_enqueue,
             durable_timeout=settings.durable_timeout,
+            ride_through=settings.ride_through,
         )
 
     @property
@@ -229,12 +241,46 @@ class Client(Reads, Operations):
         connection that wrote them; fewer within ``durable_timeout`` seconds raise
         :class:`~rota.NotReplicated` (the jobs are written on the primary; a failover may
         lose them). See "Failover: what can be lost" in docs/operations.md.
+
+        A Redis that is away or refusing ("not now": a restart, a failover, a slot move,
+        out of memory) is ridden through for ``ride_through`` seconds (the setting): the
+        same jobs are sent again, which enqueues none twice (an id that exists enqueues
+        nothing; such a job then reads ``created=False``). After that the call raises
+        :class:`~rota.RedisUnavailable` or :class:`~rota.RedisRefused`.
         """
         rows = [self._enqueue_args(spec) for spec in specs]
         replicas = self.durable if durable is None else int(durable)
         if replicas <= 0 or not rows:
-            return await self._enqueue_rows(rows)
-        return await durable_enqueue(self, rows, replicas)
+            return await self._riding(lambda: self._enqueue_rows(rows))
+        return await self._riding(lambda: durable_enqueue(self, rows, replicas))
+
+    async def _riding(self, send: Callable[[], Awaitable[T]]) -> T:
+        """``send`` until it gets through, waiting out passing conditions for
+        ``ride_through`` seconds. A full Redis (or one that cannot save) is no passing
+        condition: it raises at once, as does a client that never reached Redis (a
+        wrong URL is not an outage)."""
+        deadline = time.monotonic() + (self.ride_through if self._reached else 0)
+        failures = 0
+        while True:
+            try:
+                result = await send()
+            except Exception as exc:
+                cond = condition(exc)
+                left = deadline - time.monotonic()
+                if cond is None or cond in _LASTING:
+                    raise
+                if left <= 0:
+                    if cond is Condition.UNREACHABLE:
+                        raise RedisUnavailable(
+                            f"{MEANING[cond]} for {self.ride_through} s (ride_through):"
+                            f" not enqueued ({exc})"
+                        ) from exc
+                    raise
+                failures += 1
+                await anyio.sleep(min(backoff(failures, cond), left))
+            else:
+                self._reached = True
+                return result
 
     async def _enqueue_rows(
         self, rows: list[EnqueueRow], conn: Redis | None = None

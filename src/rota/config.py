@@ -52,6 +52,7 @@ _NOT_NEGATIVE: Final = (
     "dead_max_age",
     "prefetch",
     "durable_enqueue",
+    "ride_through",
 )
 
 
@@ -102,6 +103,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     sentinel_password_file: str | None = None
     durable_enqueue: int = 0
     durable_timeout: float = 2.0
+    # How long an enqueue rides through a Redis that is away or refusing (a restart, a
+    # failover, a slot move) before it raises: it is sent again with the same job ids,
+    # so a retry never enqueues a job twice. 0: raise at the first failure.
+    ride_through: float = 10.0
 
     def __post_init__(self) -> None:
         # Each check raises a ConfigError that names the setting and what was expected.

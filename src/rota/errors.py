@@ -5,6 +5,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import redis.exceptions
+
 __all__ = [
     "Abort",
     "ConfigError",
@@ -14,6 +16,7 @@ __all__ = [
     "NotReplicated",
     "PayloadTooLarge",
     "RedisRefused",
+    "RedisUnavailable",
     "Retry",
     "RotaError",
 ]
@@ -92,6 +95,13 @@ class RedisRefused(RotaError):
         super().__init__(message)
         self.condition = condition
         self.written = written
+
+
+class RedisUnavailable(RotaError, redis.exceptions.ConnectionError):
+    """Redis could not be reached for the client's whole ``ride_through`` (a
+    ``redis.exceptions.ConnectionError`` too, for callers that catch redis-py's).
+    Nothing of the call is known to have been written: send it again with the same
+    job ids once Redis is back, which enqueues nothing twice."""
 
 
 class NotReplicated(RotaError):

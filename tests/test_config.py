@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from rota import Client, ConfigError, Settings, load_settings
-from rota.config import describe
+from rota.config import _FIELDS, describe
+from tests.cli_helpers import rota_env, run_rota
 
 
 def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -181,3 +182,36 @@ def test_a_bad_value_names_its_setting_and_where_it_came_from(
         load_settings(None, env=env)
     assert str(caught.value).startswith(message)
     assert "`" not in str(caught.value)
+
+
+FLOATS = [name for name, f in _FIELDS.items() if f.type is float]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN", "Infinity"])
+@pytest.mark.parametrize("name", FLOATS)
+def test_no_float_setting_takes_nan_or_infinity_from_the_environment(name: str, value: str) -> None:
+    """NaN passes every comparison and infinity is no time: ROTA_KEEP_RESULT=nan buried
+    every finished job, ROTA_LEASE=nan killed the worker. Each is refused at once."""
+    env = {f"ROTA_{name.upper()}": value}
+    with pytest.raises(ConfigError) as refused:
+        load_settings(env=env)
+    message = str(refused.value)
+    assert message.startswith(f"{name}: must be a finite number"), message
+    assert f"(from environment variable ROTA_{name.upper()})" in message
+
+
+def test_nan_is_refused_from_a_file_from_code_and_by_the_cli(tmp_path: Path) -> None:
+    toml = tmp_path / "rota.toml"
+    toml.write_text("[rota]\nlease = nan\n")
+    with pytest.raises(
+        ConfigError, match=rf"lease: must be a finite number, got nan \(from {toml}\)"
+    ):
+        load_settings(toml)
+    with pytest.raises(ConfigError, match="keep_result: must be a finite number"):
+        Settings(keep_result=float("inf"))
+    done = run_rota("status", env=rota_env(ROTA_KEEP_RESULT="nan"))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "rota: keep_result: must be a finite number, got nan"
+        " (from environment variable ROTA_KEEP_RESULT)"
+    ]

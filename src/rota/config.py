@@ -12,6 +12,7 @@ them, so a log line or traceback that shows the settings does not show them.
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 import weakref
@@ -150,6 +151,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             raise ConfigError("redis_tls_cert: give the client certificate and its key together")
 
     def _check_numbers(self) -> None:
+        for name, f in _FIELDS.items():
+            value = getattr(self, name)
+            # NaN passes every comparison below, and infinity is no time or size: each
+            # would end in a crash at the first use (a lease of NaN, a keep of inf ms).
+            if f.type is float and isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{name}: must be a finite number, got {value!r}")
         for name in _POSITIVE:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name}: must be greater than 0, got {getattr(self, name)!r}")

@@ -74,7 +74,7 @@ def test_web_credentials_from_files_and_no_password_in_the_log(
         ROTA_LOG_FORMAT="json",
     )
     log = tmp_path / "web.log"
-    proc = _start(["web", "--bind", f"0.0.0.0:{port}"], log, env)
+    proc = _start(["web", "--bind", f"0.0.0.0:{port}", "--trusted-proxy", "127.0.0.1"], log, env)
     try:
         started = _wait_for_event(proc, log, "web started")
         assert started["auth"] == "on"
@@ -82,7 +82,7 @@ def test_web_credentials_from_files_and_no_password_in_the_log(
         assert httpx.get(base + "/api/queues").status_code == 401
         bearer = {"authorization": "Bearer file-token-123"}
         assert httpx.get(base + "/api/queues", headers=bearer).status_code == 200
-        # The proxy in front (loopback is trusted by default) says the page is HTTPS.
+        # The proxy in front (on loopback, trusted by the flag) says the page is HTTPS.
         form = {"token": "file-token-123", "next": "/"}
         for proto, secure in (("https", True), ("http", False)):
             done = httpx.post(

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import parse_qs, urlsplit
 
+import structlog
 from starlette.datastructures import Headers
 from starlette.requests import Request, cookie_parser
 from starlette.responses import JSONResponse, Response
@@ -165,6 +166,8 @@ def origin_verdict(headers: Headers) -> str:
     return "same"
 
 
+log = structlog.get_logger("rota.web")
+
 RenderRefusal = Callable[[Request, int, str, Auth], Response]
 
 
@@ -226,16 +229,17 @@ class SecurityMiddleware:
         scope.setdefault("state", {})["csrf"] = csrf
         https = scope.get("scheme") == "https"
         address = (scope.get("client") or ("unknown",))[0]
-        attempt = self.auth.enabled and (
-            "authorization" in headers or (scope["path"] == "/login" and scope["method"] == "POST")
-        )
+        login = scope["path"] == "/login" and scope["method"] == "POST"
+        attempt = self.auth.enabled and ("authorization" in headers or login)
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                if attempt and message["status"] == 401:
-                    self.throttle.failed(address)
-                elif attempt and message["status"] < 400:
+                # Only a login form that was let in clears its reserved failure; any
+                # other answer leaves it counted (a bearer header is settled on arrival).
+                if attempt and login and message["status"] < 400:
                     self.throttle.succeeded(address)
+                elif attempt and login and message["status"] == 401:
+                    log.warning("failed login", address=address, path="/login", by="form")
                 out = [h for h in message.get("headers", []) if h[0].lower() != b"server"]
                 out += _HEADERS
                 if not request.url.path.startswith("/static/"):
@@ -255,12 +259,27 @@ class SecurityMiddleware:
             )
             await refusal(scope, receive, send_with_headers)
             return
+        if attempt:
+            self._settle(scope, headers, address, login)
         status, text, receive = await self._check(scope, headers, cookies, csrf, new_csrf, receive)
         if status:
             response = self.render(request, status, text, self.auth)
             await response(scope, receive, send_with_headers)
             return
         await self.app(scope, receive, send_with_headers)
+
+    def _settle(self, scope: Scope, headers: Headers, address: str, login: bool) -> None:
+        """Count an attempt before it is evaluated: a failure is reserved on arrival (so
+        many attempts sent together cannot all be evaluated before the first is counted,
+        whenever their bodies come), and cleared only by credentials that were checked
+        and right: a bearer header here, a login form by its answer. An open path
+        answered 200 proves nothing, so it clears nothing."""
+        self.throttle.failed(address)
+        if "authorization" in headers:
+            if self.auth.header_ok(headers.get("authorization")):
+                self.throttle.succeeded(address)
+                return
+            log.warning("failed login", address=address, path=scope["path"], by="authorization")
 
     async def _check(
         self,

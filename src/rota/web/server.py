@@ -55,14 +55,16 @@ def url_of(sock: socket.socket) -> str:
 
 
 def _config(app: ASGIApp, trusted_proxies: Sequence[str] = ()) -> uvicorn.Config:
-    """uvicorn's settings. Behind a reverse proxy listed in ``trusted_proxies`` (default:
-    loopback, uvicorn's own default), ``X-Forwarded-Proto`` and ``X-Forwarded-For`` give
-    the scheme (so the session cookie is ``Secure`` when the proxy speaks HTTPS) and the
-    client address (which failed logins are throttled by)."""
+    """uvicorn's settings. Behind a reverse proxy listed in ``trusted_proxies``,
+    ``X-Forwarded-Proto`` and ``X-Forwarded-For`` give the scheme (so the session cookie
+    is ``Secure`` when the proxy speaks HTTPS) and the client address (which failed
+    logins are throttled by). Without one, no such header is believed, loopback's
+    neither: a local client could otherwise escape the throttle, or lock out any
+    address it names."""
     return uvicorn.Config(
         app,
-        proxy_headers=True,
-        forwarded_allow_ips=list(trusted_proxies) or ["127.0.0.1", "::1"],
+        proxy_headers=bool(trusted_proxies),
+        forwarded_allow_ips=list(trusted_proxies),
         log_config=None,
         access_log=False,
         server_header=False,

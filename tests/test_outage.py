@@ -68,6 +68,13 @@ def test_conditions_are_named_and_real_errors_are_not(server: RedisServer) -> No
     assert condition(redis.exceptions.ConnectionError("gone")) is Condition.UNREACHABLE
     assert condition(redis.exceptions.ResponseError("BUSY Redis is busy")) is Condition.BUSY
     assert condition(redis.exceptions.ResponseError("UNBLOCKED x")) is Condition.READ_ONLY
+    # uvloop, writing on a connection a killed cluster node closed: the pool once died of it
+    closed = RuntimeError(
+        "unable to perform operation on <TCPTransport closed=True reading=False 0x5>;"
+        " the handler is closed"
+    )
+    assert condition(closed) is Condition.UNREACHABLE
+    assert condition(RuntimeError("a bug of rota's")) is None
     fill_up(r)
     with pytest.raises(redis.exceptions.OutOfMemoryError) as oom:
         r.lpush("l", "y")

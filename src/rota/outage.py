@@ -120,7 +120,7 @@ def condition(exc: BaseException) -> Condition | None:
         return None
     if tls_refused(exc):  # a certificate refused: waiting does not mend it either
         return None
-    if isinstance(exc, UNREACHABLE_ERRORS):
+    if isinstance(exc, UNREACHABLE_ERRORS) or _closed_transport(exc):
         return Condition.UNREACHABLE
     if isinstance(exc, errors.ResponseError):
         text = str(exc)
@@ -132,6 +132,13 @@ def condition(exc: BaseException) -> Condition | None:
             named = _CODES.get(found.group(1)) if found else None
         return named
     return None
+
+
+def _closed_transport(exc: BaseException) -> bool:
+    """uvloop's answer to a write on a connection the server closed meanwhile: a
+    RuntimeError, not an OSError (redis-py drops the connection; the next try opens a
+    new one). Seen when a cluster node is killed under a pool."""
+    return isinstance(exc, RuntimeError) and str(exc).startswith("unable to perform operation on")
 
 
 def refused(exc: BaseException, what: str, written: int = 0) -> RedisRefused | None:

@@ -15,6 +15,7 @@ more than they can hold (:meth:`Acker.wait_room`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import anyio
@@ -22,7 +23,7 @@ import anyio.lowlevel
 import msgspec
 import structlog
 
-from rota.outage import condition, error_reply
+from rota.outage import Condition, condition, error_reply
 from rota.protocol.job import now_ms
 from rota.protocol.rows import Outcome
 from rota.protocol.scripts import Arg, script
@@ -35,6 +36,8 @@ log = structlog.get_logger("rota.pool")
 # Outcomes per finish call: a call blocks every other client of the shard, and 32 keep
 # it under 1 ms on a slow host (python -m bench.call_sizes: 0.82 ms; 50 took 0.98).
 _MAX_BATCH = 32
+# How often held results (refused for memory) are offered again while the pool works on.
+_KEPT_RETRY = 0.5
 
 
 class Acker:
@@ -45,6 +48,9 @@ class Acker:
         self._room = anyio.Event()
         self._lock = anyio.Lock()
         self.stale = 0
+        #: Redis refuses the finishes that keep a result (out of memory): the fetcher
+        #: then fetches only jobs whose finish frees memory (see :meth:`wait_room`).
+        self.refusing_kept = False
 
     def add(self, outcome: Outcome) -> None:
         self._pending.append(outcome)
@@ -62,27 +68,67 @@ class Acker:
 
     async def wait_room(self, limit: int) -> None:
         """Return once fewer than ``limit`` outcomes wait (at once, unless Redis is
-        refusing finishes)."""
-        while len(self._pending) >= limit:
+        refusing finishes). While Redis refuses only the finishes that keep a result,
+        those do not count: the jobs whose finish frees memory must go on being
+        fetched, or a full Redis with mixed work would never drain."""
+        while self._holding() >= limit:
             self._room = anyio.Event()
             await self._room.wait()
 
+    def _holding(self) -> int:
+        if not self.refusing_kept:
+            return len(self._pending)
+        return sum(1 for o in self._pending if not o.keeps_result)
+
     async def run(self) -> None:
         while True:
-            await self._event.wait()
+            # Held results that Redis refused for memory are tried again now and then;
+            # every new outcome is sent at once meanwhile.
+            with anyio.move_on_after(_KEPT_RETRY if self._held() else math.inf):
+                await self._event.wait()
             self._event = anyio.Event()
             await anyio.lowlevel.checkpoint()  # let the finishes of this loop turn join the batch
-            await self.flush()
+            await self.flush(patient=False)
 
-    async def flush(self) -> None:
-        """Send every pending outcome; retry until Redis takes them."""
+    async def flush(self, *, patient: bool = True) -> None:
+        """Send every pending outcome; retry until Redis takes them. Not ``patient``
+        (the pool at work): while Redis refuses the finishes that keep a result, send
+        every other outcome, try the held ones once, and return: an outcome that frees
+        memory never waits behind one that cannot be written."""
         async with self._lock:
             while self._pending:
+                if not patient and self._held() == len(self._pending):
+                    await self._try_held()
+                    return
                 await self.rt.watch.keep_trying("acker", self._send_first)
 
-    async def _send_first(self) -> None:
-        """Send the first batch; what Redis refused stays first, and its error is raised."""
+    def _held(self) -> int:
+        """Outcomes that keep a result, held while Redis refuses them for memory."""
+        if not self.refusing_kept:
+            return 0
+        return sum(1 for o in self._pending if o.keeps_result)
+
+    async def _try_held(self) -> None:
         batch = self._pending[:_MAX_BATCH]
+        with anyio.CancelScope(shield=True):
+            refused, error = await self._send(batch)
+        self._pending[: len(batch)] = refused
+        self._room.set()
+        if error is None:
+            self.rt.watch.ok("acker")
+        else:
+            await self.rt.watch.failed("acker", error)  # a condition: logged once
+
+    async def _send_first(self) -> None:
+        """Send the first batch; what Redis refused stays first, and its error is raised.
+        While Redis refuses the finishes that keep a result, the others go first: they
+        free memory, and must not wait behind a refusal."""
+        batch = self._pending[:_MAX_BATCH]
+        if self.refusing_kept and self._held() < len(self._pending):
+            pending = self._pending
+            self._pending = [o for o in pending if not o.keeps_result]
+            self._pending += [o for o in pending if o.keeps_result]
+            batch = [o for o in self._pending[:_MAX_BATCH] if not o.keeps_result]
         with anyio.CancelScope(shield=True):
             refused, error = await self._send(batch)
         self._pending[: len(batch)] = refused
@@ -129,11 +175,16 @@ class Acker:
                 if error_reply(exc):
                     self._give_up(part, exc)
                     continue
-                if condition(exc) is None:
+                cond = condition(exc)
+                if cond is None:
                     raise
+                if name == "finish_kept" and cond is Condition.OUT_OF_MEMORY:
+                    self.refusing_kept = True
                 refused += part
                 error = exc
                 continue
+            if name == "finish_kept":
+                self.refusing_kept = False
             for job_id in stale:
                 self.stale += 1
                 log.warning("stale finish ignored", job_id=job_id.decode(), pool=self.rt.pool_id)

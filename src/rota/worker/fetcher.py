@@ -63,6 +63,13 @@ class Fetcher:
         # A connection of its own: its BLPOP blocks it, and the fetch that follows a
         # wake-up needs no pool checkout (see rota.redis.conn).
         self.conn: Conn = hot_path(rt.redis)
+        # The names whose finish deletes the job's record (keep_result 0): what frees a
+        # full Redis.
+        self.freeing = {
+            name
+            for name, h in rt.handlers.items()
+            if (rt.settings.keep_result if h.keep_result is None else h.keep_result) == 0
+        }
 
     async def run(self) -> None:
         try:
@@ -214,6 +221,11 @@ class Fetcher:
             fill = sorted(
                 (n for n in ready if n not in chosen), key=lambda n: (index[n] - k) % count
             )
+        if self.acker is not None and self.acker.refusing_kept:
+            # Redis is full and refuses the finishes that keep a result: fetch only the
+            # jobs whose finish frees memory (see Acker.wait_room).
+            names = [n for n in names if n in self.freeing]
+            fill = [n for n in fill if n in self.freeing]
         args: list[Arg] = [
             now_ms() if now is None else now,
             int(rt.settings.lease * 1000),

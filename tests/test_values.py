@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 import uuid
 import warnings
 from datetime import UTC, datetime, timedelta
@@ -138,3 +139,23 @@ async def test_from_url_passes_connection_options(redis_url: str, redis_sync: An
             assert await c.link.execute_command("ACL", "WHOAMI") == b"opt-user"
     finally:
         redis_sync.execute_command("ACL", "DELUSER", "opt-user")
+
+
+@pytest.mark.parametrize(
+    "enqueue",
+    [
+        lambda c: c.enqueue_at(time.time() * 1000, "x"),
+        lambda c: c.enqueue_in(1e12, "x"),
+        lambda c: c.enqueue_many([JobSpec(name="x", run_at=time.time() * 1000)]),
+        lambda c: c.enqueue_many([JobSpec(name="x", delay=time.time() * 1000 * 1000)]),
+        lambda c: c.enqueue_at(-1.0, "x"),
+    ],
+)
+async def test_a_time_in_milliseconds_is_refused_not_scheduled_for_year_56841(
+    client: Client, enqueue: Any
+) -> None:
+    """``time.time() * 1000`` scheduled a job 56,841 years ahead; every entry point
+    refuses what is not a time from 1970 to 9999 in seconds, as the HTTP API does."""
+    with pytest.raises(ValueError, match=r"(run_at|delay): .*(1970 to 9999|past the year 9999)"):
+        await enqueue(client)
+    assert await client.redis.zcard(client.keys.scheduled) == 0

@@ -31,7 +31,7 @@ from rota.reads import Reads
 from rota.redis.conn import Conn, RedisPyConn
 from rota.redis.connection import connect
 from rota.redis.link import Link
-from rota.spec import Enqueued, JobSpec, finite, to_row
+from rota.spec import Enqueued, JobSpec, delay_seconds, to_row
 from rota.topology import wait_replicas
 from rota.workflow import Group, GroupProgress
 
@@ -205,7 +205,7 @@ class Client(Reads, Operations):
     async def enqueue_in(self, delay: float, name: str, /, *args: Any, **kwargs: Any) -> Enqueued:
         """Enqueue a job to run ``delay`` seconds from now."""
         return await self._enqueue_scheduled(
-            time.time() + finite("delay", delay), name, args, kwargs
+            (now := time.time()) + delay_seconds("delay", delay, now), name, args, kwargs
         )
 
     async def enqueue_at(

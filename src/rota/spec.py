@@ -9,7 +9,7 @@ could not be a key...).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -18,7 +18,15 @@ from rota.protocol import codec
 from rota.protocol.job import NAME_RE, new_id, now_ms, validate_name
 from rota.protocol.rows import EnqueueRow
 
-__all__ = ["Enqueued", "JobSpec", "finite", "to_row"]
+__all__ = [
+    "MAX_EPOCH",
+    "Enqueued",
+    "JobSpec",
+    "delay_seconds",
+    "epoch_seconds",
+    "finite",
+    "to_row",
+]
 
 
 class Enqueued(msgspec.Struct, frozen=True):
@@ -82,12 +90,42 @@ def to_row(
     )
 
 
+#: The last second a time may name: 9999-12-31T23:59:59Z (what every entry point takes).
+MAX_EPOCH: Final = 253402300799.0
+
+
+def epoch_seconds(option: str, value: float) -> float:
+    """``value`` as seconds since the epoch from 1970 to 9999, or a ValueError naming
+    ``option``: the one rule for a time, in the client, the CLI and the HTTP API. A time
+    in milliseconds (``time.time() * 1000``) lands tens of thousands of years ahead; it
+    is refused, and the message says so."""
+    number = finite(option, value)
+    if not 0 <= number <= MAX_EPOCH:
+        hint = " (milliseconds? rota takes seconds)" if number > MAX_EPOCH else ""
+        raise ValueError(
+            f"{option}: a time from 1970 to 9999 in seconds since the epoch, got {value!r}{hint}"
+        )
+    return number
+
+
+def delay_seconds(option: str, value: float, now: float) -> float:
+    """``value`` seconds from ``now`` (epoch seconds), or a ValueError naming ``option``
+    when the time it names is past 9999 (a delay in milliseconds, most likely)."""
+    delay = finite(option, value)
+    if now + delay > MAX_EPOCH:
+        raise ValueError(
+            f"{option}: {value!r} s from now is past the year 9999"
+            " (milliseconds? rota takes seconds)"
+        )
+    return delay
+
+
 def _run_at(spec: JobSpec, now: int) -> int:
     """When the job is due (ms); 0 for now."""
     if spec.run_at is not None:
-        return int(finite("run_at", spec.run_at) * 1000)
+        return int(epoch_seconds("run_at", spec.run_at) * 1000)
     if spec.delay is not None:
-        return now + int(finite("delay", spec.delay) * 1000)
+        return now + int(delay_seconds("delay", spec.delay, now / 1000) * 1000)
     return 0
 
 

@@ -21,13 +21,13 @@ from starlette.routing import BaseRoute, Route
 from rota.client import JobSpec
 from rota.errors import JobNotFound, PayloadTooLarge
 from rota.protocol.job import validate_name
+from rota.spec import epoch_seconds
 from rota.web import bodies as b
 from rota.web import views
 from rota.web.base import ApiError, JSONResponse, client_of, int_param, state_of
 from rota.web.openapi import spec
 from rota.web.request_bodies import (
     MAX_DELAY,
-    MAX_EPOCH,
     MAX_FAILS,
     MAX_IDS,
     MAX_LIMIT,
@@ -231,9 +231,10 @@ def _run_at(body: EnqueueRequest) -> float | None:
 
 
 def _epoch(value: float) -> float:
-    if not (math.isfinite(value) and 0 <= value <= MAX_EPOCH):
-        raise ApiError(422, "run_at: a time from 1970 to 9999")
-    return value
+    try:
+        return epoch_seconds("run_at", value)  # the client's rule, and its words
+    except ValueError as exc:
+        raise ApiError(422, str(exc)) from None
 
 
 async def enqueue(request: Request) -> Response:

@@ -14,6 +14,7 @@ from typing import Annotated, Any, ClassVar, Final
 import msgspec
 from msgspec import Meta
 
+from rota import spec
 from rota.protocol.job import NAME_RE
 
 __all__ = [
@@ -34,7 +35,7 @@ __all__ = [
 NAME_PATTERN: Final = NAME_RE.pattern
 MAX_IDS: Final = 1000
 MAX_DELAY: Final = 10 * 365 * 86400.0
-MAX_EPOCH: Final = 253402300799.0  # 9999-12-31T23:59:59Z
+MAX_EPOCH: Final = spec.MAX_EPOCH  # 9999-12-31T23:59:59Z: one rule (rota.spec.epoch_seconds)
 MAX_FAILS: Final = 1_000_000
 MAX_LIMIT: Final = 1_000_000
 MAX_UNIQUE: Final = 1024

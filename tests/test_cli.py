@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -81,10 +83,33 @@ def test_enqueue_usage_errors_exit_2(conn: tuple[str, ...], args: tuple[str, ...
     assert done.stderr.strip()
 
 
-def test_enqueue_bad_name_exits_1(conn: tuple[str, ...]) -> None:
-    done = run_rota("enqueue", "bad name", *conn)
-    assert done.returncode == 1
-    assert "invalid job name" in done.stderr
+def test_enqueue_bad_name_exits_2_like_the_queue_commands(conn: tuple[str, ...]) -> None:
+    for name in ("bad name", "bad!name"):
+        done = run_rota("enqueue", name, *conn)
+        assert done.returncode == 2
+        assert "invalid job name" in done.stderr
+        assert run_rota("queue", "pause", name, *conn).returncode == 2
+
+
+def test_a_reader_that_leaves_early_ends_the_command_quietly(
+    conn: tuple[str, ...], redis_sync: redis.Redis, namespace: str
+) -> None:
+    """`rota job show ID | head -2`: the pipe closes while rota still writes. That is no
+    Redis failure (it once said "Broken pipe" as one, exit 1): exit 0, nothing on stderr."""
+    big = run_rota("enqueue", "nap", "--args", json.dumps(["x" * 100_000]), "--json", *conn)
+    job_id = json.loads(big.stdout)["id"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rota", "job", "show", job_id, *conn],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=rota_env(),
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()  # the first line, then the reader goes
+    proc.stdout.close()
+    with proc.stderr:
+        assert proc.wait(timeout=30) == 0
+        assert proc.stderr.read() == b""
 
 
 async def test_status_json_and_table(
@@ -313,7 +338,7 @@ def test_enqueue_after_a_missing_parent_exits_1_with_one_line(
     assert len(lines) == 1 and lines[0].startswith("rota: parent nope of job "), lines
     assert "does not exist" in lines[0]
     bad = run_rota("enqueue", "nap", "--after", "has space", *conn)
-    assert bad.returncode == 1 and "after: invalid job id" in bad.stderr
+    assert bad.returncode == 2 and "after: invalid job id" in bad.stderr
     assert redis_sync.keys("{" + namespace + "}:*") == []
 
 

@@ -159,3 +159,9 @@ async def test_a_time_in_milliseconds_is_refused_not_scheduled_for_year_56841(
     with pytest.raises(ValueError, match=r"(run_at|delay): .*(1970 to 9999|past the year 9999)"):
         await enqueue(client)
     assert await client.redis.zcard(client.keys.scheduled) == 0
+
+
+async def test_a_wait_that_times_out_says_which_job_and_for_how_long(client: Client) -> None:
+    job = await client.enqueue("nobody_runs_this")
+    with pytest.raises(TimeoutError, match=rf"job {job.id} did not finish within 0.1 s"):
+        await client.wait(job.id, timeout=0.1)

@@ -43,6 +43,17 @@ class Reads(Scripted):
         keeps no result (``keep_result=0``) and that finished before the call is gone:
         that is :class:`JobNotFound` too.
         """
+        try:
+            return await self._wait(job_id, timeout)
+        except TimeoutError as exc:
+            if str(exc):
+                raise
+            raise TimeoutError(
+                f"job {job_id} did not finish within {timeout} s (it still runs or waits;"
+                " wait again, or read it with client.job)"
+            ) from None
+
+    async def _wait(self, job_id: str, timeout: float | None) -> Any:  # noqa: ASYNC109
         with anyio.fail_after(timeout):
             async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
                 await pubsub.subscribe(self.keys.done(job_id))

@@ -51,6 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except SystemExit as exc:
+        # click's answer to a reader that left (EPIPE): stdout wrapped, exit 1. For
+        # `rota job show ID | head -2` the reader has what it wanted: exit 0 quietly.
+        if type(sys.stdout).__name__.endswith("PacifyFlushWrapper"):
+            return 0
+        raise exc
     return 0
 
 

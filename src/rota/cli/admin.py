@@ -129,8 +129,10 @@ async def enqueue(
     spec = JobSpec(name=name, args=args, kwargs=kwargs, run_at=run_at, unique=unique, after=after)
     try:
         (job,) = await client.enqueue_many([spec])
-    except (ValueError, TypeError, PayloadTooLarge, JobNotFound) as exc:
+    except JobNotFound as exc:  # a parent that Redis does not hold: a state, not a typo
         raise ExitError(str(exc), code=1) from None
+    except (ValueError, TypeError, PayloadTooLarge) as exc:  # what was typed: a usage error
+        raise ExitError(str(exc), code=2) from None
     if as_json:
         echo_json({"id": job.id, "name": job.name, "created": job.created})
     elif job.created:

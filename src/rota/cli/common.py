@@ -24,6 +24,7 @@ __all__ = [
     "page_options",
     "parse_duration",
     "preflight",
+    "reader_left",
     "redis_trouble",
     "resolve",
     "seconds_option",
@@ -145,12 +146,21 @@ def with_client(
         try:
             return anyio.run(go)
         except Exception as exc:
+            if reader_left(exc):  # the reader left (`| head`): not Redis's doing
+                raise
             trouble = redis_trouble(exc, settings)
             if trouble is None:
                 raise
             raise trouble from None
 
     return wrapper
+
+
+def reader_left(exc: BaseException) -> bool:
+    """Whether ``exc`` is the reader of stdout going away (``rota job show ID | head``)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return any(reader_left(e) for e in exc.exceptions)
+    return isinstance(exc, BrokenPipeError)
 
 
 def redis_trouble(exc: BaseException, settings: Settings) -> ExitError | None:

@@ -52,6 +52,12 @@ async def _body(request: Request, kind: type[Any]) -> Any:
         msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
         raise ApiError(400, f"the body is not valid JSON: {exc}") from None
+    except UnicodeDecodeError as exc:  # JSON text is UTF-8
+        raise ApiError(
+            400, f"the body is not valid UTF-8: {exc.reason} at byte {exc.start}"
+        ) from None
+    except RecursionError:
+        raise ApiError(400, "the body nests arrays or objects too deep") from None
     try:
         return msgspec.json.decode(raw, type=kind)
     except msgspec.ValidationError as exc:

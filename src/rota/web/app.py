@@ -27,7 +27,13 @@ from rota.web import api, pages
 from rota.web.base import ApiError, JSONResponse, WebState, make_templates, render, state_of
 from rota.web.bodies import Error
 from rota.web.metrics import metrics
-from rota.web.security import Auth, SecurityMiddleware, json_refusal, wants_json
+from rota.web.security import (
+    SECURITY_HEADERS,
+    Auth,
+    SecurityMiddleware,
+    json_refusal,
+    wants_json,
+)
 
 __all__ = ["create_app"]
 
@@ -102,8 +108,12 @@ async def _redis_trouble(request: Request, exc: Exception) -> Response:
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
-    # answered outside the middleware, so plain JSON whoever asks (and uvicorn logs it)
-    return JSONResponse(Error("internal error: see the server's log"), status_code=500)
+    # Answered outside the middleware, so plain JSON whoever asks (uvicorn logs the
+    # traceback), with the headers the middleware gives every other answer.
+    response = JSONResponse(Error("internal error: see the server's log"), status_code=500)
+    response.headers.update({k.decode(): v.decode() for k, v in SECURITY_HEADERS})
+    response.headers["cache-control"] = "no-store"
+    return response
 
 
 #: What each error is answered with.

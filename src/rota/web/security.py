@@ -48,6 +48,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = [
     "CSRF_COOKIE",
+    "SECURITY_HEADERS",
     "SESSION_COOKIE",
     "Auth",
     "SecurityMiddleware",
@@ -68,7 +69,7 @@ CSP: Final = (
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; "
     "object-src 'none'"
 )
-_HEADERS: Final = [
+SECURITY_HEADERS: Final = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
@@ -241,7 +242,7 @@ class SecurityMiddleware:
                 elif attempt and login and message["status"] == 401:
                     log.warning("failed login", address=address, path="/login", by="form")
                 out = [h for h in message.get("headers", []) if h[0].lower() != b"server"]
-                out += _HEADERS
+                out += SECURITY_HEADERS
                 if not request.url.path.startswith("/static/"):
                     out.append((b"cache-control", b"no-store"))
                 if new_csrf is not None:

@@ -215,3 +215,32 @@ def test_nan_is_refused_from_a_file_from_code_and_by_the_cli(tmp_path: Path) -> 
         "rota: keep_result: must be a finite number, got nan"
         " (from environment variable ROTA_KEEP_RESULT)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("env", "line"),
+    [
+        (
+            {"ROTA_HEARTBEAT_INTERVAL": "40"},
+            "heartbeat_interval: must be shorter than lease (30.0, the default), got 40"
+            " (from environment variable ROTA_HEARTBEAT_INTERVAL)",
+        ),
+        (
+            {"ROTA_SENTINEL_PASSWORD": "x"},
+            "sentinel_password: set, but sentinels is not: give the sentinels as"
+            " host:port,host:port (sentinels, ROTA_SENTINELS)"
+            " (from environment variable ROTA_SENTINEL_PASSWORD)",
+        ),
+    ],
+)
+def test_an_error_blames_the_setting_the_user_gave(env: dict[str, str], line: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(env=env)
+    assert str(refused.value) == line
+
+
+def test_a_file_is_not_blamed_for_a_value_it_does_not_hold(tmp_path: Path) -> None:
+    toml = tmp_path / "rota.toml"
+    toml.write_text("[rota]\nconcurrency = 5\n")
+    with pytest.raises(ConfigError, match=r"grace: must not be negative, got -1\.0 \(from code\)"):
+        load_settings(toml, base={"grace": -1.0})

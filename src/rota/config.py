@@ -124,6 +124,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
     def _resolve_sentinels(self) -> None:
         """Sentinel settings become the ``redis+sentinel://`` URL the connection reads."""
+        given = [
+            n
+            for n in ("sentinel_service", "sentinel_password", "sentinel_password_file")
+            if getattr(self, n)
+        ]
+        if given and not self.sentinels:
+            raise ConfigError(
+                f"{given[0]}: set, but sentinels is not: give the sentinels as"
+                " host:port,host:port (sentinels, ROTA_SENTINELS)"
+            )
         if (
             self.sentinels
             or self.sentinel_service
@@ -244,10 +254,33 @@ def describe(settings: Settings) -> dict[str, str]:
     return out
 
 
-def _build(values: Mapping[str, Any], *, source: str, strict: bool = True) -> Settings:
+def _origin(name: str, source: str, sources: Mapping[str, str] | None) -> str:
+    """Where the value of ``name`` came from, in the words of an error message: its own
+    source when the caller knows the source of each setting, else ``source``."""
+    if sources is None:
+        if source == "environment" and name in _FIELDS:
+            return f"environment variable {ENV_PREFIX}{name.upper()}"
+        return source
+    found = sources.get(name)
+    if found is None:
+        return "the default"
+    if found.startswith(ENV_PREFIX):
+        return f"environment variable {found}"
+    return {"flag": "a flag", "code": "code"}.get(found, found)
+
+
+def _build(
+    values: Mapping[str, Any],
+    *,
+    source: str,
+    strict: bool = True,
+    sources: Mapping[str, str] | None = None,
+) -> Settings:
     for key in values:
         if key not in _FIELDS:
             raise ConfigError(f"{key}: unknown setting (from {source})")
+    if sources is not None:
+        _check_lease(values, sources)
     values = {
         k: v.lower() if k in _CASELESS and isinstance(v, str) else v for k, v in values.items()
     }
@@ -256,9 +289,7 @@ def _build(values: Mapping[str, Any], *, source: str, strict: bool = True) -> Se
     except msgspec.ValidationError as exc:
         if isinstance(exc.__cause__, ConfigError):  # from __post_init__: names the setting
             name = str(exc.__cause__).split(":", 1)[0]
-            if source == "environment" and name in _FIELDS:
-                source = f"environment variable {ENV_PREFIX}{name.upper()}"
-            raise ConfigError(f"{exc.__cause__} (from {source})") from None
+            raise ConfigError(f"{exc.__cause__} (from {_origin(name, source, sources)})") from None
         # msgspec says "Expected `int`, got `str` - at `$.concurrency`"
         text = str(exc)
         where = text.rsplit("$.", 1)[-1].strip("`") if "$." in text else "settings"
@@ -270,9 +301,25 @@ def _build(values: Mapping[str, Any], *, source: str, strict: bool = True) -> Se
         if what.startswith("Invalid enum value") and where in _FIELDS:
             choices = get_args(_FIELDS[where].type)
             what = f"{values.get(where)!r} is not one of {', '.join(map(str, choices))}"
-        if source == "environment":
-            source = f"environment variable {ENV_PREFIX}{where.upper()}"
-        raise ConfigError(f"{where}: {what} (from {source})") from None
+        raise ConfigError(f"{where}: {what} (from {_origin(where, source, sources)})") from None
+
+
+def _check_lease(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
+    """The lease must outlast the heartbeat: blame the one the user set (a heartbeat of
+    40 s given alone is too long for the default lease, not the lease too short)."""
+    if "heartbeat_interval" not in sources or "lease" in sources:
+        return
+    try:
+        lease = float(values.get("lease", _FIELDS["lease"].default))
+        beat = float(values["heartbeat_interval"])
+    except (TypeError, ValueError):
+        return  # the conversion names the setting
+    if math.isfinite(beat) and beat >= lease:
+        origin = _origin("heartbeat_interval", "", sources)
+        raise ConfigError(
+            f"heartbeat_interval: must be shorter than lease ({lease}, the default), got"
+            f" {values['heartbeat_interval']} (from {origin})"
+        )
 
 
 def load_settings(
@@ -302,7 +349,11 @@ def load_settings(
         if section is not data and len(data) > 1:
             extra = sorted(k for k in data if k != "rota")
             raise ConfigError(f"{extra[0]}: unknown setting outside [rota] (from {path})")
-        _build({**values, **section}, source=str(path))
+        _build(
+            {**values, **section},
+            source=str(path),
+            sources={**sources, **dict.fromkeys(section, str(path))},
+        )
         values.update(section)
         sources.update(dict.fromkeys(section, str(path)))
     environ = os.environ if env is None else env
@@ -313,12 +364,18 @@ def load_settings(
         if key not in _FIELDS:
             raise ConfigError(f"{ENV_PREFIX}{key.upper()}: unknown setting (from environment)")
     if from_env:
-        _build({**values, **from_env}, source="environment", strict=False)
+        env_sources = {k: f"{ENV_PREFIX}{k.upper()}" for k in from_env}
+        _build(
+            {**values, **from_env},
+            source="environment",
+            strict=False,
+            sources={**sources, **env_sources},
+        )
         values.update(from_env)
-        sources.update({k: f"{ENV_PREFIX}{k.upper()}" for k in from_env})
+        sources.update(env_sources)
     given = {k: v for k, v in overrides.items() if v is not None}
     values.update(given)
     sources.update(dict.fromkeys(given, "flag"))
-    settings = _build(values, source="settings", strict=False)
+    settings = _build(values, source="settings", strict=False, sources=sources)
     _SOURCES[settings] = sources
     return settings

@@ -22,7 +22,7 @@ from rota.access import acl_refused
 from rota.client import Client
 from rota.config import Settings
 from rota.errors import RedisRefused
-from rota.outage import MEANING, Condition, condition
+from rota.outage import MEANING, REDIS_ERRORS, Condition, condition
 from rota.web import api, pages
 from rota.web.base import ApiError, JSONResponse, WebState, make_templates, render, state_of
 from rota.web.bodies import Error
@@ -41,7 +41,12 @@ STATIC = Path(__file__).parent / "static"
 
 
 async def healthz(request: Request) -> Response:
-    await state_of(request).client.redis.ping()
+    """Open to anyone (a load balancer's probe): it says whether Redis answers, and
+    nothing about where Redis is (no address, no error text)."""
+    try:
+        await state_of(request).client.redis.ping()
+    except (*REDIS_ERRORS, RedisRefused):
+        return JSONResponse({"ok": False, "error": "Redis is unavailable"}, status_code=503)
     return JSONResponse({"ok": True})
 
 

@@ -69,8 +69,8 @@ async def test_datetimes_travel_as_text_and_come_back_for_a_typed_parameter(
 @pytest.mark.parametrize(
     ("options", "words"),
     [
-        ({"timeout": 0}, "timeout must be a positive number"),
-        ({"timeout": -1.5}, "timeout must be a positive number"),
+        ({"timeout": 0}, "timeout must be at least 0.001 seconds"),
+        ({"timeout": -1.5}, "timeout must be at least 0.001 seconds"),
         ({"timeout": float("nan")}, "timeout must be a finite number"),
         ({"max_fails": 0}, "max_fails must be at least 1"),
         ({"max_fails": 1.5}, "max_fails must be an integer"),
@@ -165,3 +165,11 @@ async def test_a_wait_that_times_out_says_which_job_and_for_how_long(client: Cli
     job = await client.enqueue("nobody_runs_this")
     with pytest.raises(TimeoutError, match=rf"job {job.id} did not finish within 0.1 s"):
         await client.wait(job.id, timeout=0.1)
+
+
+@pytest.mark.parametrize("timeout", [1e-320, 0.0005, 0.0, -1.0])
+async def test_a_timeout_below_a_millisecond_is_refused(client: Client, timeout: float) -> None:
+    """``"timeout": 1e-320`` is a positive number, and no time a job can run in."""
+    with pytest.raises(ValueError, match="timeout must be at least 0.001 seconds"):
+        await client.enqueue("x", timeout=timeout)
+    assert await client.redis.llen(client.keys.queue("x")) == 0

@@ -131,8 +131,10 @@ def _run_at(spec: JobSpec, now: int) -> int:
 
 def _check(spec: JobSpec, ttl: float) -> None:
     """A ValueError (TypeError for a wrong kind of value) naming the first bad option."""
-    if spec.timeout is not None and not finite("timeout", spec.timeout) > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {spec.timeout}")
+    if spec.timeout is not None and not finite("timeout", spec.timeout) >= 0.001:
+        # Below a millisecond a timeout is no time a job can run in (1e-320 is a number,
+        # and positive): the store keeps milliseconds.
+        raise ValueError(f"timeout must be at least 0.001 seconds, got {spec.timeout}")
     if spec.job_id is not None and not NAME_RE.match(spec.job_id):
         raise ValueError(f"invalid job id {spec.job_id!r}")
     max_fails: Any = spec.max_fails

@@ -167,9 +167,9 @@ async def test_a_wait_that_times_out_says_which_job_and_for_how_long(client: Cli
         await client.wait(job.id, timeout=0.1)
 
 
-@pytest.mark.parametrize("timeout", [1e-320, 0.0005, 0.0, -1.0])
-async def test_a_timeout_below_a_millisecond_is_refused(client: Client, timeout: float) -> None:
+@pytest.mark.parametrize("seconds", [1e-320, 0.0005, 0.0, -1.0])
+async def test_a_timeout_below_a_millisecond_is_refused(client: Client, seconds: float) -> None:
     """``"timeout": 1e-320`` is a positive number, and no time a job can run in."""
-    with pytest.raises(ValueError, match="timeout must be at least 0.001 seconds"):
-        await client.enqueue("x", timeout=timeout)
+    with pytest.raises(ValueError, match=r"timeout must be at least 0\.001 seconds"):
+        await client.enqueue("x", timeout=seconds)
     assert await client.redis.llen(client.keys.queue("x")) == 0

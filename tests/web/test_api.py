@@ -274,6 +274,14 @@ async def test_enqueue(http: httpx.AsyncClient, client: Client) -> None:
     assert (first.status_code, second.status_code) == (201, 200)
     assert second.json() == {"id": first.json()["id"], "name": "mail", "created": False}
 
+    # A caller-chosen id, as the Python client takes one: a retry enqueues nothing.
+    mine = {"name": "mail", "job_id": "order-42-mail"}
+    first, again = [await http.post("/api/jobs", json=mine) for _ in range(2)]
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json() == {"id": "order-42-mail", "name": "mail", "created": False}
+    bad = await http.post("/api/jobs", json={"name": "mail", "job_id": "has space"})
+    assert bad.status_code == 422 and "invalid job id" in bad.json()["error"]
+
 
 async def test_enqueue_refused_changes_nothing(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis

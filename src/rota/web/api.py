@@ -263,6 +263,7 @@ async def enqueue(request: Request) -> Response:
         kwargs=body.kwargs or {},
         run_at=_run_at(body),
         unique=body.unique,
+        job_id=body.job_id,
         max_fails=body.max_fails,
         timeout=body.timeout,
         after=tuple(body.after or ()),

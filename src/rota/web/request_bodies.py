@@ -96,6 +96,13 @@ class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         Meta(description="epoch seconds or an ISO-8601 time (UTC if no offset)"),
     ] = None
     unique: Annotated[str, _doc(minLength=1, maxLength=MAX_UNIQUE)] | None = None
+    job_id: Annotated[
+        Annotated[str, _doc(pattern=NAME_PATTERN)] | None,
+        Meta(
+            description="this job's id (as the Python client's job_id): an id that exists"
+            " enqueues nothing and answers 200 with that job, so a retry is safe"
+        ),
+    ] = None
     max_fails: Annotated[int, _doc(minimum=1, maximum=MAX_FAILS)] | None = None
     timeout: Annotated[float, _doc(exclusiveMinimum=0, maximum=MAX_DELAY)] | None = None
     after: Annotated[

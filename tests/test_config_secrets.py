@@ -25,10 +25,6 @@ def test_a_secret_comes_from_its_variable_or_its_file(tmp_path: Path) -> None:
     assert redis_options(settings) == {"username": "worker", "password": "from-a-file"}
     shown = repr(settings)
     assert "from-a-variable" not in shown and "web_token='***'" in shown
-    both = load_settings(
-        env={"ROTA_REDIS_PASSWORD": "var", "ROTA_REDIS_PASSWORD_FILE": str(secret)}
-    )
-    assert both.secret("redis_password") == "var"  # the value wins over the file
 
 
 def test_a_url_password_is_masked_in_the_settings_repr() -> None:
@@ -62,3 +58,15 @@ def test_bad_secret_and_tls_settings_are_named(
     with pytest.raises(ConfigError, match="^" + message.replace(".", r"\.")) as refused:
         load_settings(env=env)
     assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("name", ["web_token", "redis_password", "web_auth", "sentinel_password"])
+def test_a_secret_and_its_file_together_are_refused(tmp_path: Path, name: str) -> None:
+    """ROTA_WEB_TOKEN silently won over ROTA_WEB_TOKEN_FILE: refuse the pair instead."""
+    secret = tmp_path / "secret"
+    secret.write_text("from-the-file\n")
+    env = {f"ROTA_{name.upper()}": "inline", f"ROTA_{name.upper()}_FILE": str(secret)}
+    if name.startswith("sentinel"):
+        env.update(ROTA_SENTINELS="s1:26379", ROTA_SENTINEL_SERVICE="mymaster")
+    with pytest.raises(ConfigError, match=rf"^{name}: given, and {name}_file too"):
+        load_settings(env=env)

@@ -114,6 +114,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         self._resolve_sentinels()
         check_url(self.redis_url)  # redis://, rediss:// or unix://, else a ConfigError
         for name in SECRETS:
+            if getattr(self, name) and getattr(self, f"{name}_file"):
+                # Which would win is a guess nobody should have to make: refuse both.
+                raise ConfigError(f"{name}: given, and {name}_file too: give one of them")
             self.secret(name)  # an unreadable or empty file: a ConfigError naming it
         self._check_tls()
         try:

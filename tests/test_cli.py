@@ -431,3 +431,15 @@ async def test_waiting_list_and_delete(conn: tuple[str, ...], client: Client) ->
     record = await client.job(c.id)  # it waited for the deleted job: it ends dead
     assert record is not None and (record.state, record.reason) == ("dead", "dependency_failed")
     assert rota_json("waiting", "list", *conn)["total"] == 0
+
+
+def test_json_that_is_not_quite_json_is_refused_not_kept_as_text(conn: tuple[str, ...]) -> None:
+    """`x=[1,2` silently became the string "[1,2"; a key given twice in --args silently
+    kept the last value."""
+    cut = run_rota("enqueue", "nap", "x=[1,2", *conn)
+    assert cut.returncode == 2 and "'[1,2': it is not JSON" in cut.stderr, cut.stderr
+    assert "quote it to give a string" in cut.stderr
+    twice = run_rota("enqueue", "nap", "--args", '{"a": 1, "a": 2}', *conn)
+    assert twice.returncode == 2 and "the key 'a' is given twice" in twice.stderr, twice.stderr
+    text = run_rota("enqueue", "nap", "to=ada", "--json", *conn)
+    assert text.returncode == 0, text.stderr  # plain text stays text

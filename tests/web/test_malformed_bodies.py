@@ -21,6 +21,8 @@ BODIES = {
     "100,000 open brackets": (b"[" * 100_000, "deep"),
     "objects 1,000 deep": (b'{"a": ' * 1000 + b"1" + b"}" * 1000, "deep"),
     "cut short": (b'{"name": "x", "args": [1, 2', "not valid JSON"),
+    "a key twice": (b'{"name": "x", "name": "y", "ids": []}', "the key 'name' is given twice"),
+    "NaN": (b'{"name": "x", "args": [NaN]}', "not valid JSON"),
 }
 
 

@@ -16,16 +16,20 @@ from rota.cli.output import age, duration, echo_json, print_table
 from rota.client import Client, JobSpec
 from rota.config import Settings
 from rota.errors import JobNotFound, PayloadTooLarge
+from rota.protocol import codec
 from rota.protocol.keys import validate_namespace
 
 __all__ = ["enqueue", "status"]
 
 
 def _value(text: str) -> Any:
-    """key=value values are JSON when they parse as JSON (42, true, [1]), else text."""
+    """key=value values are JSON when they parse as JSON (42, true, [1]), else text;
+    a value that opens an array or an object and is no JSON is a typo, not text."""
     try:
-        return msgspec.json.decode(text)
-    except msgspec.DecodeError:
+        return codec.parse_input(text)
+    except ValueError as exc:
+        if text.lstrip().startswith(("[", "{")):
+            raise ExitError(f"{text!r}: {exc} (quote it to give a string)") from None
         return text
 
 
@@ -70,9 +74,9 @@ def _args(args_json: str | None, pairs: tuple[str, ...]) -> tuple[tuple[Any, ...
     if pairs:
         raise click.UsageError("give args as KEY=VALUE pairs or --args, not both")
     try:
-        parsed = msgspec.json.decode(args_json)
-    except msgspec.DecodeError as exc:
-        raise click.BadParameter(f"not JSON: {exc}", param_hint="--args") from None
+        parsed = codec.parse_input(args_json)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--args") from None
     if isinstance(parsed, list):
         return tuple(parsed), {}
     if isinstance(parsed, dict):

@@ -10,13 +10,14 @@ import dataclasses
 import datetime
 import decimal
 import enum
+import json
 import math
 import uuid
 from typing import Any, Final
 
 import msgspec
 
-__all__ = ["BadPayload", "decode_args", "encode_args", "encode_json"]
+__all__ = ["BadPayload", "decode_args", "encode_args", "encode_json", "parse_input"]
 
 
 class BadPayload(ValueError):
@@ -116,3 +117,26 @@ def decode_args(raw: bytes) -> list[Any] | dict[str, Any]:
 def encode_json(value: Any) -> bytes:
     """Encode a result or snapshot; objects JSON cannot hold are stored as their repr."""
     return _lenient.encode(value)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key!r} is given twice")
+        out[key] = value
+    return out
+
+
+def parse_input(text: str | bytes) -> Any:
+    """JSON a person or another program typed (``rota enqueue --args``, an HTTP body):
+    a ValueError that says why when it is not JSON, or when an object names a key
+    twice (a JSON parser keeps the last one and drops the other without a word)."""
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except RecursionError:
+        raise ValueError("it nests arrays or objects too deep") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"it is not valid UTF-8: {exc.reason} at byte {exc.start}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"it is not JSON: {exc.msg} at character {exc.pos}") from None

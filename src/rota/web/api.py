@@ -20,6 +20,7 @@ from starlette.routing import BaseRoute, Route
 
 from rota.client import JobSpec
 from rota.errors import JobNotFound, PayloadTooLarge
+from rota.protocol import codec
 from rota.protocol.job import validate_name
 from rota.spec import epoch_seconds
 from rota.web import bodies as b
@@ -49,15 +50,10 @@ async def _body(request: Request, kind: type[Any]) -> Any:
         raise ApiError(415, "send the body as application/json")
     raw = await request.body()
     try:
-        msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
+        codec.parse_input(raw)  # not UTF-8, too deep, a key given twice: say which
+        msgspec.json.decode(raw)  # and what JSON itself refuses (NaN, Infinity)
+    except (ValueError, msgspec.DecodeError) as exc:
         raise ApiError(400, f"the body is not valid JSON: {exc}") from None
-    except UnicodeDecodeError as exc:  # JSON text is UTF-8
-        raise ApiError(
-            400, f"the body is not valid UTF-8: {exc.reason} at byte {exc.start}"
-        ) from None
-    except RecursionError:
-        raise ApiError(400, "the body nests arrays or objects too deep") from None
     try:
         return msgspec.json.decode(raw, type=kind)
     except msgspec.ValidationError as exc:

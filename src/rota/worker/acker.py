@@ -15,7 +15,6 @@ more than they can hold (:meth:`Acker.wait_room`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 
 import anyio
@@ -71,20 +70,22 @@ class Acker:
         refusing finishes). While Redis refuses only the finishes that keep a result,
         those do not count: the jobs whose finish frees memory must go on being
         fetched, or a full Redis with mixed work would never drain."""
-        while self._holding() >= limit:
+        while (self._holding() if self.refusing_kept else len(self._pending)) >= limit:
             self._room = anyio.Event()
             await self._room.wait()
 
     def _holding(self) -> int:
-        if not self.refusing_kept:
-            return len(self._pending)
+        """Outcomes that hold fetch capacity while Redis refuses kept results."""
         return sum(1 for o in self._pending if not o.keeps_result)
 
     async def run(self) -> None:
         while True:
             # Held results that Redis refused for memory are tried again now and then;
             # every new outcome is sent at once meanwhile.
-            with anyio.move_on_after(_KEPT_RETRY if self._held() else math.inf):
+            if self.refusing_kept and self._pending:
+                with anyio.move_on_after(_KEPT_RETRY):
+                    await self._event.wait()
+            else:  # the usual turn: no cancel scope to make
                 await self._event.wait()
             self._event = anyio.Event()
             await anyio.lowlevel.checkpoint()  # let the finishes of this loop turn join the batch
@@ -97,7 +98,7 @@ class Acker:
         memory never waits behind one that cannot be written."""
         async with self._lock:
             while self._pending:
-                if not patient and self._held() == len(self._pending):
+                if not patient and self.refusing_kept and self._held() == len(self._pending):
                     await self._try_held()
                     return
                 await self.rt.watch.keep_trying("acker", self._send_first)

@@ -59,7 +59,8 @@ def test_a_batch_entry_is_strings_and_its_tail_only_when_used() -> None:
     assert _row(max_fails=3, timeout=1.5).batch_entry() == [
         "id1", "send", '{"to":1}', "0", "", "86400000", "3", "1.5",
     ]  # fmt: skip
-    assert _row(group="g").batch_entry()[8:] == ["", "g", ""]
+    assert _row(group="g", group_size=7).batch_entry()[8:] == ["", "g", "", "", "", "7"]
+    assert _row(waits_group="g").batch_entry()[8:] == ["", "", "g"]
     assert _row(traceparent="t").batch_entry()[8:] == ["", "", "", "t", ""]
 
 

@@ -324,9 +324,11 @@ class Client(Reads, Operations):
             for i, row in enumerate(rows)
         ]
 
-    def _enqueue_args(self, spec: JobSpec, group: str = "", waits_group: str = "") -> EnqueueRow:
+    def _enqueue_args(
+        self, spec: JobSpec, group: str = "", waits_group: str = "", group_size: int = 0
+    ) -> EnqueueRow:
         """The row of one job, checked (see :func:`rota.spec.to_row`)."""
-        return to_row(spec, self.max_args_bytes, self.unique_ttl, group, waits_group)
+        return to_row(spec, self.max_args_bytes, self.unique_ttl, group, waits_group, group_size)
 
     # -- workflows (rota.workflow) -------------------------------------------------
 
@@ -334,9 +336,12 @@ class Client(Reads, Operations):
         """Enqueue jobs that run one after the other, in one round trip."""
         return await workflow.chain(self, specs)
 
-    async def group(self, specs: Sequence[JobSpec], then: JobSpec | None = None) -> Group:
-        """Enqueue jobs as a group, and ``then`` once all of them completed."""
-        return await workflow.group(self, specs, then)
+    async def group(
+        self, specs: Sequence[JobSpec], then: JobSpec | None = None, *, group_id: str | None = None
+    ) -> Group:
+        """Enqueue jobs as a group, and ``then`` once all of them completed; the same
+        call again resumes a send cut short (see :func:`rota.workflow.group`)."""
+        return await workflow.group(self, specs, then, group_id=group_id)
 
     async def group_progress(self, group_id: str) -> GroupProgress:
         """A group's total, done and failed members, and its callback."""
@@ -396,4 +401,6 @@ def _enqueue_error(exc: BaseException, what: str, written: int) -> BaseException
     text = str(exc)
     if text.startswith("NOPARENT "):
         return JobNotFound(text.removeprefix("NOPARENT ").split(" script:", 1)[0])
+    if text.startswith("GROUPMISMATCH "):
+        return ValueError(text.removeprefix("GROUPMISMATCH ").split(" script:", 1)[0])
     return refused(exc, what, written) or exc

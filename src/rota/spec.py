@@ -61,9 +61,10 @@ def to_row(
     unique_ttl: float,
     group: str = "",
     waits_group: str = "",
+    group_size: int = 0,
 ) -> EnqueueRow:
     """The row of one job: its own options, checked, then the group it is a member of
-    and the group it is the callback of."""
+    (of ``group_size`` members) and the group it is the callback of."""
     validate_name(spec.name)
     payload = codec.encode_args(spec.args, spec.kwargs)
     if len(payload) > max_args_bytes:
@@ -87,6 +88,7 @@ def to_row(
         " ".join(spec.after),
         group,
         waits_group,
+        group_size=group_size,
     )
 
 

@@ -16,6 +16,7 @@ same names call them.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final
@@ -25,7 +26,15 @@ import redis.exceptions
 from msgspec import Meta
 
 from rota.errors import JobNotFound
-from rota.protocol.job import field_int, field_seconds, field_text, new_id, reply_text, state_text
+from rota.protocol.job import (
+    NAME_RE,
+    field_int,
+    field_seconds,
+    field_text,
+    new_id,
+    reply_text,
+    state_text,
+)
 
 if TYPE_CHECKING:
     from rota.client import Client, Enqueued, JobSpec
@@ -66,13 +75,20 @@ class GroupProgress(msgspec.Struct, frozen=True):
     total: int
     done: Annotated[int, Meta(description="members complete")]
     failed: Annotated[int, Meta(description="members that ended dead or aborted")]
+    sent: Annotated[
+        int,
+        Meta(
+            description="members written: below total while a send cut short is not"
+            " resumed (the same enqueue again writes the rest)"
+        ),
+    ]
     then: Annotated[str | None, Meta(description="the callback's job id")]
     created_at: Annotated[
         float | None, Meta(description="when it was made, seconds since the epoch")
     ]
 
     #: The fields of the group's hash it is read from, in the order :meth:`read` takes.
-    FIELDS: ClassVar[tuple[str, ...]] = ("total", "done", "failed", "then", "created_at")
+    FIELDS: ClassVar[tuple[str, ...]] = ("total", "done", "failed", "then", "created_at", "sent")
 
     @classmethod
     def read(cls, group_id: str, values: Sequence[Any] | None) -> GroupProgress | None:
@@ -80,12 +96,13 @@ class GroupProgress(msgspec.Struct, frozen=True):
         is not a number reads as 0); None when the group has no hash."""
         if not values or values[0] is None:
             return None
-        total, done, failed, then, created = values
+        total, done, failed, then, created, sent = values
         return cls(
             id=group_id,
             total=field_int(total),
             done=field_int(done),
             failed=field_int(failed),
+            sent=field_int(sent),
             then=field_text(then) or None,
             created_at=field_seconds(created) or None,
         )
@@ -124,21 +141,60 @@ async def chain(client: Client, specs: Sequence[JobSpec]) -> list[Enqueued]:
     return await client.enqueue_many(linked)
 
 
-async def group(client: Client, specs: Sequence[JobSpec], then: JobSpec | None = None) -> Group:
+async def group(
+    client: Client,
+    specs: Sequence[JobSpec],
+    then: JobSpec | None = None,
+    *,
+    group_id: str | None = None,
+) -> Group:
     """Enqueue ``specs`` as one group, and ``then`` to run once every member completed
     (dead if one ends dead or aborted); its ``ctx.parent_results`` holds the members'
-    results. One round trip whatever the size."""
+    results. One round trip whatever the size.
+
+    A group is all its members or none of its callback: it completes only when as many
+    members as ``specs`` holds have ended, so a send cut short (the producer killed
+    half-way through a large group) leaves it waiting, and the same call again writes
+    the members that are missing into the same group, skips those written, and the
+    callback runs once, with every result. For that the call must name the same jobs:
+    give ``group_id`` (members without a ``job_id`` are then ``<group_id>-<n>``), or a
+    ``job_id`` to every member (the group's id is then derived from them). The
+    callback without a ``job_id`` is ``<group id>-then``. Without either, each call
+    makes a new group.
+    """
     if not specs:
         raise ValueError("group: give at least one job")
     _no_unique([*specs, *([then] if then else [])], "group")
-    gid = uuid.uuid4().hex
-    rows = [client._enqueue_args(spec, group=gid) for spec in specs]
+    if group_id is not None and not (NAME_RE.match(group_id) and len(group_id) <= 100):
+        raise ValueError(f"group: invalid group id {group_id!r} (up to 100 of A-Z a-z 0-9 _ . : -)")
+    gid = group_id or _group_id(specs)
+    if group_id is not None:
+        specs = [
+            s if s.job_id else msgspec.structs.replace(s, job_id=f"{gid}-{i}")
+            for i, s in enumerate(specs)
+        ]
+    rows = [client._enqueue_args(s, group=gid, group_size=len(specs)) for s in specs]
+    if len({r.id for r in rows}) < len(rows):
+        raise ValueError("group: a job id is given twice")
     if then is not None:
+        then = then if then.job_id else msgspec.structs.replace(then, job_id=f"{gid}-then")
         rows.append(client._enqueue_args(then, waits_group=gid))
     jobs = await client._enqueue_rows(rows)
     if then is None:
         return Group(gid, jobs)
     return Group(gid, jobs[:-1], jobs[-1])
+
+
+def _group_id(specs: Sequence[JobSpec]) -> str:
+    """The id of a group whose members all have a ``job_id``, derived from them (the
+    same jobs make the same group, so the call can be repeated); a new one otherwise."""
+    ids = [s.job_id for s in specs]
+    if not all(ids):
+        return uuid.uuid4().hex
+    digest = hashlib.blake2b(digest_size=16, person=b"rota-group")
+    for job_id in ids:
+        digest.update(str(job_id).encode() + b"\n")
+    return digest.hexdigest()
 
 
 class Related(msgspec.Struct):

@@ -449,7 +449,7 @@ def test_flow_and_group_pages(live: Live, watched: Watched, browser: Browser) ->
     # the group page: counters, the members and their callback
     page.goto(live.url + f"/jobs/{f.members[0]}")
     with page.expect_navigation():
-        page.get_by_role("link", name=f.group).click()
+        page.get_by_role("link", name=f.group, exact=True).click()
     assert page.url == live.url + f"/groups/{f.group}"
     expect(page.locator("#group-total")).to_have_text("4")
     expect(page.locator("#group-done")).to_have_text("3")

@@ -212,6 +212,7 @@ async def test_a_group_in_the_api_before_and_after_a_pool_runs_it(
         "total": 4,
         "done": 0,
         "failed": 0,
+        "sent": 4,
         "finished": False,
         "then": g.then.id,
         "created_at": data["created_at"],

@@ -60,6 +60,8 @@ def _line(r: dict[str, Any]) -> str:
 def _counts(p: dict[str, Any]) -> str:
     left = p["total"] - p["done"] - p["failed"]
     text = f"{p['done']} of {p['total']} done, {p['failed']} failed, {left} to go"
+    if p.get("sent", p["total"]) < p["total"]:
+        text += f" (only {p['sent']} written: send the same group again to complete it)"
     return text + (" (finished)" if p["finished"] else "")
 
 

@@ -39,6 +39,7 @@ class EnqueueRow(NamedTuple):
     waits_group: str  # the group it is the callback of
     traceparent: str = ""  # the W3C trace context of the enqueue
     tracestate: str = ""
+    group_size: int = 0  # how many members its group has (a member only)
 
     def script_args(self) -> list[Arg]:
         """The ``enqueue`` script's arguments (it takes no group: those go by batch), less
@@ -66,7 +67,9 @@ class EnqueueRow(NamedTuple):
             str(self.max_fails),
             str(self.timeout),
         ]
-        if self.traceparent:
+        if self.group:
+            entry += [*self[9:12], self.traceparent, self.tracestate, str(self.group_size)]
+        elif self.traceparent:
             entry += [*self[9:12], self.traceparent, self.tracestate]
         elif self.after or self.group or self.waits_group:
             entry += self[9:12]

@@ -227,9 +227,10 @@ end
 -- result is copied into each child ('r:<parent id>') and the child is counted down; the
 -- last parent queues (or schedules) it, in the same call. A parent that ends dead or
 -- aborted makes every waiting descendant dead with reason dependency_failed.
--- A group's members hold 'group'; its hash (key_group) counts total, done and failed,
--- names its callback ('then'), and key_group_results keeps the members' results. The
--- callback waits with 'waits_group'; the member that completes the group queues it.
+-- A group's members hold 'group'; its hash (key_group) holds the size its producer
+-- declared (total), counts the members written (sent), done and failed, names its
+-- callback ('then'), and key_group_results keeps the members' results. The callback
+-- waits with 'waits_group'; the member that completes the group queues it.
 
 local GROUP_KEEP = '604800000' -- a finished group's keys stay readable for 7 days
 
@@ -501,8 +502,8 @@ local function no_parent(id, parent)
 end
 
 -- Tie a new job to what it waits for (see Workflows above): `deps` = {after = ids,
--- group = the group it belongs to, waits_group = the group it is the callback of}, ''
--- for none. Adds its fields to `fields`. Returns how many dependencies are not complete
+-- group = the group it belongs to, group_size = that group's declared size,
+-- waits_group = the group it is the callback of}, '' for none. Adds its fields to `fields`. Returns how many dependencies are not complete
 -- yet, and what ended dead or aborted already (nil: nothing).
 local function dependencies(id, deps, fields, now)
   local pending, failed = 0, nil
@@ -533,7 +534,12 @@ local function dependencies(id, deps, fields, now)
   if g ~= '' then
     add('group', g)
     local gk = key_group(g)
-    redis.call('HINCRBY', gk, 'total', 1)
+    -- `total` is the size its producer declared, set by the first member written;
+    -- `sent` counts the members written. The group completes only when every one of
+    -- `total` members ended, so a send cut short leaves it waiting for the rest (the
+    -- same call again writes them) and never calls back with fewer results.
+    redis.call('HSETNX', gk, 'total', deps.group_size)
+    redis.call('HINCRBY', gk, 'sent', 1)
     redis.call('HSETNX', gk, 'created_at', str(now))
     redis.call('RPUSH', key_group_members(g), id)
   end

@@ -5,17 +5,53 @@
 --      (strings; '' where the enqueue script takes ''), optionally followed by
 --      after (parents' ids, space-separated), group (the group it is a member of) and
 --      waits_group (the group it is the callback of), traceparent and tracestate (the W3C
---      trace context of the enqueue); a parent may be a job earlier in the same call.
+--      trace context of the enqueue), and group_size (the number of members of its
+--      group, the same for each of them); a parent may be a job earlier in the same call.
 -- Returns a flat list: id, created, id, created, ... in the order given. The ids of one
 -- name go into its queue in one LPUSH, and wake tokens are pushed once per name. A
 -- parent or group that does not exist is an error reply starting with NOPARENT, and
--- nothing of the call is written.
+-- nothing of the call is written. So is one starting with GROUPMISMATCH: a member
+-- without a size, a size other than the one its group was made with, a member id that
+-- exists outside its group, or a callback for a group that has another one. (The same
+-- call again, after a send cut short, is none of these: its members and callback
+-- exist in their group already and are skipped.)
 local now = tonumber(ARGV[1])
 local jobs = cmsgpack.unpack(ARGV[2])
 -- Checked before anything is written: a script that fails half-way keeps its writes.
 -- A queue key that is not a list would fail the LPUSH of push_batch after every record
 -- is written, leaving records in no queue: refuse the call first (one TYPE per name).
-local made, groups, typed = {}, {}, {}
+local made, groups, typed, sizes = {}, {}, {}, {}
+
+-- Why entry `j` cannot join (or wait for) its group as it says; nil when it can.
+-- `sizes` maps a group to its size, as Redis or an earlier entry of the call has it.
+local function group_mismatch(j, sizes)
+  local g, cb = j[10] or '', j[11] or ''
+  if g ~= '' then
+    local size = tonumber(j[14] or '')
+    if not size or size < 1 or size ~= math.floor(size) then
+      return 'member ' .. j[1] .. ' of group ' .. g .. ' has no size (array item 14)'
+    end
+    local known = sizes[g]
+    if not known then
+      known = tonumber(redis.call('HGET', key_group(g), 'total') or '') or size
+      sizes[g] = known
+    end
+    if known ~= size then
+      return 'group ' .. g .. ' was made with ' .. known .. ' members, not ' .. size
+    end
+    local was = redis.call('HMGET', key_job(j[1]), 'name', 'group')
+    if was[1] and was[2] ~= g then
+      return 'job ' .. j[1] .. ' exists outside group ' .. g
+    end
+  end
+  if cb ~= '' then
+    local was = redis.call('HGET', key_group(cb), 'then')
+    if was and was ~= j[1] then
+      return 'group ' .. cb .. ' has callback ' .. was .. ' already, not ' .. j[1]
+    end
+  end
+  return nil
+end
 for _, j in ipairs(jobs) do
   local name = j[2]
   if not typed[name] then
@@ -33,6 +69,13 @@ for _, j in ipairs(jobs) do
   if missing then
     return no_parent(j[1], missing)
   end
+  local mismatch = group_mismatch(j, sizes)
+  if not mismatch and (j[10] or '') ~= '' and made[j[1]] then
+    mismatch = 'job ' .. j[1] .. ' is given twice' -- the group would wait for it forever
+  end
+  if mismatch then
+    return redis.error_reply('GROUPMISMATCH ' .. mismatch)
+  end
   made[j[1]] = true
   if (j[10] or '') ~= '' then
     groups[j[10]] = true -- the group exists once a member is enqueued
@@ -43,7 +86,7 @@ local batch = {push = {}, names = {}, ready = {}, scheduler = false}
 for _, j in ipairs(jobs) do
   local deps = nil
   if (j[9] or '') ~= '' or (j[10] or '') ~= '' or (j[11] or '') ~= '' then
-    deps = {after = j[9], group = j[10], waits_group = j[11]}
+    deps = {after = j[9], group = j[10], group_size = j[14], waits_group = j[11]}
   end
   local trace = nil
   if (j[12] or '') ~= '' then

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import uuid
@@ -9,10 +10,22 @@ import warnings
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
 import pytest
 
 from rota import Client, JobContext, JobSpec, WorkerPool
 from tests.helpers import pool_settings, wait_until
+
+
+@dataclasses.dataclass
+class _Point:
+    x: float
+    tags: dict[Any, Any]
+
+
+class _Shape(msgspec.Struct):
+    x: float
+    tags: dict[Any, Any]
 
 
 @pytest.mark.parametrize(
@@ -27,6 +40,12 @@ from tests.helpers import pool_settings, wait_until
         (object(), "type object cannot travel in JSON"),
         ({1: "a"}, "key 1 is not a string"),
         ([1, {"deep": [float("-inf")]}], "[1]['deep'][0]: -inf"),
+        (_Point(math.nan, {}), ".x: nan cannot travel in JSON"),
+        (_Point(1.0, {1: "a"}), ".tags: key 1 is not a string"),
+        (_Shape(math.inf, {}), ".x: inf cannot travel in JSON"),
+        ([_Shape(1.0, {"k": [_Point(math.nan, {})]})], "[0].tags['k'][0].x: nan"),
+        ("\ud800", "'\\ud800' at 0 is a lone surrogate"),
+        ({"k": ["ok", "a\udc00"]}, "['k'][1]: '\\udc00' at 1 is a lone surrogate"),
     ],
 )
 async def test_values_json_would_change_are_refused_naming_the_argument(

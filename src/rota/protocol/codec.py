@@ -52,9 +52,22 @@ _HOW: Final = {
 }
 
 
-def _check(value: Any, where: str) -> None:
-    """Raise a TypeError naming ``where`` for a value JSON would change or drop."""
+def _check(value: Any, where: str, text: bool = False) -> None:
+    """Raise a TypeError naming ``where`` for a value JSON would change or drop, at any
+    depth (inside a dataclass or a Struct too). ``text``: also look for strings UTF-8
+    cannot carry (a lone surrogate), which the encoder finds first and cheaper; this
+    walk then only says where."""
     kind = type(value)
+    if kind is str:
+        if text:
+            try:
+                value.encode()
+            except UnicodeEncodeError as exc:
+                raise TypeError(
+                    f"{where}: {value[exc.start : exc.end]!r} at {exc.start} is a lone"
+                    " surrogate, which UTF-8 (and so JSON) cannot carry"
+                ) from None
+        return
     if kind in _PLAIN:
         return
     if kind is float:
@@ -62,22 +75,29 @@ def _check(value: Any, where: str) -> None:
             raise TypeError(f"{where}: {value!r} cannot travel in JSON: {_HOW['float']}")
     elif kind is list or kind is tuple:
         for i, item in enumerate(value):
-            _check(item, f"{where}[{i}]")
+            _check(item, f"{where}[{i}]", text)
     elif kind is dict:
         for key, item in value.items():
             if type(key) is not str:
                 raise TypeError(
                     f"{where}: key {key!r} is not a string; JSON object keys are strings"
                 )
-            _check(item, f"{where}[{key!r}]")
+            _check(key, f"{where} key", text)
+            _check(item, f"{where}[{key!r}]", text)
     elif isinstance(value, bytes | bytearray | memoryview):
         raise TypeError(f"{where}: bytes cannot travel in JSON: {_HOW['bytes']}")
     elif isinstance(value, set | frozenset):
         raise TypeError(f"{where}: a set cannot travel in JSON: {_HOW['set']}")
     elif isinstance(value, _AS_TEXT):
         return
-    elif isinstance(value, msgspec.Struct) or dataclasses.is_dataclass(value):
-        return  # an object in JSON; a parameter typed with its class gets it back
+    elif isinstance(value, msgspec.Struct):
+        # An object in JSON; a parameter typed with its class gets it back, if every
+        # field travels faithfully.
+        for field in value.__struct_fields__:
+            _check(getattr(value, field), f"{where}.{field}", text)
+    elif dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            _check(getattr(value, f.name), f"{where}.{f.name}", text)
     elif isinstance(value, float) and not math.isfinite(value):  # a float subclass
         raise TypeError(f"{where}: {value!r} cannot travel in JSON: {_HOW['float']}")
     elif not isinstance(value, int | float | str):
@@ -96,11 +116,16 @@ def encode_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
     """
     if args and kwargs:
         raise TypeError("pass positional or keyword args to a job, not both")
-    for i, arg in enumerate(args):
-        _check(arg, f"argument {i}")
-    for key, arg in kwargs.items():
-        _check(arg, f"argument {key!r}")
-    return _encoder.encode(list(args) if args else kwargs)
+    named = [(f"argument {i}", arg) for i, arg in enumerate(args)]
+    named += [(f"argument {key!r}", arg) for key, arg in kwargs.items()]
+    for where, arg in named:
+        _check(arg, where)
+    try:
+        return _encoder.encode(list(args) if args else kwargs)
+    except UnicodeEncodeError:
+        for where, arg in named:
+            _check(arg, where, text=True)
+        raise
 
 
 def decode_args(raw: bytes) -> list[Any] | dict[str, Any]:

@@ -27,8 +27,14 @@ __all__ = ["main"]
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="rota")
-def rota() -> None:
-    """rota: a job-queue daemon on Redis."""
+@click.option(
+    "--local-time",
+    is_flag=True,
+    envvar="ROTA_LOCAL_TIME",
+    help="Show times in this machine's zone (with its offset and name) instead of UTC.",
+)
+def rota(local_time: bool) -> None:
+    """rota: a job-queue daemon on Redis. Times are shown in UTC, with their offset."""
 
 
 for command in (worker, demo, web, enqueue, status, queue, *SET_GROUPS, job, group, acl):

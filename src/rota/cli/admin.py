@@ -55,7 +55,7 @@ def _run_at(delay: str | None, at: str | None) -> float | None:
     if delay and at:
         raise click.UsageError("give --in or --at, not both")
     if delay:
-        return time.time() + parse_duration(delay)
+        return time.time() + parse_duration(delay, "--in")
     if not at:
         return None
     try:
@@ -88,7 +88,7 @@ def _args(args_json: str | None, pairs: tuple[str, ...]) -> tuple[tuple[Any, ...
 @click.argument("name")
 @click.argument("pairs", nargs=-1, metavar="[KEY=VALUE]...")
 @click.option("--args", "args_json", help="All args as one JSON object or array.")
-@click.option("--in", "delay", help="Run after this delay: 30s, 5m, 2h, 1d.")
+@click.option("--in", "delay", help="Run after this delay: 30s, 5m, 1h30m, 1d.")
 @click.option(
     "--at",
     "at",

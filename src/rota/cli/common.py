@@ -210,6 +210,7 @@ async def check_redis(client: Client, settings: Settings) -> None:
 
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
 
 def seconds_option(
@@ -232,9 +233,15 @@ def seconds_option(
     )
 
 
-def parse_duration(text: str) -> float:
-    """'90', '90s', '1.5m', '2h', '1d', '250ms' -> seconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", text)
-    if not m:
-        raise click.BadParameter(f"{text!r} is not a duration like 30s, 5m, 2h or 1d")
-    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+def parse_duration(text: str, option: str | None = None) -> float:
+    """'90', '90s', '1.5m', '2h', '1d', '250ms', '1h30m', '2d4h' -> seconds; an error
+    names ``option``."""
+    parts = _PART.findall(text.replace(" ", ""))
+    bare = re.fullmatch(r"\s*\d+(?:\.\d+)?\s*", text)
+    if bare:
+        return float(text)
+    if not parts or "".join(n + u for n, u in parts) != text.replace(" ", ""):
+        raise click.BadParameter(
+            f"{text!r} is not a duration like 30s, 5m, 1h30m or 1d", param_hint=option
+        )
+    return sum(float(n) * _UNITS[u] for n, u in parts)

@@ -16,7 +16,7 @@ import click
 import msgspec
 
 from rota.cli.common import ExitError, connection_options, parse_duration, with_client, yes_option
-from rota.cli.output import age, echo_json, when
+from rota.cli.output import echo_json, relative, when
 from rota.cli.workflows import print_relations, relations
 from rota.client import Client, validate_name
 from rota.config import Settings
@@ -143,7 +143,7 @@ async def job_show(client: Client, settings: Settings, job_id: str, as_json: boo
         if key == "pending" and record.state != "waiting":
             continue
         if key.endswith("_at"):
-            value = f"{when(value)} ({age(value)} ago)"
+            value = f"{when(value)} ({relative(value)})"
         click.echo(f"{key:>12}  {value}")
     print_relations(record, rel)
     for n, line in enumerate(logs):

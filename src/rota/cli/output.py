@@ -3,6 +3,7 @@ JSON on request."""
 
 from __future__ import annotations
 
+import datetime
 import sys
 import time
 from collections.abc import Sequence
@@ -13,7 +14,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["age", "echo_json", "print_table", "when"]
+__all__ = ["age", "echo_json", "local_time", "print_table", "relative", "when"]
 
 
 def echo_json(value: Any) -> None:
@@ -43,6 +44,16 @@ def age(at: float | None) -> str:
     return duration(max(0, int(time.time() - at)))
 
 
+def relative(at: float | None) -> str:
+    """A time against now, for people: "3m12s ago", or "in 5m00s" for one to come."""
+    if not at:
+        return ""
+    delta = at - time.time()
+    if delta > 0.5:
+        return f"in {duration(int(delta))}"
+    return f"{age(at)} ago"
+
+
 def duration(seconds: float) -> str:
     s = int(seconds)
     if s < 60:
@@ -54,8 +65,21 @@ def duration(seconds: float) -> str:
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
+def local_time() -> bool:
+    """Whether times are shown in the machine's zone (``rota --local-time``) rather than
+    in UTC."""
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx and ctx.find_root().params.get("local_time"))
+
+
 def when(at: float | None) -> str:
-    """A time (seconds since the epoch) in local time, for people."""
+    """A time (seconds since the epoch) for people, with its offset, so that nobody
+    reads a UTC time as local or the other way round: UTC (``2026-11-25
+    09:30:00+00:00``), or with ``rota --local-time`` the machine's zone
+    (``2026-11-25 10:30:00+01:00 CET``)."""
     if not at:
         return ""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+    if local_time():
+        moment = datetime.datetime.fromtimestamp(at).astimezone()
+        return f"{moment.isoformat(' ', 'seconds')} {moment.tzname()}"
+    return datetime.datetime.fromtimestamp(at, datetime.UTC).isoformat(" ", "seconds")

@@ -443,3 +443,23 @@ def test_json_that_is_not_quite_json_is_refused_not_kept_as_text(conn: tuple[str
     assert twice.returncode == 2 and "the key 'a' is given twice" in twice.stderr, twice.stderr
     text = run_rota("enqueue", "nap", "to=ada", "--json", *conn)
     assert text.returncode == 0, text.stderr  # plain text stays text
+
+
+async def test_enqueue_takes_max_fails_timeout_and_job_id_as_the_api_does(
+    conn: tuple[str, ...], client: Client
+) -> None:
+    done = run_rota(
+        "enqueue", "report", "--max-fails", "2", "--timeout", "1m30s", "--job-id", "r-1", *conn
+    )
+    assert done.returncode == 0, done.stderr
+    record = await client.job("r-1")
+    assert record is not None and (record.max_fails, record.timeout) == (2, 90.0)
+    for bad, words in (
+        (("--max-fails", "0"), "--max-fails"),
+        (("--timeout", "soon"), "--timeout"),
+        (("--timeout", "0.1ms"), "timeout"),
+        (("--job-id", "no spaces"), "invalid job id"),
+    ):
+        refused = run_rota("enqueue", "report", *bad, *conn)
+        assert refused.returncode == 2, refused.stderr
+        assert words in refused.stderr, refused.stderr

@@ -3,6 +3,7 @@ compose specification's JSON schema, and the image's install steps run in a fres
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -116,3 +117,11 @@ def test_dockerfile_install_steps_work_in_a_fresh_venv(tmp_path: Path) -> None:
     )
     assert check.returncode == 0, check.stderr
     assert int(check.stdout) > 1000  # the Lua files are in the installed package
+    dashboard = subprocess.run(
+        [str(venv / "bin" / "rota"), "web", "--grafana-dashboard"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert dashboard.returncode == 0, dashboard.stderr
+    assert json.loads(dashboard.stdout)["panels"]  # the dashboard is in the installed package

@@ -77,3 +77,21 @@ async def test_a_durable_batch_waits_for_its_own_writes(
             assert len(refused.value.jobs) == 120
     finally:
         os.kill(replica.pid, signal.SIGCONT)
+
+
+async def test_a_socket_timeout_within_durable_timeout_is_refused_before_any_write(
+    fresh_redis_server: RedisServer, namespace: str
+) -> None:
+    """Without the check, a WAIT that takes its whole time ended as a TimeoutError (a lost
+    connection) instead of NotReplicated, after writing the job."""
+    async with Client.from_url(
+        fresh_redis_server.url, namespace, durable_timeout=0.5, socket_timeout=0.5
+    ) as client:
+        with pytest.raises(ValueError, match=r"durable_timeout \(0.5 s\) must be below"):
+            await client.enqueue("work", n=1, durable=True)
+        assert await client.redis.dbsize() == 0
+    async with Client.from_url(
+        fresh_redis_server.url, namespace, durable_timeout=0.2, socket_timeout=1
+    ) as client:
+        with pytest.raises(NotReplicated):
+            await client.enqueue("work", n=1, durable=True)

@@ -362,7 +362,19 @@ class Client(Reads, Operations):
 async def durable_enqueue(client: Client, rows: list[EnqueueRow], replicas: int) -> list[Enqueued]:
     """Write ``rows`` and ``WAIT`` for ``replicas`` on one connection of the redis-py
     pool (not the shared Link: ``WAIT`` counts the writes of its connection and holds
-    the connection until the replicas answer)."""
+    the connection until the replicas answer).
+
+    A socket timeout at or below ``durable_timeout`` would end a ``WAIT`` that is only
+    slow as a lost connection (a ``TimeoutError``, not :class:`NotReplicated`): that is
+    refused before anything is written."""
+    sock = client.redis.connection_pool.connection_kwargs.get("socket_timeout")
+    if sock is not None and sock <= client.durable_timeout:
+        raise ValueError(
+            f"durable_timeout ({client.durable_timeout:g} s) must be below the"
+            f" connection's socket_timeout ({sock:g} s): a WAIT for replicas that takes"
+            " its whole time would read as a lost connection. Lower durable_timeout or"
+            " raise socket_timeout."
+        )
     async with client.redis.client() as one:
         jobs = await client._enqueue_rows(rows, one)
         acked = await wait_replicas(one, replicas, client.durable_timeout)

@@ -249,7 +249,9 @@ class Operations(Scripted):
 
     async def set_rate(self, name: str, rate: str | Rate | None) -> None:
         """Cap how many jobs of ``name`` start per second, minute or hour across all
-        pools (``"100/s"``, ``"30/min"``, ``"2/hour"``; None: no cap). Pools waiting for
+        pools (``"100/s"``, ``"30/min"``, ``"2/hour"``; None: no cap). Starts go one
+        interval apart, after a quiet spell in a burst of up to 100 ms worth of starts
+        (at least two): ``"50/s"`` may start 55 jobs in its first second. Pools waiting for
         the name are woken, so a raised or removed limit takes effect at once. A pool
         writes its handlers' ``rate`` when it starts, as for ``set_limit``."""
         validate_name(name)

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rota import Client
 from tests.web.live import Seeded
 
-DASHBOARD = Path(__file__).parents[2] / "config" / "grafana-dashboard.json"
+DASHBOARD = Path(__file__).parents[2] / "src" / "rota" / "web" / "grafana-dashboard.json"
 _METRIC = re.compile(r"\brota_[a-z_]+\b")
 _BY = re.compile(r"\bby \(([^)]*)\)")
 _MATCHER = re.compile(r"(rota_[a-z_]+)\{([^}]*)\}")

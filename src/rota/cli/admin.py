@@ -102,6 +102,18 @@ def _args(args_json: str | None, pairs: tuple[str, ...]) -> tuple[tuple[Any, ...
     metavar="ID",
     help="Run once job ID has completed (repeat for several; it waits meanwhile).",
 )
+@click.option(
+    "--max-fails",
+    type=click.IntRange(min=1),
+    help="Failures before it ends dead (instead of its handler's max_fails).",
+)
+@click.option(
+    "--timeout",
+    "attempt_timeout",
+    metavar="DURATION",
+    help="How long one attempt may run: 30s, 5m, 1h30m (instead of its handler's).",
+)
+@click.option("--job-id", help="Its id (an id that exists enqueues nothing).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @connection_options
 @with_client
@@ -115,6 +127,9 @@ async def enqueue(
     at: str | None,
     unique: str | None,
     after: tuple[str, ...],
+    max_fails: int | None,
+    attempt_timeout: str | None,
+    job_id: str | None,
     as_json: bool,
 ) -> None:
     """Enqueue a job NAME with args given as KEY=VALUE pairs or --args JSON.
@@ -130,7 +145,17 @@ async def enqueue(
     of them ends dead or aborted."""
     args, kwargs = _args(args_json, pairs)
     run_at = _run_at(delay, at)
-    spec = JobSpec(name=name, args=args, kwargs=kwargs, run_at=run_at, unique=unique, after=after)
+    spec = JobSpec(
+        name=name,
+        args=args,
+        kwargs=kwargs,
+        run_at=run_at,
+        unique=unique,
+        after=after,
+        max_fails=max_fails,
+        timeout=None if attempt_timeout is None else parse_duration(attempt_timeout, "--timeout"),
+        job_id=job_id,
+    )
     try:
         (job,) = await client.enqueue_many([spec])
     except JobNotFound as exc:  # a parent that Redis does not hold: a state, not a typo

@@ -53,7 +53,12 @@ def connection_options(f: Callable[P, T]) -> Callable[P, T]:
         help="TOML settings file (default: config/rota.toml if present).",
     )(f)
     f = click.option("--namespace", help="Namespace of the rota installation.")(f)
-    f = click.option("--redis-url", help="redis://, rediss:// or unix:// URL.")(f)
+    f = click.option(
+        "--redis-url",
+        help="redis://, rediss:// or unix:// URL of one server;"
+        " redis+sentinel://host:port[,host:port...]/SERVICE for a Sentinel group;"
+        " redis+cluster://host:port[,host:port...] for a Cluster (ROTA_REDIS_URL).",
+    )(f)
     return f
 
 

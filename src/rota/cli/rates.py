@@ -28,6 +28,10 @@ async def rate(
 ) -> None:
     """Let at most RATE jobs of NAME start across all pools: 100/s, 30/min, 2/hour.
 
+    Starts are spaced one interval apart (10 ms for 100/s); after a quiet spell a burst
+    of up to 100 ms worth of starts (at least two) may go at once, so 50/s can start 55
+    jobs in the first second, and 50 in every second after.
+
     With --clear, remove the limit. A pool that starts writes its own handlers' rate,
     as for concurrency limits.
     """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -91,8 +92,14 @@ def _credentials(basic: str | None, token: str | None, settings: Settings) -> Au
     help="Show this namespace too, beside --namespace (repeatable): a switch in the"
     " header, ?ns= in the API.",
 )
+@click.option(
+    "--grafana-dashboard",
+    is_flag=True,
+    help="Print the Grafana dashboard of /metrics (JSON, to import) and exit.",
+)
 @connection_options
 def web(
+    grafana_dashboard: bool,
     bind: str,
     basic: str | None,
     token: str | None,
@@ -104,6 +111,9 @@ def web(
     namespace: str | None,
 ) -> None:
     """Serve the web UI, the JSON API (/api/) and Prometheus metrics (/metrics)."""
+    if grafana_dashboard:  # shipped in the package: no checkout needed
+        click.echo((resources.files("rota.web") / "grafana-dashboard.json").read_text(), nl=False)
+        return
     from rota.web.server import hosts_for, listen, parse_bind, run, url_of
 
     try:

@@ -12,7 +12,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -29,9 +29,24 @@ from rota.protocol.rate import Rate, parse_rate
 from rota.protocol.scripts import Arg
 from rota.protocol.snapshot import PoolSnapshot
 from rota.scripted import Scripted
-from rota.status import Bucket, History, LivePool, Page, QueueInfo, RunningJob
+from rota.status import Bucket, Found, History, LivePool, Page, QueueInfo, RunningJob
 
-__all__ = ["Bucket", "History", "LivePool", "Operations", "Page", "QueueInfo", "RunningJob"]
+#: A search reads at most this many jobs of a set by default (the dead set keeps 10,000
+#: by default), in pages of :data:`_SEARCH_CHUNK`.
+SEARCH_LIMIT: Final = 50_000
+_SEARCH_CHUNK: Final = 500
+
+__all__ = [
+    "SEARCH_LIMIT",
+    "Bucket",
+    "Found",
+    "History",
+    "LivePool",
+    "Operations",
+    "Page",
+    "QueueInfo",
+    "RunningJob",
+]
 
 _CHUNK = 500
 
@@ -161,6 +176,30 @@ class Operations(Scripted):
         total, ids = await pipe.execute()
         jobs = await self._records([reply_text(i) for i in ids])
         return Page(total, offset, jobs)
+
+    async def search(
+        self,
+        which: JobSet,
+        text: str,
+        offset: int = 0,
+        count: int = 50,
+        *,
+        scan: int = SEARCH_LIMIT,
+    ) -> Found:
+        """A page of the jobs of a set whose id or name contains ``text`` (any case),
+        reading at most ``scan`` jobs of the set in its order: :attr:`Found.searched`
+        says how far it read, so a search that stopped says so rather than "none"."""
+        needle = text.strip().lower()
+        found: list[JobRecord] = []
+        searched = size = 0
+        while True:
+            chunk = await self.page(which, searched, min(_SEARCH_CHUNK, scan - searched))
+            size = chunk.total
+            found += [j for j in chunk.jobs if needle in j.id.lower() or needle in j.name.lower()]
+            searched = min(searched + _SEARCH_CHUNK, size, scan)
+            if searched >= size or searched >= scan or not chunk.jobs:
+                break
+        return Found(len(found), offset, found[offset : offset + count], searched, size)
 
     async def in_set(self, which: JobSet, ids: Sequence[str]) -> list[str]:
         """Those of ``ids`` the scheduled, retry, dead or waiting set holds now, in one

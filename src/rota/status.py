@@ -69,6 +69,22 @@ class Page(msgspec.Struct, frozen=True):
     jobs: list[JobRecord]
 
 
+class Found(msgspec.Struct, frozen=True):
+    """A page of the jobs of a set whose id or name contains a text: ``total`` of them
+    among the ``searched`` first jobs of the set (in the order of :class:`Page`), which
+    holds ``size``; the search covered the whole set when ``searched == size``."""
+
+    total: int
+    offset: int
+    jobs: list[JobRecord]
+    searched: int
+    size: int
+
+    @property
+    def complete(self) -> bool:
+        return self.searched >= self.size
+
+
 class Bucket(msgspec.Struct, frozen=True):
     """The counters of one UTC minute or day, starting at ``start`` (seconds since the
     epoch): ``processed``, ``failed``, ... and ``processed:<name>``, ... as stored; empty

@@ -146,6 +146,33 @@ def _action(which: JobSet, verb: Literal["retry", "delete"], help: str) -> click
     return act
 
 
+async def _list_found(
+    client: Client, view: _View, text: str, offset: int, limit: int, as_json: bool
+) -> None:
+    found = await client.search(view.which, text, offset, limit)
+    if as_json:
+        jobs = [msgspec.structs.asdict(j) for j in found.jobs]
+        echo_json(
+            {
+                "total": found.total,
+                "offset": offset,
+                "searched": found.searched,
+                "size": found.size,
+                "jobs": jobs,
+            }
+        )
+        return
+    among = (
+        f"all {found.size}"
+        if found.complete
+        else f"the first {found.searched} of {found.size} (the search stopped there)"
+    )
+    title = f"{found.total} {view.which} jobs matching {text!r} among {among}"
+    if found.jobs:
+        title += f": {offset + 1}-{offset + len(found.jobs)}"
+    print_table(title, list(view.headers), [view.row(j) for j in found.jobs])
+
+
 def _make_group(view: _View) -> click.Group:
     which = view.which
 
@@ -155,12 +182,25 @@ def _make_group(view: _View) -> click.Group:
 
     @group.command("list", help=view.order)
     @page_options()
+    @click.option(
+        "--search",
+        metavar="TEXT",
+        help="Only the jobs whose id or name contains TEXT (any case).",
+    )
     @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
     @connection_options
     @with_client
     async def list_(
-        client: Client, settings: Settings, limit: int, offset: int, as_json: bool
+        client: Client,
+        settings: Settings,
+        limit: int,
+        offset: int,
+        search: str | None,
+        as_json: bool,
     ) -> None:
+        if search:
+            await _list_found(client, view, search, offset, limit, as_json)
+            return
         page = await client.page(which, offset=offset, count=limit)
         if as_json:
             jobs = [msgspec.structs.asdict(j) for j in page.jobs]

@@ -220,6 +220,10 @@ class JobPage(msgspec.Struct, kw_only=True):
     offset: int
     limit: int
     searched: Annotated[int | None, Meta(description="jobs read by a search")]
+    size: Annotated[
+        int | None,
+        Meta(description="jobs in the set when searched: a search read them all when equal"),
+    ] = None
     #: Each a projection of a job record (:data:`SUMMARY`), documented
     #: as such by :mod:`rota.web.schemas`.
     jobs: list[

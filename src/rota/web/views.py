@@ -50,10 +50,6 @@ JOB_SETS: Final[tuple[JobSet, ...]] = get_args(JobSet)
 RETRYABLE: Final[tuple[JobSet, ...]] = ("scheduled", "retry", "dead")
 
 
-#: A search reads at most this many jobs of a set (the dead set keeps 10 000 by default).
-SEARCH_LIMIT: Final = 20_000
-_SEARCH_CHUNK: Final = 500
-
 _INFO_FIELDS: Final = (
     "redis_version",
     "valkey_version",
@@ -135,36 +131,25 @@ def _summary(job: JobRecord) -> dict[str, Any]:
     return {f: times[f] if f in times else getattr(job, f) for f in b.SUMMARY}
 
 
-def _matches(job: JobRecord, q: str) -> bool:
-    return q in job.id.lower() or q in job.name.lower()
-
-
 async def job_page(
     client: Client, which: JobSet, offset: int = 0, limit: int = 25, q: str = ""
 ) -> b.JobPage:
     """A page of a job set; ``q`` keeps the jobs whose id or name contains it."""
-    needle = q.strip().lower()
-    scanned = 0
-    if not needle:
+    searched = size = None
+    if not q.strip():
         page = await client.page(which, offset, limit)
         total, jobs = page.total, page.jobs
     else:
-        found: list[JobRecord] = []
-        while scanned < SEARCH_LIMIT:
-            chunk = await client.page(which, scanned, _SEARCH_CHUNK)
-            found += [j for j in chunk.jobs if _matches(j, needle)]
-            scanned += _SEARCH_CHUNK
-            if scanned >= chunk.total:
-                scanned = chunk.total
-                break
-        total, jobs = len(found), found[offset : offset + limit]
+        found = await client.search(which, q, offset, limit)
+        total, jobs, searched, size = found.total, found.jobs, found.searched, found.size
     return b.JobPage(
         set=which,
         q=q,
         total=total,
         offset=offset,
         limit=limit,
-        searched=scanned if needle else None,
+        searched=searched,
+        size=size,
         jobs=[_summary(j) for j in jobs],
     )
 

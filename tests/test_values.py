@@ -17,6 +17,13 @@ from rota import Client, JobContext, JobSpec, WorkerPool
 from tests.helpers import pool_settings, wait_until
 
 
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 @dataclasses.dataclass
 class _Point:
     x: float
@@ -45,6 +52,7 @@ class _Shape(msgspec.Struct):
         (_Shape(math.inf, {}), ".x: inf cannot travel in JSON"),
         ([_Shape(1.0, {"k": [_Point(math.nan, {})]})], "[0].tags['k'][0].x: nan"),
         ("\ud800", "'\\ud800' at 0 is a lone surrogate"),
+        (_nested(600), "nests more than 500 levels deep"),
         ({"k": ["ok", "a\udc00"]}, "['k'][1]: '\\udc00' at 1 is a lone surrogate"),
     ],
 )

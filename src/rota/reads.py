@@ -5,7 +5,7 @@ connection (``redis``) and the key names (``keys``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import msgspec
@@ -26,6 +26,17 @@ class Reads(Scripted):
         except redis.exceptions.ResponseError:  # the key is not a hash: not a job
             return None
         return JobRecord.from_hash(job_id, h) if h else None
+
+    async def stored(self, job_id: str, field: Literal["args", "result"]) -> bytes | None:
+        """A job's args or result as stored (JSON text, byte for byte), ``b""`` for a
+        job without one; None when there is no such job."""
+        try:
+            name, text = await self.redis.hmget(self.keys.job(job_id), ["name", field])
+        except redis.exceptions.ResponseError:  # the key is not a hash: not a job
+            return None
+        if name is None:
+            return None
+        return text.encode() if isinstance(text, str) else (text or b"")
 
     async def job_log(self, job_id: str) -> list[str]:
         """The lines the job's handler kept with ``ctx.job_log`` (the last 100), oldest

@@ -52,7 +52,12 @@ _HOW: Final = {
 }
 
 
-def _check(value: Any, where: str, text: bool = False) -> None:
+#: How deep args may nest: past it, decoders (rota's among them) refuse the JSON, so the
+#: job could never run.
+MAX_DEPTH: Final = 500
+
+
+def _check(value: Any, where: str, text: bool = False, depth: int = 0) -> None:
     """Raise a TypeError naming ``where`` for a value JSON would change or drop, at any
     depth (inside a dataclass or a Struct too). ``text``: also look for strings UTF-8
     cannot carry (a lone surrogate), which the encoder finds first and cheaper; this
@@ -70,12 +75,16 @@ def _check(value: Any, where: str, text: bool = False) -> None:
         return
     if kind in _PLAIN:
         return
+    if depth > MAX_DEPTH:
+        raise TypeError(
+            f"{where[:40]}…: nests more than {MAX_DEPTH} levels deep, which JSON readers refuse"
+        )
     if kind is float:
         if not math.isfinite(value):
             raise TypeError(f"{where}: {value!r} cannot travel in JSON: {_HOW['float']}")
     elif kind is list or kind is tuple:
         for i, item in enumerate(value):
-            _check(item, f"{where}[{i}]", text)
+            _check(item, f"{where}[{i}]", text, depth + 1)
     elif kind is dict:
         for key, item in value.items():
             if type(key) is not str:
@@ -83,7 +92,7 @@ def _check(value: Any, where: str, text: bool = False) -> None:
                     f"{where}: key {key!r} is not a string; JSON object keys are strings"
                 )
             _check(key, f"{where} key", text)
-            _check(item, f"{where}[{key!r}]", text)
+            _check(item, f"{where}[{key!r}]", text, depth + 1)
     elif isinstance(value, bytes | bytearray | memoryview):
         raise TypeError(f"{where}: bytes cannot travel in JSON: {_HOW['bytes']}")
     elif isinstance(value, set | frozenset):
@@ -94,10 +103,10 @@ def _check(value: Any, where: str, text: bool = False) -> None:
         # An object in JSON; a parameter typed with its class gets it back, if every
         # field travels faithfully.
         for field in value.__struct_fields__:
-            _check(getattr(value, field), f"{where}.{field}", text)
+            _check(getattr(value, field), f"{where}.{field}", text, depth + 1)
     elif dataclasses.is_dataclass(value):
         for f in dataclasses.fields(value):
-            _check(getattr(value, f.name), f"{where}.{f.name}", text)
+            _check(getattr(value, f.name), f"{where}.{f.name}", text, depth + 1)
     elif isinstance(value, float) and not math.isfinite(value):  # a float subclass
         raise TypeError(f"{where}: {value!r} cannot travel in JSON: {_HOW['float']}")
     elif not isinstance(value, int | float | str):

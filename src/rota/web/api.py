@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 from starlette.requests import Request
@@ -115,6 +116,20 @@ async def job(request: Request) -> Response:
     if data is None:
         raise ApiError(404, f"no job {job_id!r}")
     return JSONResponse(data)
+
+
+def stored_value(field: Literal["args", "result"]) -> Callable[[Request], Awaitable[Response]]:
+    """A job's args or result as stored (the JSON text), whole: what a job page links
+    to when it shows only the start of a large value."""
+
+    async def read(request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        text = await client_of(request).stored(job_id, field)
+        if text is None:
+            raise ApiError(404, f"no job {job_id!r}")
+        return Response(text or b"null", media_type="application/json")
+
+    return read
 
 
 async def group(request: Request) -> Response:
@@ -291,6 +306,8 @@ def _routes() -> list[BaseRoute]:
         Route("/api/jobs", enqueue, methods=["POST"]),
         Route("/api/jobs/{job_id}", job),
         Route("/api/jobs/{job_id}/abort", abort, methods=["POST"]),
+        Route("/api/jobs/{job_id}/args", stored_value("args")),
+        Route("/api/jobs/{job_id}/result", stored_value("result")),
         Route("/api/groups/{group_id}", group),
         Route("/api/flows/{job_id}", flow),
         Route("/api/redis", redis_info),

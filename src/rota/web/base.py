@@ -160,6 +160,15 @@ def _num(n: Any) -> str:
     return f"{n:,}".replace(",", "\u202f") if isinstance(n, int) else str(n)
 
 
+#: The most characters of one value (args, a result, an error) a page shows; the rest
+#: is a link away, so that a page stays small whatever a job holds.
+SHOWN_LIMIT: Final = 32 * 1024
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= SHOWN_LIMIT else text[:SHOWN_LIMIT] + "\n…"
+
+
 def make_templates() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("rota.web", "templates"),
@@ -168,8 +177,8 @@ def make_templates() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(when=_when, iso=_iso, ago=_ago, duration=duration, num=_num)
-    env.globals.update(version=__version__, static_version=STATIC_VERSION)
+    env.filters.update(when=_when, iso=_iso, ago=_ago, duration=duration, num=_num, cut=_cut)
+    env.globals.update(version=__version__, static_version=STATIC_VERSION, shown_limit=SHOWN_LIMIT)
     return env
 
 

@@ -56,6 +56,19 @@ def _post(op_id: str, summary: str, schema: Body, *codes: int, **extra: Any) -> 
     }
 
 
+def _raw(op_id: str, summary: str) -> dict[str, Any]:
+    """A job's stored value: JSON of any shape, sent as stored."""
+    json_any = {"description": "OK", "content": {"application/json": {"schema": {}}}}
+    return {
+        "get": {
+            "operationId": op_id,
+            "summary": summary,
+            "parameters": [_path("job_id", ID_PATTERN)],
+            "responses": {"200": json_any, **_errors(404)},
+        }
+    }
+
+
 def _query(name: str, schema: Schema, description: str) -> Schema:
     return {
         "name": name,
@@ -103,6 +116,8 @@ def _paths() -> dict[str, Any]:
         "/api/jobs/{job_id}": _get(
             "job", "Everything about one job", "Job", 404, parameters=job_id
         ),
+        "/api/jobs/{job_id}/args": _raw("args", "A job's args as stored (JSON text)"),
+        "/api/jobs/{job_id}/result": _raw("result", "A job's result as stored (JSON text)"),
         "/api/jobs/{job_id}/abort": _post(
             "abort", "Abort a job", b.Aborted, 404, parameters=job_id
         ),

@@ -30,6 +30,7 @@ __all__ = [
     "FINAL_STATES",
     "FLOW_LIMIT",
     "MISSING",
+    "PRETTY_LIMIT",
     "flow",
     "group_detail",
     "job_detail",
@@ -43,15 +44,42 @@ CHILDREN_LIMIT: Final = 500
 FINAL_STATES: Final = frozenset({"complete", "dead", "aborted", MISSING})
 
 
+#: The longest indented rendering of a value sent: an 18 KB value nested 900 deep
+#: indents to 16 MB. A value past it is shown as stored (and cut on the page).
+PRETTY_LIMIT: Final = 64 * 1024
+#: Nesting past this depth is not indented: each level adds two spaces to every line.
+_PRETTY_DEPTH: Final = 16
+
+
 def _pretty(text: str | None) -> tuple[Any, str | None]:
-    """Decoded JSON and an indented rendering; the text itself when it is not JSON."""
+    """Decoded JSON and an indented rendering, None when that would pass
+    :data:`PRETTY_LIMIT`; the text itself when it is not JSON (or nests deeper than
+    the decoder goes)."""
     if text is None:
         return None, None
     try:
         value = msgspec.json.decode(text)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None, text
-    return value, msgspec.json.format(text, indent=2)
+    if len(text) > PRETTY_LIMIT // 2 or _deeper(value, _PRETTY_DEPTH):
+        return value, None
+    pretty = msgspec.json.format(text, indent=2)
+    return value, pretty if len(pretty) <= PRETTY_LIMIT else None
+
+
+def _deeper(value: Any, depth: int) -> bool:
+    """Whether ``value`` nests more than ``depth`` arrays or objects deep (no recursion:
+    a value may nest as deep as the decoder allows)."""
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            if level >= depth:
+                return True
+            stack += [(x, level + 1) for x in item if isinstance(x, list | dict)]
+    return False
 
 
 def _progress(text: str | None) -> b.JobProgress | None:

@@ -83,3 +83,23 @@ async def test_unknown_pages(http: httpx.AsyncClient) -> None:
     assert page.status_code == 404 and "no job nosuch" in page.text
     assert (await http.get("/nothing", headers=FORM)).status_code == 404
     assert (await http.get("/queues/x/pause", headers=FORM)).status_code == 405
+
+
+async def test_bulk_buttons_under_a_search_act_on_the_matching_jobs_only(
+    http: httpx.AsyncClient, client: Client
+) -> None:
+    """The page lists the jobs matching a search; its bulk button says how many and acts
+    on those. It used to delete every dead job (4 named ``ok`` among 21 gone)."""
+    for i in range(21):
+        await client.enqueue("ok" if i < 4 else "boom", i, job_id=f"d{i:02d}", max_fails=1)
+    await client.redis.zadd(client.keys.dead, {f"d{i:02d}": i for i in range(21)})
+    await client.redis.delete(client.keys.queue("ok"), client.keys.queue("boom"))
+    page = await http.get("/dead?q=ok", headers=FORM)
+    assert "Delete the 4 matching" in page.text and "Delete all" not in page.text
+    done = await http.post("/dead/delete-all", data={"next": "/dead?q=ok", "q": "ok"}, headers=FORM)
+    assert done.headers["location"] == "/dead?q=ok&done=deleted&n=4"
+    left = await client.page("dead", 0, 100)
+    assert left.total == 17 and {j.name for j in left.jobs} == {"boom"}
+    done = await http.post("/dead/retry-all", data={"next": "/dead", "q": "nothing"}, headers=FORM)
+    assert done.headers["location"] == "/dead?done=retried&n=0"
+    assert (await client.page("dead")).total == 17

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from rota.operations import SEARCH_LIMIT
 from rota.protocol.job import validate_name
 from rota.web import views
 from rota.web.base import NS_COOKIE, client_of, local_path, render, state_of, with_notice
@@ -239,13 +240,24 @@ def set_action(which: views.JobSet) -> Any:
 
 
 def set_all_action(which: views.JobSet, action: str) -> Any:
+    """Retry or delete every job of a set, or, when the form carries the page's search
+    (``q``), only the jobs that match it: a bulk button under a search acts on what the
+    operator sees listed, never on the whole set."""
+
     async def act(request: Request) -> Response:
         client = client_of(request)
         target = await _next(request, f"/{which}")
-        if action == "retry":
-            n = await client.retry(which, None)
+        q = (await request.form()).get("q")
+        ids: list[str] | None = None
+        if isinstance(q, str) and q.strip():
+            found = await client.search(which, q, 0, SEARCH_LIMIT)
+            ids = [j.id for j in found.jobs]
+        if ids == []:
+            n = 0
+        elif action == "retry":
+            n = await client.retry(which, ids)
         else:
-            n = await client.delete(which, None)
+            n = await client.delete(which, ids)
         done = "retried" if action == "retry" else "deleted"
         return RedirectResponse(with_notice(target, done, n), status_code=303)
 

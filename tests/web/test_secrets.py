@@ -47,16 +47,43 @@ def test_an_open_ui_on_the_network_needs_a_flag_that_says_so(
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     assert "--insecure-open" in line and "--token" in line and "--auth" in line
+    # An open UI on the network answers to the names it is given, and no other: without
+    # a Host check a web page could reach it through DNS rebinding.
+    done = run_rota("web", "--bind", f"0.0.0.0:{port}", "--insecure-open", env=env)
+    assert done.returncode == 2
+    assert "--allowed-host" in done.stderr and "DNS rebinding" in done.stderr
     log = tmp_path / "open.log"
-    proc = _start(["web", "--bind", f"0.0.0.0:{port}", "--insecure-open"], log,
-                  {**env, "ROTA_LOG_FORMAT": "json"})  # fmt: skip
+    args = ["web", "--bind", f"0.0.0.0:{port}", "--insecure-open", "--allowed-host", "127.0.0.1"]
+    proc = _start(args, log, {**env, "ROTA_LOG_FORMAT": "json"})
     try:
         started = _wait_for_event(proc, log, "web started")
         assert started["auth"] == "off"
         assert httpx.get(f"http://127.0.0.1:{port}/api/queues").status_code == 200
+        rebound = httpx.get(f"http://127.0.0.1:{port}/api/queues", headers={"host": "evil.test"})
+        assert rebound.status_code == 400 and "127.0.0.1" in rebound.text
     finally:
         assert _stop(proc) == 0
     assert PASSWORD not in log.read_text()
+
+
+def test_allowed_host_lets_a_proxy_keep_the_original_host(
+    locked: RedisServer, tmp_path: Path
+) -> None:
+    port = free_port()
+    env = rota_env(ROTA_REDIS_URL=_url(locked), ROTA_LOG_FORMAT="json")
+    log = tmp_path / "proxied.log"
+    args = ["web", "--bind", f"127.0.0.1:{port}", "--allowed-host", "Queue.Example.com"]
+    proc = _start(args, log, env)
+    try:
+        _wait_for_event(proc, log, "web started")
+        base = f"http://127.0.0.1:{port}"
+        kept = httpx.get(base + "/api/queues", headers={"host": "queue.example.com"})
+        assert kept.status_code == 200  # what the proxy passes on
+        assert httpx.get(base + "/api/queues").status_code == 200  # loopback names still
+        other = httpx.get(base + "/api/queues", headers={"host": "other.example.com"})
+        assert other.status_code == 400 and "queue.example.com" in other.text
+    finally:
+        assert _stop(proc) == 0
 
 
 def test_web_credentials_from_files_and_no_password_in_the_log(

@@ -85,6 +85,16 @@ def _credentials(basic: str | None, token: str | None, settings: Settings) -> Au
     help="A reverse proxy whose X-Forwarded-For/-Proto headers are believed (repeatable).",
 )
 @click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A Host name the server answers to (repeatable): the name a reverse proxy"
+    " passes on, or the machine's name on the network. Other names get 400, so a web"
+    " page cannot reach the UI through DNS rebinding. Loopback binds answer to loopback"
+    " names besides.",
+)
+@click.option(
     "--also",
     "also",
     multiple=True,
@@ -105,6 +115,7 @@ def web(
     token: str | None,
     insecure_open: bool,
     trusted_proxies: tuple[str, ...],
+    allowed_hosts: tuple[str, ...],
     also: tuple[str, ...],
     config_file: Path | None,
     redis_url: str | None,
@@ -125,6 +136,13 @@ def web(
         raise ExitError("--token: must not be empty")
     settings = resolve(config_file, redis_url=redis_url, namespace=namespace)
     auth = _credentials(basic, token, settings)
+    hosts = hosts_for(host, allowed_hosts)
+    if not auth.enabled and hosts_for(host) is None and insecure_open and hosts is None:
+        raise ExitError(
+            f"--insecure-open: name the hosts an open UI on {host} answers to with"
+            " --allowed-host NAME (its address or name on the network): without a Host"
+            " check, any web page a user opens could reach it through DNS rebinding"
+        )
     if not auth.enabled and hosts_for(host) is None and not insecure_open:
         raise ExitError(
             f"--bind: {host} is reachable from other machines and the UI has no"
@@ -136,7 +154,7 @@ def web(
         sock = listen(host, port)
     except OSError as exc:
         raise ExitError(f"--bind: cannot listen on {bind}: {exc.strerror or exc}") from None
-    app = _app(settings, auth, host, sock, also)
+    app = _app(settings, auth, hosts, sock, also)
     if not auth.enabled and hosts_for(host) is None:
         log.warning("web UI open to the network without authentication (--insecure-open)",
                     bind=bind)  # fmt: skip
@@ -152,17 +170,20 @@ def web(
 
 
 def _app(
-    settings: Settings, auth: Auth, host: str, sock: socket.socket, also: tuple[str, ...]
+    settings: Settings,
+    auth: Auth,
+    hosts: frozenset[str] | None,
+    sock: socket.socket,
+    also: tuple[str, ...],
 ) -> Starlette:
-    """The app, once Redis answered; the socket is closed when either fails. ``also``:
-    the other namespaces it shows."""
+    """The app, once Redis answered; the socket is closed when either fails. ``hosts``:
+    the Host names it answers to (None: any); ``also``: the other namespaces it shows."""
     from rota.web import create_app
-    from rota.web.server import hosts_for
 
     try:
         for ns in also:
             validate_namespace(ns)
-        app = create_app(settings, auth=auth, allowed_hosts=hosts_for(host), namespaces=also)
+        app = create_app(settings, auth=auth, allowed_hosts=hosts, namespaces=also)
         preflight(settings)  # a wrong password, ACL, TLS or no Redis: one line, now
     except ConfigError as exc:  # names the setting
         sock.close()

@@ -296,7 +296,8 @@ class SecurityMiddleware:
         if self.allowed_hosts is not None:
             host = _host_name(headers.get("host", "")).lower()
             if host not in self.allowed_hosts:
-                return 400, "unknown host: this server answers to loopback names only", receive
+                names = ", ".join(sorted(self.allowed_hosts))
+                return 400, f"unknown host: this server answers to {names} only", receive
         header_auth = self.auth.enabled and self.auth.header_ok(headers.get("authorization"))
         authed = not self.auth.enabled or header_auth or self.auth.cookie_ok(cookies)
         path: str = scope["path"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import socket
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 
 import anyio
 import uvicorn
@@ -144,8 +144,11 @@ async def serving(
                 tg.cancel_scope.cancel()
 
 
-def hosts_for(host: str) -> frozenset[str] | None:
-    """The Host names to answer when listening on ``host``: loopback names on loopback."""
+def hosts_for(host: str, allowed: Iterable[str] = ()) -> frozenset[str] | None:
+    """The Host names to answer when listening on ``host``: loopback names on loopback,
+    and the names given (``--allowed-host``: a reverse proxy that keeps the client's
+    Host, a machine's name on a network). None: any name (not on loopback, none given)."""
+    given = {name.strip().lower().strip("[]") for name in allowed if name.strip()}
     if not is_loopback(host):
-        return None
-    return frozenset({"localhost", "127.0.0.1", "::1", host.lower()})
+        return frozenset(given) if given else None
+    return frozenset({"localhost", "127.0.0.1", "::1", host.lower(), *given})

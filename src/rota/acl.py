@@ -77,7 +77,11 @@ def rules(role: str, namespace: str = "rota") -> list[str]:
             "+publish",  # a finish tells the clients waiting on a job (Client.wait)
         ]  # fmt: skip
     if role == "web":
-        return [*where, "-@all", "+@read", "-@dangerous", "+info", *_CONNECT]
+        return [
+            *where, "-@all", "+@read", "-@dangerous", "+info", *_CONNECT,
+            # A logout ends its session (rota.web.sessions): the one write of this role.
+            f"(%RW~{keys.web_sessions_ended} +zadd +zremrangebyscore +pexpire)",
+        ]  # fmt: skip
     if role == "web-operator":
         functions = [
             f"+fcall|{lib}_{name}"

@@ -44,6 +44,7 @@ _POSITIVE: Final = (
     "complete_max_count",
     "max_lost",
     "durable_timeout",
+    "web_session_ttl",
 )
 _NOT_NEGATIVE: Final = (
     "grace",
@@ -94,6 +95,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     web_token_file: str | None = None
     web_auth: str | None = None
     web_auth_file: str | None = None
+    # How long a login to the web UI lasts (seconds); logout and a new token end it
+    # sooner (rota.web.sessions).
+    web_session_ttl: float = 43200.0
     # Topologies (rota.topology). The sentinel settings are folded into redis_url, which
     # becomes a redis+sentinel:// URL; the sentinels' password is a secret, as
     # redis_password is. durable_enqueue: replicas that must acknowledge an enqueue

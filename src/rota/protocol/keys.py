@@ -135,6 +135,12 @@ class Keys:
         return self.prefix + "gmembers:" + group_id
 
     @property
+    def web_sessions_ended(self) -> str:
+        """Sorted set of the web UI's sessions ended by a logout: id -> when the session
+        would have expired (ms), kept until then (see :mod:`rota.web.sessions`)."""
+        return self.prefix + "web:ended"
+
+    @property
     def scheduled(self) -> str:
         return self.prefix + "scheduled"
 

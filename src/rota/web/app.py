@@ -189,6 +189,7 @@ def create_app(
                 auth=state.auth,
                 allowed_hosts=allowed_hosts,
                 render=_refusal,
+                sessions=state.sessions,
             )
         ],
         exception_handlers=_HANDLERS,

@@ -17,6 +17,7 @@ from rota import __version__
 from rota.client import Client
 from rota.config import Settings
 from rota.web.security import Auth
+from rota.web.sessions import Sessions
 
 __all__ = [
     "NS_COOKIE",
@@ -64,9 +65,12 @@ class WebState:
     templates: jinja2.Environment
     client: Client
     clients: dict[str, Client] = field(default_factory=dict)
+    sessions: Sessions | None = None  # the login form's sessions (token authentication)
 
     def __post_init__(self) -> None:
         self.clients = {self.client.namespace: self.client, **self.clients}
+        if self.auth.token is not None and self.sessions is None:
+            self.sessions = Sessions(self.auth.token, self.auth.session_ttl, self.client)
 
 
 def state_of(request: Request) -> WebState:

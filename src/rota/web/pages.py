@@ -288,10 +288,13 @@ async def login(request: Request) -> Response:
     if not isinstance(token, str) or not auth.check_token(token):
         context = {"next": target, "error": "Wrong token."}
         return render(request, "login.html", context, status=401)
+    sessions = state_of(request).sessions
+    assert sessions is not None  # a token is set: check_token passed
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(
         SESSION_COOKIE,
-        auth.session_value(),
+        sessions.issue(),
+        max_age=int(sessions.ttl),
         httponly=True,
         samesite="strict",
         secure=request.url.scheme == "https",
@@ -300,6 +303,11 @@ async def login(request: Request) -> Response:
 
 
 async def logout(request: Request) -> Response:
+    """End the session on the server, not only the browser's cookie: the old value no
+    longer opens anything (see :mod:`rota.web.sessions`)."""
+    sessions = state_of(request).sessions
+    if sessions is not None:
+        await sessions.end(request.cookies.get(SESSION_COOKIE))
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE, httponly=True, samesite="strict")
     return response

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import hmac
 import ipaddress
 import math
@@ -45,6 +44,8 @@ from starlette.datastructures import Headers
 from starlette.requests import Request, cookie_parser
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from rota.web.sessions import DEFAULT_TTL, Sessions
 
 __all__ = [
     "CSRF_COOKIE",
@@ -93,15 +94,11 @@ class Auth:
 
     basic: tuple[str, str] | None = None
     token: str | None = None
+    session_ttl: float = DEFAULT_TTL  # how long a login lasts (see rota.web.sessions)
 
     @property
     def enabled(self) -> bool:
         return self.basic is not None or self.token is not None
-
-    def session_value(self) -> str:
-        """The login cookie: derived from the token, so the cookie does not reveal it."""
-        assert self.token is not None
-        return hmac.new(self.token.encode(), b"rota web session", hashlib.sha256).hexdigest()
 
     def check_token(self, candidate: str) -> bool:
         return self.token is not None and _same(candidate, self.token)
@@ -121,10 +118,6 @@ class Auth:
                 return False
             return bool(sep) and _same(user, self.basic[0]) & _same(password, self.basic[1])
         return False
-
-    def cookie_ok(self, cookies: dict[str, str]) -> bool:
-        value = cookies.get(SESSION_COOKIE)
-        return self.token is not None and value is not None and _same(value, self.session_value())
 
     def challenge(self) -> str:
         return 'Basic realm="rota", charset="UTF-8"' if self.basic else 'Bearer realm="rota"'
@@ -209,9 +202,11 @@ class SecurityMiddleware:
         auth: Auth,
         allowed_hosts: frozenset[str] | None,
         render: RenderRefusal,
+        sessions: Sessions | None = None,
     ) -> None:
         self.app = app
         self.auth = auth
+        self.sessions = sessions
         self.allowed_hosts = allowed_hosts
         self.render = render
         self.throttle = Throttle()
@@ -299,7 +294,12 @@ class SecurityMiddleware:
                 names = ", ".join(sorted(self.allowed_hosts))
                 return 400, f"unknown host: this server answers to {names} only", receive
         header_auth = self.auth.enabled and self.auth.header_ok(headers.get("authorization"))
-        authed = not self.auth.enabled or header_auth or self.auth.cookie_ok(cookies)
+        session = cookies.get(SESSION_COOKIE)
+        authed = (
+            not self.auth.enabled
+            or header_auth
+            or (self.sessions is not None and await self.sessions.valid(session))
+        )
         path: str = scope["path"]
         if not authed and not (path in _OPEN_PATHS or path.startswith("/static/")):
             return 401, "authentication required", receive

@@ -1,0 +1,104 @@
+"""Login sessions of the web UI: each login its own, each with an end.
+
+The login form (token authentication) sets a cookie ``<id>.<issued>.<signature>``: a
+random session id, the second it was issued, and an HMAC of both under a key derived
+from the token. So, as Flask-Login, Django and Sidekiq Web sessions do:
+
+- every login gets a new value (the cookie of one says nothing about another);
+- a session ends ``web_session_ttl`` seconds after its login (default 12 hours): the
+  cookie carries that as its Max-Age, and the server refuses it after, whatever the
+  browser kept;
+- logging out ends that session on the server too: its id is kept in a Redis sorted
+  set (``Keys.web_sessions_ended``) until the session would have expired, and every
+  request with a cookie asks Redis whether its id is there;
+- changing the token ends every session (the signing key comes from it).
+
+A request whose cookie cannot be checked against Redis (Redis away) is let through
+on its signature and expiry: every page and action it could reach needs Redis anyway.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from typing import TYPE_CHECKING, Final
+
+import redis.exceptions
+import structlog
+
+if TYPE_CHECKING:
+    from rota.client import Client
+
+__all__ = ["DEFAULT_TTL", "Sessions"]
+
+#: How long a login lasts by default (seconds): a working day.
+DEFAULT_TTL: Final = 12 * 3600.0
+
+log = structlog.get_logger("rota.web")
+
+
+class Sessions:
+    """Issue, check and end the session cookies of one token."""
+
+    def __init__(self, token: str, ttl: float = DEFAULT_TTL, client: Client | None = None):
+        self._key = hmac.new(token.encode(), b"rota web session key", hashlib.sha256).digest()
+        self.ttl = ttl
+        self._client = client
+
+    def _sign(self, sid: str, issued: int) -> str:
+        return hmac.new(self._key, f"{sid}.{issued}".encode(), hashlib.sha256).hexdigest()
+
+    def issue(self, now: float | None = None) -> str:
+        """The cookie value of a new session."""
+        sid = secrets.token_hex(16)
+        issued = int(time.time() if now is None else now)
+        return f"{sid}.{issued}.{self._sign(sid, issued)}"
+
+    def _read(self, value: str) -> tuple[str, int] | None:
+        """The id and issue time of a well-signed cookie that has not expired."""
+        sid, _, rest = value.partition(".")
+        issued_text, _, signature = rest.partition(".")
+        if not (sid and issued_text.isdigit() and signature):
+            return None
+        issued = int(issued_text)
+        if not hmac.compare_digest(signature, self._sign(sid, issued)):
+            return None
+        if not issued - 60 <= time.time() < issued + self.ttl:  # a minute of clock skew
+            return None
+        return sid, issued
+
+    async def valid(self, value: str | None) -> bool:
+        """Whether a cookie opens the server: well signed, not expired, not ended."""
+        if not value:
+            return False
+        read = self._read(value)
+        if read is None:
+            return False
+        if self._client is None:
+            return True
+        client = self._client
+        try:
+            ended = await client.redis.zscore(client.keys.web_sessions_ended, read[0])
+        except (redis.exceptions.RedisError, OSError):
+            return True  # see the module's docstring
+        return ended is None
+
+    async def end(self, value: str | None) -> None:
+        """End the session of a cookie (logout): Redis keeps its id until it would have
+        expired. A cookie that does not open the server ends nothing."""
+        read = self._read(value or "")
+        if read is None or self._client is None:
+            return
+        client = self._client
+        key = client.keys.web_sessions_ended
+        now_ms = int(time.time() * 1000)
+        try:
+            pipe = client.redis.pipeline(transaction=False)
+            pipe.zadd(key, {read[0]: int((read[1] + self.ttl) * 1000)})
+            pipe.zremrangebyscore(key, "-inf", now_ms)  # sessions past their end anyway
+            pipe.pexpire(key, int(self.ttl * 1000) + 60_000)
+            await pipe.execute()
+        except (redis.exceptions.RedisError, OSError) as exc:
+            log.warning("logout: the session could not be ended in Redis", error=str(exc))

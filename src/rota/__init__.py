@@ -25,7 +25,7 @@ from rota.errors import (
     RotaError,
 )
 from rota.protocol.job import JobRecord, Reason, State
-from rota.status import Bucket, History, LivePool, PoolJob
+from rota.status import Bucket, Found, History, LivePool, PoolJob
 from rota.workflow import Group, GroupProgress
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ __all__ = [
     "Client",
     "ConfigError",
     "Enqueued",
+    "Found",
     "Group",
     "GroupProgress",
     "History",

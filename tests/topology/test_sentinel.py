@@ -64,7 +64,9 @@ class Producer(threading.Thread):
 
     async def _produce(self) -> None:
         ms = durations(JOBS, 5, 25)
-        async with Client.from_url(self.url, self.namespace, socket_timeout=2) as client:
+        # socket_timeout above durable_timeout (2 s): a slow WAIT is NotReplicated, not a
+        # lost connection
+        async with Client.from_url(self.url, self.namespace, socket_timeout=3) as client:
             for i in range(0, JOBS, BATCH):
                 specs = [
                     JobSpec(name="work", kwargs={"ms": m}, job_id=uuid.uuid4().hex)

@@ -26,6 +26,7 @@ from rota.outage import MEANING, REDIS_ERRORS, Condition, condition
 from rota.web import api, pages
 from rota.web.base import ApiError, JSONResponse, WebState, make_templates, render, state_of
 from rota.web.bodies import Error
+from rota.web.limits import authed_limit
 from rota.web.metrics import metrics
 from rota.web.security import (
     SECURITY_HEADERS,
@@ -190,6 +191,7 @@ def create_app(
                 allowed_hosts=allowed_hosts,
                 render=_refusal,
                 sessions=state.sessions,
+                body_limit=authed_limit(settings.max_args_bytes),
             )
         ],
         exception_handlers=_HANDLERS,

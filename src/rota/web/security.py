@@ -41,10 +41,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import structlog
 from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
 from starlette.requests import Request, cookie_parser
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from rota.web.limits import OPEN_LIMIT, declared, limited
 from rota.web.sessions import DEFAULT_TTL, Sessions
 
 __all__ = [
@@ -203,8 +205,10 @@ class SecurityMiddleware:
         allowed_hosts: frozenset[str] | None,
         render: RenderRefusal,
         sessions: Sessions | None = None,
+        body_limit: int = OPEN_LIMIT,
     ) -> None:
         self.app = app
+        self.body_limit = body_limit  # an authenticated request's (see rota.web.limits)
         self.auth = auth
         self.sessions = sessions
         self.allowed_hosts = allowed_hosts
@@ -257,12 +261,21 @@ class SecurityMiddleware:
             return
         if attempt:
             self._settle(scope, headers, address, login)
-        status, text, receive = await self._check(scope, headers, cookies, csrf, new_csrf, receive)
+        try:
+            declared(headers, self.body_limit)  # before a byte is read, even for CSRF
+            status, text, receive, authed = await self._check(
+                scope, headers, cookies, csrf, new_csrf, receive
+            )
+            limit = self.body_limit if authed else OPEN_LIMIT
+            if not status:
+                declared(headers, limit)
+        except HTTPException as exc:
+            status, text = exc.status_code, exc.detail
         if status:
             response = self.render(request, status, text, self.auth)
             await response(scope, receive, send_with_headers)
             return
-        await self.app(scope, receive, send_with_headers)
+        await self.app(scope, limited(receive, limit), send_with_headers)
 
     def _settle(self, scope: Scope, headers: Headers, address: str, login: bool) -> None:
         """Count an attempt before it is evaluated: a failure is reserved on arrival (so
@@ -285,14 +298,15 @@ class SecurityMiddleware:
         csrf: str,
         new_csrf: str | None,
         receive: Receive,
-    ) -> tuple[int, str, Receive]:
-        """The status and message to refuse with (0: let it pass), and the receive to
-        use from now on (it replays the body when the body was read here)."""
+    ) -> tuple[int, str, Receive, bool]:
+        """The status and message to refuse with (0: let it pass), the receive to use
+        from now on (it replays the body when the body was read here), and whether the
+        request is authenticated (or needs no authentication)."""
         if self.allowed_hosts is not None:
             host = _host_name(headers.get("host", "")).lower()
             if host not in self.allowed_hosts:
                 names = ", ".join(sorted(self.allowed_hosts))
-                return 400, f"unknown host: this server answers to {names} only", receive
+                return 400, f"unknown host: this server answers to {names} only", receive, False
         header_auth = self.auth.enabled and self.auth.header_ok(headers.get("authorization"))
         session = cookies.get(SESSION_COOKIE)
         authed = (
@@ -302,18 +316,18 @@ class SecurityMiddleware:
         )
         path: str = scope["path"]
         if not authed and not (path in _OPEN_PATHS or path.startswith("/static/")):
-            return 401, "authentication required", receive
+            return 401, "authentication required", receive, False
         if scope["method"] not in _SAFE_METHODS:
             verdict = origin_verdict(headers)
             if verdict == "cross":
-                return 403, "cross-site request refused", receive
+                return 403, "cross-site request refused", receive, authed
             if verdict == "unknown" and self.auth.enabled and not header_auth:
                 token = headers.get(CSRF_HEADER)
                 if token is None:
                     token, receive = await _form_field(headers, receive, CSRF_FIELD)
                 if new_csrf is not None or not token or not _same(token, csrf):
-                    return 403, "missing or wrong CSRF token", receive
-        return 0, "", receive
+                    return 403, "missing or wrong CSRF token", receive, authed
+        return 0, "", receive, authed
 
 
 async def _form_field(headers: Headers, receive: Receive, field: str) -> tuple[str | None, Receive]:

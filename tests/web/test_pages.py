@@ -103,3 +103,33 @@ async def test_bulk_buttons_under_a_search_act_on_the_matching_jobs_only(
     done = await http.post("/dead/retry-all", data={"next": "/dead", "q": "nothing"}, headers=FORM)
     assert done.headers["location"] == "/dead?done=retried&n=0"
     assert (await client.page("dead")).total == 17
+
+
+async def test_rate_and_limit_forms_and_what_they_refuse(
+    http: httpx.AsyncClient, client: Client
+) -> None:
+    await client.enqueue("mail", 1)
+    page = await http.get("/queues", headers=FORM)
+    assert 'action="/queues/mail/limit"' in page.text and 'name="limit"' in page.text
+    three = {"limit": "3", "next": "/queues"}
+    done = await http.post("/queues/mail/limit", data=three, headers=FORM)
+    assert done.headers["location"] == "/queues?done=limit-set"
+    assert (await client.queues())[0].limit == 3
+    assert "Concurrency limit set." in (await http.get(done.headers["location"], headers=FORM)).text
+    for field, value, words in (
+        ("rate", "often", "often"),
+        ("limit", "0", "from 1 to"),
+        ("limit", "many", "not &#39;many&#39;"),
+    ):
+        refused = await http.post(
+            f"/queues/mail/{field}", data={field: value, "next": "/queues"}, headers=FORM
+        )
+        # the queues page again, with the error above it: not a bare error page
+        assert refused.status_code == 400
+        assert 'id="form-error"' in refused.text and words in refused.text
+        assert 'action="/queues/mail/rate"' in refused.text
+    assert (await client.queues())[0].limit == 3
+    none = {"limit": "", "next": "/queues"}
+    done = await http.post("/queues/mail/limit", data=none, headers=FORM)
+    assert done.headers["location"] == "/queues?done=limit-removed"
+    assert (await client.queues())[0].limit is None

@@ -221,6 +221,8 @@ _NOTICES: Final = {
     "aborted": "Abort requested.",
     "rate-set": "Rate limit set.",
     "rate-removed": "Rate limit removed.",
+    "limit-set": "Concurrency limit set.",
+    "limit-removed": "Concurrency limit removed.",
 }
 
 

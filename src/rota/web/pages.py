@@ -20,6 +20,7 @@ from rota.web import views
 from rota.web.base import NS_COOKIE, client_of, local_path, render, state_of, with_notice
 from rota.web.charts import bar_chart
 from rota.web.graph import STATES, layout
+from rota.web.request_bodies import MAX_LIMIT
 from rota.web.security import SESSION_COOKIE
 
 __all__ = ["routes"]
@@ -47,9 +48,12 @@ async def dashboard(request: Request) -> Response:
     )
 
 
-async def queues(request: Request) -> Response:
+async def queues(request: Request, error: str | None = None) -> Response:
+    """The queues page; ``error``: what was wrong with a form sent from it (a rate or a
+    limit that does not parse), shown above the table with status 400."""
     data = _plain(await views.queues(client_of(request)))
-    return render(request, "queues.html", {"data": data, "api": "/api/queues", "refresh": REFRESH})
+    context = {"data": data, "api": "/api/queues", "refresh": REFRESH, "error": error}
+    return render(request, "queues.html", context, status=400 if error else 200)
 
 
 async def pools(request: Request) -> Response:
@@ -195,18 +199,23 @@ async def queue_action(request: Request) -> Response:
         validate_name(name)
     except ValueError:
         raise HTTPException(404, f"no queue {name}") from None
-    if name not in await client.names() or action not in ("pause", "resume", "clear", "rate"):
+    actions = ("pause", "resume", "clear", "rate", "limit")
+    if name not in await client.names() or action not in actions:
         raise HTTPException(404, f"no queue {name}")
     target = await _next(request, "/queues")
     n = None
-    if action == "rate":
-        value = (await request.form()).get("rate")
+    if action in ("rate", "limit"):
+        value = (await request.form()).get(action)
         text = value.strip() if isinstance(value, str) else ""
         try:
-            await client.set_rate(name, text or None)
+            if action == "rate":
+                await client.set_rate(name, text or None)
+            else:
+                await client.set_limit(name, _limit(text))
         except ValueError as exc:
-            raise HTTPException(400, str(exc)) from None
-        return RedirectResponse(with_notice(target, "rate-set" if text else "rate-removed"), 303)
+            return await queues(request, error=f"{name}: {exc}")
+        done = f"{action}-set" if text else f"{action}-removed"
+        return RedirectResponse(with_notice(target, done), 303)
     if action == "pause":
         await client.pause(name)
     elif action == "resume":
@@ -215,6 +224,15 @@ async def queue_action(request: Request) -> Response:
         n = await client.clear_queue(name)
     done = {"pause": "paused", "resume": "resumed", "clear": "cleared"}[action]
     return RedirectResponse(with_notice(target, done, n), status_code=303)
+
+
+def _limit(text: str) -> int | None:
+    """A concurrency limit typed in the form: a whole number from 1, or nothing."""
+    if not text:
+        return None
+    if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+        raise ValueError(f"the limit must be a whole number from 1 to {MAX_LIMIT}, not {text!r}")
+    return int(text)
 
 
 def set_action(which: views.JobSet) -> Any:

@@ -95,6 +95,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     web_token_file: str | None = None
     web_auth: str | None = None
     web_auth_file: str | None = None
+    # A token that opens GET /metrics and nothing else (a Prometheus scrape config
+    # holds it instead of the UI's token).
+    web_metrics_token: str | None = None
+    web_metrics_token_file: str | None = None
     # How long a login to the web UI lasts (seconds); logout and a new token end it
     # sooner (rota.web.sessions).
     web_session_ttl: float = 43200.0
@@ -218,7 +222,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 #: The settings that hold a secret; each has a ``<name>_file`` companion.
-SECRETS: Final = ("redis_password", "web_token", "web_auth", "sentinel_password")
+SECRETS: Final = (
+    "redis_password",
+    "web_token",
+    "web_auth",
+    "web_metrics_token",
+    "sentinel_password",
+)
 
 
 _FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}

@@ -200,3 +200,22 @@ async def test_loopback_server_answers_loopback_names_only(
         assert (await c.get("/api/queues", headers={"host": "localhost:5040"})).status_code == 200
         rebound = await c.get("/api/queues", headers={"host": "evil.example:5040"})
         assert rebound.status_code == 400
+
+
+async def test_a_metrics_token_opens_the_metrics_and_nothing_else(
+    settings: Settings, client: Client
+) -> None:
+    app = create_app(settings, client=client, auth=Auth(token="ui-tok", metrics_token="m-tok"))
+    scrape = {"authorization": "Bearer m-tok", "accept": "text/plain"}
+    async with _client(app) as c:
+        for _ in range(8):  # a scrape is a success: it never trips the login throttle
+            answer = await c.get("/metrics", headers=scrape)
+            assert answer.status_code == 200 and "rota_" in answer.text
+        assert (await c.get("/api/queues", headers=scrape)).status_code == 401
+        assert (await c.get("/queues", headers={**scrape, **HTML})).status_code == 401
+        posted = await c.post("/api/queues/mail/pause", headers=scrape)
+        assert posted.status_code == 401
+        wrong = {"authorization": "Bearer m-tok2"}
+        assert (await c.get("/metrics", headers=wrong)).status_code == 401
+        ui = {"authorization": "Bearer ui-tok"}
+        assert (await c.get("/metrics", headers=ui)).status_code == 200  # the UI's opens it too

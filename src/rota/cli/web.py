@@ -50,7 +50,16 @@ def _credentials(basic: str | None, token: str | None, settings: Settings) -> Au
         raise ExitError(str(exc)) from None
     if token is not None and not token.strip():
         raise ExitError("--token: must not be empty")
-    return Auth(basic=pair, token=token, session_ttl=settings.web_session_ttl)
+    try:
+        metrics_token = settings.secret("web_metrics_token")
+    except ConfigError as exc:
+        raise ExitError(str(exc)) from None
+    return Auth(
+        basic=pair,
+        token=token,
+        session_ttl=settings.web_session_ttl,
+        metrics_token=metrics_token,
+    )
 
 
 @click.command()

@@ -97,6 +97,7 @@ class Auth:
     basic: tuple[str, str] | None = None
     token: str | None = None
     session_ttl: float = DEFAULT_TTL  # how long a login lasts (see rota.web.sessions)
+    metrics_token: str | None = None  # opens GET /metrics, and nothing else
 
     @property
     def enabled(self) -> bool:
@@ -105,14 +106,16 @@ class Auth:
     def check_token(self, candidate: str) -> bool:
         return self.token is not None and _same(candidate, self.token)
 
-    def header_ok(self, authorization: str | None) -> bool:
-        """Whether the ``Authorization`` header carries valid credentials."""
+    def header_ok(self, authorization: str | None, path: str = "") -> bool:
+        """Whether the ``Authorization`` header carries valid credentials for ``path``
+        (the metrics token opens ``/metrics`` only)."""
         if not authorization:
             return False
         scheme, _, value = authorization.partition(" ")
         scheme, value = scheme.lower(), value.strip()
         if scheme == "bearer":
-            return self.check_token(value)
+            metrics = path == "/metrics" and self.metrics_token is not None
+            return self.check_token(value) or (metrics and _same(value, self.metrics_token or ""))
         if scheme == "basic" and self.basic is not None:
             try:
                 user, sep, password = base64.b64decode(value, validate=True).decode().partition(":")
@@ -285,7 +288,7 @@ class SecurityMiddleware:
         answered 200 proves nothing, so it clears nothing."""
         self.throttle.failed(address)
         if "authorization" in headers:
-            if self.auth.header_ok(headers.get("authorization")):
+            if self.auth.header_ok(headers.get("authorization"), scope["path"]):
                 self.throttle.succeeded(address)
                 return
             log.warning("failed login", address=address, path=scope["path"], by="authorization")
@@ -307,7 +310,9 @@ class SecurityMiddleware:
             if host not in self.allowed_hosts:
                 names = ", ".join(sorted(self.allowed_hosts))
                 return 400, f"unknown host: this server answers to {names} only", receive, False
-        header_auth = self.auth.enabled and self.auth.header_ok(headers.get("authorization"))
+        header_auth = self.auth.enabled and self.auth.header_ok(
+            headers.get("authorization"), scope["path"]
+        )
         session = cookies.get(SESSION_COOKIE)
         authed = (
             not self.auth.enabled

@@ -93,7 +93,7 @@ clean:
 # in their own environment, never in the project's.
 PEERS_VENV := bench/.venv-peers
 
-.PHONY: bench bench-smoke bench-peers
+.PHONY: bench bench-smoke bench-peers bench-ab
 
 bench-peers: $(PEERS_VENV)/.stamp
 
@@ -106,6 +106,11 @@ $(PEERS_VENV)/.stamp: bench/requirements-peers.txt
 bench: venv redis bench-peers
 	BENCH_MAKE_TARGET="make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" \
 		$(BIN)/python -m bench --out bench/results $(BENCH_ARGS)
+
+# One build against the work tree, interleaved in one run: make bench-ab BASE=<git ref>
+bench-ab: venv redis
+	@test -n "$(BASE)" || { echo "make bench-ab: give BASE=<git ref> (a commit, tag or branch to compare the work tree with)"; exit 2; }
+	$(BIN)/python -m bench.ab --base "$(BASE)" $(BENCH_ARGS)
 
 bench-smoke: venv redis bench-peers
 	BENCH_MAKE_TARGET="make bench-smoke$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" \

@@ -224,7 +224,10 @@ async def test_a_kept_result_waits_for_memory_and_its_job_never_runs_twice(
             fill_up(r)
             await anyio.sleep(3)  # three leases long
             held = len(runs)
-            assert 0 < held <= 40  # concurrency 10: what runs, what waits, what is sent
+            # Concurrency 10: until the first refused finish tells the pool (fetching
+            # does not wait for finishes that get through), what it fetched runs (a
+            # fetch leases at most 32); after it, the pool fetches nothing more.
+            assert 0 < held <= 60
             assert r.llen("{full}:queue:work") >= 300 - held - 20
             r.config_set("maxmemory", "0")
             await wait_until(lambda: len(runs) == 300, within=30)

@@ -127,6 +127,25 @@ class Fetched:
         while i + _WIDTH <= end:
             (jid, name, token, attempts, failures, lost, args, enq, extra) = flat[i : i + _WIDTH]
             i += _WIDTH
+            if not extra:
+                try:  # the usual row, read without a call per field
+                    out.append(
+                        cls(
+                            jid.decode(),
+                            name.decode(),
+                            token.decode(),
+                            int(attempts or 0),
+                            int(failures or 0),
+                            int(lost or 0),
+                            args,
+                            int(enq or 0),
+                            None,
+                            None,
+                        )
+                    )
+                    continue
+                except ValueError:
+                    pass  # a counter that is not a number: read leniently below
             max_fails = timeout = deps = parent = state = b""
             if extra:
                 (max_fails, timeout, deps, parent, state) = flat[i : i + _EXTRA]

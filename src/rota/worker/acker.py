@@ -50,6 +50,9 @@ class Acker:
         #: Redis refuses the finishes that keep a result (out of memory): the fetcher
         #: then fetches only jobs whose finish frees memory (see :meth:`wait_room`).
         self.refusing_kept = False
+        #: The last finish call failed (Redis away or refusing): until one gets through,
+        #: the fetcher holds no more than a pool's worth of outcomes (see wait_room).
+        self.failing = False
 
     def add(self, outcome: Outcome) -> None:
         self._pending.append(outcome)
@@ -70,7 +73,12 @@ class Acker:
         refusing finishes). While Redis refuses only the finishes that keep a result,
         those do not count: the jobs whose finish frees memory must go on being
         fetched, or a full Redis with mixed work would never drain."""
-        while (self._holding() if self.refusing_kept else len(self._pending)) >= limit:
+        # While finishes get through, fetching never waits for them: a pool at full
+        # speed has more than a pool's worth of outcomes on their way at any moment,
+        # and waiting for them made every fetch wait for a finish call.
+        while (self.refusing_kept or self.failing) and (
+            self._holding() if self.refusing_kept else len(self._pending)
+        ) >= limit:
             self._room = anyio.Event()
             await self._room.wait()
 
@@ -183,7 +191,9 @@ class Acker:
                     self.refusing_kept = True
                 refused += part
                 error = exc
+                self.failing = True
                 continue
+            self.failing = False
             if name == "finish_kept":
                 self.refusing_kept = False
             for job_id in stale:

@@ -102,7 +102,7 @@ async def run_job(rt: PoolRuntime, job: Fetched) -> Outcome:
         "duration_ms": round((time.perf_counter() - start) * 1000, 3),
     }
     level = "info"
-    if outcome.failed:
+    if outcome.kind != "complete" and outcome.failed:
         level = "warning"
         fields["reason"] = outcome.reason
         fields["error"] = outcome.error
@@ -191,14 +191,22 @@ def _cancelled(
     return _failure(job, handler, Reason.ERROR, f"cancelled: {reason}")
 
 
-def _complete(rt: PoolRuntime, job: Fetched, handler: Handler, result: Any) -> Outcome:
-    # A handler's own keep_result keeps every record; the pool's keeps those with a
-    # result, and keep_none those without (when nobody waits for them and they have no
-    # children and no group: the finish script tells).
+def _keeps(rt: PoolRuntime, handler: Handler) -> tuple[str, str]:
+    """How long the finish keeps a complete job's record, with and without a result (ms,
+    as the script takes them). A handler's own keep_result keeps every record; the
+    pool's keeps those with a result, and keep_none those without (when nobody waits
+    for them and they have no children and no group: the finish script tells)."""
     if handler.keep_result is None:
         keep_result, keep_none = rt.settings.keep_result, rt.settings.keep_none
     else:
         keep_result = keep_none = handler.keep_result
+    return str(_keep_ms(keep_result)), str(_keep_ms(keep_none))
+
+
+def _complete(rt: PoolRuntime, job: Fetched, handler: Handler, result: Any) -> Outcome:
+    keeps = rt.keeps.get(job.name)
+    if keeps is None:  # once per name: the run path builds the outcome without a call
+        keeps = rt.keeps[job.name] = _keeps(rt, handler)
     try:
         encoded = codec.encode_json(result).decode() if result is not None else ""
     except Exception as exc:  # the job succeeded; only its result is odd
@@ -206,4 +214,5 @@ def _complete(rt: PoolRuntime, job: Fetched, handler: Handler, result: Any) -> O
             "result not JSON-encodable: stored as its description", job_id=job.id, error=repr(exc)
         )
         encoded = codec.encode_json(f"<unencodable {type(result).__name__}: {exc}>").decode()
-    return Outcome.complete(job, encoded, _keep_ms(keep_result), _keep_ms(keep_none))
+    # What Outcome.complete builds, made as NamedTuple._make makes it: one C call.
+    return tuple.__new__(Outcome, (job.id, job.name, job.token, "complete", encoded, *keeps))

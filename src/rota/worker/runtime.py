@@ -97,6 +97,9 @@ class PoolRuntime:
     # Whether attempts are traced (rota.tracing.active()), asked once per fetch: until a
     # tracer provider is set, asking OpenTelemetry reads the environment (about 1 µs).
     traced: bool = False
+    #: Per job name: how long a complete job's record is kept, with and without a
+    #: result, as the finish script takes them (ms, as text); see runner._complete.
+    keeps: dict[str, tuple[str, str]] = field(default_factory=dict)
     limiter: anyio.CapacityLimiter = field(init=False)
     handoff: Handoff = field(init=False)
     watch: Watch = field(init=False)

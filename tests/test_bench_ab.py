@@ -1,0 +1,23 @@
+"""``bench.ab``: the same build on both sides gives every figure, and the counted ones
+agree to within a hair (they do not move with the host, which is their point)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from bench import ab
+
+
+@pytest.mark.timeout(300)
+def test_the_same_build_twice_reads_alike() -> None:
+    python = Path(sys.executable)
+    results = ab.measure({"base": python, "tree": python}, reps=1, jobs=600)
+    text, rows = ab.table("0" * 40, results)
+    assert {r["label"] for r in rows} == {label for _, _, label, _ in ab.FIGURES}
+    counted = {r["figure"]: r["ratio"] for r in rows if "counted" in r["label"]}
+    assert set(counted) == {"cost.python_calls_per_job", "cost.redis_commands_per_job"}
+    for figure, ratio in counted.items():
+        assert ratio == pytest.approx(1.0, abs=0.02), (figure, ratio)
+    assert text.count("\n") == len(ab.FIGURES) + 1  # a header, a rule, a row per figure

@@ -2,6 +2,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+# Test processes: every test starts its own Redis servers on free ports, so they run
+# side by side; on 2 cores, 4 processes keep both busy while others wait on Redis.
+PYTEST_WORKERS ?= 4
 
 .PHONY: venv redis chromium lint check test test-matrix test-topology demo fmt clean
 
@@ -43,12 +46,12 @@ lint: venv
 # The fast inner loop: lint, types, and the tests not marked slow or chaos.
 check: venv redis
 	$(MAKE) lint
-	$(BIN)/pytest -q -m "not slow and not chaos" $(PYTEST_ARGS)
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) -m "not slow and not chaos and not topology" $(PYTEST_ARGS)
 
 # Everything: the README's command and CI's.
 test: venv redis chromium
 	$(MAKE) lint
-	$(BIN)/pytest -q $(PYTEST_ARGS)
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 	$(MAKE) test-matrix MATRIX_TESTS="$(MATRIX_SHORT)"
 
 # -- server matrix ----------------------------------------------------------------------
@@ -68,7 +71,7 @@ test-matrix: venv
 	@for server in $(MATRIX); do \
 		binary=$$($(BIN)/python -m tests.servers $$server) || exit 1; \
 		echo "== $$server: $$($$binary --version)"; \
-		ROTA_TEST_REDIS_SERVER=$$binary $(BIN)/pytest -q $(MATRIX_TESTS) || exit 1; \
+		ROTA_TEST_REDIS_SERVER=$$binary $(BIN)/pytest -q -n $(PYTEST_WORKERS) $(MATRIX_TESTS) || exit 1; \
 	done
 
 # Sentinel and Cluster (tests/topology): the long forms, 5,000 jobs each; CI runs the

@@ -1,5 +1,5 @@
 """``bench.ab``: the same build on both sides gives every figure, and the counted ones
-agree to within a hair (they do not move with the host, which is their point)."""
+agree (they move far less than the timed ones, which is their point)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from bench import ab
 
 
+@pytest.mark.slow  # every workload, twice: `make test` runs it, not `make check`
 @pytest.mark.timeout(300)
 def test_the_same_build_twice_reads_alike() -> None:
     python = Path(sys.executable)
@@ -18,6 +19,8 @@ def test_the_same_build_twice_reads_alike() -> None:
     assert {r["label"] for r in rows} == {label for _, _, label, _ in ab.FIGURES}
     counted = {r["figure"]: r["ratio"] for r in rows if "counted" in r["label"]}
     assert set(counted) == {"cost.python_calls_per_job", "cost.redis_commands_per_job"}
-    for figure, ratio in counted.items():
-        assert ratio == pytest.approx(1.0, abs=0.02), (figure, ratio)
+    # Redis's count is exact; the pool's moves with how a finish and the next fetch
+    # overlap (459-504 calls in six runs of one build): within 12 %.
+    assert counted["cost.redis_commands_per_job"] == pytest.approx(1.0, abs=0.01)
+    assert counted["cost.python_calls_per_job"] == pytest.approx(1.0, abs=0.12)
     assert text.count("\n") == len(ab.FIGURES) + 1  # a header, a rule, a row per figure

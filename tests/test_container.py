@@ -15,6 +15,9 @@ import jsonschema
 import pytest
 import yaml
 
+# Slow (a fresh virtual environment per install step): `make test` runs it, `make check` does not.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 

@@ -16,6 +16,9 @@ from rota import Client
 from rota.demo import banner, remind
 from tests.cli_helpers import REPO, rota_env
 
+# Slow (the demo: a daemon, a web server and Redis, 40 s): `make test` runs it, not check.
+pytestmark = pytest.mark.slow
+
 
 def _processes_mentioning(text: str) -> list[str]:
     found = []

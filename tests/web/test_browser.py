@@ -25,6 +25,9 @@ from tests.helpers import pool_settings, wait_until
 from tests.redis_server import RedisServer
 from tests.web.live import IMG, SCRIPT, LiveServer, Seeded, enqueue_examples, example_pool, settled
 
+# Slow (a headless Chromium): `make test` runs it, `make check` does not.
+pytestmark = pytest.mark.slow
+
 SHOTS = REPO / "artifacts" / "screenshots"
 CHROMIUM_ARGS = [
     "--headless",

@@ -86,6 +86,7 @@ def test_served_document_is_the_same(live: str) -> None:
     assert httpx.get(live + "/api/openapi.json").json() == spec()
 
 
+@pytest.mark.slow  # hundreds of generated requests: `make test` runs it, not `make check`
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_generated_requests_get_no_server_error(live: str, mode: GenerationMode) -> None:
     schema = schemathesis.openapi.from_dict(spec())

@@ -110,6 +110,22 @@ class Operations(Scripted):
             )
         return out
 
+    async def queue_page(self, offset: int = 0, count: int = 100) -> tuple[int, list[QueueInfo]]:
+        """How many job names there are, and the figures of a page of them: the names
+        with queued or running jobs first (most first), then the others by name. Two
+        reads of every name's counts, one full read of the page's: a page stays cheap
+        with thousands of names."""
+        names = await self.names()
+        k = self.keys
+        pipe = self.redis.pipeline(transaction=False)
+        for name in names:
+            pipe.llen(k.queue(name))
+            pipe.zcard(k.running(name))
+        counts = await pipe.execute() if names else []
+        busy = {n: counts[2 * i] + counts[2 * i + 1] for i, n in enumerate(names)}
+        ordered = sorted(names, key=lambda n: (-busy[n], n))
+        return len(names), await self.queues(ordered[offset : offset + count])
+
     async def running(
         self, names: Sequence[str] | None = None, pools: Sequence[LivePool] | None = None
     ) -> list[RunningJob]:

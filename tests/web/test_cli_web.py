@@ -125,7 +125,10 @@ def test_rota_web_serves_until_sigint(tmp_path: Path, redis_url: str, namespace:
         assert httpx.get(base + "/healthz").status_code == 200
         assert httpx.get(base + "/api/queues").status_code == 401
         answer = httpx.get(base + "/api/queues", auth=("ada", "pw"))
-        assert (answer.status_code, answer.json()) == (200, {"queues": []})
+        assert (answer.status_code, answer.json()) == (
+            200,
+            {"queues": [], "total": 0, "offset": 0, "limit": 100},
+        )
         rebound = httpx.get(base + "/healthz", headers={"host": "rebind.example"})
         assert rebound.status_code == 400
         taken = run_rota(*args)

@@ -86,7 +86,9 @@ async def dashboard(request: Request) -> Response:
 
 
 async def queues(request: Request) -> Response:
-    return JSONResponse(await views.queues(client_of(request)))
+    offset = int_param(request, "offset", 0, 0, 10**9)
+    limit = int_param(request, "limit", 100, 1, 1000)
+    return JSONResponse(await views.queues(client_of(request), offset, limit))
 
 
 async def pools(request: Request) -> Response:

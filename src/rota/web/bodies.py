@@ -140,7 +140,12 @@ class Queue(QueueInfo, frozen=True, kw_only=True):
 
 
 class Queues(msgspec.Struct):
+    """A page of the queues, the busiest first (queued and running jobs), then by name."""
+
     queues: list[Queue]
+    total: Annotated[int, Meta(description="job names in all")] = 0
+    offset: int = 0
+    limit: int = 100
 
 
 class Pool(PoolIdentity, frozen=True, kw_only=True):

@@ -27,6 +27,8 @@ __all__ = ["routes"]
 
 REFRESH = 5  # seconds between refreshes of a page's figures
 PER_PAGE = 25
+#: Job names per page of /queues: a page stays small with thousands of names.
+QUEUES_PER_PAGE = 100
 
 
 def _plain(body: object) -> dict[str, Any]:
@@ -49,10 +51,21 @@ async def dashboard(request: Request) -> Response:
 
 
 async def queues(request: Request, error: str | None = None) -> Response:
-    """The queues page; ``error``: what was wrong with a form sent from it (a rate or a
-    limit that does not parse), shown above the table with status 400."""
-    data = _plain(await views.queues(client_of(request)))
-    context = {"data": data, "api": "/api/queues", "refresh": REFRESH, "error": error}
+    """A page of the queues, the busiest first; ``error``: what was wrong with a form
+    sent from it (a rate or a limit that does not parse), shown above the table with
+    status 400."""
+    offset = _clamped(request, "offset", 0, 10**9)
+    data = _plain(await views.queues(client_of(request), offset, QUEUES_PER_PAGE))
+    context = {
+        "data": data,
+        "api": f"/api/queues?offset={offset}&limit={QUEUES_PER_PAGE}",
+        "refresh": REFRESH,
+        "error": error,
+        "prev_offset": max(0, offset - QUEUES_PER_PAGE) if offset > 0 else None,
+        "next_offset": offset + QUEUES_PER_PAGE
+        if offset + QUEUES_PER_PAGE < data["total"]
+        else None,
+    }
     return render(request, "queues.html", context, status=400 if error else 200)
 
 

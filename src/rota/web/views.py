@@ -96,19 +96,21 @@ async def dashboard(client: Client, minutes: int = 60, days: int = 30) -> b.Dash
     )
 
 
-async def queues(client: Client) -> b.Queues:
-    """Every queue's figures, and ``done_per_second``: jobs of the name completed per
-    second over the last minute (from the per-minute counters)."""
+async def queues(client: Client, offset: int = 0, limit: int = 100) -> b.Queues:
+    """A page of the queues' figures (the busiest first: see ``queue_page``), and
+    ``done_per_second``: jobs of the name completed per second over the last minute
+    (from the per-minute counters)."""
     now = time.time()
     history = await client.history(2, 0, at=now)
     previous, current = history.minutes
     weight = 1 - (now % 60) / 60  # the share of the previous minute inside the last 60 s
     out = []
-    for q in await client.queues():
+    total, page = await client.queue_page(offset, limit)
+    for q in page:
         field = f"processed:{q.name}"
         done = previous.counts.get(field, 0) * weight + current.counts.get(field, 0)
         out.append(b.mirror(b.Queue, q, done_per_second=round(done / 60, 2)))
-    return b.Queues(out)
+    return b.Queues(out, total, offset, limit)
 
 
 async def pools(client: Client, settings: Settings) -> b.Pools:

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import structlog
 from starlette.datastructures import Headers
@@ -46,7 +46,7 @@ from starlette.requests import Request, cookie_parser
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rota.web.limits import OPEN_LIMIT, declared, limited
+from rota.web.limits import OPEN_LIMIT, declared, form_field, limited
 from rota.web.sessions import DEFAULT_TTL, Sessions
 
 __all__ = [
@@ -65,7 +65,6 @@ CSRF_FIELD: Final = "csrf"
 CSRF_HEADER: Final = "x-csrf-token"
 _SAFE_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 _OPEN_PATHS: Final = ("/healthz", "/login")
-_MAX_FORM_BYTES: Final = 64 * 1024
 
 CSP: Final = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -329,45 +328,11 @@ class SecurityMiddleware:
             if verdict == "unknown" and self.auth.enabled and not header_auth:
                 token = headers.get(CSRF_HEADER)
                 if token is None:
-                    token, receive = await _form_field(headers, receive, CSRF_FIELD)
+                    limit = self.body_limit if authed else OPEN_LIMIT
+                    token, receive = await form_field(headers, receive, CSRF_FIELD, limit)
                 if new_csrf is not None or not token or not _same(token, csrf):
                     return 403, "missing or wrong CSRF token", receive, authed
         return 0, "", receive, authed
-
-
-async def _form_field(headers: Headers, receive: Receive, field: str) -> tuple[str | None, Receive]:
-    """Read a urlencoded body to find ``field``; return a receive that replays the body."""
-    chunks: list[bytes] = []
-    size = 0
-    more = True
-    while more:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        body = message.get("body", b"")
-        size += len(body)
-        if size > _MAX_FORM_BYTES:  # no form of this server is that big: refused anyway
-            return None, receive
-        chunks.append(body)
-        more = message.get("more_body", False)
-    data = b"".join(chunks)
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": data, "more_body": False}
-        return await receive()
-
-    value = None
-    if headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
-        try:
-            values = parse_qs(data.decode("latin-1"), max_num_fields=100).get(field)
-        except ValueError:  # too many fields: no form of this server
-            values = None
-        value = values[0] if values else None
-    return value, replay
 
 
 def json_refusal(status: int, text: str, auth: Auth) -> Response:

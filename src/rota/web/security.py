@@ -5,7 +5,8 @@ One ASGI middleware, in front of every route:
 - **Host**: when the server listens on loopback only, a request must name a loopback
   host, so a web page cannot reach it through DNS rebinding.
 - **Authentication** (when ``--auth`` or ``--token`` is given): HTTP Basic, a Bearer
-  token, or the session cookie set by the login form. ``/healthz``, ``/login`` and the
+  token, or the session cookie set by the login form (:mod:`rota.web.sessions`: it
+  expires, and logout or a new token ends it). ``/healthz``, ``/login`` and the
   static files are open.
 - **Cross-site requests**: a request that changes anything (any method but GET, HEAD
   and OPTIONS) must come from the same origin. Browsers say where a request comes from
@@ -14,6 +15,8 @@ One ASGI middleware, in front of every route:
   credentials in its ``Authorization`` header (a browser never adds those to a forged
   request by itself), or a CSRF token (the ``rota_csrf`` cookie repeated in the
   ``csrf`` form field or the ``X-CSRF-Token`` header), or when authentication is off.
+- **Bodies**: read through a limit as they stream in, a small one without
+  credentials (:mod:`rota.web.limits`), so nothing parses more than that.
 - **Headers**: a Content-Security-Policy without inline scripts, nosniff,
   ``frame-ancestors 'none'`` and a same-origin referrer policy on every response.
 - **Failed logins** (a wrong ``Authorization`` header, a wrong token in the login form)
@@ -312,12 +315,11 @@ class SecurityMiddleware:
         header_auth = self.auth.enabled and self.auth.header_ok(
             headers.get("authorization"), scope["path"]
         )
-        session = cookies.get(SESSION_COOKIE)
-        authed = (
-            not self.auth.enabled
-            or header_auth
-            or (self.sessions is not None and await self.sessions.valid(session))
+        session = self.sessions is not None and await self.sessions.valid(
+            cookies.get(SESSION_COOKIE)
         )
+        scope["state"]["session"] = session  # a live login: the pages offer to log out
+        authed = not self.auth.enabled or header_auth or session
         path: str = scope["path"]
         if not authed and not (path in _OPEN_PATHS or path.startswith("/static/")):
             return 401, "authentication required", receive, False

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 import structlog
 
-from rota.cli.common import ExitError, connection_options, preflight, resolve
+from rota.cli.common import ExitError, connection_options, parse_duration, preflight, resolve
 from rota.config import Settings
 from rota.errors import ConfigError
 from rota.logging import configure_logging
@@ -62,6 +62,20 @@ def _credentials(basic: str | None, token: str | None, settings: Settings) -> Au
     )
 
 
+def _session_ttl(ctx: click.Context, param: click.Parameter, text: str | None) -> float | None:
+    """``--session-ttl``: a duration (the setting ``web_session_ttl`` when not given);
+    refused here when not positive, so the message names the flag."""
+    if text is None:
+        return None
+    try:
+        seconds = parse_duration(text, "--session-ttl")
+    except click.BadParameter as exc:
+        raise ExitError(f"--session-ttl: {exc.message}") from None
+    if seconds <= 0:
+        raise ExitError("--session-ttl: must be more than 0")
+    return seconds
+
+
 @click.command()
 @click.option(
     "--bind",
@@ -79,6 +93,15 @@ def _credentials(basic: str | None, token: str | None, settings: Settings) -> Au
     "--token",
     help="Require this token: a Bearer header, or the login form's cookie (better:"
     " ROTA_WEB_TOKEN or web_token_file).",
+)
+@click.option(
+    "--session-ttl",
+    "session_ttl",
+    metavar="DURATION",
+    callback=_session_ttl,
+    help="How long a login through the form lasts (30m, 12h, 7d; default 12h, or"
+    " ROTA_WEB_SESSION_TTL): the server refuses its cookie after. Logout, or a new"
+    " token, ends it sooner.",
 )
 @click.option(
     "--insecure-open",
@@ -122,6 +145,7 @@ def web(
     bind: str,
     basic: str | None,
     token: str | None,
+    session_ttl: float | None,
     insecure_open: bool,
     trusted_proxies: tuple[str, ...],
     allowed_hosts: tuple[str, ...],
@@ -143,7 +167,9 @@ def web(
     _auth_pair(basic)  # a malformed --auth is told before anything else
     if token is not None and not token.strip():
         raise ExitError("--token: must not be empty")
-    settings = resolve(config_file, redis_url=redis_url, namespace=namespace)
+    settings = resolve(
+        config_file, redis_url=redis_url, namespace=namespace, web_session_ttl=session_ttl
+    )
     auth = _credentials(basic, token, settings)
     hosts = hosts_for(host, allowed_hosts)
     if not auth.enabled and hosts_for(host) is None and insecure_open and hosts is None:

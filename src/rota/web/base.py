@@ -203,7 +203,9 @@ def render(
         "namespaces": list(st.clients),
         "csrf": request.state.csrf,
         "auth": st.auth,
-        "logged_in": bool(st.auth.token) and "rota_session" in request.cookies,
+        # a session the middleware found live, not any cookie of that name (an ended
+        # one would offer to log out on the login page it is refused with)
+        "logged_in": getattr(request.state, "session", False),
         "notice": _notice(done, n),
         "api": None,
         "refresh": 0,

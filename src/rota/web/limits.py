@@ -9,23 +9,29 @@ without a length (chunked) is cut off the moment it passes the limit: either way
 with the headers every answer carries. The limit depends on who asks: a request without
 credentials (the login form, the open paths) may send a few KiB; an authenticated one as
 much as an enqueue may carry (``max_args_bytes``, plus room for the rest of the body).
+Whatever parses a body (JSON, a urlencoded or multipart form) reads it through
+:func:`limited`, so no parser can hold more than the limit.
 """
 
 from __future__ import annotations
 
 from typing import Final
+from urllib.parse import parse_qs
 
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import Message, Receive
 
-__all__ = ["OPEN_LIMIT", "authed_limit", "declared", "limited"]
+__all__ = ["OPEN_LIMIT", "authed_limit", "declared", "form_field", "limited"]
 
 #: What a request without credentials may send: the login form is a token and two
 #: hidden fields.
 OPEN_LIMIT: Final = 16 * 1024
 #: Room in an authenticated body beside its args: the name, the options, ids to retry.
 _ROOM: Final = 256 * 1024
+#: The most the security middleware reads of a form to find its CSRF field: no form of
+#: this server comes near it, so a larger one is refused whatever it holds.
+_MAX_FORM_BYTES: Final = 64 * 1024
 
 
 def authed_limit(max_args_bytes: int) -> int:
@@ -35,8 +41,13 @@ def authed_limit(max_args_bytes: int) -> int:
     return 3 * max_args_bytes + _ROOM
 
 
-def _too_large(limit: int) -> HTTPException:
-    return HTTPException(413, f"the body is larger than this server takes here ({limit} bytes)")
+def too_large(limit: int) -> HTTPException:
+    """The 413 of a body over ``limit``, saying the limit, and that a request without
+    credentials has the small one (a login form is the usual case)."""
+    who = " without credentials" if limit == OPEN_LIMIT else ""
+    return HTTPException(
+        413, f"the body is larger than this server takes here ({limit} bytes{who})"
+    )
 
 
 def declared(headers: Headers, limit: int) -> None:
@@ -44,14 +55,16 @@ def declared(headers: Headers, limit: int) -> None:
     length = headers.get("content-length")
     if length is None:
         return
-    if not length.strip().isdigit():
+    length = length.strip()
+    if not (length.isascii() and length.isdigit()):  # '²' is a digit to str.isdigit
         raise HTTPException(400, "Content-Length is not a number")
     if int(length) > limit:
-        raise _too_large(limit)
+        raise too_large(limit)
 
 
 def limited(receive: Receive, limit: int) -> Receive:
-    """``receive``, ending the request with 413 once its body passes ``limit`` bytes."""
+    """``receive``, ending the request with 413 once its body passes ``limit`` bytes:
+    the bytes are counted as they arrive, so a body without a length is stopped there."""
     seen = 0
 
     async def receive_limited() -> Message:
@@ -60,7 +73,49 @@ def limited(receive: Receive, limit: int) -> Receive:
         if message["type"] == "http.request":
             seen += len(message.get("body", b""))
             if seen > limit:
-                raise _too_large(limit)
+                raise too_large(limit)
         return message
 
     return receive_limited
+
+
+async def form_field(
+    headers: Headers, receive: Receive, field: str, limit: int
+) -> tuple[str | None, Receive]:
+    """The value of ``field`` in a urlencoded body, and a receive that replays the body
+    for the route. It reads at most ``limit`` bytes (413 past that) and no more than
+    a form of this server can hold (``None`` past that: no token, refused anyway)."""
+    cap = min(limit, _MAX_FORM_BYTES)
+    chunks: list[bytes] = []
+    size = 0
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        body = message.get("body", b"")
+        size += len(body)
+        if size > cap:
+            if size > limit:
+                raise too_large(limit)
+            return None, receive
+        chunks.append(body)
+        more = message.get("more_body", False)
+    data = b"".join(chunks)
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": data, "more_body": False}
+        return await receive()
+
+    value = None
+    if headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+        try:
+            values = parse_qs(data.decode("latin-1"), max_num_fields=100).get(field)
+        except ValueError:  # too many fields: no form of this server
+            values = None
+        value = values[0] if values else None
+    return value, replay

@@ -6,6 +6,7 @@ JSON carries. Actions answer with a 303 redirect back to the page they came from
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import msgspec
@@ -325,7 +326,7 @@ async def login(request: Request) -> Response:
     response.set_cookie(
         SESSION_COOKIE,
         sessions.issue(),
-        max_age=int(sessions.ttl),
+        max_age=math.ceil(sessions.ttl),
         httponly=True,
         samesite="strict",
         secure=request.url.scheme == "https",

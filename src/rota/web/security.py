@@ -5,7 +5,8 @@ One ASGI middleware, in front of every route:
 - **Host**: when the server listens on loopback only, a request must name a loopback
   host, so a web page cannot reach it through DNS rebinding.
 - **Authentication** (when ``--auth`` or ``--token`` is given): HTTP Basic, a Bearer
-  token, or the session cookie set by the login form. ``/healthz``, ``/login`` and the
+  token, or the session cookie set by the login form (:mod:`rota.web.sessions`: it
+  expires, and logout or a new token ends it). ``/healthz``, ``/login`` and the
   static files are open.
 - **Cross-site requests**: a request that changes anything (any method but GET, HEAD
   and OPTIONS) must come from the same origin. Browsers say where a request comes from
@@ -14,6 +15,8 @@ One ASGI middleware, in front of every route:
   credentials in its ``Authorization`` header (a browser never adds those to a forged
   request by itself), or a CSRF token (the ``rota_csrf`` cookie repeated in the
   ``csrf`` form field or the ``X-CSRF-Token`` header), or when authentication is off.
+- **Bodies**: read through a limit as they stream in, a small one without
+  credentials (:mod:`rota.web.limits`), so nothing parses more than that.
 - **Headers**: a Content-Security-Policy without inline scripts, nosniff,
   ``frame-ancestors 'none'`` and a same-origin referrer policy on every response.
 - **Failed logins** (a wrong ``Authorization`` header, a wrong token in the login form)
@@ -37,7 +40,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import structlog
 from starlette.datastructures import Headers
@@ -46,7 +49,7 @@ from starlette.requests import Request, cookie_parser
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rota.web.limits import OPEN_LIMIT, declared, limited
+from rota.web.limits import OPEN_LIMIT, declared, form_field, limited
 from rota.web.sessions import DEFAULT_TTL, Sessions
 
 __all__ = [
@@ -65,7 +68,6 @@ CSRF_FIELD: Final = "csrf"
 CSRF_HEADER: Final = "x-csrf-token"
 _SAFE_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 _OPEN_PATHS: Final = ("/healthz", "/login")
-_MAX_FORM_BYTES: Final = 64 * 1024
 
 CSP: Final = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -313,12 +315,11 @@ class SecurityMiddleware:
         header_auth = self.auth.enabled and self.auth.header_ok(
             headers.get("authorization"), scope["path"]
         )
-        session = cookies.get(SESSION_COOKIE)
-        authed = (
-            not self.auth.enabled
-            or header_auth
-            or (self.sessions is not None and await self.sessions.valid(session))
+        session = self.sessions is not None and await self.sessions.valid(
+            cookies.get(SESSION_COOKIE)
         )
+        scope["state"]["session"] = session  # a live login: the pages offer to log out
+        authed = not self.auth.enabled or header_auth or session
         path: str = scope["path"]
         if not authed and not (path in _OPEN_PATHS or path.startswith("/static/")):
             return 401, "authentication required", receive, False
@@ -329,45 +330,11 @@ class SecurityMiddleware:
             if verdict == "unknown" and self.auth.enabled and not header_auth:
                 token = headers.get(CSRF_HEADER)
                 if token is None:
-                    token, receive = await _form_field(headers, receive, CSRF_FIELD)
+                    limit = self.body_limit if authed else OPEN_LIMIT
+                    token, receive = await form_field(headers, receive, CSRF_FIELD, limit)
                 if new_csrf is not None or not token or not _same(token, csrf):
                     return 403, "missing or wrong CSRF token", receive, authed
         return 0, "", receive, authed
-
-
-async def _form_field(headers: Headers, receive: Receive, field: str) -> tuple[str | None, Receive]:
-    """Read a urlencoded body to find ``field``; return a receive that replays the body."""
-    chunks: list[bytes] = []
-    size = 0
-    more = True
-    while more:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        body = message.get("body", b"")
-        size += len(body)
-        if size > _MAX_FORM_BYTES:  # no form of this server is that big: refused anyway
-            return None, receive
-        chunks.append(body)
-        more = message.get("more_body", False)
-    data = b"".join(chunks)
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": data, "more_body": False}
-        return await receive()
-
-    value = None
-    if headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
-        try:
-            values = parse_qs(data.decode("latin-1"), max_num_fields=100).get(field)
-        except ValueError:  # too many fields: no form of this server
-            values = None
-        value = values[0] if values else None
-    return value, replay
 
 
 def json_refusal(status: int, text: str, auth: Auth) -> Response:

@@ -1,16 +1,19 @@
 """Login sessions of the web UI: each login its own, each with an end.
 
-The login form (token authentication) sets a cookie ``<id>.<issued>.<signature>``: a
-random session id, the second it was issued, and an HMAC of both under a key derived
-from the token. So, as Flask-Login, Django and Sidekiq Web sessions do:
+The login form (token authentication) sets a cookie
+``<id>.<issued>.<expires>.<signature>``: a random session id, the second it was issued,
+the second it ends, and an HMAC of the three under a key derived from the token. So, as
+Flask-Login, Django and Sidekiq Web sessions do:
 
 - every login gets a new value (the cookie of one says nothing about another);
 - a session ends ``web_session_ttl`` seconds after its login (default 12 hours): the
   cookie carries that as its Max-Age, and the server refuses it after, whatever the
-  browser kept;
+  browser kept. The end is signed into the cookie, so a longer ``web_session_ttl``
+  set later does not bring back a session that had ended (nor a logout forgotten by
+  Redis when its session was due to end); a shorter one ends sessions sooner;
 - logging out ends that session on the server too: its id is kept in a Redis sorted
-  set (``Keys.web_sessions_ended``) until the session would have expired, and every
-  request with a cookie asks Redis whether its id is there;
+  set (``Keys.web_sessions_ended``) until its signed end, and every request with a
+  cookie asks Redis whether its id is there;
 - changing the token ends every session (the signing key comes from it).
 
 A request whose cookie cannot be checked against Redis (Redis away) is let through
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
 import time
 from typing import TYPE_CHECKING, Final
@@ -47,27 +51,32 @@ class Sessions:
         self.ttl = ttl
         self._client = client
 
-    def _sign(self, sid: str, issued: int) -> str:
-        return hmac.new(self._key, f"{sid}.{issued}".encode(), hashlib.sha256).hexdigest()
+    def _sign(self, sid: str, issued: int, expires: int) -> str:
+        message = f"{sid}.{issued}.{expires}".encode()
+        return hmac.new(self._key, message, hashlib.sha256).hexdigest()
 
     def issue(self, now: float | None = None) -> str:
         """The cookie value of a new session."""
         sid = secrets.token_hex(16)
         issued = int(time.time() if now is None else now)
-        return f"{sid}.{issued}.{self._sign(sid, issued)}"
+        expires = issued + math.ceil(self.ttl)
+        return f"{sid}.{issued}.{expires}.{self._sign(sid, issued, expires)}"
 
     def _read(self, value: str) -> tuple[str, int] | None:
-        """The id and issue time of a well-signed cookie that has not expired."""
-        sid, _, rest = value.partition(".")
-        issued_text, _, signature = rest.partition(".")
-        if not (sid and issued_text.isdigit() and signature):
+        """The id and end (epoch seconds) of a well-signed cookie that has not expired."""
+        parts = value.split(".")
+        if len(parts) != 4:
             return None
-        issued = int(issued_text)
-        if not hmac.compare_digest(signature, self._sign(sid, issued)):
+        sid, issued, expires, signature = parts[0], _second(parts[1]), _second(parts[2]), parts[3]
+        if not sid or issued is None or expires is None or not signature:
             return None
-        if not issued - 60 <= time.time() < issued + self.ttl:  # a minute of clock skew
+        expected = self._sign(sid, issued, expires)
+        if not hmac.compare_digest(signature.encode(), expected.encode()):  # any text
             return None
-        return sid, issued
+        now = time.time()
+        if not issued - 60 <= now < min(expires, issued + self.ttl):  # 1 min of clock skew
+            return None
+        return sid, expires
 
     async def valid(self, value: str | None) -> bool:
         """Whether a cookie opens the server: well signed, not expired, not ended."""
@@ -86,19 +95,29 @@ class Sessions:
         return ended is None
 
     async def end(self, value: str | None) -> None:
-        """End the session of a cookie (logout): Redis keeps its id until it would have
-        expired. A cookie that does not open the server ends nothing."""
+        """End the session of a cookie (logout): Redis keeps its id until the session's
+        signed end, and the set itself as long as its latest entry. A cookie that does
+        not open the server ends nothing."""
         read = self._read(value or "")
         if read is None or self._client is None:
             return
+        sid, expires = read
         client = self._client
         key = client.keys.web_sessions_ended
         now_ms = int(time.time() * 1000)
         try:
             pipe = client.redis.pipeline(transaction=False)
-            pipe.zadd(key, {read[0]: int((read[1] + self.ttl) * 1000)})
+            pipe.zadd(key, {sid: expires * 1000})
             pipe.zremrangebyscore(key, "-inf", now_ms)  # sessions past their end anyway
-            pipe.pexpire(key, int(self.ttl * 1000) + 60_000)
-            await pipe.execute()
+            pipe.zrange(key, -1, -1, withscores=True)  # the latest end
+            latest = (await pipe.execute())[-1]
+            last_ms = int(latest[0][1]) if latest else expires * 1000
+            await client.redis.pexpire(key, max(last_ms, expires * 1000) - now_ms + 60_000)
         except (redis.exceptions.RedisError, OSError) as exc:
             log.warning("logout: the session could not be ended in Redis", error=str(exc))
+
+
+def _second(text: str) -> int | None:
+    """A time in a cookie: ASCII digits only (``'²'`` is a digit to ``str.isdigit``,
+    and a ``ValueError`` to ``int``)."""
+    return int(text) if text.isascii() and text.isdigit() else None

@@ -20,7 +20,8 @@ from tests.redis_server import RedisServer
 from tests.web.live import LiveServer
 from tests.web.test_browser import CHROMIUM_ARGS, SHOTS
 
-pytestmark = pytest.mark.timeout(120)
+# Slow (a headless Chromium): `make test` runs it, `make check` does not.
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
 async def _seed(client: Client) -> str:

@@ -21,7 +21,8 @@ from tests.web.test_browser import CHROMIUM_ARGS, SHOTS
 
 TOKEN = "tok-browser-sessions"
 
-pytestmark = pytest.mark.timeout(120)
+# Slow (a headless Chromium): `make test` runs it, `make check` does not.
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
 @pytest.fixture

@@ -55,6 +55,7 @@ _NOT_NEGATIVE: Final = (
     "prefetch",
     "durable_enqueue",
     "ride_through",
+    "forget_names_after",
 )
 
 
@@ -79,6 +80,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     prefetch: int = 100
     dead_max_count: int = 10_000
     dead_max_age: float = 180 * 86400.0
+    # A job name with no job, pause, limit or live pool this long is forgotten (the
+    # pages, /metrics and the queue figures list it no more); 0: never.
+    forget_names_after: float = 7 * 86400.0
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     # ACL user and password, when the URL carries none (its user:password@ wins).

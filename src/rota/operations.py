@@ -110,6 +110,19 @@ class Operations(Scripted):
             )
         return out
 
+    async def forget_idle_names(self, after: float, chunk: int = 500) -> list[str]:
+        """Forget the job names that have had no job, pause, limit or live pool for
+        ``after`` seconds (see ``lua/forget_names.lua``); the names forgotten. A name
+        is first noted as idle, and forgotten by a later call once ``after`` passed."""
+        served = {name for pool in await self.pools() for name in pool.jobs}
+        names = [n for n in await self.names() if n not in served]
+        now = now_ms()
+        forgotten: list[str] = []
+        for i in range(0, len(names), chunk):
+            args: list[Arg] = [now, now - int(after * 1000), *names[i : i + chunk]]
+            forgotten += [reply_text(n) for n in await self.run_script("forget_names", args)]
+        return forgotten
+
     async def queue_page(self, offset: int = 0, count: int = 100) -> tuple[int, list[QueueInfo]]:
         """How many job names there are, and the figures of a page of them: the names
         with queued or running jobs first (most first), then the others by name. Two

@@ -57,6 +57,7 @@ _FIXED_KEYS: Final[dict[str, str]] = {
     "sched_wake": "schedwake",
     "abort": "abort",
     "never": "never",
+    "idle": "idle",  # job name -> when it was first seen with nothing (forget_names)
 }
 
 LUA_KEYS: Final[dict[str, str]] = {**_PARAM_KEYS, **_FIXED_KEYS}
@@ -172,6 +173,11 @@ class Keys:
     @property
     def names(self) -> str:
         return self.prefix + "names"
+
+    @property
+    def idle(self) -> str:
+        """Hash of job names with nothing (no job, limit or pool): name -> since (ms)."""
+        return self.prefix + "idle"
 
     @property
     def paused(self) -> str:

@@ -41,6 +41,7 @@ SCRIPT_NAMES: Final = (
     "register",
     "pause",
     "finish_kept",
+    "forget_names",
 )
 
 #: Scripts registered once more under another name, with other flags: ``finish_kept``

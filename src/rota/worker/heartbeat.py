@@ -174,6 +174,10 @@ class Reaper:
             log.error("lease expired too often: job is dead", job_id=job_id.decode(), reason="lost")
         for pool_id in forgotten:
             log.warning("pool stopped beating: forgotten", pool=pool_id.decode())
+        if args[-1] != "leased" and s.forget_names_after > 0:  # a full pass
+            names = await rt.client.forget_idle_names(s.forget_names_after)
+            if names:
+                log.info("job names idle too long: forgotten", names=names[:20], count=len(names))
 
 
 class AbortListener:

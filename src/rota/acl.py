@@ -79,8 +79,10 @@ def rules(role: str, namespace: str = "rota") -> list[str]:
     if role == "web":
         return [
             *where, "-@all", "+@read", "-@dangerous", "+info", *_CONNECT,
-            # A logout ends its session (rota.web.sessions): the one write of this role.
-            f"(%RW~{keys.web_sessions_ended} +zadd +zremrangebyscore +pexpire)",
+            # A logout ends its session (rota.web.sessions) and a login or logout goes
+            # into the audit log (rota.web.audit): the only writes of this role.
+            f"(%RW~{keys.web_sessions_ended} %RW~{keys.web_audit}"
+            " +zadd +zremrangebyscore +pexpire +lpush +ltrim)",
         ]  # fmt: skip
     if role == "web-operator":
         functions = [

@@ -136,6 +136,12 @@ class Keys:
         return self.prefix + "gmembers:" + group_id
 
     @property
+    def web_audit(self) -> str:
+        """List of the changes made through the web UI and its API, newest first (JSON
+        entries; see :mod:`rota.web.audit`)."""
+        return self.prefix + "web:audit"
+
+    @property
     def web_sessions_ended(self) -> str:
         """Sorted set of the web UI's sessions ended by a logout: id -> when the session
         would have expired (ms), kept until then (see :mod:`rota.web.sessions`)."""

@@ -134,6 +134,13 @@ def stored_value(field: Literal["args", "result"]) -> Callable[[Request], Awaita
     return read
 
 
+async def audit(request: Request) -> Response:
+    offset = int_param(request, "offset", 0, 0, 10**6)
+    limit = int_param(request, "limit", 100, 1, 1000)
+    total, entries = await state_of(request).audit.recent(offset, limit)
+    return JSONResponse({"total": total, "offset": offset, "entries": entries})
+
+
 async def group(request: Request) -> Response:
     group_id = request.path_params["group_id"]
     offset = int_param(request, "offset", 0, 0, 10**9)
@@ -313,6 +320,7 @@ def _routes() -> list[BaseRoute]:
         Route("/api/groups/{group_id}", group),
         Route("/api/flows/{job_id}", flow),
         Route("/api/redis", redis_info),
+        Route("/api/audit", audit),
     ]
     for which in views.JOB_SETS:
         out.append(Route(f"/api/{which}", job_set(which)))

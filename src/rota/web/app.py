@@ -191,6 +191,7 @@ def create_app(
                 allowed_hosts=allowed_hosts,
                 render=_refusal,
                 sessions=state.sessions,
+                audit=state.audit,
                 body_limit=authed_limit(settings.max_args_bytes),
             )
         ],

@@ -16,6 +16,7 @@ from starlette.responses import HTMLResponse, Response
 from rota import __version__
 from rota.client import Client
 from rota.config import Settings
+from rota.web.audit import AuditLog
 from rota.web.security import Auth
 from rota.web.sessions import Sessions
 
@@ -66,9 +67,11 @@ class WebState:
     client: Client
     clients: dict[str, Client] = field(default_factory=dict)
     sessions: Sessions | None = None  # the login form's sessions (token authentication)
+    audit: AuditLog = field(init=False)  # the changes made through the UI and the API
 
     def __post_init__(self) -> None:
         self.clients = {self.client.namespace: self.client, **self.clients}
+        self.audit = AuditLog(self.client)
         if self.auth.token is not None and self.sessions is None:
             self.sessions = Sessions(self.auth.token, self.auth.session_ttl, self.client)
 

@@ -122,6 +122,17 @@ def _paths() -> dict[str, Any]:
         "/api/jobs/{job_id}": _get(
             "job", "Everything about one job", "Job", 404, parameters=job_id
         ),
+        "/api/audit": {
+            "get": {
+                "operationId": "audit",
+                "summary": "The changes made through the web UI and the API, newest first",
+                "parameters": paging,
+                "responses": {
+                    "200": {"description": "OK", "content": {"application/json": {"schema": {}}}},
+                    **_errors(400),
+                },
+            }
+        },
         "/api/jobs/{job_id}/args": _raw("args", "A job's args as stored (JSON text)"),
         "/api/jobs/{job_id}/result": _raw("result", "A job's result as stored (JSON text)"),
         "/api/jobs/{job_id}/abort": _post(

@@ -30,6 +30,8 @@ REFRESH = 5  # seconds between refreshes of a page's figures
 PER_PAGE = 25
 #: Job names per page of /queues: a page stays small with thousands of names.
 QUEUES_PER_PAGE = 100
+#: Entries per page of /audit.
+AUDIT_PER_PAGE = 100
 
 
 def _plain(body: object) -> dict[str, Any]:
@@ -309,6 +311,20 @@ async def abort(request: Request) -> Response:
 # -- login -----------------------------------------------------------------------
 
 
+async def audit(request: Request) -> Response:
+    """The audit log: who changed what through the UI or the API, newest first."""
+    offset = _clamped(request, "offset", 0, 10**6)
+    total, entries = await state_of(request).audit.recent(offset, AUDIT_PER_PAGE)
+    context = {
+        "entries": entries,
+        "total": total,
+        "offset": offset,
+        "prev_offset": max(0, offset - AUDIT_PER_PAGE) if offset > 0 else None,
+        "next_offset": offset + AUDIT_PER_PAGE if offset + AUDIT_PER_PAGE < total else None,
+    }
+    return render(request, "audit.html", context)
+
+
 async def login(request: Request) -> Response:
     auth = state_of(request).auth
     target = local_path(request.query_params.get("next"), "/")
@@ -357,6 +373,7 @@ def _routes() -> list[BaseRoute]:
         Route("/flows/{job_id}", flow),
         Route("/groups/{group_id}", group),
         Route("/redis", redis_page),
+        Route("/audit", audit),
         Route("/ns/{name}", switch_namespace),
         Route("/login", login, methods=["GET", "POST"]),
         Route("/logout", logout, methods=["POST"]),

@@ -49,6 +49,7 @@ from starlette.requests import Request, cookie_parser
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from rota.web.audit import AuditLog, who
 from rota.web.limits import OPEN_LIMIT, declared, form_field, limited
 from rota.web.sessions import DEFAULT_TTL, Sessions
 
@@ -211,8 +212,10 @@ class SecurityMiddleware:
         render: RenderRefusal,
         sessions: Sessions | None = None,
         body_limit: int = OPEN_LIMIT,
+        audit: AuditLog | None = None,
     ) -> None:
         self.app = app
+        self.audit = audit  # where changes that went through are recorded
         self.body_limit = body_limit  # an authenticated request's (see rota.web.limits)
         self.auth = auth
         self.sessions = sessions
@@ -236,6 +239,7 @@ class SecurityMiddleware:
         address = (scope.get("client") or ("unknown",))[0]
         login = scope["path"] == "/login" and scope["method"] == "POST"
         attempt = self.auth.enabled and ("authorization" in headers or login)
+        changes = scope["method"] not in _SAFE_METHODS
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -245,6 +249,8 @@ class SecurityMiddleware:
                     self.throttle.succeeded(address)
                 elif attempt and login and message["status"] == 401:
                     log.warning("failed login", address=address, path="/login", by="form")
+                if self.audit is not None and changes and message["status"] < 400:
+                    await self._record(scope, headers, cookies, address, message["status"])
                 out = [h for h in message.get("headers", []) if h[0].lower() != b"server"]
                 out += SECURITY_HEADERS
                 if not request.url.path.startswith("/static/"):
@@ -281,6 +287,22 @@ class SecurityMiddleware:
             await response(scope, receive, send_with_headers)
             return
         await self.app(scope, limited(receive, limit), send_with_headers)
+
+    async def _record(
+        self, scope: Scope, headers: Headers, cookies: dict[str, str], address: str, status: int
+    ) -> None:
+        """A change that went through, into the audit log (see rota.web.audit)."""
+        assert self.audit is not None
+        query = scope.get("query_string", b"").decode(errors="replace")
+        await self.audit.record(
+            who="login form"
+            if scope["path"] == "/login"
+            else who(headers, cookies.get(SESSION_COOKIE)),
+            address=address,
+            method=scope["method"],
+            path=scope["path"] + (f"?{query}" if query else ""),
+            status=status,
+        )
 
     def _settle(self, scope: Scope, headers: Headers, address: str, login: bool) -> None:
         """Count an attempt before it is evaluated: a failure is reserved on arrival (so

@@ -1,0 +1,85 @@
+"""Who changed what through the web UI or its API, and when: the audit log.
+
+Every request that changes something (any method but GET, HEAD and OPTIONS) and is
+let through and answered without an error is recorded by the security middleware: when,
+who (the credentials it came with: ``token``, ``basic:<user>``, ``session:<id>``, or
+``open`` when the UI has no authentication), from which address (the one a trusted
+proxy forwards), the method and path (which name the queue, job or set acted on), and
+the answer's status. Entries are JSON in a
+Redis list (``Keys.web_audit``), newest first, the last :data:`KEEP` kept, so that every
+process of the UI writes to one log and a restart loses nothing. ``/audit`` shows it,
+``/api/audit`` returns it.
+
+A log that Redis refuses (away, or a user without the rights ``rota acl web`` prints)
+is logged as a warning and the action stands: the log is a record, not a gate.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+import redis.exceptions
+import structlog
+from starlette.datastructures import Headers
+
+if TYPE_CHECKING:
+    from rota.client import Client
+
+__all__ = ["KEEP", "AuditLog", "who"]
+
+#: Entries kept, newest first.
+KEEP: Final = 10_000
+
+log = structlog.get_logger("rota.web")
+
+
+def who(headers: Headers, session: str | None) -> str:
+    """Who a request that was let in came as (its credentials were checked already)."""
+    scheme, _, value = headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer":
+        return "token"
+    if scheme.lower() == "basic":
+        try:
+            return "basic:" + base64.b64decode(value.strip()).decode().partition(":")[0]
+        except (binascii.Error, UnicodeDecodeError):
+            return "basic"
+    if session:
+        return "session:" + session.partition(".")[0][:8]
+    return "open"
+
+
+class AuditLog:
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    async def record(self, **entry: Any) -> None:
+        """Add an entry (its time is added here)."""
+        client = self._client
+        text = msgspec.json.encode({"at": int(time.time() * 1000), **entry})
+        key = client.keys.web_audit
+        try:
+            pipe = client.redis.pipeline(transaction=False)
+            pipe.lpush(key, text)
+            pipe.ltrim(key, 0, KEEP - 1)
+            await pipe.execute()
+        except (redis.exceptions.RedisError, OSError) as exc:
+            log.warning("the audit log could not be written", error=str(exc), **entry)
+
+    async def recent(self, offset: int = 0, count: int = 100) -> tuple[int, list[dict[str, Any]]]:
+        """How many entries there are, and a page of them, newest first."""
+        client = self._client
+        pipe = client.redis.pipeline(transaction=False)
+        pipe.llen(client.keys.web_audit)
+        pipe.lrange(client.keys.web_audit, offset, offset + count - 1)
+        total, raw = await pipe.execute()
+        entries = []
+        for item in raw:
+            try:
+                entries.append(msgspec.json.decode(item))
+            except msgspec.DecodeError:
+                entries.append({"raw": item.decode(errors="replace")})
+        return int(total), entries

@@ -76,7 +76,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     unique_ttl: float = 86400.0
     wake_timeout: float = 5.0
     scheduler_interval: float = 10.0
-    fetch_batch: int = 32
+    fetch_batch: int = 100
     prefetch: int = 100
     dead_max_count: int = 10_000
     dead_max_age: float = 180 * 86400.0

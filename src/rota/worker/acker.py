@@ -32,9 +32,11 @@ __all__ = ["Acker"]
 
 log = structlog.get_logger("rota.pool")
 
-# Outcomes per finish call: a call blocks every other client of the shard, and 32 keep
-# it under 1 ms on a slow host (python -m bench.call_sizes: 0.82 ms; 50 took 0.98).
-_MAX_BATCH = 32
+# Outcomes per finish call. A call blocks every other client of the shard (about 26 µs
+# per outcome on a slow host, so 100 take 2.6 ms), and each call costs the pool a round
+# trip and its bookkeeping: calls of 32 cost a pool at full speed a quarter of its
+# throughput (docs/performance.md, "Where the run path's time went").
+_MAX_BATCH = 100
 # How often held results (refused for memory) are offered again while the pool works on.
 _KEPT_RETRY = 0.5
 

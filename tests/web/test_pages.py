@@ -7,7 +7,8 @@ import re
 import httpx
 import redis
 
-from rota import Client
+from rota import Client, JobContext, WorkerPool
+from tests.helpers import pool_settings
 from tests.web.conftest import BASE
 from tests.web.live import Seeded
 from tests.web.test_api import snapshot
@@ -156,3 +157,23 @@ async def test_queues_are_paged_server_side_the_busiest_first(
     api = (await http.get("/api/queues", params={"offset": 100, "limit": 50})).json()
     assert (api["total"], api["offset"], api["limit"], len(api["queues"])) == (250, 100, 50, 50)
     assert (await http.get("/api/queues", params={"limit": 0})).status_code == 400
+
+
+async def test_a_queue_no_pool_serves_says_so(
+    http: httpx.AsyncClient, client: Client, redis_url: str, namespace: str
+) -> None:
+    await client.pause("served")  # its job stays queued while its pool runs
+    await client.enqueue("served", 1)
+    await client.enqueue("orphan", 1)
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace))
+
+    @pool.job
+    async def served(ctx: JobContext, n: int) -> None:
+        pass
+
+    async with pool.running(client=client):
+        api = (await http.get("/api/queues")).json()
+        page = await http.get("/queues", headers=FORM)
+    flags = {q["name"]: q["served"] for q in api["queues"]}
+    assert flags == {"served": True, "orphan": False}
+    assert page.text.count('class="badge warn no-pool"') == 1

@@ -137,6 +137,9 @@ class Dashboard(msgspec.Struct):
 
 class Queue(QueueInfo, frozen=True, kw_only=True):
     done_per_second: Annotated[float, Meta(description="completed per second over the last minute")]
+    served: Annotated[
+        bool, Meta(description="a live pool serves this name (none: its jobs wait for one)")
+    ] = True
 
 
 class Queues(msgspec.Struct):

@@ -106,10 +106,13 @@ async def queues(client: Client, offset: int = 0, limit: int = 100) -> b.Queues:
     weight = 1 - (now % 60) / 60  # the share of the previous minute inside the last 60 s
     out = []
     total, page = await client.queue_page(offset, limit)
+    served = {name for pool in await client.pools() for name in pool.jobs}
     for q in page:
         field = f"processed:{q.name}"
         done = previous.counts.get(field, 0) * weight + current.counts.get(field, 0)
-        out.append(b.mirror(b.Queue, q, done_per_second=round(done / 60, 2)))
+        out.append(
+            b.mirror(b.Queue, q, done_per_second=round(done / 60, 2), served=q.name in served)
+        )
     return b.Queues(out, total, offset, limit)
 
 

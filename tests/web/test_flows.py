@@ -333,3 +333,18 @@ def test_layout_puts_each_job_right_of_its_parents() -> None:
 async def test_waiting_page_renders_empty(http: httpx.AsyncClient, path: str) -> None:
     response = await http.get(path, headers=FORM)
     assert response.status_code == 200 and "None." in response.text
+
+
+async def test_the_group_page_says_what_a_dead_member_means(
+    http: httpx.AsyncClient, client: Client
+) -> None:
+    """It said "running" beside a dead callback while other members had still to run."""
+    g = await client.group([step(f"m{i}") for i in range(3)], then=step("after"), group_id="gd")
+    await client.redis.hincrby(client.keys.group(g.id), "failed", 1)  # as a dead member does
+    page = await http.get(f"/groups/{g.id}", headers=FORM)
+    state = re.search(r'id="group-state">([^<]*)<', page.text)
+    assert state is not None and "the callback will not run" in state.group(1)
+    assert "running" not in state.group(1)
+    await client.redis.hset(client.keys.group(g.id), "sent", 2)
+    page = await http.get(f"/groups/{g.id}", headers=FORM)
+    assert 'id="group-state">incomplete' in page.text

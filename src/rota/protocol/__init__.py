@@ -1,1 +1,2 @@
-"""Protocol v3: the Redis contract shared by every rota process and by other languages."""
+"""Protocol v4: the Redis contract shared by every rota process and by other languages
+(see docs/protocol.md)."""

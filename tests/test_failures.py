@@ -258,3 +258,38 @@ def test_retry_takes_its_delay_and_the_old_keyword_with_a_warning() -> None:
     assert rota.Retry(delay=1).delay == 1
     with pytest.warns(DeprecationWarning, match="Retry\\(delay=...\\)"):
         assert rota.Retry(in_=3).delay == 3
+
+
+def _parse_config(text: str) -> dict[str, int]:
+    return {k: int(v) for k, v in (part.split("=") for part in text.split(","))}
+
+
+async def test_a_failed_attempt_keeps_its_traceback_in_the_job_log(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    pool = fast_pool(redis_url, namespace)
+
+    @pool.job(max_fails=2, backoff=lambda n: 0.01)
+    async def configure(ctx: JobContext, text: str) -> None:
+        _parse_config(text)
+
+    job = await client.enqueue("configure", "a=1,b=two")
+    async with pool.running(client=client):
+        await wait_until(lambda: _state(client, job.id, "dead"), within=20)
+    record = await client.job(job.id)
+    assert record is not None
+    assert record.error == "ValueError: invalid literal for int() with base 10: 'two'"
+    lines = await client.job_log(job.id)
+    assert [line.split("\n", 1)[0] for line in lines] == [
+        "attempt 1 failed:",
+        "attempt 2 failed:",
+    ]
+    assert "Traceback (most recent call last)" in lines[0]
+    assert "in _parse_config" in lines[0] and lines[0].endswith(
+        "ValueError: invalid literal for int() with base 10: 'two'"
+    )
+
+
+async def _state(client: Client, job_id: str, state: str) -> bool:
+    record = await client.job(job_id)
+    return record is not None and record.state == state

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,6 +25,10 @@ from rota.worker.runtime import Cancelled, Fetched, PoolRuntime
 __all__ = ["run_job"]
 
 log = structlog.get_logger("rota.job")
+
+
+#: The most of a traceback kept in the job's log (a log line holds 2,000 characters).
+_TRACEBACK_CHARS = 2000
 
 
 def _keep_ms(seconds: float) -> int:
@@ -174,8 +179,24 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
     except Abort as exc:
         return Outcome.aborted(job, _keep_ms(rt.settings.keep_result), str(exc) or "aborted")
     except (Exception, SystemExit) as exc:  # a handler's failure is the job's, not the pool's
+        await _keep_traceback(ctx, exc)
         return _failure(job, handler, Reason.ERROR, f"{type(exc).__name__}: {exc}")
     return _complete(rt, job, handler, result)
+
+
+async def _keep_traceback(ctx: JobContext, exc: BaseException) -> None:
+    """The failed attempt's traceback, in the job's own log (the job page and ``rota
+    job show`` print it; the outcome's error stays its one line). Its end is kept when
+    it is long: the frames nearest the error. A Redis that refuses or is away keeps
+    nothing; the failure is recorded all the same."""
+    text = "".join(traceback.format_exception(exc)).rstrip()
+    text = f"attempt {ctx.attempt} failed:\n{text}"
+    if len(text) > _TRACEBACK_CHARS:
+        text = "…" + text[-(_TRACEBACK_CHARS - 1) :]
+    try:
+        await ctx.job_log(text)
+    except Exception as exc2:  # an error reply (a role without the right): still a failure
+        log.debug("traceback not kept", job_id=ctx.id, error=repr(exc2))
 
 
 def _cancelled(

@@ -348,3 +348,19 @@ async def test_the_group_page_says_what_a_dead_member_means(
     await client.redis.hset(client.keys.group(g.id), "sent", 2)
     page = await http.get(f"/groups/{g.id}", headers=FORM)
     assert 'id="group-state">incomplete' in page.text
+
+
+async def test_a_dead_member_past_the_first_page_is_listed(
+    http: httpx.AsyncClient, client: Client
+) -> None:
+    """A dead member on page 2 was found only by paging: the group lists its dead and
+    aborted members wherever they are."""
+    g = await client.group([step(f"m{i}") for i in range(150)], then=step("after"))
+    dead = g.jobs[130].id
+    await client.redis.hset(client.keys.job(dead), "state", "dead")
+    await client.redis.hincrby(client.keys.group(g.id), "failed", 1)
+    data = (await http.get(f"/api/groups/{g.id}", params={"limit": 100})).json()
+    assert dead not in [m["id"] for m in data["members"]]
+    assert [m["id"] for m in data["failed_members"]] == [dead]
+    page = await http.get(f"/groups/{g.id}", headers=FORM)
+    assert 'id="group-failed"' in page.text and dead in page.text

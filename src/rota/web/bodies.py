@@ -287,6 +287,10 @@ class Group(GroupProgress, frozen=True):
     offset: int
     limit: int
     members: list[Related]
+    failed_members: Annotated[
+        list[Related],
+        Meta(description="members that ended dead or aborted, wherever they are (at most 100)"),
+    ] = msgspec.field(default_factory=list)
 
 
 class Edge(msgspec.Struct, kw_only=True):

@@ -186,6 +186,7 @@ async def group_detail(
         return None
     ids = [reply_text(m) for m in pipelined(members) or ()]
     found = await related(client, ids + ([progress.then] if progress.then else []))
+    failed = await _failed_members(client, group_id) if progress.failed else []
     return b.mirror(
         b.Group,
         progress,
@@ -193,7 +194,26 @@ async def group_detail(
         offset=offset,
         limit=limit,
         members=found[: len(ids)],
+        failed_members=failed,
     )
+
+
+#: The most members read to find the dead or aborted ones of a group, and the most listed.
+_FAILED_SCAN: Final = 20_000
+_FAILED_SHOWN: Final = 100
+
+
+async def _failed_members(client: Client, group_id: str) -> list[Related]:
+    """The members of a group that ended dead or aborted, wherever they are in its list
+    (a page of members hid them past its end), read 500 at a time."""
+    out: list[Related] = []
+    key = client.keys.group_members(group_id)
+    for start in range(0, _FAILED_SCAN, 500):
+        chunk = [reply_text(m) for m in await client.redis.lrange(key, start, start + 499)]
+        out += [r for r in await related(client, chunk) if r.state in ("dead", "aborted")]
+        if len(chunk) < 500 or len(out) >= _FAILED_SHOWN:
+            break
+    return out[:_FAILED_SHOWN]
 
 
 async def flow(client: Client, job_id: str, limit: int = FLOW_LIMIT) -> b.Flow | None:

@@ -363,4 +363,4 @@ async def test_a_dead_member_past_the_first_page_is_listed(
     assert dead not in [m["id"] for m in data["members"]]
     assert [m["id"] for m in data["failed_members"]] == [dead]
     page = await http.get(f"/groups/{g.id}", headers=FORM)
-    assert 'id="group-failed"' in page.text and dead in page.text
+    assert 'id="group-failed-members"' in page.text and dead in page.text

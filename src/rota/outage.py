@@ -156,17 +156,11 @@ def refused(exc: BaseException, what: str, written: int = 0) -> RedisRefused | N
 PROBE_INTERVAL: Final = 0.05
 
 
-def backoff(
-    failures: int, cond: Condition = Condition.UNREACHABLE, *, probe: bool = False
-) -> float:
+def backoff(failures: int, cond: Condition = Condition.UNREACHABLE) -> float:
     """Seconds before try ``failures + 1``: 0.1 s, doubling, at most 5 s while Redis is
     away and 1 s while it answers with a refusal (a cheap reply; the pool should notice
-    within a second that the condition ended). A ``probe`` tries every
-    :data:`PROBE_INTERVAL` whatever the condition: when it gets through, every other
-    task of the pool is woken at once (:meth:`Watch.ok`), so the others' longer delays
-    cost no time after an outage."""
-    if probe:
-        return PROBE_INTERVAL
+    within a second that the condition ended). A pool's probe tries every
+    :data:`PROBE_INTERVAL` instead (see :meth:`Watch.keep_trying`)."""
     cap = 5.0 if cond is Condition.UNREACHABLE else 1.0
     return float(min(cap, 0.05 * 2 ** min(max(failures, 1), 10)))
 

@@ -78,15 +78,9 @@ class Acker:
         # While finishes get through, fetching never waits for them: a pool at full
         # speed has more than a pool's worth of outcomes on their way at any moment,
         # and waiting for them made every fetch wait for a finish call.
-        while (self.refusing_kept or self.failing) and (
-            self._holding() if self.refusing_kept else len(self._pending)
-        ) >= limit:
+        while (self.refusing_kept or self.failing) and len(self._pending) - self._held() >= limit:
             self._room = anyio.Event()
             await self._room.wait()
-
-    def _holding(self) -> int:
-        """Outcomes that hold fetch capacity while Redis refuses kept results."""
-        return sum(1 for o in self._pending if not o.keeps_result)
 
     async def run(self) -> None:
         while True:

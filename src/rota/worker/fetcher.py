@@ -65,11 +65,7 @@ class Fetcher:
         self.conn: Conn = hot_path(rt.redis)
         # The names whose finish deletes the job's record (keep_result 0): what frees a
         # full Redis.
-        self.freeing = {
-            name
-            for name, h in rt.handlers.items()
-            if (rt.settings.keep_result if h.keep_result is None else h.keep_result) == 0
-        }
+        self.freeing = {name for name, h in rt.handlers.items() if rt.keep_result(h) == 0}
 
     async def run(self) -> None:
         try:

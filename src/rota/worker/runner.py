@@ -217,11 +217,8 @@ def _keeps(rt: PoolRuntime, handler: Handler) -> tuple[str, str]:
     as the script takes them). A handler's own keep_result keeps every record; the
     pool's keeps those with a result, and keep_none those without (when nobody waits
     for them and they have no children and no group: the finish script tells)."""
-    if handler.keep_result is None:
-        keep_result, keep_none = rt.settings.keep_result, rt.settings.keep_none
-    else:
-        keep_result = keep_none = handler.keep_result
-    return str(_keep_ms(keep_result)), str(_keep_ms(keep_none))
+    keep_none = rt.settings.keep_none if handler.keep_result is None else handler.keep_result
+    return str(_keep_ms(rt.keep_result(handler))), str(_keep_ms(keep_none))
 
 
 def _complete(rt: PoolRuntime, job: Fetched, handler: Handler, result: Any) -> Outcome:

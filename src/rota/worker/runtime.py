@@ -126,6 +126,11 @@ class PoolRuntime:
             args.append("keep")
         return int(await self.client.run_script("register", args))
 
+    def keep_result(self, handler: Handler) -> float:
+        """How long a complete job of ``handler`` keeps its record with a result: the
+        handler's own ``keep_result``, else the pool's (0: deleted at its finish)."""
+        return self.settings.keep_result if handler.keep_result is None else handler.keep_result
+
     @property
     def redis(self) -> Redis:
         return self.client.redis

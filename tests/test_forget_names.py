@@ -61,3 +61,14 @@ async def test_a_pool_forgets_idle_names_but_never_its_own(
 
 async def _names(client: Client) -> bool:
     return await client.names() == ["served"]
+
+
+async def test_many_pools_forget_in_turn_not_each(client: Client) -> None:
+    """Every pool's reaper asks; one of them per turn reads the names."""
+    await client.redis.sadd(client.keys.names, "old")
+    assert await client.forget_idle_names(0.1, turn=60) == []  # noted idle, turn taken
+    await anyio.sleep(0.2)
+    assert await client.forget_idle_names(0.1, turn=60) == []  # another pool: not its turn
+    assert await client.names() == ["old"]
+    await client.redis.delete(client.keys.forget_turn)  # the turn passed
+    assert await client.forget_idle_names(0.1, turn=60) == ["old"]

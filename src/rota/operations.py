@@ -110,10 +110,18 @@ class Operations(Scripted):
             )
         return out
 
-    async def forget_idle_names(self, after: float, chunk: int = 500) -> list[str]:
+    async def forget_idle_names(
+        self, after: float, chunk: int = 500, *, turn: float | None = None
+    ) -> list[str]:
         """Forget the job names that have had no job, pause, limit or live pool for
         ``after`` seconds (see ``lua/forget_names.lua``); the names forgotten. A name
-        is first noted as idle, and forgotten by a later call once ``after`` passed."""
+        is first noted as idle, and forgotten by a later call once ``after`` passed.
+        ``turn``: do it only when no other caller did within that many seconds (every
+        pool's reaper calls this; one of them per turn reads the names)."""
+        if turn is not None and not await self.redis.set(
+            self.keys.forget_turn, "1", nx=True, px=max(1, int(turn * 1000))
+        ):
+            return []
         served = {name for pool in await self.pools() for name in pool.jobs}
         names = [n for n in await self.names() if n not in served]
         now = now_ms()

@@ -181,6 +181,12 @@ class Keys:
         return self.prefix + "names"
 
     @property
+    def forget_turn(self) -> str:
+        """String held for a while by the pool whose turn it is to forget idle names, so
+        that one pool of the namespace does it per turn, not each of them."""
+        return self.prefix + "forgetturn"
+
+    @property
     def idle(self) -> str:
         """Hash of job names with nothing (no job, limit or pool): name -> since (ms)."""
         return self.prefix + "idle"

@@ -175,7 +175,9 @@ class Reaper:
         for pool_id in forgotten:
             log.warning("pool stopped beating: forgotten", pool=pool_id.decode())
         if args[-1] != "leased" and s.forget_names_after > 0:  # a full pass
-            names = await rt.client.forget_idle_names(s.forget_names_after)
+            # One pool per full pass's interval does it for the namespace.
+            turn = s.heartbeat_interval * FULL_PASS_EVERY * 0.9
+            names = await rt.client.forget_idle_names(s.forget_names_after, turn=turn)
             if names:
                 log.info("job names idle too long: forgotten", names=names[:20], count=len(names))
 

@@ -231,3 +231,26 @@ def test_rota_web_refuses_an_expiry_that_is_not_one() -> None:
         assert done.returncode == 2 and "--session-ttl: " in done.stderr and said in done.stderr
     done = run_rota("web", env=rota_env(ROTA_WEB_TOKEN=TOKEN, ROTA_WEB_SESSION_TTL="-5"))
     assert done.returncode == 2 and "ROTA_WEB_SESSION_TTL" in done.stderr
+
+
+def _session_reads(settings: Settings) -> int:
+    with redis.Redis.from_url(settings.redis_url) as r:
+        stats = r.info("commandstats")
+    return int(stats.get("cmdstat_zscore", {}).get("calls", 0))
+
+
+def test_a_session_is_read_from_redis_only_where_it_matters(settings: Settings) -> None:
+    """Every request with a cookie asked Redis whether its session had ended, the static
+    files of each page too."""
+    with serving(settings) as url:
+        session, _ = login(url)
+        cookie = {"cookie": f"{SESSION_COOKIE}={session}"}
+        before = _session_reads(settings)
+        for path in ("/static/rota.css", "/static/rota.js", "/static/favicon.svg"):
+            assert httpx.get(url + path, headers=cookie).status_code == 200
+        assert _session_reads(settings) == before
+        bearer = {**cookie, "authorization": f"Bearer {TOKEN}"}
+        assert httpx.get(url + "/api/queues", headers=bearer).status_code == 200
+        assert _session_reads(settings) == before
+        assert reads(url, session) == 200
+        assert _session_reads(settings) == before + 1

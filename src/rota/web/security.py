@@ -337,12 +337,17 @@ class SecurityMiddleware:
         header_auth = self.auth.enabled and self.auth.header_ok(
             headers.get("authorization"), scope["path"]
         )
-        session = self.sessions is not None and await self.sessions.valid(
-            cookies.get(SESSION_COOKIE)
+        path: str = scope["path"]
+        # A session costs a Redis read: not for the static files (open, and a page
+        # loads several), nor when the header has opened the request already.
+        session = (
+            self.sessions is not None
+            and not header_auth
+            and not path.startswith("/static/")
+            and await self.sessions.valid(cookies.get(SESSION_COOKIE))
         )
         scope["state"]["session"] = session  # a live login: the pages offer to log out
         authed = not self.auth.enabled or header_auth or session
-        path: str = scope["path"]
         if not authed and not (path in _OPEN_PATHS or path.startswith("/static/")):
             return 401, "authentication required", receive, False
         if scope["method"] not in _SAFE_METHODS:

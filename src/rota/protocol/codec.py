@@ -125,15 +125,17 @@ def encode_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
     """
     if args and kwargs:
         raise TypeError("pass positional or keyword args to a job, not both")
-    named = [(f"argument {i}", arg) for i, arg in enumerate(args)]
-    named += [(f"argument {key!r}", arg) for key, arg in kwargs.items()]
-    for where, arg in named:
-        _check(arg, where)
+    for i, arg in enumerate(args):
+        _check(arg, f"argument {i}")
+    for key, arg in kwargs.items():
+        _check(arg, f"argument {key!r}")
     try:
         return _encoder.encode(list(args) if args else kwargs)
-    except UnicodeEncodeError:
-        for where, arg in named:
-            _check(arg, where, text=True)
+    except UnicodeEncodeError:  # the rare path: walk again, and say where the string is
+        for i, arg in enumerate(args):
+            _check(arg, f"argument {i}", text=True)
+        for key, arg in kwargs.items():
+            _check(arg, f"argument {key!r}", text=True)
         raise
 
 

@@ -182,3 +182,17 @@ async def test_a_member_without_a_size_is_refused_by_the_script(
         await client._enqueue_rows([row])
     plain: redis.asyncio.Redis = client.redis
     assert not await plain.exists(client.keys.group("bare"))
+
+
+async def test_a_member_given_twice_in_one_call_is_refused_by_the_script(
+    client: Client,
+) -> None:
+    """A producer in another language that sends one id twice gets an error, not a group
+    that waits for a second member that never comes."""
+    rows = [
+        client._enqueue_args(JobSpec(name="member", job_id="twice"), group="g2", group_size=2)
+        for _ in range(2)
+    ]
+    with pytest.raises(ValueError, match="job twice is given twice"):
+        await client._enqueue_rows(rows)
+    assert not await client.redis.exists(client.keys.group("g2"), client.keys.job("twice"))

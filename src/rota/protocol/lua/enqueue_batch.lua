@@ -23,10 +23,14 @@ local jobs = cmsgpack.unpack(ARGV[2])
 local made, groups, typed, sizes = {}, {}, {}, {}
 
 -- Why entry `j` cannot join (or wait for) its group as it says; nil when it can.
--- `sizes` maps a group to its size, as Redis or an earlier entry of the call has it.
-local function group_mismatch(j, sizes)
+-- `sizes` maps a group to its size, as Redis or an earlier entry of the call has it;
+-- `made` the ids of the entries before it.
+local function group_mismatch(j, sizes, made)
   local g, cb = j[10] or '', j[11] or ''
   if g ~= '' then
+    if made[j[1]] then
+      return 'job ' .. j[1] .. ' is given twice' -- the group would wait for it forever
+    end
     local size = tonumber(j[14] or '')
     if not size or size < 1 or size ~= math.floor(size) then
       return 'member ' .. j[1] .. ' of group ' .. g .. ' has no size (array item 14)'
@@ -69,12 +73,11 @@ for _, j in ipairs(jobs) do
   if missing then
     return no_parent(j[1], missing)
   end
-  local mismatch = group_mismatch(j, sizes)
-  if not mismatch and (j[10] or '') ~= '' and made[j[1]] then
-    mismatch = 'job ' .. j[1] .. ' is given twice' -- the group would wait for it forever
-  end
-  if mismatch then
-    return redis.error_reply('GROUPMISMATCH ' .. mismatch)
+  if #j > 8 then -- a plain job's entry has no tail: no group to check
+    local mismatch = group_mismatch(j, sizes, made)
+    if mismatch then
+      return redis.error_reply('GROUPMISMATCH ' .. mismatch)
+    end
   end
   made[j[1]] = true
   if (j[10] or '') ~= '' then

@@ -250,37 +250,51 @@ class Client(Reads, Operations):
         """
         rows = [self._enqueue_args(spec) for spec in specs]
         replicas = self.durable if durable is None else int(durable)
-        if replicas <= 0 or not rows:
-            return await self._riding(lambda: self._enqueue_rows(rows))
-        return await self._riding(lambda: durable_enqueue(self, rows, replicas))
+        try:  # the usual case, without a wrapper: it gets through at once
+            if replicas <= 0 or not rows:
+                jobs = await self._enqueue_rows(rows)
+            else:
+                jobs = await durable_enqueue(self, rows, replicas)
+        except Exception as exc:
+            if replicas <= 0 or not rows:
+                return await self._riding(lambda: self._enqueue_rows(rows), exc)
+            return await self._riding(lambda: durable_enqueue(self, rows, replicas), exc)
+        self._reached = True
+        return jobs
 
-    async def _riding(self, send: Callable[[], Awaitable[T]]) -> T:
-        """``send`` until it gets through, waiting out passing conditions for
-        ``ride_through`` seconds. A full Redis (or one that cannot save) is no passing
-        condition: it raises at once, as does a client that never reached Redis (a
-        wrong URL is not an outage)."""
+    async def _riding(self, send: Callable[[], Awaitable[T]], first: Exception) -> T:
+        """``send`` again until it gets through, after it failed with ``first``, waiting
+        out passing conditions for ``ride_through`` seconds. A full Redis (or one that
+        cannot save) is no passing condition: it raises at once, as does a client that
+        never reached Redis (a wrong URL is not an outage)."""
         deadline = time.monotonic() + (self.ride_through if self._reached else 0)
-        failures = 0
+        exc, failures = first, 0
         while True:
+            failures += 1
+            await anyio.sleep(self._ride_delay(exc, deadline, failures))
             try:
                 result = await send()
-            except Exception as exc:
-                cond = condition(exc)
-                left = deadline - time.monotonic()
-                if cond is None or cond in _LASTING:
-                    raise
-                if left <= 0:
-                    if cond is Condition.UNREACHABLE:
-                        raise RedisUnavailable(
-                            f"{MEANING[cond]} for {self.ride_through} s (ride_through):"
-                            f" not enqueued ({exc})"
-                        ) from exc
-                    raise
-                failures += 1
-                await anyio.sleep(min(backoff(failures, cond), left))
+            except Exception as again:
+                exc = again
             else:
                 self._reached = True
                 return result
+
+    def _ride_delay(self, exc: Exception, deadline: float, failures: int) -> float:
+        """How long to wait before sending again after ``exc``; raises what cannot be
+        ridden through, or :class:`~rota.RedisUnavailable` once ``deadline`` passed."""
+        cond = condition(exc)
+        left = deadline - time.monotonic()
+        if cond is None or cond in _LASTING:
+            raise exc
+        if left <= 0:
+            if cond is Condition.UNREACHABLE:
+                raise RedisUnavailable(
+                    f"{MEANING[cond]} for {self.ride_through} s (ride_through):"
+                    f" not enqueued ({exc})"
+                ) from exc
+            raise exc
+        return min(backoff(failures, cond), left)
 
     async def _enqueue_rows(
         self, rows: list[EnqueueRow], conn: Redis | None = None

@@ -36,6 +36,7 @@ LAYERS: dict[str, int] = {
     "rota.outage": 1,
     "rota.access": 1,
     "rota.topology": 1,
+    "rota.sentinel": 1,
     "rota.acl": 0,
     "rota.client": 2,
     "rota.spec": 2,

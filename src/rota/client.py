@@ -31,6 +31,7 @@ from rota.reads import Reads
 from rota.redis.conn import Conn, RedisPyConn
 from rota.redis.connection import connect
 from rota.redis.link import Link
+from rota.sentinel import follow_primary
 from rota.spec import Enqueued, JobSpec, delay_seconds, to_row
 from rota.topology import wait_replicas
 from rota.workflow import Group, GroupProgress
@@ -143,6 +144,13 @@ class Client(Reads, Operations):
         """The pipelined connection of the hot path (see :mod:`rota.redis.link`), one per client;
         None when it could not be derived from the redis-py client (then ``redis`` serves)."""
         return self._link
+
+    async def follow_primary(self) -> None:
+        """Under Sentinel, until cancelled: leave the old primary the moment the sentinels
+        announce a new one, so that no enqueue goes to a server about to be demoted (see
+        :mod:`rota.sentinel`). Returns at once for any other Redis. A long-lived producer
+        runs it beside its work: ``tg.start_soon(client.follow_primary)``."""
+        await follow_primary(self.redis)
 
     async def close(self) -> None:
         """Close the link; and the redis-py client too when this client made it."""

@@ -284,12 +284,16 @@ class Watch:
             **details,
         )
 
+    def wake(self) -> None:
+        """The tasks waiting to try again try now (the sentinels named a new primary)."""
+        self._answered.set()
+        self._answered = anyio.Event()
+
     def ok(self, task: str) -> None:
         """Note that ``task`` got through; the last one to do so ends the condition."""
         if not self._failing or self._failing.pop(task, None) is None:
             return
-        self._answered.set()  # the tasks still waiting try again now
-        self._answered = anyio.Event()
+        self.wake()  # the tasks still waiting try again now
         if self._failing:
             return
         if self.current is not None:

@@ -45,11 +45,12 @@ import redis.exceptions as errors
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
+from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.crc import key_slot
 
 from rota.errors import ConfigError
+from rota.sentinel import SentinelPool
 
 __all__ = [
     "CLUSTER",
@@ -158,22 +159,6 @@ def sentinel_url(base: str, sentinels: str, service: str, sentinel_password: str
     return url
 
 
-class SentinelPool(SentinelConnectionPool):
-    """redis-py's pool of the Sentinel primary, with the ``locate`` a Link uses."""
-
-    async def locate(self) -> tuple[str, int]:
-        host, port = await self.get_master_address()  # type: ignore[no-untyped-call]
-        return str(host), int(port)
-
-    async def disconnect(self, inuse_connections: bool = True) -> None:
-        """Close the connections, and when the client closes (every connection) the
-        ones to the sentinels too."""
-        await super().disconnect(inuse_connections)
-        if inuse_connections:
-            for sentinel in self.sentinel_manager.sentinels:
-                await sentinel.connection_pool.disconnect()
-
-
 class SlotOwnerConnection(Connection):
     """A connection to the node that owns its pool's slot; see the module's docstring."""
 
@@ -183,11 +168,18 @@ class SlotOwnerConnection(Connection):
 
     async def _connect(self) -> None:
         self.host, self.port = await self.owner_pool.locate()
-        await super()._connect()  # type: ignore[no-untyped-call]
+        try:
+            await super()._connect()  # type: ignore[no-untyped-call]
+        except (OSError, errors.ConnectionError, errors.TimeoutError):
+            self.owner_pool.lost((self.host, self.port))
+            raise
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return await super().read_response(*args, **kwargs)
+        except (OSError, errors.ConnectionError):
+            self.owner_pool.lost((str(self.host), int(self.port)))
+            raise
         except errors.MovedError as exc:  # not ASK: see the module's docstring
             self.owner_pool.forget()
             await self.disconnect()
@@ -208,10 +200,20 @@ class SlotOwnerPool(ConnectionPool):
         self._owner: tuple[str, int] | None = None
         self._located = 0.0
         self._locating: asyncio.Lock | None = None
+        self._lost: tuple[str, int] | None = None  # the owner last found unreachable
 
     def forget(self) -> None:
         """The owner moved: the next connection asks the cluster again."""
         self._owner = None
+
+    def lost(self, where: tuple[str, int]) -> None:
+        """A connection to ``where`` failed: if it is the owner, the next connection asks
+        the cluster again instead of trusting it for the rest of its time, and prefers a
+        node's answer that names another owner (a replica that took over says so before
+        gossip has told every node): a pool is back within a probe of the promotion."""
+        self._lost = where
+        if self._owner == where:
+            self._owner = None
 
     async def locate(self) -> tuple[str, int]:
         """The primary that owns the slot, as the first node that answers says."""
@@ -228,39 +230,50 @@ class SlotOwnerPool(ConnectionPool):
             return found
 
     async def _ask(self) -> tuple[str, int]:
-        kw = self.connection_kwargs
-        problems = []
-        for host, port in list(self.nodes):
-            node = Redis(
-                host=host,
-                port=port,
-                username=kw.get("username"),
-                password=kw.get("password"),
-                socket_connect_timeout=min(2.0, kw.get("socket_connect_timeout") or 2.0),
-                socket_timeout=min(2.0, kw.get("socket_timeout") or 2.0),
-                retry=Retry(NoBackoff(), 0),
+        """Every known node is asked at once (and each answer awaited: none is cancelled
+        halfway); an answer naming an owner other than the one last found unreachable
+        wins, else any answer (that owner came back)."""
+        problems: list[str] = []
+        nodes = list(self.nodes)
+        owners = await asyncio.gather(*(self._ask_node(h, p, problems) for h, p in nodes))
+        found = [o for o in owners if o is not None]
+        if not found:
+            raise errors.ConnectionError(
+                f"no cluster node names the owner of slot {self.slot}: " + "; ".join(problems)
             )
-            try:
-                ranges = await node.execute_command("CLUSTER SLOTS")  # type: ignore[no-untyped-call]
-            except (errors.ConnectionError, errors.TimeoutError, errors.ResponseError) as exc:
-                problems.append(f"{host}:{port}: {exc}")
-                continue
-            finally:
-                await node.aclose()
-            owner = None
-            for start, end, primary, *replicas in ranges:
-                for entry in (primary, *replicas):
-                    where = (_text(entry[0]) or host, int(entry[1]))
-                    if where not in self.nodes:
-                        self.nodes.append(where)
-                if int(start) <= self.slot <= int(end):
-                    owner = (_text(primary[0]) or host, int(primary[1]))
-            if owner is not None:
-                return owner
-            problems.append(f"{host}:{port}: no node serves slot {self.slot}")
-        raise errors.ConnectionError(
-            f"no cluster node names the owner of slot {self.slot}: " + "; ".join(problems)
+        return next((o for o in found if o != self._lost), found[0])
+
+    async def _ask_node(self, host: str, port: int, problems: list[str]) -> tuple[str, int] | None:
+        """The owner of the slot as the node ``host:port`` says (``CLUSTER SLOTS``, which
+        6.2 to 8 answer), learning the nodes it names; None when it cannot say."""
+        kw = self.connection_kwargs
+        node = Redis(
+            host=host,
+            port=port,
+            username=kw.get("username"),
+            password=kw.get("password"),
+            socket_connect_timeout=min(2.0, kw.get("socket_connect_timeout") or 2.0),
+            socket_timeout=min(2.0, kw.get("socket_timeout") or 2.0),
+            retry=Retry(NoBackoff(), 0),
         )
+        try:
+            ranges = await node.execute_command("CLUSTER SLOTS")  # type: ignore[no-untyped-call]
+        except (errors.ConnectionError, errors.TimeoutError, errors.ResponseError) as exc:
+            problems.append(f"{host}:{port}: {exc}")
+            return None
+        finally:
+            await node.aclose()
+        owner = None
+        for start, end, primary, *replicas in ranges:
+            for entry in (primary, *replicas):
+                where = (_text(entry[0]) or host, int(entry[1]))
+                if where not in self.nodes:
+                    self.nodes.append(where)
+            if int(start) <= self.slot <= int(end):
+                owner = (_text(primary[0]) or host, int(primary[1]))
+        if owner is None:
+            problems.append(f"{host}:{port}: no node serves slot {self.slot}")
+        return owner
 
 
 def _text(value: Any) -> str:

@@ -38,6 +38,7 @@ import asyncio
 import math
 import socket
 import ssl
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Final, Self
@@ -79,6 +80,7 @@ class Link:
         socket_keepalive: bool = True,
         client_name: str | None = None,
         locate: Callable[[], Awaitable[tuple[str, int]]] | None = None,
+        lost: Callable[[tuple[str, int]], None] | None = None,
     ) -> None:
         self.host, self.port, self.path, self.db = host, port, path, db
         self.username, self.password, self.client_name = username, password, client_name
@@ -87,6 +89,7 @@ class Link:
         self.socket_timeout = socket_timeout
         self.socket_keepalive = socket_keepalive and path is None
         self.locate = locate  # where to connect, asked at every connect (Sentinel, Cluster)
+        self.lost = lost  # told the address a connect failed to reach (Cluster)
         self._conn: Wire | None = None
         self._connecting: asyncio.Task[Wire] | None = None
 
@@ -123,7 +126,7 @@ class Link:
         conn: Any = pool.connection_class(**pool.connection_kwargs)
         if conn.credential_provider is not None:
             raise ValueError("no Link for a credential provider")
-        return cls(
+        link = cls(
             getattr(conn, "host", "localhost"),
             getattr(conn, "port", 6379),
             path=getattr(conn, "path", None),
@@ -136,7 +139,11 @@ class Link:
             socket_keepalive=bool(getattr(conn, "socket_keepalive", False)),
             client_name=conn.client_name,
             locate=locate,
+            lost=getattr(pool, "lost", None),
         )
+        if locate is not None and hasattr(pool, "sentinel_manager"):  # see rota.sentinel
+            vars(pool).setdefault("links", weakref.WeakSet()).add(link)
+        return link
 
     def __repr__(self) -> str:
         where = f"unix://{self.path}" if self.path else f"{self.host}:{self.port}"
@@ -180,6 +187,13 @@ class Link:
             return int(await self.execute_command("CLIENT", "ID"))
         except errors.ResponseError:
             return 0
+
+    def drop(self, reason: str) -> None:
+        """Close the connection now: the commands waiting on it fail as on a lost
+        connection, and the next one connects again (asking ``locate`` where)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.abort(errors.ConnectionError(reason))
 
     async def aclose(self) -> None:
         """Close the connection; pending calls fail with ConnectionError. Safe to call
@@ -263,6 +277,8 @@ class Link:
         except BaseException as exc:
             if conn is not None:
                 conn.abort(errors.ConnectionError("Redis handshake failed"))
+            if self.lost is not None and isinstance(exc, OSError | TimeoutError):
+                self.lost((self.host, self.port))
             if isinstance(exc, TimeoutError):
                 raise errors.TimeoutError(f"Timeout connecting to Redis at {where}") from None
             if isinstance(exc, OSError):

@@ -9,6 +9,7 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Final
 
+import anyio
 import redis.exceptions
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -135,10 +136,17 @@ _HANDLERS: Final[dict[Any, Any]] = {
 
 
 @contextlib.asynccontextmanager
-async def _lifespan(app: Starlette, closing: list[Client]) -> AsyncIterator[None]:
-    """Close the clients the app made when it stops."""
+async def _lifespan(
+    app: Starlette, closing: list[Client], following: list[Client]
+) -> AsyncIterator[None]:
+    """Follow a Sentinel failover while the app runs (see :mod:`rota.sentinel`), and close
+    the clients the app made when it stops."""
     try:
-        yield
+        async with anyio.create_task_group() as tg:
+            for each in following:
+                tg.start_soon(each.follow_primary)
+            yield
+            tg.cancel_scope.cancel()
     finally:
         for each in closing:
             await each.close()
@@ -197,7 +205,9 @@ def create_app(
         ],
         exception_handlers=_HANDLERS,
         lifespan=functools.partial(
-            _lifespan, closing=[*others.values(), *([client] if own else [])]
+            _lifespan,
+            closing=[*others.values(), *([client] if own else [])],
+            following=[client, *others.values()],
         ),
     )
     app.state.rota = state

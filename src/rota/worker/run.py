@@ -22,6 +22,7 @@ from rota.config import describe
 from rota.outage import MEANING, condition
 from rota.protocol.job import Reason
 from rota.protocol.rows import Outcome
+from rota.sentinel import follow_primary
 from rota.worker.acker import Acker
 from rota.worker.fetcher import Fetcher
 from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
@@ -102,6 +103,7 @@ class PoolRun:
                 bg.start_soon(self.heartbeat.run)
                 bg.start_soon(Reaper(rt).run)
                 bg.start_soon(Scheduler(rt, self.periodic).run)
+                bg.start_soon(follow_primary, rt.redis, rt.watch.wake)
 
     async def _run_fetcher(self) -> None:
         try:

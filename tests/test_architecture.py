@@ -184,6 +184,35 @@ def test_every_type_a_public_method_returns_is_exported() -> None:
     assert not missing, sorted(missing)
 
 
-def test_the_old_name_of_enqueued_still_answers_with_a_warning() -> None:
-    with pytest.warns(DeprecationWarning, match="rota.Enqueued"):
-        assert rota.Job is rota.Enqueued
+def _all_imports(path: Path) -> set[str]:
+    """The rota modules ``path`` imports, those for type checking only included."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name in MODULES}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                found.add(sub if sub in MODULES else node.module)
+    return {m for m in found if m in MODULES and m != "rota"}
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    """No circle of imports, type-checking ones included, inside a layer or across."""
+    graph = {_module(p): _all_imports(p) - {_module(p)} for p in SOURCES if _module(p) != "rota"}
+    circles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                circles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert circles == [], "import circles:\n" + "\n".join(" -> ".join(c) for c in circles)

@@ -221,18 +221,32 @@ async def test_wait_returns_results_and_raises_for_failures(
     client: Client, redis_url: str, namespace: str
 ) -> None:
     pool = WorkerPool(settings=pool_settings(redis_url, namespace))  # keep_result=0
+    go = anyio.Event()
 
     @pool.job(max_fails=1)
     async def maybe(ctx: JobContext, ok: bool) -> dict[str, bool]:
-        await anyio.sleep(0.05)
         if not ok:
             raise ValueError("said no")
+        await go.wait()  # the wait has begun: the result is kept for no one else
         return {"ok": True}
 
     good = await client.enqueue("maybe", ok=True)
     bad = await client.enqueue("maybe", ok=False)
     async with pool.running():
-        assert await client.wait(good.id, timeout=5) == {"ok": True}
+        result: list[object] = []
+
+        async def waiting() -> None:
+            result.append(await client.wait(good.id, timeout=5))
+
+        async def subscribed() -> bool:
+            counts = await client.redis.pubsub_numsub(client.keys.done(good.id))
+            return bool(counts[0][1])
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiting)
+            await wait_until(subscribed, within=5)
+            go.set()
+        assert result == [{"ok": True}]
         with pytest.raises(rota.JobFailed) as info:
             await client.wait(bad.id, timeout=5)
         assert (info.value.state, info.value.reason) == ("dead", "error")

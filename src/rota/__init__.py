@@ -26,7 +26,7 @@ from rota.errors import (
 )
 from rota.protocol.job import JobRecord, Reason, State
 from rota.status import Bucket, Found, History, LivePool, PoolJob
-from rota.workflow import Group, GroupProgress
+from rota.workflow import Group, GroupProgress, Related
 
 if TYPE_CHECKING:
     from rota.worker.context import JobContext
@@ -36,41 +36,49 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Abort",
-    "Bucket",
+__all__ = [  # noqa: RUF022 (grouped by use, as the comments say)
+    "__version__",
+    # -- producing and reading: the client and what it takes and returns
     "Client",
-    "ConfigError",
     "Enqueued",
-    "Found",
     "Group",
     "GroupProgress",
-    "History",
-    "InvalidArgs",
-    "JobContext",
-    "JobFailed",
-    "JobNotFound",
     "JobRecord",
     "JobSpec",
-    "Lifespan",
-    "LivePool",
-    "Middleware",
-    "NotReplicated",
-    "Page",
-    "PayloadTooLarge",
-    "PoolJob",
-    "PoolRuntime",
-    "QueueInfo",
     "Reason",
+    "Related",
+    "State",
+    # -- operating: what the client's views of queues, pools and history return
+    "Bucket",
+    "Found",
+    "History",
+    "LivePool",
+    "Page",
+    "PoolJob",
+    "QueueInfo",
+    "RunningJob",
+    # -- running jobs: the pool, a handler's context, middleware (loaded on first use)
+    "JobContext",
+    "Lifespan",
+    "Middleware",
+    "WorkerPool",
+    # -- what ``WorkerPool.running`` yields: the state the pool's tasks share, for tests
+    "PoolRuntime",
+    # -- what a handler raises to steer its job
+    "Abort",
+    "Retry",
+    # -- errors a caller catches
+    "ConfigError",
+    "InvalidArgs",
+    "JobFailed",
+    "JobNotFound",
+    "NotReplicated",
+    "PayloadTooLarge",
     "RedisRefused",
     "RedisUnavailable",
-    "Retry",
     "RotaError",
-    "RunningJob",
+    # -- settings
     "Settings",
-    "State",
-    "WorkerPool",
-    "__version__",
     "load_settings",
 ]
 
@@ -87,16 +95,6 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    if name == "Job":
-        import warnings
-
-        warnings.warn(
-            "rota.Job is now rota.Enqueued (what an enqueue returns; the stored job is"
-            " rota.JobRecord)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return Enqueued
     if name in _LAZY:
         import importlib
 

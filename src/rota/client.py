@@ -17,7 +17,7 @@ import msgspec
 import redis.exceptions
 from redis.asyncio import Redis
 
-from rota import tracing, workflow
+from rota import tracing
 from rota.access import connect_to
 from rota.config import Settings
 from rota.errors import JobNotFound, NotReplicated, RedisUnavailable
@@ -34,7 +34,7 @@ from rota.redis.link import Link
 from rota.sentinel import follow_primary
 from rota.spec import Enqueued, JobSpec, delay_seconds, to_row
 from rota.topology import wait_replicas
-from rota.workflow import Group, GroupProgress
+from rota.workflow import Workflows
 
 T = TypeVar("T")
 
@@ -59,7 +59,7 @@ _NAME_RE = NAME_RE
 _DEFAULT_MAX_ARGS = 512 * 1024
 
 
-class Client(Reads, Operations):
+class Client(Reads, Operations, Workflows):
     """Enqueue and inspect jobs of one namespace.
 
     >>> client = Client.from_url("redis://localhost:6379/0")
@@ -351,34 +351,6 @@ class Client(Reads, Operations):
     ) -> EnqueueRow:
         """The row of one job, checked (see :func:`rota.spec.to_row`)."""
         return to_row(spec, self.max_args_bytes, self.unique_ttl, group, waits_group, group_size)
-
-    # -- workflows (rota.workflow) -------------------------------------------------
-
-    async def chain(self, specs: Sequence[JobSpec]) -> list[Enqueued]:
-        """Enqueue jobs that run one after the other, in one round trip."""
-        return await workflow.chain(self, specs)
-
-    async def group(
-        self, specs: Sequence[JobSpec], then: JobSpec | None = None, *, group_id: str | None = None
-    ) -> Group:
-        """Enqueue jobs as a group, and ``then`` once all of them completed; the same
-        call again resumes a send cut short (see :func:`rota.workflow.group`)."""
-        return await workflow.group(self, specs, then, group_id=group_id)
-
-    async def group_progress(self, group_id: str) -> GroupProgress:
-        """A group's total, done and failed members, and its callback."""
-        return await workflow.group_progress(self, group_id)
-
-    async def group_members(self, group_id: str, offset: int = 0, count: int = 100) -> list[str]:
-        return await workflow.group_members(self, group_id, offset, count)
-
-    async def dependency_results(self, job_id: str) -> dict[str, Any]:
-        """The results of the jobs ``job_id`` waited for, by id (``ctx.parent_results``)."""
-        return await workflow.dependency_results(self, job_id)
-
-    async def children(self, job_id: str) -> list[str]:
-        """Ids of the jobs enqueued after ``job_id``."""
-        return await workflow.children(self, job_id)
 
 
 async def durable_enqueue(client: Client, rows: list[EnqueueRow], replicas: int) -> list[Enqueued]:

@@ -10,8 +10,9 @@ and no timer is involved (see docs/protocol.md, "Workflows"). On top of that:
   that completes the group queues the callback. A member that ends dead or aborted
   makes the callback dead (``dependency_failed``).
 
-The functions here take a :class:`~rota.client.Client`; the client's methods of the
-same names call them.
+:class:`Workflows` is a base of :class:`rota.Client` (as :class:`rota.reads.Reads` is):
+the client provides the connection, the keys and the enqueue of rows, so that this
+module needs nothing of the client's.
 """
 
 from __future__ import annotations
@@ -35,9 +36,12 @@ from rota.protocol.job import (
     reply_text,
     state_text,
 )
+from rota.scripted import Scripted
 
 if TYPE_CHECKING:
-    from rota.client import Client, Enqueued, JobSpec
+    from rota.protocol.rows import EnqueueRow
+    from rota.redis.conn import Conn
+    from rota.spec import Enqueued, JobSpec
 
 __all__ = [
     "MISSING",
@@ -45,13 +49,9 @@ __all__ = [
     "Group",
     "GroupProgress",
     "Related",
-    "chain",
-    "dependency_results",
-    "group",
-    "group_progress",
+    "Workflows",
     "pipelined",
     "read_related",
-    "related",
 ]
 
 #: The state shown for a related job whose record is gone (expired, or deleted).
@@ -126,65 +126,6 @@ def _no_unique(specs: Sequence[JobSpec], what: str) -> None:
             raise ValueError(f"{what}: unique keys are not supported inside a {what}")
 
 
-async def chain(client: Client, specs: Sequence[JobSpec]) -> list[Enqueued]:
-    """Enqueue ``specs`` so that each runs after the one before completes (and after its
-    own ``after``), in one round trip. A step that ends dead or aborted makes the rest
-    dead with reason ``dependency_failed``."""
-    _no_unique(specs, "chain")
-    linked: list[JobSpec] = []
-    previous: str | None = None
-    for spec in specs:
-        job_id = spec.job_id or new_id()
-        after = spec.after if previous is None else (*spec.after, previous)
-        linked.append(msgspec.structs.replace(spec, job_id=job_id, after=after))
-        previous = job_id
-    return await client.enqueue_many(linked)
-
-
-async def group(
-    client: Client,
-    specs: Sequence[JobSpec],
-    then: JobSpec | None = None,
-    *,
-    group_id: str | None = None,
-) -> Group:
-    """Enqueue ``specs`` as one group, and ``then`` to run once every member completed
-    (dead if one ends dead or aborted); its ``ctx.parent_results`` holds the members'
-    results. One round trip whatever the size.
-
-    A group is all its members or none of its callback: it completes only when as many
-    members as ``specs`` holds have ended, so a send cut short (the producer killed
-    half-way through a large group) leaves it waiting, and the same call again writes
-    the members that are missing into the same group, skips those written, and the
-    callback runs once, with every result. For that the call must name the same jobs:
-    give ``group_id`` (members without a ``job_id`` are then ``<group_id>-<n>``), or a
-    ``job_id`` to every member (the group's id is then derived from them). The
-    callback without a ``job_id`` is ``<group id>-then``. Without either, each call
-    makes a new group.
-    """
-    if not specs:
-        raise ValueError("group: give at least one job")
-    _no_unique([*specs, *([then] if then else [])], "group")
-    if group_id is not None and not (NAME_RE.match(group_id) and len(group_id) <= 100):
-        raise ValueError(f"group: invalid group id {group_id!r} (up to 100 of A-Z a-z 0-9 _ . : -)")
-    gid = group_id or _group_id(specs)
-    if group_id is not None:
-        specs = [
-            s if s.job_id else msgspec.structs.replace(s, job_id=f"{gid}-{i}")
-            for i, s in enumerate(specs)
-        ]
-    rows = [client._enqueue_args(s, group=gid, group_size=len(specs)) for s in specs]
-    if len({r.id for r in rows}) < len(rows):
-        raise ValueError("group: a job id is given twice")
-    if then is not None:
-        then = then if then.job_id else msgspec.structs.replace(then, job_id=f"{gid}-then")
-        rows.append(client._enqueue_args(then, waits_group=gid))
-    jobs = await client._enqueue_rows(rows)
-    if then is None:
-        return Group(gid, jobs)
-    return Group(gid, jobs[:-1], jobs[-1])
-
-
 def _group_id(specs: Sequence[JobSpec]) -> str:
     """The id of a group whose members all have a ``job_id``, derived from them (the
     same jobs make the same group, so the call can be repeated); a new one otherwise."""
@@ -225,34 +166,6 @@ def read_related(job_id: str, row: Any) -> Related:
     return Related(job_id, field_text(row[0]), state_text(row[1], row[0]))
 
 
-async def related(client: Client, ids: Sequence[str]) -> list[Related]:
-    """Each job's name and state, in one round trip."""
-    if not ids:
-        return []
-    pipe = client.redis.pipeline(transaction=False)
-    for job_id in ids:
-        pipe.hmget(client.keys.job(job_id), *RELATED_FIELDS)
-    rows = await pipe.execute(raise_on_error=False)
-    return [read_related(i, row) for i, row in zip(ids, rows, strict=True)]
-
-
-async def group_progress(client: Client, group_id: str) -> GroupProgress:
-    """The counters of a group (readable for 7 days after its last member finished)."""
-    raw = await client.redis.hmget(client.keys.group(group_id), GroupProgress.FIELDS)
-    progress = GroupProgress.read(group_id, raw)
-    if progress is None:
-        raise JobNotFound(f"no group {group_id!r} (never enqueued, or expired)")
-    return progress
-
-
-async def group_members(
-    client: Client, group_id: str, offset: int = 0, count: int = 100
-) -> list[str]:
-    """Ids of a group's members, in the order they were enqueued."""
-    raw = await client.redis.lrange(client.keys.group_members(group_id), offset, offset + count - 1)
-    return [reply_text(r) for r in raw]
-
-
 def _decode(text: bytes | str) -> Any:
     try:
         return msgspec.json.decode(text)
@@ -260,38 +173,139 @@ def _decode(text: bytes | str) -> Any:
         return reply_text(text)  # written by hand, not JSON: handed over as text
 
 
-async def dependency_results(client: Client, job_id: str) -> dict[str, Any]:
-    """The results of the jobs ``job_id`` waited for, by id: its parents' (copied into
-    its record as each completed) in the order of ``after``, then, for a group's
-    callback, the members' in the order they were enqueued."""
-    key = client.keys.job(job_id)
-    reply = await client.conn.execute_command("HGETALL", key)  # no pool checkout per job
-    # A Link answers the flat list of the wire, redis-py a dict.
-    pairs = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
-    raw = {reply_text(k): v for k, v in pairs}
-    out = {
-        p: _decode(raw["r:" + p])
-        for p in reply_text(raw.get("after", b"")).split()
-        if "r:" + p in raw
-    }
-    out.update({k[2:]: _decode(v) for k, v in raw.items() if k.startswith("r:")})
-    gid = raw.get("waits_group")
-    if gid:
-        async with client.redis.pipeline(transaction=False) as pipe:
-            pipe.lrange(client.keys.group_members(reply_text(gid)), 0, -1)
-            pipe.hgetall(client.keys.group_results(reply_text(gid)))
-            order, results = await pipe.execute()
-        members = {reply_text(k): v for k, v in results.items()}
-        out.update(
-            {
-                reply_text(m): _decode(members[reply_text(m)])
-                for m in order
-                if reply_text(m) in members
-            }
+class Workflows(Scripted):
+    """Chains, groups and what a dependent job reads; a base of :class:`rota.Client`,
+    which provides what is declared here."""
+
+    conn: Conn
+
+    if TYPE_CHECKING:  # the client's
+
+        async def enqueue_many(
+            self, specs: Sequence[JobSpec], *, durable: bool | int | None = None
+        ) -> list[Enqueued]: ...
+
+        def _enqueue_args(
+            self, spec: JobSpec, group: str = "", waits_group: str = "", group_size: int = 0
+        ) -> EnqueueRow: ...
+
+        async def _enqueue_rows(self, rows: list[EnqueueRow]) -> list[Enqueued]: ...
+
+    async def chain(self, specs: Sequence[JobSpec]) -> list[Enqueued]:
+        """Enqueue ``specs`` so that each runs after the one before completes (and after its
+        own ``after``), in one round trip. A step that ends dead or aborted makes the rest
+        dead with reason ``dependency_failed``."""
+        _no_unique(specs, "chain")
+        linked: list[JobSpec] = []
+        previous: str | None = None
+        for spec in specs:
+            job_id = spec.job_id or new_id()
+            after = spec.after if previous is None else (*spec.after, previous)
+            linked.append(msgspec.structs.replace(spec, job_id=job_id, after=after))
+            previous = job_id
+        return await self.enqueue_many(linked)
+
+    async def group(
+        self,
+        specs: Sequence[JobSpec],
+        then: JobSpec | None = None,
+        *,
+        group_id: str | None = None,
+    ) -> Group:
+        """Enqueue ``specs`` as one group, and ``then`` to run once every member completed
+        (dead if one ends dead or aborted); its ``ctx.parent_results`` holds the members'
+        results. One round trip whatever the size.
+
+        A group is all its members or none of its callback: it completes only when as many
+        members as ``specs`` holds have ended, so a send cut short (the producer killed
+        half-way through a large group) leaves it waiting, and the same call again writes
+        the members that are missing into the same group, skips those written, and the
+        callback runs once, with every result. For that the call must name the same jobs:
+        give ``group_id`` (members without a ``job_id`` are then ``<group_id>-<n>``), or a
+        ``job_id`` to every member (the group's id is then derived from them). The
+        callback without a ``job_id`` is ``<group id>-then``. Without either, each call
+        makes a new group.
+        """
+        if not specs:
+            raise ValueError("group: give at least one job")
+        _no_unique([*specs, *([then] if then else [])], "group")
+        if group_id is not None and not (NAME_RE.match(group_id) and len(group_id) <= 100):
+            raise ValueError(
+                f"group: invalid group id {group_id!r} (up to 100 of A-Z a-z 0-9 _ . : -)"
+            )
+        gid = group_id or _group_id(specs)
+        if group_id is not None:
+            specs = [
+                s if s.job_id else msgspec.structs.replace(s, job_id=f"{gid}-{i}")
+                for i, s in enumerate(specs)
+            ]
+        rows = [self._enqueue_args(s, group=gid, group_size=len(specs)) for s in specs]
+        if len({r.id for r in rows}) < len(rows):
+            raise ValueError("group: a job id is given twice")
+        if then is not None:
+            then = then if then.job_id else msgspec.structs.replace(then, job_id=f"{gid}-then")
+            rows.append(self._enqueue_args(then, waits_group=gid))
+        jobs = await self._enqueue_rows(rows)
+        if then is None:
+            return Group(gid, jobs)
+        return Group(gid, jobs[:-1], jobs[-1])
+
+    async def related(self, ids: Sequence[str]) -> list[Related]:
+        """Each job's name and state, in one round trip."""
+        if not ids:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for job_id in ids:
+            pipe.hmget(self.keys.job(job_id), *RELATED_FIELDS)
+        rows = await pipe.execute(raise_on_error=False)
+        return [read_related(i, row) for i, row in zip(ids, rows, strict=True)]
+
+    async def group_progress(self, group_id: str) -> GroupProgress:
+        """The counters of a group (readable for 7 days after its last member finished)."""
+        raw = await self.redis.hmget(self.keys.group(group_id), GroupProgress.FIELDS)
+        progress = GroupProgress.read(group_id, raw)
+        if progress is None:
+            raise JobNotFound(f"no group {group_id!r} (never enqueued, or expired)")
+        return progress
+
+    async def group_members(self, group_id: str, offset: int = 0, count: int = 100) -> list[str]:
+        """Ids of a group's members, in the order they were enqueued."""
+        raw = await self.redis.lrange(self.keys.group_members(group_id), offset, offset + count - 1)
+        return [reply_text(r) for r in raw]
+
+    async def dependency_results(self, job_id: str) -> dict[str, Any]:
+        """The results of the jobs ``job_id`` waited for, by id: its parents' (copied into
+        its record as each completed) in the order of ``after``, then, for a group's
+        callback, the members' in the order they were enqueued."""
+        key = self.keys.job(job_id)
+        reply = await self.conn.execute_command("HGETALL", key)  # no pool checkout per job
+        # A Link answers the flat list of the wire, redis-py a dict.
+        pairs = (
+            reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
         )
-    return out
+        raw = {reply_text(k): v for k, v in pairs}
+        out = {
+            p: _decode(raw["r:" + p])
+            for p in reply_text(raw.get("after", b"")).split()
+            if "r:" + p in raw
+        }
+        out.update({k[2:]: _decode(v) for k, v in raw.items() if k.startswith("r:")})
+        gid = raw.get("waits_group")
+        if gid:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.lrange(self.keys.group_members(reply_text(gid)), 0, -1)
+                pipe.hgetall(self.keys.group_results(reply_text(gid)))
+                order, results = await pipe.execute()
+            members = {reply_text(k): v for k, v in results.items()}
+            out.update(
+                {
+                    reply_text(m): _decode(members[reply_text(m)])
+                    for m in order
+                    if reply_text(m) in members
+                }
+            )
+        return out
 
-
-async def children(client: Client, job_id: str) -> list[str]:
-    """Ids of the jobs enqueued after ``job_id`` (kept as long as its record)."""
-    return sorted(reply_text(m) for m in await client.redis.smembers(client.keys.children(job_id)))
+    async def children(self, job_id: str) -> list[str]:
+        """Ids of the jobs enqueued after ``job_id`` (kept as long as its record)."""
+        return sorted(reply_text(m) for m in await self.redis.smembers(self.keys.children(job_id)))

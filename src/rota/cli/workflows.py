@@ -9,7 +9,6 @@ from typing import Any
 import click
 import msgspec
 
-from rota import workflow
 from rota.cli.common import ExitError, connection_options, page_options, with_client
 from rota.cli.output import echo_json, print_table, when
 from rota.client import Client
@@ -23,8 +22,8 @@ __all__ = ["group", "related", "relations"]
 
 async def related(client: Client, ids: Sequence[str]) -> list[dict[str, Any]]:
     """``{id, name, state}`` of each job, in one round trip (a job with no record is
-    ``missing``: see :func:`rota.workflow.related`)."""
-    return [msgspec.structs.asdict(r) for r in await workflow.related(client, ids)]
+    ``missing``: see :meth:`rota.Client.related`)."""
+    return [msgspec.structs.asdict(r) for r in await client.related(ids)]
 
 
 async def _group_progress(client: Client, group_id: str | None) -> GroupProgress | None:

@@ -22,7 +22,6 @@ from rota.workflow import (
     Related,
     pipelined,
     read_related,
-    related,
 )
 
 __all__ = [
@@ -126,7 +125,7 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
     parents, children, progress = await _ties(client, record, kids[:CHILDREN_LIMIT])
     callback = None
     if record.group and progress is not None and progress.then:
-        (callback,) = await related(client, [progress.then])
+        (callback,) = await client.related([progress.then])
     args, args_text = _pretty(record.args)
     result, result_text = _pretty(record.result)
     detail = b.mirror(  # the record's times, in ms
@@ -185,7 +184,7 @@ async def group_detail(
     if progress is None:
         return None
     ids = [reply_text(m) for m in pipelined(members) or ()]
-    found = await related(client, ids + ([progress.then] if progress.then else []))
+    found = await client.related(ids + ([progress.then] if progress.then else []))
     failed = await _failed_members(client, group_id) if progress.failed else []
     return b.mirror(
         b.Group,
@@ -210,7 +209,7 @@ async def _failed_members(client: Client, group_id: str) -> list[Related]:
     key = client.keys.group_members(group_id)
     for start in range(0, _FAILED_SCAN, 500):
         chunk = [reply_text(m) for m in await client.redis.lrange(key, start, start + 499)]
-        out += [r for r in await related(client, chunk) if r.state in ("dead", "aborted")]
+        out += [r for r in await client.related(chunk) if r.state in ("dead", "aborted")]
         if len(chunk) < 500 or len(out) >= _FAILED_SHOWN:
             break
     return out[:_FAILED_SHOWN]

@@ -22,7 +22,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from rota.worker.runtime import Fetched
+    from rota.protocol.rows import Fetched
 
 __all__ = ["PREFETCH_BELOW", "Handoff"]
 

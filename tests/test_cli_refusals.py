@@ -11,7 +11,7 @@ import pytest
 import redis
 import redis.exceptions
 
-from rota.outage import MEANING, Condition
+from rota.redis.outage import MEANING, Condition
 from tests.cli_helpers import rota_env, run_rota
 from tests.helpers import fill_up
 from tests.redis_server import RedisServer, free_port

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rota.access import redis_options
 from rota.config import load_settings
 from rota.errors import ConfigError
+from rota.redis.access import redis_options
 
 
 def test_a_secret_comes_from_its_variable_or_its_file(tmp_path: Path) -> None:

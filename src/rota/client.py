@@ -18,22 +18,22 @@ import redis.exceptions
 from redis.asyncio import Redis
 
 from rota import tracing
-from rota.access import connect_to
 from rota.config import Settings
 from rota.errors import JobNotFound, NotReplicated, RedisUnavailable
 from rota.operations import Bucket, History, Operations, Page, QueueInfo, RunningJob
-from rota.outage import MEANING, Condition, backoff, condition, refused
 from rota.protocol.job import NAME_RE, JobSet, now_ms, reply_text, validate_name
 from rota.protocol.keys import Keys
 from rota.protocol.rows import EnqueueRow
 from rota.protocol.scripts import Arg, Script, ScriptMode, call_many, script
 from rota.reads import Reads
+from rota.redis.access import connect_to
 from rota.redis.conn import Conn, RedisPyConn
 from rota.redis.connection import connect
 from rota.redis.link import Link
-from rota.sentinel import follow_primary
+from rota.redis.outage import MEANING, Condition, backoff, condition, refused
+from rota.redis.sentinel import follow_primary
+from rota.redis.topology import wait_replicas
 from rota.spec import Enqueued, JobSpec, delay_seconds, to_row
-from rota.topology import wait_replicas
 from rota.workflow import Workflows
 
 T = TypeVar("T")
@@ -125,7 +125,7 @@ class Client(Reads, Operations, Workflows):
     @classmethod
     def from_settings(cls, settings: Settings, **options: Any) -> Client:
         """A client for the namespace of ``settings``, connected as they say (URL, TLS
-        files, ACL user and password: see :mod:`rota.access`); ``options`` as in
+        files, ACL user and password: see :mod:`rota.redis.access`); ``options`` as in
         :meth:`from_url`."""
         options.setdefault("namespace", settings.namespace)  # a cluster serves its slot
         return cls(
@@ -148,7 +148,7 @@ class Client(Reads, Operations, Workflows):
     async def follow_primary(self) -> None:
         """Under Sentinel, until cancelled: leave the old primary the moment the sentinels
         announce a new one, so that no enqueue goes to a server about to be demoted (see
-        :mod:`rota.sentinel`). Returns at once for any other Redis. A long-lived producer
+        :mod:`rota.redis.sentinel`). Returns at once for any other Redis. A long-lived producer
         runs it beside its work: ``tg.start_soon(client.follow_primary)``."""
         await follow_primary(self.redis)
 

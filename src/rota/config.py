@@ -25,7 +25,7 @@ import msgspec
 from rota.errors import ConfigError
 from rota.protocol.keys import validate_namespace
 from rota.redis.connection import check_url, redacted
-from rota.topology import sentinel_url
+from rota.redis.topology import sentinel_url
 
 __all__ = ["SECRETS", "Settings", "describe", "load_settings"]
 
@@ -103,10 +103,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     # holds it instead of the UI's token).
     web_metrics_token: str | None = None
     web_metrics_token_file: str | None = None
+    # A token for people who look and change nothing: every page and GET of the API,
+    # and no action (with web_token or web_auth for those who act).
+    web_readonly_token: str | None = None
+    web_readonly_token_file: str | None = None
     # How long a login to the web UI lasts (seconds); logout and a new token end it
     # sooner (rota.web.sessions).
     web_session_ttl: float = 43200.0
-    # Topologies (rota.topology). The sentinel settings are folded into redis_url, which
+    # Topologies (rota.redis.topology). The sentinel settings are folded into redis_url, which
     # becomes a redis+sentinel:// URL; the sentinels' password is a secret, as
     # redis_password is. durable_enqueue: replicas that must acknowledge an enqueue
     # (WAIT) within durable_timeout seconds; 0: do not wait.
@@ -231,6 +235,7 @@ SECRETS: Final = (
     "web_token",
     "web_auth",
     "web_metrics_token",
+    "web_readonly_token",
     "sentinel_password",
 )
 

@@ -85,7 +85,7 @@ class JobFailed(RotaError):
 
 class RedisRefused(RotaError):
     """Redis answered "not now" (out of memory, a read-only replica, loading, busy...):
-    nothing of the call was written. ``condition`` names it (see :mod:`rota.outage`);
+    nothing of the call was written. ``condition`` names it (see :mod:`rota.redis.outage`);
     ``written`` counts the jobs of an ``enqueue_many`` that were written before it.
 
     The call can be made again once the condition ends; operators see it in the log.

@@ -13,7 +13,7 @@ import redis.exceptions
 from prometheus_client.parser import text_string_to_metric_families
 
 from rota import Client
-from rota.outage import MEANING, Condition
+from rota.redis.outage import MEANING, Condition
 from rota.web import create_app
 from tests.helpers import fill_up as fill_up_helper
 from tests.helpers import pool_settings

@@ -11,12 +11,12 @@ from typing import Any, ParamSpec, TypeVar
 import anyio
 import click
 
-from rota.access import explain
 from rota.client import Client
 from rota.config import Settings, load_settings
 from rota.errors import ConfigError, RedisRefused
-from rota.outage import MEANING, REDIS_ERRORS, Condition, condition
+from rota.redis.access import explain
 from rota.redis.connection import redacted
+from rota.redis.outage import MEANING, REDIS_ERRORS, Condition, condition
 
 __all__ = [
     "ExitError",

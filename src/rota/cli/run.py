@@ -10,7 +10,6 @@ from typing import Any
 import click
 import msgspec
 
-from rota.access import explain
 from rota.cli.common import (
     ExitError,
     connection_options,
@@ -20,6 +19,7 @@ from rota.cli.common import (
 )
 from rota.config import Settings
 from rota.logging import configure_logging
+from rota.redis.access import explain
 
 __all__ = ["demo", "worker"]
 

@@ -52,13 +52,22 @@ def _credentials(basic: str | None, token: str | None, settings: Settings) -> Au
         raise ExitError("--token: must not be empty")
     try:
         metrics_token = settings.secret("web_metrics_token")
+        readonly_token = settings.secret("web_readonly_token")
     except ConfigError as exc:
         raise ExitError(str(exc)) from None
+    if readonly_token is not None and token is None:
+        raise ExitError(
+            "web_readonly_token: give --token (or web_token) too: the read-only token"
+            " opens the UI for people who look, the token for those who act"
+        )
+    if readonly_token is not None and readonly_token == token:
+        raise ExitError("web_readonly_token: must differ from the token")
     return Auth(
         basic=pair,
         token=token,
         session_ttl=settings.web_session_ttl,
         metrics_token=metrics_token,
+        readonly_token=readonly_token,
     )
 
 

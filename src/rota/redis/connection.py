@@ -3,7 +3,7 @@
 rota talks bytes to Redis (``decode_responses=False``): args and results are JSON text
 handed through untouched. ``redis://``, ``rediss://`` (TLS) and ``unix://`` URLs are
 understood by redis-py, including ``user:password@`` for ACL users;
-``redis+sentinel://`` and ``redis+cluster://`` name a topology (:mod:`rota.topology`).
+``redis+sentinel://`` and ``redis+cluster://`` name a topology (:mod:`rota.redis.topology`).
 :func:`check_url` refuses any other before a connection is tried.
 """
 
@@ -16,8 +16,8 @@ from urllib.parse import unquote, urlsplit
 from redis.asyncio import Redis
 from redis.asyncio.connection import parse_url
 
-from rota import topology
 from rota.errors import ConfigError
+from rota.redis import topology
 
 __all__ = ["SCHEMES", "check_url", "connect", "redacted", "tls_refused"]
 

@@ -21,10 +21,10 @@ callers therefore pipeline by themselves, with no pool checkout and no lock.
   for it to drain before they write, so a stalled server does not grow it without bound.
 
 A Link built from a pool that names its server with ``async locate()`` (the Sentinel and
-Cluster pools of :mod:`rota.topology`) asks it at every connect, and stops using a
+Cluster pools of :mod:`rota.redis.topology`) asks it at every connect, and stops using a
 connection whose server answered that it no longer serves the data (``READONLY`` or
 ``UNBLOCKED``: demoted to a replica; ``MOVED``: the slot is elsewhere): that reply is
-the caller's to wait out (:mod:`rota.outage`), and the next call connects to the new
+the caller's to wait out (:mod:`rota.redis.outage`), and the next call connects to the new
 primary or slot owner.
 
 A blocking pop holds up every call sent after it: give blocking reads a Link of their own.
@@ -141,7 +141,7 @@ class Link:
             locate=locate,
             lost=getattr(pool, "lost", None),
         )
-        if locate is not None and hasattr(pool, "sentinel_manager"):  # see rota.sentinel
+        if locate is not None and hasattr(pool, "sentinel_manager"):  # see rota.redis.sentinel
             vars(pool).setdefault("links", weakref.WeakSet()).add(link)
         return link
 

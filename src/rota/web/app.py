@@ -19,11 +19,11 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from rota.access import acl_refused
 from rota.client import Client
 from rota.config import Settings
 from rota.errors import RedisRefused
-from rota.outage import MEANING, REDIS_ERRORS, Condition, condition
+from rota.redis.access import acl_refused
+from rota.redis.outage import MEANING, REDIS_ERRORS, Condition, condition
 from rota.web import api, pages
 from rota.web.base import ApiError, JSONResponse, WebState, make_templates, render, state_of
 from rota.web.bodies import Error
@@ -139,7 +139,7 @@ _HANDLERS: Final[dict[Any, Any]] = {
 async def _lifespan(
     app: Starlette, closing: list[Client], following: list[Client]
 ) -> AsyncIterator[None]:
-    """Follow a Sentinel failover while the app runs (see :mod:`rota.sentinel`), and close
+    """Follow a Sentinel failover while the app runs (see :mod:`rota.redis.sentinel`), and close
     the clients the app made when it stops."""
     try:
         async with anyio.create_task_group() as tg:

@@ -209,6 +209,7 @@ def render(
         # a session the middleware found live, not any cookie of that name (an ended
         # one would offer to log out on the login page it is refused with)
         "logged_in": getattr(request.state, "session", False),
+        "readonly": getattr(request.state, "readonly", False),
         "notice": _notice(done, n),
         "api": None,
         "refresh": 0,

@@ -27,7 +27,7 @@ from starlette.responses import Response
 
 from rota.client import Client, QueueInfo
 from rota.operations import LivePool
-from rota.outage import Condition
+from rota.redis.outage import Condition
 from rota.web.base import client_of
 
 __all__ = [
@@ -103,7 +103,7 @@ async def redis_figures(client: Client) -> RedisFigures | None:
         return None
     used, limit = int(memory.get("used_memory", 0)), int(memory.get("maxmemory", 0))
     refusing: set[Condition] = set()
-    # the rule of rota.outage.memory_figures: at the limit with nothing Redis may evict
+    # the rule of rota.redis.outage.memory_figures: at the limit with nothing Redis may evict
     if 0 < limit <= used and memory.get("maxmemory_policy") == "noeviction":
         refusing.add(Condition.OUT_OF_MEMORY)
     if replication.get("role") == "slave":  # (replica-read-only, the default, assumed)

@@ -22,7 +22,7 @@ from rota.web.base import NS_COOKIE, client_of, local_path, render, state_of, wi
 from rota.web.charts import bar_chart
 from rota.web.graph import STATES, layout
 from rota.web.request_bodies import MAX_LIMIT
-from rota.web.security import SESSION_COOKIE
+from rota.web.security import READ, SESSION_COOKIE
 
 __all__ = ["routes"]
 
@@ -333,15 +333,16 @@ async def login(request: Request) -> Response:
     form = await request.form()
     target = local_path(str(form.get("next") or ""), "/")
     token = form.get("token")
-    if not isinstance(token, str) or not auth.check_token(token):
+    role = auth.token_role(token) if isinstance(token, str) else None
+    if role is None:
         context = {"next": target, "error": "Wrong token."}
         return render(request, "login.html", context, status=401)
     sessions = state_of(request).sessions
-    assert sessions is not None  # a token is set: check_token passed
+    assert sessions is not None  # a token is set: token_role passed
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(
         SESSION_COOKIE,
-        sessions.issue(),
+        sessions.issue(readonly=role == READ),
         max_age=math.ceil(sessions.ttl),
         httponly=True,
         samesite="strict",

@@ -67,6 +67,11 @@ CSRF_COOKIE: Final = "rota_csrf"
 SESSION_COOKIE: Final = "rota_session"
 CSRF_FIELD: Final = "csrf"
 CSRF_HEADER: Final = "x-csrf-token"
+#: What credentials may do: anything, or look only (see :attr:`Auth.readonly_token`).
+ADMIN: Final = "admin"
+READ: Final = "read"
+#: What a read-only login may still post: its own login and logout.
+_READONLY_POSTS: Final = frozenset({"/login", "/logout"})
 _SAFE_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 _OPEN_PATHS: Final = ("/healthz", "/login")
 
@@ -101,6 +106,7 @@ class Auth:
     token: str | None = None
     session_ttl: float = DEFAULT_TTL  # how long a login lasts (see rota.web.sessions)
     metrics_token: str | None = None  # opens GET /metrics, and nothing else
+    readonly_token: str | None = None  # opens every page and GET, and no change
 
     @property
     def enabled(self) -> bool:
@@ -109,23 +115,40 @@ class Auth:
     def check_token(self, candidate: str) -> bool:
         return self.token is not None and _same(candidate, self.token)
 
+    def token_role(self, candidate: str) -> str | None:
+        """``"admin"`` for the token, ``"read"`` for the read-only one, else None."""
+        if self.check_token(candidate):
+            return ADMIN
+        if self.readonly_token is not None and _same(candidate, self.readonly_token):
+            return READ
+        return None
+
     def header_ok(self, authorization: str | None, path: str = "") -> bool:
         """Whether the ``Authorization`` header carries valid credentials for ``path``
         (the metrics token opens ``/metrics`` only)."""
+        return self.header_role(authorization, path) is not None
+
+    def header_role(self, authorization: str | None, path: str = "") -> str | None:
+        """What the ``Authorization`` header's credentials may do at ``path``: ``"admin"``
+        (anything), ``"read"`` (the read-only token, and the metrics token at
+        ``/metrics``), or None (nothing: no credentials, or wrong ones)."""
         if not authorization:
-            return False
+            return None
         scheme, _, value = authorization.partition(" ")
         scheme, value = scheme.lower(), value.strip()
         if scheme == "bearer":
-            metrics = path == "/metrics" and self.metrics_token is not None
-            return self.check_token(value) or (metrics and _same(value, self.metrics_token or ""))
+            role = self.token_role(value)
+            if role is None and path == "/metrics" and self.metrics_token is not None:
+                role = READ if _same(value, self.metrics_token) else None
+            return role
         if scheme == "basic" and self.basic is not None:
             try:
                 user, sep, password = base64.b64decode(value, validate=True).decode().partition(":")
             except (binascii.Error, UnicodeDecodeError):
-                return False
-            return bool(sep) and _same(user, self.basic[0]) & _same(password, self.basic[1])
-        return False
+                return None
+            ok = bool(sep) and _same(user, self.basic[0]) & _same(password, self.basic[1])
+            return ADMIN if ok else None
+        return None
 
     def challenge(self) -> str:
         return 'Basic realm="rota", charset="UTF-8"' if self.basic else 'Bearer realm="rota"'
@@ -334,22 +357,26 @@ class SecurityMiddleware:
             if host not in self.allowed_hosts:
                 names = ", ".join(sorted(self.allowed_hosts))
                 return 400, f"unknown host: this server answers to {names} only", receive, False
-        header_auth = self.auth.enabled and self.auth.header_ok(
-            headers.get("authorization"), scope["path"]
-        )
+        role = self.auth.header_role(headers.get("authorization"), scope["path"])
+        header_auth = self.auth.enabled and role is not None
         path: str = scope["path"]
         # A session costs a Redis read: not for the static files (open, and a page
         # loads several), nor when the header has opened the request already.
+        cookie = cookies.get(SESSION_COOKIE)
         session = (
             self.sessions is not None
             and not header_auth
             and not path.startswith("/static/")
-            and await self.sessions.valid(cookies.get(SESSION_COOKIE))
+            and await self.sessions.valid(cookie)
         )
         scope["state"]["session"] = session  # a live login: the pages offer to log out
         authed = not self.auth.enabled or header_auth or session
         if not authed and not (path in _OPEN_PATHS or path.startswith("/static/")):
             return 401, "authentication required", receive, False
+        readonly = (header_auth and role == READ) or (session and Sessions.readonly(cookie))
+        scope["state"]["readonly"] = readonly  # the pages leave out their actions
+        if readonly and scope["method"] not in _SAFE_METHODS and path not in _READONLY_POSTS:
+            return 403, "read-only credentials: a change needs the admin token", receive, authed
         if scope["method"] not in _SAFE_METHODS:
             verdict = origin_verdict(headers)
             if verdict == "cross":

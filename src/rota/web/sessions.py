@@ -55,9 +55,11 @@ class Sessions:
         message = f"{sid}.{issued}.{expires}".encode()
         return hmac.new(self._key, message, hashlib.sha256).hexdigest()
 
-    def issue(self, now: float | None = None) -> str:
-        """The cookie value of a new session."""
-        sid = secrets.token_hex(16)
+    def issue(self, now: float | None = None, *, readonly: bool = False) -> str:
+        """The cookie value of a new session; a ``readonly`` one (a login with the
+        read-only token) may look and change nothing: its id says so, under the
+        signature."""
+        sid = ("r" if readonly else "") + secrets.token_hex(16)
         issued = int(time.time() if now is None else now)
         expires = issued + math.ceil(self.ttl)
         return f"{sid}.{issued}.{expires}.{self._sign(sid, issued, expires)}"
@@ -77,6 +79,11 @@ class Sessions:
         if not issued - 60 <= now < min(expires, issued + self.ttl):  # 1 min of clock skew
             return None
         return sid, expires
+
+    @staticmethod
+    def readonly(value: str | None) -> bool:
+        """Whether a cookie (one :meth:`valid` let in) is of a read-only login."""
+        return bool(value) and str(value).startswith("r")
 
     async def valid(self, value: str | None) -> bool:
         """Whether a cookie opens the server: well signed, not expired, not ended."""

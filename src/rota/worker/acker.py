@@ -22,10 +22,10 @@ import anyio.lowlevel
 import msgspec
 import structlog
 
-from rota.outage import Condition, condition, error_reply
 from rota.protocol.job import now_ms
 from rota.protocol.rows import Outcome
 from rota.protocol.scripts import Arg, script
+from rota.redis.outage import Condition, condition, error_reply
 from rota.worker.runtime import PoolRuntime
 
 __all__ = ["Acker"]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from rota.client import Client, Enqueued
-from rota.outage import MEANING, condition
+from rota.redis.outage import MEANING, condition
 
 if TYPE_CHECKING:
     from rota.worker.runtime import PoolRuntime

@@ -29,10 +29,10 @@ import redis.exceptions
 import structlog
 
 from rota import tracing
-from rota.outage import REDIS_ERRORS
 from rota.protocol.job import now_ms
 from rota.protocol.scripts import Arg, script
 from rota.redis.conn import Conn, hot_path
+from rota.redis.outage import REDIS_ERRORS
 from rota.worker.acker import Acker
 from rota.worker.robin import Robin
 from rota.worker.runtime import Fetched, PoolRuntime

@@ -19,11 +19,11 @@ import structlog
 from anyio.abc import TaskStatus
 
 from rota import __version__
-from rota.outage import MEANING, condition
 from rota.protocol import codec
 from rota.protocol.job import now_ms
 from rota.protocol.scripts import Arg
 from rota.protocol.snapshot import BusyWorker, PoolSnapshot
+from rota.redis.outage import MEANING, condition
 from rota.worker.acker import Acker
 from rota.worker.runtime import PoolRuntime
 

@@ -19,10 +19,10 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from rota import __version__
 from rota.config import describe
-from rota.outage import MEANING, condition
 from rota.protocol.job import Reason
 from rota.protocol.rows import Outcome
-from rota.sentinel import follow_primary
+from rota.redis.outage import MEANING, condition
+from rota.redis.sentinel import follow_primary
 from rota.worker.acker import Acker
 from rota.worker.fetcher import Fetcher
 from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper

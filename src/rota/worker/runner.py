@@ -14,10 +14,10 @@ import structlog
 
 from rota import tracing
 from rota.errors import Abort, InvalidArgs, Retry
-from rota.outage import REDIS_ERRORS
 from rota.protocol import codec
 from rota.protocol.job import Reason, now_ms
 from rota.protocol.rows import Outcome
+from rota.redis.outage import REDIS_ERRORS
 from rota.worker.context import JobContext
 from rota.worker.registry import Handler
 from rota.worker.runtime import Cancelled, Fetched, PoolRuntime

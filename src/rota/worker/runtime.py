@@ -18,13 +18,13 @@ from redis.asyncio import Redis
 from rota.client import Client
 from rota.config import Settings
 from rota.logging import JobLine
-from rota.outage import Watch
 from rota.protocol.job import now_ms
 from rota.protocol.keys import Keys
 from rota.protocol.rate import parse_rate
 from rota.protocol.rows import Fetched
 from rota.protocol.scripts import Arg, ScriptMode, load_all
 from rota.redis.connection import redacted
+from rota.redis.outage import Watch
 from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler
 

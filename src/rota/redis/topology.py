@@ -27,7 +27,7 @@ split between two nodes, and a script sent to either would find some of its keys
 missing halfway through (Redis aborts it there, after the writes it made: a job popped
 from its queue but never leased). The source node answers ``ASK`` to every rota script
 in that window (a script's only declared key, the prefix, never exists), so the scripts
-simply do not run: :mod:`rota.outage` counts ``ASK`` as "the cluster is changing, wait
+simply do not run: :mod:`rota.redis.outage` counts ``ASK`` as "the cluster is changing, wait
 and retry", and once ``CLUSTER SETSLOT ... NODE`` ends the migration the old node says
 ``MOVED`` and connections follow.
 """
@@ -50,7 +50,7 @@ from redis.backoff import NoBackoff
 from redis.crc import key_slot
 
 from rota.errors import ConfigError
-from rota.sentinel import SentinelPool
+from rota.redis.sentinel import SentinelPool
 
 __all__ = [
     "CLUSTER",

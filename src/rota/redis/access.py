@@ -22,8 +22,8 @@ import redis.exceptions as errors
 from redis.asyncio import Redis
 
 from rota.config import Settings
-from rota.outage import UNREACHABLE_ERRORS
 from rota.redis.connection import connect, redacted, tls_refused
+from rota.redis.outage import UNREACHABLE_ERRORS
 
 __all__ = ["acl_refused", "connect_to", "explain", "redis_options"]
 

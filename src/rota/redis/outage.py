@@ -4,7 +4,7 @@ A Redis that is over ``maxmemory`` (``OOM``), became a replica (``READONLY``, an
 ``UNBLOCKED`` for a blocked read), is loading its data set (``LOADING``), runs a slow script
 (``BUSY``), cannot save (``MISCONF``), or is a cluster in the middle of a change
 (``TRYAGAIN``, ``CLUSTERDOWN``, ``MASTERDOWN``, and ``MOVED`` or ``ASK`` while a slot
-moves: see :mod:`rota.topology`) refuses a command for a while and then
+moves: see :mod:`rota.redis.topology`) refuses a command for a while and then
 takes it again; so does a server that cannot be reached. None of these is a reason for a
 pool to die: each task of a pool waits with a capped, growing delay and tries again.
 Any other error is a bug (in rota, or a script a user wrote) and is raised as it is.

@@ -25,7 +25,7 @@ from rota.errors import (
     RotaError,
 )
 from rota.protocol.job import JobRecord, Reason, State
-from rota.status import Bucket, Found, History, LivePool, PoolJob
+from rota.status import Bucket, CronEntry, Found, History, LivePool, PoolJob
 from rota.workflow import Group, GroupProgress, Related
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ __all__ = [  # noqa: RUF022 (grouped by use, as the comments say)
     "State",
     # -- operating: what the client's views of queues, pools and history return
     "Bucket",
+    "CronEntry",
     "Found",
     "History",
     "LivePool",

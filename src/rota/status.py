@@ -18,7 +18,16 @@ from msgspec import Meta
 from rota.protocol.job import JobRecord
 from rota.protocol.snapshot import PoolIdentity, PoolSnapshot
 
-__all__ = ["Bucket", "History", "LivePool", "Page", "PoolJob", "QueueInfo", "RunningJob"]
+__all__ = [
+    "Bucket",
+    "CronEntry",
+    "History",
+    "LivePool",
+    "Page",
+    "PoolJob",
+    "QueueInfo",
+    "RunningJob",
+]
 
 
 class QueueInfo(msgspec.Struct, frozen=True):
@@ -111,6 +120,18 @@ class PoolJob(msgspec.Struct, frozen=True):
     message: str = ""
 
 
+class CronEntry(msgspec.Struct, frozen=True):
+    """A periodic job as a pool fires it: its cron expression and zone, its next fire
+    time and the last one the pool saw come (None: none since it started). Seconds
+    since the epoch."""
+
+    name: str
+    cron: str
+    tz: str
+    next_at: float
+    last_at: float | None = None
+
+
 class LivePool(PoolIdentity, frozen=True, kw_only=True):
     """A live pool: what its latest snapshot says (``started_at``, ``heartbeat_at``:
     when it wrote it), the time of its last heartbeat, and whether it is stale (no
@@ -121,6 +142,7 @@ class LivePool(PoolIdentity, frozen=True, kw_only=True):
     heartbeat_at: float
     busy: list[PoolJob] = msgspec.field(default_factory=list)
     heartbeat_interval: float = 0.0
+    periodic: list[CronEntry] = msgspec.field(default_factory=list)
     last_heartbeat: float
     stale: Annotated[bool, Meta(description="no heartbeat for over 2 intervals")]
 
@@ -134,6 +156,10 @@ class LivePool(PoolIdentity, frozen=True, kw_only=True):
             heartbeat_at=s.heartbeat_at / 1000,
             busy=[PoolJob(b.job_id, b.name, b.since / 1000, b.message) for b in s.busy],
             heartbeat_interval=s.heartbeat_interval,
+            periodic=[
+                CronEntry(c.name, c.cron, c.tz, c.next_at / 1000, (c.last_at / 1000) or None)
+                for c in s.periodic
+            ],
             last_heartbeat=last_heartbeat_ms / 1000,
             stale=stale,
         )

@@ -128,7 +128,7 @@ OWN: list[type[msgspec.Struct]] = [
 MIRRORING = [kind for kind in OWN if hasattr(kind, "mirrors")]
 #: Fields a body carries in place of its type's field of the same name, with another
 #: meaning: a pool's ``busy`` is how many jobs it runs, not the list of them.
-REPLACED = {(bodies.Pool, "busy")}
+REPLACED = {(bodies.Pool, "busy"), (bodies.Pool, "periodic")}
 #: The document's component that carries the fields of each of rota's types, beside
 #: every type of ``rota.web.bodies`` under its own name. ``Job`` is a record with the
 #: fields of ``JobDetail`` added, its times among them.
@@ -199,6 +199,7 @@ def test_the_times_sent_in_ms_are_the_fields_typed_ms() -> None:
         "JobDetail": record_times,
         "GroupProgress": ["created_at"],
         "Group": ["created_at"],
+        "CronJob": ["last_at", "next_at"],
     }
 
 
@@ -222,7 +223,7 @@ def test_a_mirrored_body_has_the_times_in_ms() -> None:
     assert pool == (
         b'{"id":"h:1:x","host":"h","pid":1,"version":"1","namespace":"n","concurrency":2,'
         b'"jobs":["a"],"started_at":1700000000250,"heartbeat_at":1700000001500,"busy":1,'
-        b'"heartbeat_interval":5.0,"last_heartbeat":1700000002125,"stale":false}'
+        b'"heartbeat_interval":5.0,"periodic":[],"last_heartbeat":1700000002125,"stale":false}'
     )
     running = RunningJob("j", "a", "h:1:x", 1700000000.75, 1700000030.0, "50", "hi")
     assert msgspec.json.encode(bodies.mirror(bodies.BusyWorker, running)) == (

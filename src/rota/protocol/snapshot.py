@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["BusyWorker", "PoolIdentity", "PoolSnapshot"]
+__all__ = ["BusyWorker", "PoolIdentity", "PoolSnapshot", "Schedule"]
 
 
 class BusyWorker(msgspec.Struct, frozen=True):
@@ -14,6 +14,17 @@ class BusyWorker(msgspec.Struct, frozen=True):
     name: str
     since: int
     message: str = ""
+
+
+class Schedule(msgspec.Struct, frozen=True):
+    """A periodic job a pool fires: its cron expression as written (and its zone), the
+    next fire time, and the last one this pool saw come (0: none yet). Times in ms."""
+
+    name: str
+    cron: str
+    tz: str
+    next_at: int
+    last_at: int = 0
 
 
 class PoolIdentity(msgspec.Struct, frozen=True, kw_only=True):
@@ -36,3 +47,4 @@ class PoolSnapshot(PoolIdentity, frozen=True, kw_only=True):
     heartbeat_at: int
     busy: list[BusyWorker] = msgspec.field(default_factory=list)
     heartbeat_interval: float = 0.0  # seconds; 0 in snapshots of older pools
+    periodic: list[Schedule] = msgspec.field(default_factory=list)

@@ -95,6 +95,10 @@ async def pools(request: Request) -> Response:
     return JSONResponse(await views.pools(client_of(request), state_of(request).settings))
 
 
+async def cron(request: Request) -> Response:
+    return JSONResponse(await views.cron(client_of(request), state_of(request).settings))
+
+
 async def busy(request: Request) -> Response:
     return JSONResponse(await views.busy(client_of(request)))
 
@@ -311,6 +315,7 @@ def _routes() -> list[BaseRoute]:
         Route("/api/queues/{name}/rate", set_rate, methods=["POST"]),
         Route("/api/queues/{name}/limit", set_limit, methods=["POST"]),
         Route("/api/pools", pools),
+        Route("/api/cron", cron),
         Route("/api/busy", busy),
         Route("/api/jobs", enqueue, methods=["POST"]),
         Route("/api/jobs/{job_id}", job),

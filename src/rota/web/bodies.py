@@ -162,6 +162,9 @@ class Pool(PoolIdentity, frozen=True, kw_only=True):
     # running sets (exact at the read); ``/api/busy`` lists them.
     busy: Annotated[int, Meta(description="jobs it is running now")]
     heartbeat_interval: float
+    periodic: Annotated[
+        list[str], Meta(description="the names of the periodic jobs it fires (see /api/cron)")
+    ]
     last_heartbeat: Ms
     stale: bool
 
@@ -169,6 +172,24 @@ class Pool(PoolIdentity, frozen=True, kw_only=True):
 class Pools(msgspec.Struct):
     pools: list[Pool]
     heartbeat_interval: float
+
+
+class CronJob(msgspec.Struct):
+    """A periodic job as the live pools fire it: its cron expression and zone, the next
+    fire time (the soonest any pool has), the last one a pool saw come (None: none since
+    the pools started) and the pools that fire it (each fire time is enqueued once, by
+    the pool that claims it)."""
+
+    name: str
+    cron: str
+    tz: str
+    next_at: Ms
+    last_at: Ms | None
+    pools: list[str]
+
+
+class Cron(msgspec.Struct):
+    periodic: list[CronJob]
 
 
 class BusyWorker(msgspec.Struct, kw_only=True):
@@ -359,6 +380,7 @@ BODIES: Final[tuple[type[msgspec.Struct], ...]] = (
     Dashboard,
     Queues,
     Pools,
+    Cron,
     Busy,
     JobPage,
     Group,

@@ -118,6 +118,7 @@ def _paths() -> dict[str, Any]:
         ),
         "/api/pools": _get("pools", "Live pools and their heartbeats", b.Pools),
         "/api/busy": _get("busy", "Jobs running now, from the running sets", b.Busy),
+        "/api/cron": _get("cron", "Periodic jobs: next and last fire times", b.Cron),
         "/api/redis": _get("redis", "Redis server figures and round trip", b.Redis),
         "/api/jobs/{job_id}": _get(
             "job", "Everything about one job", "Job", 404, parameters=job_id

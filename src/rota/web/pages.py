@@ -77,6 +77,11 @@ async def pools(request: Request) -> Response:
     return render(request, "pools.html", {"data": data, "api": "/api/pools", "refresh": REFRESH})
 
 
+async def cron(request: Request) -> Response:
+    data = _plain(await views.cron(client_of(request), state_of(request).settings))
+    return render(request, "cron.html", {"data": data, "api": "/api/cron", "refresh": REFRESH})
+
+
 async def busy(request: Request) -> Response:
     data = _plain(await views.busy(client_of(request)))
     return render(request, "busy.html", {"data": data, "api": "/api/busy", "refresh": REFRESH})
@@ -368,6 +373,7 @@ def _routes() -> list[BaseRoute]:
         Route("/queues", queues),
         Route("/queues/{name}/{action}", queue_action, methods=["POST"]),
         Route("/pools", pools),
+        Route("/cron", cron),
         Route("/busy", busy),
         Route("/jobs/{job_id}", job),
         Route("/jobs/{job_id}/abort", abort, methods=["POST"]),

@@ -15,7 +15,7 @@ import msgspec
 from rota.client import Client
 from rota.config import Settings
 from rota.protocol.job import JobRecord, JobSet
-from rota.status import Bucket
+from rota.status import Bucket, CronEntry
 from rota.web import bodies as b
 from rota.web.related import (
     FINAL_STATES,
@@ -120,8 +120,32 @@ async def pools(client: Client, settings: Settings) -> b.Pools:
     """Live pools; ``stale``: no heartbeat for more than two of its intervals."""
     live = await client.pools(heartbeat_interval=settings.heartbeat_interval)
     busy = Counter(r.pool for r in await client.running(pools=live))
-    out = [b.mirror(b.Pool, pool, busy=busy[pool.id]) for pool in live]
+    out = [
+        b.mirror(b.Pool, pool, busy=busy[pool.id], periodic=[c.name for c in pool.periodic])
+        for pool in live
+    ]
     return b.Pools(out, settings.heartbeat_interval)
+
+
+async def cron(client: Client, settings: Settings) -> b.Cron:
+    """The periodic jobs of the live pools (stale ones left out), by name: what their
+    snapshots say, merged. The next run is the soonest after the last one any pool saw
+    (a pool whose heartbeat came before that fire still names it as its next)."""
+    seen: dict[str, list[tuple[CronEntry, str]]] = {}
+    for pool in await client.pools(heartbeat_interval=settings.heartbeat_interval):
+        if not pool.stale:
+            for c in pool.periodic:
+                seen.setdefault(c.name, []).append((c, pool.id))
+    out = []
+    for name, entries in seen.items():
+        first = entries[0][0]
+        last = max((c.last_at or 0 for c, _ in entries), default=0)
+        nexts = [c.next_at for c, _ in entries]
+        upcoming = min((n for n in nexts if n > last), default=max(nexts))
+        pools = [pool for _, pool in entries]
+        last_ms = b.ms(last) if last else None
+        out.append(b.CronJob(name, first.cron, first.tz, b.ms(upcoming), last_ms, pools))
+    return b.Cron(sorted(out, key=lambda c: (c.next_at, c.name)))
 
 
 async def busy(client: Client) -> b.Busy:

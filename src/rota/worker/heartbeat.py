@@ -54,6 +54,7 @@ class Heartbeat:
             heartbeat_at=now_ms(),
             busy=busy,
             heartbeat_interval=rt.settings.heartbeat_interval,
+            periodic=rt.schedules,
         )
 
     async def run(self) -> None:

@@ -23,6 +23,7 @@ from rota.protocol.keys import Keys
 from rota.protocol.rate import parse_rate
 from rota.protocol.rows import Fetched
 from rota.protocol.scripts import Arg, ScriptMode, load_all
+from rota.protocol.snapshot import Schedule
 from rota.redis.connection import redacted
 from rota.redis.outage import Watch
 from rota.worker.handoff import Handoff
@@ -100,6 +101,8 @@ class PoolRuntime:
     #: Per job name: how long a complete job's record is kept, with and without a
     #: result, as the finish script takes them (ms, as text); see runner._complete.
     keeps: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: The periodic jobs' next and last fire times, as the scheduler last set them.
+    schedules: list[Schedule] = field(default_factory=list)
     limiter: anyio.CapacityLimiter = field(init=False)
     handoff: Handoff = field(init=False)
     watch: Watch = field(init=False)

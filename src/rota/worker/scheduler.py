@@ -24,6 +24,7 @@ import structlog
 
 from rota.client import JobSpec
 from rota.protocol.job import now_ms
+from rota.protocol.snapshot import Schedule
 from rota.worker.registry import Periodic
 from rota.worker.runtime import PoolRuntime
 
@@ -49,6 +50,15 @@ class Scheduler:
         self._next_trim = 0
         start = datetime.now(UTC)
         self._periodic = [(p, _ms(p.cron.next_after(start))) for p in periodic or []]
+        self._last: dict[str, int] = {}
+        self._tell()
+
+    def _tell(self) -> None:
+        """What the heartbeat publishes of the periodic jobs (the web's cron page)."""
+        self.rt.schedules = [
+            Schedule(p.name, p.cron.expression, str(p.cron.tz), fire, self._last.get(p.name, 0))
+            for p, fire in self._periodic
+        ]
 
     async def fire_periodic(self, now: int) -> int | None:
         """Enqueue the periodic jobs that are due; return the next fire time (ms)."""
@@ -72,6 +82,8 @@ class Scheduler:
                     log.info("periodic job enqueued", job_name=p.name, fire_at=fire)
                 nxt = p.cron.next_after(datetime.fromtimestamp(fire / 1000, UTC))
                 self._periodic[i] = (p, _ms(nxt))
+                self._last[p.name] = fire
+                self._tell()
         return min((fire for _, fire in self._periodic), default=None)
 
     async def run(self) -> None:

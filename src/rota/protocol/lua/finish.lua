@@ -27,9 +27,8 @@ local processed = {} -- name -> jobs complete in this call (counted at the end)
 local COMPLETE_MAX = 100000
 local TRIM_MORE = 100 -- a call deletes at most this many more kept jobs than it adds
 
--- `logged`: whether the job may have log lines (key_joblog) to expire with it: a worker
--- that writes one sets the field 'logged' (protocol v3); a job run before may hold lines
--- of an earlier attempt whose worker did not. A job without lines costs one command less.
+-- `logged`: whether the job has log lines (key_joblog) to expire with it: a worker that
+-- writes one sets the field 'logged'. A job without lines costs one command less.
 local function keep_or_delete(jk, id, keep, logged)
   if keep <= 0 then
     redis.call('DEL', jk, key_joblog(id))
@@ -51,7 +50,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
   -- One read fences the outcome and holds all it needs. It fails on a key that is not a
   -- hash and finds no token for a missing job: either way the outcome is stale.
   local ok, f = pcall(redis.call, 'HMGET', jk, 'token', 'abort', 'waiters', 'unique_key',
-    'children', 'group', 'logged', 'attempts')
+    'children', 'group', 'logged')
   if not ok or f[1] ~= token then
     stale[#stale + 1] = id
     count('stale', name, 1)
@@ -59,7 +58,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
   end
   local ids = table_at(ended, name)
   ids[#ids + 1] = id
-  local logged = f[7] or f[8] ~= '1'
+  local logged = f[7]
   -- Retire the token (written with the outcome), so that this outcome sent again (its
   -- reply was lost) is stale.
   local retired = retire(token)

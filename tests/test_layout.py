@@ -112,13 +112,12 @@ async def test_log_lines_expire_with_the_job_and_cost_nothing_when_absent(
 async def test_a_finish_expires_a_log_only_where_there_may_be_one(
     client: Client, redis_sync: redis.Redis
 ) -> None:
-    """One PEXPIRE for a first attempt without lines, two with them or after a retry."""
-    first, logged, again = [(await client.enqueue("n")).id for _ in range(3)]
+    """One PEXPIRE for a job without lines, two with them."""
+    first, logged = [(await client.enqueue("n")).id for _ in range(2)]
     redis_sync.hset(client.keys.job(logged), "logged", "1")
-    redis_sync.hset(client.keys.job(again), "attempts", "1")  # ran once before
     now = int(time.time() * 1000)
-    tokens = await lease_tokens(client, "n", 3)
-    for job_id, expected in ((first, 1), (logged, 2), (again, 2)):
+    tokens = await lease_tokens(client, "n", 2)
+    for job_id, expected in ((first, 1), (logged, 2)):
         before = _pexpires(redis_sync)
         outcome: list[str | int] = [job_id, "n", tokens[job_id], "complete", "", 600_000, ""]
         stale = await script("finish")(
@@ -144,28 +143,6 @@ async def test_a_record_reads_its_state_as_a_state(client: Client, redis_sync: r
         State.QUEUED,
         State.UNKNOWN,
     ]
-
-
-async def test_a_finish_takes_the_outcomes_of_either_release(client: Client) -> None:
-    """Pools of the previous release send one MessagePack array per attempt, pools of this
-    one a flat array (seven entries per attempt): both record the same outcomes."""
-    ids = [(await client.enqueue("n")).id for _ in range(4)]
-    now = int(time.time() * 1000)
-    tokens = await lease_tokens(client, "n", 4)
-    assert sorted(tokens) == sorted(ids)
-    outcomes = [[i, "n", tokens[i], "complete", f'"{i}"', 600_000, ""] for i in ids]
-    nested = msgspec.msgpack.encode(outcomes[:2])
-    flat = msgspec.msgpack.encode([v for o in outcomes[2:] for v in o])
-    for packed in (nested, flat):
-        stale = await script("finish")(
-            client.redis, client.keys.prefix, [now, packed, 100_000], client.script_mode
-        )
-        assert stale == []
-    for job_id in ids:
-        record = await client.job(job_id)
-        assert record is not None
-        assert (record.state, record.result) == (State.COMPLETE, f'"{job_id}"')
-    assert (await client.stats())["processed"] == 4
 
 
 async def test_a_finish_refuses_a_flat_array_cut_short(

@@ -1,24 +1,19 @@
 """The ready set: a fetch visits only the queues that may hold runnable jobs.
 
 Every script that fills a queue names it there; a fetch takes out the names it finds
-empty, paused or at their limit; resume and a freed slot put them back. A queue filled
-without the ready set (plain commands of the previous protocol, an older rota during an
-upgrade) is still found: through the wake token that came with it, and by the reaper.
+empty, paused or at their limit; resume and a freed slot put them back.
 """
 
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any, cast
 
-import anyio
 import redis
 
-from rota import Client, JobContext, JobSpec, WorkerPool
+from rota import Client, JobSpec
 from rota.protocol.rows import Fetched
 from rota.protocol.scripts import script
-from tests.helpers import pool_settings, wait_until
 
 
 def _now() -> int:
@@ -33,32 +28,6 @@ async def _fetch(client: Client, robin: list[str], fill: list[str]) -> list[Any]
     args: list[str | int] = [_now(), 30000, "pool-1", 1 << 20, len(robin), *robin, len(fill), *fill]
     flat, *_ = await script("fetch")(client.redis, client.keys.prefix, args, client.script_mode)
     return list(flat)
-
-
-def _old_enqueue(redis_sync: redis.Redis, client: Client, name: str, *, token: bool) -> str:
-    """A job written as protocol v1's plain commands did: no ready set."""
-    job_id = uuid.uuid4().hex
-    pipe = redis_sync.pipeline(transaction=True)
-    pipe.hset(
-        client.keys.job(job_id),
-        mapping={
-            "name": name,
-            "args": "[]",
-            "enqueued_at": _now(),
-            "state": "queued",
-            "attempts": 0,
-            "failures": 0,
-            "lost": 0,
-            "token": 0,
-        },
-    )
-    pipe.lpush(client.keys.queue(name), job_id)
-    pipe.sadd(client.keys.names, name)
-    if token:
-        pipe.lpush(client.keys.wake(name), 1)
-        pipe.ltrim(client.keys.wake(name), 0, 9)
-    pipe.execute()
-    return job_id
 
 
 def _calls(redis_sync: redis.Redis, command: str) -> int:
@@ -119,59 +88,6 @@ async def test_entries_popped_and_not_leased_go_back_in_their_order(
     assert _ready(redis_sync, client) == {"a", "b"}
 
 
-async def test_a_job_enqueued_by_the_previous_layout_runs(
-    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
-) -> None:
-    """An idle pool is woken by the token of a job the ready set does not name: its
-    fetch finds nothing, so it looks at that name's queue itself."""
-    ran: list[str] = []
-    pool = WorkerPool(settings=pool_settings(redis_url, namespace, wake_timeout=30.0))
-
-    @pool.job
-    async def old(ctx: JobContext) -> None:
-        ran.append(ctx.id)
-
-    @pool.job
-    async def new(ctx: JobContext) -> None:
-        ran.append(ctx.id)
-
-    async with pool.running():
-        await anyio.sleep(0.2)  # the pool waits on its wake lists
-        first = _old_enqueue(redis_sync, client, "old", token=True)
-        await wait_until(lambda: first in ran, within=5)
-        # A queue of old jobs that a new enqueue finds holding jobs already.
-        redis_sync.srem(client.keys.ready, "old")
-        second = _old_enqueue(redis_sync, client, "old", token=False)
-        third = (await client.enqueue("old")).id
-        await wait_until(lambda: {second, third} <= set(ran), within=5)
-        assert (await client.job(first)) is None  # completed, keep_result 0
-
-
-async def test_the_reaper_finds_queues_missing_from_the_ready_set(
-    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
-) -> None:
-    """No wake token, the pool busy with another name: the reaper adds the name."""
-    ran: list[str] = []
-    settings = pool_settings(
-        redis_url, namespace, heartbeat_interval=0.2, lease=2.0, wake_timeout=30.0
-    )
-    pool = WorkerPool(settings=settings)
-
-    @pool.job
-    async def old(ctx: JobContext) -> None:
-        ran.append(ctx.id)
-
-    @pool.job
-    async def busy(ctx: JobContext) -> None:
-        await anyio.sleep(0.001)
-
-    await client.enqueue_many([JobSpec(name="busy") for _ in range(2000)])
-    async with pool.running():
-        job_id = _old_enqueue(redis_sync, client, "old", token=False)
-        await wait_until(lambda: job_id in ran, within=10)
-        await client.pause("busy")
-
-
 async def test_a_usual_reaper_pass_visits_only_names_with_leases(
     client: Client, redis_sync: redis.Redis
 ) -> None:
@@ -185,26 +101,3 @@ async def test_a_usual_reaper_pass_visits_only_names_with_leases(
         client.redis, client.keys.prefix, [now, 3, 15000, 100, "leased"], client.script_mode
     )
     assert _calls(redis_sync, "zrangebyscore") - before == 2  # n7's leases, and the pools
-
-
-async def test_a_full_reaper_pass_reclaims_leases_the_leased_set_lacks(
-    client: Client, redis_sync: redis.Redis
-) -> None:
-    """Leases of an older rota are not in the leased set: a full pass finds them."""
-    job = await client.enqueue("old")
-    await _fetch(client, ["old"], [])
-    redis_sync.delete(client.keys.leased)
-    redis_sync.zadd(client.keys.running("old"), {job.id: 1})  # expired long ago
-    args: list[str | int] = [_now(), 3, 15000, 100]
-    reclaimed, _, _ = await script("reap")(
-        client.redis, client.keys.prefix, [*args, "leased"], client.script_mode
-    )
-    assert reclaimed == []
-    reclaimed, _, _ = await script("reap")(
-        client.redis, client.keys.prefix, args, client.script_mode
-    )
-    assert [r.decode() for r in reclaimed] == [job.id]
-    assert _ready(redis_sync, client) == {"old"}
-    # The name has no lease left: it leaves the leased set at the next pass.
-    await script("reap")(client.redis, client.keys.prefix, args, client.script_mode)
-    assert redis_sync.smembers(client.keys.leased) == set()

@@ -12,9 +12,7 @@ lists as usual, and a local timer ends the wait at that time (CLIENT UNBLOCK): R
 would end a BLPOP timeout only at its next ``hz`` tick, up to 100 ms late. Without
 CLIENT (an ACL user refused it) it sleeps until then instead.
 
-The fetch visits only the names of the ready set; a wake token that led to nothing
-makes it look at that name's queue itself (its jobs may have been pushed without the
-ready set, by plain commands or an older rota).
+The fetch visits only the names of the ready set.
 """
 
 from __future__ import annotations
@@ -145,26 +143,12 @@ class Fetcher:
         wait: tuple[Arg, ...] = ("BLPOP", *self.wake_keys, self.rt.settings.wake_timeout)
         args = self._args(want, now=0, every=True)
         fetch = self.rt.script_mode.command(script("fetch"), self.rt.keys.prefix, args)
-        woke, reply = await self.conn.execute_many([wait, fetch])
+        _, reply = await self.conn.execute_many([wait, fetch])
         if isinstance(reply, Exception):
             if isinstance(reply, redis.exceptions.ResponseError):
                 return await self._fetch(want)  # e.g. the library is gone: loaded again there
             raise reply
-        jobs = self._parse(reply)
-        if not jobs and (check := self._woken(woke)):
-            # A wake token that led to nothing: another pool took the job, or it was
-            # pushed without the ready set (plain commands, an older rota). Look again.
-            return await self._fetch(want, check)
-        return jobs
-
-    def _woken(self, reply: object) -> list[str]:
-        """The job name whose wake list a BLPOP reply came from ([] for none)."""
-        if not isinstance(reply, list | tuple) or not reply:
-            return []
-        key = reply[0]
-        key = key.decode() if isinstance(key, bytes) else str(key)
-        prefix = self.rt.keys.wake("")
-        return [key[len(prefix) :]] if key.startswith(prefix) else []
+        return self._parse(reply)
 
     async def _own_id(self) -> int:
         """This connection's client id, which CLIENT UNBLOCK takes; 0 when there is
@@ -184,21 +168,12 @@ class Fetcher:
             with contextlib.suppress(*REDIS_ERRORS):
                 await self.rt.redis.client_unblock(self._client_id)
 
-    async def _fetch(
-        self, want: int, check: list[str] | None = None, *, every: bool = False
-    ) -> list[Fetched]:
-        args = self._args(want, check=check, every=every)
+    async def _fetch(self, want: int, *, every: bool = False) -> list[Fetched]:
+        args = self._args(want, every=every)
         reply = await self.rt.client.run_script("fetch", args, self.conn)
         return self._parse(reply)
 
-    def _args(
-        self,
-        want: int,
-        now: int | None = None,
-        check: list[str] | None = None,
-        *,
-        every: bool = False,
-    ) -> list[Arg]:
+    def _args(self, want: int, now: int | None = None, *, every: bool = False) -> list[Arg]:
         """The fetch's arguments. ``every``: the fill lists every name of the pool (a
         fetch sent before a wait, when what is ready will have changed)."""
         rt = self.rt
@@ -231,8 +206,8 @@ class Fetcher:
             *names,
             len(fill),
             *fill,
+            1,
         ]
-        args += [len(check), *check, 1] if check else [0, 1]
         return args
 
     def _parse(self, reply: list[Any]) -> list[Fetched]:

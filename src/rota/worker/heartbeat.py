@@ -136,17 +136,15 @@ class Heartbeat:
                 )
 
 
-#: One reaper pass in this many visits every job name (the others visit the names with
-#: leases only): it finds leases made by an older rota and queues filled without the
-#: ready set, about once a minute with the default heartbeat. (A pool's start adds its
-#: own names' queues to the ready set itself.)
-FULL_PASS_EVERY = 12
+#: One reaper pass in this many also forgets idle job names: about once a minute with
+#: the default heartbeat.
+FORGET_EVERY = 12
 
 
 class Reaper:
     def __init__(self, rt: PoolRuntime) -> None:
         self.rt = rt
-        self.passes = 1  # the first full pass comes after FULL_PASS_EVERY - 1 others
+        self.passes = 1  # the first to forget names comes after FORGET_EVERY - 1 others
 
     async def run(self) -> None:
         while True:
@@ -165,8 +163,7 @@ class Reaper:
             return
         now = now_ms()
         args: list[Arg] = [now, s.max_lost, int(s.heartbeat_interval * 3000), 1000]
-        if self.passes % FULL_PASS_EVERY:
-            args.append("leased")
+        forget = self.passes % FORGET_EVERY == 0
         self.passes += 1
         reclaimed, buried, forgotten = await rt.client.run_script("reap", args)
         for job_id in reclaimed:
@@ -175,9 +172,9 @@ class Reaper:
             log.error("lease expired too often: job is dead", job_id=job_id.decode(), reason="lost")
         for pool_id in forgotten:
             log.warning("pool stopped beating: forgotten", pool=pool_id.decode())
-        if args[-1] != "leased" and s.forget_names_after > 0:  # a full pass
-            # One pool per full pass's interval does it for the namespace.
-            turn = s.heartbeat_interval * FULL_PASS_EVERY * 0.9
+        if forget and s.forget_names_after > 0:
+            # One pool per FORGET_EVERY passes' interval does it for the namespace.
+            turn = s.heartbeat_interval * FORGET_EVERY * 0.9
             names = await rt.client.forget_idle_names(s.forget_names_after, turn=turn)
             if names:
                 log.info("job names idle too long: forgotten", names=names[:20], count=len(names))

@@ -49,8 +49,8 @@ local function whole(v)
 end
 
 -- The texts a lease and a finish write, each made once per text read (memo): the new
--- token, attempts and failures from those read (absent reads as 0: protocol v3 leaves
--- zero counters out), and the token retired ('-' and the token). Most jobs carry the
+-- token, attempts and failures from those read (absent reads as 0: a new job's record
+-- leaves zero counters out), and the token retired ('-' and the token). Most jobs carry the
 -- same few values, and reading and printing numbers costs more than a command.
 local next_token = memo(function(v) return str(whole(math.abs(tonumber(v) or 0)) + 1) end)
 local next_count = memo(function(v) return str(whole(v) + 1) end)
@@ -606,9 +606,9 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
     redis.call('SET', uk, id, 'PX', str(uttl))
   end
   -- Counters that are 0 (attempts, failures, lost) and the token 0 are left out: absent
-  -- reads as 0 everywhere (protocol v3), and four fields less is an eighth of the record.
-  -- So is the state of a queued job: a record with a name and no state is queued
-  -- (protocol v4); every other state is written. The table is made at its usual size.
+  -- reads as 0 everywhere, and four fields less is an eighth of the record. So is the
+  -- state of a queued job: a record with a name and no state is queued; every other
+  -- state is written. The table is made at its usual size.
   local fields = {'name', name, 'args', args, 'enqueued_at', str(now)}
   if ukey ~= '' then
     fields[#fields + 1] = 'unique_key'; fields[#fields + 1] = ukey

@@ -7,10 +7,7 @@
 -- to run; a name found empty, paused or at its limit leaves the set.
 -- KEYS[1] namespace prefix
 -- ARGV now_ms (0: the server's time), lease_ms, pool_id, max_args_bytes, n, name_1 .. name_n,
---      [m, fill_1 .. fill_m, [c, check_1 .. check_c, [tell]]]
---      check: names to add to the ready set first when their queue holds entries (a
---      name whose wake token led to nothing: its jobs may have been pushed without
---      the ready set, by plain commands or an older rota); they join the fill too.
+--      [m, fill_1 .. fill_m, [tell]]
 --      tell: '1' to have the ready set's names in the reply (a pool then sends as fill
 --      only the names it knows to be ready)
 -- Returns {jobs, buried, due} ({jobs, buried, due, ready} with tell): jobs is flat: per job
@@ -35,37 +32,18 @@ local ready = {}
 for _, name in ipairs(redis.call('SMEMBERS', K_READY)) do
   ready[name] = true
 end
-local c = tonumber(ARGV[7 + n + m]) or 0
-local tell = ARGV[8 + n + m + c] == '1'
-local checked = {}
-for i = 8 + n + m, 7 + n + m + c do
-  local name = ARGV[i]
-  if not ready[name] and queue_holds(name) then
-    mark_ready(name)
-    ready[name] = true
-    checked[#checked + 1] = name
-  end
-end
--- The fill: the names given, then the fill names, then the names checked, those of
--- the ready set only.
+local tell = ARGV[7 + n + m] == '1'
+-- The fill: the names given, then the fill names, those of the ready set only.
 local fill = {}
-local filled = {}
 for i = 1, n do
   local name = ARGV[5 + i]
   if ready[name] then
     fill[#fill + 1] = name
-    filled[name] = true
   end
 end
 for i = 1, m do
   local name = ARGV[6 + n + i]
   if ready[name] then
-    fill[#fill + 1] = name
-    filled[name] = true
-  end
-end
-for _, name in ipairs(checked) do
-  if not filled[name] then
     fill[#fill + 1] = name
   end
 end

@@ -2,9 +2,10 @@
 -- job's current token is stale (the job was reclaimed and handed out again, or aborted):
 -- it changes nothing and its id is returned.
 -- KEYS[1] namespace prefix
--- ARGV now_ms, then the attempts: one MessagePack array of [id, name, token, outcome, a, b, c]
---      arrays (what pools send: one argument instead of seven per job) optionally followed
---      by the most complete jobs to keep (default 100000), or 7 arguments each
+-- ARGV now_ms, then the attempts: one flat MessagePack array of id, name, token, outcome,
+--      a, b, c per attempt (what pools send: one argument instead of seven per job)
+--      optionally followed by the most complete jobs to keep (default 100000), or 7
+--      arguments each
 --   complete: a = result JSON ('' = none), b = keep_ms (0 = delete now), c = keep_ms of a
 --             job with no result that nobody waits for and that has no children and no
 --             group ('' = b)
@@ -26,9 +27,8 @@ local processed = {} -- name -> jobs complete in this call (counted at the end)
 local COMPLETE_MAX = 100000
 local TRIM_MORE = 100 -- a call deletes at most this many more kept jobs than it adds
 
--- `logged`: whether the job may have log lines (key_joblog) to expire with it: a worker
--- that writes one sets the field 'logged' (protocol v3); a job run before may hold lines
--- of an earlier attempt whose worker did not. A job without lines costs one command less.
+-- `logged`: whether the job has log lines (key_joblog) to expire with it: a worker that
+-- writes one sets the field 'logged'. A job without lines costs one command less.
 local function keep_or_delete(jk, id, keep, logged)
   if keep <= 0 then
     redis.call('DEL', jk, key_joblog(id))
@@ -50,7 +50,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
   -- One read fences the outcome and holds all it needs. It fails on a key that is not a
   -- hash and finds no token for a missing job: either way the outcome is stale.
   local ok, f = pcall(redis.call, 'HMGET', jk, 'token', 'abort', 'waiters', 'unique_key',
-    'children', 'group', 'logged', 'attempts')
+    'children', 'group', 'logged')
   if not ok or f[1] ~= token then
     stale[#stale + 1] = id
     count('stale', name, 1)
@@ -58,7 +58,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
   end
   local ids = table_at(ended, name)
   ids[#ids + 1] = id
-  local logged = f[7] or f[8] ~= '1'
+  local logged = f[7]
   -- Retire the token (written with the outcome), so that this outcome sent again (its
   -- reply was lost) is stale.
   local retired = retire(token)
@@ -150,19 +150,14 @@ end
 
 local complete_max = COMPLETE_MAX
 if #ARGV == 2 or #ARGV == 3 then
+  -- Flat: seven entries per attempt, no table per attempt to make and collect.
   local rows = cmsgpack.unpack(ARGV[2])
-  if type(rows[1]) == 'table' then -- one array per attempt (pools of the previous release)
-    for _, o in ipairs(rows) do
-      finish_one(o[1], o[2], o[3], o[4], o[5], o[6], o[7])
-    end
-  else -- flat: seven entries per attempt, no table per attempt to make and collect
-    if #rows % 7 ~= 0 then -- a sender's mistake: refuse it whole, the leases stay
-      return redis.error_reply('ERR finish: ' .. #rows .. ' entries, not seven per attempt')
-    end
-    for i = 1, #rows, 7 do
-      finish_one(rows[i], rows[i + 1], rows[i + 2], rows[i + 3], rows[i + 4], rows[i + 5],
-        rows[i + 6])
-    end
+  if #rows % 7 ~= 0 then -- a sender's mistake: refuse it whole, the leases stay
+    return redis.error_reply('ERR finish: ' .. #rows .. ' entries, not seven per attempt')
+  end
+  for i = 1, #rows, 7 do
+    finish_one(rows[i], rows[i + 1], rows[i + 2], rows[i + 3], rows[i + 4], rows[i + 5],
+      rows[i + 6])
   end
   complete_max = tonumber(ARGV[3]) or COMPLETE_MAX
 else

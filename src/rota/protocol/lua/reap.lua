@@ -2,23 +2,14 @@
 -- A job whose lease expired goes back to the front of its queue with reason 'lost'
 -- (not a failure); after max_lost lost attempts it is a poison pill and goes dead.
 -- A pass visits the names of the leased set (those whose running set may hold leases:
--- every fetch adds the names it leases), so an idle namespace costs it nothing per name;
--- a full pass visits every name: it finds leases made by an older rota, which kept no
--- leased set, and adds to the ready set every name whose queue holds jobs but is
--- missing there.
+-- every fetch adds the names it leases), so an idle namespace costs it nothing per name.
 -- KEYS[1] namespace prefix
--- ARGV now_ms, max_lost (default for jobs without a max_lost field), pool_expiry_ms, limit,
---      and optionally 'leased' for a pass over the leased set only (else a full pass)
+-- ARGV now_ms, max_lost (default for jobs without a max_lost field), pool_expiry_ms, limit
 -- Returns {reclaimed ids, buried ids, forgotten pools}.
 local now, max_lost_default = tonumber(ARGV[1]), tonumber(ARGV[2])
 local pool_expiry, limit = tonumber(ARGV[3]), tonumber(ARGV[4])
-local full = ARGV[5] ~= 'leased'
 local reclaimed, buried, forgotten = {}, {}, {}
-local leased = {}
 for _, name in ipairs(redis.call('SMEMBERS', K_LEASED)) do
-  leased[name] = true
-end
-for _, name in ipairs(full and redis.call('SMEMBERS', K_NAMES) or redis.call('SMEMBERS', K_LEASED)) do
   local rk = key_running(name)
   local ok, ids = pcall(redis.call, 'ZRANGEBYSCORE', rk, '-inf', now, 'LIMIT', 0, limit)
   if ok then
@@ -72,20 +63,14 @@ for _, name in ipairs(full and redis.call('SMEMBERS', K_NAMES) or redis.call('SM
       wake(name)
     end
   end
-  -- A name with no lease left leaves the leased set; one with leases joins it (made by
-  -- an older rota, found by a full pass).
+  -- A name with no lease left leaves the leased set.
   local ok_n, held = pcall(redis.call, 'ZCARD', rk)
-  if ok_n and held > 0 then
-    if not leased[name] then
-      redis.call('SADD', K_LEASED, name)
-    end
-  elseif leased[name] then
+  if not (ok_n and held > 0) then
     redis.call('SREM', K_LEASED, name)
   end
-  -- A queue holding jobs that the ready set does not name (pushed by plain commands
-  -- without the SADD, or by an older rota during an upgrade; or a name whose slot a
-  -- reclaimed lease freed) joins it, and a pool is woken for it.
-  if (full or ok) and queue_holds(name) and redis.call('SISMEMBER', K_READY, name) == 0
+  -- A queue holding jobs that the ready set does not name (a name at its limit whose
+  -- slot a lease that ended dead or aborted freed) joins it, and a pool is woken for it.
+  if ok and queue_holds(name) and redis.call('SISMEMBER', K_READY, name) == 0
       and redis.call('SISMEMBER', K_PAUSED, name) == 0 then
     mark_ready(name)
     wake(name)

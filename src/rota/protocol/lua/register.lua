@@ -15,9 +15,9 @@ local i = 1
 while i + 3 <= #ARGV do
   local name, priority, limit, rate = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local known = redis.call('SADD', K_NAMES, name) == 0
-  -- A backlog that no fetch knows of (written by plain commands, or by an older rota
-  -- that kept no ready set) is visited from now on; a paused name leaves the set again
-  -- at the first fetch that sees it.
+  -- A queue that holds jobs joins the ready set: the limit written here may leave room
+  -- where the last one left none. A paused name leaves the set again at the first fetch
+  -- that sees it.
   if queue_holds(name) then
     mark_ready(name)
   end

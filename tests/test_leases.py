@@ -238,13 +238,12 @@ async def test_wait_returns_results_and_raises_for_failures(
         async def waiting() -> None:
             result.append(await client.wait(good.id, timeout=5))
 
-        async def subscribed() -> bool:
-            counts = await client.redis.pubsub_numsub(client.keys.done(good.id))
-            return bool(counts[0][1])
+        async def registered() -> bool:  # the wait script ran: the finish will tell it
+            return bool(await client.redis.hexists(client.keys.job(good.id), "waiters"))
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(waiting)
-            await wait_until(subscribed, within=5)
+            await wait_until(registered, within=5)
             go.set()
         assert result == [{"ok": True}]
         with pytest.raises(rota.JobFailed) as info:

@@ -59,9 +59,11 @@ __all__ = [
     "Pool",
     "Pools",
     "Queue",
+    "QueueJobs",
     "QueueLimit",
     "QueueRate",
     "QueueState",
+    "QueuedJob",
     "Queues",
     "Redis",
     "Related",
@@ -239,6 +241,30 @@ class JobPage(msgspec.Struct, kw_only=True):
     ]
 
 
+class QueuedJob(msgspec.Struct, kw_only=True):
+    """A job waiting in a queue, as the queue's page lists it: its args cut short."""
+
+    id: str
+    name: str | None
+    state: Annotated[str, Meta(description="'missing' when its record is gone")]
+    enqueued_at: Ms | None
+    args: Annotated[str | None, Meta(description="their start; null when too long to read")]
+    args_bytes: Annotated[int, Meta(description="the length of the args as stored")]
+
+
+class QueueJobs(msgspec.Struct, kw_only=True):
+    """A page of the jobs waiting in one queue, in the order asked for."""
+
+    name: str
+    order: Literal["oldest", "newest"]
+    total: Annotated[int, Meta(description="jobs in the queue")]
+    offset: int
+    limit: int
+    paused: bool
+    served: Annotated[bool, Meta(description="a live pool serves this name")]
+    jobs: list[QueuedJob]
+
+
 class JobProgress(msgspec.Struct):
     """A running job's last ``ctx.progress``, read."""
 
@@ -358,6 +384,7 @@ BODIES: Final[tuple[type[msgspec.Struct], ...]] = (
     Error,
     Dashboard,
     Queues,
+    QueueJobs,
     Pools,
     Busy,
     JobPage,

@@ -1,6 +1,6 @@
 """What an operator does beyond the lists, in a real headless Chromium: read a queue's
-contents a page at a time. A real server on a loopback port, real Redis; screenshots go
-to artifacts/screenshots/."""
+contents a page at a time; tick jobs of a set and retry or delete those only. A real
+server on a loopback port, real Redis; screenshots go to artifacts/screenshots/."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Dialog, Page, expect
 
 from rota import Client
 from rota.web import create_app
@@ -36,6 +36,10 @@ class Site:
     def call(self, func: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         return self.portal.call(lambda: func(*args, **kwargs))
 
+    def state(self, job_id: str) -> str | None:
+        record = self.call(self.client.job, job_id)
+        return record.state if record is not None else None
+
 
 @pytest.fixture(scope="module")
 def site(redis_server: RedisServer) -> Iterator[Site]:
@@ -55,16 +59,22 @@ def site(redis_server: RedisServer) -> Iterator[Site]:
 class Tab:
     page: Page
     errors: list[str]  # console errors and script errors
+    dialogs: list[str]  # the questions asked (each answered yes)
 
 
 @pytest.fixture
 def tab(browser: Browser) -> Iterator[Tab]:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    tab = Tab(page, [])
+    tab = Tab(page, [], [])
+
+    def on_dialog(dialog: Dialog) -> None:
+        tab.dialogs.append(dialog.message)
+        dialog.accept()
+
     page.on("console", lambda m: tab.errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda exc: tab.errors.append(str(exc)))
-    page.on("dialog", lambda dialog: dialog.accept())
+    page.on("dialog", on_dialog)
     yield tab
     context.close()
 
@@ -120,3 +130,81 @@ def test_a_queues_jobs_page_by_page(site: Site, tab: Tab, browser: Browser) -> N
     assert page.url.startswith(site.url + "/queues/letters")
     assert tab.errors == []
     _fits_a_phone(browser, site.url + "/queues/letters", "phone-queue.png")
+
+
+async def _dead(client: Client, name: str, n: int) -> list[str]:
+    """``n`` dead jobs of ``name``, as a pool leaves them (no pool needed)."""
+    ids = []
+    for i in range(n):
+        job = await client.enqueue(name, i)
+        await client.redis.lrem(client.keys.queue(name), 0, job.id)
+        await client.redis.hset(client.keys.job(job.id), mapping={"state": "dead", "error": "E"})
+        await client.redis.zadd(client.keys.dead, {job.id: 1700000000000 + i})
+        ids.append(job.id)
+    return ids
+
+
+def _row(page: Page, job_id: str) -> Any:
+    return page.locator("tr", has=page.locator(f'a[href="/jobs/{job_id}"]'))
+
+
+def _tick(page: Page, job_id: str) -> None:
+    _row(page, job_id).get_by_role("checkbox").check()
+
+
+def test_retry_and_delete_the_ticked_jobs_under_a_search(site: Site, tab: Tab) -> None:
+    parcels = site.call(_dead, site.client, "parcel", 4)
+    others = site.call(_dead, site.client, "other", 2)
+    page = tab.page
+    page.goto(site.url + "/dead?q=parcel")
+    expect(page.locator("table.jobs tbody tr")).to_have_count(4)
+    retry = page.get_by_role("button", name="Retry selected")
+    expect(retry).to_be_disabled()  # nothing ticked yet
+    _tick(page, parcels[0])
+    _tick(page, parcels[2])
+    expect(page.locator("#selected-count")).to_have_text("2 selected")
+    expect(page.get_by_label("select every job of this page")).to_have_js_property(
+        "indeterminate", True
+    )
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SHOTS / "dead-selected.png", full_page=True)
+    with page.expect_navigation():
+        retry.click()
+    assert tab.dialogs == ["Queue the 2 selected jobs again?"]
+    expect(page.locator(".notice")).to_have_text("2 jobs queued again.")
+    assert page.url.startswith(site.url + "/dead?q=parcel")  # the search is kept
+    states = [site.state(i) for i in parcels + others]
+    assert states == ["queued", "dead", "queued", "dead", "dead", "dead"]
+
+    # "every job of this page" ticks the rows listed (the search's), and no other
+    expect(page.locator("table.jobs tbody tr")).to_have_count(2)
+    page.get_by_label("select every job of this page").check()
+    expect(page.locator("#selected-count")).to_have_text("2 selected")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Delete selected").click()
+    assert tab.dialogs[-1] == "Delete the 2 selected jobs for good?"
+    expect(page.locator(".notice")).to_have_text("2 jobs deleted.")
+    states = [site.state(i) for i in parcels + others]
+    assert states == ["queued", None, "queued", None, "dead", "dead"]
+
+    # a tick survives the page's refresh in place
+    page.goto(site.url + "/dead")
+    _tick(page, others[1])
+    page.locator("h1").click()  # away from the box: a focused control holds the refresh
+    page.evaluate("window.stillHere = true")
+    (late,) = site.call(_dead, site.client, "late", 1)
+    expect(_row(page, late)).to_have_count(1, timeout=20_000)
+    assert page.evaluate("window.stillHere") is True
+    expect(_row(page, others[1]).get_by_role("checkbox")).to_be_checked()
+    expect(_row(page, others[0]).get_by_role("checkbox")).not_to_be_checked()
+    expect(page.locator("#selected-count")).to_have_text("1 selected")
+
+    # the audit log says which jobs each action took
+    page.goto(site.url + "/audit")
+    rows = page.locator("#audit tbody tr")
+    for row, action, ids in ((0, "delete", parcels[1::2]), (1, "retry", parcels[::2])):
+        text = rows.nth(row).locator('td[data-label="What"]').inner_text()
+        head, _, listed = text.partition(" · 2 jobs: ")
+        assert head == f"POST /dead/{action}-selected"
+        assert sorted(listed.split(", ")) == sorted(ids)
+    assert tab.errors == []

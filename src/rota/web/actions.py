@@ -16,7 +16,7 @@ from rota.operations import SEARCH_LIMIT
 from rota.web import views
 from rota.web.base import client_of, local_path, with_notice
 from rota.web.pages import known_queue, queues
-from rota.web.request_bodies import MAX_LIMIT
+from rota.web.request_bodies import MAX_IDS, MAX_LIMIT
 
 __all__ = ["routes"]
 
@@ -88,29 +88,57 @@ def set_action(which: views.JobSet) -> Any:
     return act
 
 
+async def _act(
+    request: Request, which: views.JobSet, action: str, ids: list[str] | None
+) -> Response:
+    """Retry or delete ``ids`` of a set (None: all of it), and go back to the page."""
+    client = client_of(request)
+    target = await _next(request, f"/{which}")
+    if ids == []:
+        n = 0
+    elif action == "retry":
+        n = await client.retry(which, ids)
+    else:
+        n = await client.delete(which, ids)
+    done = "retried" if action == "retry" else "deleted"
+    return RedirectResponse(with_notice(target, done, n), status_code=303)
+
+
 def set_all_action(which: views.JobSet, action: str) -> Any:
     """Retry or delete every job of a set, or, when the form carries the page's search
     (``q``), only the jobs that match it: a bulk button under a search acts on what the
     operator sees listed, never on the whole set."""
 
     async def act(request: Request) -> Response:
-        client = client_of(request)
-        target = await _next(request, f"/{which}")
         q = (await request.form()).get("q")
         ids: list[str] | None = None
         if isinstance(q, str) and q.strip():
-            found = await client.search(which, q, 0, SEARCH_LIMIT)
+            found = await client_of(request).search(which, q, 0, SEARCH_LIMIT)
             ids = [j.id for j in found.jobs]
-        if ids == []:
-            n = 0
-        elif action == "retry":
-            n = await client.retry(which, ids)
-        else:
-            n = await client.delete(which, ids)
-        done = "retried" if action == "retry" else "deleted"
-        return RedirectResponse(with_notice(target, done, n), status_code=303)
+        return await _act(request, which, action, ids)
 
     act.__name__ = f"{which}_{action}_all"
+    return act
+
+
+def set_selected_action(which: views.JobSet, action: str) -> Any:
+    """Retry or delete the jobs ticked on a page of a set (the form's ``id`` fields),
+    those of them still in the set, and nothing else: a search or another page does not
+    widen it. The ids go into the audit log's entry."""
+
+    async def act(request: Request) -> Response:
+        ticked = (await request.form()).getlist("id")
+        ids = list(dict.fromkeys(i for i in ticked if isinstance(i, str) and i))
+        if len(ids) > MAX_IDS:
+            raise HTTPException(400, f"select at most {MAX_IDS} jobs at once")
+        if not ids:
+            target = await _next(request, f"/{which}")
+            return RedirectResponse(with_notice(target, "none-selected"), status_code=303)
+        there = await client_of(request).in_set(which, ids)
+        request.state.audit_ids = there
+        return await _act(request, which, action, there)
+
+    act.__name__ = f"{which}_{action}_selected"
     return act
 
 
@@ -129,14 +157,17 @@ def _routes() -> list[BaseRoute]:
         Route("/jobs/{job_id}/abort", abort, methods=["POST"]),
     ]
     for which in views.JOB_SETS:
-        if which in views.RETRYABLE:  # a waiting job runs when its parents complete
-            out.append(
-                Route(f"/{which}/retry-all", set_all_action(which, "retry"), methods=["POST"])
-            )
-        out += [
-            Route(f"/{which}/delete-all", set_all_action(which, "delete"), methods=["POST"]),
-            Route(f"/{which}/{{job_id}}/{{action}}", set_action(which), methods=["POST"]),
-        ]
+        # a waiting job runs when its parents complete: it is deleted, never retried
+        for action in ("retry", "delete") if which in views.RETRYABLE else ("delete",):
+            out += [
+                Route(f"/{which}/{action}-all", set_all_action(which, action), methods=["POST"]),
+                Route(
+                    f"/{which}/{action}-selected",
+                    set_selected_action(which, action),
+                    methods=["POST"],
+                ),
+            ]
+        out.append(Route(f"/{which}/{{job_id}}/{{action}}", set_action(which), methods=["POST"]))
     return out
 
 

@@ -231,6 +231,7 @@ def set_action(which: views.JobSet, action: str) -> Any:
             missing = await views.missing_from_set(client, which, ids)
             if missing:
                 raise ApiError(404, f"not among the {which} jobs: {', '.join(missing[:10])}")
+            request.state.audit_ids = ids
         if action == "retry":
             return JSONResponse(b.Retried(await client.retry(which, ids)))
         return JSONResponse(b.Deleted(await client.delete(which, ids)))

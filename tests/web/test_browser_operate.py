@@ -1,6 +1,7 @@
 """What an operator does beyond the lists, in a real headless Chromium: read a queue's
-contents a page at a time; tick jobs of a set and retry or delete those only. A real
-server on a loopback port, real Redis; screenshots go to artifacts/screenshots/."""
+contents a page at a time; tick jobs of a set and retry or delete those only; see that
+a job waits for a parent no pool serves. A real server on a loopback port, real Redis;
+screenshots go to artifacts/screenshots/."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from playwright.sync_api import Browser, Dialog, Page, expect
 
-from rota import Client
+from rota import Client, JobContext, WorkerPool
 from rota.web import create_app
 from tests.helpers import pool_settings
 from tests.redis_server import RedisServer
@@ -208,3 +209,39 @@ def test_retry_and_delete_the_ticked_jobs_under_a_search(site: Site, tab: Tab) -
         assert head == f"POST /dead/{action}-selected"
         assert sorted(listed.split(", ")) == sorted(ids)
     assert tab.errors == []
+
+
+def test_a_job_whose_parent_no_pool_serves_says_so(site: Site, tab: Tab, browser: Browser) -> None:
+    settings = pool_settings(site.redis_url, site.namespace, heartbeat_interval=1.0)
+    pool = WorkerPool(settings=settings)
+
+    @pool.job
+    async def stray(ctx: JobContext, n: int) -> None:
+        pass
+
+    site.call(site.client.pause, "stray")  # queued, and served once the pool runs
+    parent = site.call(site.client.enqueue, "stray", 1)
+    kid = site.call(site.client.enqueue, "kid", 1, after=[parent.id])
+    page = tab.page
+    page.goto(site.url + f"/jobs/{kid.id}")
+    expect(page.locator("#job-no-pool")).to_contain_text("No live pool serves stray")
+    expect(page.locator("#job-parents li .no-pool")).to_have_text("no pool")
+    expect(page.locator("#job-parents li")).to_contain_text(parent.id)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SHOTS / "job-no-pool.png", full_page=True)
+    with page.expect_navigation():
+        page.locator("#flow-link").click()
+    expect(page.locator("#flow-no-pool")).to_contain_text("No live pool serves kid, stray")
+    # a pool that serves the parent's name starts: the warning goes, in place
+    page.evaluate("window.stillHere = true")
+    with site.portal.wrap_async_context_manager(pool.running()):
+        expect(page.locator("#flow-no-pool")).to_contain_text(
+            "No live pool serves kid:", timeout=20_000
+        )
+        assert page.evaluate("window.stillHere") is True
+        page.goto(site.url + f"/jobs/{kid.id}")
+        expect(page.locator("#job-parents li")).to_contain_text(parent.id)
+        expect(page.locator("#job-no-pool")).to_have_count(0)
+        expect(page.locator(".no-pool")).to_have_count(0)
+    assert tab.errors == []
+    _fits_a_phone(browser, site.url + f"/flows/{kid.id}", "phone-flow-no-pool.png")

@@ -297,6 +297,7 @@ class JobDetail(JobTimes, kw_only=True):
         list[Related], Meta(description="the jobs enqueued after it, oldest first (at most 500)")
     ]
     children_total: int
+    unserved: Annotated[list[str], Meta(description="unfinished parents' names no pool serves")]
     callback: Annotated[
         Related | None, Meta(description="for a member of a group: the group's callback")
     ]
@@ -331,6 +332,7 @@ class Edge(msgspec.Struct, kw_only=True):
 class Flow(msgspec.Struct, kw_only=True):
     id: str
     nodes: list[Related]
+    unserved: Annotated[list[str], Meta(description="unfinished jobs' names no pool serves")]
     edges: list[Edge]
     limit: Annotated[int, Meta(description="the most jobs a flow holds")]
     truncated: Annotated[bool, Meta(description="some jobs of the flow were left out")]

@@ -24,6 +24,7 @@ from rota.web.related import (
     flow,
     group_detail,
     job_detail,
+    served_names,
 )
 
 __all__ = [
@@ -120,11 +121,6 @@ async def queues(client: Client, offset: int = 0, limit: int = 100) -> b.Queues:
             b.mirror(b.Queue, q, done_per_second=round(done / 60, 2), served=q.name in served)
         )
     return b.Queues(out, total, offset, limit)
-
-
-async def served_names(client: Client) -> set[str]:
-    """The job names some live pool serves (its jobs wait for one while none does)."""
-    return {name for pool in await client.pools() for name in pool.jobs}
 
 
 async def queue_jobs(

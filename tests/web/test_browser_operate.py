@@ -1,7 +1,7 @@
 """What an operator does beyond the lists, in a real headless Chromium: read a queue's
 contents a page at a time; tick jobs of a set and retry or delete those only; see that
-a job waits for a parent no pool serves. A real server on a loopback port, real Redis;
-screenshots go to artifacts/screenshots/."""
+a job waits for a parent no pool serves; read what became of a group's callback. A real
+server on a loopback port, real Redis; screenshots go to artifacts/screenshots/."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from playwright.sync_api import Browser, Dialog, Page, expect
 
-from rota import Client, JobContext, WorkerPool
+from rota import Client, JobContext, JobSpec, WorkerPool
 from rota.web import create_app
 from tests.helpers import pool_settings
 from tests.redis_server import RedisServer
@@ -245,3 +245,25 @@ def test_a_job_whose_parent_no_pool_serves_says_so(site: Site, tab: Tab, browser
         expect(page.locator(".no-pool")).to_have_count(0)
     assert tab.errors == []
     _fits_a_phone(browser, site.url + f"/flows/{kid.id}", "phone-flow-no-pool.png")
+
+
+def test_a_group_whose_callback_was_aborted_says_so(site: Site, tab: Tab) -> None:
+    members = [JobSpec(name="member", kwargs={"n": i}) for i in range(3)]
+    g = site.call(site.client.group, members, then=JobSpec(name="after"))
+    assert g.then is not None
+    page = tab.page
+    page.goto(site.url + f"/groups/{g.id}")
+    expect(page.locator("#group-state")).to_have_text("running")
+    with page.expect_navigation():
+        page.locator("#group-callback").get_by_role("link", name=g.then.id).click()
+    with page.expect_navigation():
+        page.get_by_role("button", name="Abort").click()
+    expect(page.locator(".notice")).to_have_text("Abort requested.")
+    page.goto(site.url + f"/groups/{g.id}")
+    expect(page.locator("#group-callback .badge")).to_have_text("aborted")
+    expect(page.locator("#group-state")).to_have_text(
+        "members still to run; the callback was aborted: it will not run"
+    )
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SHOTS / "group-callback-aborted.png", full_page=True)
+    assert tab.errors == []

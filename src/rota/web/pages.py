@@ -7,7 +7,7 @@ JSON carries. Actions answer with a 303 redirect back to the page they came from
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote
 
 import msgspec
@@ -190,6 +190,36 @@ async def flow(request: Request) -> Response:
     return render(request, "flow.html", context)
 
 
+#: What the group page says of a callback that will not run, or ran and failed.
+_CALLBACK_ENDED: Final = {
+    "dead": "the callback is dead",
+    "aborted": "the callback was aborted",
+    views.MISSING: "the callback's record is gone",
+}
+
+
+def group_state(data: dict[str, Any]) -> str:
+    """The group page's state: how far its members are, then its callback when that
+    ended without running to completion (it never says "running" beside a dead or
+    aborted callback)."""
+    failed, then = data["failed"], data["then"]
+    ended = _CALLBACK_ENDED.get(then["state"]) if then is not None else None
+    lost = f", {failed} dead or aborted" if failed else ""
+    if data["sent"] < data["total"]:
+        members = "incomplete: members missing"
+    elif data["finished"]:
+        members = "finished" + lost
+    elif failed or ended:
+        members = "members still to run" + (lost + " already" if failed else "")
+    else:
+        return "running"
+    if ended:
+        return f"{members}; {ended}" + ("" if data["finished"] else ": it will not run")
+    if failed and not data["finished"] and data["sent"] >= data["total"]:
+        return members + ": the callback will not run"
+    return members
+
+
 async def group(request: Request) -> Response:
     group_id = request.path_params["group_id"]
     offset = _clamped(request, "offset", 0, 10**9)
@@ -208,6 +238,7 @@ async def group(request: Request) -> Response:
         "data": data,
         "g": layout(nodes, edges),
         "bar": {"done": done, "failed": round(1000 * data["failed"] / total, 1)},
+        "state": group_state(data),
         "api": f"/api/groups/{group_id}" + (f"?offset={offset}" if offset else ""),
         "refresh": 0 if data["finished"] and _settled(nodes) else REFRESH,
         "prev_offset": max(0, offset - PER_PAGE) if offset > 0 else None,

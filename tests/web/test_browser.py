@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import http.server
 import re
-import shutil
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -15,7 +14,7 @@ from typing import Any, TypeVar
 
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from playwright.sync_api import Browser, ConsoleMessage, Dialog, Page, expect, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Dialog, Page, expect
 from playwright.sync_api import Error as PlaywrightError
 
 from rota import Client, JobSpec
@@ -29,15 +28,6 @@ from tests.web.live import IMG, SCRIPT, LiveServer, Seeded, enqueue_examples, ex
 pytestmark = pytest.mark.slow
 
 SHOTS = REPO / "artifacts" / "screenshots"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
 T = TypeVar("T")
 
 
@@ -84,17 +74,6 @@ async def _enqueue(client: Client, name: str, arg: Any) -> str:
     if name == "slow":
         return (await client.enqueue(name, seconds=arg)).id
     return (await client.enqueue(name, arg)).id
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.fail("chromium not found: `make chromium` installs it (apt-get install chromium)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @dataclass

@@ -4,13 +4,12 @@ while the dead job stays where it was. A screenshot goes to artifacts/screenshot
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from collections.abc import Iterator
 
 import pytest
 from anyio.from_thread import start_blocking_portal
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from rota import Client
 from rota.acl import rules
@@ -18,7 +17,7 @@ from rota.web import create_app
 from tests.helpers import pool_settings
 from tests.redis_server import RedisServer
 from tests.web.live import LiveServer
-from tests.web.test_browser import CHROMIUM_ARGS, SHOTS
+from tests.web.test_browser import SHOTS
 
 # Slow (a headless Chromium): `make test` runs it, `make check` does not.
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
@@ -34,16 +33,12 @@ async def _seed(client: Client) -> str:
 
 
 @pytest.fixture
-def page() -> Iterator[Page]:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.fail("chromium not found: `make chromium` installs it (apt-get install chromium)")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        try:
-            yield browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-        finally:
-            browser.close()
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
 
 
 def test_a_read_only_ui_shows_the_dead_job_and_says_why_it_cannot_retry(

@@ -5,37 +5,21 @@ session goes on. A screenshot goes to artifacts/screenshots/."""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
-
 import pytest
 import redis
-from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from rota import Settings
 from rota.protocol.keys import Keys
 from rota.web import Auth, create_app
 from rota.web.security import CSRF_COOKIE, SESSION_COOKIE
 from tests.web.live import LiveServer
-from tests.web.test_browser import CHROMIUM_ARGS, SHOTS
+from tests.web.test_browser import SHOTS
 
 TOKEN = "tok-browser-sessions"
 
 # Slow (a headless Chromium): `make test` runs it, `make check` does not.
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.fail("chromium not found: `make chromium` installs it (apt-get install chromium)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def _log_in(context: BrowserContext, url: str) -> Page:

@@ -149,11 +149,11 @@ async def test_queues_are_paged_server_side_the_busiest_first(
     await client.enqueue("n0100", 1)
     page = await http.get("/queues", headers=FORM)
     assert page.status_code == 200 and len(page.content) < 250_000
-    rows = re.findall(r'<td data-label="Name" class="name">(n\d+)</td>', page.text)
+    rows = re.findall(r'<td data-label="Name" class="name"><a [^>]*>(n\d+)</a>', page.text)
     assert rows[:3] == ["n0200", "n0100", "n0000"] and len(rows) == 100
     assert "1–100 of 250 job names" in page.text and "?offset=100" in page.text
     last = await http.get("/queues?offset=200", headers=FORM)
-    assert re.findall(r'class="name">(n\d+)<', last.text)[-1] == "n0249"
+    assert re.findall(r'class="name"><a [^>]*>(n\d+)<', last.text)[-1] == "n0249"
     api = (await http.get("/api/queues", params={"offset": 100, "limit": 50})).json()
     assert (api["total"], api["offset"], api["limit"], len(api["queues"])) == (250, 100, 50, 50)
     assert (await http.get("/api/queues", params={"limit": 0})).status_code == 400

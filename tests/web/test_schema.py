@@ -196,6 +196,7 @@ def test_the_times_sent_in_ms_are_the_fields_typed_ms() -> None:
         "Pool": ["heartbeat_at", "last_heartbeat", "started_at"],
         "BusyWorker": ["deadline", "since"],
         "JobTimes": record_times,
+        "QueuedJob": ["enqueued_at"],
         "JobDetail": record_times,
         "GroupProgress": ["created_at"],
         "Group": ["created_at"],
@@ -246,12 +247,16 @@ def test_answers_carry_the_documented_fields_and_no_others(live: str) -> None:
     enqueued = httpx.post(live + "/api/jobs", json={"name": "ok", "delay": 3600})
     job_id = enqueued.json()["id"]
     scheduled = httpx.get(live + "/api/scheduled").json()
+    httpx.post(live + "/api/jobs", json={"name": "ok", "kwargs": {"n": 1}})
+    queued = httpx.get(live + "/api/queues/ok/jobs").json()
     answers = {
         "Enqueued": [enqueued.json()],
         "Queue": httpx.get(live + "/api/queues").json()["queues"],
         "Pools": [httpx.get(live + "/api/pools").json()],
         "JobPage": [scheduled],
         "JobSummary": scheduled["jobs"],
+        "QueueJobs": [queued],
+        "QueuedJob": queued["jobs"],
         "Job": [httpx.get(f"{live}/api/jobs/{job_id}").json()],
         "Flow": [httpx.get(f"{live}/api/flows/{job_id}").json()],
         "Dashboard": [httpx.get(live + "/api/dashboard").json()],

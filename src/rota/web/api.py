@@ -91,6 +91,17 @@ async def queues(request: Request) -> Response:
     return JSONResponse(await views.queues(client_of(request), offset, limit))
 
 
+async def queue_jobs(request: Request) -> Response:
+    name = await _known_queue(request)
+    offset = int_param(request, "offset", 0, 0, 10**9)
+    limit = int_param(request, "limit", 25, 1, 500)
+    order = request.query_params.get("order", "oldest")
+    if order not in ("oldest", "newest"):
+        raise ApiError(400, "order: oldest or newest")
+    data = await views.queue_jobs(client_of(request), name, offset, limit, order == "newest")
+    return JSONResponse(data)
+
+
 async def pools(request: Request) -> Response:
     return JSONResponse(await views.pools(client_of(request), state_of(request).settings))
 
@@ -224,6 +235,7 @@ def set_action(which: views.JobSet, action: str) -> Any:
             missing = await views.missing_from_set(client, which, ids)
             if missing:
                 raise ApiError(404, f"not among the {which} jobs: {', '.join(missing[:10])}")
+            request.state.audit_ids = ids
         if action == "retry":
             return JSONResponse(b.Retried(await client.retry(which, ids)))
         return JSONResponse(b.Deleted(await client.delete(which, ids)))
@@ -309,6 +321,7 @@ def _routes() -> list[BaseRoute]:
         Route("/api/openapi.json", openapi),
         Route("/api/dashboard", dashboard),
         Route("/api/queues", queues),
+        Route("/api/queues/{name}/jobs", queue_jobs),
         Route("/api/queues/{name}/pause", pause, methods=["POST"]),
         Route("/api/queues/{name}/resume", resume, methods=["POST"]),
         Route("/api/queues/{name}/clear", clear, methods=["POST"]),

@@ -24,7 +24,7 @@ from rota.config import Settings
 from rota.errors import RedisRefused
 from rota.redis.access import acl_refused
 from rota.redis.outage import MEANING, REDIS_ERRORS, Condition, condition
-from rota.web import api, pages
+from rota.web import actions, api, pages
 from rota.web.base import ApiError, JSONResponse, WebState, make_templates, render, state_of
 from rota.web.bodies import Error
 from rota.web.limits import authed_limit
@@ -156,6 +156,7 @@ def _routes() -> list[BaseRoute]:
     """The pages, the JSON API, the metrics, the health check and the static files."""
     return [
         *pages.routes,
+        *actions.routes,
         *api.routes,
         Route("/metrics", metrics),
         Route("/healthz", healthz),

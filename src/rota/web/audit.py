@@ -5,10 +5,11 @@ let through and answered without an error is recorded by the security middleware
 who (the credentials it came with: ``token``, ``basic:<user>``, ``session:<id>``, or
 ``open`` when the UI has no authentication), from which address (the one a trusted
 proxy forwards), the method and path (which name the queue, job or set acted on), and
-the answer's status. Entries are JSON in a
-Redis list (``Keys.web_audit``), newest first, the last :data:`KEEP` kept, so that every
-process of the UI writes to one log and a restart loses nothing. ``/audit`` shows it,
-``/api/audit`` returns it.
+the answer's status; for an action on jobs picked by id (retry or delete the selected
+jobs of a page, or ``ids`` given to the API), which jobs (``ids``, ``count``). Entries
+are JSON in a Redis list (``Keys.web_audit``), newest first, the last :data:`KEEP`
+kept, so that every process of the UI writes to one log and a restart loses nothing.
+``/audit`` shows it, ``/api/audit`` returns it.
 
 A log that Redis refuses (away, or a user without the rights ``rota acl web`` prints)
 is logged as a warning and the action stands: the log is a record, not a gate.
@@ -29,10 +30,12 @@ from starlette.datastructures import Headers
 if TYPE_CHECKING:
     from rota.client import Client
 
-__all__ = ["KEEP", "AuditLog", "who"]
+__all__ = ["AUDIT_IDS", "KEEP", "AuditLog", "who"]
 
 #: Entries kept, newest first.
 KEEP: Final = 10_000
+#: The most job ids an entry lists (``ids``; ``count`` says how many were acted on).
+AUDIT_IDS: Final = 100
 
 log = structlog.get_logger("rota.web")
 

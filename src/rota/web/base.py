@@ -224,6 +224,7 @@ _NOTICES: Final = {
     "cleared": "{n} queued jobs deleted.",
     "retried": "{n} jobs queued again.",
     "deleted": "{n} jobs deleted.",
+    "none-selected": "No job selected: tick the jobs to act on first.",
     "aborted": "Abort requested.",
     "rate-set": "Rate limit set.",
     "rate-removed": "Rate limit removed.",

@@ -59,9 +59,11 @@ __all__ = [
     "Pool",
     "Pools",
     "Queue",
+    "QueueJobs",
     "QueueLimit",
     "QueueRate",
     "QueueState",
+    "QueuedJob",
     "Queues",
     "Redis",
     "Related",
@@ -260,6 +262,30 @@ class JobPage(msgspec.Struct, kw_only=True):
     ]
 
 
+class QueuedJob(msgspec.Struct, kw_only=True):
+    """A job waiting in a queue, as the queue's page lists it: its args cut short."""
+
+    id: str
+    name: str | None
+    state: Annotated[str, Meta(description="'missing' when its record is gone")]
+    enqueued_at: Ms | None
+    args: Annotated[str | None, Meta(description="their start; null when too long to read")]
+    args_bytes: Annotated[int, Meta(description="the length of the args as stored")]
+
+
+class QueueJobs(msgspec.Struct, kw_only=True):
+    """A page of the jobs waiting in one queue, in the order asked for."""
+
+    name: str
+    order: Literal["oldest", "newest"]
+    total: Annotated[int, Meta(description="jobs in the queue")]
+    offset: int
+    limit: int
+    paused: bool
+    served: Annotated[bool, Meta(description="a live pool serves this name")]
+    jobs: list[QueuedJob]
+
+
 class JobProgress(msgspec.Struct):
     """A running job's last ``ctx.progress``, read."""
 
@@ -292,6 +318,7 @@ class JobDetail(JobTimes, kw_only=True):
         list[Related], Meta(description="the jobs enqueued after it, oldest first (at most 500)")
     ]
     children_total: int
+    unserved: Annotated[list[str], Meta(description="unfinished parents' names no pool serves")]
     callback: Annotated[
         Related | None, Meta(description="for a member of a group: the group's callback")
     ]
@@ -326,6 +353,7 @@ class Edge(msgspec.Struct, kw_only=True):
 class Flow(msgspec.Struct, kw_only=True):
     id: str
     nodes: list[Related]
+    unserved: Annotated[list[str], Meta(description="unfinished jobs' names no pool serves")]
     edges: list[Edge]
     limit: Annotated[int, Meta(description="the most jobs a flow holds")]
     truncated: Annotated[bool, Meta(description="some jobs of the flow were left out")]
@@ -379,6 +407,7 @@ BODIES: Final[tuple[type[msgspec.Struct], ...]] = (
     Error,
     Dashboard,
     Queues,
+    QueueJobs,
     Pools,
     Cron,
     Busy,

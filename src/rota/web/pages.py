@@ -7,7 +7,8 @@ JSON carries. Actions answer with a 303 redirect back to the page they came from
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Final
+from urllib.parse import quote
 
 import msgspec
 from starlette.exceptions import HTTPException
@@ -15,13 +16,11 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from rota.operations import SEARCH_LIMIT
 from rota.protocol.job import validate_name
 from rota.web import views
-from rota.web.base import NS_COOKIE, client_of, local_path, render, state_of, with_notice
+from rota.web.base import NS_COOKIE, client_of, local_path, render, state_of
 from rota.web.charts import bar_chart
 from rota.web.graph import STATES, layout
-from rota.web.request_bodies import MAX_LIMIT
 from rota.web.security import READ, SESSION_COOKIE
 
 __all__ = ["routes"]
@@ -70,6 +69,39 @@ async def queues(request: Request, error: str | None = None) -> Response:
         else None,
     }
     return render(request, "queues.html", context, status=400 if error else 200)
+
+
+async def known_queue(request: Request) -> str:
+    """The queue named in the path; 404 unless it is a job name of the namespace."""
+    name: str = request.path_params["name"]
+    try:
+        validate_name(name)
+    except ValueError:
+        raise HTTPException(404, f"no queue {name}") from None
+    if name not in await client_of(request).names():
+        raise HTTPException(404, f"no queue {name}")
+    return name
+
+
+async def queue(request: Request) -> Response:
+    """The jobs waiting in one queue, a page at a time, the next to run first (or the
+    newest first: ``?order=newest``)."""
+    name = await known_queue(request)
+    client = client_of(request)
+    offset = _clamped(request, "offset", 0, 10**9)
+    newest = request.query_params.get("order") == "newest"
+    data = _plain(await views.queue_jobs(client, name, offset, PER_PAGE, newest))
+    query = request.url.query
+    last = max(0, (data["total"] - 1) // PER_PAGE * PER_PAGE)
+    context = {
+        "data": data,
+        "api": f"/api/queues/{quote(name)}/jobs" + (f"?{query}" if query else ""),
+        "refresh": REFRESH,
+        "prev_offset": max(0, offset - PER_PAGE) if offset > 0 else None,
+        "next_offset": offset + PER_PAGE if offset + PER_PAGE < data["total"] else None,
+        "last_offset": last if offset < last else None,
+    }
+    return render(request, "queue.html", context)
 
 
 async def pools(request: Request) -> Response:
@@ -163,6 +195,36 @@ async def flow(request: Request) -> Response:
     return render(request, "flow.html", context)
 
 
+#: What the group page says of a callback that will not run, or ran and failed.
+_CALLBACK_ENDED: Final = {
+    "dead": "the callback is dead",
+    "aborted": "the callback was aborted",
+    views.MISSING: "the callback's record is gone",
+}
+
+
+def group_state(data: dict[str, Any]) -> str:
+    """The group page's state: how far its members are, then its callback when that
+    ended without running to completion (it never says "running" beside a dead or
+    aborted callback)."""
+    failed, then = data["failed"], data["then"]
+    ended = _CALLBACK_ENDED.get(then["state"]) if then is not None else None
+    lost = f", {failed} dead or aborted" if failed else ""
+    if data["sent"] < data["total"]:
+        members = "incomplete: members missing"
+    elif data["finished"]:
+        members = "finished" + lost
+    elif failed or ended:
+        members = "members still to run" + (lost + " already" if failed else "")
+    else:
+        return "running"
+    if ended:
+        return f"{members}; {ended}" + ("" if data["finished"] else ": it will not run")
+    if failed and not data["finished"] and data["sent"] >= data["total"]:
+        return members + ": the callback will not run"
+    return members
+
+
 async def group(request: Request) -> Response:
     group_id = request.path_params["group_id"]
     offset = _clamped(request, "offset", 0, 10**9)
@@ -181,6 +243,7 @@ async def group(request: Request) -> Response:
         "data": data,
         "g": layout(nodes, edges),
         "bar": {"done": done, "failed": round(1000 * data["failed"] / total, 1)},
+        "state": group_state(data),
         "api": f"/api/groups/{group_id}" + (f"?offset={offset}" if offset else ""),
         "refresh": 0 if data["finished"] and _settled(nodes) else REFRESH,
         "prev_offset": max(0, offset - PER_PAGE) if offset > 0 else None,
@@ -194,13 +257,7 @@ async def redis_page(request: Request) -> Response:
     return render(request, "redis.html", {"data": data, "api": "/api/redis", "refresh": REFRESH})
 
 
-# -- actions ---------------------------------------------------------------------
-
-
-async def _next(request: Request, default: str) -> str:
-    form = await request.form()
-    value = form.get("next")
-    return local_path(value if isinstance(value, str) else None, default)
+# -- namespaces ----------------------------------------------------------------
 
 
 async def switch_namespace(request: Request) -> Response:
@@ -211,106 +268,6 @@ async def switch_namespace(request: Request) -> Response:
     response = RedirectResponse("/", status_code=303)
     response.set_cookie(NS_COOKIE, name, httponly=True, samesite="strict", path="/")
     return response
-
-
-async def queue_action(request: Request) -> Response:
-    name, action = request.path_params["name"], request.path_params["action"]
-    client = client_of(request)
-    try:
-        validate_name(name)
-    except ValueError:
-        raise HTTPException(404, f"no queue {name}") from None
-    actions = ("pause", "resume", "clear", "rate", "limit")
-    if name not in await client.names() or action not in actions:
-        raise HTTPException(404, f"no queue {name}")
-    target = await _next(request, "/queues")
-    n = None
-    if action in ("rate", "limit"):
-        value = (await request.form()).get(action)
-        text = value.strip() if isinstance(value, str) else ""
-        try:
-            if action == "rate":
-                await client.set_rate(name, text or None)
-            else:
-                await client.set_limit(name, _limit(text))
-        except ValueError as exc:
-            return await queues(request, error=f"{name}: {exc}")
-        done = f"{action}-set" if text else f"{action}-removed"
-        return RedirectResponse(with_notice(target, done), 303)
-    if action == "pause":
-        await client.pause(name)
-    elif action == "resume":
-        await client.resume(name)
-    else:
-        n = await client.clear_queue(name)
-    done = {"pause": "paused", "resume": "resumed", "clear": "cleared"}[action]
-    return RedirectResponse(with_notice(target, done, n), status_code=303)
-
-
-def _limit(text: str) -> int | None:
-    """A concurrency limit typed in the form: a whole number from 1, or nothing."""
-    if not text:
-        return None
-    if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
-        raise ValueError(f"the limit must be a whole number from 1 to {MAX_LIMIT}, not {text!r}")
-    return int(text)
-
-
-def set_action(which: views.JobSet) -> Any:
-    async def act(request: Request) -> Response:
-        job_id, action = request.path_params["job_id"], request.path_params["action"]
-        client = client_of(request)
-        actions = ("retry", "delete") if which in views.RETRYABLE else ("delete",)
-        if action not in actions or await views.missing_from_set(client, which, [job_id]):
-            raise HTTPException(404, f"no job {job_id} among the {which} jobs")
-        target = await _next(request, f"/{which}")
-        if target.startswith(f"/jobs/{job_id}") and action == "delete":
-            target = f"/{which}"
-        if action == "retry":
-            n = await client.retry(which, [job_id])
-        else:
-            n = await client.delete(which, [job_id])
-        return RedirectResponse(
-            with_notice(target, "retried" if action == "retry" else "deleted", n), 303
-        )
-
-    act.__name__ = f"{which}_action"
-    return act
-
-
-def set_all_action(which: views.JobSet, action: str) -> Any:
-    """Retry or delete every job of a set, or, when the form carries the page's search
-    (``q``), only the jobs that match it: a bulk button under a search acts on what the
-    operator sees listed, never on the whole set."""
-
-    async def act(request: Request) -> Response:
-        client = client_of(request)
-        target = await _next(request, f"/{which}")
-        q = (await request.form()).get("q")
-        ids: list[str] | None = None
-        if isinstance(q, str) and q.strip():
-            found = await client.search(which, q, 0, SEARCH_LIMIT)
-            ids = [j.id for j in found.jobs]
-        if ids == []:
-            n = 0
-        elif action == "retry":
-            n = await client.retry(which, ids)
-        else:
-            n = await client.delete(which, ids)
-        done = "retried" if action == "retry" else "deleted"
-        return RedirectResponse(with_notice(target, done, n), status_code=303)
-
-    act.__name__ = f"{which}_{action}_all"
-    return act
-
-
-async def abort(request: Request) -> Response:
-    job_id = request.path_params["job_id"]
-    client = client_of(request)
-    if await client.job(job_id) is None:
-        raise HTTPException(404, f"no job {job_id}")
-    await client.abort(job_id)
-    return RedirectResponse(with_notice(f"/jobs/{job_id}", "aborted"), status_code=303)
 
 
 # -- login -----------------------------------------------------------------------
@@ -371,12 +328,11 @@ def _routes() -> list[BaseRoute]:
     out: list[BaseRoute] = [
         Route("/", dashboard),
         Route("/queues", queues),
-        Route("/queues/{name}/{action}", queue_action, methods=["POST"]),
+        Route("/queues/{name}", queue),
         Route("/pools", pools),
         Route("/cron", cron),
         Route("/busy", busy),
         Route("/jobs/{job_id}", job),
-        Route("/jobs/{job_id}/abort", abort, methods=["POST"]),
         Route("/flows/{job_id}", flow),
         Route("/groups/{group_id}", group),
         Route("/redis", redis_page),
@@ -385,16 +341,7 @@ def _routes() -> list[BaseRoute]:
         Route("/login", login, methods=["GET", "POST"]),
         Route("/logout", logout, methods=["POST"]),
     ]
-    for which in views.JOB_SETS:
-        out.append(Route(f"/{which}", job_set_page(which)))
-        if which in views.RETRYABLE:  # a waiting job runs when its parents complete
-            out.append(
-                Route(f"/{which}/retry-all", set_all_action(which, "retry"), methods=["POST"])
-            )
-        out += [
-            Route(f"/{which}/delete-all", set_all_action(which, "delete"), methods=["POST"]),
-            Route(f"/{which}/{{job_id}}/{{action}}", set_action(which), methods=["POST"]),
-        ]
+    out += [Route(f"/{which}", job_set_page(which)) for which in views.JOB_SETS]
     return out
 
 

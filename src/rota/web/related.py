@@ -33,6 +33,8 @@ __all__ = [
     "flow",
     "group_detail",
     "job_detail",
+    "served_names",
+    "unserved",
 ]
 
 #: The most jobs a flow graph holds; a larger flow is cut, and says so.
@@ -79,6 +81,21 @@ def _deeper(value: Any, depth: int) -> bool:
                 return True
             stack += [(x, level + 1) for x in item if isinstance(x, list | dict)]
     return False
+
+
+async def served_names(client: Client) -> set[str]:
+    """The job names some live pool serves (its jobs wait for one while none does)."""
+    return {name for pool in await client.pools() for name in pool.jobs}
+
+
+async def unserved(client: Client, jobs: list[Related]) -> list[str]:
+    """The names of those ``jobs`` not finished yet that no live pool serves: what they
+    wait for, a pool that never comes unless someone starts one. Reads the pools only
+    when some of the jobs are not finished."""
+    names = {j.name for j in jobs if j.state not in FINAL_STATES and j.name}
+    if not names:
+        return []
+    return sorted(names - await served_names(client))
 
 
 def _progress(text: str | None) -> b.JobProgress | None:
@@ -143,6 +160,7 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
         parents=parents,
         children=children,
         children_total=len(kids),
+        unserved=await unserved(client, parents),
         callback=callback,
         group_progress=None if progress is None else b.mirror(b.GroupProgress, progress),
     )
@@ -249,6 +267,7 @@ async def flow(client: Client, job_id: str, limit: int = FLOW_LIMIT) -> b.Flow |
     return b.Flow(
         id=job_id,
         nodes=list(nodes.values()),
+        unserved=await unserved(client, list(nodes.values())),
         edges=[
             b.Edge(from_=parent, to=child, kind=kind)
             for (parent, child), kind in edges.items()

@@ -14,7 +14,7 @@ import msgspec
 
 from rota.client import Client
 from rota.config import Settings
-from rota.protocol.job import JobRecord, JobSet
+from rota.protocol.job import JobRecord, JobSet, field_int, field_text, reply_text, state_text
 from rota.status import Bucket, CronEntry
 from rota.web import bodies as b
 from rota.web.related import (
@@ -24,6 +24,7 @@ from rota.web.related import (
     flow,
     group_detail,
     job_detail,
+    served_names,
 )
 
 __all__ = [
@@ -41,13 +42,19 @@ __all__ = [
     "job_page",
     "missing_from_set",
     "pools",
+    "queue_jobs",
     "queues",
     "redis_info",
+    "served_names",
 ]
 
 JOB_SETS: Final[tuple[JobSet, ...]] = get_args(JobSet)
 #: The sets whose jobs can be queued now; a waiting job runs when its parents complete.
 RETRYABLE: Final[tuple[JobSet, ...]] = ("scheduled", "retry", "dead")
+#: The most characters of a queued job's args its queue's page shows, and the longest
+#: args read for that (longer ones are a link away: a page of big jobs stays cheap).
+ARGS_PREVIEW: Final = 200
+ARGS_READ: Final = 4096
 
 
 _INFO_FIELDS: Final = (
@@ -106,7 +113,7 @@ async def queues(client: Client, offset: int = 0, limit: int = 100) -> b.Queues:
     weight = 1 - (now % 60) / 60  # the share of the previous minute inside the last 60 s
     out = []
     total, page = await client.queue_page(offset, limit)
-    served = {name for pool in await client.pools() for name in pool.jobs}
+    served = await served_names(client)
     for q in page:
         field = f"processed:{q.name}"
         done = previous.counts.get(field, 0) * weight + current.counts.get(field, 0)
@@ -114,6 +121,62 @@ async def queues(client: Client, offset: int = 0, limit: int = 100) -> b.Queues:
             b.mirror(b.Queue, q, done_per_second=round(done / 60, 2), served=q.name in served)
         )
     return b.Queues(out, total, offset, limit)
+
+
+async def queue_jobs(
+    client: Client, name: str, offset: int = 0, limit: int = 25, newest: bool = False
+) -> b.QueueJobs:
+    """A page of the jobs waiting in ``name``'s queue, the next to run first (or the
+    newest first). A queue's list has its newest job at the head, so a page is one
+    ``LRANGE`` counted from the end it starts at (cheap deep into a long queue), then
+    the page's records: their fields and the length of their args, then the args that
+    are short enough to show (three round trips whatever the queue's length)."""
+    k = client.keys
+    pipe = client.redis.pipeline(transaction=False)
+    pipe.llen(k.queue(name))
+    if newest:
+        pipe.lrange(k.queue(name), offset, offset + limit - 1)
+    else:
+        pipe.lrange(k.queue(name), -offset - limit, -offset - 1)
+    pipe.sismember(k.paused, name)
+    total, raw, paused = await pipe.execute()
+    ids = [reply_text(i) for i in (raw if newest else reversed(raw))]
+    pipe = client.redis.pipeline(transaction=False)
+    for i in ids:
+        pipe.hmget(k.job(i), "name", "state", "enqueued_at")
+        pipe.hstrlen(k.job(i), "args")
+    rows = await pipe.execute() if ids else []
+    fields, sizes = rows[0::2], [int(n) for n in rows[1::2]]
+    shown = [i for i, size in zip(ids, sizes, strict=True) if 0 < size <= ARGS_READ]
+    pipe = client.redis.pipeline(transaction=False)
+    for i in shown:
+        pipe.hget(k.job(i), "args")
+    args = dict(zip(shown, await pipe.execute() if shown else [], strict=True))
+    jobs = []
+    for i, (job_name, state, enqueued), size in zip(ids, fields, sizes, strict=True):
+        text = field_text(args.get(i))
+        jobs.append(
+            b.QueuedJob(
+                id=i,
+                name=field_text(job_name),
+                state=MISSING
+                if job_name is None and state is None
+                else state_text(state, job_name),
+                enqueued_at=field_int(enqueued) or None,
+                args=None if text is None else text[:ARGS_PREVIEW],
+                args_bytes=size,
+            )
+        )
+    return b.QueueJobs(
+        name=name,
+        order="newest" if newest else "oldest",
+        total=int(total),
+        offset=offset,
+        limit=limit,
+        paused=bool(paused),
+        served=name in await served_names(client),
+        jobs=jobs,
+    )
 
 
 async def pools(client: Client, settings: Settings) -> b.Pools:

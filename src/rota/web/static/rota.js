@@ -68,8 +68,9 @@
         document.querySelectorAll("[data-live]").forEach(function (el) {
           var name = el.getAttribute("data-live");
           var next = fresh.querySelector('[data-live="' + name + '"]');
-          if (next) el.replaceWith(document.importNode(next, true));
+          if (next) el.replaceWith(keepTicks(el, document.importNode(next, true)));
         });
+        countTicks();
       });
   }
 
@@ -88,10 +89,65 @@
     if (document.getElementById("browser-rtt")) refresh();
   }
 
-  // Forms that destroy things ask first.
+  // Rows ticked for "retry selected" / "delete selected" stay ticked when the region
+  // they are in is refreshed (a row that left the list leaves the selection).
+  function keepTicks(old, fresh) {
+    var ticked = {};
+    old.querySelectorAll('input[type="checkbox"][name]:checked').forEach(function (box) {
+      ticked[box.name + "\n" + box.value] = true;
+    });
+    fresh.querySelectorAll('input[type="checkbox"][name]').forEach(function (box) {
+      if (ticked[box.name + "\n" + box.value]) box.checked = true;
+    });
+    return fresh;
+  }
+
+  // (form.id would be the form's inputs named "id": the attribute is read instead)
+  function ticks(form) {
+    var id = form.getAttribute("id");
+    return document.querySelectorAll('input[type="checkbox"][name="id"][form="' + id + '"]');
+  }
+
+  // Each selection form says how many rows are ticked, and offers its buttons only then;
+  // its "every job of this page" box follows the rows.
+  function countTicks() {
+    document.querySelectorAll("form[data-selected]").forEach(function (form) {
+      var boxes = ticks(form);
+      var n = Array.prototype.filter.call(boxes, function (b) { return b.checked; }).length;
+      var count = form.querySelector(".selected-count");
+      if (count) count.textContent = n ? n + " selected" : "";
+      form.querySelectorAll('button[type="submit"]').forEach(function (b) { b.disabled = n === 0; });
+      var every = document.querySelectorAll('[data-select-all="' + form.getAttribute("id") + '"]');
+      every.forEach(function (box) {
+        box.hidden = false;
+        box.checked = boxes.length > 0 && n === boxes.length;
+        box.indeterminate = n > 0 && n < boxes.length;
+      });
+    });
+  }
+
+  document.addEventListener("change", function (event) {
+    var el = event.target;
+    var form = el.getAttribute && el.getAttribute("data-select-all");
+    if (form) {
+      var target = document.getElementById(form);
+      if (target) ticks(target).forEach(function (b) { b.checked = el.checked; });
+    }
+    if (form || (el.name === "id" && el.getAttribute("form"))) countTicks();
+  });
+  countTicks();
+
+  // Forms that destroy things ask first (the button's own question, else the form's;
+  // "{n}": how many rows are ticked).
   document.addEventListener("submit", function (event) {
     var form = event.target;
-    var question = form.getAttribute && form.getAttribute("data-confirm");
+    var button = event.submitter;
+    var question = (button && button.getAttribute("data-confirm")) ||
+      (form.getAttribute && form.getAttribute("data-confirm"));
+    if (question && form.hasAttribute("data-selected")) {
+      var n = Array.prototype.filter.call(ticks(form), function (b) { return b.checked; }).length;
+      question = question.replace("{n}", String(n));
+    }
     if (question && !window.confirm(question)) event.preventDefault();
   });
 

@@ -1,0 +1,269 @@
+"""What an operator does beyond the lists, in a real headless Chromium: read a queue's
+contents a page at a time; tick jobs of a set and retry or delete those only; see that
+a job waits for a parent no pool serves; read what became of a group's callback. A real
+server on a loopback port, real Redis; screenshots go to artifacts/screenshots/."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from playwright.sync_api import Browser, Dialog, Page, expect
+
+from rota import Client, JobContext, JobSpec, WorkerPool
+from rota.web import create_app
+from tests.helpers import pool_settings
+from tests.redis_server import RedisServer
+from tests.web.live import LiveServer
+from tests.web.test_browser import SHOTS
+
+# Slow (a headless Chromium): `make test` runs it, `make check` does not.
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+T = TypeVar("T")
+
+
+@dataclass
+class Site:
+    url: str
+    portal: BlockingPortal
+    client: Client
+    redis_url: str
+    namespace: str
+
+    def call(self, func: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        return self.portal.call(lambda: func(*args, **kwargs))
+
+    def state(self, job_id: str) -> str | None:
+        record = self.call(self.client.job, job_id)
+        return record.state if record is not None else None
+
+
+@pytest.fixture(scope="module")
+def site(redis_server: RedisServer) -> Iterator[Site]:
+    """The UI of a fresh namespace; each test enqueues under job names of its own."""
+    url, namespace = redis_server.url, "t" + uuid.uuid4().hex[:12]
+    with start_blocking_portal() as portal:
+        client = Client.from_url(url, namespace)
+        try:
+            app = create_app(pool_settings(url, namespace, heartbeat_interval=1.0))
+            with LiveServer(app) as server:
+                yield Site(server.url, portal, client, url, namespace)
+        finally:
+            portal.call(client.close)
+
+
+@dataclass
+class Tab:
+    page: Page
+    errors: list[str]  # console errors and script errors
+    dialogs: list[str]  # the questions asked (each answered yes)
+
+
+@pytest.fixture
+def tab(browser: Browser) -> Iterator[Tab]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    tab = Tab(page, [], [])
+
+    def on_dialog(dialog: Dialog) -> None:
+        tab.dialogs.append(dialog.message)
+        dialog.accept()
+
+    page.on("console", lambda m: tab.errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda exc: tab.errors.append(str(exc)))
+    page.on("dialog", on_dialog)
+    yield tab
+    context.close()
+
+
+def _fits_a_phone(browser: Browser, url: str, shot: str) -> None:
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    small = phone.new_page()
+    small.goto(url)
+    small.screenshot(path=SHOTS / shot, full_page=True)
+    width = small.evaluate("document.documentElement.scrollWidth")
+    phone.close()
+    assert width <= 400, f"{url} is {width}px wide on a phone"
+
+
+def _job_ids(page: Page) -> list[str]:
+    found: list[str] = page.locator("table.queued tbody td.mono a").all_inner_texts()
+    return found
+
+
+def test_a_queues_jobs_page_by_page(site: Site, tab: Tab, browser: Browser) -> None:
+    ids = [site.call(site.client.enqueue, "letters", i).id for i in range(30)]
+    page = tab.page
+    page.goto(site.url + "/queues")
+    with page.expect_navigation():
+        page.locator("td.name").get_by_role("link", name="letters", exact=True).click()
+    assert page.url == site.url + "/queues/letters"
+    expect(page.locator("h1")).to_have_text("Queue letters")
+    expect(page.locator("#queue-summary")).to_contain_text("30 jobs waiting")
+    expect(page.locator("#queue-summary .no-pool")).to_have_text("no pool")
+    assert _job_ids(page) == ids[:25]  # the next to run first
+    expect(page.locator("table.queued tbody tr").first).to_contain_text("[0]")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SHOTS / "queue.png", full_page=True)
+    with page.expect_navigation():
+        page.get_by_role("link", name="next →").click()
+    assert _job_ids(page) == ids[25:]
+    with page.expect_navigation():
+        page.locator("#order-newest").click()
+    assert _job_ids(page) == ids[::-1][:25]
+    with page.expect_navigation():
+        page.get_by_role("link", name="last »").click()
+    assert _job_ids(page) == ids[::-1][25:]
+    # a job that runs leaves the list; the page follows by itself
+    page.goto(site.url + "/queues/letters")
+    page.evaluate("window.stillHere = true")
+    site.call(site.client.redis.rpop, site.client.keys.queue("letters"))
+    expect(page.locator("#queue-summary")).to_contain_text("29 jobs waiting", timeout=20_000)
+    assert page.evaluate("window.stillHere") is True
+    assert _job_ids(page) == ids[1:26]
+    with page.expect_navigation():
+        page.get_by_role("button", name="Pause").click()
+    expect(page.locator(".notice")).to_have_text("Queue paused.")
+    assert page.url.startswith(site.url + "/queues/letters")
+    assert tab.errors == []
+    _fits_a_phone(browser, site.url + "/queues/letters", "phone-queue.png")
+
+
+async def _dead(client: Client, name: str, n: int) -> list[str]:
+    """``n`` dead jobs of ``name``, as a pool leaves them (no pool needed)."""
+    ids = []
+    for i in range(n):
+        job = await client.enqueue(name, i)
+        await client.redis.lrem(client.keys.queue(name), 0, job.id)
+        await client.redis.hset(client.keys.job(job.id), mapping={"state": "dead", "error": "E"})
+        await client.redis.zadd(client.keys.dead, {job.id: 1700000000000 + i})
+        ids.append(job.id)
+    return ids
+
+
+def _row(page: Page, job_id: str) -> Any:
+    return page.locator("tr", has=page.locator(f'a[href="/jobs/{job_id}"]'))
+
+
+def _tick(page: Page, job_id: str) -> None:
+    _row(page, job_id).get_by_role("checkbox").check()
+
+
+def test_retry_and_delete_the_ticked_jobs_under_a_search(site: Site, tab: Tab) -> None:
+    parcels = site.call(_dead, site.client, "parcel", 4)
+    others = site.call(_dead, site.client, "other", 2)
+    page = tab.page
+    page.goto(site.url + "/dead?q=parcel")
+    expect(page.locator("table.jobs tbody tr")).to_have_count(4)
+    retry = page.get_by_role("button", name="Retry selected")
+    expect(retry).to_be_disabled()  # nothing ticked yet
+    _tick(page, parcels[0])
+    _tick(page, parcels[2])
+    expect(page.locator("#selected-count")).to_have_text("2 selected")
+    expect(page.get_by_label("select every job of this page")).to_have_js_property(
+        "indeterminate", True
+    )
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SHOTS / "dead-selected.png", full_page=True)
+    with page.expect_navigation():
+        retry.click()
+    assert tab.dialogs == ["Queue the 2 selected jobs again?"]
+    expect(page.locator(".notice")).to_have_text("2 jobs queued again.")
+    assert page.url.startswith(site.url + "/dead?q=parcel")  # the search is kept
+    states = [site.state(i) for i in parcels + others]
+    assert states == ["queued", "dead", "queued", "dead", "dead", "dead"]
+
+    # "every job of this page" ticks the rows listed (the search's), and no other
+    expect(page.locator("table.jobs tbody tr")).to_have_count(2)
+    page.get_by_label("select every job of this page").check()
+    expect(page.locator("#selected-count")).to_have_text("2 selected")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Delete selected").click()
+    assert tab.dialogs[-1] == "Delete the 2 selected jobs for good?"
+    expect(page.locator(".notice")).to_have_text("2 jobs deleted.")
+    states = [site.state(i) for i in parcels + others]
+    assert states == ["queued", None, "queued", None, "dead", "dead"]
+
+    # a tick survives the page's refresh in place
+    page.goto(site.url + "/dead")
+    _tick(page, others[1])
+    page.locator("h1").click()  # away from the box: a focused control holds the refresh
+    page.evaluate("window.stillHere = true")
+    (late,) = site.call(_dead, site.client, "late", 1)
+    expect(_row(page, late)).to_have_count(1, timeout=20_000)
+    assert page.evaluate("window.stillHere") is True
+    expect(_row(page, others[1]).get_by_role("checkbox")).to_be_checked()
+    expect(_row(page, others[0]).get_by_role("checkbox")).not_to_be_checked()
+    expect(page.locator("#selected-count")).to_have_text("1 selected")
+
+    # the audit log says which jobs each action took
+    page.goto(site.url + "/audit")
+    rows = page.locator("#audit tbody tr")
+    for row, action, ids in ((0, "delete", parcels[1::2]), (1, "retry", parcels[::2])):
+        text = rows.nth(row).locator('td[data-label="What"]').inner_text()
+        head, _, listed = text.partition(" · 2 jobs: ")
+        assert head == f"POST /dead/{action}-selected"
+        assert sorted(listed.split(", ")) == sorted(ids)
+    assert tab.errors == []
+
+
+def test_a_job_whose_parent_no_pool_serves_says_so(site: Site, tab: Tab, browser: Browser) -> None:
+    settings = pool_settings(site.redis_url, site.namespace, heartbeat_interval=1.0)
+    pool = WorkerPool(settings=settings)
+
+    @pool.job
+    async def stray(ctx: JobContext, n: int) -> None:
+        pass
+
+    site.call(site.client.pause, "stray")  # queued, and served once the pool runs
+    parent = site.call(site.client.enqueue, "stray", 1)
+    kid = site.call(site.client.enqueue, "kid", 1, after=[parent.id])
+    page = tab.page
+    page.goto(site.url + f"/jobs/{kid.id}")
+    expect(page.locator("#job-no-pool")).to_contain_text("No live pool serves stray")
+    expect(page.locator("#job-parents li .no-pool")).to_have_text("no pool")
+    expect(page.locator("#job-parents li")).to_contain_text(parent.id)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SHOTS / "job-no-pool.png", full_page=True)
+    with page.expect_navigation():
+        page.locator("#flow-link").click()
+    expect(page.locator("#flow-no-pool")).to_contain_text("No live pool serves kid, stray")
+    # a pool that serves the parent's name starts: the warning goes, in place
+    page.evaluate("window.stillHere = true")
+    with site.portal.wrap_async_context_manager(pool.running()):
+        expect(page.locator("#flow-no-pool")).to_contain_text(
+            "No live pool serves kid:", timeout=20_000
+        )
+        assert page.evaluate("window.stillHere") is True
+        page.goto(site.url + f"/jobs/{kid.id}")
+        expect(page.locator("#job-parents li")).to_contain_text(parent.id)
+        expect(page.locator("#job-no-pool")).to_have_count(0)
+        expect(page.locator(".no-pool")).to_have_count(0)
+    assert tab.errors == []
+    _fits_a_phone(browser, site.url + f"/flows/{kid.id}", "phone-flow-no-pool.png")
+
+
+def test_a_group_whose_callback_was_aborted_says_so(site: Site, tab: Tab) -> None:
+    members = [JobSpec(name="member", kwargs={"n": i}) for i in range(3)]
+    g = site.call(site.client.group, members, then=JobSpec(name="after"))
+    assert g.then is not None
+    page = tab.page
+    page.goto(site.url + f"/groups/{g.id}")
+    expect(page.locator("#group-state")).to_have_text("running")
+    with page.expect_navigation():
+        page.locator("#group-callback").get_by_role("link", name=g.then.id).click()
+    with page.expect_navigation():
+        page.get_by_role("button", name="Abort").click()
+    expect(page.locator(".notice")).to_have_text("Abort requested.")
+    page.goto(site.url + f"/groups/{g.id}")
+    expect(page.locator("#group-callback .badge")).to_have_text("aborted")
+    expect(page.locator("#group-state")).to_have_text(
+        "members still to run; the callback was aborted: it will not run"
+    )
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SHOTS / "group-callback-aborted.png", full_page=True)
+    assert tab.errors == []

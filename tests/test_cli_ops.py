@@ -189,6 +189,8 @@ async def test_worker_flags_reach_the_pool(
     proc = start_worker("tests.cli_app:pool", *flags, env=env, log=log)
     try:
         await wait_until(lambda: _pool_concurrency_is(client, 3), within=30)
+        # registered comes before started: a SIGTERM between them stops it undrained
+        await wait_until(lambda: b'"pool started"' in log.read_bytes(), within=30)
         proc.send_signal(signal.SIGTERM)
         assert await anyio.to_thread.run_sync(lambda: proc.wait(timeout=30)) == 0
     finally:

@@ -358,8 +358,9 @@ def test_whatever_others_write_ends_complete_or_dead_and_the_pool_goes_on(
                 "stream": lambda: r.xadd(key, {v: b"1"}),
             }
             setters[p.key_type]()
-        pipe = r.pipeline(transaction=True)
+        pipe = r.pipeline(transaction=True)  # as docs/protocol.md has a producer do
         pipe.lpush(queue, p.entry)
+        pipe.sadd(prefix + b"ready", NAME)
         pipe.lpush(prefix + b"wake:" + NAME.encode(), b"1")
         pipe.execute()
 

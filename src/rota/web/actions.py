@@ -144,10 +144,8 @@ def set_selected_action(which: views.JobSet, action: str) -> Any:
 
 async def abort(request: Request) -> Response:
     job_id = request.path_params["job_id"]
-    client = client_of(request)
-    if await client.job(job_id) is None:
+    if await client_of(request).abort(job_id) == "missing":  # the script says so: no read
         raise HTTPException(404, f"no job {job_id}")
-    await client.abort(job_id)
     return RedirectResponse(with_notice(f"/jobs/{job_id}", "aborted"), status_code=303)
 
 

@@ -246,10 +246,10 @@ def set_action(which: views.JobSet, action: str) -> Any:
 
 async def abort(request: Request) -> Response:
     job_id = request.path_params["job_id"]
-    client = client_of(request)
-    if await client.job(job_id) is None:
+    was = await client_of(request).abort(job_id)
+    if was == "missing":  # the script says so: no read before it
         raise ApiError(404, f"no job {job_id!r}")
-    return JSONResponse(b.Aborted(job_id, await client.abort(job_id)))
+    return JSONResponse(b.Aborted(job_id, was))
 
 
 def _run_at(body: EnqueueRequest) -> float | None:

@@ -18,13 +18,12 @@ import pytest
 import redis
 
 from rota import Settings
-from rota.acl import rules
 from rota.protocol.keys import Keys
 from rota.web import Auth, create_app
 from rota.web.security import CSRF_COOKIE, SESSION_COOKIE
 from tests.cli_helpers import rota_env, run_rota
-from tests.helpers import pool_settings
 from tests.redis_server import RedisServer, free_port
+from tests.test_acl import settings_for
 from tests.web.live import LiveServer
 from tests.web.test_cli_web import _start, _stop, _wait_for_event
 
@@ -177,14 +176,7 @@ def test_a_read_only_ui_ends_sessions_too(redis_server: RedisServer) -> None:
     version = str(redis_server.client().info("server")["redis_version"])
     if int(version.split(".")[0]) < 7:
         pytest.skip(f"the roles use Redis 7's key selectors; this is {version}")
-    namespace = "t" + uuid.uuid4().hex[:12]
-    user, password = "web-" + uuid.uuid4().hex[:6], uuid.uuid4().hex
-    redis_server.client().execute_command(  # type: ignore[no-untyped-call]
-        "ACL", "SETUSER", user, "reset", "on", f">{password}", *rules("web", namespace)
-    )
-    settings = pool_settings(
-        redis_server.url, namespace, redis_username=user, redis_password=password
-    )
+    settings = settings_for(redis_server, "web", "t" + uuid.uuid4().hex[:12])
     with serving(settings) as url:
         session, _ = login(url)
         assert reads(url, session) == 200

@@ -6,7 +6,9 @@ a 25 % slowdown of the run path can pass unseen. Two counts hardly move:
 - **worker**: Python function calls (Python and C, as ``sys.setprofile`` sees them) the
   pool's process makes per job, from the moment the queue is resumed to the last job's
   finish: fetch, handoff, run, middleware, log line, finish. One worker, no prefetch, so
-  every job walks the same path (a fetch of one, a run, a finish of one);
+  every job walks the same path (a fetch of one, a run, a finish of one), on uvloop as
+  ``rota worker`` runs (the pure-Python asyncio loop's own calls vary with timing by
+  ±5 %; uvloop's are made in C, and the count moves by about 1 % run to run);
 - **redis**: commands Redis runs per job (``INFO commandstats``: the script calls and
   every command inside them), the Redis side of the same run.
 
@@ -98,7 +100,7 @@ def measure(jobs: int = 400) -> dict[str, float]:
     the whole process: run it in a process of its own (``python -m bench.cost``)."""
     with open(os.devnull, "w") as sink, RedisServer() as server:
         job_line = configure_logging("json", "info", sink)
-        return anyio.run(_run, server.url, jobs, job_line)
+        return anyio.run(_run, server.url, jobs, job_line, backend_options={"use_uvloop": True})
 
 
 def budget() -> dict[str, float]:

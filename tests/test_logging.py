@@ -117,3 +117,18 @@ async def test_standard_logging_comes_out_as_the_pools_lines() -> None:
         "j-1",
     )
     assert error["level"] == "error" and "ValueError: boom" in str(error["exception"])
+
+
+async def test_the_job_line_follows_what_is_bound_and_unbound_between_lines() -> None:
+    out = io.StringIO()
+    job_line = configure_logging("json", "info", stream=out)
+    assert job_line is not None
+    job_line("info", {"job_name": "a", "n": 1})
+    structlog.contextvars.bind_contextvars(tenant_first_bound_here="t-1")
+    job_line("info", {"job_name": "a", "n": 2})
+    structlog.contextvars.unbind_contextvars("tenant_first_bound_here")
+    job_line("info", {"job_name": "a", "n": 3})
+    await asyncio.sleep(0)
+    lines = _lines(out)
+    assert [line.get("tenant_first_bound_here") for line in lines] == [None, "t-1", None]
+    assert [line["n"] for line in lines] == [1, 2, 3]

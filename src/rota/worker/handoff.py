@@ -36,6 +36,7 @@ class Handoff:
         "_closed",
         "_idle",
         "_jobs",
+        "_loop",
         "_room_waiter",
         "avg_duration",
         "concurrency",
@@ -52,6 +53,7 @@ class Handoff:
         self.finished = 0
         self._jobs: deque[Fetched] = deque()
         self._idle: deque[asyncio.Future[Fetched | None]] = deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._room_waiter: asyncio.Future[None] | None = None
         self._closed = False
 
@@ -131,7 +133,10 @@ class Handoff:
             return job
         if self._closed:
             return None
-        waiter: asyncio.Future[Fetched | None] = asyncio.get_running_loop().create_future()
+        loop = self._loop
+        if loop is None:  # asked once: each ask costs a system call (getpid) on 3.11
+            loop = self._loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[Fetched | None] = loop.create_future()
         self._idle.append(waiter)
         # ``put`` counts the job as running when it hands it over; a worker cancelled at
         # the same moment gives it back to the front of the line.

@@ -9,6 +9,7 @@ step: stop fetching, give back the jobs not started, wait for the running ones u
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,7 +30,7 @@ from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
 from rota.worker.registry import Periodic
 from rota.worker.robin import Robin
 from rota.worker.runner import run_job
-from rota.worker.runtime import PoolRuntime
+from rota.worker.runtime import PoolRuntime, worker_task
 from rota.worker.scheduler import Scheduler
 
 __all__ = ["PoolRun"]
@@ -122,6 +123,7 @@ class PoolRun:
 
     async def _worker(self) -> None:
         rt, acker, handoff = self.rt, self.acker, self.rt.handoff
+        worker_task.set(asyncio.current_task())  # type: ignore[arg-type]
         while (job := await handoff.take()) is not None:
             start = time.perf_counter()
             if rt.stopping.is_set():

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import math
 import time
 import traceback
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -20,11 +22,22 @@ from rota.protocol.rows import Outcome
 from rota.redis.outage import REDIS_ERRORS
 from rota.worker.context import JobContext
 from rota.worker.registry import Handler
-from rota.worker.runtime import Cancelled, Fetched, PoolRuntime
+from rota.worker.runtime import Fetched, InFlight, PoolRuntime, worker_task
 
 __all__ = ["run_job"]
 
 log = structlog.get_logger("rota.job")
+
+
+def _structlog_vars() -> tuple[ContextVar[Any], ContextVar[Any]]:
+    """The context variables behind structlog's bound ``job_id`` and ``job_name``, so
+    that an attempt sets them with two calls instead of a ``bind_contextvars`` each."""
+    tokens = structlog.contextvars.bind_contextvars(job_id=None, job_name=None)
+    structlog.contextvars.reset_contextvars(**tokens)
+    return tokens["job_id"].var, tokens["job_name"].var
+
+
+_JOB_ID, _JOB_NAME = _structlog_vars()
 
 
 #: The most of a traceback kept in the job's log (a log line holds 2,000 characters).
@@ -57,7 +70,7 @@ def _failure(
 def _call(
     rt: PoolRuntime,
     handler: Handler,
-    ctx: JobContext,
+    ctx: JobContext | None,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> Callable[[], Awaitable[Any]]:
@@ -65,6 +78,8 @@ def _call(
     func = handler.func
     if handler.wants_ctx:
         args = (ctx, *args)
+    if handler.is_async and not handler.middleware:  # the coroutine itself, no wrapper
+        return functools.partial(func, *args, **kwargs)
     if handler.is_async:
 
         async def call() -> Any:
@@ -91,7 +106,8 @@ async def run_job(rt: PoolRuntime, job: Fetched) -> Outcome:
     start = time.perf_counter()
     # Each worker is its own task with its own context: binding without a reset is
     # enough, the next attempt of this worker binds over it.
-    structlog.contextvars.bind_contextvars(job_id=job.id, job_name=job.name)
+    _JOB_ID.set(job.id)
+    _JOB_NAME.set(job.name)
     if rt.traced:
         with tracing.consumer_span(job.id, job.name, job.attempts, job.trace) as span:
             outcome = await _attempt(rt, job)
@@ -157,31 +173,57 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
             parents = await _parent_results(rt, job)
         except REDIS_ERRORS as exc:  # an error reply: no outage, and no waiting mends it
             return _failure(job, handler, Reason.ERROR, f"parent results not read: {exc}")
-    ctx = JobContext(
-        rt,
-        id=job.id,
-        name=job.name,
-        args=decoded,
-        attempt=job.attempts,
-        token=job.token,
-        enqueued_at=job.enqueued_at / 1000,  # the public API speaks seconds
-        started_at=(started := now_ms()) / 1000,
-        parent_results=parents,
-    )
+    started = now_ms()
+    # The context is made when the handler or a middleware takes it, else only when a
+    # failure needs it (to keep its traceback): a plain handler's attempt makes none.
+    ctx = None
+    if handler.wants_ctx or handler.middleware:
+        ctx = _context(rt, job, decoded, started, parents)
     timeout = job.timeout if job.timeout is not None else handler.timeout
+    # In flight until it ends: shutdown, abort and the deadline cancel it through its
+    # entry (see InFlight); not an anyio scope nor an asyncio timeout, made per attempt.
+    task = worker_task.get(None) or asyncio.current_task()
+    assert task is not None
+    entry = rt.in_flight[job.id] = InFlight(job, task, started, task.cancelling())
+    timer = None
+    if timeout is not None:
+        loop = asyncio.get_running_loop()
+        timer = loop.call_at(loop.time() + timeout, entry.cancel, "timeout")
     try:
-        call = _call(rt, handler, ctx, args, kwargs)
-        result = await rt.run_attempt(job, started, timeout, call)
-    except Cancelled as exc:
-        return _cancelled(rt, job, handler, exc.reason, timeout)
+        result = await _call(rt, handler, ctx, args, kwargs)()
+    except asyncio.CancelledError:
+        if entry.reason is None or entry.settle():  # not this attempt's, or not only
+            raise
+        return _cancelled(rt, job, handler, entry.reason, timeout)
     except Retry as exc:
         return _failure(job, handler, Reason.RETRY, str(exc), exc.delay)
     except Abort as exc:
         return Outcome.aborted(job, _keep_ms(rt.settings.keep_result), str(exc) or "aborted")
     except (Exception, SystemExit) as exc:  # a handler's failure is the job's, not the pool's
-        await _keep_traceback(ctx, exc)
+        await _keep_traceback(ctx or _context(rt, job, decoded, started, parents), exc)
         return _failure(job, handler, Reason.ERROR, f"{type(exc).__name__}: {exc}")
+    finally:
+        if timer is not None:
+            timer.cancel()
+        rt.in_flight.pop(job.id, None)
+        entry.settle()  # the handler swallowed the cancellation: take it back
     return _complete(rt, job, handler, result)
+
+
+def _context(
+    rt: PoolRuntime, job: Fetched, args: Any, started: int, parents: dict[str, Any]
+) -> JobContext:
+    return JobContext(
+        rt,
+        id=job.id,
+        name=job.name,
+        args=args,
+        attempt=job.attempts,
+        token=job.token,
+        enqueued_at=job.enqueued_at / 1000,  # the public API speaks seconds
+        started_at=started / 1000,
+        parent_results=parents,
+    )
 
 
 async def _keep_traceback(ctx: JobContext, exc: BaseException) -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import structlog
@@ -29,51 +29,51 @@ from rota.redis.outage import Watch
 from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler
 
-__all__ = ["Cancelled", "Fetched", "InFlight", "PoolRuntime"]
+__all__ = ["Fetched", "InFlight", "PoolRuntime", "worker_task"]
 
 log = structlog.get_logger("rota.pool")
 
-T = TypeVar("T")
+
+#: The task of the worker running in this context (each worker is a task with a context
+#: of its own): looked up once per worker, not once per attempt.
+worker_task: ContextVar[asyncio.Task[Any]] = ContextVar("rota_worker_task")
 
 
 @dataclass(slots=True)
 class InFlight:
     """A job a worker is running: what the heartbeat reports and what shutdown cancels.
 
-    ``timeout`` is the attempt's asyncio timeout scope (with no deadline when the job
-    has none): cancelling the job moves its deadline to now.
+    Cancelling it (its deadline passed, an abort, the pool's shutdown) cancels the
+    worker's task, once, as ``asyncio.timeout`` does, and :meth:`settle` takes that
+    cancellation back when the attempt ends. This is ``asyncio.timeout`` without its
+    object, lookup and context manager per attempt: a job without a deadline costs no
+    timer, one with a deadline one timer handle.
     """
 
     job: Fetched
-    timeout: asyncio.Timeout
+    task: asyncio.Task[Any]
     since: int
+    #: How many cancellations the task had pending when the attempt began.
+    cancelling: int
     message: str = ""
-    cancel_reason: str | None = None
-    lease_lost: bool = False
-
-    @property
-    def reason(self) -> str | None:
-        """Why the attempt is being cancelled: ``"timeout"`` (its deadline passed),
-        ``"abort"``, ``"shutdown"``, or None (it is not)."""
-        if self.cancel_reason is not None:
-            return self.cancel_reason
-        return "timeout" if self.timeout.expired() else None
+    #: Why the attempt is being cancelled: ``"timeout"`` (its deadline passed),
+    #: ``"abort"``, ``"shutdown"``, or None (it is not).
+    reason: str | None = None
+    settled: bool = False
+    lease_lost: bool = False  # said once, when the heartbeat learns it
 
     def cancel(self, reason: str) -> None:
-        if self.cancel_reason is not None:
-            return
-        self.cancel_reason = reason
-        # RuntimeError: already expiring or finished, nothing left to cancel.
-        with contextlib.suppress(RuntimeError):
-            self.timeout.reschedule(asyncio.get_running_loop().time())
+        if self.reason is None and not self.settled:
+            self.reason = reason
+            self.task.cancel()
 
-
-class Cancelled(Exception):
-    """An attempt ended from outside the handler; ``reason`` as :attr:`InFlight.reason`."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    def settle(self) -> bool:
+        """Take back this entry's cancellation of its task, if it made one (once).
+        True when the task is being cancelled by someone else as well."""
+        if self.reason is None or self.settled:
+            return False
+        self.settled = True
+        return self.task.uncancel() > self.cancelling
 
 
 @dataclass(slots=True, kw_only=True)
@@ -149,26 +149,6 @@ class PoolRuntime:
 
     def lease_deadline(self) -> int:
         return now_ms() + int(self.settings.lease * 1000)
-
-    async def run_attempt(
-        self, job: Fetched, since: int, limit: float | None, call: Callable[[], Awaitable[T]]
-    ) -> T:
-        """Run ``call`` as the attempt of ``job`` (at most ``limit`` seconds), in
-        :attr:`in_flight` meanwhile. Raises :class:`Cancelled` when its deadline passes
-        or the pool cancels it."""
-        # An asyncio timeout scope rather than an anyio cancel scope: this runs once per
-        # attempt, and shutdown and abort cancel through it too (see InFlight.cancel).
-        deadline = None if limit is None else asyncio.get_running_loop().time() + limit
-        try:
-            async with asyncio.timeout_at(deadline) as scope:
-                entry = self.in_flight[job.id] = InFlight(job, scope, since)
-                return await call()
-        except TimeoutError:
-            if not scope.expired():  # the handler's own TimeoutError: a failure like any
-                raise
-            raise Cancelled(entry.reason or "timeout") from None
-        finally:
-            self.in_flight.pop(job.id, None)
 
     def cancel(self, job_id: str, reason: str) -> None:
         """Cancel a running job of this pool, if it runs here."""

@@ -132,3 +132,21 @@ async def test_the_job_line_follows_what_is_bound_and_unbound_between_lines() ->
     lines = _lines(out)
     assert [line.get("tenant_first_bound_here") for line in lines] == [None, "t-1", None]
     assert [line["n"] for line in lines] == [1, 2, 3]
+
+
+def test_timestamps_are_iso_utc_with_microseconds_and_the_current_time() -> None:
+    import re
+    import time
+    from datetime import UTC, datetime
+
+    stamp = rota.logging._Stamp()
+    seen = []
+    for _ in range(2000):
+        before = time.time()
+        text = stamp(None, "", {})["timestamp"]
+        after = time.time()
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", text), text
+        when = datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC).timestamp()
+        assert before - 1e-6 <= when <= after + 1e-6
+        seen.append(text)
+    assert seen == sorted(seen)

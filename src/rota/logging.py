@@ -43,9 +43,14 @@ def _dumps(obj: Any, **_: Any) -> str:
     return msgspec.json.encode(obj, enc_hook=repr).decode()
 
 
+#: "000" to "999": the microseconds of a timestamp are two lookups, not a format.
+_DIGITS = [f"{i:03d}" for i in range(1000)]
+
+
 class _Stamp:
     """ISO 8601 UTC timestamps with microseconds, as structlog's ``TimeStamper`` writes
-    them, with the date and time formatted once a second instead of once a line."""
+    them, with the date and time formatted once a second instead of once a line (and
+    the fraction from a table: a formatted float costs as much as the rest of a line)."""
 
     __slots__ = ("_prefix", "_second")
 
@@ -54,12 +59,16 @@ class _Stamp:
         self._prefix = ""
 
     def __call__(self, _: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
-        now = time.time()
-        second = int(now)
+        micros = time.time_ns() // 1000
+        second = micros // 1_000_000
+        fraction = micros - second * 1_000_000
         if second != self._second:
             self._second = second
-            self._prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        event["timestamp"] = f"{self._prefix}.{int((now - second) * 1e6):06d}Z"
+            when = datetime.fromtimestamp(second, UTC)
+            self._prefix = when.strftime("%Y-%m-%dT%H:%M:%S.")
+        event["timestamp"] = (
+            self._prefix + _DIGITS[fraction // 1000] + _DIGITS[fraction % 1000] + "Z"
+        )
         return event
 
 

@@ -232,7 +232,8 @@ def set_action(which: views.JobSet, action: str) -> Any:
         client = client_of(request)
         ids = None if body.ids is None else list(dict.fromkeys(body.ids))
         if ids is not None:
-            missing = await views.missing_from_set(client, which, ids)
+            held = set(await client.in_set(which, ids))
+            missing = [i for i in ids if i not in held]
             if missing:
                 raise ApiError(404, f"not among the {which} jobs: {', '.join(missing[:10])}")
             request.state.audit_ids = ids

@@ -204,18 +204,13 @@ def preflight(settings: Settings) -> None:
 async def check_redis(client: Client, settings: Settings) -> None:
     try:
         await inspect.ping(client)
-    except RedisRefused as exc:
-        if exc.condition:  # LOADING, BUSY...
+    except (RedisRefused, RedisUnavailable) as exc:
+        if isinstance(exc, RedisRefused) and exc.condition:  # LOADING, BUSY...
             raise ExitError(f"{exc}: try again when it ends", 1) from None
-        raise ExitError(_unreached(exc, settings)) from None
-    except RedisUnavailable as exc:
-        raise ExitError(_unreached(exc, settings)) from None
-
-
-def _unreached(exc: BaseException, settings: Settings) -> str:
-    """The line for settings that do not reach Redis (exit code 2)."""
-    line = explain(exc, settings)  # credentials, ACL, TLS, no server there
-    return line or f"redis_url: {redacted(settings.redis_url)} refused: {redis_cause(exc)}"
+        line = explain(exc, settings)  # credentials, ACL, TLS, no server there
+        if line is None:
+            line = f"redis_url: {redacted(settings.redis_url)} refused: {redis_cause(exc)}"
+        raise ExitError(line) from None  # exit code 2: the settings do not reach Redis
 
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}

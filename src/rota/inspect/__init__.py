@@ -17,8 +17,14 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import msgspec
 import redis.exceptions
 
-from rota.protocol.job import JobRecord, field_int, field_seconds, field_text, reply_text
-from rota.protocol.job import state_text as _state_text
+from rota.protocol.job import (
+    JobRecord,
+    field_int,
+    field_seconds,
+    field_text,
+    reply_text,
+    state_text,
+)
 from rota.redis.outage import Condition, guarded
 from rota.workflow import (
     MISSING,
@@ -316,7 +322,7 @@ async def queue_view(
             QueuedJob(
                 id=i,
                 name=field_text(job_name),
-                state=MISSING if gone else _state_text(state, job_name),
+                state=MISSING if gone else state_text(state, job_name),
                 enqueued_at=field_seconds(enqueued) or None,
                 args=None if text is None else text[:ARGS_PREVIEW],
                 args_bytes=size,

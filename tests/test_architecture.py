@@ -45,6 +45,7 @@ LAYERS: dict[str, int] = {
     "rota.scripted": 2,
     "rota.status": 2,
     "rota.workflow": 2,
+    "rota.inspect": 2,
     "rota.worker": 3,
     "rota.daemon": 4,
     "rota.demo": 5,

@@ -6,6 +6,7 @@ the worker package.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
@@ -30,7 +31,7 @@ from rota.redis.access import connect_to
 from rota.redis.conn import Conn, RedisPyConn
 from rota.redis.connection import connect
 from rota.redis.link import Link
-from rota.redis.outage import MEANING, Condition, backoff, condition, refused
+from rota.redis.outage import MEANING, Condition, backoff, condition, guarded, refused
 from rota.redis.sentinel import follow_primary
 from rota.redis.topology import wait_replicas
 from rota.spec import Enqueued, JobSpec, delay_seconds, to_row
@@ -351,6 +352,17 @@ class Client(Reads, Operations, Workflows):
     ) -> EnqueueRow:
         """The row of one job, checked (see :func:`rota.spec.to_row`)."""
         return to_row(spec, self.max_args_bytes, self.unique_ttl, group, waits_group, group_size)
+
+
+def _guard_methods(cls: type[Client]) -> None:
+    """Every public coroutine method of the client (its bases' too) raises rota's errors,
+    not redis-py's (see :func:`rota.redis.outage.guarded`): the one place they change."""
+    for name, method in inspect.getmembers(cls, inspect.iscoroutinefunction):
+        if not name.startswith("_") and name != "run_script":  # the enqueue's own step
+            setattr(cls, name, guarded(method))
+
+
+_guard_methods(Client)
 
 
 async def durable_enqueue(client: Client, rows: list[EnqueueRow], replicas: int) -> list[Enqueued]:

@@ -19,6 +19,7 @@ __all__ = [
     "RedisUnavailable",
     "Retry",
     "RotaError",
+    "redis_cause",
 ]
 
 
@@ -83,25 +84,37 @@ class JobFailed(RotaError):
         self.error = error
 
 
-class RedisRefused(RotaError):
-    """Redis answered "not now" (out of memory, a read-only replica, loading, busy...):
-    nothing of the call was written. ``condition`` names it (see :mod:`rota.redis.outage`);
-    ``written`` counts the jobs of an ``enqueue_many`` that were written before it.
-
-    The call can be made again once the condition ends; operators see it in the log.
+class RedisRefused(RotaError, redis.exceptions.ResponseError):
+    """Redis answered a client's call with an error reply. ``condition`` names a refusal
+    that passes (out of memory, a read-only replica, loading, busy...: see
+    :mod:`rota.redis.outage`), and is ``""`` for one waiting does not mend (``NOPERM``:
+    the ACL user may not; a wrong password; a key of another type). ``written`` counts
+    the jobs of an ``enqueue_many`` that were written before it; a refused call wrote
+    nothing else. A ``redis.exceptions.ResponseError`` too, for callers that catch
+    redis-py's; the reply itself is its ``__cause__``.
     """
 
-    def __init__(self, message: str, condition: str, written: int = 0) -> None:
+    def __init__(self, message: str, condition: str = "", written: int = 0) -> None:
         super().__init__(message)
         self.condition = condition
         self.written = written
 
 
 class RedisUnavailable(RotaError, redis.exceptions.ConnectionError):
-    """Redis could not be reached for the client's whole ``ride_through`` (a
-    ``redis.exceptions.ConnectionError`` too, for callers that catch redis-py's).
-    Nothing of the call is known to have been written: send it again with the same
-    job ids once Redis is back, which enqueues nothing twice."""
+    """Redis could not be reached: no server there, or the connection was lost or timed
+    out (an enqueue first rides through the client's ``ride_through``). A
+    ``redis.exceptions.ConnectionError`` too, for callers that catch redis-py's. Nothing
+    of the call is known to have been written: send it again with the same job ids once
+    Redis is back, which enqueues nothing twice."""
+
+
+def redis_cause(exc: BaseException) -> BaseException:
+    """The redis-py error behind one of the two above (what a client call got from
+    redis-py), else ``exc``: what tells a wrong password from a refused TLS certificate."""
+    cause = exc.__cause__
+    if isinstance(exc, RedisRefused | RedisUnavailable) and cause is not None:
+        return redis_cause(cause)
+    return exc
 
 
 class NotReplicated(RotaError):

@@ -39,7 +39,7 @@ from rota import (
     Settings,
 )
 from rota.web import bodies, create_app, request_bodies
-from rota.web.openapi import spec
+from rota.web.openapi import paths, spec
 from tests.helpers import pool_settings
 from tests.redis_server import RedisServer
 from tests.web.live import LiveServer, seed
@@ -66,6 +66,13 @@ def test_document_validates() -> None:
         if method != "HEAD" and route.path != "/api/openapi.json"
     }
     assert documented == served  # every API route is documented, and nothing else
+
+
+def test_an_api_route_without_its_operation_stops_the_document() -> None:
+    async def endpoint(request: object) -> None: ...
+
+    with pytest.raises(TypeError, match="GET /api/new: its endpoint is not @documented"):
+        paths([Route("/api/new", endpoint)])
 
 
 @pytest.fixture(scope="module")

@@ -11,12 +11,13 @@ from typing import Any, ParamSpec, TypeVar
 import anyio
 import click
 
+from rota import inspect
 from rota.client import Client
 from rota.config import Settings, load_settings
-from rota.errors import ConfigError, RedisRefused
+from rota.errors import ConfigError, RedisRefused, RedisUnavailable, redis_cause
 from rota.redis.access import explain
 from rota.redis.connection import redacted
-from rota.redis.outage import MEANING, REDIS_ERRORS, Condition, condition
+from rota.redis.outage import MEANING, Condition, rota_error
 
 __all__ = [
     "ExitError",
@@ -170,23 +171,22 @@ def reader_left(exc: BaseException) -> bool:
 
 def redis_trouble(exc: BaseException, settings: Settings) -> ExitError | None:
     """The one line (exit code 1) for a Redis that refuses a command for now (out of
-    memory, a read-only replica, loading...) or went away in the middle of one; None
-    for any other error."""
+    memory, a read-only replica, loading...) or went away in the middle of one; exit
+    code 2 for settings that do not reach it (credentials, ACL, TLS); None for any other
+    error."""
     if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         return redis_trouble(exc.exceptions[0], settings)
-    if isinstance(exc, RedisRefused):  # its message says what was not done, and why
-        return ExitError(str(exc), code=1)
-    if not isinstance(exc, REDIS_ERRORS):
+    exc = rota_error(exc)  # a pool's tasks (rota worker, demo) raise redis-py's
+    if not isinstance(exc, RedisUnavailable | RedisRefused):
         return None
-    cond = condition(exc)
-    if cond is None or cond is Condition.UNREACHABLE:  # credentials, ACL, TLS, no server
-        line = explain(exc, settings)
-        if line is not None:
-            return ExitError(line, code=1 if cond is Condition.UNREACHABLE else 2)
-    if cond is Condition.UNREACHABLE:
-        return ExitError(f"{MEANING[cond]} at {redacted(settings.redis_url)}: {exc}", code=1)
-    if cond is not None:
-        return ExitError(f"{MEANING[cond]}: try again when it ends ({exc})", code=1)
+    if isinstance(exc, RedisRefused) and exc.condition:  # its message says what, and why
+        return ExitError(f"{exc}: try again when it ends", code=1)
+    line = explain(exc, settings)  # credentials, ACL, TLS, no server there
+    if line is not None:
+        return ExitError(line, code=1 if isinstance(exc, RedisUnavailable) else 2)
+    if isinstance(exc, RedisUnavailable):
+        url = redacted(settings.redis_url)
+        return ExitError(f"{MEANING[Condition.UNREACHABLE]} at {url}: {redis_cause(exc)}", 1)
     return None
 
 
@@ -203,14 +203,13 @@ def preflight(settings: Settings) -> None:
 
 async def check_redis(client: Client, settings: Settings) -> None:
     try:
-        await client.redis.ping()
-    except REDIS_ERRORS as exc:
-        cond = condition(exc)
-        if cond is not None and cond is not Condition.UNREACHABLE:  # LOADING, BUSY...
-            raise ExitError(f"{MEANING[cond]}: try again when it ends ({exc})", 1) from None
+        await inspect.ping(client)
+    except (RedisRefused, RedisUnavailable) as exc:
+        if isinstance(exc, RedisRefused) and exc.condition:  # LOADING, BUSY...
+            raise ExitError(f"{exc}: try again when it ends", 1) from None
         line = explain(exc, settings)  # credentials, ACL, TLS, no server there
         if line is None:
-            line = f"redis_url: {redacted(settings.redis_url)} refused: {exc}"
+            line = f"redis_url: {redacted(settings.redis_url)} refused: {redis_cause(exc)}"
         raise ExitError(line) from None  # exit code 2: the settings do not reach Redis
 
 

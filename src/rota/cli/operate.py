@@ -20,6 +20,7 @@ from rota.cli.output import echo_json, relative, when
 from rota.cli.workflows import print_relations, relations
 from rota.client import Client, validate_name
 from rota.config import Settings
+from rota.inspect import job_view
 
 __all__ = ["job", "queue"]
 
@@ -129,11 +130,10 @@ def job() -> None:
 async def job_show(client: Client, settings: Settings, job_id: str, as_json: bool) -> None:
     """Everything stored about job JOB_ID, the lines its handler kept with ctx.job_log, and
     the jobs it waits for and that wait for it, with their states."""
-    record = await client.job(job_id)
-    if record is None:
+    view = await job_view(client, job_id, children=None)
+    if view is None:
         raise ExitError(f"no job {job_id}", code=1)
-    rel = await relations(client, record)
-    logs = await client.job_log(job_id)
+    record, rel, logs = view.record, relations(view), view.logs
     if as_json:
         echo_json({**msgspec.structs.asdict(record), **rel, "logs": logs})
         return

@@ -3,7 +3,6 @@ parents, children and group (``waiting`` is one of the job sets: see sets.py).""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -13,43 +12,28 @@ from rota.cli.common import ExitError, connection_options, page_options, with_cl
 from rota.cli.output import echo_json, print_table, when
 from rota.client import Client
 from rota.config import Settings
-from rota.errors import JobNotFound
+from rota.inspect import JobView, group_view
 from rota.protocol.job import JobRecord
-from rota.workflow import GroupProgress
+from rota.workflow import Related
 
-__all__ = ["group", "related", "relations"]
-
-
-async def related(client: Client, ids: Sequence[str]) -> list[dict[str, Any]]:
-    """``{id, name, state}`` of each job, in one round trip (a job with no record is
-    ``missing``: see :meth:`rota.Client.related`)."""
-    return [msgspec.structs.asdict(r) for r in await client.related(ids)]
+__all__ = ["group", "relations"]
 
 
-async def _group_progress(client: Client, group_id: str | None) -> GroupProgress | None:
-    if not group_id:
-        return None
-    try:
-        return await client.group_progress(group_id)
-    except JobNotFound:  # expired 7 days after its last member finished
-        return None
-
-
-async def relations(client: Client, record: JobRecord) -> dict[str, Any]:
-    """The jobs ``record`` is tied to: ``parents`` and ``children`` as
-    ``{id, name, state}``, the ``callback`` of the group it is a member of, and the
-    ``group_progress`` of the group it is a member or the callback of."""
-    parents = list(dict.fromkeys(record.after))
-    kids = await client.children(record.id)
-    progress = await _group_progress(client, record.group or record.waits_group)
-    callback = progress.then if record.group and progress is not None else None
-    found = await related(client, parents + kids + ([callback] if callback else []))
+def relations(view: JobView) -> dict[str, Any]:
+    """The jobs a job is tied to, as ``job show --json`` prints them: ``parents`` and
+    ``children`` as ``{id, name, state}``, the ``callback`` of the group it is a member
+    of, and the ``group_progress`` of the group it is a member or the callback of."""
+    progress = view.group_progress
     return {
-        "parents": found[: len(parents)],
-        "children": found[len(parents) : len(parents) + len(kids)],
-        "callback": found[-1] if callback else None,
+        "parents": _plain(view.parents),
+        "children": _plain(view.children),
+        "callback": msgspec.to_builtins(view.callback),
         "group_progress": progress.as_dict() if progress is not None else None,
     }
+
+
+def _plain(jobs: list[Related]) -> list[dict[str, Any]]:
+    return [msgspec.structs.asdict(r) for r in jobs]
 
 
 def _line(r: dict[str, Any]) -> str:
@@ -95,14 +79,10 @@ async def group_show(
     client: Client, settings: Settings, group_id: str, limit: int, offset: int, as_json: bool
 ) -> None:
     """Progress (done / failed / total), callback and members of group GROUP_ID."""
-    try:
-        progress = await client.group_progress(group_id)
-    except JobNotFound as exc:
-        raise ExitError(str(exc), code=1) from None
-    ids = await client.group_members(group_id, offset, limit)
-    found = await related(client, ids + ([progress.then] if progress.then else []))
-    then = found[-1] if progress.then else None
-    members = found[: len(ids)]
+    view = await group_view(client, group_id, offset, limit)
+    if view is None:
+        raise ExitError(f"no group {group_id!r} (never enqueued, or expired)", code=1)
+    progress, then, members = view.progress, msgspec.to_builtins(view.then), _plain(view.members)
     if as_json:
         echo_json({**progress.as_dict(), "then": then, "offset": offset, "members": members})
         return

@@ -22,6 +22,7 @@ import redis.exceptions as errors
 from redis.asyncio import Redis
 
 from rota.config import Settings
+from rota.errors import redis_cause
 from rota.redis.connection import connect, redacted, tls_refused
 from rota.redis.outage import UNREACHABLE_ERRORS
 
@@ -57,6 +58,7 @@ def connect_to(settings: Settings, **options: Any) -> Redis:
 def acl_refused(exc: BaseException) -> bool:
     """Whether Redis refused a command to this ACL user: ``NOPERM``, or (Redis 7.0) the
     same refusal of a command run inside a function or script."""
+    exc = redis_cause(exc)
     if isinstance(exc, errors.NoPermissionError):
         return True
     return isinstance(exc, errors.ResponseError) and "can't run this command" in str(exc)
@@ -68,6 +70,7 @@ def explain(exc: BaseException, settings: Settings) -> str | None:
     do; None for any other error."""
     if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         return explain(exc.exceptions[0], settings)
+    exc = redis_cause(exc)
     url = redacted(settings.redis_url)
     user = _user(settings)
     if isinstance(exc, errors.AuthenticationError) or str(exc).startswith("NOAUTH"):

@@ -18,18 +18,19 @@ when a condition starts (with what it means for the pool, and the memory figures
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import re
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, TypeVar
+from typing import Any, Final, ParamSpec, TypeVar
 
 import anyio
 import redis.exceptions as errors
 import structlog
 from redis.asyncio import Redis
 
-from rota.errors import RedisRefused
+from rota.errors import RedisRefused, RedisUnavailable, RotaError, redis_cause
 from rota.redis.connection import tls_refused
 
 __all__ = [
@@ -42,13 +43,17 @@ __all__ = [
     "backoff",
     "condition",
     "error_reply",
+    "guarded",
     "memory_figures",
     "refused",
+    "reply",
+    "rota_error",
 ]
 
 log = structlog.get_logger("rota.redis")
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 #: What a Redis command raises: a reply redis-py turned into an error, or the socket's.
 REDIS_ERRORS: Final = (errors.RedisError, OSError)
@@ -111,8 +116,10 @@ def condition(exc: BaseException) -> Condition | None:
     A wrong password, a refused permission or a refused TLS certificate is not a
     condition: waiting does not mend it, so it is raised at once.
     """
+    if redis_cause(exc) is not exc:  # rota's error for a redis-py one: read that one
+        return condition(redis_cause(exc))
     if isinstance(exc, RedisRefused):
-        return Condition(exc.condition)
+        return Condition(exc.condition) if exc.condition else None
     for kind, cond in _CLASSES:
         if isinstance(exc, kind):
             return cond
@@ -147,7 +154,61 @@ def refused(exc: BaseException, what: str, written: int = 0) -> RedisRefused | N
     cond = condition(exc)
     if cond is None or cond is Condition.UNREACHABLE:
         return None
-    return RedisRefused(f"{MEANING[cond]}: {what} ({exc})", cond.value, written)
+    return RedisRefused(f"{MEANING[cond]}: {what} ({reply(exc)})", cond.value, written)
+
+
+#: The codes redis-py takes off the replies it raises these for.
+_STRIPPED: Final[tuple[tuple[type[BaseException], str], ...]] = (
+    (errors.OutOfMemoryError, "OOM"),
+    (errors.ReadOnlyError, "READONLY"),
+    (errors.BusyLoadingError, "LOADING"),
+    (errors.NoPermissionError, "NOPERM"),
+)
+
+
+def reply(exc: BaseException) -> str:
+    """An error reply as Redis sent it, its code first (``OOM command not allowed...``),
+    for the error behind one of rota's too."""
+    exc = redis_cause(exc)
+    for kind, code in _STRIPPED:
+        if isinstance(exc, kind):
+            return f"{code} {exc}"
+    return str(exc)
+
+
+def rota_error(exc: BaseException) -> BaseException:
+    """What a client's public call raises for ``exc``: :class:`~rota.errors.RedisUnavailable`
+    for a Redis that cannot be reached (or a connection lost or timed out),
+    :class:`~rota.errors.RedisRefused` for an error reply (the condition it names, if it
+    passes); anything else (rota's errors, a ``TimeoutError`` of the caller's) as it is."""
+    if isinstance(exc, RotaError) or not isinstance(exc, REDIS_ERRORS):
+        return exc
+    if type(exc) is TimeoutError:  # a deadline of the caller's (anyio), not the socket's
+        return exc
+    cond = condition(exc)
+    if cond is Condition.UNREACHABLE:
+        return RedisUnavailable(f"{MEANING[cond]}: {exc}")
+    if cond is not None:
+        return RedisRefused(f"{MEANING[cond]} ({reply(exc)})", cond.value)
+    return RedisRefused(reply(exc) or type(exc).__name__)
+
+
+def guarded(call: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """``call`` raising rota's errors instead of redis-py's (see :func:`rota_error`), the
+    redis-py error its ``__cause__``: the boundary of :class:`rota.Client`'s methods and
+    of :mod:`rota.inspect`'s reads."""
+
+    @functools.wraps(call)
+    async def guard(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await call(*args, **kwargs)
+        except Exception as exc:
+            mine = rota_error(exc)
+            if mine is exc:
+                raise
+            raise mine from exc
+
+    return guard
 
 
 #: How often a pool's probe (its heartbeat) tries Redis again during a condition: the

@@ -71,7 +71,7 @@ def set_action(which: views.JobSet) -> Any:
         job_id, action = request.path_params["job_id"], request.path_params["action"]
         client = client_of(request)
         actions = ("retry", "delete") if which in views.RETRYABLE else ("delete",)
-        if action not in actions or await views.missing_from_set(client, which, [job_id]):
+        if action not in actions or [job_id] != await client.in_set(which, [job_id]):
             raise HTTPException(404, f"no job {job_id} among the {which} jobs")
         target = await _next(request, f"/{which}")
         if target.startswith(f"/jobs/{job_id}") and action == "delete":

@@ -12,7 +12,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 from starlette.requests import Request
@@ -27,7 +27,6 @@ from rota.spec import epoch_seconds
 from rota.web import bodies as b
 from rota.web import views
 from rota.web.base import ApiError, JSONResponse, client_of, int_param, state_of
-from rota.web.openapi import spec
 from rota.web.request_bodies import (
     MAX_DELAY,
     MAX_FAILS,
@@ -39,8 +38,18 @@ from rota.web.request_bodies import (
     LimitRequest,
     RateRequest,
 )
+from rota.web.schemas import INT, STR, documented, json_answer, query
 
 __all__ = ["routes"]
+
+_PAGING: Final = (
+    query("offset", {**INT, "minimum": 0}, "default 0"),
+    query("limit", {**INT, "minimum": 1, "maximum": 1000}, "default 100"),
+)
+_PAGE_25: Final = (
+    query("offset", {**INT, "minimum": 0}, "default 0"),
+    query("limit", {**INT, "minimum": 1, "maximum": 500}, "default 25"),
+)
 
 
 async def _body(request: Request, kind: type[Any]) -> Any:
@@ -79,19 +88,42 @@ async def _known_queue(request: Request) -> str:
 # -- reading ---------------------------------------------------------------------
 
 
+@documented(
+    "dashboard",
+    b.Dashboard,
+    400,
+    parameters=(
+        query("minutes", {**INT, "minimum": 1, "maximum": 120}, "default 60"),
+        query("days", {**INT, "minimum": 1, "maximum": 90}, "default 30"),
+    ),
+)
 async def dashboard(request: Request) -> Response:
+    """Totals, sizes, and processed/failed per minute and per day."""
     minutes = int_param(request, "minutes", 60, 1, 120)
     days = int_param(request, "days", 30, 1, 90)
     return JSONResponse(await views.dashboard(client_of(request), minutes, days))
 
 
+@documented("queues", b.Queues, 400, parameters=_PAGING)
 async def queues(request: Request) -> Response:
+    """A page of the queues' figures, the busiest first."""
     offset = int_param(request, "offset", 0, 0, 10**9)
     limit = int_param(request, "limit", 100, 1, 1000)
     return JSONResponse(await views.queues(client_of(request), offset, limit))
 
 
+@documented(
+    "queue_jobs",
+    b.QueueJobs,
+    400,
+    404,
+    parameters=(
+        *_PAGE_25,
+        query("order", {**STR, "enum": ["oldest", "newest"]}, "default oldest"),
+    ),
+)
 async def queue_jobs(request: Request) -> Response:
+    """A page of the jobs waiting in a queue, the next to run first (or the newest)."""
     name = await _known_queue(request)
     offset = int_param(request, "offset", 0, 0, 10**9)
     limit = int_param(request, "limit", 25, 1, 500)
@@ -102,15 +134,21 @@ async def queue_jobs(request: Request) -> Response:
     return JSONResponse(data)
 
 
+@documented("pools", b.Pools)
 async def pools(request: Request) -> Response:
+    """Live pools and their heartbeats."""
     return JSONResponse(await views.pools(client_of(request), state_of(request).settings))
 
 
+@documented("cron", b.Cron)
 async def cron(request: Request) -> Response:
+    """Periodic jobs: next and last fire times."""
     return JSONResponse(await views.cron(client_of(request), state_of(request).settings))
 
 
+@documented("busy", b.Busy)
 async def busy(request: Request) -> Response:
+    """Jobs running now, from the running sets."""
     return JSONResponse(await views.busy(client_of(request)))
 
 
@@ -124,10 +162,14 @@ def job_set(which: views.JobSet) -> Any:
         return JSONResponse(await views.job_page(client_of(request), which, offset, limit, q))
 
     read.__name__ = f"api_{which}"
-    return read
+    read.__doc__ = f"A page of the {which} jobs, searchable by id and name."
+    q = query("q", {**STR, "maxLength": 200}, "part of a job id or name")
+    return documented(f"list_{which}", b.JobPage, 400, parameters=(*_PAGE_25, q))(read)
 
 
+@documented("job", "Job", 404)
 async def job(request: Request) -> Response:
+    """Everything about one job."""
     job_id = request.path_params["job_id"]
     data = await views.job_detail(client_of(request), job_id)
     if data is None:
@@ -146,17 +188,22 @@ def stored_value(field: Literal["args", "result"]) -> Callable[[Request], Awaita
             raise ApiError(404, f"no job {job_id!r}")
         return Response(text or b"null", media_type="application/json")
 
-    return read
+    read.__doc__ = f"A job's {field} as stored (JSON text)."
+    return documented(field, None, 404)(read)
 
 
+@documented("audit", None, 400, parameters=_PAGING)
 async def audit(request: Request) -> Response:
+    """The changes made through the web UI and the API, newest first."""
     offset = int_param(request, "offset", 0, 0, 10**6)
     limit = int_param(request, "limit", 100, 1, 1000)
     total, entries = await state_of(request).audit.recent(offset, limit)
     return JSONResponse({"total": total, "offset": offset, "entries": entries})
 
 
+@documented("group", b.Group, 400, 404, parameters=_PAGING)
 async def group(request: Request) -> Response:
+    """A group's progress, its callback, and a page of its members."""
     group_id = request.path_params["group_id"]
     offset = int_param(request, "offset", 0, 0, 10**9)
     limit = int_param(request, "limit", 100, 1, 1000)
@@ -166,7 +213,9 @@ async def group(request: Request) -> Response:
     return JSONResponse(data)
 
 
+@documented("flow", b.Flow, 404)
 async def flow(request: Request) -> Response:
+    """The graph of the workflow a job belongs to (at most 200 jobs)."""
     job_id = request.path_params["job_id"]
     data = await views.flow(client_of(request), job_id)
     if data is None:
@@ -174,30 +223,34 @@ async def flow(request: Request) -> Response:
     return JSONResponse(data)
 
 
+@documented("redis", b.Redis)
 async def redis_info(request: Request) -> Response:
+    """Redis server figures and round trip."""
     return JSONResponse(await views.redis_info(client_of(request)))
-
-
-async def openapi(request: Request) -> Response:
-    return JSONResponse(spec())
 
 
 # -- actions ---------------------------------------------------------------------
 
 
+@documented("queue_pause", b.QueueState, 404)
 async def pause(request: Request) -> Response:
+    """Pause a queue."""
     name = await _known_queue(request)
     await client_of(request).pause(name)
     return JSONResponse(b.QueueState(name, paused=True))
 
 
+@documented("queue_resume", b.QueueState, 404)
 async def resume(request: Request) -> Response:
+    """Resume a queue."""
     name = await _known_queue(request)
     await client_of(request).resume(name)
     return JSONResponse(b.QueueState(name, paused=False))
 
 
+@documented("queue_rate", b.QueueRate, 400, 404, 415, 422, request=RateRequest)
 async def set_rate(request: Request) -> Response:
+    """Set or remove the rate limit of a queue (across all pools)."""
     name = await _known_queue(request)
     body: RateRequest = await _body(request, RateRequest)
     try:
@@ -208,7 +261,9 @@ async def set_rate(request: Request) -> Response:
     return JSONResponse(b.QueueRate(name, info.rate))
 
 
+@documented("queue_limit", b.QueueLimit, 400, 404, 415, 422, request=LimitRequest)
 async def set_limit(request: Request) -> Response:
+    """Set or remove the concurrency limit of a queue (across all pools)."""
     name = await _known_queue(request)
     body: LimitRequest = await _body(request, LimitRequest)
     if body.limit is not None and not 1 <= body.limit <= MAX_LIMIT:
@@ -217,7 +272,9 @@ async def set_limit(request: Request) -> Response:
     return JSONResponse(b.QueueLimit(name, body.limit))
 
 
+@documented("queue_clear", b.Cleared, 404)
 async def clear(request: Request) -> Response:
+    """Clear a queue."""
     name = await _known_queue(request)
     return JSONResponse(b.Cleared(name, await client_of(request).clear_queue(name)))
 
@@ -232,7 +289,8 @@ def set_action(which: views.JobSet, action: str) -> Any:
         client = client_of(request)
         ids = None if body.ids is None else list(dict.fromkeys(body.ids))
         if ids is not None:
-            missing = await views.missing_from_set(client, which, ids)
+            held = set(await client.in_set(which, ids))
+            missing = [i for i in ids if i not in held]
             if missing:
                 raise ApiError(404, f"not among the {which} jobs: {', '.join(missing[:10])}")
             request.state.audit_ids = ids
@@ -241,10 +299,14 @@ def set_action(which: views.JobSet, action: str) -> Any:
         return JSONResponse(b.Deleted(await client.delete(which, ids)))
 
     act.__name__ = f"api_{which}_{action}"
-    return act
+    act.__doc__ = f"{action.capitalize()} {which} jobs: some ids, or all."
+    answer = b.Retried if action == "retry" else b.Deleted
+    return documented(f"{which}_{action}", answer, 400, 404, 415, 422, request=Ids)(act)
 
 
+@documented("abort", b.Aborted, 404)
 async def abort(request: Request) -> Response:
+    """Abort a job."""
     job_id = request.path_params["job_id"]
     was = await client_of(request).abort(job_id)
     if was == "missing":  # the script says so: no read before it
@@ -279,7 +341,21 @@ def _epoch(value: float) -> float:
         raise ApiError(422, str(exc)) from None
 
 
+@documented(
+    "enqueue",
+    b.Enqueued,
+    400,
+    413,
+    415,
+    422,
+    request=EnqueueRequest,
+    answers={
+        "201": json_answer(b.Enqueued, "enqueued"),
+        "200": json_answer(b.Enqueued, "nothing new: the unique key is held"),
+    },
+)
 async def enqueue(request: Request) -> Response:
+    """Enqueue a job."""
     body: EnqueueRequest = await _body(request, EnqueueRequest)
     if body.args is not None and body.kwargs is not None:
         raise ApiError(422, 'give "args" or "kwargs", not both')
@@ -318,7 +394,6 @@ async def enqueue(request: Request) -> Response:
 
 def _routes() -> list[BaseRoute]:
     out: list[BaseRoute] = [
-        Route("/api/openapi.json", openapi),
         Route("/api/dashboard", dashboard),
         Route("/api/queues", queues),
         Route("/api/queues/{name}/jobs", queue_jobs),

@@ -19,12 +19,13 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from rota import inspect
 from rota.client import Client
 from rota.config import Settings
-from rota.errors import RedisRefused
+from rota.errors import RedisRefused, RedisUnavailable, redis_cause
 from rota.redis.access import acl_refused
-from rota.redis.outage import MEANING, REDIS_ERRORS, Condition, condition
-from rota.web import actions, api, pages
+from rota.redis.outage import rota_error
+from rota.web import actions, api, openapi, pages
 from rota.web.base import ApiError, JSONResponse, WebState, make_templates, render, state_of
 from rota.web.bodies import Error
 from rota.web.limits import authed_limit
@@ -46,8 +47,8 @@ async def healthz(request: Request) -> Response:
     """Open to anyone (a load balancer's probe): it says whether Redis answers, and
     nothing about where Redis is (no address, no error text)."""
     try:
-        await state_of(request).client.redis.ping()
-    except (*REDIS_ERRORS, RedisRefused):
+        await inspect.ping(state_of(request).client)
+    except (RedisUnavailable, RedisRefused):
         return JSONResponse({"ok": False, "error": "Redis is unavailable"}, status_code=503)
     return JSONResponse({"ok": True})
 
@@ -96,21 +97,20 @@ def _phrase(status: int) -> str:
 async def _redis_trouble(request: Request, exc: Exception) -> Response:
     """503 for a Redis that cannot be reached or says "not now" (out of memory, a
     read-only replica, loading...), 403 for a command its ACL user may not run; any
-    other Redis error is a bug: a 500."""
-    if isinstance(exc, RedisRefused):  # its message says what was not done, and why
-        return _error(request, 503, str(exc))
-    if acl_refused(exc):  # an ACL user of a narrow role
+    other error reply is a bug: a 500."""
+    error = rota_error(exc)  # what the web's own stores (sessions, audit) got from redis-py
+    if isinstance(error, RedisUnavailable):
+        return _error(request, 503, f"Redis is unavailable: {redis_cause(error)}")
+    if acl_refused(error):  # an ACL user of a narrow role
         return _error(
             request,
             403,
-            f"Redis refused this to the web UI's user ({exc}): it runs with a read-only"
-            " role; the web-operator role of docs/operations.md may retry, delete and pause",
+            f"Redis refused this to the web UI's user ({redis_cause(error)}): it runs with a"
+            " read-only role; the web-operator role of docs/operations.md may retry, delete"
+            " and pause",
         )
-    cond = condition(exc)
-    if cond is not None and cond is not Condition.UNREACHABLE:
-        return _error(request, 503, f"{MEANING[cond]}: try again when it ends ({exc})")
-    if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
-        return _error(request, 503, f"Redis is unavailable: {exc}")
+    if isinstance(error, RedisRefused) and error.condition:  # its message says what, and why
+        return _error(request, 503, f"{error}: try again when it ends")
     raise exc  # a real error: _server_error answers 500 and the server logs it
 
 
@@ -127,10 +127,9 @@ async def _server_error(request: Request, exc: Exception) -> Response:
 _HANDLERS: Final[dict[Any, Any]] = {
     ApiError: _api_error,
     HTTPException: _http_error,
-    redis.exceptions.ConnectionError: _redis_trouble,
-    redis.exceptions.TimeoutError: _redis_trouble,
-    redis.exceptions.ResponseError: _redis_trouble,  # a refusal (or a bug: 500)
-    RedisRefused: _redis_trouble,
+    RedisUnavailable: _redis_trouble,
+    RedisRefused: _redis_trouble,  # a refusal (or a bug: 500)
+    redis.exceptions.RedisError: _redis_trouble,  # the web's own stores: sessions, audit
     Exception: _server_error,
 }
 
@@ -157,6 +156,7 @@ def _routes() -> list[BaseRoute]:
     return [
         *pages.routes,
         *actions.routes,
+        Route("/api/openapi.json", openapi.serve),
         *api.routes,
         Route("/metrics", metrics),
         Route("/healthz", healthz),

@@ -18,14 +18,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-import redis.exceptions
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
 
+from rota import inspect
 from rota.client import Client, QueueInfo
+from rota.inspect import RedisFigures
 from rota.operations import LivePool
 from rota.redis.outage import Condition
 from rota.web.base import client_of
@@ -33,11 +34,9 @@ from rota.web.base import client_of
 __all__ = [
     "COUNTERS",
     "REFUSALS",
-    "RedisFigures",
     "RotaCollector",
     "metrics",
     "read",
-    "redis_figures",
 ]
 
 #: Counters of the stats hash exported per job name, as ``rota_jobs_<field>_total``.
@@ -45,15 +44,6 @@ COUNTERS = ("processed", "failed", "dead", "lost", "aborted")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: The conditions ``rota_redis_refusing_writes`` reports, each 1 or 0 at every scrape.
 REFUSALS = (Condition.OUT_OF_MEMORY, Condition.READ_ONLY)
-
-
-@dataclass(frozen=True)
-class RedisFigures:
-    """What ``INFO memory`` and ``INFO replication`` say about refusing writes."""
-
-    used_memory: int
-    maxmemory: int  # 0: no limit
-    refusing: frozenset[Condition]
 
 
 @dataclass(frozen=True)
@@ -70,9 +60,8 @@ class Reading:
 
 async def read(client: Client) -> Reading:
     started = time.perf_counter()
-    await client.redis.ping()
-    roundtrip = time.perf_counter() - started
-    figures = await redis_figures(client)
+    roundtrip = await inspect.ping(client)
+    figures = await inspect.redis_figures(client)
     queues = await client.queues()
     stats = await client.stats()
     pools = await client.pools()
@@ -87,28 +76,6 @@ async def read(client: Client) -> Reading:
         time.perf_counter() - started,
         figures,
     )
-
-
-async def redis_figures(client: Client) -> RedisFigures | None:
-    """Redis's memory figures and the writes it refuses, in one round trip; None when
-    Redis refuses ``INFO`` (an ACL without it). INFO runs on a full Redis and on a
-    replica."""
-    pipe = client.redis.pipeline(transaction=False)
-    pipe.info("memory")
-    pipe.info("replication")
-    memory, replication = await pipe.execute(raise_on_error=False)
-    if isinstance(memory, redis.exceptions.ResponseError) or isinstance(
-        replication, redis.exceptions.ResponseError
-    ):
-        return None
-    used, limit = int(memory.get("used_memory", 0)), int(memory.get("maxmemory", 0))
-    refusing: set[Condition] = set()
-    # the rule of rota.redis.outage.memory_figures: at the limit with nothing Redis may evict
-    if 0 < limit <= used and memory.get("maxmemory_policy") == "noeviction":
-        refusing.add(Condition.OUT_OF_MEMORY)
-    if replication.get("role") == "slave":  # (replica-read-only, the default, assumed)
-        refusing.add(Condition.READ_ONLY)
-    return RedisFigures(used, limit, frozenset(refusing))
 
 
 class RotaCollector(Collector):

@@ -12,14 +12,27 @@ as that type describes them.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, NamedTuple, TypeVar
 
 import msgspec
 
 from rota.protocol.job import JobRecord
 from rota.web.bodies import BODIES, MIRRORS, REF, SUMMARY, JobDetail, JobTimes, ms_fields
 
-__all__ = ["ID_PATTERN", "INT", "STR", "Body", "Schema", "components", "ref"]
+__all__ = [
+    "ID_PATTERN",
+    "INT",
+    "STR",
+    "Body",
+    "Operation",
+    "Schema",
+    "components",
+    "documented",
+    "json_answer",
+    "query",
+    "ref",
+]
 
 ID_PATTERN: Final = r"^[A-Za-z0-9_.:\-]{1,200}$"
 
@@ -29,6 +42,58 @@ Body = type[msgspec.Struct] | str
 
 INT: Final[Schema] = {"type": "integer"}
 STR: Final[Schema] = {"type": "string"}
+E = TypeVar("E", bound=Callable[..., Any])
+
+
+class Operation(NamedTuple):
+    """What the OpenAPI document says of an endpoint beside its docstring's summary
+    (see :func:`documented`): its path parameters come from the route."""
+
+    op_id: str
+    #: The 200 answer's body; None: JSON of any shape.
+    answer: Body | None
+    #: The error statuses it may answer besides 401 and 503 (and a POST's 403).
+    codes: tuple[int, ...]
+    parameters: tuple[Schema, ...]
+    request: Body | None
+    #: Answers that replace the 200 one.
+    answers: dict[str, Any] | None
+
+
+def documented(
+    op_id: str,
+    answer: Body | None,
+    *codes: int,
+    parameters: tuple[Schema, ...] = (),
+    request: Body | None = None,
+    answers: dict[str, Any] | None = None,
+) -> Callable[[E], E]:
+    """Mark an API endpoint with its :class:`Operation`: :mod:`rota.web.openapi` walks
+    the routes and refuses an API route whose endpoint has none, so none goes
+    undocumented."""
+
+    def mark(endpoint: E) -> E:
+        endpoint.openapi = Operation(op_id, answer, codes, parameters, request, answers)  # type: ignore[attr-defined]
+        return endpoint
+
+    return mark
+
+
+def json_answer(schema: Body | None, description: str = "OK") -> dict[str, Any]:
+    """An answer of JSON: a body's schema, or any JSON (a value as stored) for None."""
+    body = ref(schema) if schema is not None else {}
+    return {"description": description, "content": {"application/json": {"schema": body}}}
+
+
+def query(name: str, schema: Schema, description: str) -> Schema:
+    """A query parameter, never required."""
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "schema": schema,
+        "description": description,
+    }
 
 
 def ref(kind: Body) -> Schema:

@@ -12,20 +12,14 @@ from typing import Any, Final, get_args
 
 import msgspec
 
+from rota import inspect
 from rota.client import Client
 from rota.config import Settings
-from rota.protocol.job import JobRecord, JobSet, field_int, field_text, reply_text, state_text
+from rota.inspect import FINAL_STATES, FLOW_LIMIT, MISSING, served_names
+from rota.inspect.flows import flow_view
+from rota.protocol.job import JobRecord, JobSet
 from rota.status import Bucket, CronEntry
 from rota.web import bodies as b
-from rota.web.related import (
-    FINAL_STATES,
-    FLOW_LIMIT,
-    MISSING,
-    flow,
-    group_detail,
-    job_detail,
-    served_names,
-)
 
 __all__ = [
     "FINAL_STATES",
@@ -40,7 +34,6 @@ __all__ = [
     "group_detail",
     "job_detail",
     "job_page",
-    "missing_from_set",
     "pools",
     "queue_jobs",
     "queues",
@@ -51,31 +44,55 @@ __all__ = [
 JOB_SETS: Final[tuple[JobSet, ...]] = get_args(JobSet)
 #: The sets whose jobs can be queued now; a waiting job runs when its parents complete.
 RETRYABLE: Final[tuple[JobSet, ...]] = ("scheduled", "retry", "dead")
-#: The most characters of a queued job's args its queue's page shows, and the longest
-#: args read for that (longer ones are a link away: a page of big jobs stays cheap).
-ARGS_PREVIEW: Final = 200
-ARGS_READ: Final = 4096
 
 
-_INFO_FIELDS: Final = (
-    "redis_version",
-    "valkey_version",
-    "redis_mode",
-    "os",
-    "uptime_in_seconds",
-    "connected_clients",
-    "blocked_clients",
-    "used_memory",
-    "used_memory_human",
-    "used_memory_peak_human",
-    "maxmemory",
-    "maxmemory_policy",
-    "instantaneous_ops_per_sec",
-    "total_commands_processed",
-    "keyspace_hits",
-    "keyspace_misses",
-    "role",
-)
+#: The longest indented rendering of a value sent: an 18 KB value nested 900 deep
+#: indents to 16 MB. A value past it is shown as stored (and cut on the page).
+PRETTY_LIMIT: Final = 64 * 1024
+#: Nesting past this depth is not indented: each level adds two spaces to every line.
+_PRETTY_DEPTH: Final = 16
+
+
+def _pretty(text: str | None) -> tuple[Any, str | None]:
+    """Decoded JSON and an indented rendering, None when that would pass
+    :data:`PRETTY_LIMIT`; the text itself when it is not JSON (or nests deeper than
+    the decoder goes)."""
+    if text is None:
+        return None, None
+    try:
+        value = msgspec.json.decode(text)
+    except (msgspec.DecodeError, RecursionError):
+        return None, text
+    if len(text) > PRETTY_LIMIT // 2 or _deeper(value, _PRETTY_DEPTH):
+        return value, None
+    pretty = msgspec.json.format(text, indent=2)
+    return value, pretty if len(pretty) <= PRETTY_LIMIT else None
+
+
+def _deeper(value: Any, depth: int) -> bool:
+    """Whether ``value`` nests more than ``depth`` arrays or objects deep (no recursion:
+    a value may nest as deep as the decoder allows)."""
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            if level >= depth:
+                return True
+            stack += [(x, level + 1) for x in item if isinstance(x, list | dict)]
+    return False
+
+
+def _progress(text: str | None) -> b.JobProgress | None:
+    if not text:
+        return None
+    head, _, message = text.partition(" ")
+    try:
+        percent = float(head)
+    except ValueError:
+        return b.JobProgress(None, text)
+    return b.JobProgress(percent, message)
 
 
 def _bucket(bucket: Bucket) -> b.Bucket:
@@ -126,57 +143,9 @@ async def queues(client: Client, offset: int = 0, limit: int = 100) -> b.Queues:
 async def queue_jobs(
     client: Client, name: str, offset: int = 0, limit: int = 25, newest: bool = False
 ) -> b.QueueJobs:
-    """A page of the jobs waiting in ``name``'s queue, the next to run first (or the
-    newest first). A queue's list has its newest job at the head, so a page is one
-    ``LRANGE`` counted from the end it starts at (cheap deep into a long queue), then
-    the page's records: their fields and the length of their args, then the args that
-    are short enough to show (three round trips whatever the queue's length)."""
-    k = client.keys
-    pipe = client.redis.pipeline(transaction=False)
-    pipe.llen(k.queue(name))
-    if newest:
-        pipe.lrange(k.queue(name), offset, offset + limit - 1)
-    else:
-        pipe.lrange(k.queue(name), -offset - limit, -offset - 1)
-    pipe.sismember(k.paused, name)
-    total, raw, paused = await pipe.execute()
-    ids = [reply_text(i) for i in (raw if newest else reversed(raw))]
-    pipe = client.redis.pipeline(transaction=False)
-    for i in ids:
-        pipe.hmget(k.job(i), "name", "state", "enqueued_at")
-        pipe.hstrlen(k.job(i), "args")
-    rows = await pipe.execute() if ids else []
-    fields, sizes = rows[0::2], [int(n) for n in rows[1::2]]
-    shown = [i for i, size in zip(ids, sizes, strict=True) if 0 < size <= ARGS_READ]
-    pipe = client.redis.pipeline(transaction=False)
-    for i in shown:
-        pipe.hget(k.job(i), "args")
-    args = dict(zip(shown, await pipe.execute() if shown else [], strict=True))
-    jobs = []
-    for i, (job_name, state, enqueued), size in zip(ids, fields, sizes, strict=True):
-        text = field_text(args.get(i))
-        jobs.append(
-            b.QueuedJob(
-                id=i,
-                name=field_text(job_name),
-                state=MISSING
-                if job_name is None and state is None
-                else state_text(state, job_name),
-                enqueued_at=field_int(enqueued) or None,
-                args=None if text is None else text[:ARGS_PREVIEW],
-                args_bytes=size,
-            )
-        )
-    return b.QueueJobs(
-        name=name,
-        order="newest" if newest else "oldest",
-        total=int(total),
-        offset=offset,
-        limit=limit,
-        paused=bool(paused),
-        served=name in await served_names(client),
-        jobs=jobs,
-    )
+    """A page of the jobs waiting in ``name``'s queue (see :func:`rota.inspect.queue_view`)."""
+    view = await inspect.queue_view(client, name, offset, limit, newest)
+    return b.mirror(b.QueueJobs, view, jobs=[b.mirror(b.QueuedJob, j) for j in view.jobs])
 
 
 async def pools(client: Client, settings: Settings) -> b.Pools:
@@ -246,24 +215,71 @@ async def job_page(
     )
 
 
-async def missing_from_set(client: Client, which: JobSet, ids: list[str]) -> list[str]:
-    """The ids that are not in the set (one round trip)."""
-    if not ids:
-        return []
-    k = client.keys
-    key = {"scheduled": k.scheduled, "retry": k.retry, "waiting": k.waiting}.get(which, k.dead)
-    scores = await client.redis.zmscore(key, ids)
-    return [i for i, s in zip(ids, scores, strict=True) if s is None]
-
-
 async def redis_info(client: Client) -> b.Redis:
     """Server figures from INFO and the round trip of one PING, measured here."""
-    started = time.perf_counter()
-    await client.redis.ping()
-    ping_ms = (time.perf_counter() - started) * 1000
-    info = await client.redis.info()
-    fields: dict[str, Any] = {k: info[k] for k in _INFO_FIELDS if k in info}
-    for k in ("redis_version", "valkey_version", "used_memory_human", "maxmemory_policy", "os"):
-        if k in fields:
-            fields[k] = str(fields[k])
-    return b.Redis(round(ping_ms, 3), fields, client.namespace)
+    found = await inspect.server_info(client)
+    return b.Redis(found.ping_ms, found.info, client.namespace)
+
+
+async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
+    """Everything stored about a job, its log lines, and the jobs it is tied to (see
+    :func:`rota.inspect.job_view`); None when there is no such job.
+
+    The record's fields, then :class:`~rota.web.bodies.JobDetail`'s (replacing the
+    times and ``args``, ``result`` and ``progress``): a record's new field is sent, and
+    documented, without a change here."""
+    view = await inspect.job_view(client, job_id)
+    if view is None:
+        return None
+    record, progress = view.record, view.group_progress
+    args, args_text = _pretty(record.args)
+    result, result_text = _pretty(record.result)
+    detail = b.mirror(  # the record's times, in ms
+        b.JobDetail,
+        record,
+        args=args,
+        args_raw=record.args,
+        args_pretty=args_text,
+        result=result,
+        result_raw=record.result,
+        result_pretty=result_text,
+        progress=_progress(record.progress),
+        progress_raw=record.progress,
+        logs=view.logs,
+        parents=view.parents,
+        children=view.children,
+        children_total=view.children_total,
+        unserved=await inspect.unserved(client, view.parents),
+        callback=view.callback,
+        group_progress=None if progress is None else b.mirror(b.GroupProgress, progress),
+    )
+    return {**msgspec.structs.asdict(record), **msgspec.structs.asdict(detail)}
+
+
+async def group_detail(
+    client: Client, group_id: str, offset: int = 0, limit: int = 25
+) -> b.Group | None:
+    """A group's progress, its callback, and a page of its members (see
+    :func:`rota.inspect.group_view`); None when there is no such group."""
+    view = await inspect.group_view(client, group_id, offset, limit)
+    if view is None:
+        return None
+    return b.mirror(
+        b.Group,
+        view.progress,
+        then=view.then,
+        offset=offset,
+        limit=limit,
+        members=view.members,
+        failed_members=view.failed_members,
+    )
+
+
+async def flow(client: Client, job_id: str) -> b.Flow | None:
+    """The graph of the workflow ``job_id`` belongs to (see
+    :func:`rota.inspect.flows.flow_view`); None when ``job_id`` has no record."""
+    view = await flow_view(client, job_id)
+    if view is None:
+        return None
+    edges = [b.Edge(from_=e.parent, to=e.child, kind=e.kind) for e in view.edges]
+    return b.mirror(b.Flow, view, edges=edges)

@@ -1,0 +1,383 @@
+"""What an operator looks at, read in as few round trips as the data allows: a job and
+the jobs it is tied to, a group, a whole flow, the jobs waiting in a queue, the server.
+
+The web UI and the CLI both show these, from the read models here (times in seconds, as
+everywhere in rota's API), and only turn them into bodies, pages or lines: a new read
+of theirs goes here. The single-purpose reads (a record, a page of a set, the queues'
+figures) are the client's own methods; what is read here combines several of them.
+A flow's graph is read in :mod:`.flows`. Below the web and the CLI, beside the client:
+nothing here imports either, or the worker.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import msgspec
+import redis.exceptions
+
+from rota.protocol.job import (
+    JobRecord,
+    field_int,
+    field_seconds,
+    field_text,
+    reply_text,
+    state_text,
+)
+from rota.redis.outage import Condition, guarded
+from rota.workflow import (
+    MISSING,
+    RELATED_FIELDS,
+    GroupProgress,
+    Related,
+    pipelined,
+    read_related,
+)
+
+if TYPE_CHECKING:
+    from rota.client import Client
+
+__all__ = [
+    "CHILDREN_LIMIT",
+    "FINAL_STATES",
+    "FLOW_LIMIT",
+    "MISSING",
+    "Edge",
+    "FlowView",
+    "GroupView",
+    "JobView",
+    "QueueView",
+    "QueuedJob",
+    "RedisFigures",
+    "ServerInfo",
+    "group_view",
+    "job_view",
+    "ping",
+    "queue_view",
+    "redis_figures",
+    "served_names",
+    "server_info",
+    "unserved",
+]
+
+#: The most jobs a flow graph holds; a larger flow is cut, and says so.
+FLOW_LIMIT: Final = 200
+#: The most children read of a job (the first by id, then by enqueue time).
+CHILDREN_LIMIT: Final = 500
+#: States a job stays in: a view showing only these has nothing to refresh.
+FINAL_STATES: Final = frozenset({"complete", "dead", "aborted", MISSING})
+#: The most characters of a queued job's args a queue's view holds, and the longest args
+#: read for that (longer ones are a read of the job away: a page of big jobs stays cheap).
+ARGS_PREVIEW: Final = 200
+ARGS_READ: Final = 4096
+#: What INFO figures a server view keeps.
+INFO_FIELDS: Final = (
+    "redis_version",
+    "valkey_version",
+    "redis_mode",
+    "os",
+    "uptime_in_seconds",
+    "connected_clients",
+    "blocked_clients",
+    "used_memory",
+    "used_memory_human",
+    "used_memory_peak_human",
+    "maxmemory",
+    "maxmemory_policy",
+    "instantaneous_ops_per_sec",
+    "total_commands_processed",
+    "keyspace_hits",
+    "keyspace_misses",
+    "role",
+)
+
+
+class JobView(msgspec.Struct, kw_only=True):
+    """A job's record, its log lines, and the jobs it is tied to."""
+
+    record: JobRecord
+    logs: list[str]
+    parents: list[Related]
+    #: Those read (at most the limit asked for), in the order they were enqueued.
+    children: list[Related]
+    children_total: int
+    #: The callback of the group the job is a member of.
+    callback: Related | None
+    #: The group it is a member or the callback of (None once expired).
+    group_progress: GroupProgress | None
+
+
+class GroupView(msgspec.Struct, kw_only=True):
+    """A group's progress, its callback, a page of its members, and those that failed."""
+
+    progress: GroupProgress
+    then: Related | None
+    offset: int
+    limit: int
+    members: list[Related]
+    failed_members: list[Related]
+
+
+class Edge(msgspec.Struct, frozen=True):
+    """A tie of a flow, parent to child: ``after``, or ``group`` (a member to its callback)."""
+
+    parent: str
+    child: str
+    kind: Literal["after", "group"]
+
+
+class FlowView(msgspec.Struct, kw_only=True):
+    """Every job of a workflow reachable from one (at most ``limit``) and their ties."""
+
+    id: str
+    nodes: list[Related]
+    edges: list[Edge]
+    unserved: list[str]
+    limit: int
+    truncated: bool
+
+
+class QueuedJob(msgspec.Struct, kw_only=True):
+    """A job waiting in a queue: ``args`` is their start, None when too long to read."""
+
+    id: str
+    name: str | None
+    state: str
+    enqueued_at: float | None
+    args: str | None
+    args_bytes: int
+
+
+class QueueView(msgspec.Struct, kw_only=True):
+    """A page of the jobs waiting in one queue."""
+
+    name: str
+    order: Literal["oldest", "newest"]
+    total: int
+    offset: int
+    limit: int
+    paused: bool
+    served: bool
+    jobs: list[QueuedJob]
+
+
+class RedisFigures(msgspec.Struct, frozen=True):
+    """What ``INFO memory`` and ``INFO replication`` say about refusing writes."""
+
+    used_memory: int
+    maxmemory: int  # 0: no limit
+    refusing: frozenset[Condition]
+
+
+class ServerInfo(msgspec.Struct):
+    """The round trip of one PING (ms) and the figures of :data:`INFO_FIELDS`."""
+
+    ping_ms: float
+    info: dict[str, Any]
+
+
+async def served_names(client: Client) -> set[str]:
+    """The job names some live pool serves (its jobs wait for one while none does)."""
+    return {name for pool in await client.pools() for name in pool.jobs}
+
+
+async def unserved(client: Client, jobs: list[Related]) -> list[str]:
+    """The names of those ``jobs`` not finished yet that no live pool serves: what they
+    wait for, a pool that never comes unless someone starts one. Reads the pools only
+    when some of the jobs are not finished."""
+    names = {j.name for j in jobs if j.state not in FINAL_STATES and j.name}
+    if not names:
+        return []
+    return sorted(names - await served_names(client))
+
+
+@guarded
+async def job_view(
+    client: Client, job_id: str, children: int | None = CHILDREN_LIMIT
+) -> JobView | None:
+    """A job, its log and its ties, reading at most ``children`` of its children (None:
+    all). Two round trips (three for a member of a group with a callback); None when
+    there is no such job."""
+    k = client.keys
+    pipe = client.redis.pipeline(transaction=False)
+    pipe.hgetall(k.job(job_id))
+    pipe.lrange(k.joblog(job_id), 0, -1)
+    pipe.smembers(k.children(job_id))
+    h, raw_logs, raw_kids = (pipelined(v) for v in await pipe.execute(raise_on_error=False))
+    if not h:
+        return None
+    record = JobRecord.from_hash(job_id, h)
+    kids = sorted(reply_text(i) for i in raw_kids or ())
+    parents = list(dict.fromkeys(record.after))
+    shown = kids if children is None else kids[:children]
+    gid = record.group or record.waits_group
+    pipe = client.redis.pipeline(transaction=False)
+    for i in parents + shown:
+        pipe.hmget(k.job(i), *RELATED_FIELDS)
+    if gid:
+        pipe.hmget(k.group(gid), *GroupProgress.FIELDS)
+    rows = await pipe.execute(raise_on_error=False)
+    progress = GroupProgress.read(gid, pipelined(rows[-1])) if gid else None
+    found = [read_related(i, row) for i, row in zip(parents + shown, rows, strict=False)]
+    order = {i: _enqueued(row) for i, row in zip(parents + shown, rows, strict=False)}
+    callback = None
+    if record.group and progress is not None and progress.then:
+        (callback,) = await client.related([progress.then])
+    return JobView(
+        record=record,
+        logs=[reply_text(x) for x in raw_logs or ()],
+        parents=found[: len(parents)],
+        children=sorted(found[len(parents) :], key=lambda r: (order[r.id], r.id)),
+        children_total=len(kids),
+        callback=callback,
+        group_progress=progress,
+    )
+
+
+def _enqueued(row: Any) -> int:
+    """When a related job was enqueued (ms), from its ``HMGET`` of ``RELATED_FIELDS``."""
+    return field_int(row[2]) if row and not isinstance(row, Exception) else 0
+
+
+@guarded
+async def group_view(
+    client: Client, group_id: str, offset: int = 0, limit: int = 25
+) -> GroupView | None:
+    """A group's progress, its callback, and a page of its members, in two round trips
+    (and the reads of its failed members when some failed); None when there is no such
+    group (never enqueued, or expired 7 days after its last member finished)."""
+    k = client.keys
+    pipe = client.redis.pipeline(transaction=False)
+    pipe.hmget(k.group(group_id), *GroupProgress.FIELDS)
+    pipe.lrange(k.group_members(group_id), offset, offset + limit - 1)
+    raw, members = await pipe.execute(raise_on_error=False)
+    progress = GroupProgress.read(group_id, pipelined(raw))
+    if progress is None:
+        return None
+    ids = [reply_text(m) for m in pipelined(members) or ()]
+    found = await client.related(ids + ([progress.then] if progress.then else []))
+    return GroupView(
+        progress=progress,
+        then=found[-1] if progress.then else None,
+        offset=offset,
+        limit=limit,
+        members=found[: len(ids)],
+        failed_members=await _failed_members(client, group_id) if progress.failed else [],
+    )
+
+
+#: The most members read to find the dead or aborted ones of a group, and the most listed.
+_FAILED_SCAN: Final = 20_000
+_FAILED_SHOWN: Final = 100
+
+
+async def _failed_members(client: Client, group_id: str) -> list[Related]:
+    """The members of a group that ended dead or aborted, wherever they are in its list
+    (a page of members hid them past its end), read 500 at a time."""
+    out: list[Related] = []
+    for start in range(0, _FAILED_SCAN, 500):
+        chunk = await client.group_members(group_id, start, 500)
+        out += [r for r in await client.related(chunk) if r.state in ("dead", "aborted")]
+        if len(chunk) < 500 or len(out) >= _FAILED_SHOWN:
+            break
+    return out[:_FAILED_SHOWN]
+
+
+@guarded
+async def queue_view(
+    client: Client, name: str, offset: int = 0, limit: int = 25, newest: bool = False
+) -> QueueView:
+    """A page of the jobs waiting in ``name``'s queue, the next to run first (or the
+    newest first). A queue's list has its newest job at the head, so a page is one
+    ``LRANGE`` counted from the end it starts at (cheap deep into a long queue), then
+    the page's records: their fields and the length of their args, then the args that
+    are short enough to show (three round trips whatever the queue's length)."""
+    k = client.keys
+    pipe = client.redis.pipeline(transaction=False)
+    pipe.llen(k.queue(name))
+    if newest:
+        pipe.lrange(k.queue(name), offset, offset + limit - 1)
+    else:
+        pipe.lrange(k.queue(name), -offset - limit, -offset - 1)
+    pipe.sismember(k.paused, name)
+    total, raw, paused = await pipe.execute()
+    ids = [reply_text(i) for i in (raw if newest else reversed(raw))]
+    pipe = client.redis.pipeline(transaction=False)
+    for i in ids:
+        pipe.hmget(k.job(i), "name", "state", "enqueued_at")
+        pipe.hstrlen(k.job(i), "args")
+    rows = await pipe.execute() if ids else []
+    fields, sizes = rows[0::2], [int(n) for n in rows[1::2]]
+    shown = [i for i, size in zip(ids, sizes, strict=True) if 0 < size <= ARGS_READ]
+    pipe = client.redis.pipeline(transaction=False)
+    for i in shown:
+        pipe.hget(k.job(i), "args")
+    args = dict(zip(shown, await pipe.execute() if shown else [], strict=True))
+    jobs = []
+    for i, (job_name, state, enqueued), size in zip(ids, fields, sizes, strict=True):
+        text = field_text(args.get(i))
+        gone = job_name is None and state is None
+        jobs.append(
+            QueuedJob(
+                id=i,
+                name=field_text(job_name),
+                state=MISSING if gone else state_text(state, job_name),
+                enqueued_at=field_seconds(enqueued) or None,
+                args=None if text is None else text[:ARGS_PREVIEW],
+                args_bytes=size,
+            )
+        )
+    return QueueView(
+        name=name,
+        order="newest" if newest else "oldest",
+        total=int(total),
+        offset=offset,
+        limit=limit,
+        paused=bool(paused),
+        served=name in await served_names(client),
+        jobs=jobs,
+    )
+
+
+@guarded
+async def ping(client: Client) -> float:
+    """The round trip of one PING, in seconds: whether Redis answers, and how fast."""
+    started = time.perf_counter()
+    await client.redis.ping()
+    return time.perf_counter() - started
+
+
+@guarded
+async def server_info(client: Client) -> ServerInfo:
+    """Server figures from INFO and the round trip of one PING, measured here."""
+    ping_ms = await ping(client) * 1000
+    info = await client.redis.info()
+    fields: dict[str, Any] = {k: info[k] for k in INFO_FIELDS if k in info}
+    for k in ("redis_version", "valkey_version", "used_memory_human", "maxmemory_policy", "os"):
+        if k in fields:
+            fields[k] = str(fields[k])
+    return ServerInfo(round(ping_ms, 3), fields)
+
+
+@guarded
+async def redis_figures(client: Client) -> RedisFigures | None:
+    """Redis's memory figures and the writes it refuses, in one round trip; None when
+    Redis refuses ``INFO`` (an ACL without it). INFO runs on a full Redis and on a
+    replica."""
+    pipe = client.redis.pipeline(transaction=False)
+    pipe.info("memory")
+    pipe.info("replication")
+    memory, replication = await pipe.execute(raise_on_error=False)
+    if isinstance(memory, redis.exceptions.ResponseError) or isinstance(
+        replication, redis.exceptions.ResponseError
+    ):
+        return None
+    used, limit = int(memory.get("used_memory", 0)), int(memory.get("maxmemory", 0))
+    refusing: set[Condition] = set()
+    # the rule of rota.redis.outage.memory_figures: at the limit with nothing Redis may evict
+    if 0 < limit <= used and memory.get("maxmemory_policy") == "noeviction":
+        refusing.add(Condition.OUT_OF_MEMORY)
+    if replication.get("role") == "slave":  # (replica-read-only, the default, assumed)
+        refusing.add(Condition.READ_ONLY)
+    return RedisFigures(used, limit, frozenset(refusing))

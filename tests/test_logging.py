@@ -147,6 +147,6 @@ def test_timestamps_are_iso_utc_with_microseconds_and_the_current_time() -> None
         after = time.time()
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", text), text
         when = datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC).timestamp()
-        assert before - 1e-6 <= when <= after + 1e-6
+        assert before - 2e-6 <= when <= after + 2e-6  # a float holds 0.24 µs here
         seen.append(text)
     assert seen == sorted(seen)

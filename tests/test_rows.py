@@ -7,37 +7,68 @@ from typing import Any
 
 import msgspec
 
+from rota.protocol.calls import encode_outcomes
 from rota.protocol.job import EXTRA_FIELDS, FETCH_FIELDS, Reason
-from rota.protocol.rows import MAX_ERROR, EnqueueRow, Fetched, Outcome
+from rota.protocol.rows import (
+    MAX_ERROR,
+    Aborted,
+    Complete,
+    Dead,
+    Drop,
+    EnqueueRow,
+    Fetched,
+    Outcome,
+    Requeue,
+    Retry,
+)
 
 JOB = Fetched("j1", "send", "tok", 1, 0, 0, b"[]", 0, None, None)
 
 
-def test_each_outcome_is_the_finish_scripts_seven_strings() -> None:
-    assert Outcome.complete(JOB, '{"a":1}', 3_600_000) == (
-        "j1", "send", "tok", "complete", '{"a":1}', "3600000", "",
-    )  # fmt: skip
-    assert Outcome.retry(JOB, 123, "boom", Reason.TIMEOUT) == (
-        "j1", "send", "tok", "retry", "123", "boom", "timeout",
-    )  # fmt: skip
-    assert Outcome.dead(JOB, Reason.UNKNOWN_JOB, "no") == (
-        "j1", "send", "tok", "dead", "", "no", "unknown_job",
-    )  # fmt: skip
-    assert Outcome.drop(JOB, Reason.ERROR, "x")[3:] == ("drop", "", "x", "error")
-    assert Outcome.aborted(JOB, 60_000, "stop")[3:] == ("aborted", "60000", "stop", "")
-    assert Outcome.requeue(JOB)[3:] == ("requeue", "", "", "")
-    outcome = Outcome.retry(JOB, 1, "e", Reason.RETRY)
-    assert msgspec.msgpack.encode([outcome]) == msgspec.msgpack.encode([list(outcome)])
-    assert all(type(v) is str for v in outcome)  # not the enum: plain text on the wire
+def test_each_outcome_has_its_own_fields() -> None:
+    done = Complete.of(JOB, '{"a":1}', 3_600_000)
+    assert (done.result, done.keep_ms, done.keep_none_ms) == ('{"a":1}', "3600000", "")
+    assert Complete.of(JOB, "", 0, 5).keep_none_ms == "5"
+    again = Retry.of(JOB, 123, "boom", Reason.TIMEOUT)
+    assert (again.due, again.error, again.reason) == (123, "boom", Reason.TIMEOUT)
+    dead = Dead.of(JOB, Reason.UNKNOWN_JOB, "no")
+    assert (dead.id, dead.name, dead.token) == ("j1", "send", "tok")
+    assert (dead.reason, dead.error, dead.kind) == (Reason.UNKNOWN_JOB, "no", "dead")
+    assert Drop.of(JOB, Reason.ERROR, "x").kind == "drop"
+    aborted = Aborted.of(JOB, 60_000, "stop")
+    assert (aborted.keep_ms, aborted.message, aborted.error) == (60_000, "stop", "stop")
+    assert Requeue.of(JOB).kind == "requeue"
+
+
+def test_the_finish_call_writes_each_outcome_as_the_scripts_seven_strings() -> None:
+    outcomes: list[Outcome] = [
+        Complete.of(JOB, '{"a":1}', 3_600_000),
+        Retry.of(JOB, 123, "boom", Reason.TIMEOUT),
+        Dead.of(JOB, Reason.UNKNOWN_JOB, "no"),
+        Drop.of(JOB, Reason.ERROR, "x"),
+        Aborted.of(JOB, 60_000, "stop"),
+        Requeue.of(JOB),
+    ]
+    flat = msgspec.msgpack.decode(encode_outcomes(outcomes))
+    assert [flat[i + 3 : i + 7] for i in range(0, len(flat), 7)] == [
+        ["complete", '{"a":1}', "3600000", ""],
+        ["retry", "123", "boom", "timeout"],
+        ["dead", "", "no", "unknown_job"],
+        ["drop", "", "x", "error"],
+        ["aborted", "60000", "stop", ""],
+        ["requeue", "", "", ""],
+    ]
+    assert flat[:3] == ["j1", "send", "tok"] and len(flat) == 7 * len(outcomes)
+    assert all(type(v) is str for v in flat)  # not the enum nor ints: text on the wire
 
 
 def test_an_outcome_reads_by_name() -> None:
-    long = Outcome.dead(JOB, Reason.ERROR, "e" * (MAX_ERROR + 10))
+    long = Dead.of(JOB, Reason.ERROR, "e" * (MAX_ERROR + 10))
     assert len(long.error) == MAX_ERROR and long.reason == "error" and long.failed
-    assert not Outcome.requeue(JOB).failed and not Outcome.complete(JOB, "", 0).failed
-    assert Outcome.complete(JOB, "1", 1000).keeps_result
-    assert not Outcome.complete(JOB, "1", 0).keeps_result
-    assert not Outcome.complete(JOB, "", 1000).keeps_result
+    assert not Requeue.of(JOB).failed and not Complete.of(JOB, "", 0).failed
+    assert Complete.of(JOB, "1", 1000).keeps_result
+    assert not Complete.of(JOB, "1", 0).keeps_result
+    assert not Complete.of(JOB, "", 1000).keeps_result
 
 
 def _row(**changes: Any) -> EnqueueRow:

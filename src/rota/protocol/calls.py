@@ -34,6 +34,7 @@ __all__ = [
     "BATCH",
     "FetchReply",
     "HeartbeatReply",
+    "Lessee",
     "ReapReply",
     "Scope",
     "abort",
@@ -42,7 +43,6 @@ __all__ = [
     "enqueue",
     "enqueue_batch",
     "fetch",
-    "fetch_after_wait",
     "finish",
     "forget_names",
     "heartbeat",
@@ -128,77 +128,52 @@ class FetchReply(NamedTuple):
     ready: list[str] | None
 
 
-def _fetch_args(
-    now: int | None,
-    lease_ms: int,
-    pool_id: str,
-    max_args_bytes: int,
+class Lessee(NamedTuple):
+    """Who fetches, as every fetch of a pool says it: the lease it takes (ms), its id,
+    and the largest args it runs (bytes; a larger job is made dead as a bad payload)."""
+
+    lease_ms: int
+    pool_id: str
+    max_args_bytes: int
+
+
+async def fetch(
+    scope: Scope,
+    lessee: Lessee,
     names: Sequence[str],
     fill: Sequence[str],
-) -> list[Arg]:
+    *,
+    wait: tuple[Sequence[str], float] | None = None,
+) -> FetchReply:
+    """Lease jobs of ``names`` in that order, then of ``fill``: ``len(names)`` jobs at
+    most (see ``lua/fetch.lua``).
+
+    ``wait`` (wake lists, seconds): ``BLPOP`` on them first, in the same write: Redis
+    runs the fetch the moment the BLPOP returns, which saves the round trip between them
+    on the way from an enqueue to a start; the fetch then reads the server's clock. A
+    fetch that found its script missing there is sent again on its own."""
+    lease_ms, pool_id, max_args_bytes = lessee
     # The trailing 1 asks for the ready set's names in the reply.
-    return [
-        now_ms() if now is None else now,
-        lease_ms,
-        pool_id,
-        max_args_bytes,
-        len(names),
-        *names,
-        len(fill),
-        *fill,
-        1,
-    ]
-
-
-def _fetch_reply(reply: list[Any]) -> FetchReply:
+    args: list[Arg] = [0 if wait else now_ms(), lease_ms, pool_id, max_args_bytes]
+    args += (len(names), *names, len(fill), *fill, 1)
+    fetching = script("fetch")
+    if wait is None:
+        reply = await fetching(scope.conn, scope.prefix, args, scope.mode)
+    else:
+        command = scope.mode.command(fetching, scope.prefix, args)
+        _, reply = await scope.conn.execute_many([("BLPOP", *wait[0], wait[1]), command])
+        if isinstance(reply, ResponseError):  # e.g. the library is gone: loaded again there
+            reply = await fetching(scope.conn, scope.prefix, args, scope.mode)
+        elif isinstance(reply, Exception):
+            raise reply
     buried = reply[1]
-    return FetchReply(
+    fields = (
         Fetched.parse(reply[0]),
         [b.decode("utf-8", "replace") for b in buried] if buried else [],
         int(reply[2]) if len(reply) > 2 else 0,
         [b.decode() for b in reply[3]] if len(reply) > 3 else None,
     )
-
-
-async def fetch(
-    scope: Scope,
-    names: Sequence[str],
-    fill: Sequence[str],
-    *,
-    lease_ms: int,
-    pool_id: str,
-    max_args_bytes: int,
-    now: int | None = None,
-) -> FetchReply:
-    """Lease jobs of ``names`` in that order, then of ``fill``: one of each name at
-    most per turn, ``len(names)`` jobs at most (see ``lua/fetch.lua``)."""
-    args = _fetch_args(now, lease_ms, pool_id, max_args_bytes, names, fill)
-    return _fetch_reply(await script("fetch")(scope.conn, scope.prefix, args, scope.mode))
-
-
-async def fetch_after_wait(
-    scope: Scope,
-    wake_keys: Sequence[str],
-    wait: float,
-    names: Sequence[str],
-    fill: Sequence[str],
-    *,
-    lease_ms: int,
-    pool_id: str,
-    max_args_bytes: int,
-) -> FetchReply:
-    """``BLPOP`` on ``wake_keys`` for ``wait`` seconds and the fetch behind it, in one
-    write: Redis runs the fetch the moment the BLPOP returns, which saves the round
-    trip between them on the way from an enqueue to a start. The fetch reads the
-    server's clock. A fetch that found its script missing is sent again on its own."""
-    args = _fetch_args(0, lease_ms, pool_id, max_args_bytes, names, fill)
-    fetching = scope.mode.command(script("fetch"), scope.prefix, args)
-    _, reply = await scope.conn.execute_many([("BLPOP", *wake_keys, wait), fetching])
-    if isinstance(reply, ResponseError):  # e.g. the library is gone: loaded again there
-        reply = await script("fetch")(scope.conn, scope.prefix, args, scope.mode)
-    elif isinstance(reply, Exception):
-        raise reply
-    return _fetch_reply(reply)
+    return tuple.__new__(FetchReply, fields)  # as NamedTuple._make does: no Python call
 
 
 # -- finish ----------------------------------------------------------------------------

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from typing import Any
 
 import anyio
 import structlog
@@ -61,12 +60,8 @@ class Fetcher:
         # wake-up needs no pool checkout (see rota.redis.conn).
         self.conn: Conn = hot_path(rt.redis)
         self.scope = rt.client.scope.on(self.conn)
-        #: What every fetch of this pool says of it.
-        self.terms: dict[str, Any] = {
-            "lease_ms": int(rt.settings.lease * 1000),
-            "pool_id": rt.pool_id,
-            "max_args_bytes": rt.settings.max_args_bytes,
-        }
+        s = rt.settings
+        self.lessee = calls.Lessee(int(s.lease * 1000), rt.pool_id, s.max_args_bytes)
         # The names whose finish deletes the job's record (keep_result 0): what frees a
         # full Redis.
         self.freeing = {name for name, h in rt.handlers.items() if rt.keep_result(h) == 0}
@@ -143,14 +138,11 @@ class Fetcher:
 
     async def _wait_and_fetch(self, want: int) -> list[Fetched]:
         """BLPOP on the wake lists and the fetch behind it, in one write (see
-        :func:`rota.protocol.calls.fetch_after_wait`)."""
+        :func:`rota.protocol.calls.fetch`)."""
         await self._own_id()
         names, fill = self._choose(want, every=True)
-        wait = self.rt.settings.wake_timeout
-        reply = await calls.fetch_after_wait(
-            self.scope, self.wake_keys, wait, names, fill, **self.terms
-        )
-        return self._read(reply)
+        wait = (self.wake_keys, self.rt.settings.wake_timeout)
+        return self._read(await calls.fetch(self.scope, self.lessee, names, fill, wait=wait))
 
     async def _own_id(self) -> int:
         """This connection's client id, which CLIENT UNBLOCK takes; 0 when there is
@@ -172,7 +164,7 @@ class Fetcher:
 
     async def _fetch(self, want: int) -> list[Fetched]:
         names, fill = self._choose(want)
-        return self._read(await calls.fetch(self.scope, names, fill, **self.terms))
+        return self._read(await calls.fetch(self.scope, self.lessee, names, fill))
 
     def _choose(self, want: int, *, every: bool = False) -> tuple[list[str], list[str]]:
         """The names to fetch from, in order, and the fill. ``every``: the fill lists

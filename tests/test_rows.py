@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from rota.protocol.calls import encode_outcomes
+from rota.protocol.calls import batch_entry, encode_outcomes, enqueue_args
 from rota.protocol.job import EXTRA_FIELDS, FETCH_FIELDS, Reason
 from rota.protocol.rows import (
     MAX_ERROR,
@@ -77,22 +77,22 @@ def _row(**changes: Any) -> EnqueueRow:
 
 
 def test_the_enqueue_script_takes_only_the_arguments_in_use() -> None:
-    assert _row().script_args() == ["id1", "send", b'{"to":1}', 10]
-    assert _row(run_at=20).script_args()[4:] == [20]
-    assert _row(unique="u").script_args()[4:] == [0, "u", 86_400_000]
-    assert _row(timeout=1.5).script_args()[4:] == [0, "", 86_400_000, "", 1.5]
-    assert _row(after="p1 p2").script_args()[9:] == ["p1 p2"]
-    traced = _row(traceparent="00-a-b-01", tracestate="k=v").script_args()
+    assert enqueue_args(_row()) == ["id1", "send", b'{"to":1}', 10]
+    assert enqueue_args(_row(run_at=20))[4:] == [20]
+    assert enqueue_args(_row(unique="u"))[4:] == [0, "u", 86_400_000]
+    assert enqueue_args(_row(timeout=1.5))[4:] == [0, "", 86_400_000, "", 1.5]
+    assert enqueue_args(_row(after="p1 p2"))[9:] == ["p1 p2"]
+    traced = enqueue_args(_row(traceparent="00-a-b-01", tracestate="k=v"))
     assert traced[9:] == ["", "00-a-b-01", "k=v"]
 
 
 def test_a_batch_entry_is_strings_and_its_tail_only_when_used() -> None:
-    assert _row(max_fails=3, timeout=1.5).batch_entry() == [
+    assert batch_entry(_row(max_fails=3, timeout=1.5)) == [
         "id1", "send", '{"to":1}', "0", "", "86400000", "3", "1.5",
     ]  # fmt: skip
-    assert _row(group="g", group_size=7).batch_entry()[8:] == ["", "g", "", "", "", "7"]
-    assert _row(waits_group="g").batch_entry()[8:] == ["", "", "g"]
-    assert _row(traceparent="t").batch_entry()[8:] == ["", "", "", "t", ""]
+    assert batch_entry(_row(group="g", group_size=7))[8:] == ["", "g", "", "", "", "7"]
+    assert batch_entry(_row(waits_group="g"))[8:] == ["", "", "g"]
+    assert batch_entry(_row(traceparent="t"))[8:] == ["", "", "", "t", ""]
 
 
 def test_a_fetched_row_is_the_id_then_fetch_fields_and_the_extra_fields_when_set() -> None:

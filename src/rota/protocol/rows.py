@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import ClassVar, Final, NamedTuple, Protocol, Self
 
 from rota.protocol.job import EXTRA_FIELDS, FETCH_FIELDS, Reason
-from rota.protocol.scripts import Arg
 
 __all__ = [
     "MAX_ERROR",
@@ -37,7 +36,8 @@ MAX_ERROR: Final = 4000
 
 class EnqueueRow(NamedTuple):
     """One job for the ``enqueue`` script (its arguments, in order) or an entry of
-    ``enqueue_batch``; ``""`` means none, as the scripts take it."""
+    ``enqueue_batch`` (see :mod:`rota.protocol.calls`); ``""`` means none, as the
+    scripts take it."""
 
     id: str
     name: str
@@ -54,40 +54,6 @@ class EnqueueRow(NamedTuple):
     traceparent: str = ""  # the W3C trace context of the enqueue
     tracestate: str = ""
     group_size: int = 0  # how many members its group has (a member only)
-
-    def script_args(self) -> list[Arg]:
-        """The ``enqueue`` script's arguments (it takes no group: those go by batch), less
-        the tail that says "none": each argument costs Redis about a tenth of what the
-        whole call's script does, and a plain job needs only its first four."""
-        if self.traceparent:
-            return [*self[:10], self.traceparent, self.tracestate]
-        if self.after:
-            return list(self[:10])
-        if self.max_fails != "" or self.timeout != "":
-            return list(self[:9])
-        if self.unique:
-            return list(self[:7])
-        return list(self[:5] if self.run_at else self[:4])
-
-    def batch_entry(self) -> list[str]:
-        """The entry of ``enqueue_batch``: strings, its optional tail only when used."""
-        entry = [
-            self.id,
-            self.name,
-            self.args.decode(),
-            str(self.run_at),
-            self.unique,
-            str(self.unique_ttl),
-            str(self.max_fails),
-            str(self.timeout),
-        ]
-        if self.group:
-            entry += [*self[9:12], self.traceparent, self.tracestate, str(self.group_size)]
-        elif self.traceparent:
-            entry += [*self[9:12], self.traceparent, self.tracestate]
-        elif self.after or self.group or self.waits_group:
-            entry += self[9:12]
-        return entry
 
 
 _WIDTH: Final = 1 + len(FETCH_FIELDS)

@@ -6,7 +6,7 @@ logging every call, and times single calls of ``enqueue_batch`` (the calls of
 at several sizes, with nothing else running. It prints the median and the longest call
 of each size. Redis runs one command at a time, so a call of 20 ms holds every other
 client of the shard (every producer, every pool's fetch) for 20 ms: rota sizes its calls
-from these figures (see ``_BATCH`` in rota.client, ``_LIMIT`` in rota.worker.scheduler,
+from these figures (see ``BATCH`` in rota.protocol.calls, ``_LIMIT`` in rota.worker.scheduler,
 ``_MAX_BATCH`` in rota.worker.acker and the ``fetch_batch`` setting).
 """
 
@@ -24,7 +24,7 @@ import msgspec
 from redis.asyncio import Redis
 
 import rota
-import rota.client
+import rota.protocol.calls
 from bench import positive_int
 from bench.redis_server import RedisServer
 from rota.protocol.rows import Fetched
@@ -55,7 +55,7 @@ def _line(label: str, durations: list[int]) -> str:
 async def _enqueue_batch(r: Redis, url: str, jobs: int, size: int) -> list[int]:
     async with rota.Client.from_url(url, f"batch{size}") as client:
         await client.enqueue("warm")
-        rota.client._BATCH = size  # the size under test
+        rota.protocol.calls.BATCH = size  # the size under test
         await r.slowlog_reset()
         await client.enqueue_many([rota.JobSpec(name="noop", args=(i,)) for i in range(jobs)])
         return await _calls(r)

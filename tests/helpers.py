@@ -11,8 +11,7 @@ import redis
 import redis.exceptions
 
 from rota import Client, Settings, WorkerPool
-from rota.protocol.rows import Fetched
-from rota.protocol.scripts import Arg, script
+from rota.protocol import calls
 
 
 def pool_settings(redis_url: str, namespace: str, **changes: Any) -> Settings:
@@ -82,7 +81,5 @@ def step_pool(redis_url: str, namespace: str) -> WorkerPool:
 async def lease_tokens(client: Client, name: str, n: int) -> dict[str, str]:
     """Lease up to ``n`` jobs of ``name`` by the fetch script, as a pool would (a lease
     of 30 s): their tokens by id."""
-    now = int(time.time() * 1000)
-    args: list[Arg] = [now, 30000, "pool-1", 1 << 20, n, *[name] * n, 0]
-    reply = await script("fetch")(client.redis, client.keys.prefix, args, client.script_mode)
-    return {job.id: job.token for job in Fetched.parse(list(reply[0]))}
+    reply = await calls.fetch(client.scope, calls.Lessee(30000, "pool-1", 1 << 20), [name] * n, [])
+    return {job.id: job.token for job in reply.jobs}

@@ -9,6 +9,8 @@ import redis
 from redis.typing import EncodableT, FieldT
 
 from rota import Client, JobContext, WorkerPool
+from rota.protocol.job import Reason
+from rota.protocol.rows import Dead
 from tests.helpers import pool_settings, wait_until
 
 Fields = dict[FieldT, EncodableT]  # a job hash as redis-py takes it
@@ -94,15 +96,10 @@ async def test_runner_marks_a_job_without_handler_unknown_job(
     rt = PoolRuntime(settings=pool_settings(redis_url, namespace), client=client, handlers={})
     job = Fetched("j1", "ghost", "1", 1, 0, 0, b"{}", 0, None, None)
     outcome = await run_job(rt, job)
-    assert outcome == (
-        "j1",
-        "ghost",
-        "1",
-        "dead",
-        "",
-        "no handler for job name 'ghost'",
-        "unknown_job",
+    assert outcome == Dead(
+        "j1", "ghost", "1", Reason.UNKNOWN_JOB, "no handler for job name 'ghost'"
     )
+    assert outcome.kind == "dead"
 
 
 async def test_odd_numbers_in_a_job_hash_do_not_stop_it_or_the_pool(

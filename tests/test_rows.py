@@ -7,37 +7,68 @@ from typing import Any
 
 import msgspec
 
+from rota.protocol.calls import batch_entry, encode_outcomes, enqueue_args
 from rota.protocol.job import EXTRA_FIELDS, FETCH_FIELDS, Reason
-from rota.protocol.rows import MAX_ERROR, EnqueueRow, Fetched, Outcome
+from rota.protocol.rows import (
+    MAX_ERROR,
+    Aborted,
+    Complete,
+    Dead,
+    Drop,
+    EnqueueRow,
+    Fetched,
+    Outcome,
+    Requeue,
+    Retry,
+)
 
 JOB = Fetched("j1", "send", "tok", 1, 0, 0, b"[]", 0, None, None)
 
 
-def test_each_outcome_is_the_finish_scripts_seven_strings() -> None:
-    assert Outcome.complete(JOB, '{"a":1}', 3_600_000) == (
-        "j1", "send", "tok", "complete", '{"a":1}', "3600000", "",
-    )  # fmt: skip
-    assert Outcome.retry(JOB, 123, "boom", Reason.TIMEOUT) == (
-        "j1", "send", "tok", "retry", "123", "boom", "timeout",
-    )  # fmt: skip
-    assert Outcome.dead(JOB, Reason.UNKNOWN_JOB, "no") == (
-        "j1", "send", "tok", "dead", "", "no", "unknown_job",
-    )  # fmt: skip
-    assert Outcome.drop(JOB, Reason.ERROR, "x")[3:] == ("drop", "", "x", "error")
-    assert Outcome.aborted(JOB, 60_000, "stop")[3:] == ("aborted", "60000", "stop", "")
-    assert Outcome.requeue(JOB)[3:] == ("requeue", "", "", "")
-    outcome = Outcome.retry(JOB, 1, "e", Reason.RETRY)
-    assert msgspec.msgpack.encode([outcome]) == msgspec.msgpack.encode([list(outcome)])
-    assert all(type(v) is str for v in outcome)  # not the enum: plain text on the wire
+def test_each_outcome_has_its_own_fields() -> None:
+    done = Complete.of(JOB, '{"a":1}', 3_600_000)
+    assert (done.result, done.keep_ms, done.keep_none_ms) == ('{"a":1}', "3600000", "")
+    assert Complete.of(JOB, "", 0, 5).keep_none_ms == "5"
+    again = Retry.of(JOB, 123, "boom", Reason.TIMEOUT)
+    assert (again.due, again.error, again.reason) == (123, "boom", Reason.TIMEOUT)
+    dead = Dead.of(JOB, Reason.UNKNOWN_JOB, "no")
+    assert (dead.id, dead.name, dead.token) == ("j1", "send", "tok")
+    assert (dead.reason, dead.error, dead.kind) == (Reason.UNKNOWN_JOB, "no", "dead")
+    assert Drop.of(JOB, Reason.ERROR, "x").kind == "drop"
+    aborted = Aborted.of(JOB, 60_000, "stop")
+    assert (aborted.keep_ms, aborted.message, aborted.error) == (60_000, "stop", "stop")
+    assert Requeue.of(JOB).kind == "requeue"
+
+
+def test_the_finish_call_writes_each_outcome_as_the_scripts_seven_strings() -> None:
+    outcomes: list[Outcome] = [
+        Complete.of(JOB, '{"a":1}', 3_600_000),
+        Retry.of(JOB, 123, "boom", Reason.TIMEOUT),
+        Dead.of(JOB, Reason.UNKNOWN_JOB, "no"),
+        Drop.of(JOB, Reason.ERROR, "x"),
+        Aborted.of(JOB, 60_000, "stop"),
+        Requeue.of(JOB),
+    ]
+    flat = msgspec.msgpack.decode(encode_outcomes(outcomes))
+    assert [flat[i + 3 : i + 7] for i in range(0, len(flat), 7)] == [
+        ["complete", '{"a":1}', "3600000", ""],
+        ["retry", "123", "boom", "timeout"],
+        ["dead", "", "no", "unknown_job"],
+        ["drop", "", "x", "error"],
+        ["aborted", "60000", "stop", ""],
+        ["requeue", "", "", ""],
+    ]
+    assert flat[:3] == ["j1", "send", "tok"] and len(flat) == 7 * len(outcomes)
+    assert all(type(v) is str for v in flat)  # not the enum nor ints: text on the wire
 
 
 def test_an_outcome_reads_by_name() -> None:
-    long = Outcome.dead(JOB, Reason.ERROR, "e" * (MAX_ERROR + 10))
+    long = Dead.of(JOB, Reason.ERROR, "e" * (MAX_ERROR + 10))
     assert len(long.error) == MAX_ERROR and long.reason == "error" and long.failed
-    assert not Outcome.requeue(JOB).failed and not Outcome.complete(JOB, "", 0).failed
-    assert Outcome.complete(JOB, "1", 1000).keeps_result
-    assert not Outcome.complete(JOB, "1", 0).keeps_result
-    assert not Outcome.complete(JOB, "", 1000).keeps_result
+    assert not Requeue.of(JOB).failed and not Complete.of(JOB, "", 0).failed
+    assert Complete.of(JOB, "1", 1000).keeps_result
+    assert not Complete.of(JOB, "1", 0).keeps_result
+    assert not Complete.of(JOB, "", 1000).keeps_result
 
 
 def _row(**changes: Any) -> EnqueueRow:
@@ -46,22 +77,22 @@ def _row(**changes: Any) -> EnqueueRow:
 
 
 def test_the_enqueue_script_takes_only_the_arguments_in_use() -> None:
-    assert _row().script_args() == ["id1", "send", b'{"to":1}', 10]
-    assert _row(run_at=20).script_args()[4:] == [20]
-    assert _row(unique="u").script_args()[4:] == [0, "u", 86_400_000]
-    assert _row(timeout=1.5).script_args()[4:] == [0, "", 86_400_000, "", 1.5]
-    assert _row(after="p1 p2").script_args()[9:] == ["p1 p2"]
-    traced = _row(traceparent="00-a-b-01", tracestate="k=v").script_args()
+    assert enqueue_args(_row()) == ["id1", "send", b'{"to":1}', 10]
+    assert enqueue_args(_row(run_at=20))[4:] == [20]
+    assert enqueue_args(_row(unique="u"))[4:] == [0, "u", 86_400_000]
+    assert enqueue_args(_row(timeout=1.5))[4:] == [0, "", 86_400_000, "", 1.5]
+    assert enqueue_args(_row(after="p1 p2"))[9:] == ["p1 p2"]
+    traced = enqueue_args(_row(traceparent="00-a-b-01", tracestate="k=v"))
     assert traced[9:] == ["", "00-a-b-01", "k=v"]
 
 
 def test_a_batch_entry_is_strings_and_its_tail_only_when_used() -> None:
-    assert _row(max_fails=3, timeout=1.5).batch_entry() == [
+    assert batch_entry(_row(max_fails=3, timeout=1.5)) == [
         "id1", "send", '{"to":1}', "0", "", "86400000", "3", "1.5",
     ]  # fmt: skip
-    assert _row(group="g", group_size=7).batch_entry()[8:] == ["", "g", "", "", "", "7"]
-    assert _row(waits_group="g").batch_entry()[8:] == ["", "", "g"]
-    assert _row(traceparent="t").batch_entry()[8:] == ["", "", "", "t", ""]
+    assert batch_entry(_row(group="g", group_size=7))[8:] == ["", "g", "", "", "", "7"]
+    assert batch_entry(_row(waits_group="g"))[8:] == ["", "", "g"]
+    assert batch_entry(_row(traceparent="t"))[8:] == ["", "", "", "t", ""]
 
 
 def test_a_fetched_row_is_the_id_then_fetch_fields_and_the_extra_fields_when_set() -> None:

@@ -14,7 +14,6 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import anyio
-import msgspec
 import redis.exceptions
 from redis.asyncio import Redis
 
@@ -22,10 +21,12 @@ from rota import tracing
 from rota.config import Settings
 from rota.errors import JobNotFound, NotReplicated, RedisUnavailable
 from rota.operations import Bucket, History, Operations, Page, QueueInfo, RunningJob
-from rota.protocol.job import NAME_RE, JobSet, now_ms, reply_text, validate_name
+from rota.protocol import calls
+from rota.protocol.calls import Scope
+from rota.protocol.job import NAME_RE, JobSet, now_ms, validate_name
 from rota.protocol.keys import Keys
 from rota.protocol.rows import EnqueueRow
-from rota.protocol.scripts import Arg, Script, ScriptMode, call_many, script
+from rota.protocol.scripts import ScriptMode
 from rota.reads import Reads
 from rota.redis.access import connect_to
 from rota.redis.conn import Conn, RedisPyConn
@@ -95,6 +96,9 @@ class Client(Reads, Operations, Workflows):
         #: per client, as one process may talk to servers that differ (Redis 6.2 and 7,
         #: users with other rights); the pool's fetcher connection shares it.
         self.script_mode = ScriptMode()
+        #: Script calls on the redis-py client, and on the hot path's connection.
+        self.scope = Scope(RedisPyConn(redis), self.keys.prefix, self.script_mode)
+        self.hot = self.scope.on(self.conn)
 
     @classmethod
     def from_url(
@@ -320,32 +324,21 @@ class Client(Reads, Operations, Workflows):
 
     async def _send_rows(self, rows: list[EnqueueRow], conn: Redis | None = None) -> list[Enqueued]:
         """Send rows: one by the ``enqueue`` script, more (or one of a group) by
-        ``enqueue_batch`` calls of 50 jobs, all in one pipeline, in order."""
+        ``enqueue_batch`` calls, all in one pipeline, in order."""
+        scope = self.hot if conn is None else self.scope.on(RedisPyConn(conn))
         if len(rows) <= 1 and not (rows and (rows[0].group or rows[0].waits_group)):
             if not rows:
                 return []
-            args = rows[0].script_args()
             try:
-                answer = await self.run_script("enqueue", args, conn or self.conn)
+                job_id, created = await calls.enqueue(scope, rows[0])
             except redis.exceptions.ResponseError as exc:
                 raise _enqueue_error(exc, "the job was not enqueued", 0) from exc
-            return [Enqueued(reply_text(answer[0]), rows[0].name, bool(answer[1]))]
-        now = now_ms()
-        batch = script("enqueue_batch")
-        calls: list[tuple[Script, Sequence[Arg]]] = []
-        for i in range(0, len(rows), _BATCH):
-            jobs = [r.batch_entry() for r in rows[i : i + _BATCH]]
-            calls.append((batch, [now, msgspec.msgpack.encode(jobs)]))
-        sender = self.conn if conn is None else RedisPyConn(conn)
-        answers = await call_many(
-            sender, self.keys.prefix, calls, self.script_mode, raise_on_error=False
-        )
-        _raise_first(answers, [min(_BATCH, len(rows) - i) for i in range(0, len(rows), _BATCH)])
-        flat = [x for answer in answers for x in answer]
-        return [
-            Enqueued(reply_text(flat[2 * i]), row.name, bool(flat[2 * i + 1]))
-            for i, row in enumerate(rows)
-        ]
+            return [Enqueued(job_id, rows[0].name, created)]
+        jobs, failed = await calls.enqueue_batch(scope, rows)
+        if failed is not None:  # every call is atomic: all of its jobs or none
+            what = f"{len(jobs)} of {len(rows)} jobs of the batch were written"
+            raise _enqueue_error(failed, what, len(jobs)) from failed
+        return [Enqueued(i, row.name, c) for (i, c), row in zip(jobs, rows, strict=True)]
 
     def _enqueue_args(
         self, spec: JobSpec, group: str = "", waits_group: str = "", group_size: int = 0
@@ -395,22 +388,7 @@ async def durable_enqueue(client: Client, rows: list[EnqueueRow], replicas: int)
     return jobs
 
 
-# Jobs per enqueue_batch call. A script call blocks every other client of the shard, and
-# a job costs Redis 15-20 µs inside the script: 50 keep a call near 1 ms, and the calls
-# travel in one pipeline, so the throughput is that of bigger calls.
-_BATCH = 50
 _OPTIONS = frozenset({"unique", "unique_ttl", "job_id", "max_fails", "timeout", "after"})
-
-
-def _raise_first(answers: list[Any], sizes: list[int]) -> None:
-    """Raise the first failed call of an ``enqueue_many``; a refusal says how many jobs
-    of the batch were written (every call is atomic: all of its jobs or none)."""
-    failed = [a for a in answers if isinstance(a, Exception)]
-    if not failed:
-        return
-    ok = sum(n for a, n in zip(answers, sizes, strict=True) if not isinstance(a, Exception))
-    what = f"{ok} of {sum(sizes)} jobs of the batch were written"
-    raise _enqueue_error(failed[0], what, ok) from failed[0]
 
 
 def _enqueue_error(exc: BaseException, what: str, written: int) -> BaseException:

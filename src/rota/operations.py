@@ -8,14 +8,16 @@ producer's side (enqueue, wait, read a job) stays short to read.
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import msgspec
 
+from rota.protocol import calls
 from rota.protocol.job import (
     JobRecord,
     JobSet,
@@ -26,7 +28,6 @@ from rota.protocol.job import (
     validate_name,
 )
 from rota.protocol.rate import Rate, parse_rate
-from rota.protocol.scripts import Arg
 from rota.protocol.snapshot import PoolSnapshot
 from rota.scripted import Scripted
 from rota.status import Bucket, Found, History, LivePool, Page, QueueInfo, RunningJob
@@ -127,8 +128,8 @@ class Operations(Scripted):
         now = now_ms()
         forgotten: list[str] = []
         for i in range(0, len(names), chunk):
-            args: list[Arg] = [now, now - int(after * 1000), *names[i : i + chunk]]
-            forgotten += [reply_text(n) for n in await self.run_script("forget_names", args)]
+            cutoff = now - int(after * 1000)
+            forgotten += await calls.forget_names(self.scope, now, cutoff, names[i : i + chunk])
         return forgotten
 
     async def queue_page(self, offset: int = 0, count: int = 100) -> tuple[int, list[QueueInfo]]:
@@ -304,11 +305,11 @@ class Operations(Scripted):
     async def pause(self, name: str) -> None:
         """Stop workers from taking jobs of ``name``; running ones finish. Works while
         Redis is out of memory, as does :meth:`resume`."""
-        await self.run_script("pause", ["pause", validate_name(name)])
+        await calls.pause(self.scope, validate_name(name))
 
     async def resume(self, name: str) -> None:
         """Let workers take jobs of ``name`` again (and wake a pool that waits for them)."""
-        await self.run_script("pause", ["resume", validate_name(name)])
+        await calls.pause(self.scope, validate_name(name), resume=True)
 
     async def set_limit(self, name: str, limit: int | None) -> None:
         """Cap how many jobs of ``name`` run at once across all pools (None: no cap)."""
@@ -346,34 +347,33 @@ class Operations(Scripted):
         if which == "waiting":
             raise ValueError("waiting jobs run when their parents complete: retry those")
         z = self._set_key(which)
-        return await self._in_chunks("move", [which, now_ms()], ids, z)
+        return await self._in_chunks(functools.partial(calls.move, self.scope, which), ids, z)
 
     async def delete(self, which: JobSet, ids: Sequence[str] | None = None) -> int:
         """Delete jobs of a set: the given ids, or all when None."""
         z = self._set_key(which)
-        return await self._in_chunks("delete", [which, "", 0], ids, z)
+        return await self._in_chunks(functools.partial(calls.delete, self.scope, which), ids, z)
 
     async def clear_queue(self, name: str) -> int:
         """Delete every queued job of ``name``; returns how many."""
-        head: list[Arg] = ["queue", validate_name(name), _CHUNK]
+        name = validate_name(name)
         total = 0
         while True:
-            n = int(await self.run_script("delete", head))
+            n = await calls.delete(self.scope, "queue", name=name, limit=_CHUNK)
             total += n
             if n < _CHUNK:
                 return total
 
     async def _in_chunks(
-        self, name: str, head: list[Arg], ids: Sequence[str] | None, zset: str
+        self, call: Callable[[Sequence[str]], Awaitable[int]], ids: Sequence[str] | None, zset: str
     ) -> int:
-        """Apply the script ``name`` to ``ids``, or to a snapshot of the whole set, a
+        """Apply ``call`` (a script's) to ``ids``, or to a snapshot of the whole set, a
         chunk per call."""
         if ids is None:
             ids = [reply_text(i) for i in await self.redis.zrange(zset, 0, -1)]
         done = 0
         for i in range(0, len(ids), _CHUNK):
-            chunk = [*head, *ids[i : i + _CHUNK]]
-            done += int(await self.run_script(name, chunk))
+            done += await call(ids[i : i + _CHUNK])
         return done
 
     def _set_key(self, which: JobSet) -> str:

@@ -12,7 +12,8 @@ import msgspec
 import redis.exceptions
 
 from rota.errors import JobFailed, JobNotFound
-from rota.protocol.job import JobRecord, field_text, now_ms, reply_text
+from rota.protocol import calls
+from rota.protocol.job import JobRecord, field_text, reply_text
 from rota.scripted import Scripted
 
 __all__ = ["Reads"]
@@ -68,7 +69,7 @@ class Reads(Scripted):
         with anyio.fail_after(timeout):
             async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
                 await pubsub.subscribe(self.keys.done(job_id))
-                answer = await self.run_script("wait", [job_id])
+                answer = await calls.wait(self.scope, job_id)
                 if not answer:
                     raise JobNotFound(job_id)
                 state, result, error, reason = (field_text(v) for v in answer)
@@ -90,5 +91,4 @@ class Reads(Scripted):
         pool within milliseconds. Returns the state the job was in ('missing' if none);
         a job already complete, dead or aborted is left as it is. ``keep``: seconds the
         aborted record stays readable."""
-        answer = await self.run_script("abort", [job_id, now_ms(), int(keep * 1000)])
-        return reply_text(answer)
+        return await calls.abort(self.scope, job_id, int(keep * 1000))

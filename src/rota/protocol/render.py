@@ -1,8 +1,9 @@
 """The Lua of protocol v4 in the two forms Redis runs: scripts and one function library.
 
 A *script* (``EVAL``/``EVALSHA``, every Redis from 6.2) is the key prelude rendered by
-:mod:`rota.protocol.keys`, the helpers of ``lua/_common.lua``, the line that starts a
-call (``enter(KEYS[1])``) and the script's own file. Redis runs all of it on every call,
+:mod:`rota.protocol.keys`, the shared helpers (the files of :data:`SHARED`, one per
+concern, joined in order), the line that starts a call (``enter(KEYS[1])``) and the
+script's own file. Redis runs all of it on every call,
 so every call defines the prelude's and the helpers' functions again.
 
 The *library* (``FUNCTION LOAD``, Redis 7) holds the prelude and the helpers once and
@@ -54,6 +55,9 @@ ALIASES: Final = {"finish_kept": "finish"}
 #: Not the enqueues, nor a finish that keeps a result: they grow it.
 ALLOW_OOM: Final = frozenset(SCRIPT_NAMES) - {"enqueue", "enqueue_batch", "finish_kept"}
 
+#: The shared helpers, in the order they are joined: each uses only those before it.
+SHARED: Final = ("_base.lua", "_counts.lua", "_wake.lua", "_graph.lua", "_enqueue.lua")
+
 _ENTER: Final = "enter(KEYS[1])\n"
 
 # Redis 6.2 reads no flags: over maxmemory it refuses a script whose FIRST write may grow
@@ -69,7 +73,7 @@ def _read(name: str) -> str:
 
 def _shared() -> str:
     """The prelude and the helpers: what every script and the library start with."""
-    return lua_prelude() + _read("_common.lua") + "\n"
+    return lua_prelude() + "\n".join(_read(name) for name in SHARED) + "\n"
 
 
 @cache

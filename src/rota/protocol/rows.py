@@ -1,21 +1,34 @@
 """The rows the hot scripts take and return, named: a job to enqueue, a leased job, and
-the outcome of an attempt.
+the outcome of an attempt (one type per kind).
 
-Each is what goes over the wire already (the same values in the same order: tuples
-encode as MessagePack arrays), so naming them costs nothing per job; the scripts'
-headers in ``lua/`` say the same contract from the other side.
+A job to enqueue and a leased job are what goes over the wire already (the same values
+in the same order: tuples encode as MessagePack arrays), so naming them costs nothing
+per job; an outcome is written in the finish script's terms by
+:func:`rota.protocol.calls.finish` alone. The scripts' headers in ``lua/`` say the same
+contract from the other side.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Final, NamedTuple, Protocol
+from typing import ClassVar, Final, NamedTuple, Protocol, Self
 
 from rota.protocol.job import EXTRA_FIELDS, FETCH_FIELDS, Reason
-from rota.protocol.scripts import Arg
 
-__all__ = ["MAX_ERROR", "EnqueueRow", "Fetched", "Lease", "Outcome"]
+__all__ = [
+    "MAX_ERROR",
+    "Aborted",
+    "Complete",
+    "Dead",
+    "Drop",
+    "EnqueueRow",
+    "Fetched",
+    "Lease",
+    "Outcome",
+    "Requeue",
+    "Retry",
+]
 
 #: The longest error text an outcome stores (characters).
 MAX_ERROR: Final = 4000
@@ -23,7 +36,8 @@ MAX_ERROR: Final = 4000
 
 class EnqueueRow(NamedTuple):
     """One job for the ``enqueue`` script (its arguments, in order) or an entry of
-    ``enqueue_batch``; ``""`` means none, as the scripts take it."""
+    ``enqueue_batch`` (see :mod:`rota.protocol.calls`); ``""`` means none, as the
+    scripts take it."""
 
     id: str
     name: str
@@ -40,40 +54,6 @@ class EnqueueRow(NamedTuple):
     traceparent: str = ""  # the W3C trace context of the enqueue
     tracestate: str = ""
     group_size: int = 0  # how many members its group has (a member only)
-
-    def script_args(self) -> list[Arg]:
-        """The ``enqueue`` script's arguments (it takes no group: those go by batch), less
-        the tail that says "none": each argument costs Redis about a tenth of what the
-        whole call's script does, and a plain job needs only its first four."""
-        if self.traceparent:
-            return [*self[:10], self.traceparent, self.tracestate]
-        if self.after:
-            return list(self[:10])
-        if self.max_fails != "" or self.timeout != "":
-            return list(self[:9])
-        if self.unique:
-            return list(self[:7])
-        return list(self[:5] if self.run_at else self[:4])
-
-    def batch_entry(self) -> list[str]:
-        """The entry of ``enqueue_batch``: strings, its optional tail only when used."""
-        entry = [
-            self.id,
-            self.name,
-            self.args.decode(),
-            str(self.run_at),
-            self.unique,
-            str(self.unique_ttl),
-            str(self.max_fails),
-            str(self.timeout),
-        ]
-        if self.group:
-            entry += [*self[9:12], self.traceparent, self.tracestate, str(self.group_size)]
-        elif self.traceparent:
-            entry += [*self[9:12], self.traceparent, self.tracestate]
-        elif self.after or self.group or self.waits_group:
-            entry += self[9:12]
-        return entry
 
 
 _WIDTH: Final = 1 + len(FETCH_FIELDS)
@@ -182,68 +162,140 @@ class Lease(Protocol):
     def token(self) -> str: ...
 
 
-class Outcome(NamedTuple):
-    """What the finish script records for one attempt. ``a``, ``b`` and ``c`` mean what
-    ``kind`` says (see ``lua/finish.lua``); build one with the constructor of its kind."""
+# Each kind is a NamedTuple of its fields (built without a Python call: tuple.__new__),
+# and a subclass of it with what every kind answers: kind, failed, reason, error, ...
 
+
+class _Kind:
+    __slots__ = ()
+    kind: ClassVar[str]
+    failed: ClassVar[bool] = True  # anything but done or given back: worth a warning
+    keeps_result: ClassVar[bool] = False
+
+
+class _CompleteFields(NamedTuple):
     id: str
     name: str
     token: str
-    kind: str
-    a: str = ""
-    b: str = ""
-    c: str = ""
+    result: str
+    keep_ms: str
+    keep_none_ms: str = ""
+
+
+class Complete(_CompleteFields):
+    """Done: ``result`` is its JSON (``""``: none), its record kept ``keep_ms`` (0:
+    deleted now); a record without result, waiter, children or group is kept
+    ``keep_none_ms`` instead (``""``: ``keep_ms``). The keeps are text, as the finish
+    script takes them: the runner makes them once per job name and builds a complete
+    outcome with one ``tuple.__new__`` call."""
+
+    __slots__ = ()
+    kind: ClassVar = "complete"
+    failed: ClassVar = False
+    reason: ClassVar = ""
+    error: ClassVar = ""
 
     @classmethod
-    def complete(
-        cls, job: Lease, result: str, keep_ms: int, keep_none_ms: int | None = None
-    ) -> Outcome:
-        """Done: ``result`` is its JSON (``""``: none), kept ``keep_ms`` (0: deleted now);
-        a record without result, waiter, children or group is kept ``keep_none_ms``
-        instead (None: ``keep_ms``)."""
+    def of(cls, job: Lease, result: str, keep_ms: int, keep_none_ms: int | None = None) -> Complete:
         none = "" if keep_none_ms is None else str(keep_none_ms)
-        return cls(job.id, job.name, job.token, "complete", result, str(keep_ms), none)
-
-    @classmethod
-    def retry(cls, job: Lease, due: int, error: str, reason: Reason) -> Outcome:
-        """Failed: runs again at ``due`` (ms)."""
-        return cls(job.id, job.name, job.token, "retry", str(due), error[:MAX_ERROR], reason.value)
-
-    @classmethod
-    def dead(cls, job: Lease, reason: Reason, error: str) -> Outcome:
-        """Failed for good: kept in the dead set."""
-        return cls(job.id, job.name, job.token, "dead", "", error[:MAX_ERROR], reason.value)
-
-    @classmethod
-    def drop(cls, job: Lease, reason: Reason, error: str) -> Outcome:
-        """Failed for good, and deleted (a handler with ``skip_dead``)."""
-        return cls(job.id, job.name, job.token, "drop", "", error[:MAX_ERROR], reason.value)
-
-    @classmethod
-    def aborted(cls, job: Lease, keep_ms: int, message: str) -> Outcome:
-        """Ended by an abort; the record is kept ``keep_ms`` (an abort's own keep wins)."""
-        return cls(job.id, job.name, job.token, "aborted", str(keep_ms), message)
-
-    @classmethod
-    def requeue(cls, job: Lease) -> Outcome:
-        """Not run (the pool is stopping): back to the front of its queue."""
-        return cls(job.id, job.name, job.token, "requeue")
-
-    @property
-    def failed(self) -> bool:
-        """Anything but done or given back: worth a warning."""
-        return self.kind not in ("complete", "requeue")
-
-    @property
-    def error(self) -> str:
-        """The error of a failure, the message of an abort."""
-        return self.b
-
-    @property
-    def reason(self) -> str:
-        return self.c
+        return cls(job.id, job.name, job.token, result, str(keep_ms), none)
 
     @property
     def keeps_result(self) -> bool:
         """Done with a result kept for a while: it grows Redis's memory."""
-        return self.kind == "complete" and self.a != "" and self.b not in ("", "0")
+        return self.result != "" and self.keep_ms not in ("", "0")
+
+
+class _RetryFields(NamedTuple):
+    id: str
+    name: str
+    token: str
+    due: int  # ms
+    error: str
+    reason: Reason
+
+
+class Retry(_RetryFields, _Kind):
+    """Failed: runs again at ``due``."""
+
+    __slots__ = ()
+    kind: ClassVar = "retry"
+
+    @classmethod
+    def of(cls, job: Lease, due: int, error: str, reason: Reason) -> Retry:
+        return cls(job.id, job.name, job.token, due, error[:MAX_ERROR], reason)
+
+
+class _EndFields(NamedTuple):
+    id: str
+    name: str
+    token: str
+    reason: Reason
+    error: str
+
+
+class Dead(_EndFields, _Kind):
+    """Failed for good: kept in the dead set."""
+
+    __slots__ = ()
+    kind: ClassVar = "dead"
+
+    @classmethod
+    def of(cls, job: Lease, reason: Reason, error: str) -> Self:
+        return cls(job.id, job.name, job.token, reason, error[:MAX_ERROR])
+
+
+class Drop(Dead):
+    """Failed for good, and deleted (a handler with ``skip_dead``)."""
+
+    __slots__ = ()
+    kind: ClassVar = "drop"
+
+
+class _AbortedFields(NamedTuple):
+    id: str
+    name: str
+    token: str
+    keep_ms: int
+    message: str
+
+
+class Aborted(_AbortedFields, _Kind):
+    """Ended by an abort; the record is kept ``keep_ms`` (an abort's own keep wins)."""
+
+    __slots__ = ()
+    kind: ClassVar = "aborted"
+    reason: ClassVar = ""
+
+    @classmethod
+    def of(cls, job: Lease, keep_ms: int, message: str) -> Aborted:
+        return cls(job.id, job.name, job.token, keep_ms, message)
+
+    @property
+    def error(self) -> str:
+        return self.message
+
+
+class _LeaseFields(NamedTuple):
+    id: str
+    name: str
+    token: str
+
+
+class Requeue(_LeaseFields, _Kind):
+    """Not run (the pool is stopping): back to the front of its queue."""
+
+    __slots__ = ()
+    kind: ClassVar = "requeue"
+    failed: ClassVar = False
+    reason: ClassVar = ""
+    error: ClassVar = ""
+
+    @classmethod
+    def of(cls, job: Lease) -> Requeue:
+        return cls(job.id, job.name, job.token)
+
+
+#: What the finish script records for one attempt: one type per kind, each with its own
+#: fields; :func:`rota.protocol.calls.finish` is what writes them in the script's terms.
+Outcome = Complete | Retry | Dead | Drop | Aborted | Requeue

@@ -19,12 +19,10 @@ from collections.abc import Iterator
 
 import anyio
 import anyio.lowlevel
-import msgspec
 import structlog
 
-from rota.protocol.job import now_ms
+from rota.protocol import calls
 from rota.protocol.rows import Outcome
-from rota.protocol.scripts import Arg, script
 from rota.redis.outage import Condition, condition, error_reply
 from rota.worker.runtime import PoolRuntime
 
@@ -158,24 +156,17 @@ class Acker:
     async def _send(self, batch: list[Outcome]) -> tuple[list[Outcome], BaseException | None]:
         """Send one batch: the outcomes Redis did not take, and why."""
         kept = [o for o in batch if o.keeps_result]
-        parts = [("finish_kept", batch)]
+        parts = [(True, batch)]
         if kept and len(kept) < len(batch):
-            parts = [("finish", [o for o in batch if not o.keeps_result]), ("finish_kept", kept)]
+            parts = [(False, [o for o in batch if not o.keeps_result]), (True, kept)]
         elif not kept:
-            parts = [("finish", batch)]
+            parts = [(False, batch)]
         refused: list[Outcome] = []
         error: BaseException | None = None
-        conn = self.rt.client.conn
-        for name, part in parts:
-            # One MessagePack argument for the whole part: Redis clients encode each
-            # argument on its own, and seven per job cost more than the job itself.
-            args: list[Arg] = [
-                now_ms(),
-                msgspec.msgpack.encode([field for o in part for field in o]),
-                self.rt.settings.complete_max_count,
-            ]
+        scope, most = self.rt.client.hot, self.rt.settings.complete_max_count
+        for keeps, part in parts:
             try:
-                stale = await script(name)(conn, self.rt.keys.prefix, args, self.rt.script_mode)
+                stale = await calls.finish(scope, part, complete_max=most, kept=keeps)
             except Exception as exc:
                 if error_reply(exc):
                     self._give_up(part, exc)
@@ -183,16 +174,16 @@ class Acker:
                 cond = condition(exc)
                 if cond is None:
                     raise
-                if name == "finish_kept" and cond is Condition.OUT_OF_MEMORY:
+                if keeps and cond is Condition.OUT_OF_MEMORY:
                     self.refusing_kept = True
                 refused += part
                 error = exc
                 self.failing = True
                 continue
             self.failing = False
-            if name == "finish_kept":
+            if keeps:
                 self.refusing_kept = False
             for job_id in stale:
                 self.stale += 1
-                log.warning("stale finish ignored", job_id=job_id.decode(), pool=self.rt.pool_id)
+                log.warning("stale finish ignored", job_id=job_id, pool=self.rt.pool_id)
         return refused, error

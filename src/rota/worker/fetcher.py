@@ -20,15 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from typing import Any
 
 import anyio
-import redis.exceptions
 import structlog
 
 from rota import tracing
+from rota.protocol import calls
 from rota.protocol.job import now_ms
-from rota.protocol.scripts import Arg, script
 from rota.redis.conn import Conn, hot_path
 from rota.redis.outage import REDIS_ERRORS
 from rota.worker.acker import Acker
@@ -61,6 +59,9 @@ class Fetcher:
         # A connection of its own: its BLPOP blocks it, and the fetch that follows a
         # wake-up needs no pool checkout (see rota.redis.conn).
         self.conn: Conn = hot_path(rt.redis)
+        self.scope = rt.client.scope.on(self.conn)
+        s = rt.settings
+        self.lessee = calls.Lessee(int(s.lease * 1000), rt.pool_id, s.max_args_bytes)
         # The names whose finish deletes the job's record (keep_result 0): what frees a
         # full Redis.
         self.freeing = {name for name, h in rt.handlers.items() if rt.keep_result(h) == 0}
@@ -136,19 +137,12 @@ class Fetcher:
         task.add_done_callback(self._unblocking.discard)
 
     async def _wait_and_fetch(self, want: int) -> list[Fetched]:
-        """BLPOP on the wake lists and the fetch behind it, in one write: Redis runs the
-        fetch the moment the BLPOP returns, which saves the round trip between them on
-        the way from an enqueue to a start. The fetch reads the server's clock (now 0)."""
+        """BLPOP on the wake lists and the fetch behind it, in one write (see
+        :func:`rota.protocol.calls.fetch`)."""
         await self._own_id()
-        wait: tuple[Arg, ...] = ("BLPOP", *self.wake_keys, self.rt.settings.wake_timeout)
-        args = self._args(want, now=0, every=True)
-        fetch = self.rt.script_mode.command(script("fetch"), self.rt.keys.prefix, args)
-        _, reply = await self.conn.execute_many([wait, fetch])
-        if isinstance(reply, Exception):
-            if isinstance(reply, redis.exceptions.ResponseError):
-                return await self._fetch(want)  # e.g. the library is gone: loaded again there
-            raise reply
-        return self._parse(reply)
+        names, fill = self._choose(want, every=True)
+        wait = (self.wake_keys, self.rt.settings.wake_timeout)
+        return self._read(await calls.fetch(self.scope, self.lessee, names, fill, wait=wait))
 
     async def _own_id(self) -> int:
         """This connection's client id, which CLIENT UNBLOCK takes; 0 when there is
@@ -168,15 +162,14 @@ class Fetcher:
             with contextlib.suppress(*REDIS_ERRORS):
                 await self.rt.redis.client_unblock(self._client_id)
 
-    async def _fetch(self, want: int, *, every: bool = False) -> list[Fetched]:
-        args = self._args(want, every=every)
-        reply = await self.rt.client.run_script("fetch", args, self.conn)
-        return self._parse(reply)
+    async def _fetch(self, want: int) -> list[Fetched]:
+        names, fill = self._choose(want)
+        return self._read(await calls.fetch(self.scope, self.lessee, names, fill))
 
-    def _args(self, want: int, now: int | None = None, *, every: bool = False) -> list[Arg]:
-        """The fetch's arguments. ``every``: the fill lists every name of the pool (a
-        fetch sent before a wait, when what is ready will have changed)."""
-        rt = self.rt
+    def _choose(self, want: int, *, every: bool = False) -> tuple[list[str], list[str]]:
+        """The names to fetch from, in order, and the fill. ``every``: the fill lists
+        every name of the pool (a fetch sent before a wait, when what is ready will have
+        changed)."""
         names = self.robin.take(want)
         # The pool's other names fill the batch when the robin's are empty; a rotating
         # start keeps that fill fair between them.
@@ -197,30 +190,18 @@ class Fetcher:
             # jobs whose finish frees memory (see Acker.wait_room).
             names = [n for n in names if n in self.freeing]
             fill = [n for n in fill if n in self.freeing]
-        args: list[Arg] = [
-            now_ms() if now is None else now,
-            int(rt.settings.lease * 1000),
-            rt.pool_id,
-            rt.settings.max_args_bytes,
-            len(names),
-            *names,
-            len(fill),
-            *fill,
-            1,
-        ]
-        return args
+        return names, fill
 
-    def _parse(self, reply: list[Any]) -> list[Fetched]:
-        flat, buried = reply[0], reply[1]
-        if flat:
+    def _read(self, reply: calls.FetchReply) -> list[Fetched]:
+        if reply.jobs:
             self.rt.traced = tracing.active()  # a provider set since is seen from now on
-        self._due = int(reply[2]) if len(reply) > 2 else 0
-        if len(reply) > 3:
+        self._due = reply.due
+        if reply.ready is not None:
             index = self._index
-            mine = [s for s in (b.decode() for b in reply[3]) if s in index]
+            mine = [s for s in reply.ready if s in index]
             mine.sort(key=index.__getitem__)
             self._ready = mine
-        for job_id in buried:
+        for job_id in reply.buried:
             self.buried += 1
-            log.warning("bad payload made dead", job_id=job_id.decode("utf-8", "replace"))
-        return Fetched.parse(flat)
+            log.warning("bad payload made dead", job_id=job_id)
+        return reply.jobs

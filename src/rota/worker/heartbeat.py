@@ -19,9 +19,8 @@ import structlog
 from anyio.abc import TaskStatus
 
 from rota import __version__
-from rota.protocol import codec
+from rota.protocol import calls, codec
 from rota.protocol.job import now_ms
-from rota.protocol.scripts import Arg
 from rota.protocol.snapshot import BusyWorker, PoolSnapshot
 from rota.redis.outage import MEANING, condition
 from rota.worker.acker import Acker
@@ -68,24 +67,20 @@ class Heartbeat:
     async def beat(self) -> None:
         rt = self.rt
         s = rt.settings
-        entries = list(rt.in_flight.values())
-        args: list[Arg] = [
-            now_ms(),
+        held = [(e.job.name, e.job.id, e.job.token) for e in rt.in_flight.values()]
+        # Leased ahead of a free worker, or a worker reads its parents' results: held too.
+        held += [(job.name, job.id, job.token) for job in rt.handoff.waiting()]
+        held += [(job.name, job.id, job.token) for job in rt.preparing.values()]
+        if self.acker is not None:  # run, its outcome not written yet: held too
+            held += self.acker.unsent()
+        lost, aborts, fresh = await calls.heartbeat(
+            rt.client.scope,
             rt.pool_id,
             codec.encode_json(self.snapshot()),
             int(s.heartbeat_interval * 3000),
             rt.lease_deadline(),
-        ]
-        for e in entries:
-            args += [e.job.name, e.job.id, e.job.token]
-        for job in rt.handoff.waiting():  # leased ahead of a free worker: held too
-            args += [job.name, job.id, job.token]
-        for job in rt.preparing.values():  # a worker reads its parents' results: held too
-            args += [job.name, job.id, job.token]
-        if self.acker is not None:  # run, its outcome not written yet: held too
-            for triple in self.acker.unsent():
-                args += triple
-        lost, aborts, fresh = await rt.client.run_script("heartbeat", args)
+            held,
+        )
         self.beats += 1
         if fresh and self.beats > 1:
             # Forgotten by a reaper (this pool's heartbeat was late: an outage, a blocked
@@ -99,8 +94,7 @@ class Heartbeat:
                 )
             else:
                 log.info("this pool's heartbeat was late: it is listed again", pool=rt.pool_id)
-        for raw in lost:
-            job_id = raw.decode()
+        for job_id in lost:
             entry = rt.in_flight.get(job_id)
             if entry is not None and not entry.lease_lost:
                 entry.lease_lost = True
@@ -109,8 +103,8 @@ class Heartbeat:
                     job_id=job_id,
                     job_name=entry.job.name,
                 )
-        for raw in aborts:
-            rt.cancel(raw.decode(), "abort")
+        for job_id in aborts:
+            rt.cancel(job_id, "abort")
         await rt.watch.check_memory()
 
     async def stop(self) -> None:
@@ -161,17 +155,17 @@ class Reaper:
             # next one. Without this a lease that expired during an outage shorter than
             # the lease would be reclaimed before its pool could extend it.
             return
-        now = now_ms()
-        args: list[Arg] = [now, s.max_lost, int(s.heartbeat_interval * 3000), 1000]
         forget = self.passes % FORGET_EVERY == 0
         self.passes += 1
-        reclaimed, buried, forgotten = await rt.client.run_script("reap", args)
+        reclaimed, buried, forgotten = await calls.reap(
+            rt.client.scope, s.max_lost, int(s.heartbeat_interval * 3000), 1000
+        )
         for job_id in reclaimed:
-            log.warning("lease expired: job requeued", job_id=job_id.decode(), reason="lost")
+            log.warning("lease expired: job requeued", job_id=job_id, reason="lost")
         for job_id in buried:
-            log.error("lease expired too often: job is dead", job_id=job_id.decode(), reason="lost")
+            log.error("lease expired too often: job is dead", job_id=job_id, reason="lost")
         for pool_id in forgotten:
-            log.warning("pool stopped beating: forgotten", pool=pool_id.decode())
+            log.warning("pool stopped beating: forgotten", pool=pool_id)
         if forget and s.forget_names_after > 0:
             # One pool per FORGET_EVERY passes' interval does it for the namespace.
             turn = s.heartbeat_interval * FORGET_EVERY * 0.9

@@ -21,7 +21,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from rota import __version__
 from rota.config import describe
 from rota.protocol.job import Reason
-from rota.protocol.rows import Outcome
+from rota.protocol.rows import Dead, Requeue
 from rota.redis.outage import MEANING, condition
 from rota.redis.sentinel import follow_primary
 from rota.worker.acker import Acker
@@ -127,13 +127,13 @@ class PoolRun:
         while (job := await handoff.take()) is not None:
             start = time.perf_counter()
             if rt.stopping.is_set():
-                acker.add(Outcome.requeue(job))
+                acker.add(Requeue.of(job))
             else:
                 try:
                     acker.add(await run_job(rt, job))
                 except Exception as exc:  # a bug must not take the pool down
                     log.exception("job attempt failed inside rota", job_id=job.id)
-                    acker.add(Outcome.dead(job, Reason.ERROR, f"internal error: {exc!r}"))
+                    acker.add(Dead.of(job, Reason.ERROR, f"internal error: {exc!r}"))
             handoff.done(time.perf_counter() - start)
 
     # -- drain ----------------------------------------------------------------------
@@ -166,7 +166,7 @@ class PoolRun:
         """Jobs leased and not started go back to the front of their queues, the last
         leased first, so that the first leased is next again: their order holds."""
         for job in reversed(self.rt.handoff.close()):
-            self.acker.add(Outcome.requeue(job))
+            self.acker.add(Requeue.of(job))
 
     async def _wait_for_workers(self) -> None:
         """Let running jobs finish, for ``grace`` seconds or until a second signal."""

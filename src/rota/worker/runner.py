@@ -18,7 +18,8 @@ from rota import tracing
 from rota.errors import Abort, InvalidArgs, Retry
 from rota.protocol import codec
 from rota.protocol.job import Reason, now_ms
-from rota.protocol.rows import Outcome
+from rota.protocol.rows import Aborted, Complete, Dead, Drop, Outcome, Requeue
+from rota.protocol.rows import Retry as Again
 from rota.redis.outage import REDIS_ERRORS
 from rota.worker.context import JobContext
 from rota.worker.registry import Handler
@@ -59,12 +60,12 @@ def _failure(
     max_fails = job.max_fails or handler.max_fails
     failures = job.failures + 1
     if failures >= max_fails:
-        return (Outcome.drop if handler.skip_dead else Outcome.dead)(job, reason, error)
+        return (Drop if handler.skip_dead else Dead).of(job, reason, error)
     if delay is None:
         delay = handler.backoff(failures)
     if not math.isfinite(delay) or delay < 0:
         delay = 0.0
-    return Outcome.retry(job, now_ms() + int(delay * 1000), error, reason)
+    return Again.of(job, now_ms() + int(delay * 1000), error, reason)
 
 
 def _call(
@@ -159,14 +160,14 @@ async def _parent_results(rt: PoolRuntime, job: Fetched) -> dict[str, Any]:
 async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
     handler = rt.handlers.get(job.name)
     if handler is None:
-        return Outcome.dead(job, Reason.UNKNOWN_JOB, f"no handler for job name {job.name!r}")
+        return Dead.of(job, Reason.UNKNOWN_JOB, f"no handler for job name {job.name!r}")
     try:
         decoded = codec.decode_args(job.args)
         args, kwargs = handler.bind(decoded)
     except codec.BadPayload as exc:
-        return Outcome.dead(job, Reason.BAD_PAYLOAD, str(exc))
+        return Dead.of(job, Reason.BAD_PAYLOAD, str(exc))
     except InvalidArgs as exc:
-        return Outcome.dead(job, Reason.INVALID_ARGS, str(exc))
+        return Dead.of(job, Reason.INVALID_ARGS, str(exc))
     parents: dict[str, Any] = {}
     if job.deps:  # one read for all the parents, not one per parent in the handler
         try:
@@ -198,7 +199,7 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
     except Retry as exc:
         return _failure(job, handler, Reason.RETRY, str(exc), exc.delay)
     except Abort as exc:
-        return Outcome.aborted(job, _keep_ms(rt.settings.keep_result), str(exc) or "aborted")
+        return Aborted.of(job, _keep_ms(rt.settings.keep_result), str(exc) or "aborted")
     except (Exception, SystemExit) as exc:  # a handler's failure is the job's, not the pool's
         await _keep_traceback(ctx or _context(rt, job, decoded, started, parents), exc)
         return _failure(job, handler, Reason.ERROR, f"{type(exc).__name__}: {exc}")
@@ -246,9 +247,9 @@ def _cancelled(
 ) -> Outcome:
     """The outcome of an attempt cancelled from outside, by its reason."""
     if reason == "shutdown":  # not a failure: it runs again, first in its queue
-        return Outcome.requeue(job)
+        return Requeue.of(job)
     if reason == "abort":
-        return Outcome.aborted(job, _keep_ms(rt.settings.keep_result), "abort requested")
+        return Aborted.of(job, _keep_ms(rt.settings.keep_result), "abort requested")
     if reason == "timeout" and timeout is not None:
         return _failure(job, handler, Reason.TIMEOUT, f"timed out after {timeout:g} s")
     return _failure(job, handler, Reason.ERROR, f"cancelled: {reason}")
@@ -274,5 +275,5 @@ def _complete(rt: PoolRuntime, job: Fetched, handler: Handler, result: Any) -> O
             "result not JSON-encodable: stored as its description", job_id=job.id, error=repr(exc)
         )
         encoded = codec.encode_json(f"<unencodable {type(result).__name__}: {exc}>").decode()
-    # What Outcome.complete builds, made as NamedTuple._make makes it: one C call.
-    return tuple.__new__(Outcome, (job.id, job.name, job.token, "complete", encoded, *keeps))
+    # What Complete.of builds, made as NamedTuple._make makes it: one C call.
+    return tuple.__new__(Complete, (job.id, job.name, job.token, encoded, *keeps))

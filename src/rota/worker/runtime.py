@@ -18,11 +18,12 @@ from redis.asyncio import Redis
 from rota.client import Client
 from rota.config import Settings
 from rota.logging import JobLine
+from rota.protocol import calls
 from rota.protocol.job import now_ms
 from rota.protocol.keys import Keys
 from rota.protocol.rate import parse_rate
 from rota.protocol.rows import Fetched
-from rota.protocol.scripts import Arg, ScriptMode, load_all
+from rota.protocol.scripts import ScriptMode, load_all
 from rota.protocol.snapshot import Schedule
 from rota.redis.connection import redacted
 from rota.redis.outage import Watch
@@ -120,14 +121,16 @@ class PoolRuntime:
         operator changed since the start stays when only the pool's heartbeat record was
         forgotten (a late heartbeat after an outage), not Redis's data."""
         await load_all(self.redis, self.script_mode)
-        args: list[Arg] = []
-        for name, h in self.handlers.items():
-            limit = "" if h.max_concurrency is None else h.max_concurrency
-            rate = parse_rate(h.rate).stored if h.rate is not None else ""
-            args += [name, h.priority, limit, rate]
-        if keep:
-            args.append("keep")
-        return int(await self.client.run_script("register", args))
+        names = [
+            (
+                name,
+                h.priority,
+                "" if h.max_concurrency is None else h.max_concurrency,
+                parse_rate(h.rate).stored if h.rate is not None else "",
+            )
+            for name, h in self.handlers.items()
+        ]
+        return await calls.register(self.client.scope, names, keep=keep)
 
     def keep_result(self, handler: Handler) -> float:
         """How long a complete job of ``handler`` keeps its record with a result: the

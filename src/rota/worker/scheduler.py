@@ -23,6 +23,7 @@ import anyio
 import structlog
 
 from rota.client import JobSpec
+from rota.protocol import calls
 from rota.protocol.job import now_ms
 from rota.protocol.snapshot import Schedule
 from rota.worker.registry import Periodic
@@ -119,17 +120,16 @@ class Scheduler:
         time (0: more are due now)."""
         rt = self.rt
         now = now_ms()
-        moved, next_due = await rt.client.run_script("promote", [now, _LIMIT])
+        moved, due = await calls.promote(rt.client.scope, now, _LIMIT)
         if now >= self._next_trim:
             self._next_trim = now + _TRIM_EVERY_MS
             s = rt.settings
-            trim = [now, int(s.dead_max_age * 1000), s.dead_max_count, _LIMIT]
-            await rt.client.run_script("trim_dead", trim)
+            max_age = int(s.dead_max_age * 1000)
+            await calls.trim_dead(rt.client.scope, now, max_age, s.dead_max_count, _LIMIT)
         next_fire = await self.fire_periodic(now_ms())
-        if int(moved) >= _LIMIT:
+        if moved >= _LIMIT:
             return 0  # more are due: go again at once
         cap = rt.settings.scheduler_interval
-        due = int(next_due)
         if next_fire is not None:
             due = next_fire if due < 0 else min(due, next_fire)
         return cap if due < 0 else min(cap, max(0.001, (due - now_ms()) / 1000))

@@ -1,0 +1,55 @@
+-- Shared helpers, part 3 of 5: queues and wake-ups: what makes a job runnable known to
+-- the pools that wait for it, and a finished job known to the clients that wait on it.
+--
+-- Keys:
+--   wake:<name>   list    wake tokens ('1') for the pools blocked on a job name; at most
+--                         WAKE_CAP
+--   schedwake     list    the same for the schedulers (a job scheduled or retrying)
+--   ready         set     job names a fetch visits (see mark_ready)
+--   queue:<name>  list    a name's queued job ids, the next at the tail; only read here
+--   job:<id>      hash    read for 'waiters' (notify)
+--   done:<id>     channel (pub/sub) the job's end: its state, and its result when
+--                         complete; published only while someone waits
+
+local WAKE_CAP = 10
+
+-- Push a wake token unless the list holds WAKE_CAP tokens already. The list ends exactly
+-- as an LPUSH and LTRIM to WAKE_CAP would leave it, for one read instead of two writes
+-- once it is full (no pool waiting). Every push counts: a token can be taken by a pool
+-- that then leases other work, or is stopping, and the next push still wakes another.
+local function push_token(k)
+  if redis.call('LLEN', k) < WAKE_CAP then
+    redis.call('LPUSH', k, '1')
+  end
+end
+
+local function wake(name)
+  push_token(key_wake(name))
+end
+
+local function wake_scheduler()
+  push_token(K_SCHED_WAKE)
+end
+
+-- The ready set (K_READY) names the queues a fetch visits: it holds every name whose
+-- queue holds jobs and is neither paused nor at its concurrency limit, and may hold a
+-- few more (a fetch that finds one of those removes it). So every script that pushes
+-- into a queue adds the name, unless the push found the queue holding jobs already
+-- (its name is in the set then, or left it for being paused or at its limit, and
+-- resume and a freed slot add it back).
+local function mark_ready(name)
+  redis.call('SADD', K_READY, name)
+end
+
+-- Whether a name's queue holds entries (false for a key that is not a list).
+local function queue_holds(name)
+  local ok, n = pcall(redis.call, 'LLEN', key_queue(name))
+  return ok and n > 0
+end
+
+-- Tell a client waiting on the job (client.wait) that it ended.
+local function notify(jk, id, message)
+  if redis.call('HEXISTS', jk, 'waiters') == 1 then
+    redis.call('PUBLISH', key_done(id), message)
+  end
+end

@@ -153,6 +153,12 @@ end
 
 -- Counters: collect per script call, write once (total, per day, per minute).
 local counts = {}
+-- Counters kept only per minute (the ms that complete jobs of a name ran): one more field
+-- of the minute's hash per name and call, no write to the total and day hashes.
+local minute_counts = {}
+local function count_minute(field, n)
+  minute_counts[field] = (minute_counts[field] or 0) + n
+end
 local joined = {} -- field -> memo of 'field:name'
 local function count(field, name, n)
   counts[field] = (counts[field] or 0) + n
@@ -192,7 +198,7 @@ end
 -- expiry is set when one of its counters starts (HINCRBY answers the amount added), which
 -- the first write of a new bucket always does; later writes leave it as it is.
 local function flush_counts(now)
-  if next(counts) == nil then
+  if next(counts) == nil and next(minute_counts) == nil then
     return
   end
   local day, minute = buckets(now)
@@ -204,6 +210,9 @@ local function flush_counts(now)
     new_day = redis.call('HINCRBY', dk, f, by) == n or new_day
     new_minute = redis.call('HINCRBY', mk, f, by) == n or new_minute
   end
+  for f, n in pairs(minute_counts) do
+    new_minute = redis.call('HINCRBY', mk, f, str(n)) == n or new_minute
+  end
   if new_day then
     redis.call('EXPIRE', dk, '7776000')
   end
@@ -211,6 +220,7 @@ local function flush_counts(now)
     redis.call('EXPIRE', mk, '7200')
   end
   counts = {}
+  minute_counts = {}
 end
 
 -- Tell a client waiting on the job (client.wait) that it ended.

@@ -8,6 +8,7 @@ import datetime as dt
 import redis
 
 from rota import Client
+from rota.protocol.job import reply_text
 from rota.protocol.scripts import script
 from tests.helpers import lease_tokens
 
@@ -28,7 +29,7 @@ async def test_complete_jobs_add_their_run_time_to_the_minute(
     rows: list[str | int] = [now]
     failing = sorted(tokens)[0]
     for i, token in tokens.items():
-        outcome = (
+        outcome: list[str | int] = (
             ["retry", now + 1000, "boom", "error"] if i == failing else ["complete", "", 0, ""]
         )
         rows += [i, "resize", token, *outcome]
@@ -37,9 +38,8 @@ async def test_complete_jobs_add_their_run_time_to_the_minute(
     assert await script("finish")(client.redis, client.keys.prefix, rows, client.script_mode) == []
 
     minute = dt.datetime.fromtimestamp(now / 1000, dt.UTC).strftime("%Y%m%d%H%M")
-    bucket = {
-        k.decode(): int(v) for k, v in redis_sync.hgetall(client.keys.stats_bucket(minute)).items()
-    }
+    raw = redis_sync.hgetall(client.keys.stats_bucket(minute))
+    bucket = {reply_text(k): int(v) for k, v in raw.items()}
     ran = sum(now - started[i] for i in tokens if i != failing)
     assert bucket["ms:resize"] == ran  # the failed attempt is not a duration of a complete job
     assert bucket["processed:resize"] == 2
@@ -47,6 +47,6 @@ async def test_complete_jobs_add_their_run_time_to_the_minute(
     assert bucket["ms:mail"] == sum(now - started[i] for i in tokens_mail)
     # kept per minute only: the total and the day's hash have no durations
     day = minute[:8]
-    assert not [f for f in redis_sync.hkeys(client.keys.stats) if f.startswith(b"ms")]
-    assert not [f for f in redis_sync.hkeys(client.keys.stats_bucket(day)) if f.startswith(b"ms")]
+    for key in (client.keys.stats, client.keys.stats_bucket(day)):
+        assert not [f for f in redis_sync.hkeys(key) if reply_text(f).startswith("ms")]
     assert redis_sync.ttl(client.keys.stats_bucket(minute)) > 0

@@ -27,6 +27,7 @@ from rota.spec import epoch_seconds
 from rota.web import bodies as b
 from rota.web import views
 from rota.web.base import ApiError, JSONResponse, client_of, int_param, state_of
+from rota.web.name_stats import MINUTES, name_stats
 from rota.web.openapi import spec
 from rota.web.request_bodies import (
     MAX_DELAY,
@@ -100,6 +101,12 @@ async def queue_jobs(request: Request) -> Response:
         raise ApiError(400, "order: oldest or newest")
     data = await views.queue_jobs(client_of(request), name, offset, limit, order == "newest")
     return JSONResponse(data)
+
+
+async def queue_stats(request: Request) -> Response:
+    name = await _known_queue(request)
+    minutes = int_param(request, "minutes", MINUTES, 1, 120)
+    return JSONResponse(await name_stats(client_of(request), name, minutes))
 
 
 async def pools(request: Request) -> Response:
@@ -322,6 +329,7 @@ def _routes() -> list[BaseRoute]:
         Route("/api/dashboard", dashboard),
         Route("/api/queues", queues),
         Route("/api/queues/{name}/jobs", queue_jobs),
+        Route("/api/queues/{name}/stats", queue_stats),
         Route("/api/queues/{name}/pause", pause, methods=["POST"]),
         Route("/api/queues/{name}/resume", resume, methods=["POST"]),
         Route("/api/queues/{name}/clear", clear, methods=["POST"]),

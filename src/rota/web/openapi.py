@@ -129,6 +129,17 @@ def _paths() -> dict[str, Any]:
                 _query("order", {**STR, "enum": ["oldest", "newest"]}, "default oldest"),
             ],
         ),
+        "/api/queues/{name}/stats": _get(
+            "queue_stats",
+            "A job name per UTC minute: processed, failed, mean run time",
+            b.NameStats,
+            400,
+            404,
+            parameters=[
+                *name,
+                _query("minutes", {**INT, "minimum": 1, "maximum": 120}, "default 60"),
+            ],
+        ),
         "/api/pools": _get("pools", "Live pools and their heartbeats", b.Pools),
         "/api/busy": _get("busy", "Jobs running now, from the running sets", b.Busy),
         "/api/cron": _get("cron", "Periodic jobs: next and last fire times", b.Cron),

@@ -10,6 +10,7 @@ from msgspec import Meta
 __all__ = [
     "Aborted",
     "Cleared",
+    "CronState",
     "Deleted",
     "QueueLimit",
     "QueueRate",
@@ -49,3 +50,8 @@ class Deleted(msgspec.Struct):
 class Aborted(msgspec.Struct):
     id: str
     was: Annotated[str, Meta(description="its state before")]
+
+
+class CronState(msgspec.Struct):
+    name: str
+    enabled: bool

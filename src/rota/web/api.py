@@ -25,7 +25,7 @@ from rota.protocol import codec
 from rota.protocol.job import validate_name
 from rota.spec import epoch_seconds
 from rota.web import bodies as b
-from rota.web import views
+from rota.web import cron_switch, views
 from rota.web.base import ApiError, JSONResponse, client_of, int_param, state_of
 from rota.web.name_stats import MINUTES, name_stats
 from rota.web.openapi import spec
@@ -114,7 +114,7 @@ async def pools(request: Request) -> Response:
 
 
 async def cron(request: Request) -> Response:
-    return JSONResponse(await views.cron(client_of(request), state_of(request).settings))
+    return JSONResponse(await cron_switch.cron(client_of(request), state_of(request).settings))
 
 
 async def busy(request: Request) -> Response:

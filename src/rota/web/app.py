@@ -24,7 +24,7 @@ from rota.config import Settings
 from rota.errors import RedisRefused
 from rota.redis.access import acl_refused
 from rota.redis.outage import MEANING, REDIS_ERRORS, Condition, condition
-from rota.web import actions, api, pages
+from rota.web import actions, api, cron_switch, pages
 from rota.web.base import ApiError, JSONResponse, WebState, make_templates, render, state_of
 from rota.web.bodies import Error
 from rota.web.limits import authed_limit
@@ -157,6 +157,8 @@ def _routes() -> list[BaseRoute]:
     return [
         *pages.routes,
         *actions.routes,
+        *cron_switch.routes,
+        *cron_switch.api_routes,
         *api.routes,
         Route("/metrics", metrics),
         Route("/healthz", healthz),

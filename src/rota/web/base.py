@@ -230,6 +230,8 @@ _NOTICES: Final = {
     "rate-removed": "Rate limit removed.",
     "limit-set": "Concurrency limit set.",
     "limit-removed": "Concurrency limit removed.",
+    "cron-off": "Periodic job turned off: its fire times pass without a job.",
+    "cron-on": "Periodic job turned on again.",
 }
 
 

@@ -28,6 +28,7 @@ from rota.status import LivePool, QueueInfo, RunningJob
 from rota.web.action_bodies import (
     Aborted,
     Cleared,
+    CronState,
     Deleted,
     QueueLimit,
     QueueRate,
@@ -51,6 +52,9 @@ __all__ = [
     "Busy",
     "BusyWorker",
     "Cleared",
+    "Cron",
+    "CronJob",
+    "CronState",
     "Dashboard",
     "Deleted",
     "Edge",
@@ -160,6 +164,10 @@ class CronJob(msgspec.Struct):
     next_at: Ms
     last_at: Ms | None
     pools: list[str]
+    enabled: Annotated[
+        bool, Meta(description="false: turned off, its fire times pass without a job")
+    ] = True
+    off_since: Annotated[Ms | None, Meta(description="when it was turned off")] = None
 
 
 class Cron(msgspec.Struct):
@@ -358,6 +366,7 @@ BODIES: Final[tuple[type[msgspec.Struct], ...]] = (
     QueueState,
     QueueRate,
     QueueLimit,
+    CronState,
     Cleared,
     Retried,
     Deleted,

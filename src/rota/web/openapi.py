@@ -195,6 +195,14 @@ def _paths() -> dict[str, Any]:
         paths[f"/api/queues/{{name}}/{action}"] = _post(
             f"queue_{action}", f"{action.capitalize()} a queue", schema, 404, parameters=name
         )
+    for action, what in (("enable", "on again"), ("disable", "off: its fire times pass")):
+        paths[f"/api/cron/{{name}}/{action}"] = _post(
+            f"cron_{action}",
+            f"Turn a periodic job {what} (on every pool)",
+            b.CronState,
+            404,
+            parameters=name,
+        )
     paths["/api/queues/{name}/rate"] = _post(
         "queue_rate",
         "Set or remove the rate limit of a queue (across all pools)",

@@ -17,7 +17,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from rota.protocol.job import validate_name
-from rota.web import views
+from rota.web import cron_switch, views
 from rota.web.base import NS_COOKIE, client_of, local_path, render, state_of
 from rota.web.charts import bar_chart, duration_chart
 from rota.web.graph import STATES, layout
@@ -113,7 +113,7 @@ async def pools(request: Request) -> Response:
 
 
 async def cron(request: Request) -> Response:
-    data = _plain(await views.cron(client_of(request), state_of(request).settings))
+    data = _plain(await cron_switch.cron(client_of(request), state_of(request).settings))
     return render(request, "cron.html", {"data": data, "api": "/api/cron", "refresh": REFRESH})
 
 

@@ -17,6 +17,7 @@ from rota.config import Settings
 from rota.protocol.job import JobRecord, JobSet, field_int, field_text, reply_text, state_text
 from rota.status import Bucket, CronEntry
 from rota.web import bodies as b
+from rota.web.figures import done_last_minutes, queue_totals, totals_history
 from rota.web.related import (
     FINAL_STATES,
     FLOW_LIMIT,
@@ -88,9 +89,9 @@ def _bucket(bucket: Bucket) -> b.Bucket:
 async def dashboard(client: Client, minutes: int = 60, days: int = 30) -> b.Dashboard:
     """Totals, sizes and the processed/failed history per minute and per day."""
     stats = await client.stats()
-    history = await client.history(minutes, days)
-    qs = await client.queues()
-    sizes = {"queued": sum(q.size for q in qs), "running": sum(q.running for q in qs)}
+    history = await totals_history(client, minutes, days)
+    queued, running = await queue_totals(client)
+    sizes = {"queued": queued, "running": running}
     sizes.update(await client.job_set_sizes())
     sizes["pools"] = len(await client.pools())
     sizes["busy"] = sizes["running"]
@@ -108,15 +109,13 @@ async def queues(client: Client, offset: int = 0, limit: int = 100) -> b.Queues:
     ``done_per_second``: jobs of the name completed per second over the last minute
     (from the per-minute counters)."""
     now = time.time()
-    history = await client.history(2, 0, at=now)
-    previous, current = history.minutes
     weight = 1 - (now % 60) / 60  # the share of the previous minute inside the last 60 s
     out = []
     total, page = await client.queue_page(offset, limit)
+    previous, current = await done_last_minutes(client, [q.name for q in page], now)
     served = await served_names(client)
     for q in page:
-        field = f"processed:{q.name}"
-        done = previous.counts.get(field, 0) * weight + current.counts.get(field, 0)
+        done = previous[q.name] * weight + current[q.name]
         out.append(
             b.mirror(b.Queue, q, done_per_second=round(done / 60, 2), served=q.name in served)
         )

@@ -1,7 +1,8 @@
 """Reads of the dashboard's and /queues' figures that stay cheap with thousands of job
 names: the stats hashes hold three fields per name and minute (``processed:<name>``,
 ...), so these ask for the fields they show (HMGET), never for the whole hash, and the
-dashboard's totals count two figures per name, not every figure of every queue.
+dashboard's totals count one figure per name, not every figure of every queue, and the
+running jobs are read from the names that may hold leases only.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from rota.client import Client
-from rota.protocol.job import field_int
+from rota.protocol.job import field_int, reply_text
 from rota.status import Bucket, History
 
-__all__ = ["TOTALS", "done_last_minutes", "queue_totals", "totals_history"]
+__all__ = ["TOTALS", "done_last_minutes", "leased_names", "queue_totals", "totals_history"]
 
 #: The fields of each bucket the dashboard charts.
 TOTALS = ("processed", "failed")
@@ -60,14 +61,21 @@ async def done_last_minutes(
     )
 
 
+async def leased_names(client: Client) -> list[str]:
+    """The job names whose running set may hold leases (``Keys.leased``: the fetch that
+    leases a job adds its name): the only running sets worth reading."""
+    return sorted(reply_text(n) for n in await client.redis.smembers(client.keys.leased))
+
+
 async def queue_totals(client: Client) -> tuple[int, int]:
-    """Jobs queued and jobs running, over every job name: two figures per name."""
+    """Jobs queued, over every job name (one figure per name), and jobs running, over
+    the names that may hold leases."""
     names = await client.names()
-    if not names:
-        return 0, 0
+    leased = await leased_names(client)
     pipe = client.redis.pipeline(transaction=False)
     for name in names:
         pipe.llen(client.keys.queue(name))
+    for name in leased:
         pipe.zcard(client.keys.running(name))
-    counts = await pipe.execute()
-    return sum(counts[0::2]), sum(counts[1::2])
+    counts = await pipe.execute() if names or leased else []
+    return sum(counts[: len(names)]), sum(counts[len(names) :])

@@ -17,7 +17,7 @@ from rota.config import Settings
 from rota.protocol.job import JobRecord, JobSet, field_int, field_text, reply_text, state_text
 from rota.status import Bucket, CronEntry
 from rota.web import bodies as b
-from rota.web.figures import done_last_minutes, queue_totals, totals_history
+from rota.web.figures import done_last_minutes, leased_names, queue_totals, totals_history
 from rota.web.related import (
     FINAL_STATES,
     FLOW_LIMIT,
@@ -181,7 +181,7 @@ async def queue_jobs(
 async def pools(client: Client, settings: Settings) -> b.Pools:
     """Live pools; ``stale``: no heartbeat for more than two of its intervals."""
     live = await client.pools(heartbeat_interval=settings.heartbeat_interval)
-    busy = Counter(r.pool for r in await client.running(pools=live))
+    busy = Counter(r.pool for r in await client.running(await leased_names(client), live))
     out = [
         b.mirror(b.Pool, pool, busy=busy[pool.id], periodic=[c.name for c in pool.periodic])
         for pool in live
@@ -213,7 +213,8 @@ async def cron(client: Client, settings: Settings) -> b.Cron:
 async def busy(client: Client) -> b.Busy:
     """Jobs running now, from the running sets and the job records (exact at the read;
     only the last checkin message comes from the pools' snapshots)."""
-    return b.Busy([b.mirror(b.BusyWorker, r) for r in await client.running()])
+    running = await client.running(await leased_names(client))
+    return b.Busy([b.mirror(b.BusyWorker, r) for r in running])
 
 
 def _summary(job: JobRecord) -> dict[str, Any]:

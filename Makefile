@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 # side by side; on 2 cores, 4 processes keep both busy while others wait on Redis.
 PYTEST_WORKERS ?= 4
 
-.PHONY: venv redis chromium lint check test test-matrix test-topology demo fmt clean
+.PHONY: venv redis chromium lint check test test-matrix test-topology demo web-shots fmt clean
 
 venv: $(VENV)/.stamp
 
@@ -81,6 +81,10 @@ test-topology: venv redis
 
 demo: venv redis
 	$(BIN)/rota demo
+
+# The screenshots of docs/web.md (docs/images/), from a private redis-server and Chromium.
+web-shots: venv redis chromium
+	$(BIN)/python -m tests.web.shots docs/images
 
 fmt: venv
 	$(BIN)/ruff format src tests

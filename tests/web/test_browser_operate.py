@@ -267,3 +267,45 @@ def test_a_group_whose_callback_was_aborted_says_so(site: Site, tab: Tab) -> Non
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=SHOTS / "group-callback-aborted.png", full_page=True)
     assert tab.errors == []
+
+
+async def _dead_now(client: Client, name: str) -> str:
+    """A job made dead now: the newest of ``/dead``, listed first."""
+    job = await client.enqueue(name)
+    await client.redis.lrem(client.keys.queue(name), 0, job.id)
+    await client.redis.hset(client.keys.job(job.id), mapping={"state": "dead", "error": "E"})
+    await client.redis.zadd(client.keys.dead, {job.id: 1900000000000})
+    return job.id
+
+
+def test_rows_stay_under_a_resting_pointer(site: Site, tab: Tab) -> None:
+    ids = site.call(_dead, site.client, "still", 5)
+    page = tab.page
+    page.goto(site.url + "/dead?q=still")
+    rows = page.locator("table.jobs tbody tr")
+    expect(rows).to_have_count(5)
+    _tick(page, ids[1])
+    page.locator("h1").click()  # a focused box holds the refresh on its own: not that
+    target = rows.nth(2)
+    target.hover()
+    under = target.inner_text()
+    target.evaluate("row => { row.dataset.marked = 'yes'; }")
+    newer = site.call(_dead_now, site.client, "still")
+    page.wait_for_timeout(7_000)  # past the 5 s refresh
+    expect(_row(page, newer)).to_have_count(0)  # the list did not change under the pointer
+    box = target.bounding_box()
+    assert box is not None
+    mark = page.evaluate(
+        "([x, y]) => document.elementFromPoint(x, y).closest('tr').dataset.marked",
+        [box["x"] + box["width"] / 2, box["y"] + box["height"] / 2],
+    )
+    assert mark == "yes"  # the very element, where it was
+    assert rows.nth(2).inner_text() == under
+    expect(_row(page, ids[1]).get_by_role("checkbox")).to_be_checked()
+    expect(page.locator("#refresh-status")).to_contain_text("held")
+
+    page.locator("h1").hover()  # the pointer leaves the table: the refresh comes at once
+    expect(_row(page, newer)).to_have_count(1, timeout=3_000)
+    expect(rows).to_have_count(6)
+    expect(_row(page, ids[1]).get_by_role("checkbox")).to_be_checked()
+    assert tab.errors == []

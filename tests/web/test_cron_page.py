@@ -4,6 +4,7 @@ same. A real pool fires a job every second against a real Redis."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -56,4 +57,7 @@ async def test_the_cron_page_shows_next_and_last_runs_of_every_pool(
         page = await http.get("/cron")
         assert page.status_code == 200
         assert "nightly" in page.text and "Europe/Paris" in page.text
+        # a next run is to come: "in 14h40m", never "-14h40m ago"
+        assert re.search(r">in \d+[dhms][^<]*</time>", page.text), page.text
+        assert not re.search(r">-[^<]* ago</time>", page.text)
         assert f'href="/jobs/cron:tick:{tick["last_at"]}"' in page.text

@@ -136,6 +136,12 @@ class Keys:
         return self.prefix + "gmembers:" + group_id
 
     @property
+    def cron_off(self) -> str:
+        """Hash of the periodic jobs turned off (the web's cron page): job name -> when
+        (ms). A pool's scheduler skips the fire times of a name in it."""
+        return self.prefix + "cronoff"
+
+    @property
     def web_audit(self) -> str:
         """List of the changes made through the web UI and its API, newest first (JSON
         entries; see :mod:`rota.web.audit`)."""

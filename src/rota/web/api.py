@@ -25,8 +25,9 @@ from rota.protocol import codec
 from rota.protocol.job import validate_name
 from rota.spec import epoch_seconds
 from rota.web import bodies as b
-from rota.web import views
+from rota.web import cron_switch, views
 from rota.web.base import ApiError, JSONResponse, client_of, int_param, state_of
+from rota.web.name_stats import MINUTES, name_stats
 from rota.web.request_bodies import (
     MAX_DELAY,
     MAX_FAILS,
@@ -134,6 +135,20 @@ async def queue_jobs(request: Request) -> Response:
     return JSONResponse(data)
 
 
+@documented(
+    "queue_stats",
+    b.NameStats,
+    400,
+    404,
+    parameters=(query("minutes", {**INT, "minimum": 1, "maximum": 120}, "default 60"),),
+)
+async def queue_stats(request: Request) -> Response:
+    """A job name per UTC minute: processed, failed, mean run time."""
+    name = await _known_queue(request)
+    minutes = int_param(request, "minutes", MINUTES, 1, 120)
+    return JSONResponse(await name_stats(client_of(request), name, minutes))
+
+
 @documented("pools", b.Pools)
 async def pools(request: Request) -> Response:
     """Live pools and their heartbeats."""
@@ -142,8 +157,8 @@ async def pools(request: Request) -> Response:
 
 @documented("cron", b.Cron)
 async def cron(request: Request) -> Response:
-    """Periodic jobs: next and last fire times."""
-    return JSONResponse(await views.cron(client_of(request), state_of(request).settings))
+    """Periodic jobs: next and last fire times, and whether each is on."""
+    return JSONResponse(await cron_switch.cron(client_of(request), state_of(request).settings))
 
 
 @documented("busy", b.Busy)
@@ -397,6 +412,7 @@ def _routes() -> list[BaseRoute]:
         Route("/api/dashboard", dashboard),
         Route("/api/queues", queues),
         Route("/api/queues/{name}/jobs", queue_jobs),
+        Route("/api/queues/{name}/stats", queue_stats),
         Route("/api/queues/{name}/pause", pause, methods=["POST"]),
         Route("/api/queues/{name}/resume", resume, methods=["POST"]),
         Route("/api/queues/{name}/clear", clear, methods=["POST"]),
@@ -420,7 +436,7 @@ def _routes() -> list[BaseRoute]:
         if which in views.RETRYABLE:  # a waiting job runs when its parents complete
             out.append(Route(f"/api/{which}/retry", set_action(which, "retry"), methods=["POST"]))
         out.append(Route(f"/api/{which}/delete", set_action(which, "delete"), methods=["POST"]))
-    return out
+    return [*out, *cron_switch.api_routes]
 
 
 routes = _routes()

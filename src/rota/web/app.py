@@ -25,7 +25,7 @@ from rota.config import Settings
 from rota.errors import RedisRefused, RedisUnavailable, redis_cause
 from rota.redis.access import acl_refused
 from rota.redis.outage import rota_error
-from rota.web import actions, api, openapi, pages
+from rota.web import actions, api, cron_switch, openapi, pages
 from rota.web.base import ApiError, JSONResponse, WebState, make_templates, render, state_of
 from rota.web.bodies import Error
 from rota.web.limits import authed_limit
@@ -157,6 +157,7 @@ def _routes() -> list[BaseRoute]:
         *pages.routes,
         *actions.routes,
         Route("/api/openapi.json", openapi.serve),
+        *cron_switch.routes,
         *api.routes,
         Route("/metrics", metrics),
         Route("/healthz", healthz),

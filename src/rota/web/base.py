@@ -163,6 +163,14 @@ def _ago(ms: int | None) -> str:
     return duration(time.time() - ms / 1000)
 
 
+def _relative(ms: int | None) -> str:
+    """ "3s ago" for a time past, "in 14h40m" for one to come (a next run)."""
+    if not ms:
+        return ""
+    seconds = time.time() - ms / 1000
+    return f"{duration(seconds)} ago" if seconds >= 0 else f"in {duration(-seconds)}"
+
+
 def _num(n: Any) -> str:
     return f"{n:,}".replace(",", "\u202f") if isinstance(n, int) else str(n)
 
@@ -184,7 +192,9 @@ def make_templates() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(when=_when, iso=_iso, ago=_ago, duration=duration, num=_num, cut=_cut)
+    env.filters.update(
+        when=_when, iso=_iso, ago=_ago, relative=_relative, duration=duration, num=_num, cut=_cut
+    )
     env.globals.update(version=__version__, static_version=STATIC_VERSION, shown_limit=SHOWN_LIMIT)
     return env
 
@@ -230,6 +240,8 @@ _NOTICES: Final = {
     "rate-removed": "Rate limit removed.",
     "limit-set": "Concurrency limit set.",
     "limit-removed": "Concurrency limit removed.",
+    "cron-off": "Periodic job turned off: its fire times pass without a job.",
+    "cron-on": "Periodic job turned on again.",
 }
 
 

@@ -16,9 +16,7 @@ carry. :func:`mirror` builds either kind of body, turning the times from seconds
 
 from __future__ import annotations
 
-import functools
-import typing
-from typing import Annotated, Any, ClassVar, Final, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 import msgspec
 from msgspec import Meta
@@ -27,6 +25,18 @@ from rota.protocol.job import JobSet
 from rota.protocol.snapshot import PoolIdentity
 from rota.spec import Enqueued
 from rota.status import LivePool, QueueInfo, RunningJob
+from rota.web.action_bodies import (
+    Aborted,
+    Cleared,
+    CronState,
+    Deleted,
+    QueueLimit,
+    QueueRate,
+    QueueState,
+    Retried,
+)
+from rota.web.body_times import MS, REF, Ms, mirror, ms, ms_fields
+from rota.web.name_stats import NameMinute, NameStats
 from rota.web.request_bodies import REQUESTS
 from rota.workflow import GroupProgress as Progress
 from rota.workflow import Related
@@ -42,6 +52,9 @@ __all__ = [
     "Busy",
     "BusyWorker",
     "Cleared",
+    "Cron",
+    "CronJob",
+    "CronState",
     "Dashboard",
     "Deleted",
     "Edge",
@@ -56,6 +69,8 @@ __all__ = [
     "JobProgress",
     "JobTimes",
     "Ms",
+    "NameMinute",
+    "NameStats",
     "Pool",
     "Pools",
     "Queue",
@@ -73,46 +88,7 @@ __all__ = [
     "ms_fields",
 ]
 
-#: Where the OpenAPI document keeps the schema of a body type.
-REF: Final = "#/components/schemas/{name}"
-
-S = TypeVar("S", bound=msgspec.Struct)
-
-#: What marks a time in ms.
-MS: Final = Meta(description="ms since the epoch")
-#: A time as the JSON API carries it (rota's Python API has seconds).
-Ms = Annotated[int, MS]
 EdgeKind = Literal["after", "group"]
-
-
-def ms(seconds: float) -> int:
-    """A time as the JSON API and the pages carry it: ms since the epoch."""
-    return round(seconds * 1000)
-
-
-def _is_ms(hint: Any) -> bool:
-    # By identity: another type's field may say "ms since the epoch" and hold ms already.
-    arms = (hint, *typing.get_args(hint))
-    return any(m is MS for t in arms for m in getattr(t, "__metadata__", ()))
-
-
-@functools.cache
-def ms_fields(kind: type[msgspec.Struct]) -> frozenset[str]:
-    """The fields of ``kind`` that are times in ms (:data:`Ms`, or ``Ms | None``)."""
-    hints = typing.get_type_hints(kind, include_extras=True)
-    return frozenset(name for name in kind.__struct_fields__ if _is_ms(hints[name]))
-
-
-def mirror(kind: type[S], value: object, **fields: Any) -> S:
-    """A ``kind`` with ``fields``, and for its other fields ``value``'s attributes of the
-    same names (fields or properties), its times (:func:`ms_fields`) from seconds into
-    ms."""
-    times = ms_fields(kind)
-    for name in kind.__struct_fields__:
-        if name not in fields:
-            v = getattr(value, name)
-            fields[name] = ms(v) if name in times and v is not None else v
-    return kind(**fields)
 
 
 class Error(msgspec.Struct):
@@ -188,6 +164,10 @@ class CronJob(msgspec.Struct):
     next_at: Ms
     last_at: Ms | None
     pools: list[str]
+    enabled: Annotated[
+        bool, Meta(description="false: turned off, its fire times pass without a job")
+    ] = True
+    off_since: Annotated[Ms | None, Meta(description="when it was turned off")] = None
 
 
 class Cron(msgspec.Struct):
@@ -365,39 +345,6 @@ class Redis(msgspec.Struct):
     namespace: str
 
 
-class QueueState(msgspec.Struct):
-    name: str
-    paused: bool
-
-
-class QueueRate(msgspec.Struct):
-    name: str
-    rate: str | None
-
-
-class QueueLimit(msgspec.Struct):
-    name: str
-    limit: int | None
-
-
-class Cleared(msgspec.Struct):
-    name: str
-    deleted: int
-
-
-class Retried(msgspec.Struct):
-    retried: int
-
-
-class Deleted(msgspec.Struct):
-    deleted: int
-
-
-class Aborted(msgspec.Struct):
-    id: str
-    was: Annotated[str, Meta(description="its state before")]
-
-
 #: The bodies that mirror one of rota's types (``mirrors``).
 MIRRORS: Final[tuple[type[Pool | BusyWorker], ...]] = (Pool, BusyWorker)
 
@@ -408,6 +355,7 @@ BODIES: Final[tuple[type[msgspec.Struct], ...]] = (
     Dashboard,
     Queues,
     QueueJobs,
+    NameStats,
     Pools,
     Cron,
     Busy,
@@ -418,6 +366,7 @@ BODIES: Final[tuple[type[msgspec.Struct], ...]] = (
     QueueState,
     QueueRate,
     QueueLimit,
+    CronState,
     Cleared,
     Retried,
     Deleted,

@@ -2,6 +2,12 @@
 depth (a job sits one layer right of its deepest parent), each a box coloured by its
 state through a CSS class, parents joined to children by curves.
 
+No edge passes behind a box. Boxes sit on a grid of rows shared by every column (a
+short column is centred by whole rows), so the gaps between rows run across the whole
+graph: an edge with a column between its ends (a layer of several columns, or a parent
+more than one layer back) turns into the row gap nearest its ends in the free strip after
+its parent's column, runs along it, and turns out of it in the strip before its child's.
+
 The template turns the geometry into ``<rect>``, ``<text>`` and ``<path>`` elements
 inside ``<a>`` links; no script is needed to see or follow them.
 """
@@ -17,7 +23,7 @@ __all__ = ["STATES", "layout"]
 NODE_W: Final = 176
 NODE_H: Final = 44
 COL_GAP: Final = 64  # between layers, where the edges run
-SUB_GAP: Final = 16  # between the columns of one wide layer
+SUB_GAP: Final = 24  # between the columns of one wide layer, where edges turn
 ROW_GAP: Final = 12
 PAD: Final = 8
 #: A layer with more jobs than this is drawn in several columns.
@@ -78,7 +84,7 @@ def layout(
     height = 2 * PAD + rows * (NODE_H + ROW_GAP) - ROW_GAP
     boxes, x = _boxes(layers, rows, {n["id"]: n for n in nodes}, focus)
     width = max(x - COL_GAP + PAD, NODE_W + 2 * PAD)
-    curves = _curves(edges, boxes)
+    curves = _curves(edges, boxes, rows)
     present = {b["state"] for b in boxes.values()}
     return {
         "width": width,
@@ -127,7 +133,7 @@ def _boxes(
         for n, i in enumerate(layer):
             column, r = divmod(n, MAX_ROWS)
             in_column = min(MAX_ROWS, len(layer) - column * MAX_ROWS)
-            top = PAD + (rows - in_column) * step_y / 2  # each column centred
+            top = PAD + (rows - in_column) // 2 * step_y  # centred by whole rows
             node = by_id[i]
             name = node.get("name") or ""
             state = node.get("state") or "unknown"
@@ -148,11 +154,20 @@ def _boxes(
     return boxes, x
 
 
+def _lane(y1: float, y2: float, rows: int) -> float:
+    """The y of the gap between rows (or above the first, or below the last) nearest to
+    both ``y1`` and ``y2``: no box of any column reaches it."""
+    step = NODE_H + ROW_GAP
+    lanes = [PAD + j * step - ROW_GAP / 2 for j in range(rows + 1)]
+    return min(lanes, key=lambda y: (abs(y - y1) + abs(y - y2), y))
+
+
 def _curves(
-    edges: Sequence[dict[str, Any]], boxes: dict[str, dict[str, Any]]
+    edges: Sequence[dict[str, Any]], boxes: dict[str, dict[str, Any]], rows: int
 ) -> list[dict[str, Any]]:
     """An SVG path per edge between two drawn jobs, from the right of one to the left
-    of the other."""
+    of the other, around the boxes of the columns between them."""
+    columns = sorted({b["x"] for b in boxes.values()})
     curves = []
     for e in edges:
         a, b = boxes.get(e["from"]), boxes.get(e["to"])
@@ -160,13 +175,17 @@ def _curves(
             continue
         x1, y1 = a["x"] + NODE_W, a["y"] + NODE_H / 2
         x2, y2 = b["x"], b["y"] + NODE_H / 2
-        bend = max(24.0, abs(x2 - x1) / 2)
-        curves.append(
-            {
-                "d": f"M{x1:g},{y1:g} C{x1 + bend:g},{y1:g} {x2 - bend:g},{y2:g} {x2:g},{y2:g}",
-                "kind": e.get("kind", "after"),
-                "from": e["from"],
-                "to": e["to"],
-            }
-        )
+        between = [x for x in columns if x1 <= x and x + NODE_W <= x2]
+        if between:
+            out, into = between[0] - x1, x2 - (between[-1] + NODE_W)
+            y = _lane(y1, y2, rows)
+            d = (
+                f"M{x1:g},{y1:g} C{x1 + out / 2:g},{y1:g} {x1 + out / 2:g},{y:g} {x1 + out:g},{y:g}"
+                f" L{x2 - into:g},{y:g}"
+                f" C{x2 - into / 2:g},{y:g} {x2 - into / 2:g},{y2:g} {x2:g},{y2:g}"
+            )
+        else:
+            bend = max(24.0, abs(x2 - x1) / 2)
+            d = f"M{x1:g},{y1:g} C{x1 + bend:g},{y1:g} {x2 - bend:g},{y2:g} {x2:g},{y2:g}"
+        curves.append({"d": d, "kind": e.get("kind", "after"), "from": e["from"], "to": e["to"]})
     return curves

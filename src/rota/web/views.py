@@ -20,6 +20,7 @@ from rota.inspect.flows import flow_view
 from rota.protocol.job import JobRecord, JobSet
 from rota.status import Bucket, CronEntry
 from rota.web import bodies as b
+from rota.web.figures import done_last_minutes, leased_names, queue_totals, totals_history
 
 __all__ = [
     "FINAL_STATES",
@@ -105,9 +106,9 @@ def _bucket(bucket: Bucket) -> b.Bucket:
 async def dashboard(client: Client, minutes: int = 60, days: int = 30) -> b.Dashboard:
     """Totals, sizes and the processed/failed history per minute and per day."""
     stats = await client.stats()
-    history = await client.history(minutes, days)
-    qs = await client.queues()
-    sizes = {"queued": sum(q.size for q in qs), "running": sum(q.running for q in qs)}
+    history = await totals_history(client, minutes, days)
+    queued, running = await queue_totals(client)
+    sizes = {"queued": queued, "running": running}
     sizes.update(await client.job_set_sizes())
     sizes["pools"] = len(await client.pools())
     sizes["busy"] = sizes["running"]
@@ -125,15 +126,13 @@ async def queues(client: Client, offset: int = 0, limit: int = 100) -> b.Queues:
     ``done_per_second``: jobs of the name completed per second over the last minute
     (from the per-minute counters)."""
     now = time.time()
-    history = await client.history(2, 0, at=now)
-    previous, current = history.minutes
     weight = 1 - (now % 60) / 60  # the share of the previous minute inside the last 60 s
     out = []
     total, page = await client.queue_page(offset, limit)
+    previous, current = await done_last_minutes(client, [q.name for q in page], now)
     served = await served_names(client)
     for q in page:
-        field = f"processed:{q.name}"
-        done = previous.counts.get(field, 0) * weight + current.counts.get(field, 0)
+        done = previous[q.name] * weight + current[q.name]
         out.append(
             b.mirror(b.Queue, q, done_per_second=round(done / 60, 2), served=q.name in served)
         )
@@ -151,7 +150,7 @@ async def queue_jobs(
 async def pools(client: Client, settings: Settings) -> b.Pools:
     """Live pools; ``stale``: no heartbeat for more than two of its intervals."""
     live = await client.pools(heartbeat_interval=settings.heartbeat_interval)
-    busy = Counter(r.pool for r in await client.running(pools=live))
+    busy = Counter(r.pool for r in await client.running(await leased_names(client), live))
     out = [
         b.mirror(b.Pool, pool, busy=busy[pool.id], periodic=[c.name for c in pool.periodic])
         for pool in live
@@ -183,7 +182,8 @@ async def cron(client: Client, settings: Settings) -> b.Cron:
 async def busy(client: Client) -> b.Busy:
     """Jobs running now, from the running sets and the job records (exact at the read;
     only the last checkin message comes from the pools' snapshots)."""
-    return b.Busy([b.mirror(b.BusyWorker, r) for r in await client.running()])
+    running = await client.running(await leased_names(client))
+    return b.Busy([b.mirror(b.BusyWorker, r) for r in running])
 
 
 def _summary(job: JobRecord) -> dict[str, Any]:

@@ -11,7 +11,9 @@ due job, whether or not it handles that job name; the script is idempotent, so m
 may run it.
 
 A periodic job fires once per fire time across any number of pools: each pool that
-registered it tries to claim the time with ``SET NX``, and only the winner enqueues.
+registered it tries to claim the time with ``SET NX``, and only the winner enqueues. A
+name turned off (``Keys.cron_off``, from the web's cron page) is looked up when one of
+its times comes, by every pool, and that time passes without a claim or a job.
 """
 
 from __future__ import annotations
@@ -62,30 +64,36 @@ class Scheduler:
         ]
 
     async def fire_periodic(self, now: int) -> int | None:
-        """Enqueue the periodic jobs that are due; return the next fire time (ms)."""
+        """Enqueue the periodic jobs that are due (but those turned off); return the next
+        fire time (ms)."""
         rt = self.rt
         for i, (p, fire) in enumerate(self._periodic):
-            if fire <= now:
-                ttl = max(3_600_000, 2 * (now - fire))
-                claim = rt.keys.cron(f"{p.name}:{fire}")
-                # The claim's holder enqueues; a holder whose enqueue was refused (Redis
-                # out of memory) finds its own claim and tries again: the job id is the
-                # fire time's, so an enqueue that did land is not repeated.
-                won = await rt.redis.set(claim, rt.pool_id, nx=True, px=ttl)
-                if won or await rt.redis.get(claim) == rt.pool_id.encode():
-                    spec = JobSpec(
-                        name=p.name,
-                        args=p.args,
-                        kwargs=dict(p.kwargs),
-                        job_id=f"cron:{p.name}:{fire}",
-                    )
-                    await rt.client.enqueue_many([spec])
-                    log.info("periodic job enqueued", job_name=p.name, fire_at=fire)
-                nxt = p.cron.next_after(datetime.fromtimestamp(fire / 1000, UTC))
-                self._periodic[i] = (p, _ms(nxt))
+            if fire > now:
+                continue
+            if await rt.redis.hexists(rt.keys.cron_off, p.name):
+                log.info("periodic job turned off: not enqueued", job_name=p.name, fire_at=fire)
+            else:
+                await self._claim_and_enqueue(p, fire, now)
                 self._last[p.name] = fire
-                self._tell()
+            nxt = p.cron.next_after(datetime.fromtimestamp(fire / 1000, UTC))
+            self._periodic[i] = (p, _ms(nxt))
+            self._tell()
         return min((fire for _, fire in self._periodic), default=None)
+
+    async def _claim_and_enqueue(self, p: Periodic, fire: int, now: int) -> None:
+        rt = self.rt
+        ttl = max(3_600_000, 2 * (now - fire))
+        claim = rt.keys.cron(f"{p.name}:{fire}")
+        # The claim's holder enqueues; a holder whose enqueue was refused (Redis out of
+        # memory) finds its own claim and tries again: the job id is the fire time's, so
+        # an enqueue that did land is not repeated.
+        won = await rt.redis.set(claim, rt.pool_id, nx=True, px=ttl)
+        if won or await rt.redis.get(claim) == rt.pool_id.encode():
+            spec = JobSpec(
+                name=p.name, args=p.args, kwargs=dict(p.kwargs), job_id=f"cron:{p.name}:{fire}"
+            )
+            await rt.client.enqueue_many([spec])
+            log.info("periodic job enqueued", job_name=p.name, fire_at=fire)
 
     async def run(self) -> None:
         async with anyio.create_task_group() as tg:

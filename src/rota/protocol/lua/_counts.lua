@@ -5,10 +5,17 @@
 --   stats            hash  counter -> total since the namespace began; counters are
 --                          'processed', 'failed', 'dead', ... and '<counter>:<job name>'
 --   stats:<YYYYMMDD> hash  the same counters for one UTC day; expires after 90 days
---   stats:<YYYYMMDDHHMM> hash  the same for one UTC minute; expires after 2 hours
+--   stats:<YYYYMMDDHHMM> hash  the same for one UTC minute, and 'ms:<job name>' (the ms
+--                          its complete jobs ran); expires after 2 hours
 
 -- Counters: collect per script call, write once (total, per day, per minute).
 local counts = {}
+-- Counters kept only per minute (the ms that complete jobs of a name ran): one more field
+-- of the minute's hash per name and call, no write to the total and day hashes.
+local minute_counts = {}
+local function count_minute(field, n)
+  minute_counts[field] = (minute_counts[field] or 0) + n
+end
 local joined = {} -- field -> memo of 'field:name'
 local function count(field, name, n)
   counts[field] = (counts[field] or 0) + n
@@ -48,7 +55,7 @@ end
 -- expiry is set when one of its counters starts (HINCRBY answers the amount added), which
 -- the first write of a new bucket always does; later writes leave it as it is.
 local function flush_counts(now)
-  if next(counts) == nil then
+  if next(counts) == nil and next(minute_counts) == nil then
     return
   end
   local day, minute = buckets(now)
@@ -60,6 +67,9 @@ local function flush_counts(now)
     new_day = redis.call('HINCRBY', dk, f, by) == n or new_day
     new_minute = redis.call('HINCRBY', mk, f, by) == n or new_minute
   end
+  for f, n in pairs(minute_counts) do
+    new_minute = redis.call('HINCRBY', mk, f, str(n)) == n or new_minute
+  end
   if new_day then
     redis.call('EXPIRE', dk, '7776000')
   end
@@ -67,6 +77,7 @@ local function flush_counts(now)
     redis.call('EXPIRE', mk, '7200')
   end
   counts = {}
+  minute_counts = {}
 end
 
 -- Start a call: the namespace prefix, and no counters (a call that failed half-way may

@@ -24,6 +24,7 @@ local ended = {} -- name -> ids whose lease ended (removed from its running set 
 local limited = {} -- name -> whether it has a concurrency limit (read once per call)
 local kept = {} -- time, id, ... of the complete jobs kept (added to K_COMPLETE at the end)
 local processed = {} -- name -> jobs complete in this call (counted at the end)
+local ran_ms = {} -- name -> ms its complete jobs ran, from their lease's start (ditto)
 local COMPLETE_MAX = 100000
 local TRIM_MORE = 100 -- a call deletes at most this many more kept jobs than it adds
 
@@ -50,7 +51,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
   -- One read fences the outcome and holds all it needs. It fails on a key that is not a
   -- hash and finds no token for a missing job: either way the outcome is stale.
   local ok, f = pcall(redis.call, 'HMGET', jk, 'token', 'abort', 'waiters', 'unique_key',
-    'children', 'group', 'logged')
+    'children', 'group', 'logged', 'started_at')
   if not ok or f[1] ~= token then
     stale[#stale + 1] = id
     count('stale', name, 1)
@@ -99,6 +100,10 @@ local function finish_one(id, name, token, outcome, a, b, c)
     end
     keep_or_delete(jk, id, keep, logged)
     processed[name] = (processed[name] or 0) + 1
+    local started = tonumber(f[8])
+    if started then
+      ran_ms[name] = (ran_ms[name] or 0) + math.max(0, now - started)
+    end
   elseif outcome == 'retry' then
     local due = tonumber(a) or now
     redis.call('HSET', jk, 'token', retired, 'state', 'retry', 'error', b, 'reason', c,
@@ -173,6 +178,9 @@ for name, ids in pairs(ended) do
 end
 for name, n in pairs(processed) do
   count('processed', name, n)
+end
+for name, n in pairs(ran_ms) do
+  count_minute('ms:' .. name, math.floor(n))
 end
 -- Kept complete jobs are counted in K_COMPLETE; beyond complete_max the oldest go, a
 -- few more per call than it keeps, so that the set shrinks back to its cap in steps

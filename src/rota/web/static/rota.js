@@ -74,8 +74,29 @@
       });
   }
 
+  // The pointer rests on a refreshed table: its rows stay where they are (a row that
+  // moved would put another job under a click about to happen). The refresh waits, and
+  // comes as soon as the pointer leaves the table.
+  var held = false;
+  function pointed() {
+    return document.querySelector("[data-live] table:hover") !== null;
+  }
+
+  document.addEventListener("mouseout", function (event) {
+    if (!held) return;
+    var to = event.relatedTarget;
+    if (to && to.closest && to.closest("[data-live] table")) return;
+    held = false;
+    refresh();
+  });
+
   function refresh() {
     if (busy || document.hidden || interacting()) return;
+    if (pointed()) {
+      held = true;
+      say("held while the pointer is on the table");
+      return;
+    }
     busy = true;
     var api = body.getAttribute("data-api");
     var job = document.getElementById("browser-rtt") && api ? refreshFromJson(api) : refreshFragments();

@@ -41,3 +41,11 @@ def test_the_guard_names_a_figure_past_its_tolerance() -> None:
     assert worker.startswith("worker: 661.0 per no-op job, budget 600.0 (+10.2%")
     (redis_side,) = over_budget({"worker": 600.0, "redis": 26.5}, allowed)
     assert redis_side.startswith("redis: 26.5 per no-op job")
+
+
+def test_the_guard_names_the_part_of_the_worker_that_grew() -> None:
+    parts = {"attempt": 60.0, "fetch": 80.0, "finish": 60.0, "retry": 3.0, "other": 50.0}
+    allowed = {"worker": 256.0, "redis": 24.0, **parts}
+    grown = {"worker": 300.0, "redis": 24.0, **parts, "attempt": 104.0}
+    (worker,) = over_budget(grown, allowed)
+    assert "(most in attempt: 60.0 -> 104.0)" in worker

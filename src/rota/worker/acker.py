@@ -15,6 +15,7 @@ more than they can hold (:meth:`Acker.wait_room`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import anyio
@@ -43,7 +44,9 @@ class Acker:
     def __init__(self, rt: PoolRuntime) -> None:
         self.rt = rt
         self._pending: list[Outcome] = []
-        self._event = anyio.Event()
+        # asyncio's own event, set per outcome and cleared per turn: an anyio.Event is a
+        # wrapper to call and a new object (a backend lookup) every turn.
+        self._event = asyncio.Event()
         self._room = anyio.Event()
         self._lock = anyio.Lock()
         self.stale = 0
@@ -89,7 +92,7 @@ class Acker:
                     await self._event.wait()
             else:  # the usual turn: no cancel scope to make
                 await self._event.wait()
-            self._event = anyio.Event()
+            self._event.clear()
             await anyio.lowlevel.checkpoint()  # let the finishes of this loop turn join the batch
             await self.flush(patient=False)
 

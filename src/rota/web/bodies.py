@@ -21,6 +21,7 @@ from typing import Annotated, Any, ClassVar, Final, Literal
 import msgspec
 from msgspec import Meta
 
+from rota.inspect import Edge, FlowView, ServerInfo
 from rota.protocol.job import JobSet
 from rota.protocol.snapshot import PoolIdentity
 from rota.spec import Enqueued
@@ -36,7 +37,6 @@ from rota.web.action_bodies import (
     Retried,
 )
 from rota.web.body_times import MS, REF, Ms, mirror, ms, ms_fields
-from rota.web.name_stats import NameMinute, NameStats
 from rota.web.request_bodies import REQUESTS
 from rota.workflow import GroupProgress as Progress
 from rota.workflow import Related
@@ -58,7 +58,6 @@ __all__ = [
     "Dashboard",
     "Deleted",
     "Edge",
-    "EdgeKind",
     "Enqueued",
     "Error",
     "Flow",
@@ -87,8 +86,6 @@ __all__ = [
     "ms",
     "ms_fields",
 ]
-
-EdgeKind = Literal["after", "group"]
 
 
 class Error(msgspec.Struct):
@@ -127,6 +124,25 @@ class Queues(msgspec.Struct):
     total: Annotated[int, Meta(description="job names in all")] = 0
     offset: int = 0
     limit: int = 100
+
+
+class NameMinute(msgspec.Struct):
+    """One UTC minute of a job name."""
+
+    start: Ms
+    processed: Annotated[int, Meta(description="jobs of the name completed")]
+    failed: Annotated[int, Meta(description="failed attempts of the name")]
+    ran_ms: Annotated[int, Meta(description="ms its complete jobs ran, summed")]
+    mean_ms: Annotated[
+        float | None, Meta(description="mean run time of its complete jobs (none: none)")
+    ]
+
+
+class NameStats(msgspec.Struct):
+    """A job name's minutes, oldest first; the last one is the current minute."""
+
+    name: str
+    minutes: list[NameMinute]
 
 
 class Pool(PoolIdentity, frozen=True, kw_only=True):
@@ -321,27 +337,11 @@ class Group(GroupProgress, frozen=True):
     ] = msgspec.field(default_factory=list)
 
 
-class Edge(msgspec.Struct, kw_only=True):
-    from_: Annotated[str, Meta(description="the parent")] = msgspec.field(name="from")
-    to: Annotated[str, Meta(description="the child")]
-    kind: Annotated[
-        EdgeKind,
-        Meta(description="after: enqueued after; group: a member and its group's callback"),
-    ]
+class Flow(FlowView, kw_only=True):
+    """The graph of the workflow a job belongs to."""
 
 
-class Flow(msgspec.Struct, kw_only=True):
-    id: str
-    nodes: list[Related]
-    unserved: Annotated[list[str], Meta(description="unfinished jobs' names no pool serves")]
-    edges: list[Edge]
-    limit: Annotated[int, Meta(description="the most jobs a flow holds")]
-    truncated: Annotated[bool, Meta(description="some jobs of the flow were left out")]
-
-
-class Redis(msgspec.Struct):
-    ping_ms: Annotated[float, Meta(description="round trip of a PING from the web server")]
-    info: dict[str, Any]
+class Redis(ServerInfo):
     namespace: str
 
 

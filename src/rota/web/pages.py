@@ -17,11 +17,10 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from rota.protocol.job import validate_name
-from rota.web import cron_switch, views
+from rota.web import views
 from rota.web.base import NS_COOKIE, client_of, local_path, render, state_of
 from rota.web.charts import bar_chart, duration_chart
 from rota.web.graph import STATES, layout
-from rota.web.name_stats import name_stats
 from rota.web.security import READ, SESSION_COOKIE
 
 __all__ = ["routes"]
@@ -92,7 +91,7 @@ async def queue(request: Request) -> Response:
     offset = _clamped(request, "offset", 0, 10**9)
     newest = request.query_params.get("order") == "newest"
     data = _plain(await views.queue_jobs(client, name, offset, PER_PAGE, newest))
-    minutes = _plain(await name_stats(client, name))["minutes"]
+    minutes = _plain(await views.name_stats(client, name))["minutes"]
     query = request.url.query
     last = max(0, (data["total"] - 1) // PER_PAGE * PER_PAGE)
     context = {
@@ -113,7 +112,7 @@ async def pools(request: Request) -> Response:
 
 
 async def cron(request: Request) -> Response:
-    data = _plain(await cron_switch.cron(client_of(request), state_of(request).settings))
+    data = _plain(await views.cron(client_of(request), state_of(request).settings))
     return render(request, "cron.html", {"data": data, "api": "/api/cron", "refresh": REFRESH})
 
 

@@ -26,16 +26,6 @@ from rota.protocol.job import JobSet
 from rota.protocol.snapshot import PoolIdentity
 from rota.spec import Enqueued
 from rota.status import LivePool, QueueInfo, RunningJob
-from rota.web.action_bodies import (
-    Aborted,
-    Cleared,
-    CronState,
-    Deleted,
-    QueueLimit,
-    QueueRate,
-    QueueState,
-    Retried,
-)
 from rota.web.body_times import MS, REF, Ms, mirror, ms, ms_fields
 from rota.web.request_bodies import REQUESTS
 from rota.workflow import GroupProgress as Progress
@@ -343,6 +333,47 @@ class Flow(FlowView, kw_only=True):
 
 class Redis(ServerInfo):
     namespace: str
+
+
+# -- the answers to actions: what changed, and how much
+
+
+class QueueState(msgspec.Struct):
+    name: str
+    paused: bool
+
+
+class QueueRate(msgspec.Struct):
+    name: str
+    rate: str | None
+
+
+class QueueLimit(msgspec.Struct):
+    name: str
+    limit: int | None
+
+
+class Cleared(msgspec.Struct):
+    name: str
+    deleted: int
+
+
+class Retried(msgspec.Struct):
+    retried: int
+
+
+class Deleted(msgspec.Struct):
+    deleted: int
+
+
+class Aborted(msgspec.Struct):
+    id: str
+    was: Annotated[str, Meta(description="its state before")]
+
+
+class CronState(msgspec.Struct):
+    name: str
+    enabled: bool
 
 
 #: The bodies that mirror one of rota's types (``mirrors``).

@@ -7,6 +7,7 @@ JSON carries. Actions answer with a 303 redirect back to the page they came from
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -170,9 +171,7 @@ async def job(request: Request) -> Response:
 
 def _counts(nodes: list[dict[str, Any]]) -> list[tuple[str, int]]:
     """How many jobs are in each state, in the legend's order."""
-    counts: dict[str, int] = {}
-    for n in nodes:
-        counts[n["state"]] = counts.get(n["state"], 0) + 1
+    counts = Counter(n["state"] for n in nodes)
     order = {s: i for i, s in enumerate(STATES)}
     return sorted(counts.items(), key=lambda c: (order.get(c[0], len(order)), c[0]))
 

@@ -148,10 +148,10 @@ class QueuedJob(msgspec.Struct, kw_only=True):
 
     id: str
     name: str | None
-    state: str
+    state: Annotated[str, Meta(description="'missing' when its record is gone")]
     enqueued_at: float | None
-    args: str | None
-    args_bytes: int
+    args: Annotated[str | None, Meta(description="their start; null when too long to read")]
+    args_bytes: Annotated[int, Meta(description="the length of the args as stored")]
 
 
 class QueueView(msgspec.Struct, kw_only=True):
@@ -159,11 +159,11 @@ class QueueView(msgspec.Struct, kw_only=True):
 
     name: str
     order: Literal["oldest", "newest"]
-    total: int
+    total: Annotated[int, Meta(description="jobs in the queue")]
     offset: int
     limit: int
     paused: bool
-    served: bool
+    served: Annotated[bool, Meta(description="a live pool serves this name")]
     jobs: list[QueuedJob]
 
 

@@ -16,11 +16,12 @@ carry. :func:`mirror` builds either kind of body, turning the times from seconds
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Final, Literal
+from typing import Annotated, Any, ClassVar, Final
 
 import msgspec
 from msgspec import Meta
 
+from rota import inspect
 from rota.inspect import Edge, FlowView, ServerInfo
 from rota.protocol.job import JobSet
 from rota.protocol.snapshot import PoolIdentity
@@ -248,28 +249,16 @@ class JobPage(msgspec.Struct, kw_only=True):
     ]
 
 
-class QueuedJob(msgspec.Struct, kw_only=True):
+class QueuedJob(inspect.QueuedJob, kw_only=True):
     """A job waiting in a queue, as the queue's page lists it: its args cut short."""
 
-    id: str
-    name: str | None
-    state: Annotated[str, Meta(description="'missing' when its record is gone")]
     enqueued_at: Ms | None
-    args: Annotated[str | None, Meta(description="their start; null when too long to read")]
-    args_bytes: Annotated[int, Meta(description="the length of the args as stored")]
 
 
-class QueueJobs(msgspec.Struct, kw_only=True):
+class QueueJobs(inspect.QueueView, kw_only=True):
     """A page of the jobs waiting in one queue, in the order asked for."""
 
-    name: str
-    order: Literal["oldest", "newest"]
-    total: Annotated[int, Meta(description="jobs in the queue")]
-    offset: int
-    limit: int
-    paused: bool
-    served: Annotated[bool, Meta(description="a live pool serves this name")]
-    jobs: list[QueuedJob]
+    jobs: list[QueuedJob]  # type: ignore[assignment]
 
 
 class JobProgress(msgspec.Struct):

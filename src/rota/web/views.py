@@ -1,7 +1,8 @@
 """What each page shows, as the bodies of :mod:`rota.web.bodies`: the API returns them
 and the HTML pages render them (as the same plain values), so both always agree.
 
-Everything is read through :class:`rota.client.Client`.
+Everything is read through :class:`rota.client.Client` and :mod:`rota.inspect`: no
+view reaches Redis itself.
 """
 
 from __future__ import annotations

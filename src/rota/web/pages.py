@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from rota.inspect import FINAL_STATES, MISSING
 from rota.protocol.job import validate_name
 from rota.web import views
 from rota.web.base import NS_COOKIE, client_of, local_path, render, state_of
@@ -177,7 +178,7 @@ def _counts(nodes: list[dict[str, Any]]) -> list[tuple[str, int]]:
 
 
 def _settled(nodes: list[dict[str, Any]]) -> bool:
-    return all(n["state"] in views.FINAL_STATES for n in nodes)
+    return all(n["state"] in FINAL_STATES for n in nodes)
 
 
 async def flow(request: Request) -> Response:
@@ -200,7 +201,7 @@ async def flow(request: Request) -> Response:
 _CALLBACK_ENDED: Final = {
     "dead": "the callback is dead",
     "aborted": "the callback was aborted",
-    views.MISSING: "the callback's record is gone",
+    MISSING: "the callback's record is gone",
 }
 
 

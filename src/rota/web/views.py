@@ -16,7 +16,7 @@ import msgspec
 from rota import inspect
 from rota.client import Client
 from rota.config import Settings
-from rota.inspect import FINAL_STATES, FLOW_LIMIT, MISSING, served_names
+from rota.inspect import served_names
 from rota.inspect.cron import turned_off
 from rota.inspect.figures import (
     MINUTES,
@@ -32,10 +32,7 @@ from rota.status import Bucket, CronEntry
 from rota.web import bodies as b
 
 __all__ = [
-    "FINAL_STATES",
-    "FLOW_LIMIT",
     "JOB_SETS",
-    "MISSING",
     "RETRYABLE",
     "JobSet",
     "busy",
@@ -49,7 +46,6 @@ __all__ = [
     "queue_jobs",
     "queues",
     "redis_info",
-    "served_names",
 ]
 
 JOB_SETS: Final[tuple[JobSet, ...]] = get_args(JobSet)

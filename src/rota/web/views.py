@@ -195,18 +195,8 @@ async def cron(client: Client, settings: Settings) -> b.Cron:
         upcoming = min((n for n in nexts if n > last), default=max(nexts))
         pools = [pool for _, pool in entries]
         last_ms = b.ms(last) if last else None
-        out.append(
-            b.CronJob(
-                name,
-                first.cron,
-                first.tz,
-                b.ms(upcoming),
-                last_ms,
-                pools,
-                enabled=name not in off,
-                off_since=off.get(name),
-            )
-        )
+        on, since = name not in off, off.get(name)
+        out.append(b.CronJob(name, first.cron, first.tz, b.ms(upcoming), last_ms, pools, on, since))
     out.sort(key=lambda c: (c.next_at, c.name))
     out += [
         b.CronJob(name, "", "", 0, None, [], enabled=False, off_since=since)

@@ -217,3 +217,33 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
         if module not in state:
             visit(module, [module])
     assert circles == [], "import circles:\n" + "\n".join(" -> ".join(c) for c in circles)
+
+
+#: The web modules that keep their own records in Redis: the logins, the audit log.
+WEB_STORES = frozenset({"rota.web.sessions", "rota.web.audit"})
+
+
+def _reaches_redis(source: str) -> list[int]:
+    """The lines of ``source`` that call on a connection's ``redis`` attribute
+    (``client.redis.hgetall``, ``client.redis.pipeline``...)."""
+    return [
+        n.lineno
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, ast.Attribute)
+        and isinstance(n.value, ast.Attribute)
+        and n.value.attr == "redis"
+    ]
+
+
+def test_the_web_reads_redis_only_through_the_client_and_inspect() -> None:
+    """The web maps the read models of rota.inspect and the client's reads to bodies; a
+    new read of Redis goes to rota.inspect, where the CLI can use it too."""
+    found = {
+        _module(p): lines
+        for p in SOURCES
+        if _within(_module(p), "rota.web") and _module(p) not in WEB_STORES
+        if (lines := _reaches_redis(p.read_text(encoding="utf-8")))
+    }
+    assert found == {}
+    assert _reaches_redis("async def f(client):\n    await client.redis.get('k')\n") == [2]
+    assert _reaches_redis("figures = reading.redis\n") == []

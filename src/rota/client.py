@@ -23,7 +23,7 @@ from rota.errors import JobNotFound, NotReplicated, RedisUnavailable
 from rota.operations import Bucket, History, Operations, Page, QueueInfo, RunningJob
 from rota.protocol import calls
 from rota.protocol.calls import Scope
-from rota.protocol.job import NAME_RE, JobSet, now_ms, validate_name
+from rota.protocol.job import JobSet, now_ms, validate_name
 from rota.protocol.keys import Keys
 from rota.protocol.rows import EnqueueRow
 from rota.protocol.scripts import ScriptMode
@@ -57,7 +57,6 @@ __all__ = [
     "validate_name",
 ]
 
-_NAME_RE = NAME_RE
 _DEFAULT_MAX_ARGS = 512 * 1024
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "PoolJob",
     "QueueInfo",
     "RunningJob",
+    "duration",
 ]
 
 
@@ -163,3 +164,19 @@ class LivePool(PoolIdentity, frozen=True, kw_only=True):
             last_heartbeat=last_heartbeat_ms / 1000,
             stale=stale,
         )
+
+
+def duration(seconds: float) -> str:
+    """A span of time for people, as the web UI and the CLI show it: 4.2s, 3m12s,
+    2h05m, 3d04h (-4.2s for a negative one)."""
+    negative, seconds = seconds < 0, abs(seconds)
+    s = int(seconds)
+    if s < 60:
+        text = f"{seconds:.1f}s" if seconds < 10 else f"{s}s"
+    elif s < 3600:
+        text = f"{s // 60}m{s % 60:02d}s"
+    elif s < 86400:
+        text = f"{s // 3600}h{s % 3600 // 60:02d}m"
+    else:
+        text = f"{s // 86400}d{s % 86400 // 3600:02d}h"
+    return "-" + text if negative else text

@@ -208,6 +208,7 @@ def test_the_times_sent_in_ms_are_the_fields_typed_ms() -> None:
         "GroupProgress": ["created_at"],
         "Group": ["created_at"],
         "CronJob": ["last_at", "next_at"],
+        "NameMinute": ["start"],
     }
 
 

@@ -12,12 +12,13 @@ import click
 import msgspec
 
 from rota.cli.common import ExitError, connection_options, parse_duration, with_client
-from rota.cli.output import age, duration, echo_json, print_table
+from rota.cli.output import age, echo_json, print_table
 from rota.client import Client, JobSpec
 from rota.config import Settings
 from rota.errors import JobNotFound, PayloadTooLarge
 from rota.protocol import codec
 from rota.protocol.keys import validate_namespace
+from rota.status import duration
 
 __all__ = ["enqueue", "status"]
 

@@ -14,6 +14,8 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from rota.status import duration
+
 __all__ = ["age", "echo_json", "local_time", "print_table", "relative", "when"]
 
 
@@ -52,17 +54,6 @@ def relative(at: float | None) -> str:
     if delta > 0.5:
         return f"in {duration(int(delta))}"
     return f"{age(at)} ago"
-
-
-def duration(seconds: float) -> str:
-    s = int(seconds)
-    if s < 60:
-        return f"{seconds:.1f}s" if seconds < 10 else f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
 def local_time() -> bool:

@@ -12,10 +12,11 @@ nothing here imports either, or the worker.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 import msgspec
 import redis.exceptions
+from msgspec import Meta
 
 from rota.protocol.job import (
     JobRecord,
@@ -25,7 +26,7 @@ from rota.protocol.job import (
     reply_text,
     state_text,
 )
-from rota.redis.outage import Condition, guarded
+from rota.redis.outage import Condition, guarded, out_of_memory
 from rota.workflow import (
     MISSING,
     RELATED_FIELDS,
@@ -120,11 +121,15 @@ class GroupView(msgspec.Struct, kw_only=True):
 
 
 class Edge(msgspec.Struct, frozen=True):
-    """A tie of a flow, parent to child: ``after``, or ``group`` (a member to its callback)."""
+    """A tie of a flow, parent to child: ``after``, or ``group`` (a member to its callback).
+    The JSON API sends the two ends as ``from`` and ``to``."""
 
-    parent: str
-    child: str
-    kind: Literal["after", "group"]
+    parent: Annotated[str, Meta(description="the parent")] = msgspec.field(name="from")
+    child: Annotated[str, Meta(description="the child")] = msgspec.field(name="to")
+    kind: Annotated[
+        Literal["after", "group"],
+        Meta(description="after: enqueued after; group: a member and its group's callback"),
+    ]
 
 
 class FlowView(msgspec.Struct, kw_only=True):
@@ -132,10 +137,10 @@ class FlowView(msgspec.Struct, kw_only=True):
 
     id: str
     nodes: list[Related]
+    unserved: Annotated[list[str], Meta(description="unfinished jobs' names no pool serves")]
     edges: list[Edge]
-    unserved: list[str]
-    limit: int
-    truncated: bool
+    limit: Annotated[int, Meta(description="the most jobs a flow holds")]
+    truncated: Annotated[bool, Meta(description="some jobs of the flow were left out")]
 
 
 class QueuedJob(msgspec.Struct, kw_only=True):
@@ -143,10 +148,10 @@ class QueuedJob(msgspec.Struct, kw_only=True):
 
     id: str
     name: str | None
-    state: str
+    state: Annotated[str, Meta(description="'missing' when its record is gone")]
     enqueued_at: float | None
-    args: str | None
-    args_bytes: int
+    args: Annotated[str | None, Meta(description="their start; null when too long to read")]
+    args_bytes: Annotated[int, Meta(description="the length of the args as stored")]
 
 
 class QueueView(msgspec.Struct, kw_only=True):
@@ -154,11 +159,11 @@ class QueueView(msgspec.Struct, kw_only=True):
 
     name: str
     order: Literal["oldest", "newest"]
-    total: int
+    total: Annotated[int, Meta(description="jobs in the queue")]
     offset: int
     limit: int
     paused: bool
-    served: bool
+    served: Annotated[bool, Meta(description="a live pool serves this name")]
     jobs: list[QueuedJob]
 
 
@@ -173,7 +178,7 @@ class RedisFigures(msgspec.Struct, frozen=True):
 class ServerInfo(msgspec.Struct):
     """The round trip of one PING (ms) and the figures of :data:`INFO_FIELDS`."""
 
-    ping_ms: float
+    ping_ms: Annotated[float, Meta(description="round trip of a PING from the web server")]
     info: dict[str, Any]
 
 
@@ -373,11 +378,10 @@ async def redis_figures(client: Client) -> RedisFigures | None:
         replication, redis.exceptions.ResponseError
     ):
         return None
-    used, limit = int(memory.get("used_memory", 0)), int(memory.get("maxmemory", 0))
     refusing: set[Condition] = set()
-    # the rule of rota.redis.outage.memory_figures: at the limit with nothing Redis may evict
-    if 0 < limit <= used and memory.get("maxmemory_policy") == "noeviction":
+    if out_of_memory(memory):
         refusing.add(Condition.OUT_OF_MEMORY)
     if replication.get("role") == "slave":  # (replica-read-only, the default, assumed)
         refusing.add(Condition.READ_ONLY)
+    used, limit = int(memory.get("used_memory", 0)), int(memory.get("maxmemory", 0))
     return RedisFigures(used, limit, frozenset(refusing))

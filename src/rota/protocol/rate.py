@@ -43,10 +43,6 @@ class Rate(msgspec.Struct, frozen=True):
         """The form the ``{ns}:rates`` hash holds: ``<count>/<period ms>``."""
         return f"{_number(self.count)}/{self.period_ms}"
 
-    @property
-    def per_second(self) -> float:
-        return self.count * 1000 / self.period_ms
-
     def __str__(self) -> str:
         unit = _SHORT.get(self.period_ms)
         if unit is None:

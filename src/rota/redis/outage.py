@@ -45,6 +45,7 @@ __all__ = [
     "error_reply",
     "guarded",
     "memory_figures",
+    "out_of_memory",
     "refused",
     "reply",
     "rota_error",
@@ -411,16 +412,20 @@ async def memory_figures(redis: Redis) -> dict[str, Any]:
     """Redis's memory limit, use and policy, as ``INFO memory`` says them, and whether it
     refuses writes for memory (``full``). INFO runs when Redis is out of memory."""
     info = await redis.info("memory")
-    limit, used = int(info.get("maxmemory", 0)), int(info.get("used_memory", 0))
     return {
         "maxmemory": info.get("maxmemory_human"),
         "used_memory": info.get("used_memory_human"),
         "maxmemory_policy": info.get("maxmemory_policy"),
-        # What Redis refuses writes for: over the limit with nothing it may evict. (With
-        # an eviction policy it evicts instead, which a queue must not allow: see
-        # docs/operations.md.)
-        "full": 0 < limit <= used and info.get("maxmemory_policy") == "noeviction",
+        "full": out_of_memory(info),
     }
+
+
+def out_of_memory(info: dict[str, Any]) -> bool:
+    """Whether Redis refuses writes for memory, by its ``INFO memory``: over the limit
+    with nothing it may evict. (With an eviction policy it evicts instead, which a queue
+    must not allow: see docs/operations.md.)"""
+    limit, used = int(info.get("maxmemory", 0)), int(info.get("used_memory", 0))
+    return 0 < limit <= used and info.get("maxmemory_policy") == "noeviction"
 
 
 _CHECK: Final = (

@@ -21,13 +21,13 @@ from starlette.routing import BaseRoute, Route
 
 from rota.client import JobSpec
 from rota.errors import JobNotFound, PayloadTooLarge
+from rota.inspect.figures import MINUTES
 from rota.protocol import codec
 from rota.protocol.job import validate_name
 from rota.spec import epoch_seconds
 from rota.web import bodies as b
 from rota.web import cron_switch, views
 from rota.web.base import ApiError, JSONResponse, client_of, int_param, state_of
-from rota.web.name_stats import MINUTES, name_stats
 from rota.web.request_bodies import (
     MAX_DELAY,
     MAX_FAILS,
@@ -146,7 +146,7 @@ async def queue_stats(request: Request) -> Response:
     """A job name per UTC minute: processed, failed, mean run time."""
     name = await _known_queue(request)
     minutes = int_param(request, "minutes", MINUTES, 1, 120)
-    return JSONResponse(await name_stats(client_of(request), name, minutes))
+    return JSONResponse(await views.name_stats(client_of(request), name, minutes))
 
 
 @documented("pools", b.Pools)
@@ -158,7 +158,7 @@ async def pools(request: Request) -> Response:
 @documented("cron", b.Cron)
 async def cron(request: Request) -> Response:
     """Periodic jobs: next and last fire times, and whether each is on."""
-    return JSONResponse(await cron_switch.cron(client_of(request), state_of(request).settings))
+    return JSONResponse(await views.cron(client_of(request), state_of(request).settings))
 
 
 @documented("busy", b.Busy)

@@ -16,6 +16,7 @@ from starlette.responses import HTMLResponse, Response
 from rota import __version__
 from rota.client import Client
 from rota.config import Settings
+from rota.status import duration
 from rota.web.audit import AuditLog
 from rota.web.security import Auth
 from rota.web.sessions import Sessions
@@ -140,21 +141,6 @@ def _iso(ms: int | None) -> str:
         return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="seconds")
     except (OverflowError, OSError, ValueError):
         return ""
-
-
-def duration(seconds: float) -> str:
-    """4.2s, 3m12s, 2h05m, 3d04h."""
-    negative, seconds = seconds < 0, abs(seconds)
-    s = int(seconds)
-    if s < 60:
-        text = f"{seconds:.1f}s" if seconds < 10 else f"{s}s"
-    elif s < 3600:
-        text = f"{s // 60}m{s % 60:02d}s"
-    elif s < 86400:
-        text = f"{s // 3600}h{s % 3600 // 60:02d}m"
-    else:
-        text = f"{s // 86400}d{s % 86400 // 3600:02d}h"
-    return "-" + text if negative else text
 
 
 def _ago(ms: int | None) -> str:

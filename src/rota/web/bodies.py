@@ -16,27 +16,18 @@ carry. :func:`mirror` builds either kind of body, turning the times from seconds
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Final, Literal
+from typing import Annotated, Any, ClassVar, Final
 
 import msgspec
 from msgspec import Meta
 
+from rota import inspect
+from rota.inspect import Edge, FlowView, ServerInfo
 from rota.protocol.job import JobSet
 from rota.protocol.snapshot import PoolIdentity
 from rota.spec import Enqueued
 from rota.status import LivePool, QueueInfo, RunningJob
-from rota.web.action_bodies import (
-    Aborted,
-    Cleared,
-    CronState,
-    Deleted,
-    QueueLimit,
-    QueueRate,
-    QueueState,
-    Retried,
-)
 from rota.web.body_times import MS, REF, Ms, mirror, ms, ms_fields
-from rota.web.name_stats import NameMinute, NameStats
 from rota.web.request_bodies import REQUESTS
 from rota.workflow import GroupProgress as Progress
 from rota.workflow import Related
@@ -58,7 +49,6 @@ __all__ = [
     "Dashboard",
     "Deleted",
     "Edge",
-    "EdgeKind",
     "Enqueued",
     "Error",
     "Flow",
@@ -87,8 +77,6 @@ __all__ = [
     "ms",
     "ms_fields",
 ]
-
-EdgeKind = Literal["after", "group"]
 
 
 class Error(msgspec.Struct):
@@ -127,6 +115,25 @@ class Queues(msgspec.Struct):
     total: Annotated[int, Meta(description="job names in all")] = 0
     offset: int = 0
     limit: int = 100
+
+
+class NameMinute(msgspec.Struct):
+    """One UTC minute of a job name."""
+
+    start: Ms
+    processed: Annotated[int, Meta(description="jobs of the name completed")]
+    failed: Annotated[int, Meta(description="failed attempts of the name")]
+    ran_ms: Annotated[int, Meta(description="ms its complete jobs ran, summed")]
+    mean_ms: Annotated[
+        float | None, Meta(description="mean run time of its complete jobs (none: none)")
+    ]
+
+
+class NameStats(msgspec.Struct):
+    """A job name's minutes, oldest first; the last one is the current minute."""
+
+    name: str
+    minutes: list[NameMinute]
 
 
 class Pool(PoolIdentity, frozen=True, kw_only=True):
@@ -242,28 +249,16 @@ class JobPage(msgspec.Struct, kw_only=True):
     ]
 
 
-class QueuedJob(msgspec.Struct, kw_only=True):
+class QueuedJob(inspect.QueuedJob, kw_only=True):
     """A job waiting in a queue, as the queue's page lists it: its args cut short."""
 
-    id: str
-    name: str | None
-    state: Annotated[str, Meta(description="'missing' when its record is gone")]
     enqueued_at: Ms | None
-    args: Annotated[str | None, Meta(description="their start; null when too long to read")]
-    args_bytes: Annotated[int, Meta(description="the length of the args as stored")]
 
 
-class QueueJobs(msgspec.Struct, kw_only=True):
+class QueueJobs(inspect.QueueView, kw_only=True):
     """A page of the jobs waiting in one queue, in the order asked for."""
 
-    name: str
-    order: Literal["oldest", "newest"]
-    total: Annotated[int, Meta(description="jobs in the queue")]
-    offset: int
-    limit: int
-    paused: bool
-    served: Annotated[bool, Meta(description="a live pool serves this name")]
-    jobs: list[QueuedJob]
+    jobs: list[QueuedJob]  # type: ignore[assignment]
 
 
 class JobProgress(msgspec.Struct):
@@ -321,28 +316,53 @@ class Group(GroupProgress, frozen=True):
     ] = msgspec.field(default_factory=list)
 
 
-class Edge(msgspec.Struct, kw_only=True):
-    from_: Annotated[str, Meta(description="the parent")] = msgspec.field(name="from")
-    to: Annotated[str, Meta(description="the child")]
-    kind: Annotated[
-        EdgeKind,
-        Meta(description="after: enqueued after; group: a member and its group's callback"),
-    ]
+class Flow(FlowView, kw_only=True):
+    """The graph of the workflow a job belongs to."""
 
 
-class Flow(msgspec.Struct, kw_only=True):
-    id: str
-    nodes: list[Related]
-    unserved: Annotated[list[str], Meta(description="unfinished jobs' names no pool serves")]
-    edges: list[Edge]
-    limit: Annotated[int, Meta(description="the most jobs a flow holds")]
-    truncated: Annotated[bool, Meta(description="some jobs of the flow were left out")]
-
-
-class Redis(msgspec.Struct):
-    ping_ms: Annotated[float, Meta(description="round trip of a PING from the web server")]
-    info: dict[str, Any]
+class Redis(ServerInfo):
     namespace: str
+
+
+# -- the answers to actions: what changed, and how much
+
+
+class QueueState(msgspec.Struct):
+    name: str
+    paused: bool
+
+
+class QueueRate(msgspec.Struct):
+    name: str
+    rate: str | None
+
+
+class QueueLimit(msgspec.Struct):
+    name: str
+    limit: int | None
+
+
+class Cleared(msgspec.Struct):
+    name: str
+    deleted: int
+
+
+class Retried(msgspec.Struct):
+    retried: int
+
+
+class Deleted(msgspec.Struct):
+    deleted: int
+
+
+class Aborted(msgspec.Struct):
+    id: str
+    was: Annotated[str, Meta(description="its state before")]
+
+
+class CronState(msgspec.Struct):
+    name: str
+    enabled: bool
 
 
 #: The bodies that mirror one of rota's types (``mirrors``).

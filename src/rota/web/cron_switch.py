@@ -1,61 +1,25 @@
-"""Turning a periodic job off and on again, from the cron page and the API.
-
-A name turned off is a field of one hash (``Keys.cron_off``: name -> since when, ms),
-which every pool's scheduler looks up when a fire time of the name comes: the time passes
-without a job on every pool, and the pools keep their schedules, so turning it on again
-takes effect at its next fire time. Kept in Redis, it outlives the pools and the UI.
-The change is audited and refused to read-only credentials as every other one is.
+"""Turning a periodic job off and on again, from the cron page and the API (see
+:mod:`rota.inspect.cron`). The change is audited and refused to read-only credentials as
+every other one is.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from rota.client import Client
-from rota.config import Settings
-from rota.protocol.job import now_ms, reply_text, validate_name
+from rota.inspect import cron
+from rota.protocol.job import validate_name
 from rota.web import bodies as b
 from rota.web import views
 from rota.web.base import ApiError, JSONResponse, client_of, state_of, with_notice
 from rota.web.schemas import documented
 
-__all__ = ["api_routes", "cron", "routes", "turned_off"]
-
-
-async def turned_off(client: Client) -> dict[str, int]:
-    """The periodic jobs turned off: name -> since when (ms)."""
-    raw = await client.redis.hgetall(client.keys.cron_off)
-    out = {}
-    for k, v in raw.items():
-        try:
-            out[reply_text(k)] = int(v)
-        except ValueError:
-            out[reply_text(k)] = 0
-    return out
-
-
-async def cron(client: Client, settings: Settings) -> b.Cron:
-    """The cron page's periodic jobs, each saying whether it is on; a name turned off
-    that no live pool fires any more is listed too (it can be turned on again)."""
-    found = await views.cron(client, settings)
-    off = await turned_off(client)
-    out = [
-        msgspec.structs.replace(c, enabled=c.name not in off, off_since=off.get(c.name) or None)
-        for c in found.periodic
-    ]
-    listed = {c.name for c in out}
-    out += [
-        b.CronJob(name, "", "", 0, None, [], enabled=False, off_since=since or None)
-        for name, since in sorted(off.items())
-        if name not in listed
-    ]
-    return b.Cron(out)
+__all__ = ["api_routes", "routes"]
 
 
 async def _switch(request: Request, on: bool) -> str:
@@ -67,13 +31,10 @@ async def _switch(request: Request, on: bool) -> str:
         validate_name(name)
     except ValueError:
         raise HTTPException(404, f"no periodic job {name}") from None
-    known = {c.name for c in (await cron(client, state_of(request).settings)).periodic}
+    known = {c.name for c in (await views.cron(client, state_of(request).settings)).periodic}
     if name not in known:
         raise HTTPException(404, f"no periodic job {name}")
-    if on:
-        await client.redis.hdel(client.keys.cron_off, name)
-    else:
-        await client.redis.hset(client.keys.cron_off, name, now_ms())
+    await cron.switch(client, name, on)
     return name
 
 

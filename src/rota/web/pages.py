@@ -7,6 +7,7 @@ JSON carries. Actions answer with a 303 redirect back to the page they came from
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -16,12 +17,12 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from rota.inspect import FINAL_STATES, MISSING
 from rota.protocol.job import validate_name
-from rota.web import cron_switch, views
+from rota.web import views
 from rota.web.base import NS_COOKIE, client_of, local_path, render, state_of
 from rota.web.charts import bar_chart, duration_chart
 from rota.web.graph import STATES, layout
-from rota.web.name_stats import name_stats
 from rota.web.security import READ, SESSION_COOKIE
 
 __all__ = ["routes"]
@@ -92,7 +93,7 @@ async def queue(request: Request) -> Response:
     offset = _clamped(request, "offset", 0, 10**9)
     newest = request.query_params.get("order") == "newest"
     data = _plain(await views.queue_jobs(client, name, offset, PER_PAGE, newest))
-    minutes = _plain(await name_stats(client, name))["minutes"]
+    minutes = _plain(await views.name_stats(client, name))["minutes"]
     query = request.url.query
     last = max(0, (data["total"] - 1) // PER_PAGE * PER_PAGE)
     context = {
@@ -113,7 +114,7 @@ async def pools(request: Request) -> Response:
 
 
 async def cron(request: Request) -> Response:
-    data = _plain(await cron_switch.cron(client_of(request), state_of(request).settings))
+    data = _plain(await views.cron(client_of(request), state_of(request).settings))
     return render(request, "cron.html", {"data": data, "api": "/api/cron", "refresh": REFRESH})
 
 
@@ -171,15 +172,13 @@ async def job(request: Request) -> Response:
 
 def _counts(nodes: list[dict[str, Any]]) -> list[tuple[str, int]]:
     """How many jobs are in each state, in the legend's order."""
-    counts: dict[str, int] = {}
-    for n in nodes:
-        counts[n["state"]] = counts.get(n["state"], 0) + 1
+    counts = Counter(n["state"] for n in nodes)
     order = {s: i for i, s in enumerate(STATES)}
     return sorted(counts.items(), key=lambda c: (order.get(c[0], len(order)), c[0]))
 
 
 def _settled(nodes: list[dict[str, Any]]) -> bool:
-    return all(n["state"] in views.FINAL_STATES for n in nodes)
+    return all(n["state"] in FINAL_STATES for n in nodes)
 
 
 async def flow(request: Request) -> Response:
@@ -202,7 +201,7 @@ async def flow(request: Request) -> Response:
 _CALLBACK_ENDED: Final = {
     "dead": "the callback is dead",
     "aborted": "the callback was aborted",
-    views.MISSING: "the callback's record is gone",
+    MISSING: "the callback's record is gone",
 }
 
 

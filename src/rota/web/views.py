@@ -1,7 +1,8 @@
 """What each page shows, as the bodies of :mod:`rota.web.bodies`: the API returns them
 and the HTML pages render them (as the same plain values), so both always agree.
 
-Everything is read through :class:`rota.client.Client`.
+Everything is read through :class:`rota.client.Client` and :mod:`rota.inspect`: no
+view reaches Redis itself.
 """
 
 from __future__ import annotations
@@ -15,18 +16,23 @@ import msgspec
 from rota import inspect
 from rota.client import Client
 from rota.config import Settings
-from rota.inspect import FINAL_STATES, FLOW_LIMIT, MISSING, served_names
+from rota.inspect import served_names
+from rota.inspect.cron import turned_off
+from rota.inspect.figures import (
+    MINUTES,
+    done_last_minutes,
+    leased_names,
+    name_minutes,
+    queue_totals,
+    totals_history,
+)
 from rota.inspect.flows import flow_view
 from rota.protocol.job import JobRecord, JobSet
 from rota.status import Bucket, CronEntry
 from rota.web import bodies as b
-from rota.web.figures import done_last_minutes, leased_names, queue_totals, totals_history
 
 __all__ = [
-    "FINAL_STATES",
-    "FLOW_LIMIT",
     "JOB_SETS",
-    "MISSING",
     "RETRYABLE",
     "JobSet",
     "busy",
@@ -35,11 +41,11 @@ __all__ = [
     "group_detail",
     "job_detail",
     "job_page",
+    "name_stats",
     "pools",
     "queue_jobs",
     "queues",
     "redis_info",
-    "served_names",
 ]
 
 JOB_SETS: Final[tuple[JobSet, ...]] = get_args(JobSet)
@@ -139,6 +145,17 @@ async def queues(client: Client, offset: int = 0, limit: int = 100) -> b.Queues:
     return b.Queues(out, total, offset, limit)
 
 
+async def name_stats(client: Client, name: str, minutes: int = MINUTES) -> b.NameStats:
+    """The last ``minutes`` UTC minutes of ``name``: processed, failed and the mean run
+    time of its complete jobs (see :func:`rota.inspect.figures.name_minutes`)."""
+    out = []
+    for minute in await name_minutes(client, name, minutes):
+        done, ran = minute.counts["processed"], minute.counts["ms"]
+        mean = round(ran / done, 1) if done else None
+        out.append(b.NameMinute(b.ms(minute.start), done, minute.counts["failed"], ran, mean))
+    return b.NameStats(name, out)
+
+
 async def queue_jobs(
     client: Client, name: str, offset: int = 0, limit: int = 25, newest: bool = False
 ) -> b.QueueJobs:
@@ -160,13 +177,16 @@ async def pools(client: Client, settings: Settings) -> b.Pools:
 
 async def cron(client: Client, settings: Settings) -> b.Cron:
     """The periodic jobs of the live pools (stale ones left out), by name: what their
-    snapshots say, merged. The next run is the soonest after the last one any pool saw
-    (a pool whose heartbeat came before that fire still names it as its next)."""
+    snapshots say, merged, and whether each is on. The next run is the soonest after the
+    last one any pool saw (a pool whose heartbeat came before that fire still names it
+    as its next). A name turned off that no live pool fires any more is listed too (it
+    can be turned on again)."""
     seen: dict[str, list[tuple[CronEntry, str]]] = {}
     for pool in await client.pools(heartbeat_interval=settings.heartbeat_interval):
         if not pool.stale:
             for c in pool.periodic:
                 seen.setdefault(c.name, []).append((c, pool.id))
+    off = {name: b.ms(since) or None for name, since in (await turned_off(client)).items()}
     out = []
     for name, entries in seen.items():
         first = entries[0][0]
@@ -175,8 +195,15 @@ async def cron(client: Client, settings: Settings) -> b.Cron:
         upcoming = min((n for n in nexts if n > last), default=max(nexts))
         pools = [pool for _, pool in entries]
         last_ms = b.ms(last) if last else None
-        out.append(b.CronJob(name, first.cron, first.tz, b.ms(upcoming), last_ms, pools))
-    return b.Cron(sorted(out, key=lambda c: (c.next_at, c.name)))
+        on, since = name not in off, off.get(name)
+        out.append(b.CronJob(name, first.cron, first.tz, b.ms(upcoming), last_ms, pools, on, since))
+    out.sort(key=lambda c: (c.next_at, c.name))
+    out += [
+        b.CronJob(name, "", "", 0, None, [], enabled=False, off_since=since)
+        for name, since in sorted(off.items())
+        if name not in seen
+    ]
+    return b.Cron(out)
 
 
 async def busy(client: Client) -> b.Busy:
@@ -218,7 +245,7 @@ async def job_page(
 async def redis_info(client: Client) -> b.Redis:
     """Server figures from INFO and the round trip of one PING, measured here."""
     found = await inspect.server_info(client)
-    return b.Redis(found.ping_ms, found.info, client.namespace)
+    return b.mirror(b.Redis, found, namespace=client.namespace)
 
 
 async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
@@ -281,5 +308,4 @@ async def flow(client: Client, job_id: str) -> b.Flow | None:
     view = await flow_view(client, job_id)
     if view is None:
         return None
-    edges = [b.Edge(from_=e.parent, to=e.child, kind=e.kind) for e in view.edges]
-    return b.mirror(b.Flow, view, edges=edges)
+    return b.mirror(b.Flow, view)

@@ -1,0 +1,37 @@
+"""Periodic jobs turned off, and turning them off and on again.
+
+A name turned off is a field of one hash (``Keys.cron_off``: name -> since when, ms),
+which every pool's scheduler looks up when a fire time of the name comes: the time passes
+without a job on every pool, and the pools keep their schedules, so turning it on again
+takes effect at its next fire time. Kept in Redis, it outlives the pools and the UI.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rota.protocol.job import now_ms, reply_text
+
+if TYPE_CHECKING:
+    from rota.client import Client
+
+__all__ = ["switch", "turned_off"]
+
+
+async def turned_off(client: Client) -> dict[str, float]:
+    """The periodic jobs turned off: name -> since when (seconds; 0: unknown)."""
+    out = {}
+    for k, v in (await client.redis.hgetall(client.keys.cron_off)).items():
+        try:
+            out[reply_text(k)] = int(v) / 1000
+        except ValueError:
+            out[reply_text(k)] = 0
+    return out
+
+
+async def switch(client: Client, name: str, on: bool) -> None:
+    """Turn the periodic job ``name`` on (again) or off, on every pool."""
+    if on:
+        await client.redis.hdel(client.keys.cron_off, name)
+    else:
+        await client.redis.hset(client.keys.cron_off, name, now_ms())

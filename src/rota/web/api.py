@@ -174,12 +174,15 @@ def job_set(which: views.JobSet) -> Any:
         q = request.query_params.get("q", "")
         if len(q) > 200:
             raise ApiError(400, "q: at most 200 characters")
-        return JSONResponse(await views.job_page(client_of(request), which, offset, limit, q))
+        start = int_param(request, "from", 0, 0, 10**9)
+        page = await views.job_page(client_of(request), which, offset, limit, q, start)
+        return JSONResponse(page)
 
     read.__name__ = f"api_{which}"
     read.__doc__ = f"A page of the {which} jobs, searchable by id and name."
     q = query("q", {**STR, "maxLength": 200}, "part of a job id or name")
-    return documented(f"list_{which}", b.JobPage, 400, parameters=(*_PAGE_25, q))(read)
+    start = query("from", {**INT, "minimum": 0}, "where in the set a search begins (default 0)")
+    return documented(f"list_{which}", b.JobPage, 400, parameters=(*_PAGE_25, q, start))(read)
 
 
 @documented("job", "Job", 404)

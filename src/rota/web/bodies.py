@@ -235,6 +235,10 @@ class JobPage(msgspec.Struct, kw_only=True):
         int | None,
         Meta(description="jobs in the set when searched: a search read them all when equal"),
     ] = None
+    start: Annotated[
+        int,
+        Meta(description="where in the set a search began (from): it read start to searched"),
+    ] = 0
     #: Each a projection of a job record (:data:`SUMMARY`), documented
     #: as such by :mod:`rota.web.schemas`.
     jobs: list[

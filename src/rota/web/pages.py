@@ -133,7 +133,8 @@ def job_set_page(which: views.JobSet) -> Any:
     async def page(request: Request) -> Response:
         offset = _clamped(request, "offset", 0, 10**9)
         q = request.query_params.get("q", "")[:200]
-        data = _plain(await views.job_page(client_of(request), which, offset, PER_PAGE, q))
+        start = _clamped(request, "from", 0, 10**9)
+        data = _plain(await views.job_page(client_of(request), which, offset, PER_PAGE, q, start))
         query = request.url.query
         api = f"/api/{which}" + (f"?{query}" if query else "")
         context = {

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from playwright.sync_api import Browser, Dialog, Page, expect
@@ -328,3 +329,54 @@ def test_the_refresh_pauses_while_rows_are_ticked(site: Site, tab: Tab) -> None:
     expect(_row(page, newer)).to_have_count(1, timeout=7_000)
     expect(rows).to_have_count(4)
     assert tab.errors == []
+
+
+async def _group_in_states(client: Client) -> tuple[str, dict[str, list[str]]]:
+    """A group of 40 members: the 30th to 33rd dead (one of them aborted), the 34th and
+    35th running, the 36th to 40th complete, the rest queued; their ids by state."""
+    g = await client.group([JobSpec(name="member", kwargs={"n": i}) for i in range(40)])
+    ids = [m.id for m in g.jobs]
+    states = ["queued"] * 29 + ["dead"] * 3 + ["aborted"] + ["running"] * 2 + ["complete"] * 5
+    for job_id, state in zip(ids, states, strict=True):
+        if state != "queued":
+            await client.redis.hset(client.keys.job(job_id), "state", state)
+    by: dict[str, list[str]] = {"dead": ids[29:33], "running": ids[33:35]}
+    by |= {"complete": ids[35:], "waiting": ids[:29]}
+    return g.id, by
+
+
+def test_a_groups_members_filtered_by_state(site: Site, tab: Tab) -> None:
+    group_id, by = site.call(_group_in_states, site.client)
+    page = tab.page
+    page.goto(site.url + f"/groups/{group_id}")
+    rows = page.locator("table.members tbody tr")
+    expect(rows).to_have_count(25)  # a page of all of them: no dead one among the first 25
+    filters = page.locator("#member-filter")
+    expect(filters.locator(".current")).to_have_text("all")
+    for state in ("dead", "running", "complete"):
+        with page.expect_navigation():
+            filters.get_by_role("link", name=state, exact=True).click()
+        expect(filters.locator(".current")).to_have_text(state)
+        expect(rows).to_have_count(len(by[state]))
+        assert [r.split("\t")[1] for r in rows.all_inner_texts()] == by[state]
+        expect(page.locator("#member-count")).to_have_text(
+            f"{len(by[state])} {state} of 40 members"
+        )
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SHOTS / "group-members-complete.png", full_page=True)
+    with page.expect_navigation():
+        filters.get_by_role("link", name="waiting", exact=True).click()
+    expect(rows).to_have_count(25)
+    with page.expect_navigation():
+        page.get_by_role("link", name="next →").click()
+    assert "state=waiting" in page.url
+    expect(rows).to_have_count(4)  # 29 waiting: the second page holds the last 4
+    assert [r.split("\t")[1] for r in rows.all_inner_texts()] == by["waiting"][25:]
+    api = site.call(_get_json, site.url + f"/api/groups/{group_id}?state=dead")
+    assert (api["state"], api["matching"], api["scanned"]) == ("dead", 4, 40)
+    assert tab.errors == []
+
+
+async def _get_json(url: str) -> Any:
+    async with httpx.AsyncClient() as http:
+        return (await http.get(url)).json()

@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute, Route
 
 from rota.client import JobSpec
 from rota.errors import JobNotFound, PayloadTooLarge
+from rota.inspect.members import MEMBER_STATES, member_state
 from rota.protocol import codec
 from rota.protocol.job import validate_name
 from rota.spec import epoch_seconds
@@ -219,13 +220,22 @@ async def audit(request: Request) -> Response:
     return JSONResponse({"total": total, "offset": offset, "entries": entries})
 
 
-@documented("group", b.Group, 400, 404, parameters=_PAGING)
+_MEMBERS = query(
+    "state", {"enum": ["all", *MEMBER_STATES]}, "keep the members in this state (default all)"
+)
+
+
+@documented("group", b.Group, 400, 404, parameters=(*_PAGING, _MEMBERS))
 async def group(request: Request) -> Response:
-    """A group's progress, its callback, and a page of its members."""
+    """A group's progress, its callback, and a page of its members (those in a state)."""
     group_id = request.path_params["group_id"]
     offset = int_param(request, "offset", 0, 0, 10**9)
     limit = int_param(request, "limit", 100, 1, 1000)
-    data = await views.group_detail(client_of(request), group_id, offset, limit)
+    text = request.query_params.get("state", "all")
+    state = member_state(text)
+    if state is None and text != "all":
+        raise ApiError(400, f"state: one of all, {', '.join(MEMBER_STATES)}")
+    data = await views.group_detail(client_of(request), group_id, offset, limit, state)
     if data is None:
         raise ApiError(404, f"no group {group_id!r} (never enqueued, or expired)")
     return JSONResponse(data)

@@ -21,6 +21,7 @@ from typing import Annotated, Any, ClassVar, Final, Literal
 import msgspec
 from msgspec import Meta
 
+from rota.inspect.members import MemberState
 from rota.protocol.job import JobSet
 from rota.protocol.snapshot import PoolIdentity
 from rota.spec import Enqueued
@@ -323,6 +324,14 @@ class Group(GroupProgress, frozen=True):
         list[Related],
         Meta(description="members that ended dead or aborted, wherever they are (at most 100)"),
     ] = msgspec.field(default_factory=list)
+    state: Annotated[
+        MemberState | None, Meta(description="the members' state the page keeps (none: all)")
+    ] = None
+    matching: Annotated[int | None, Meta(description="members in that state")] = None
+    scanned: Annotated[
+        int | None,
+        Meta(description="members read to find them: fewer than total when it stopped"),
+    ] = None
 
 
 class Edge(msgspec.Struct, kw_only=True):

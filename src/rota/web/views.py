@@ -264,11 +264,16 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
 
 
 async def group_detail(
-    client: Client, group_id: str, offset: int = 0, limit: int = 25
+    client: Client,
+    group_id: str,
+    offset: int = 0,
+    limit: int = 25,
+    state: inspect.MemberState | None = None,
 ) -> b.Group | None:
-    """A group's progress, its callback, and a page of its members (see
-    :func:`rota.inspect.group_view`); None when there is no such group."""
-    view = await inspect.group_view(client, group_id, offset, limit)
+    """A group's progress, its callback, and a page of its members, those in ``state``
+    only when given (see :func:`rota.inspect.group_view`); None when there is no such
+    group."""
+    view = await inspect.group_view(client, group_id, offset, limit, state)
     if view is None:
         return None
     return b.mirror(
@@ -279,6 +284,9 @@ async def group_detail(
         limit=limit,
         members=view.members,
         failed_members=view.failed_members,
+        state=view.state,
+        matching=view.matching,
+        scanned=view.scanned,
     )
 
 

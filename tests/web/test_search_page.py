@@ -11,6 +11,7 @@ import pytest
 
 from rota import Client, JobSpec
 from rota.web import views
+from tests.web.test_pages import FORM
 
 
 @pytest.fixture
@@ -57,3 +58,20 @@ async def test_the_web_page_says_where_a_search_stopped_and_links_on(
     assert "1 matching “needle” among jobs" in page.text and "m05000" in page.text
     api = (await http.get("/api/scheduled?q=needle&from=5000")).json()
     assert (api["total"], api["start"], api["searched"], api["size"]) == (1, 5000, 5001, 5001)
+
+
+async def test_a_bulk_button_under_a_stopped_search_acts_on_what_it_read(
+    client: Client, many: None, http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(views, "SEARCH_BUDGET", 0)
+    page = await http.get("/scheduled?q=m0", headers={"accept": "text/html"})
+    summary = re.sub(r"(?<=\d)\W(?=\d{3})", "", page.text)  # no thousands separators
+    shown = re.search(r"(\d+) matching “m0” among jobs 1–(\d+) of 5001", summary)
+    assert shown is not None and shown[1] == shown[2]
+    read = int(shown[2])
+    form = page.text[page.text.index('action="/scheduled/delete-all"') :].split("</form>")[0]
+    fields = dict(re.findall(r'name="(\w+)" value="([^"]*)"', form))
+    assert (fields["q"], fields["from"], fields["to"]) == ("m0", "0", str(read))
+    done = await http.post("/scheduled/delete-all", data=fields, headers=FORM)
+    assert done.status_code == 303 and f"n={read}" in done.headers["location"]
+    assert (await client.page("scheduled")).total == 5001 - read  # the rest untouched

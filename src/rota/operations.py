@@ -33,9 +33,9 @@ from rota.scripted import Scripted
 from rota.status import Bucket, Found, History, LivePool, Page, QueueInfo, RunningJob
 
 #: A search reads at most this many jobs of a set by default (the dead set keeps 10,000
-#: by default), in pages of :data:`_SEARCH_CHUNK`.
+#: by default), the names of :data:`_SEARCH_CHUNK` a round trip.
 SEARCH_LIMIT: Final = 50_000
-_SEARCH_CHUNK: Final = 500
+_SEARCH_CHUNK: Final = 2_000
 
 __all__ = [
     "SEARCH_LIMIT",
@@ -136,14 +136,13 @@ class Operations(Scripted):
         """How many job names there are, and the figures of a page of them: the names
         with queued or running jobs first (most first), then the others by name. Two
         reads of every name's counts, one full read of the page's: a page stays cheap
-        with thousands of names."""
+        with thousands of names: those two go through :attr:`conn` (the bare connection
+        when there is one), where redis-py's pipeline costs ~20 µs a command (5,000 names
+        took 200 ms)."""
         names = await self.names()
         k = self.keys
-        pipe = self.redis.pipeline(transaction=False)
-        for name in names:
-            pipe.llen(k.queue(name))
-            pipe.zcard(k.running(name))
-        counts = await pipe.execute() if names else []
+        reads = [(c, key(n)) for n in names for c, key in (("LLEN", k.queue), ("ZCARD", k.running))]
+        counts = [c if isinstance(c, int) else 0 for c in await self.conn.execute_many(reads)]
         busy = {n: counts[2 * i] + counts[2 * i + 1] for i, n in enumerate(names)}
         ordered = sorted(names, key=lambda n: (-busy[n], n))
         return len(names), await self.queues(ordered[offset : offset + count])
@@ -223,21 +222,39 @@ class Operations(Scripted):
         count: int = 50,
         *,
         scan: int = SEARCH_LIMIT,
+        start: int = 0,
+        budget: float | None = None,
     ) -> Found:
         """A page of the jobs of a set whose id or name contains ``text`` (any case),
-        reading at most ``scan`` jobs of the set in its order: :attr:`Found.searched`
-        says how far it read, so a search that stopped says so rather than "none"."""
-        needle = text.strip().lower()
-        found: list[JobRecord] = []
-        searched = size = 0
+        reading the set in its order from position ``start``, at most ``scan`` jobs and,
+        with a ``budget``, for about that many seconds: :attr:`Found.searched` says how
+        far it read, so a search that stopped says so rather than "none", and a later
+        one goes on from there. Only each job's name is read (an id that matches needs
+        no read), in round trips of :data:`_SEARCH_CHUNK`; the page's records last."""
+        needle, z = text.strip().lower(), self._set_key(which)
+        deadline = None if budget is None else time.monotonic() + budget
+        matched: list[str] = []
+        searched = start = max(0, start)
         while True:
-            chunk = await self.page(which, searched, min(_SEARCH_CHUNK, scan - searched))
-            size = chunk.total
-            found += [j for j in chunk.jobs if needle in j.id.lower() or needle in j.name.lower()]
-            searched = min(searched + _SEARCH_CHUNK, size, scan)
-            if searched >= size or searched >= scan or not chunk.jobs:
+            take = min(_SEARCH_CHUNK, start + scan - searched)
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.zcard(z)
+            reverse = which == "dead"  # newest first, as its pages
+            pipe.zrange(z, searched, searched + take - 1, desc=reverse)
+            size, raw = await pipe.execute()
+            ids = [reply_text(i) for i in raw]
+            names = await self.conn.execute_many([("HGET", self.keys.job(i), "name") for i in ids])
+            for job_id, name in zip(ids, names, strict=True):
+                if isinstance(name, bytes | str) and (
+                    needle in job_id.lower() or needle in reply_text(name).lower()
+                ):
+                    matched.append(job_id)
+            searched += len(ids)
+            late = deadline is not None and time.monotonic() >= deadline
+            if not ids or searched >= size or searched - start >= scan or late:
                 break
-        return Found(len(found), offset, found[offset : offset + count], searched, size)
+        jobs = await self._records(matched[offset : offset + count])
+        return Found(len(matched), offset, jobs, min(searched, size), size, start)
 
     async def in_set(self, which: JobSet, ids: Sequence[str]) -> list[str]:
         """Those of ``ids`` the scheduled, retry, dead or waiting set holds now, in one

@@ -9,6 +9,7 @@ from redis.asyncio import Redis
 
 from rota.protocol.calls import Scope
 from rota.protocol.keys import Keys
+from rota.redis.conn import Conn
 
 __all__ = ["Scripted"]
 
@@ -18,5 +19,7 @@ class Scripted:
     :class:`rota.operations.Operations`); the client provides the attributes."""
 
     redis: Redis
+    #: The bare connection when there is one (cheap for thousands of commands at once).
+    conn: Conn
     keys: Keys
     scope: Scope

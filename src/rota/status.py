@@ -81,18 +81,20 @@ class Page(msgspec.Struct, frozen=True):
 
 class Found(msgspec.Struct, frozen=True):
     """A page of the jobs of a set whose id or name contains a text: ``total`` of them
-    among the ``searched`` first jobs of the set (in the order of :class:`Page`), which
-    holds ``size``; the search covered the whole set when ``searched == size``."""
+    among the jobs of the set from position ``start`` up to ``searched`` (in the order
+    of :class:`Page`), which holds ``size``; the search covered the whole set when it
+    started at 0 and ``searched == size``, and goes on from ``searched`` otherwise."""
 
     total: int
     offset: int
     jobs: list[JobRecord]
     searched: int
     size: int
+    start: int = 0
 
     @property
     def complete(self) -> bool:
-        return self.searched >= self.size
+        return self.start == 0 and self.searched >= self.size
 
 
 class Bucket(msgspec.Struct, frozen=True):

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from playwright.sync_api import Browser, Dialog, Page, expect
@@ -188,17 +189,12 @@ def test_retry_and_delete_the_ticked_jobs_under_a_search(site: Site, tab: Tab) -
     states = [site.state(i) for i in parcels + others]
     assert states == ["queued", None, "queued", None, "dead", "dead"]
 
-    # a tick survives the page's refresh in place
+    # the page's refresh comes in place, without a reload
     page.goto(site.url + "/dead")
-    _tick(page, others[1])
-    page.locator("h1").click()  # away from the box: a focused control holds the refresh
     page.evaluate("window.stillHere = true")
     (late,) = site.call(_dead, site.client, "late", 1)
     expect(_row(page, late)).to_have_count(1, timeout=20_000)
     assert page.evaluate("window.stillHere") is True
-    expect(_row(page, others[1]).get_by_role("checkbox")).to_be_checked()
-    expect(_row(page, others[0]).get_by_role("checkbox")).not_to_be_checked()
-    expect(page.locator("#selected-count")).to_have_text("1 selected")
 
     # the audit log says which jobs each action took
     page.goto(site.url + "/audit")
@@ -279,13 +275,11 @@ async def _dead_now(client: Client, name: str) -> str:
 
 
 def test_rows_stay_under_a_resting_pointer(site: Site, tab: Tab) -> None:
-    ids = site.call(_dead, site.client, "still", 5)
+    site.call(_dead, site.client, "still", 5)
     page = tab.page
     page.goto(site.url + "/dead?q=still")
     rows = page.locator("table.jobs tbody tr")
     expect(rows).to_have_count(5)
-    _tick(page, ids[1])
-    page.locator("h1").click()  # a focused box holds the refresh on its own: not that
     target = rows.nth(2)
     target.hover()
     under = target.inner_text()
@@ -301,11 +295,88 @@ def test_rows_stay_under_a_resting_pointer(site: Site, tab: Tab) -> None:
     )
     assert mark == "yes"  # the very element, where it was
     assert rows.nth(2).inner_text() == under
-    expect(_row(page, ids[1]).get_by_role("checkbox")).to_be_checked()
     expect(page.locator("#refresh-status")).to_contain_text("held")
 
     page.locator("h1").hover()  # the pointer leaves the table: the refresh comes at once
     expect(_row(page, newer)).to_have_count(1, timeout=3_000)
     expect(rows).to_have_count(6)
-    expect(_row(page, ids[1]).get_by_role("checkbox")).to_be_checked()
     assert tab.errors == []
+
+
+def test_the_refresh_pauses_while_rows_are_ticked(site: Site, tab: Tab) -> None:
+    ids = site.call(_dead, site.client, "ticked", 3)
+    page = tab.page
+    page.goto(site.url + "/dead?q=ticked")
+    rows = page.locator("table.jobs tbody tr")
+    expect(rows).to_have_count(3)
+    _tick(page, ids[0])
+    page.locator("h1").hover()  # the pointer is off the table, and focus off the box
+    page.locator("h1").click()
+    newer = site.call(_dead_now, site.client, "ticked")
+    status = page.locator("#refresh-status")
+    expect(status).to_have_text("paused while rows are ticked", timeout=7_000)
+    expect(status).to_have_class("paused")
+    page.wait_for_timeout(6_000)  # past another refresh: still nothing moved
+    expect(_row(page, newer)).to_have_count(0)
+    expect(rows).to_have_count(3)
+    expect(_row(page, ids[0]).get_by_role("checkbox")).to_be_checked()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SHOTS / "dead-paused-while-ticked.png", full_page=True)
+
+    _row(page, ids[0]).get_by_role("checkbox").uncheck()  # the last box: it goes on
+    page.locator("h1").click()
+    expect(status).not_to_have_class("paused")
+    expect(_row(page, newer)).to_have_count(1, timeout=7_000)
+    expect(rows).to_have_count(4)
+    assert tab.errors == []
+
+
+async def _group_in_states(client: Client) -> tuple[str, dict[str, list[str]]]:
+    """A group of 40 members: the 30th to 33rd dead (one of them aborted), the 34th and
+    35th running, the 36th to 40th complete, the rest queued; their ids by state."""
+    g = await client.group([JobSpec(name="member", kwargs={"n": i}) for i in range(40)])
+    ids = [m.id for m in g.jobs]
+    states = ["queued"] * 29 + ["dead"] * 3 + ["aborted"] + ["running"] * 2 + ["complete"] * 5
+    for job_id, state in zip(ids, states, strict=True):
+        if state != "queued":
+            await client.redis.hset(client.keys.job(job_id), "state", state)
+    by: dict[str, list[str]] = {"dead": ids[29:33], "running": ids[33:35]}
+    by |= {"complete": ids[35:], "waiting": ids[:29]}
+    return g.id, by
+
+
+def test_a_groups_members_filtered_by_state(site: Site, tab: Tab) -> None:
+    group_id, by = site.call(_group_in_states, site.client)
+    page = tab.page
+    page.goto(site.url + f"/groups/{group_id}")
+    rows = page.locator("table.members tbody tr")
+    expect(rows).to_have_count(25)  # a page of all of them: no dead one among the first 25
+    filters = page.locator("#member-filter")
+    expect(filters.locator(".current")).to_have_text("all")
+    for state in ("dead", "running", "complete"):
+        with page.expect_navigation():
+            filters.get_by_role("link", name=state, exact=True).click()
+        expect(filters.locator(".current")).to_have_text(state)
+        expect(rows).to_have_count(len(by[state]))
+        assert [r.split("\t")[1] for r in rows.all_inner_texts()] == by[state]
+        expect(page.locator("#member-count")).to_have_text(
+            f"{len(by[state])} {state} of 40 members"
+        )
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SHOTS / "group-members-complete.png", full_page=True)
+    with page.expect_navigation():
+        filters.get_by_role("link", name="waiting", exact=True).click()
+    expect(rows).to_have_count(25)
+    with page.expect_navigation():
+        page.get_by_role("link", name="next →").click()
+    assert "state=waiting" in page.url
+    expect(rows).to_have_count(4)  # 29 waiting: the second page holds the last 4
+    assert [r.split("\t")[1] for r in rows.all_inner_texts()] == by["waiting"][25:]
+    api = site.call(_get_json, site.url + f"/api/groups/{group_id}?state=dead")
+    assert (api["state"], api["matching"], api["scanned"]) == ("dead", 4, 40)
+    assert tab.errors == []
+
+
+async def _get_json(url: str) -> Any:
+    async with httpx.AsyncClient() as http:
+        return (await http.get(url)).json()

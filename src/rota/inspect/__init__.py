@@ -18,6 +18,7 @@ import msgspec
 import redis.exceptions
 from msgspec import Meta
 
+from rota.inspect.members import MEMBER_STATES, MemberState, members_in_state
 from rota.protocol.job import (
     JobRecord,
     field_int,
@@ -43,11 +44,13 @@ __all__ = [
     "CHILDREN_LIMIT",
     "FINAL_STATES",
     "FLOW_LIMIT",
+    "MEMBER_STATES",
     "MISSING",
     "Edge",
     "FlowView",
     "GroupView",
     "JobView",
+    "MemberState",
     "QueueView",
     "QueuedJob",
     "RedisFigures",
@@ -118,6 +121,11 @@ class GroupView(msgspec.Struct, kw_only=True):
     limit: int
     members: list[Related]
     failed_members: list[Related]
+    #: The members' state the page keeps (None: all), how many members are in it, and
+    #: how many were read to count them (fewer than the group's: the count stopped).
+    state: MemberState | None = None
+    matching: int | None = None
+    scanned: int | None = None
 
 
 class Edge(msgspec.Struct, frozen=True):
@@ -247,11 +255,17 @@ def _enqueued(row: Any) -> int:
 
 @guarded
 async def group_view(
-    client: Client, group_id: str, offset: int = 0, limit: int = 25
+    client: Client,
+    group_id: str,
+    offset: int = 0,
+    limit: int = 25,
+    state: MemberState | None = None,
 ) -> GroupView | None:
-    """A group's progress, its callback, and a page of its members, in two round trips
-    (and the reads of its failed members when some failed); None when there is no such
-    group (never enqueued, or expired 7 days after its last member finished)."""
+    """A group's progress, its callback, and a page of its members (those in ``state``
+    only, see :func:`.members.members_in_state`), in two round trips (and the reads of
+    its failed members when some failed, of all its members for a state); None when
+    there is no such group (never enqueued, or expired 7 days after its last member
+    finished)."""
     k = client.keys
     pipe = client.redis.pipeline(transaction=False)
     pipe.hmget(k.group(group_id), *GroupProgress.FIELDS)
@@ -261,6 +275,10 @@ async def group_view(
     if progress is None:
         return None
     ids = [reply_text(m) for m in pipelined(members) or ()]
+    matching = scanned = None
+    if state is not None:
+        kept, matching, scanned = await members_in_state(client, group_id, state, offset, limit)
+        ids = [r.id for r in kept]
     found = await client.related(ids + ([progress.then] if progress.then else []))
     return GroupView(
         progress=progress,
@@ -269,6 +287,9 @@ async def group_view(
         limit=limit,
         members=found[: len(ids)],
         failed_members=await _failed_members(client, group_id) if progress.failed else [],
+        state=state,
+        matching=matching,
+        scanned=scanned,
     )
 
 

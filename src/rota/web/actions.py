@@ -107,18 +107,31 @@ async def _act(
 def set_all_action(which: views.JobSet, action: str) -> Any:
     """Retry or delete every job of a set, or, when the form carries the page's search
     (``q``), only the jobs that match it: a bulk button under a search acts on what the
-    operator sees listed, never on the whole set."""
+    operator sees listed, never on the whole set; under a search that stopped, on the
+    matching jobs of the part of the set it read (``from``, ``to``)."""
 
     async def act(request: Request) -> Response:
-        q = (await request.form()).get("q")
+        form = await request.form()
+        q, start, end = form.get("q"), _position(form.get("from")), _position(form.get("to"))
         ids: list[str] | None = None
         if isinstance(q, str) and q.strip():
-            found = await client_of(request).search(which, q, 0, SEARCH_LIMIT)
+            scan = SEARCH_LIMIT if end is None else max(0, end - (start or 0))
+            found = await client_of(request).search(
+                which, q, 0, SEARCH_LIMIT, start=start or 0, scan=scan
+            )
             ids = [j.id for j in found.jobs]
         return await _act(request, which, action, ids)
 
     act.__name__ = f"{which}_{action}_all"
     return act
+
+
+def _position(field: object) -> int | None:
+    """A position in a set from a form field; None when absent or not one."""
+    try:
+        return max(0, int(field)) if isinstance(field, str) and field else None
+    except ValueError:
+        return None
 
 
 def set_selected_action(which: views.JobSet, action: str) -> Any:

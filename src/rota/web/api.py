@@ -22,6 +22,7 @@ from starlette.routing import BaseRoute, Route
 from rota.client import JobSpec
 from rota.errors import JobNotFound, PayloadTooLarge
 from rota.inspect.figures import MINUTES
+from rota.inspect.members import MEMBER_STATES, member_state
 from rota.protocol import codec
 from rota.protocol.job import validate_name
 from rota.spec import epoch_seconds
@@ -174,12 +175,15 @@ def job_set(which: views.JobSet) -> Any:
         q = request.query_params.get("q", "")
         if len(q) > 200:
             raise ApiError(400, "q: at most 200 characters")
-        return JSONResponse(await views.job_page(client_of(request), which, offset, limit, q))
+        start = int_param(request, "from", 0, 0, 10**9)
+        page = await views.job_page(client_of(request), which, offset, limit, q, start)
+        return JSONResponse(page)
 
     read.__name__ = f"api_{which}"
     read.__doc__ = f"A page of the {which} jobs, searchable by id and name."
     q = query("q", {**STR, "maxLength": 200}, "part of a job id or name")
-    return documented(f"list_{which}", b.JobPage, 400, parameters=(*_PAGE_25, q))(read)
+    start = query("from", {**INT, "minimum": 0}, "where in the set a search begins (default 0)")
+    return documented(f"list_{which}", b.JobPage, 400, parameters=(*_PAGE_25, q, start))(read)
 
 
 @documented("job", "Job", 404)
@@ -216,13 +220,22 @@ async def audit(request: Request) -> Response:
     return JSONResponse({"total": total, "offset": offset, "entries": entries})
 
 
-@documented("group", b.Group, 400, 404, parameters=_PAGING)
+_MEMBERS = query(
+    "state", {"enum": ["all", *MEMBER_STATES]}, "keep the members in this state (default all)"
+)
+
+
+@documented("group", b.Group, 400, 404, parameters=(*_PAGING, _MEMBERS))
 async def group(request: Request) -> Response:
-    """A group's progress, its callback, and a page of its members."""
+    """A group's progress, its callback, and a page of its members (those in a state)."""
     group_id = request.path_params["group_id"]
     offset = int_param(request, "offset", 0, 0, 10**9)
     limit = int_param(request, "limit", 100, 1, 1000)
-    data = await views.group_detail(client_of(request), group_id, offset, limit)
+    text = request.query_params.get("state", "all")
+    state = member_state(text)
+    if state is None and text != "all":
+        raise ApiError(400, f"state: one of all, {', '.join(MEMBER_STATES)}")
+    data = await views.group_detail(client_of(request), group_id, offset, limit, state)
     if data is None:
         raise ApiError(404, f"no group {group_id!r} (never enqueued, or expired)")
     return JSONResponse(data)

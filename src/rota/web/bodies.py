@@ -23,6 +23,7 @@ from msgspec import Meta
 
 from rota import inspect
 from rota.inspect import Edge, FlowView, ServerInfo
+from rota.inspect.members import MemberState
 from rota.protocol.job import JobSet
 from rota.protocol.snapshot import PoolIdentity
 from rota.spec import Enqueued
@@ -242,6 +243,10 @@ class JobPage(msgspec.Struct, kw_only=True):
         int | None,
         Meta(description="jobs in the set when searched: a search read them all when equal"),
     ] = None
+    start: Annotated[
+        int,
+        Meta(description="where in the set a search began (from): it read start to searched"),
+    ] = 0
     #: Each a projection of a job record (:data:`SUMMARY`), documented
     #: as such by :mod:`rota.web.schemas`.
     jobs: list[
@@ -314,6 +319,14 @@ class Group(GroupProgress, frozen=True):
         list[Related],
         Meta(description="members that ended dead or aborted, wherever they are (at most 100)"),
     ] = msgspec.field(default_factory=list)
+    state: Annotated[
+        MemberState | None, Meta(description="the members' state the page keeps (none: all)")
+    ] = None
+    matching: Annotated[int | None, Meta(description="members in that state")] = None
+    scanned: Annotated[
+        int | None,
+        Meta(description="members read to find them: fewer than total when it stopped"),
+    ] = None
 
 
 class Flow(FlowView, kw_only=True):

@@ -18,6 +18,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from rota.inspect import FINAL_STATES, MISSING
+from rota.inspect.members import MEMBER_STATES, member_state
 from rota.protocol.job import validate_name
 from rota.web import views
 from rota.web.base import NS_COOKIE, client_of, local_path, render, state_of
@@ -134,7 +135,8 @@ def job_set_page(which: views.JobSet) -> Any:
     async def page(request: Request) -> Response:
         offset = _clamped(request, "offset", 0, 10**9)
         q = request.query_params.get("q", "")[:200]
-        data = _plain(await views.job_page(client_of(request), which, offset, PER_PAGE, q))
+        start = _clamped(request, "from", 0, 10**9)
+        data = _plain(await views.job_page(client_of(request), which, offset, PER_PAGE, q, start))
         query = request.url.query
         api = f"/api/{which}" + (f"?{query}" if query else "")
         context = {
@@ -230,7 +232,8 @@ def group_state(data: dict[str, Any]) -> str:
 async def group(request: Request) -> Response:
     group_id = request.path_params["group_id"]
     offset = _clamped(request, "offset", 0, 10**9)
-    found = await views.group_detail(client_of(request), group_id, offset, PER_PAGE)
+    kept = member_state(request.query_params.get("state"))  # None: all
+    found = await views.group_detail(client_of(request), group_id, offset, PER_PAGE, kept)
     if found is None:
         raise HTTPException(404, f"no group {group_id} (never enqueued, or expired)")
     data = _plain(found)
@@ -240,16 +243,19 @@ async def group(request: Request) -> Response:
         nodes.append(data["then"])
         edges = [{"from": m["id"], "to": data["then"]["id"], "kind": "group"} for m in nodes[:-1]]
     total = max(1, data["total"])
+    listed = data["total"] if kept is None else data["matching"]
     done = round(1000 * data["done"] / total, 1)
     context = {
         "data": data,
         "g": layout(nodes, edges),
         "bar": {"done": done, "failed": round(1000 * data["failed"] / total, 1)},
         "state": group_state(data),
-        "api": f"/api/groups/{group_id}" + (f"?offset={offset}" if offset else ""),
+        "api": f"/api/groups/{group_id}" + (f"?{request.url.query}" if request.url.query else ""),
         "refresh": 0 if data["finished"] and _settled(nodes) else REFRESH,
+        "filters": ["all", *MEMBER_STATES],
+        "shown": kept or "all",
         "prev_offset": max(0, offset - PER_PAGE) if offset > 0 else None,
-        "next_offset": offset + PER_PAGE if offset + PER_PAGE < data["total"] else None,
+        "next_offset": offset + PER_PAGE if offset + PER_PAGE < listed else None,
     }
     return render(request, "group.html", context)
 

@@ -219,16 +219,22 @@ def _summary(job: JobRecord) -> dict[str, Any]:
     return {f: times[f] if f in times else getattr(job, f) for f in b.SUMMARY}
 
 
+#: How long a search of a page reads the set before it stops and says where: the page
+#: stays under 300 ms on a set of 100,000 (the next search goes on from there).
+SEARCH_BUDGET: Final = 0.15
+
+
 async def job_page(
-    client: Client, which: JobSet, offset: int = 0, limit: int = 25, q: str = ""
+    client: Client, which: JobSet, offset: int = 0, limit: int = 25, q: str = "", start: int = 0
 ) -> b.JobPage:
-    """A page of a job set; ``q`` keeps the jobs whose id or name contains it."""
+    """A page of a job set; ``q`` keeps the jobs whose id or name contains it, searched
+    from position ``start`` of the set for at most :data:`SEARCH_BUDGET`."""
     searched = size = None
     if not q.strip():
         page = await client.page(which, offset, limit)
-        total, jobs = page.total, page.jobs
+        total, jobs, start = page.total, page.jobs, 0
     else:
-        found = await client.search(which, q, offset, limit)
+        found = await client.search(which, q, offset, limit, start=start, budget=SEARCH_BUDGET)
         total, jobs, searched, size = found.total, found.jobs, found.searched, found.size
     return b.JobPage(
         set=which,
@@ -238,6 +244,7 @@ async def job_page(
         limit=limit,
         searched=searched,
         size=size,
+        start=start,
         jobs=[_summary(j) for j in jobs],
     )
 
@@ -284,11 +291,16 @@ async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:
 
 
 async def group_detail(
-    client: Client, group_id: str, offset: int = 0, limit: int = 25
+    client: Client,
+    group_id: str,
+    offset: int = 0,
+    limit: int = 25,
+    state: inspect.MemberState | None = None,
 ) -> b.Group | None:
-    """A group's progress, its callback, and a page of its members (see
-    :func:`rota.inspect.group_view`); None when there is no such group."""
-    view = await inspect.group_view(client, group_id, offset, limit)
+    """A group's progress, its callback, and a page of its members, those in ``state``
+    only when given (see :func:`rota.inspect.group_view`); None when there is no such
+    group."""
+    view = await inspect.group_view(client, group_id, offset, limit, state)
     if view is None:
         return None
     return b.mirror(
@@ -299,6 +311,9 @@ async def group_detail(
         limit=limit,
         members=view.members,
         failed_members=view.failed_members,
+        state=view.state,
+        matching=view.matching,
+        scanned=view.scanned,
     )
 
 

@@ -90,8 +90,28 @@
     refresh();
   });
 
+  // Rows are ticked for "retry selected" / "delete selected": the refresh waits until
+  // none is (a refresh could drop a ticked row that left the list, or move the others
+  // under the next click), and says so; it comes as soon as the last box is unticked.
+  var paused = false;
+  function ticked() {
+    return document.querySelector('[data-live] input[type="checkbox"][name]:checked') !== null;
+  }
+
+  function pause(on) {
+    paused = on;
+    if (status) status.classList.toggle("paused", on);
+    if (on) say("paused while rows are ticked");
+  }
+
   function refresh() {
-    if (busy || document.hidden || interacting()) return;
+    if (busy || document.hidden) return;
+    if (every > 0 && ticked()) {
+      pause(true);
+      return;
+    }
+    if (paused) pause(false);
+    if (interacting()) return;
     if (pointed()) {
       held = true;
       say("held while the pointer is on the table");
@@ -155,6 +175,13 @@
       if (target) ticks(target).forEach(function (b) { b.checked = el.checked; });
     }
     if (form || (el.name === "id" && el.getAttribute("form"))) countTicks();
+    if (el.type === "checkbox" && every > 0) {
+      if (ticked()) pause(true);
+      else if (paused) {
+        pause(false);
+        refresh();
+      }
+    }
   });
   countTicks();
 

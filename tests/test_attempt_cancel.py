@@ -20,7 +20,9 @@ from tests.helpers import pool_settings, wait_until
 async def test_a_swallowed_cancellation_does_not_reach_the_next_attempt(
     client: Client, redis_url: str, namespace: str
 ) -> None:
-    pool = WorkerPool(settings=pool_settings(redis_url, namespace, concurrency=1, prefetch=0))
+    pool = WorkerPool(
+        settings=pool_settings(redis_url, namespace, concurrency=1, prefetch=0, keep_result=60)
+    )
     seen: list[int] = []
 
     @pool.job(timeout=0.05)

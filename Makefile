@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 # side by side; on 2 cores, 4 processes keep both busy while others wait on Redis.
 PYTEST_WORKERS ?= 4
 
-.PHONY: venv redis chromium lint check test test-matrix test-topology demo web-shots fmt clean
+.PHONY: venv redis chromium lint check test test-matrix test-shards test-topology demo web-shots fmt clean
 
 venv: $(VENV)/.stamp
 
@@ -53,6 +53,15 @@ test: venv redis chromium
 	$(MAKE) lint
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 	$(MAKE) test-matrix MATRIX_TESTS="$(MATRIX_SHORT)"
+	$(MAKE) test-shards
+
+# The short form of the suite again with every namespace over four shards on one
+# server (tests marked one_shard read one shard's keys, and are skipped there).
+SHARD_TESTS ?= tests/test_queues.py tests/test_workflows.py tests/test_failures.py \
+	tests/test_schedule.py tests/test_limits.py tests/test_outage.py
+
+test-shards: venv redis
+	ROTA_TEST_SHARDS=4 $(BIN)/pytest -q -n $(PYTEST_WORKERS) $(SHARD_TESTS)
 
 # -- server matrix ----------------------------------------------------------------------
 # The acceptance tests on the other servers rota supports: Redis 6.2 (the redis-server of

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -74,9 +75,22 @@ def full_redis_server() -> Iterator[RedisServer]:
         server.close()
 
 
+#: How many shards the tests' namespaces span (``ROTA_TEST_SHARDS``; ``make test`` runs a
+#: short selection again with 4): the client fixture and ``pool_settings`` use it.
+SHARDS = int(os.environ.get("ROTA_TEST_SHARDS", "1"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if SHARDS > 1:
+        skip = pytest.mark.skip(reason=f"reads one shard's keys (ROTA_TEST_SHARDS={SHARDS})")
+        for item in items:
+            if item.get_closest_marker("one_shard"):
+                item.add_marker(skip)
+
+
 @pytest.fixture
 async def client(redis_url: str, namespace: str) -> AsyncIterator[Client]:
-    c = Client.from_url(redis_url, namespace)
+    c = Client.from_url(redis_url, namespace, shards=SHARDS)
     try:
         yield c
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -23,6 +24,7 @@ def pool_settings(redis_url: str, namespace: str, **changes: Any) -> Settings:
         "concurrency": 10,
         "keep_result": 0,
         "grace": 2.0,
+        "shards": int(os.environ.get("ROTA_TEST_SHARDS", "1")),
     }
     values.update(changes)
     values.setdefault("keep_none", values["keep_result"])  # jobs that return None alike

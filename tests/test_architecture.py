@@ -42,6 +42,7 @@ LAYERS: dict[str, int] = {
     "rota.spec": 2,
     "rota.operations": 2,
     "rota.reads": 2,
+    "rota.sharding": 2,
     "rota.scripted": 2,
     "rota.status": 2,
     "rota.workflow": 2,

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import anyio
+import pytest
 import redis
 
 from rota import Client, JobContext, WorkerPool
 from tests.helpers import pool_settings, wait_until
 
 
+@pytest.mark.one_shard  # a limit of 2, below 4 shards
 async def test_max_concurrency_across_two_pools(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:

@@ -43,6 +43,7 @@ async def test_paused_names_are_not_fetched_until_resumed(
     assert (q.size, q.paused) == (0, False)
 
 
+@pytest.mark.one_shard
 async def test_unique_key_returns_the_holder_until_it_finishes(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:
@@ -225,6 +226,7 @@ async def test_enqueue_many_applies_each_jobs_options(client: Client) -> None:
     assert sizes == {"a": 1, "b": 0, "c": 1}
 
 
+@pytest.mark.one_shard
 async def test_enqueue_many_queues_each_name_in_the_order_given(
     client: Client, redis_sync: redis.Redis
 ) -> None:
@@ -242,6 +244,7 @@ async def test_enqueue_many_queues_each_name_in_the_order_given(
     assert redis_sync.llen(client.keys.wake("b")) == 1  # one token per name and batch
 
 
+@pytest.mark.one_shard
 async def test_enqueue_many_refuses_a_queue_key_that_is_not_a_list(
     client: Client, redis_sync: redis.Redis
 ) -> None:

@@ -79,6 +79,7 @@ async def _all(client: Client, ids: list[str], state: str) -> bool:
     return await states(client, *ids) == [state] * len(ids)
 
 
+@pytest.mark.one_shard
 async def test_a_dead_parent_fails_exactly_its_descendants(
     client: Client, redis_url: str, namespace: str
 ) -> None:
@@ -130,6 +131,7 @@ async def test_a_chain_of_100_runs_in_order(client: Client, redis_url: str, name
     assert seen["parents"]["s99"] == {jobs[98].id: "S98"}
 
 
+@pytest.mark.one_shard
 async def test_a_group_calls_back_once_with_every_result(
     client: Client, redis_url: str, namespace: str
 ) -> None:

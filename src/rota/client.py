@@ -6,6 +6,7 @@ the worker package.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -20,23 +21,23 @@ from redis.asyncio import Redis
 from rota import tracing
 from rota.config import Settings
 from rota.errors import JobNotFound, NotReplicated, RedisUnavailable
-from rota.operations import Bucket, History, Operations, Page, QueueInfo, RunningJob
+from rota.operations import Bucket, History, Page, QueueInfo, RunningJob
 from rota.protocol import calls
 from rota.protocol.calls import Scope
 from rota.protocol.job import JobSet, now_ms, validate_name
 from rota.protocol.keys import Keys
 from rota.protocol.rows import EnqueueRow
 from rota.protocol.scripts import ScriptMode
-from rota.reads import Reads
+from rota.protocol.shards import place, shard_of_row, shard_tag
 from rota.redis.access import connect_to
 from rota.redis.conn import Conn, RedisPyConn
 from rota.redis.connection import connect
 from rota.redis.link import Link
 from rota.redis.outage import MEANING, Condition, backoff, condition, guarded, refused
 from rota.redis.sentinel import follow_primary
-from rota.redis.topology import wait_replicas
+from rota.redis.topology import CLUSTER, wait_replicas
+from rota.sharding import Sharded, gather
 from rota.spec import Enqueued, JobSpec, delay_seconds, to_row
-from rota.workflow import Workflows
 
 T = TypeVar("T")
 
@@ -60,7 +61,7 @@ __all__ = [
 _DEFAULT_MAX_ARGS = 512 * 1024
 
 
-class Client(Reads, Operations, Workflows):
+class Client(Sharded):
     """Enqueue and inspect jobs of one namespace.
 
     >>> client = Client.from_url("redis://localhost:6379/0")
@@ -78,11 +79,14 @@ class Client(Reads, Operations, Workflows):
         durable: int = 0,
         durable_timeout: float = 2.0,
         ride_through: float = 10.0,
+        shards: int = 1,
+        shard_redis: Sequence[Redis] = (),
+        shard: int = 0,
     ) -> None:
         self.redis = redis
         self.ride_through = ride_through  # see enqueue_many
         self._reached = False  # whether an enqueue ever got through (see _riding)
-        self.keys = Keys(namespace)
+        self.keys = Keys(namespace, shard, shards)
         self.max_args_bytes = max_args_bytes
         self.unique_ttl = unique_ttl
         self._owns_redis = owns_redis
@@ -98,6 +102,31 @@ class Client(Reads, Operations, Workflows):
         #: Script calls on the redis-py client, and on the hot path's connection.
         self.scope = Scope(RedisPyConn(redis), self.keys.prefix, self.script_mode)
         self.hot = self.scope.on(self.conn)
+        #: The namespace's shards (see rota.sharding): this client is part ``shard`` of
+        #: the ``root`` client, which holds every part.
+        self.shard_count = shards
+        self.root: Client = self
+        self.parts: tuple[Client, ...] = (self,)
+        if shard == 0 and shards > 1:
+            links = list(shard_redis) or [redis] * (shards - 1)
+            parts = [
+                Client(
+                    links[i - 1],
+                    namespace,
+                    max_args_bytes=max_args_bytes,
+                    unique_ttl=unique_ttl,
+                    owns_redis=owns_redis and bool(shard_redis),
+                    durable=durable,
+                    durable_timeout=durable_timeout,
+                    ride_through=ride_through,
+                    shards=shards,
+                    shard=i,
+                )
+                for i in range(1, shards)
+            ]
+            for part in parts:
+                part.root = self
+            self.parts = (self, *parts)
 
     @classmethod
     def from_url(
@@ -110,6 +139,7 @@ class Client(Reads, Operations, Workflows):
         durable: int = 0,
         durable_timeout: float = 2.0,
         ride_through: float = 10.0,
+        shards: int = 1,
         **options: Any,
     ) -> Client:
         """A client for ``url``; other keyword arguments go to the connection, as
@@ -124,6 +154,8 @@ class Client(Reads, Operations, Workflows):
             durable=durable,
             durable_timeout=durable_timeout,
             ride_through=ride_through,
+            shards=shards,
+            shard_redis=_shard_connections(url, namespace, shards, options),
         )
 
     @classmethod
@@ -141,6 +173,14 @@ class Client(Reads, Operations, Workflows):
             durable=settings.durable_enqueue,
             durable_timeout=settings.durable_timeout,
             ride_through=settings.ride_through,
+            shards=settings.shards,
+            shard_redis=_shard_connections(
+                settings.redis_url,
+                settings.namespace,
+                settings.shards,
+                options,
+                lambda tag: connect_to(settings, **{**options, "namespace": tag}),
+            ),
         )
 
     @property
@@ -158,6 +198,8 @@ class Client(Reads, Operations, Workflows):
 
     async def close(self) -> None:
         """Close the link; and the redis-py client too when this client made it."""
+        for part in self.parts[1:]:
+            await part.close()
         if self._link is not None:
             await self._link.aclose()
         if self._owns_redis:
@@ -260,19 +302,49 @@ class Client(Reads, Operations, Workflows):
         nothing; such a job then reads ``created=False``). After that the call raises
         :class:`~rota.RedisUnavailable` or :class:`~rota.RedisRefused`.
         """
+        if self.root is not self:  # a part of a sharded client: the root routes
+            return await self.root.enqueue_many(specs, durable=durable)
         rows = [self._enqueue_args(spec) for spec in specs]
         replicas = self.durable if durable is None else int(durable)
         try:  # the usual case, without a wrapper: it gets through at once
             if replicas <= 0 or not rows:
                 jobs = await self._enqueue_rows(rows)
             else:
-                jobs = await durable_enqueue(self, rows, replicas)
+                jobs = await self._durable(rows, replicas)
         except Exception as exc:
             if replicas <= 0 or not rows:
                 return await self._riding(lambda: self._enqueue_rows(rows), exc)
-            return await self._riding(lambda: durable_enqueue(self, rows, replicas), exc)
+            return await self._riding(lambda: self._durable(rows, replicas), exc)
         self._reached = True
         return jobs
+
+    async def _durable(self, rows: list[EnqueueRow], replicas: int) -> list[Enqueued]:
+        if self.shard_count == 1:
+            return await durable_enqueue(self, rows, replicas)
+        return await self._routed(rows, lambda part, sub: durable_enqueue(part, sub, replicas))
+
+    async def _routed(
+        self,
+        rows: list[EnqueueRow],
+        send: Callable[[Client, list[EnqueueRow]], Awaitable[list[Enqueued]]],
+    ) -> list[Enqueued]:
+        """Send each row to its shard (see :mod:`rota.protocol.shards`), every shard's
+        rows at once, and answer in the rows' order."""
+        k = self.shard_count
+        by_shard: dict[int, list[int]] = {}
+        for i, row in enumerate(rows):
+            by_shard.setdefault(shard_of_row(row, k), []).append(i)
+        sent = await gather(
+            [
+                functools.partial(send, self.parts[shard], [rows[i] for i in index])
+                for shard, index in by_shard.items()
+            ]
+        )
+        out: list[Enqueued] = list(range(len(rows)))  # type: ignore[arg-type]
+        for index, jobs in zip(by_shard.values(), sent, strict=True):
+            for i, job in zip(index, jobs, strict=True):
+                out[i] = job
+        return out
 
     async def _riding(self, send: Callable[[], Awaitable[T]], first: Exception) -> T:
         """``send`` again until it gets through, after it failed with ``first``, waiting
@@ -322,8 +394,14 @@ class Client(Reads, Operations, Workflows):
             return await self._send_rows(rows, conn)
 
     async def _send_rows(self, rows: list[EnqueueRow], conn: Redis | None = None) -> list[Enqueued]:
-        """Send rows: one by the ``enqueue`` script, more (or one of a group) by
-        ``enqueue_batch`` calls, all in one pipeline, in order."""
+        """Send rows to their shards (over ``conn`` when given: rows of this one)."""
+        if conn is None and self.shard_count > 1:
+            return await self.root._routed(rows, Client._send_here)
+        return await self._send_here(rows, conn)
+
+    async def _send_here(self, rows: list[EnqueueRow], conn: Redis | None = None) -> list[Enqueued]:
+        """Send rows to this shard: one by the ``enqueue`` script, more (or one of a
+        group) by ``enqueue_batch`` calls, all in one pipeline, in order."""
         scope = self.hot if conn is None else self.scope.on(RedisPyConn(conn))
         if len(rows) <= 1 and not (rows and (rows[0].group or rows[0].waits_group)):
             if not rows:
@@ -342,8 +420,12 @@ class Client(Reads, Operations, Workflows):
     def _enqueue_args(
         self, spec: JobSpec, group: str = "", waits_group: str = "", group_size: int = 0
     ) -> EnqueueRow:
-        """The row of one job, checked (see :func:`rota.spec.to_row`)."""
-        return to_row(spec, self.max_args_bytes, self.unique_ttl, group, waits_group, group_size)
+        """The row of one job, checked (see :func:`rota.spec.to_row`); over several
+        shards, with an id that names the shard it is routed to, unless it has one."""
+        row = to_row(spec, self.max_args_bytes, self.unique_ttl, group, waits_group, group_size)
+        if self.shard_count > 1 and spec.job_id is None:
+            return place(row, self.shard_count)
+        return row
 
 
 def _guard_methods(cls: type[Client]) -> None:
@@ -385,6 +467,25 @@ async def durable_enqueue(client: Client, rows: list[EnqueueRow], replicas: int)
             replicas,
         )
     return jobs
+
+
+def _shard_connections(
+    url: str,
+    namespace: str,
+    shards: int,
+    options: dict[str, Any],
+    connect_tag: Callable[[str], Redis] | None = None,
+) -> list[Redis]:
+    """Connections for shards 1..K-1 in a cluster, each to the owner of its shard's slot;
+    none elsewhere (every shard is on the one server, through the first connection)."""
+    if shards <= 1 or not url.startswith(CLUSTER):
+        return []
+    if connect_tag is None:
+        return [
+            connect(url, **{**options, "namespace": shard_tag(namespace, i, shards)})
+            for i in range(1, shards)
+        ]
+    return [connect_tag(shard_tag(namespace, i, shards)) for i in range(1, shards)]
 
 
 _OPTIONS = frozenset({"unique", "unique_ttl", "job_id", "max_fails", "timeout", "after"})

@@ -24,6 +24,7 @@ import msgspec
 
 from rota.errors import ConfigError
 from rota.protocol.keys import validate_namespace
+from rota.protocol.shards import MAX_SHARDS
 from rota.redis.connection import check_url, redacted
 from rota.redis.topology import sentinel_url
 
@@ -33,6 +34,7 @@ ENV_PREFIX = "ROTA_"
 DEFAULT_CONFIG = Path("config/rota.toml")
 
 _POSITIVE: Final = (
+    "shards",
     "concurrency",
     "lease",
     "heartbeat_interval",
@@ -64,6 +66,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
     redis_url: str = "redis://localhost:6379/0"
     namespace: str = "rota"
+    # How many shards (hash tags) the namespace spans (rota.protocol.shards): 1 is one
+    # slot; more spread one namespace over a cluster's nodes. Fixed for a namespace's life.
+    shards: int = 1
     concurrency: int = 10
     lease: float = 30.0
     heartbeat_interval: float = 5.0
@@ -192,6 +197,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         for name in _NOT_NEGATIVE:
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}: must not be negative, got {getattr(self, name)!r}")
+        if self.shards > MAX_SHARDS:
+            raise ConfigError(f"shards: at most {MAX_SHARDS}, got {self.shards}")
         if self.lease <= self.heartbeat_interval:
             raise ConfigError(
                 f"lease: must be longer than heartbeat_interval ({self.heartbeat_interval}),"

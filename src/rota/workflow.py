@@ -36,6 +36,7 @@ from rota.protocol.job import (
     reply_text,
     state_text,
 )
+from rota.protocol.shards import new_id_in, shard_of
 from rota.scripted import Scripted
 
 if TYPE_CHECKING:
@@ -178,6 +179,7 @@ class Workflows(Scripted):
     which provides what is declared here."""
 
     conn: Conn
+    shard_count: int
 
     if TYPE_CHECKING:  # the client's
 
@@ -199,8 +201,14 @@ class Workflows(Scripted):
         linked: list[JobSpec] = []
         previous: str | None = None
         for spec in specs:
-            job_id = spec.job_id or new_id()
             after = spec.after if previous is None else (*spec.after, previous)
+            # Over several shards a step goes where its first parent is (see
+            # rota.protocol.shards): its id names that shard, so that the next finds it.
+            job_id = spec.job_id or (
+                new_id_in(shard_of(after[0], self.shard_count), self.shard_count)
+                if after
+                else new_id()
+            )
             linked.append(msgspec.structs.replace(spec, job_id=job_id, after=after))
             previous = job_id
         return await self.enqueue_many(linked)

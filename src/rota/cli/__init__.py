@@ -19,6 +19,7 @@ from rota.cli.operate import job, queue
 from rota.cli.rates import rate as _rate  # noqa: F401 - registers `rota queue rate`
 from rota.cli.run import demo, worker
 from rota.cli.sets import SET_GROUPS
+from rota.cli.shards import shards
 from rota.cli.web import web
 from rota.cli.workflows import group
 
@@ -37,7 +38,7 @@ def rota(local_time: bool) -> None:
     """rota: a job-queue daemon on Redis. Times are shown in UTC, with their offset."""
 
 
-for command in (worker, demo, web, enqueue, status, queue, *SET_GROUPS, job, group, acl):
+for command in (worker, demo, web, enqueue, status, queue, *SET_GROUPS, job, group, acl, shards):
     rota.add_command(command)
 
 

@@ -2,7 +2,9 @@
 
 Every key of a namespace starts with ``{namespace}:``. The braces are a Redis Cluster
 hash tag, so the whole namespace hashes to one slot and every Lua script that touches
-several keys stays atomic and cluster-safe.
+several keys stays atomic and cluster-safe. A namespace over K shards has K such tags,
+``{namespace}`` and ``{namespace~i}`` or ``{namespace~i.n}`` (see
+:mod:`rota.protocol.shards`), each a whole copy of the layout below.
 
 The Lua scripts need the same names. Rather than spelling them a second time, this
 module renders a Lua prelude (:func:`lua_prelude`) from :data:`LUA_KEYS`; the scripts
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 import re
 from typing import Final
+
+from rota.protocol.shards import shard_tag
 
 __all__ = ["LUA_KEYS", "Keys", "lua_prelude", "validate_namespace"]
 
@@ -77,13 +81,17 @@ def validate_namespace(namespace: str) -> str:
 
 
 class Keys:
-    """Key names of one namespace."""
+    """Key names of one namespace, or of shard ``shard`` of its ``shards`` (see
+    :mod:`rota.protocol.shards`): shard 0 is ``{ns}:``, so one namespace (K = 1) is the
+    layout of shard 0."""
 
-    __slots__ = ("namespace", "prefix")
+    __slots__ = ("namespace", "prefix", "shard")
 
-    def __init__(self, namespace: str) -> None:
+    def __init__(self, namespace: str, shard: int = 0, shards: int = 1) -> None:
         self.namespace = validate_namespace(namespace)
-        self.prefix = "{" + namespace + "}:"
+        self.shard = shard
+        tag = namespace if shard == 0 else shard_tag(namespace, shard, shards)
+        self.prefix = "{" + tag + "}:"
 
     def job(self, job_id: str) -> str:
         return self.prefix + "job:" + job_id
@@ -134,6 +142,12 @@ class Keys:
     def group_members(self, group_id: str) -> str:
         """List of a group's member ids, in the order they were enqueued."""
         return self.prefix + "gmembers:" + group_id
+
+    @property
+    def shards(self) -> str:
+        """String of shard 0: how many shards the namespace spans, written by the first
+        pool (absent: one). A pool configured with another count refuses to start."""
+        return self.prefix + "shards"
 
     @property
     def cron_off(self) -> str:

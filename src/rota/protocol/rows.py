@@ -99,6 +99,7 @@ class Fetched:
     timeout: float | None
     deps: bool = False  # it waited for other jobs: their results are in its record
     trace: tuple[str, str] = ("", "")  # the enqueue's traceparent and tracestate
+    shard: int = 0  # the shard of its namespace it was leased from (rota.protocol.shards)
 
     @classmethod
     def parse(cls, flat: list[bytes]) -> list[Fetched]:

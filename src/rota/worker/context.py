@@ -79,7 +79,8 @@ class JobContext:
 
     @property
     def client(self) -> Client:
-        return self._runtime.client
+        """The client of the pool's namespace (every shard of it)."""
+        return self._runtime.client.root
 
     @property
     def shutting_down(self) -> bool:
@@ -109,19 +110,21 @@ class JobContext:
         text = f"{max(0.0, min(100.0, float(percent))):g}"
         if message:
             text += " " + message[:_MAX_LOG_LINE]
-        write = self.client.redis.hset(self.client.keys.job(self.id), "progress", text)
+        here = self._runtime.client  # the client of the job's shard
+        write = here.redis.hset(here.keys.job(self.id), "progress", text)
         await self._unless_refused("progress", write)
 
     async def job_log(self, message: str) -> None:
         """Keep a line in the job's own log (the last 100 are kept, and expire with the
         job; ``client.job_log(id)``, the job page and ``rota job show`` read them). For
         the process's log, use :attr:`logger`."""
-        key = self.client.keys.joblog(self.id)
-        async with self.client.redis.pipeline(transaction=False) as pipe:
+        here = self._runtime.client  # the client of the job's shard
+        key = here.keys.joblog(self.id)
+        async with here.redis.pipeline(transaction=False) as pipe:
             pipe.rpush(key, message[:_MAX_LOG_LINE])
             pipe.ltrim(key, -_MAX_LOG_LINES, -1)
             # The finish expires the lines with the job only when told they exist.
-            pipe.hset(self.client.keys.job(self.id), "logged", "1")
+            pipe.hset(here.keys.job(self.id), "logged", "1")
             await self._unless_refused("log", pipe.execute())
 
     async def log(self, message: str) -> None:

@@ -41,6 +41,9 @@ log = structlog.get_logger("rota.pool")
 class Fetcher:
     def __init__(self, rt: PoolRuntime, robin: Robin, acker: Acker | None = None) -> None:
         self.rt = rt
+        #: The shard this fetcher leases from (a pool runs one fetcher per shard); its
+        #: jobs carry it, so that their outcomes go back to it.
+        self.shard = rt.keys.shard
         self.robin = robin
         self.acker = acker
         self.wake_keys = [rt.keys.wake(name) for name in rt.handlers]
@@ -85,9 +88,20 @@ class Fetcher:
             if self.acker is not None:  # Redis refuses finishes: hold no more than a pool's worth
                 await self.acker.wait_room(rt.settings.concurrency)
             want = min(await handoff.wait_room(), rt.settings.fetch_batch)
-            jobs = await rt.watch.keep_trying(
-                "fetcher", functools.partial(self._lease, want, short)
-            )
+            # The room of a fetch that returns at once is taken while it runs, so that the
+            # fetchers of other shards do not lease it too; a wait on the wake lists takes
+            # none (other shards' jobs must not wait for it to end).
+            held = 0 if short else want
+            handoff.reserved += held
+            try:
+                jobs = await rt.watch.keep_trying(
+                    "fetcher", functools.partial(self._lease, want, short)
+                )
+            finally:
+                handoff.release(held)
+            if self.shard:
+                for job in jobs:
+                    job.shard = self.shard
             for job in jobs:
                 handoff.put(job)
             short = len(jobs) < want

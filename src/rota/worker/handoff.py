@@ -42,6 +42,7 @@ class Handoff:
         "concurrency",
         "finished",
         "prefetch",
+        "reserved",
         "running",
     )
 
@@ -49,6 +50,9 @@ class Handoff:
         self.concurrency = concurrency
         self.prefetch = max(0, min(prefetch, concurrency))
         self.running = 0
+        #: Room taken by fetches under way (a pool over several shards fetches from
+        #: each at once; see rota.worker.fetcher).
+        self.reserved = 0
         self.avg_duration = 0.0
         self.finished = 0
         self._jobs: deque[Fetched] = deque()
@@ -72,7 +76,7 @@ class Handoff:
 
     def room(self) -> int:
         """How many more jobs the fetcher may lease now."""
-        return self.capacity - self.running - len(self._jobs)
+        return self.capacity - self.running - len(self._jobs) - self.reserved
 
     def _worth_fetching(self) -> bool:
         room = self.room()
@@ -85,12 +89,23 @@ class Handoff:
     async def wait_room(self) -> int:
         """Wait until a fetch is worth it; how many jobs to lease."""
         while not self._worth_fetching():
-            self._room_waiter = asyncio.get_running_loop().create_future()
+            # Several fetchers (one per shard) wait on one future; each looks again.
+            waiter = self._room_waiter
+            if waiter is None or waiter.done():
+                waiter = self._room_waiter = asyncio.get_running_loop().create_future()
             try:
-                await self._room_waiter
+                await waiter
             finally:
-                self._room_waiter = None
+                if self._room_waiter is waiter:
+                    self._room_waiter = None
         return self.room()
+
+    def release(self, reserved: int) -> None:
+        """A fetch that took ``reserved`` of the room is back: the room is free again for
+        the fetchers of other shards waiting for it."""
+        self.reserved -= reserved
+        if reserved:
+            self._wake_fetcher()
 
     def put(self, job: Fetched) -> None:
         """Give a leased job to an idle worker, or keep it until one is free."""

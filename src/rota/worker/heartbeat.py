@@ -67,10 +67,12 @@ class Heartbeat:
     async def beat(self) -> None:
         rt = self.rt
         s = rt.settings
-        held = [(e.job.name, e.job.id, e.job.token) for e in rt.in_flight.values()]
+        shard = rt.keys.shard  # a pool over several shards beats in each, for its jobs
+        jobs = [e.job for e in rt.in_flight.values()]
         # Leased ahead of a free worker, or a worker reads its parents' results: held too.
-        held += [(job.name, job.id, job.token) for job in rt.handoff.waiting()]
-        held += [(job.name, job.id, job.token) for job in rt.preparing.values()]
+        jobs += rt.handoff.waiting()
+        jobs += rt.preparing.values()
+        held = [(job.name, job.id, job.token) for job in jobs if job.shard == shard]
         if self.acker is not None:  # run, its outcome not written yet: held too
             held += self.acker.unsent()
         lost, aborts, fresh = await calls.heartbeat(

@@ -196,10 +196,11 @@ class WorkerPool:
                         contextlib.asynccontextmanager(self._lifespan)()
                     )
                 rt = self._runtime(settings, client, state, force or anyio.Event())
+                run = PoolRun(rt, self.periodic_jobs)
                 # Redis unreachable, read-only or loading at the start: wait for it.
-                await rt.watch.keep_trying("start", rt.register, replies=False)
+                await rt.watch.keep_trying("start", run.register, replies=False)
                 self.runtime = rt
-                async with PoolRun(rt, self.periodic_jobs).running():
+                async with run.running():
                     yield rt
         finally:
             self.runtime = None

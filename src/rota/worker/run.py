@@ -42,16 +42,32 @@ class PoolRun:
     def __init__(self, rt: PoolRuntime, periodic: list[Periodic]) -> None:
         self.rt = rt
         self.periodic = periodic
-        self.acker = Acker(rt)
-        robin = Robin({name: h.priority for name, h in rt.handlers.items()})
-        self.fetcher = Fetcher(rt, robin, self.acker)
-        self.heartbeat = Heartbeat(rt, self.acker)
+        # One runtime, acker, fetcher and heartbeat per shard of the namespace (one for
+        # most), sharing the workers: a job's outcome goes back to its own shard.
+        self.shards = rt.shards()
+        self.ackers = [Acker(r) for r in self.shards]
+        priorities = {name: h.priority for name, h in rt.handlers.items()}
+        self.fetchers = [
+            Fetcher(r, Robin(priorities), a) for r, a in zip(self.shards, self.ackers, strict=True)
+        ]
+        self.heartbeats = [Heartbeat(r, a) for r, a in zip(self.shards, self.ackers, strict=True)]
+        self.acker, self.fetcher, self.heartbeat = (
+            self.ackers[0],
+            self.fetchers[0],
+            self.heartbeats[0],
+        )
         self._fetching = anyio.CancelScope()
         self._background = anyio.CancelScope()
         # Set in ``finally``: when a task of the pool crashes, the drain must not wait
         # forever for tasks that were cancelled.
         self._fetcher_done = anyio.Event()
         self._workers_done = anyio.Event()
+
+    async def register(self) -> None:
+        """Make the pool's job names known in every shard (shard 0 first: it checks the
+        namespace's shard count)."""
+        for shard in self.shards:
+            await shard.register()
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -97,19 +113,25 @@ class PoolRun:
         rt = self.rt
         with self._background:
             async with anyio.create_task_group() as bg:
-                await bg.start(AbortListener(rt).run)
-                await rt.watch.keep_trying("heartbeat", self.heartbeat.beat)
+                for shard in self.shards:
+                    await bg.start(AbortListener(shard).run)
+                for shard, heartbeat in zip(self.shards, self.heartbeats, strict=True):
+                    await shard.watch.keep_trying("heartbeat", heartbeat.beat)
                 task_status.started()
-                bg.start_soon(self.acker.run)
-                bg.start_soon(self.heartbeat.run)
-                bg.start_soon(Reaper(rt).run)
-                bg.start_soon(Scheduler(rt, self.periodic).run)
+                for i, shard in enumerate(self.shards):
+                    bg.start_soon(self.ackers[i].run)
+                    bg.start_soon(self.heartbeats[i].run)
+                    bg.start_soon(Reaper(shard).run)
+                    # Periodic jobs are claimed in shard 0 only: once per fire time.
+                    bg.start_soon(Scheduler(shard, self.periodic if i == 0 else []).run)
                 bg.start_soon(follow_primary, rt.redis, rt.watch.wake)
 
     async def _run_fetcher(self) -> None:
         try:
             with self._fetching:
-                await self.fetcher.run()
+                async with anyio.create_task_group() as tg:
+                    for fetcher in self.fetchers:
+                        tg.start_soon(fetcher.run)
         finally:
             self._fetcher_done.set()
 
@@ -122,10 +144,11 @@ class PoolRun:
             self._workers_done.set()
 
     async def _worker(self) -> None:
-        rt, acker, handoff = self.rt, self.acker, self.rt.handoff
+        shards, ackers, handoff = self.shards, self.ackers, self.rt.handoff
         worker_task.set(asyncio.current_task())  # type: ignore[arg-type]
         while (job := await handoff.take()) is not None:
             start = time.perf_counter()
+            rt, acker = shards[job.shard], ackers[job.shard]
             if rt.stopping.is_set():
                 acker.add(Requeue.of(job))
             else:
@@ -154,11 +177,12 @@ class PoolRun:
         the others not started."""
         self._fetching.cancel()
         while not self._fetcher_done.is_set():
-            try:
-                await self.fetcher.unblock()
-            except Exception as exc:
-                if condition(exc) is None:
-                    raise
+            for fetcher in self.fetchers:
+                try:
+                    await fetcher.unblock()
+                except Exception as exc:
+                    if condition(exc) is None:
+                        raise
             with anyio.move_on_after(0.05):
                 await self._fetcher_done.wait()
 
@@ -166,7 +190,7 @@ class PoolRun:
         """Jobs leased and not started go back to the front of their queues, the last
         leased first, so that the first leased is next again: their order holds."""
         for job in reversed(self.rt.handoff.close()):
-            self.acker.add(Requeue.of(job))
+            self.ackers[job.shard].add(Requeue.of(job))
 
     async def _wait_for_workers(self) -> None:
         """Let running jobs finish, for ``grace`` seconds or until a second signal."""
@@ -190,20 +214,24 @@ class PoolRun:
         rt = self.rt
         limit = 2.0 if rt.force.is_set() else max(rt.settings.grace, 5.0)
         with anyio.move_on_after(limit):
-            await self.acker.flush()
-        if self.acker.pending:
+            for acker in self.ackers:
+                await acker.flush()
+        pending = sum(acker.pending for acker in self.ackers)
+        if pending:
             why = MEANING[rt.watch.current] if rt.watch.current else f"not sent within {limit} s"
             log.error(
                 f"outcomes not recorded ({why}): their jobs run again when their leases expire",
                 pool=rt.pool_id,
-                jobs=self.acker.pending,
+                jobs=pending,
             )
 
     async def _leave(self) -> None:
         """Stop the background tasks and remove this pool's heartbeat."""
         self._background.cancel()
-        await self.heartbeat.stop()
-        log.info("pool stopped", pool=self.rt.pool_id, stale_finishes=self.acker.stale)
+        for heartbeat in self.heartbeats:
+            await heartbeat.stop()
+        stale = sum(acker.stale for acker in self.ackers)
+        log.info("pool stopped", pool=self.rt.pool_id, stale_finishes=stale)
 
     async def _until_forced(self, limit: float, step: Callable[[], Awaitable[object]]) -> bool:
         """Run ``step`` for at most ``limit`` seconds, or until a second signal; whether

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import socket
 import uuid
@@ -17,6 +18,7 @@ from redis.asyncio import Redis
 
 from rota.client import Client
 from rota.config import Settings
+from rota.errors import ConfigError
 from rota.logging import JobLine
 from rota.protocol import calls
 from rota.protocol.job import now_ms
@@ -27,6 +29,7 @@ from rota.protocol.scripts import ScriptMode, load_all
 from rota.protocol.snapshot import Schedule
 from rota.redis.connection import redacted
 from rota.redis.outage import Watch
+from rota.sharding import check_shards, split_limit, split_rate
 from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler
 
@@ -113,6 +116,20 @@ class PoolRuntime:
         self.limiter = anyio.CapacityLimiter(self.settings.concurrency)
         self.watch = Watch(self.pool_id, self.client.redis, where=redacted(self.settings.redis_url))
 
+    def shards(self) -> list[PoolRuntime]:
+        """One runtime per shard of the namespace (see :mod:`rota.protocol.shards`),
+        this one first: each over its shard's client, all sharing the workers, the
+        handoff and what runs. Shards on this one's server share its watch too."""
+        out = [self]
+        for part in self.client.parts[1:]:
+            # The same settings, handlers and records of what runs (the same objects).
+            rt = dataclasses.replace(self, client=part)
+            rt.handoff, rt.limiter = self.handoff, self.limiter
+            if part.redis is self.client.redis:
+                rt.watch = self.watch
+            out.append(rt)
+        return out
+
     async def register(self, *, keep: bool = False) -> int:
         """Make this pool's job names, priorities and limits known to every process (at
         its start, and again when its heartbeat finds that Redis forgot the pool); the
@@ -121,12 +138,21 @@ class PoolRuntime:
         operator changed since the start stays when only the pool's heartbeat record was
         forgotten (a late heartbeat after an outage), not Redis's data."""
         await load_all(self.redis, self.script_mode)
+        k, shard = self.client.shard_count, self.keys.shard
+        if shard == 0:
+            await check_shards(self.redis, self.keys, k)
+            for name, h in self.handlers.items():
+                if h.max_concurrency is not None and h.max_concurrency < k:
+                    raise ConfigError(
+                        f"job {name!r}: max_concurrency {h.max_concurrency} over {k} shards"
+                        f" leaves some shard none: give at least {k}, or fewer shards"
+                    )
         names = [
             (
                 name,
                 h.priority,
-                "" if h.max_concurrency is None else h.max_concurrency,
-                parse_rate(h.rate).stored if h.rate is not None else "",
+                "" if h.max_concurrency is None else split_limit(h.max_concurrency, k, shard),
+                split_rate(parse_rate(h.rate), k).stored if h.rate is not None else "",
             )
             for name, h in self.handlers.items()
         ]

@@ -1,0 +1,420 @@
+"""One namespace over K shards, seen from the client: route by id, merge what is read.
+
+A client of a namespace with ``shards`` > 1 holds one *part* per shard (see
+:mod:`rota.protocol.shards`): a client of its own over that shard's keys and, in a
+cluster, over a connection to the node that owns the shard's slot. Part 0 is the client
+itself. :class:`Sharded` is the client's base that makes the parts one namespace again:
+
+- what names a job (read it, wait for it, abort it, its log, its ties) goes to the
+  shard its id names, then to the others for an id a producer chose;
+- what names a job name (pause, resume, a limit, a rate, clearing a queue) goes to
+  every shard: a concurrency limit of n is split n // K (plus one for the first
+  n % K shards), so the shards together never run more than n; a rate is split evenly;
+- what counts (queues, job sets, stats, history, pools, running jobs, pages, search)
+  is read from every shard and merged.
+
+With one shard every method is the one-shard method itself (``super()``), unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import anyio
+from redis.asyncio import Redis
+
+from rota.errors import ConfigError
+from rota.operations import SEARCH_LIMIT, Operations
+from rota.protocol.job import JobRecord, JobSet, reply_text, validate_name
+from rota.protocol.keys import Keys
+from rota.protocol.rate import Rate, parse_rate
+from rota.protocol.shards import shard_of
+from rota.reads import Reads
+from rota.status import Bucket, Found, History, LivePool, Page, QueueInfo, RunningJob
+from rota.workflow import Related, Workflows
+
+__all__ = ["Sharded", "check_shards", "gather", "split_limit", "split_rate"]
+
+T = TypeVar("T")
+
+
+async def check_shards(redis: Redis, keys: Keys, shards: int) -> None:
+    """Refuse to serve a namespace that spans another number of shards than ``shards``
+    (a pool configured with another count would leave shards unserved, or route jobs
+    where no pool looks): the first pool with more than one shard records its count."""
+    if shards > 1:
+        await redis.set(keys.shards, shards, nx=True)
+    stored = await redis.get(keys.shards)
+    recorded = int(stored) if stored else 1
+    if recorded != shards:
+        raise ConfigError(
+            f"shards: namespace {keys.namespace!r} spans {recorded} shard(s), this pool is"
+            f" configured with {shards}: use shards = {recorded} (changing the count of a"
+            " namespace in use is refused: see 'Changing the shard count' in"
+            " docs/operations.md)"
+        )
+
+
+async def gather(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
+    """Run ``calls`` at once; their results in order. An error of one comes out as
+    itself (the first, if several fail), as the same call on one shard would raise it."""
+    if len(calls) == 1:
+        return [await calls[0]()]
+    out: list[Any] = [None] * len(calls)
+
+    async def one(i: int) -> None:
+        out[i] = await calls[i]()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(len(calls)):
+                tg.start_soon(one, i)
+    except BaseExceptionGroup as group:
+        raise group.exceptions[0] from None
+    return out
+
+
+def split_limit(limit: int, shards: int, shard: int) -> int:
+    """Shard ``shard``'s part of a concurrency limit of ``limit`` over ``shards``: the
+    parts add up to the limit, so the namespace never runs more than it allows."""
+    return limit // shards + (1 if shard < limit % shards else 0)
+
+
+def split_rate(rate: Rate, shards: int) -> Rate:
+    """Each shard's part of a rate limit: the parts add up to the rate."""
+    return Rate(rate.count / shards, rate.period_ms)
+
+
+class Sharded(Reads, Operations, Workflows):
+    """The client's view of every shard of its namespace (see the module)."""
+
+    #: One client per shard, this one first; ``(self,)`` for one shard and for a part.
+    parts: tuple[Sharded, ...]
+    #: How many shards the namespace spans (the same in every part).
+    shard_count: int
+
+    async def _each(self, call: Callable[[Sharded], Awaitable[T]]) -> list[T]:
+        """``call`` on every part at once, the results in shard order."""
+        return await gather([functools.partial(call, part) for part in self.parts])
+
+    @property
+    def alone(self) -> Sharded:
+        """This part's own shard, read and changed without the others (its methods
+        without the merging of this class): what a per-shard view shows."""
+        return _base(self)
+
+    async def _part_of(self, job_id: str) -> Sharded:
+        """The part whose shard holds ``job_id``: the one its id names, else (an id a
+        producer chose, routed by its unique key or group) the one that has its record;
+        the one its id names when none has."""
+        home = self.parts[shard_of(job_id, self.shard_count)]
+        if len(self.parts) == 1:
+            return home
+        found = await self._each(lambda p: p.redis.exists(p.keys.job(job_id)))
+        if found[home.keys.shard]:
+            return home
+        return next((p for p, n in zip(self.parts, found, strict=True) if n), home)
+
+    # -- one job: to its shard --------------------------------------------------------
+
+    async def job(self, job_id: str) -> JobRecord | None:
+        if len(self.parts) == 1:
+            return await super().job(job_id)
+        return await _base(await self._part_of(job_id)).job(job_id)
+
+    async def stored(self, job_id: str, field: Any) -> bytes | None:
+        if len(self.parts) == 1:
+            return await super().stored(job_id, field)
+        return await _base(await self._part_of(job_id)).stored(job_id, field)
+
+    async def job_log(self, job_id: str) -> list[str]:
+        if len(self.parts) == 1:
+            return await super().job_log(job_id)
+        return await _base(await self._part_of(job_id)).job_log(job_id)
+
+    async def wait(self, job_id: str, timeout: float | None = None) -> Any:  # noqa: ASYNC109
+        if len(self.parts) == 1:
+            return await super().wait(job_id, timeout)
+        return await _base(await self._part_of(job_id)).wait(job_id, timeout)
+
+    async def abort(self, job_id: str, *, keep: float = 3600.0) -> str:
+        if len(self.parts) == 1:
+            return await super().abort(job_id, keep=keep)
+        return await _base(await self._part_of(job_id)).abort(job_id, keep=keep)
+
+    async def dependency_results(self, job_id: str) -> dict[str, Any]:
+        if len(self.parts) == 1:
+            return await super().dependency_results(job_id)
+        return await _base(await self._part_of(job_id)).dependency_results(job_id)
+
+    async def children(self, job_id: str) -> list[str]:
+        if len(self.parts) == 1:
+            return await super().children(job_id)
+        return await _base(await self._part_of(job_id)).children(job_id)
+
+    async def related(self, ids: Sequence[str]) -> list[Related]:
+        if len(self.parts) == 1:
+            return await super().related(ids)
+        return [(await _base(await self._part_of(i)).related([i]))[0] for i in ids]
+
+    async def group_progress(self, group_id: str) -> Any:
+        if len(self.parts) == 1:
+            return await super().group_progress(group_id)
+        return await _base(self.parts[shard_of(group_id, self.shard_count)]).group_progress(
+            group_id
+        )
+
+    async def group_members(self, group_id: str, offset: int = 0, count: int = 100) -> list[str]:
+        if len(self.parts) == 1:
+            return await super().group_members(group_id, offset, count)
+        part = self.parts[shard_of(group_id, self.shard_count)]
+        return await _base(part).group_members(group_id, offset, count)
+
+    # -- one job name: every shard ----------------------------------------------------
+
+    async def pause(self, name: str) -> None:
+        if len(self.parts) == 1:
+            return await super().pause(name)
+        await self._each(lambda p: _base(p).pause(name))
+
+    async def resume(self, name: str) -> None:
+        if len(self.parts) == 1:
+            return await super().resume(name)
+        await self._each(lambda p: _base(p).resume(name))
+
+    async def set_limit(self, name: str, limit: int | None) -> None:
+        """Cap how many jobs of ``name`` run at once across all pools (None: no cap).
+        Over K shards each gets its part (see :func:`split_limit`); a limit below K
+        would leave some shard's jobs of the name no room at all, and is refused."""
+        if len(self.parts) == 1:
+            return await super().set_limit(name, limit)
+        validate_name(name)
+        k = self.shard_count
+        if limit is not None and int(limit) < k:
+            raise ValueError(
+                f"a concurrency limit of {limit} over {k} shards leaves some shard none:"
+                f" give at least {k}"
+            )
+        await self._each(
+            lambda p: _base(p).set_limit(
+                name, None if limit is None else split_limit(limit, k, p.keys.shard)
+            )
+        )
+
+    async def set_rate(self, name: str, rate: str | Rate | None) -> None:
+        if len(self.parts) == 1:
+            return await super().set_rate(name, rate)
+        part = None if rate is None else split_rate(parse_rate(rate), self.shard_count)
+        await self._each(lambda p: _base(p).set_rate(name, part))
+
+    async def clear_queue(self, name: str) -> int:
+        if len(self.parts) == 1:
+            return await super().clear_queue(name)
+        return sum(await self._each(lambda p: _base(p).clear_queue(name)))
+
+    async def forget_idle_names(
+        self, after: float, chunk: int = 500, *, turn: float | None = None
+    ) -> list[str]:
+        if len(self.parts) == 1:
+            return await super().forget_idle_names(after, chunk, turn=turn)
+        each = await self._each(lambda p: _base(p).forget_idle_names(after, chunk, turn=turn))
+        return sorted({n for names in each for n in names})
+
+    # -- what counts: every shard, merged ---------------------------------------------
+
+    async def names(self) -> list[str]:
+        if len(self.parts) == 1:
+            return await super().names()
+        return sorted({n for names in await self._each(lambda p: _base(p).names()) for n in names})
+
+    async def queues(self, names: Sequence[str] | None = None) -> list[QueueInfo]:
+        if len(self.parts) == 1:
+            return await super().queues(names)
+        names = await self.names() if names is None else list(names)
+        each = await self._each(lambda p: _base(p).queues(names))
+        return [_merge_queue(rows, self.shard_count) for rows in zip(*each, strict=True)]
+
+    async def queue_page(self, offset: int = 0, count: int = 100) -> tuple[int, list[QueueInfo]]:
+        if len(self.parts) == 1:
+            return await super().queue_page(offset, count)
+        names = await self.names()
+        busy = dict.fromkeys(names, 0)
+        for counts in await self._each(lambda p: p._busy(names)):
+            for name, n in counts.items():
+                busy[name] += n
+        ordered = sorted(names, key=lambda n: (-busy[n], n))
+        return len(names), await self.queues(ordered[offset : offset + count])
+
+    async def running(
+        self, names: Sequence[str] | None = None, pools: Sequence[LivePool] | None = None
+    ) -> list[RunningJob]:
+        if len(self.parts) == 1:
+            return await super().running(names, pools)
+        names = await self.names() if names is None else list(names)
+        pools = await self.pools() if pools is None else pools
+        each = await self._each(lambda p: _base(p).running(names, pools))
+        return sorted((r for rows in each for r in rows), key=lambda r: (r.since, r.job_id))
+
+    async def job_set_sizes(self) -> dict[str, int]:
+        if len(self.parts) == 1:
+            return await super().job_set_sizes()
+        return _add(await self._each(lambda p: _base(p).job_set_sizes()))
+
+    async def stats(self) -> dict[str, int]:
+        if len(self.parts) == 1:
+            return await super().stats()
+        return _add(await self._each(lambda p: _base(p).stats()))
+
+    async def history(
+        self, minutes: int = 60, days: int = 30, *, at: float | None = None
+    ) -> History:
+        if len(self.parts) == 1:
+            return await super().history(minutes, days, at=at)
+        each = await self._each(lambda p: _base(p).history(minutes, days, at=at))
+        return History(
+            [_merge_bucket(b) for b in zip(*(h.minutes for h in each), strict=True)],
+            [_merge_bucket(b) for b in zip(*(h.days for h in each), strict=True)],
+        )
+
+    async def pools(self, *, heartbeat_interval: float = 5.0) -> list[LivePool]:
+        """Every pool beats in every shard: each is listed once, by its freshest beat."""
+        if len(self.parts) == 1:
+            return await super().pools(heartbeat_interval=heartbeat_interval)
+        each = await self._each(lambda p: _base(p).pools(heartbeat_interval=heartbeat_interval))
+        latest: dict[str, LivePool] = {}
+        for pool in (p for pools in each for p in pools):
+            seen = latest.get(pool.id)
+            if seen is None or pool.last_heartbeat > seen.last_heartbeat:
+                latest[pool.id] = pool
+        return sorted(latest.values(), key=lambda p: p.started_at)
+
+    async def page(self, which: JobSet, offset: int = 0, count: int = 50) -> Page:
+        """A page of a job set over every shard, in the set's order (by score; the dead
+        newest first): each shard's first ``offset + count``, merged."""
+        if len(self.parts) == 1:
+            return await super().page(which, offset, count)
+        each = await self._each(lambda p: p._scored(which, offset + count))
+        total = sum(t for t, _ in each)
+        desc = which == "dead"
+        rows = heapq.merge(
+            *(
+                [(score, job_id, i) for score, job_id in entries]
+                for i, (_, entries) in enumerate(each)
+            ),
+            key=lambda r: (-r[0] if desc else r[0], r[1]),
+        )
+        chosen = list(rows)[offset : offset + count]
+        records: dict[str, JobRecord] = {}
+        for i, part in enumerate(self.parts):
+            ids = [job_id for _, job_id, s in chosen if s == i]
+            if ids:
+                records.update({r.id: r for r in await part._records(ids)})
+        return Page(total, offset, [records[j] for _, j, _ in chosen if j in records])
+
+    async def search(
+        self,
+        which: JobSet,
+        text: str,
+        offset: int = 0,
+        count: int = 50,
+        *,
+        scan: int = SEARCH_LIMIT,
+        start: int = 0,
+        budget: float | None = None,
+    ) -> Found:
+        """A search of every shard's set (each from ``start``, each with its share of
+        ``scan`` and ``budget``): the matches of all, the figures added up."""
+        if len(self.parts) == 1:
+            return await super().search(
+                which, text, offset, count, scan=scan, start=start, budget=budget
+            )
+        k = self.shard_count
+        share = None if budget is None else budget / k
+        each = await self._each(
+            lambda p: _base(p).search(
+                which, text, 0, offset + count, scan=max(1, scan // k), start=start, budget=share
+            )
+        )
+        jobs = [j for found in each for j in found.jobs][offset : offset + count]
+        return Found(
+            sum(f.total for f in each),
+            offset,
+            jobs,
+            sum(f.searched for f in each),
+            sum(f.size for f in each),
+            start,
+        )
+
+    async def in_set(self, which: JobSet, ids: Sequence[str]) -> list[str]:
+        if len(self.parts) == 1:
+            return await super().in_set(which, ids)
+        held = {
+            i for found in await self._each(lambda p: _base(p).in_set(which, ids)) for i in found
+        }
+        return [i for i in ids if i in held]
+
+    async def retry(self, which: JobSet, ids: Sequence[str] | None = None) -> int:
+        if len(self.parts) == 1:
+            return await super().retry(which, ids)
+        return sum(await self._each(lambda p: _base(p).retry(which, ids)))
+
+    async def delete(self, which: JobSet, ids: Sequence[str] | None = None) -> int:
+        if len(self.parts) == 1:
+            return await super().delete(which, ids)
+        return sum(await self._each(lambda p: _base(p).delete(which, ids)))
+
+    # -- one shard's reads, for the merges above ---------------------------------------
+
+    async def _busy(self, names: Sequence[str]) -> dict[str, int]:
+        """Queued plus running jobs per name, in this shard."""
+        k = self.keys
+        reads = [(c, key(n)) for n in names for c, key in (("LLEN", k.queue), ("ZCARD", k.running))]
+        counts = [c if isinstance(c, int) else 0 for c in await self.conn.execute_many(reads)]
+        return {n: counts[2 * i] + counts[2 * i + 1] for i, n in enumerate(names)}
+
+    async def _scored(self, which: JobSet, stop: int) -> tuple[int, list[tuple[float, str]]]:
+        """This shard's size of a job set and its first ``stop`` entries, with scores."""
+        z = self._set_key(which)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zcard(z)
+            pipe.zrange(z, 0, stop - 1, desc=which == "dead", withscores=True)
+            total, rows = await pipe.execute()
+        return total, [(float(score), reply_text(i)) for i, score in rows]
+
+
+def _base(part: Sharded) -> Sharded:
+    """``part`` as one shard: its methods without the merging of :class:`Sharded`."""
+    return super(Sharded, part)  # type: ignore[return-value]
+
+
+def _add(each: Sequence[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for counts in each:
+        for key, n in counts.items():
+            out[key] = out.get(key, 0) + n
+    return out
+
+
+def _merge_bucket(buckets: Sequence[Bucket]) -> Bucket:
+    return Bucket(buckets[0].start, _add([b.counts for b in buckets]))
+
+
+def _merge_queue(rows: Sequence[QueueInfo], shards: int) -> QueueInfo:
+    """One name's figures over every shard: sizes and limits add up, the oldest job is
+    the oldest of all, a rate is its shards' parts together."""
+    first = rows[0]
+    limits = [r.limit for r in rows if r.limit is not None]
+    rate = Rate.from_stored(parse_rate(first.rate).stored) if first.rate else None
+    return QueueInfo(
+        first.name,
+        sum(r.size for r in rows),
+        max(r.latency for r in rows),
+        sum(r.running for r in rows),
+        sum(limits) if limits else None,
+        any(r.paused for r in rows),
+        next((r.priority for r in rows if r.priority is not None), None),
+        None if rate is None else str(Rate(rate.count * shards, rate.period_ms)),
+    )

@@ -1,0 +1,297 @@
+"""One namespace over several shards on one real Redis: where jobs go, and that a pool
+serves every shard with each guarantee of one shard (see rota.protocol.shards)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import anyio
+import pytest
+import redis
+from redis.crc import key_slot
+from structlog.testing import capture_logs
+
+from rota import Client, ConfigError, JobContext, JobSpec, WorkerPool
+from rota.protocol.keys import Keys
+from rota.protocol.shards import SLOTS, shard_of, shard_of_row, shard_tags
+from rota.spec import to_row
+from tests.helpers import pool_settings, wait_until
+
+K = 4
+
+
+@pytest.fixture
+async def sharded(redis_url: str, namespace: str) -> Any:
+    c = Client.from_url(redis_url, namespace, shards=K)
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+def queued(redis_sync: redis.Redis, namespace: str, name: str) -> list[int]:
+    """How many jobs of ``name`` each shard's queue holds."""
+    return [redis_sync.llen(Keys(namespace, i, K).queue(name)) for i in range(K)]
+
+
+def test_one_shard_is_the_one_slot_layout_and_others_have_their_own_tags() -> None:
+    assert Keys("app").queue("q") == "{app}:queue:q"
+    assert Keys("app", 0, K).prefix == "{app}:"
+    tags = shard_tags("app", K)
+    assert Keys("app", 3, K).queue("q") == "{" + tags[3] + "}:queue:q"
+    assert all(t.startswith(("app~1", "app~2", "app~3")) for t in tags[1:])
+    # Every key of a shard carries that shard's tag, so each script stays in one slot.
+    assert Keys("app", 2, K).job("x").startswith("{" + tags[2] + "}:")
+
+
+@pytest.mark.parametrize("shards", [2, 3, 6, 12, 64])
+@pytest.mark.parametrize("namespace", ["rota", "app", "orders.eu-1"])
+def test_the_tags_spread_evenly_over_the_slot_space(namespace: str, shards: int) -> None:
+    """Each of K equal runs of slots holds one shard: a cluster whose N primaries own
+    equal runs (as redis-cli --cluster create makes them) holds K / N on each."""
+    tags = shard_tags(namespace, shards)
+    runs = sorted(int(key_slot(t.encode()) // (SLOTS / shards)) for t in tags)
+    assert runs == list(range(shards))
+    assert tags[0] == namespace and len(set(tags)) == shards
+    for nodes in (n for n in (2, 3) if shards % n == 0):
+        per_node = Counter(key_slot(t.encode()) * nodes // SLOTS for t in tags)
+        assert set(per_node.values()) == {shards // nodes}
+
+
+async def test_jobs_spread_over_every_shard_and_each_is_found_by_its_id(
+    sharded: Client, redis_sync: redis.Redis, namespace: str
+) -> None:
+    jobs = await sharded.enqueue_many([JobSpec(name="n", kwargs={"i": i}) for i in range(400)])
+    counts = queued(redis_sync, namespace, "n")
+    assert sum(counts) == 400
+    assert min(counts) > 50  # 100 each on average: none starved, none holds all
+    for job in jobs[:40]:
+        shard = shard_of(job.id, K)  # the id names its shard
+        assert redis_sync.exists(Keys(namespace, shard, K).job(job.id))
+        record = await sharded.job(job.id)
+        assert record is not None and record.name == "n"
+    sizes = await sharded.queues(["n"])
+    assert sizes[0].size == 400
+
+
+async def test_a_unique_key_is_exact_across_shards(sharded: Client) -> None:
+    first = await sharded.enqueue("n", unique="order-7")
+    again = [await sharded.enqueue("n", unique="order-7") for _ in range(20)]
+    assert first.created and not any(j.created for j in again)
+    assert {j.id for j in again} == {first.id}
+    # An id chosen by rota for a job routed by its unique key names the same shard.
+    assert shard_of(first.id, K) == shard_of("order-7", K)
+
+
+async def test_a_chosen_id_routed_by_its_unique_key_is_still_found(sharded: Client) -> None:
+    chosen = "mine-1"
+    row = to_row(JobSpec(name="n", job_id=chosen, unique="u-9"), 1024, 60.0)
+    assert shard_of_row(row, K) == shard_of("u-9", K)
+    if shard_of(chosen, K) == shard_of("u-9", K):
+        pytest.skip("the chosen id happens to name the same shard")
+    await sharded.enqueue("n", job_id=chosen, unique="u-9")
+    record = await sharded.job(chosen)
+    assert record is not None and record.state == "queued"
+
+
+async def test_a_pool_runs_every_job_of_every_shard_once(
+    sharded: Client, redis_url: str, namespace: str
+) -> None:
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, shards=K, concurrency=20))
+    ran: Counter[int] = Counter()
+
+    @pool.job
+    async def n(ctx: JobContext, i: int) -> None:
+        ran[i] += 1
+
+    await sharded.enqueue_many([JobSpec(name="n", kwargs={"i": i}) for i in range(600)])
+    async with pool.running():
+        await wait_until(lambda: len(ran) == 600, within=30)
+    assert set(ran.values()) == {1}
+    assert (await sharded.stats())["processed"] == 600
+    assert (await sharded.queues(["n"]))[0].size == 0
+
+
+async def test_flows_groups_retries_schedules_and_aborts_hold_over_shards(
+    sharded: Client, redis_url: str, namespace: str
+) -> None:
+    pool = WorkerPool(
+        settings=pool_settings(redis_url, namespace, shards=K, keep_result=600, concurrency=8)
+    )
+    tries: Counter[str] = Counter()
+
+    @pool.job(max_fails=3, backoff=lambda n: 0.05)
+    async def step(ctx: JobContext, label: str) -> str:
+        tries[label] += 1
+        if label.startswith("flaky") and tries[label] == 1:
+            raise RuntimeError("once")
+        if label == "slow":
+            await anyio.sleep(30)
+        return label.upper()
+
+    @pool.job
+    async def total(ctx: JobContext) -> list[Any]:
+        return sorted(ctx.parent_results.values())
+
+    def s(label: str, **options: Any) -> JobSpec:
+        return JobSpec(name="step", kwargs={"label": label}, **options)
+
+    async with pool.running():
+        chain = await sharded.chain([s("a"), s("b"), s("c")])
+        group = await sharded.group([s(f"m{i}") for i in range(12)], then=JobSpec(name="total"))
+        flaky = await sharded.enqueue("step", label="flaky-1")
+        later = await sharded.enqueue_in(0.2, "step", label="later")
+        slow = await sharded.enqueue("step", label="slow")
+        assert await sharded.wait(chain[-1].id, timeout=20) == "C"
+        assert group.then is not None
+        assert await sharded.wait(group.then.id, timeout=20) == sorted(f"M{i}" for i in range(12))
+        assert await sharded.wait(flaky.id, timeout=20) == "FLAKY-1"
+        assert await sharded.wait(later.id, timeout=20) == "LATER"
+        await wait_until(lambda: tries["slow"] == 1, within=10)
+        await sharded.abort(slow.id)
+        await wait_until(
+            lambda: _state(sharded, slow.id, "aborted"), within=10
+        )  # the listener of its shard heard it
+    assert tries["flaky-1"] == 2
+    assert [tries[x] for x in "abc"] == [1, 1, 1]
+
+
+async def _state(client: Client, job_id: str, state: str) -> bool:
+    record = await client.job(job_id)
+    return record is not None and record.state == state
+
+
+async def test_a_limit_is_split_so_the_shards_never_run_more_than_it(
+    sharded: Client, redis_url: str, namespace: str
+) -> None:
+    running = 0
+    most = 0
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, shards=K, concurrency=30))
+
+    @pool.job(max_concurrency=6)
+    async def capped(ctx: JobContext) -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await anyio.sleep(0.02)
+        running -= 1
+
+    await sharded.enqueue_many([JobSpec(name="capped") for _ in range(200)])
+    async with pool.running():
+        await wait_until(_drained(sharded, "capped"), within=30)
+    assert most == 6  # 2 + 2 + 1 + 1 over four shards, and reached
+    assert (await sharded.queues(["capped"]))[0].limit == 6
+    with pytest.raises(ValueError, match="at least 4"):
+        await sharded.set_limit("capped", 3)
+
+
+def _drained(client: Client, name: str) -> Any:
+    async def check() -> bool:
+        q = (await client.queues([name]))[0]
+        return q.size == 0 and q.running == 0
+
+    return check
+
+
+async def test_pause_holds_in_every_shard(sharded: Client, redis_url: str, namespace: str) -> None:
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, shards=K))
+    ran: list[int] = []
+
+    @pool.job
+    async def n(ctx: JobContext, i: int) -> None:
+        ran.append(i)
+
+    await sharded.pause("n")
+    await sharded.enqueue_many([JobSpec(name="n", kwargs={"i": i}) for i in range(40)])
+    async with pool.running():
+        await anyio.sleep(0.5)
+        assert ran == []
+        assert (await sharded.queues(["n"]))[0].paused
+        await sharded.resume("n")
+        await wait_until(lambda: len(ran) == 40, within=10)
+
+
+async def test_a_pool_with_another_shard_count_refuses_to_start(
+    sharded: Client, redis_url: str, namespace: str
+) -> None:
+    first = WorkerPool(settings=pool_settings(redis_url, namespace, shards=K))
+    first.job(name="n")(_noop)
+    async with first.running():
+        pass
+    for other in (1, 2):
+        pool = WorkerPool(settings=pool_settings(redis_url, namespace, shards=other))
+        pool.job(name="n")(_noop)
+        with pytest.raises(ConfigError, match=f"spans {K} shard"):
+            async with pool.running():
+                pass
+
+
+async def _noop(ctx: JobContext) -> None:
+    return None
+
+
+async def test_a_dead_job_of_any_shard_is_listed_retried_and_deleted(
+    sharded: Client, redis_url: str, namespace: str
+) -> None:
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, shards=K))
+
+    @pool.job(max_fails=1)
+    async def bad(ctx: JobContext, i: int) -> None:
+        raise RuntimeError(f"bad {i}")
+
+    jobs = await sharded.enqueue_many([JobSpec(name="bad", kwargs={"i": i}) for i in range(30)])
+    async with pool.running():
+        await wait_until(lambda: _size(sharded, "dead", 30), within=15)
+    page = await sharded.page("dead", 0, 50)
+    assert page.total == 30 and {j.id for j in page.jobs} == {j.id for j in jobs}
+    found = await sharded.search("dead", "bad")
+    assert found.total == 30
+    assert await sharded.in_set("dead", [jobs[0].id, "nope"]) == [jobs[0].id]
+    assert await sharded.delete("dead", [jobs[0].id]) == 1
+    assert await sharded.retry("dead") == 29
+    assert (await sharded.job_set_sizes())["dead"] == 0
+    assert (await sharded.queues(["bad"]))[0].size == 29
+
+
+async def _size(client: Client, which: str, n: int) -> bool:
+    return (await client.job_set_sizes())[which] == n
+
+
+async def test_a_job_after_parents_of_different_shards_is_refused(sharded: Client) -> None:
+    parents = [await sharded.enqueue("n", i=i) for i in range(12)]
+    by_shard = {shard_of(p.id, K): p.id for p in parents}
+    assert len(by_shard) > 1
+    a, b = list(by_shard.values())[:2]
+    with pytest.raises(ValueError, match="different shards"):
+        await sharded.enqueue("n", after=[a, b])
+    child = await sharded.enqueue("n", after=[a])  # one shard: enqueued beside its parent
+    assert shard_of(child.id, K) == shard_of(a, K)
+    assert (await sharded.job(child.id)) is not None
+
+
+async def test_long_jobs_of_every_shard_keep_their_leases(
+    sharded: Client, redis_url: str, namespace: str
+) -> None:
+    """Each shard's heartbeat extends the leases of that shard's jobs, and only those."""
+    settings = pool_settings(
+        redis_url, namespace, shards=K, concurrency=12, heartbeat_interval=0.2, lease=0.6
+    )
+    pool = WorkerPool(settings=settings)
+    ran: Counter[str] = Counter()
+
+    @pool.job
+    async def long(ctx: JobContext) -> None:
+        ran[ctx.id] += 1
+        await anyio.sleep(1.5)  # over two leases
+
+    jobs = await sharded.enqueue_many([JobSpec(name="long") for _ in range(12)])
+    assert len({shard_of(j.id, K) for j in jobs}) > 1
+    with capture_logs() as logs:
+        async with pool.running():
+            await wait_until(_drained(sharded, "long"), within=20)
+    assert set(ran.values()) == {1} and len(ran) == 12
+    # No shard took another's jobs for lost ones.
+    assert not [e for e in logs if "lease" in e["event"]], logs
+    stats = await sharded.stats()
+    assert stats["processed"] == 12 and stats.get("lost", 0) == 0

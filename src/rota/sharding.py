@@ -107,33 +107,48 @@ class Sharded(Reads, Operations, Workflows):
         return _base(self)
 
     async def _part_of(self, job_id: str) -> Sharded:
-        """The part whose shard holds ``job_id``: the one its id names, else (an id a
-        producer chose, routed by its unique key or group) the one that has its record;
-        the one its id names when none has."""
+        """The part whose shard holds ``job_id``: the one its id names when it has the
+        job (one read), else (an id a producer chose, routed by its unique key or group)
+        the one of the others that has its record; the one its id names when none has."""
         home = self.parts[shard_of(job_id, self.shard_count)]
-        if len(self.parts) == 1:
+        if len(self.parts) == 1 or await home.redis.exists(home.keys.job(job_id)):
             return home
-        found = await self._each(lambda p: p.redis.exists(p.keys.job(job_id)))
-        if found[home.keys.shard]:
-            return home
-        return next((p for p, n in zip(self.parts, found, strict=True) if n), home)
+        others = [p for p in self.parts if p is not home]
+        found = await gather(
+            [functools.partial(p.redis.exists, p.keys.job(job_id)) for p in others]
+        )
+        return next((p for p, n in zip(others, found, strict=True) if n), home)
+
+    async def _read(self, job_id: str, read: Callable[[Sharded], Awaitable[T]]) -> T:
+        """``read`` (one shard's) from the shard its id names, and from the others
+        when that finds nothing (None, or an empty answer)."""
+        home = self.parts[shard_of(job_id, self.shard_count)]
+        got = await read(_base(home))
+        if got or len(self.parts) == 1:
+            return got
+        for part in self.parts:
+            if part is not home:
+                other = await read(_base(part))
+                if other:
+                    return other
+        return got
 
     # -- one job: to its shard --------------------------------------------------------
 
     async def job(self, job_id: str) -> JobRecord | None:
         if len(self.parts) == 1:
             return await super().job(job_id)
-        return await _base(await self._part_of(job_id)).job(job_id)
+        return await self._read(job_id, lambda p: p.job(job_id))
 
     async def stored(self, job_id: str, field: Any) -> bytes | None:
         if len(self.parts) == 1:
             return await super().stored(job_id, field)
-        return await _base(await self._part_of(job_id)).stored(job_id, field)
+        return await self._read(job_id, lambda p: p.stored(job_id, field))
 
     async def job_log(self, job_id: str) -> list[str]:
         if len(self.parts) == 1:
             return await super().job_log(job_id)
-        return await _base(await self._part_of(job_id)).job_log(job_id)
+        return await self._read(job_id, lambda p: p.job_log(job_id))
 
     async def wait(self, job_id: str, timeout: float | None = None) -> Any:  # noqa: ASYNC109
         if len(self.parts) == 1:

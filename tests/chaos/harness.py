@@ -167,12 +167,12 @@ class Fleet:
 # -- jobs and records ------------------------------------------------------------------
 
 
-def enqueue(url: str, namespace: str, specs: Sequence[JobSpec]) -> list[str]:
+def enqueue(url: str, namespace: str, specs: Sequence[JobSpec], shards: int = 1) -> list[str]:
     """Enqueue jobs with the client, in pipelined chunks; returns their ids in order."""
 
     async def run() -> list[str]:
         ids: list[str] = []
-        async with Client.from_url(url, namespace) as client:
+        async with Client.from_url(url, namespace, shards=shards) as client:
             for i in range(0, len(specs), 500):
                 ids += [job.id for job in await client.enqueue_many(specs[i : i + 500])]
         return ids
@@ -180,9 +180,12 @@ def enqueue(url: str, namespace: str, specs: Sequence[JobSpec]) -> list[str]:
     return anyio.run(run)
 
 
-def enqueue_work(url: str, namespace: str, durations_ms: Sequence[float]) -> list[str]:
+def enqueue_work(
+    url: str, namespace: str, durations_ms: Sequence[float], shards: int = 1
+) -> list[str]:
     """One ``work`` job per duration."""
-    return enqueue(url, namespace, [JobSpec(name="work", kwargs={"ms": ms}) for ms in durations_ms])
+    specs = [JobSpec(name="work", kwargs={"ms": ms}) for ms in durations_ms]
+    return enqueue(url, namespace, specs, shards)
 
 
 def durations(n: int, low: float, high: float, seed: int = 7) -> list[float]:

@@ -3,17 +3,22 @@ primary, every job runs once, and each primary carries its share of the Redis wo
 
 from __future__ import annotations
 
+import itertools
 import os
+import time
 from collections import Counter
 from typing import Any
 
 import pytest
+import redis
 from redis.crc import key_slot
 
 from rota import Client, JobContext, JobSpec, WorkerPool
-from rota.protocol.shards import shard_tags
-from tests.chaos.harness import report
+from rota.protocol.shards import shard_of, shard_tags
+from tests.chaos.harness import Audit, Fleet, Ledger, durations, enqueue_work, poll, report
 from tests.helpers import pool_settings, wait_until
+from tests.redis_server import RedisServer
+from tests.topology.test_cluster import migrate_slot
 from tests.topology_servers import ClusterGroup
 
 pytestmark = pytest.mark.topology
@@ -94,3 +99,125 @@ async def test_six_shards_spread_over_three_primaries_and_share_the_work(
     # About a third each (the same jobs spread by their ids; an idle shard still waits
     # on its wake lists): no primary carries the namespace alone.
     assert all(0.2 < share < 0.47 for share in shares.values()), shares
+
+
+CHAOS_JOBS = 30_000 if os.environ.get("ROTA_LONG") == "1" else 3_000
+
+
+def _owner_of(cluster: ClusterGroup, tag: str) -> int:
+    return cluster.owner(key_slot(tag.encode())).port
+
+
+def _processed_all(cluster: ClusterGroup, tags: tuple[str, ...]) -> int:
+    total = 0
+    for tag in tags:
+        try:
+            with cluster.owner(key_slot(tag.encode())).client(socket_timeout=1) as r:
+                total += int(r.hget("{" + tag + "}:stats", "processed") or 0)
+        except (redis.RedisError, RuntimeError):
+            return -1
+    return total
+
+
+@pytest.mark.timeout(900 if os.environ.get("ROTA_LONG") == "1" else 240)
+def test_six_shards_through_a_primary_killed_and_a_slot_moved(
+    cluster_group: ClusterGroup, fleet: Fleet, ledger: Ledger
+) -> None:
+    """Two pools run a namespace of six shards while one primary is SIGKILLed (its
+    replica takes over) and another shard's slot moves: no job is lost, and the shards
+    of the other primaries keep running while the killed one's wait for the failover."""
+    cluster = cluster_group
+    for server in cluster.servers:  # the other shards go on while one primary is away
+        with server.client(socket_timeout=5) as r:
+            r.config_set("cluster-require-full-coverage", "no")
+    ns = "sk" + os.urandom(4).hex()
+    tags = shard_tags(ns, K)
+    ids = enqueue_work(cluster.url, ns, durations(CHAOS_JOBS, 20, 40, seed=3), shards=K)
+    first = set(ids)
+    workers = [fleet.start(cluster.url, ns, concurrency=20, shards=K) for _ in range(2)]
+    poll(
+        lambda: _processed_all(cluster, tags) >= CHAOS_JOBS // 6,
+        within=90,
+        what="the namespace under way",
+        details=fleet.tails,
+    )
+    # 1. One primary dies; its replica takes over its two shards.
+    victim = cluster.owner(key_slot(tags[0].encode()))
+    replica = cluster.replica_of(victim)
+    hit = {t for t in tags if _owner_of(cluster, t) == victim.port}
+    killed_at = time.time()
+    victim.kill()
+    poll(
+        lambda: all(_owner_of(cluster, t) == replica.port for t in hit),
+        within=30,
+        what="the replica taking over the killed primary's shards",
+    )
+    failover_s = time.time() - killed_at
+    # 2. A shard of another primary moves to the third one while the pools run.
+    moving = next(t for t in tags if t not in hit)
+    source = _owner_of(cluster, moving)
+    target = next(
+        s
+        for s in cluster.servers
+        if s.running
+        and s.port not in (source, replica.port)
+        and s.port != victim.port
+        and _is_primary(s)
+    )
+    # More work, so that the moving shard holds jobs while its keys move.
+    ids += enqueue_work(cluster.url, ns, durations(CHAOS_JOBS // 2, 20, 40, seed=4), shards=K)
+    with cluster.by_port(source).client(socket_timeout=5) as r:
+        assert r.llen("{" + moving + "}:queue:work") > 0, "nothing left to move"
+    started = time.monotonic()
+    moved_keys = migrate_slot(cluster, key_slot(moving.encode()), target)
+    migration_s = time.monotonic() - started
+    poll(
+        lambda: _processed_all(cluster, tags) >= len(ids),
+        within=600 if os.environ.get("ROTA_LONG") == "1" else 150,
+        what="every job done",
+        details=fleet.tails,
+    )
+    assert [w for w in workers if not w.alive] == [], f"a pool exited\n{fleet.tails()}"
+    fleet.close()
+    lost, duplicates = 0, 0
+    by_shard: dict[int, list[str]] = {}
+    for job_id in ids:
+        by_shard.setdefault(shard_of(job_id, K), []).append(job_id)
+    for shard, shard_ids in by_shard.items():
+        with cluster.owner(key_slot(tags[shard].encode())).client(socket_timeout=5) as r:
+            audit = Audit.of(r, tags[shard], ledger, shard_ids)
+        assert audit.lost == [], audit.explain(audit.lost, fleet)
+        lost += len(audit.lost)
+        duplicates += audit.duplicate_runs
+    # The longest stretch between two starts of the first jobs of the shards the kill
+    # did not touch, around the kill: they went on while the killed primary's waited.
+    others = {i for i, t in enumerate(tags) if t not in hit}
+    starts = sorted(
+        e.t
+        for e in ledger.entries()
+        if e.kind == "start"
+        and e.job_id in first
+        and shard_of(e.job_id, K) in others
+        and killed_at - 1 <= e.t <= killed_at + failover_s + 1
+    )
+    longest_gap = max((b - a for a, b in itertools.pairwise(starts)), default=0.0)
+    report(
+        "cluster_shards_kill_and_move",
+        {
+            "jobs": len(ids),
+            "shards": K,
+            "failover_s": round(failover_s, 1),
+            "migration_s": round(migration_s, 2),
+            "migrated_keys": moved_keys,
+            "lost": lost,
+            "duplicate_runs": duplicates,
+            "other_shards_longest_pause_s": round(longest_gap, 3),
+        },
+    )
+    assert len(starts) > 10, "the other shards ran nothing while the primary was away"
+    assert longest_gap < 1.0, longest_gap  # not the failover's seconds
+
+
+def _is_primary(server: RedisServer) -> bool:
+    with server.client(socket_timeout=2) as r:
+        return bool(r.info("replication").get("role") == "master")

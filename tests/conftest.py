@@ -82,10 +82,11 @@ SHARDS = int(os.environ.get("ROTA_TEST_SHARDS", "1"))
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if SHARDS > 1:
-        skip = pytest.mark.skip(reason=f"reads one shard's keys (ROTA_TEST_SHARDS={SHARDS})")
         for item in items:
-            if item.get_closest_marker("one_shard"):
-                item.add_marker(skip)
+            mark = item.get_closest_marker("one_shard")
+            if mark:
+                why = mark.args[0] if mark.args else "reads one shard's keys"
+                item.add_marker(pytest.mark.skip(reason=f"{why} (ROTA_TEST_SHARDS={SHARDS})"))
 
 
 @pytest.fixture

@@ -70,6 +70,7 @@ async def _cut_short(client: Client, redis_url: str, namespace: str) -> tuple[st
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.one_shard("its producer process has one shard")
 async def test_a_group_cut_short_waits_and_the_same_call_again_completes_it(
     client: Client, redis_url: str, namespace: str
 ) -> None:
@@ -115,6 +116,7 @@ async def test_a_group_cut_short_waits_and_the_same_call_again_completes_it(
     assert done.then == f"{gid}-then"
 
 
+@pytest.mark.one_shard("reads one shard's keys")
 async def test_the_same_group_twice_writes_it_once(client: Client, namespace: str) -> None:
     specs = [JobSpec(name="member", args=(i,)) for i in range(120)]
     first = await client.group(specs, then=JobSpec(name="collect"), group_id="nightly-1")
@@ -143,6 +145,7 @@ async def test_member_ids_make_the_group_id(client: Client) -> None:
     assert (await client.group(unnamed)).id != (await client.group(unnamed)).id
 
 
+@pytest.mark.one_shard("its producer process has one shard")
 async def test_a_group_that_does_not_match_what_redis_holds_is_refused_whole(
     client: Client, namespace: str
 ) -> None:

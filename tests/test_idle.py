@@ -6,6 +6,7 @@ import threading
 from collections import Counter
 
 import anyio
+import pytest
 
 from rota import JobContext, WorkerPool
 from tests.helpers import pool_settings
@@ -27,6 +28,7 @@ def _monitor(server: RedisServer, seconds: float, sent: Counter[str]) -> None:
     r.close()
 
 
+@pytest.mark.one_shard("an idle pool waits on every shard")
 async def test_idle_pool_sends_at_most_three_commands_a_second(
     fresh_redis_server: RedisServer,
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 import anyio
+import pytest
 import redis
 
 from rota import Client, JobContext, JobSpec, Settings, WorkerPool
@@ -38,6 +39,7 @@ async def _processed(client: Client, n: int) -> None:
     await wait_until(done, within=10)
 
 
+@pytest.mark.one_shard("reads one shard's keys")
 async def test_a_job_without_result_leaves_no_record_and_one_with_a_result_is_kept(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:
@@ -74,6 +76,7 @@ async def test_a_job_without_result_leaves_no_record_and_one_with_a_result_is_ke
     assert again.created
 
 
+@pytest.mark.one_shard("reads one shard's keys")
 async def test_a_job_without_result_is_kept_for_its_waiter(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:
@@ -96,6 +99,7 @@ async def test_a_job_without_result_is_kept_for_its_waiter(
     assert record is not None and record.state == "complete"
 
 
+@pytest.mark.one_shard("reads one shard's keys")
 async def test_by_default_a_job_without_result_is_kept_a_minute(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:
@@ -110,6 +114,7 @@ async def test_by_default_a_job_without_result_is_kept_a_minute(
     assert await client.wait(job.id, timeout=5) is None  # a wait after the end
 
 
+@pytest.mark.one_shard("FIFO holds within a shard, not across shards")
 async def test_the_cap_deletes_the_oldest_kept_jobs_first(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:

@@ -37,6 +37,7 @@ def test_robin_rejects_bad_weights() -> None:
         Robin({})
 
 
+@pytest.mark.one_shard("FIFO holds within a shard, not across shards")
 async def test_shares_follow_priorities_and_fifo_holds(
     client: Client, redis_url: str, namespace: str
 ) -> None:
@@ -71,6 +72,7 @@ async def test_shares_follow_priorities_and_fifo_holds(
         assert seqs == list(range(len(seqs)))
 
 
+@pytest.mark.one_shard("FIFO holds within a shard, not across shards")
 async def test_a_batch_is_filled_from_other_names_when_its_names_are_empty(
     client: Client, redis_url: str, namespace: str
 ) -> None:

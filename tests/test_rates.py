@@ -52,6 +52,7 @@ def test_a_handler_with_a_bad_rate_is_refused_at_registration(redis_url: str) ->
         async def f(ctx: JobContext) -> None: ...
 
 
+@pytest.mark.one_shard("a split rate is exact while every shard has jobs; 500 jobs spread unevenly")
 async def test_three_pools_share_one_rate(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:
@@ -141,6 +142,7 @@ async def test_a_pool_writes_its_handlers_rates(
         assert q.rate == "2/min"
 
 
+@pytest.mark.one_shard("the CLI is configured with one shard")
 async def test_the_cli_sets_and_clears_a_rate(
     client: Client, redis_url: str, namespace: str
 ) -> None:

@@ -21,6 +21,12 @@ __all__ = ["CallgrindRedis"]
 
 
 class CallgrindRedis:
+    #: How long a client of this server waits for a reply (s). A script of a few
+    #: thousand steps, or a pipeline of a hundred calls answered together, takes seconds
+    #: under valgrind, and many times that when other processes share the CPU: redis-py's
+    #: default of 5 s would cut it short.
+    SOCKET_TIMEOUT = 300.0
+
     def __init__(self) -> None:
         for tool in ("valgrind", "callgrind_control"):
             if shutil.which(tool) is None:

@@ -88,7 +88,7 @@ def _per_call(
 
 def main() -> int:
     with CallgrindRedis() as profiled:
-        r = redis.Redis.from_url(profiled.url)
+        r = redis.Redis.from_url(profiled.url, socket_timeout=profiled.SOCKET_TIMEOUT)
         r.function_load(_library(), replace=True)
         r.hset("h", mapping={"name": "noop", "args": "[1.5]", "enqueued_at": "1732484400000"})
         empty = _per_call(profiled, r, "empty")

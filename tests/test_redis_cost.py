@@ -47,6 +47,7 @@ def test_callgrind_counts_instructions_per_job(capsys: pytest.CaptureFixture[str
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # valgrind on a shared CPU: a minute and a half is seen
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 def test_lua_costs_prints_a_figure_for_every_step(capsys: pytest.CaptureFixture[str]) -> None:
     assert lua_costs.main() == 0

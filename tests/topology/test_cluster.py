@@ -9,9 +9,11 @@ another primary, each with a worker pool in its own process started with a
    itself;
 2. namespace B's slot migrates to C's primary, by the steps ``redis-cli --cluster
    reshard`` takes (``SETSLOT IMPORTING``/``MIGRATING``, ``MIGRATE`` in batches,
-   ``SETSLOT NODE``): B's scripts wait while the keys move (``ASK``) and its pool
-   follows ``MOVED`` to the new owner. That node's function library is flushed first,
-   so B's pool (and C's) must load it there again by themselves.
+   ``SETSLOT NODE``), while B's pool runs jobs (half of them are enqueued once the
+   failover is over, however long it took): B's scripts wait while the keys move
+   (``ASK``) and its pool follows ``MOVED`` to the new owner. That node's function
+   library is flushed first, so B's pool (and C's) must load it there again by
+   themselves.
 
 Every job completes, none is lost, no pool exits. ``ROTA_LONG=1``: 5,000 jobs.
 """
@@ -92,10 +94,12 @@ def test_three_namespaces_through_a_failover_and_a_slot_migration(
     cluster = cluster_group
     url = cluster.url
     a, b, c = _namespaces(cluster)
-    ids = {
-        ns: enqueue_work(url, ns, durations(PER_NAMESPACE, 40, 80, seed=i))
-        for i, ns in enumerate((a, b, c))
-    }
+    work = {ns: durations(PER_NAMESPACE, 40, 80, seed=i) for i, ns in enumerate((a, b, c))}
+    # B's second half is enqueued once the failover is over: however long that took, B's
+    # pool still has work while its slot moves.
+    later_b = work[b][PER_NAMESPACE // 2 :]
+    work[b] = work[b][: PER_NAMESPACE // 2]
+    ids = {ns: enqueue_work(url, ns, work[ns]) for ns in (a, b, c)}
     workers = [fleet.start(url, ns, concurrency=5) for ns in (a, b, c)]
     poll(
         lambda: _processed(cluster, a) >= PER_NAMESPACE // 6,
@@ -119,10 +123,11 @@ def test_three_namespaces_through_a_failover_and_a_slot_migration(
     )
     failover_s = time.monotonic() - started
     # 2. B's slot to C's primary, while B's pool runs.
-    done_b = _processed(cluster, b)
-    assert done_b < PER_NAMESPACE, "B finished before its slot could move: make the run longer"
     if failover == "kill":
         poll(cluster.ok, within=30, what="the cluster state ok again")
+    ids[b] += enqueue_work(url, b, later_b)
+    done_b = _processed(cluster, b)
+    assert done_b < PER_NAMESPACE, "B finished before its slot could move: make the run longer"
     started = time.monotonic()
     target = cluster.owner(_slot(c))
     with target.client(socket_timeout=5) as r:

@@ -5,7 +5,8 @@
 - The reaper (about as often, jittered) gives expired leases back to their queues and
   forgets pools that stopped beating. Every pool runs it; the script is idempotent.
 - The abort listener cancels a running job within milliseconds of ``client.abort``;
-  the heartbeat's answer is the fallback when a pub/sub message was missed.
+  the heartbeat's answer is the fallback when a pub/sub message was missed, and each
+  beat cancels again an attempt whose cancellation was swallowed (see InFlight).
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ class Heartbeat:
                 )
         for job_id in aborts:
             rt.cancel(job_id, "abort")
+        rt.repeat_cancels()
         await rt.watch.check_memory()
 
     async def stop(self) -> None:

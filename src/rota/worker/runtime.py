@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import os
 import socket
+import time
 import uuid
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -48,10 +49,17 @@ class InFlight:
     """A job a worker is running: what the heartbeat reports and what shutdown cancels.
 
     Cancelling it (its deadline passed, an abort, the pool's shutdown) cancels the
-    worker's task, once, as ``asyncio.timeout`` does, and :meth:`settle` takes that
+    worker's task, as ``asyncio.timeout`` does, and :meth:`settle` takes that
     cancellation back when the attempt ends. This is ``asyncio.timeout`` without its
     object, lookup and context manager per attempt: a job without a deadline costs no
     timer, one with a deadline one timer handle.
+
+    A cancellation can be lost inside the handler's awaits: ``asyncio.wait_for`` of
+    Python 3.11, which redis-py's send takes when a ``socket_timeout`` is set, returns
+    the result instead of raising when the cancellation comes as the write ends. An
+    attempt cancelled once could then run on for good (an abort never taking effect),
+    so :meth:`repeat` cancels it again once a heartbeat interval has passed, and
+    :meth:`settle` takes back every cancellation it made.
     """
 
     job: Fetched
@@ -65,19 +73,37 @@ class InFlight:
     reason: str | None = None
     settled: bool = False
     lease_lost: bool = False  # said once, when the heartbeat learns it
+    #: How many times this entry cancelled its task, and when it last did (monotonic).
+    cancels: int = 0
+    cancelled_at: float = 0.0
 
     def cancel(self, reason: str) -> None:
         if self.reason is None and not self.settled:
             self.reason = reason
-            self.task.cancel()
+            self._cancel()
+
+    def repeat(self, after: float) -> None:
+        """Cancel the task again when this entry cancelled it ``after`` seconds ago or
+        more and the attempt still runs: that cancellation was swallowed (see above)."""
+        due = time.monotonic() - self.cancelled_at >= after
+        if self.reason is not None and not self.settled and due:
+            self._cancel()
+
+    def _cancel(self) -> None:
+        self.cancels += 1
+        self.cancelled_at = time.monotonic()
+        self.task.cancel()
 
     def settle(self) -> bool:
-        """Take back this entry's cancellation of its task, if it made one (once).
+        """Take back this entry's cancellations of its task, if it made any (once).
         True when the task is being cancelled by someone else as well."""
         if self.reason is None or self.settled:
             return False
         self.settled = True
-        return self.task.uncancel() > self.cancelling
+        left = self.task.cancelling()
+        for _ in range(self.cancels):
+            left = self.task.uncancel()
+        return left > self.cancelling
 
 
 @dataclass(slots=True, kw_only=True)
@@ -185,6 +211,12 @@ class PoolRuntime:
         if entry is not None:
             log.info("cancelling job", job_id=job_id, job_name=entry.job.name, reason=reason)
             entry.cancel(reason)
+
+    def repeat_cancels(self) -> None:
+        """Cancel again the attempts cancelled a heartbeat interval ago or more that still
+        run: their handler's awaits swallowed the cancellation (see InFlight)."""
+        for entry in list(self.in_flight.values()):
+            entry.repeat(self.settings.heartbeat_interval)
 
     async def checkin(self, ctx: Any, message: str) -> None:
         entry = self.in_flight.get(ctx.id)

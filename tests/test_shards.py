@@ -16,6 +16,7 @@ from rota import Client, ConfigError, JobContext, JobSpec, WorkerPool
 from rota.protocol.keys import Keys
 from rota.protocol.shards import SLOTS, shard_of, shard_of_row, shard_tags
 from rota.spec import to_row
+from tests.cli_helpers import rota_json, run_rota
 from tests.helpers import pool_settings, wait_until
 
 K = 4
@@ -295,3 +296,26 @@ async def test_long_jobs_of_every_shard_keep_their_leases(
     assert not [e for e in logs if "lease" in e["event"]], logs
     stats = await sharded.stats()
     assert stats["processed"] == 12 and stats.get("lost", 0) == 0
+
+
+async def test_the_cli_follows_the_namespace_s_recorded_shard_count(
+    sharded: Client, redis_url: str, namespace: str
+) -> None:
+    """An operator's command configured without ``shards`` reads and changes every shard
+    of a namespace whose pools recorded four."""
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, shards=K))
+    pool.job(name="n")(_noop)
+    async with pool.running():  # records the count
+        pass
+    await sharded.enqueue_many([JobSpec(name="n") for _ in range(40)])
+    where = ("--redis-url", redis_url, "--namespace", namespace)
+    listed = rota_json("shards", *where)
+    assert [s["queued"] for s in listed["shards"]] == [
+        (await part.alone.queues(["n"]))[0].size for part in sharded.parts
+    ]
+    assert sum(s["queued"] for s in listed["shards"]) == 40
+    done = run_rota("queue", "pause", "n", *where)
+    assert done.returncode == 0, done.stderr
+    assert all([(await part.alone.queues(["n"]))[0].paused for part in sharded.parts])
+    assert run_rota("queue", "clear", "n", "--yes", *where).returncode == 0
+    assert (await sharded.queues(["n"]))[0].size == 0

@@ -36,9 +36,17 @@ from rota.reads import Reads
 from rota.status import Bucket, Found, History, LivePool, Page, QueueInfo, RunningJob
 from rota.workflow import Related, Workflows
 
-__all__ = ["Sharded", "check_shards", "gather", "split_limit", "split_rate"]
+__all__ = ["Sharded", "check_shards", "gather", "recorded_shards", "split_limit", "split_rate"]
 
 T = TypeVar("T")
+
+
+async def recorded_shards(client: Sharded) -> int | None:
+    """How many shards the client's namespace spans, as its first pool recorded it
+    (None: no pool of several shards has run yet). Operators' tools (the CLI, the web)
+    follow it, whatever their own settings say."""
+    stored = await client.redis.get(client.keys.shards)
+    return int(stored) if stored else None
 
 
 async def check_shards(redis: Redis, keys: Keys, shards: int) -> None:

@@ -18,6 +18,7 @@ from rota.errors import ConfigError, RedisRefused, RedisUnavailable, redis_cause
 from rota.redis.access import explain
 from rota.redis.connection import redacted
 from rota.redis.outage import MEANING, Condition, rota_error
+from rota.sharding import recorded_shards
 
 __all__ = [
     "ExitError",
@@ -147,7 +148,11 @@ def with_client(
         async def go() -> T:
             async with Client.from_settings(settings) as client:
                 await check_redis(client, settings)
-                return await func(client, settings, **kwargs)
+                shaped = await _as_recorded(client, settings)
+                if shaped is settings:
+                    return await func(client, settings, **kwargs)
+            async with Client.from_settings(shaped) as client:
+                return await func(client, shaped, **kwargs)
 
         try:
             return anyio.run(go)
@@ -190,15 +195,28 @@ def redis_trouble(exc: BaseException, settings: Settings) -> ExitError | None:
     return None
 
 
-def preflight(settings: Settings) -> None:
+def preflight(settings: Settings) -> Settings:
     """Connect once (and PING) before a server starts, so that a wrong password, a
-    refused command, a TLS failure or no Redis at all stops it with one line."""
+    refused command, a TLS failure or no Redis at all stops it with one line. The
+    settings to serve with: the namespace's recorded shard count replaces the
+    configured one (see :func:`_as_recorded`)."""
 
-    async def go() -> None:
+    async def go() -> Settings:
         async with Client.from_settings(settings) as client:
             await check_redis(client, settings)
+            return await _as_recorded(client, settings)
 
-    anyio.run(go)
+    return anyio.run(go)
+
+
+async def _as_recorded(client: Client, settings: Settings) -> Settings:
+    """``settings`` with the shard count the namespace's pools recorded, if it differs:
+    an operator's tool configured without ``shards`` still reads and changes every
+    shard of a namespace that spans several."""
+    recorded = await recorded_shards(client)
+    if recorded is None or recorded == settings.shards:
+        return settings
+    return settings.replace(shards=recorded)
 
 
 async def check_redis(client: Client, settings: Settings) -> None:

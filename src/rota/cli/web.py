@@ -227,8 +227,10 @@ def _app(
     try:
         for ns in also:
             validate_namespace(ns)
+        # A wrong password, ACL, TLS or no Redis: one line, now; and the namespace's
+        # shard count as its pools recorded it.
+        settings = preflight(settings)
         app = create_app(settings, auth=auth, allowed_hosts=hosts, namespaces=also)
-        preflight(settings)  # a wrong password, ACL, TLS or no Redis: one line, now
     except ConfigError as exc:  # names the setting
         sock.close()
         raise ExitError(str(exc)) from None

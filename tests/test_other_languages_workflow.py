@@ -28,6 +28,7 @@ import pytest
 import redis
 
 from rota import Client, JobContext, WorkerPool
+from rota.protocol.shards import shard_of, shard_tags
 from tests.helpers import namespace_keys, pool_settings, wait_until
 from tests.redis_server import RedisServer
 
@@ -397,3 +398,46 @@ async def test_redis_cli_enqueues_a_dependent_job(
     ran: list[tuple[str, str, dict[str, Any]]] = []
     assert await run_pool(client, redis_url, namespace, ran) == 2
     await check_ran_in_order(client, redis_sync, ran, a, b)
+
+
+# -- a namespace over several shards ------------------------------------------------------
+
+SHARDED = Path(__file__).parent / "other_languages" / "sharded.cjs"
+
+
+async def test_a_node_producer_enqueues_into_every_shard_as_the_protocol_says(
+    node_modules: Path, redis_server: RedisServer, namespace: str
+) -> None:
+    """The Node program derives the shards' tags and routes by the documented rule alone;
+    a Python pool over the same four shards runs every job, each found where its id
+    says."""
+    shards = 4
+    jobs = [{"id": f"node-{i}", "name": "step", "args": args_of(f"j{i}")} for i in range(40)]
+    request = {"url": redis_server.url, "namespace": namespace, "shards": shards, "jobs": jobs}
+    with anyio.fail_after(30):
+        done = await anyio.run_process(
+            [_tool("node"), str(SHARDED), json.dumps(request)],
+            env={**os.environ, "NODE_PATH": str(node_modules)},
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    told = json.loads(done.stdout)
+    assert told["tags"] == list(shard_tags(namespace, shards))
+    assert {p["shard"] for p in told["placed"]} == set(range(shards))  # all four used
+    assert all(p["shard"] == shard_of(p["id"], shards) for p in told["placed"])
+
+    ran: list[str] = []
+    settings = pool_settings(redis_server.url, namespace, shards=shards, keep_result=600)
+    pool = WorkerPool(settings=settings)
+
+    @pool.job
+    async def step(ctx: JobContext, label: str) -> None:
+        ran.append(ctx.id)
+
+    async with Client.from_url(redis_server.url, namespace, shards=shards) as client:
+        async with pool.running(client=client):
+            await wait_until(lambda: len(ran) == len(jobs), within=20)
+        assert sorted(ran) == sorted(j["id"] for j in jobs)
+        for j in jobs[:8]:
+            record = await client.job(j["id"])
+            assert record is not None and record.state == "complete"

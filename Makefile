@@ -58,7 +58,8 @@ test: venv redis chromium
 # The short form of the suite again with every namespace over four shards on one
 # server (tests marked one_shard read one shard's keys, and are skipped there).
 SHARD_TESTS ?= tests/test_queues.py tests/test_workflows.py tests/test_failures.py \
-	tests/test_schedule.py tests/test_limits.py tests/test_outage.py
+	tests/test_schedule.py tests/test_limits.py tests/test_outage.py tests/test_cron.py \
+	tests/chaos/test_kill9.py tests/chaos/test_redis_restart.py
 
 test-shards: venv redis
 	ROTA_TEST_SHARDS=4 $(BIN)/pytest -q -n $(PYTEST_WORKERS) $(SHARD_TESTS)

@@ -19,6 +19,7 @@ import anyio
 import redis
 
 from rota import Client, JobSpec
+from rota.protocol.shards import shard_of, shard_tags
 
 REPO = Path(__file__).resolve().parents[2]
 APP = "tests.chaos.app:pool"
@@ -27,7 +28,12 @@ APP = "tests.chaos.app:pool"
 FULL = os.environ.get("CHAOS_LENGTH", "short") == "full"
 
 #: Settings every worker process gets unless a test says otherwise.
+#: The shards of the namespaces of a run (``ROTA_TEST_SHARDS``; see tests/conftest.py):
+#: the workers, the producer and every read below follow it.
+SHARDS = int(os.environ.get("ROTA_TEST_SHARDS", "1"))
+
 BASE_SETTINGS: dict[str, Any] = {
+    "shards": SHARDS,
     "concurrency": 10,
     "lease": 2,
     "heartbeat_interval": 0.5,
@@ -167,7 +173,7 @@ class Fleet:
 # -- jobs and records ------------------------------------------------------------------
 
 
-def enqueue(url: str, namespace: str, specs: Sequence[JobSpec], shards: int = 1) -> list[str]:
+def enqueue(url: str, namespace: str, specs: Sequence[JobSpec], shards: int = SHARDS) -> list[str]:
     """Enqueue jobs with the client, in pipelined chunks; returns their ids in order."""
 
     async def run() -> list[str]:
@@ -181,7 +187,7 @@ def enqueue(url: str, namespace: str, specs: Sequence[JobSpec], shards: int = 1)
 
 
 def enqueue_work(
-    url: str, namespace: str, durations_ms: Sequence[float], shards: int = 1
+    url: str, namespace: str, durations_ms: Sequence[float], shards: int = SHARDS
 ) -> list[str]:
     """One ``work`` job per duration."""
     specs = [JobSpec(name="work", kwargs={"ms": ms}) for ms in durations_ms]
@@ -198,11 +204,12 @@ def records(r: redis.Redis, namespace: str, ids: Iterable[str]) -> dict[str, dic
     record leaves out read as 0 (protocol v3), and a missing job is an empty dict."""
     ids = list(ids)
     out: dict[str, dict[str, str]] = {}
+    tags = _tags(namespace)
     for i in range(0, len(ids), 1000):
         chunk = ids[i : i + 1000]
         pipe = r.pipeline(transaction=False)
         for job_id in chunk:
-            pipe.hgetall("{" + namespace + "}:job:" + job_id)
+            pipe.hgetall("{" + tags[shard_of(job_id, len(tags))] + "}:job:" + job_id)
         for job_id, h in zip(chunk, pipe.execute(), strict=True):
             rec = {k.decode(): v.decode("utf-8", "replace") for k, v in h.items()}
             out[job_id] = {**_ZEROS, **rec} if rec else rec
@@ -220,13 +227,22 @@ def pool_pid(record: dict[str, str]) -> int | None:
     return int(pool.rsplit(":", 2)[1])
 
 
+def _tags(namespace: str) -> tuple[str, ...]:
+    """The hash tags of ``namespace``'s shards (a tag passed as the namespace: itself)."""
+    return shard_tags(namespace, SHARDS) if "~" not in namespace else (namespace,)
+
+
 def stats(r: redis.Redis, namespace: str) -> dict[str, int]:
-    raw = cast(dict[bytes, bytes], r.hgetall("{" + namespace + "}:stats"))
-    return {k.decode(): int(v) for k, v in raw.items()}
+    out: dict[str, int] = {}
+    for tag in _tags(namespace):
+        raw = cast(dict[bytes, bytes], r.hgetall("{" + tag + "}:stats"))
+        for k, v in raw.items():
+            out[k.decode()] = out.get(k.decode(), 0) + int(v)
+    return out
 
 
 def processed(r: redis.Redis, namespace: str) -> int:
-    return int(r.hget("{" + namespace + "}:stats", "processed") or 0)
+    return sum(int(r.hget("{" + tag + "}:stats", "processed") or 0) for tag in _tags(namespace))
 
 
 def processed_or_away(r: redis.Redis, namespace: str) -> int:
@@ -239,13 +255,18 @@ def processed_or_away(r: redis.Redis, namespace: str) -> int:
 
 def leftovers(r: redis.Redis, namespace: str, names: Iterable[str]) -> dict[str, int]:
     """Sizes of the queues, running sets and job sets: all zero after a clean run."""
-    p = "{" + namespace + "}:"
-    sizes = {}
-    for name in names:
-        sizes["queue:" + name] = r.llen(p + "queue:" + name)
-        sizes["running:" + name] = r.zcard(p + "running:" + name)
-    for z in ("scheduled", "retry", "dead"):
-        sizes[z] = r.zcard(p + z)
+    sizes: dict[str, int] = {}
+    names = list(names)
+    for tag in _tags(namespace):
+        p = "{" + tag + "}:"
+        counts = [
+            (f"{kind}:{n}", cmd(p + kind + ":" + n))
+            for n in names
+            for kind, cmd in (("queue", r.llen), ("running", r.zcard))
+        ]
+        counts += [(z, r.zcard(p + z)) for z in ("scheduled", "retry", "dead")]
+        for key, n in counts:
+            sizes[key] = sizes.get(key, 0) + int(n)
     return sizes
 
 

@@ -35,6 +35,7 @@ QUICK_JOBS = 400
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.one_shard("reads one shard's queue")
 def test_sigterm_drains_and_requeues_jobs_longer_than_the_grace(
     chaos: Chaos,
 ) -> None:

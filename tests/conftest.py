@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -11,15 +12,39 @@ import redis
 from rota import Client
 from tests.redis_server import RedisServer
 
+pytest_plugins = ["tests.matrix", "tests.order"]
+
 
 @pytest.fixture(scope="session")
-def redis_server() -> Iterator[RedisServer]:
-    """One private redis-server shared by the whole test run."""
-    server = RedisServer()
+def redis_servers() -> Iterator[dict[str, RedisServer]]:
+    """The shared private redis-servers of this test process, one per server binary of
+    the matrix (tests/matrix.py), each started on first use."""
+    started: dict[str, RedisServer] = {}
     try:
-        yield server
+        yield started
     finally:
-        server.close()
+        for server in started.values():
+            server.close()
+
+
+def _shared(started: dict[str, RedisServer]) -> RedisServer:
+    binary = os.environ.get("ROTA_TEST_REDIS_SERVER", "")
+    if binary not in started:
+        started[binary] = RedisServer()
+    return started[binary]
+
+
+@pytest.fixture(scope="session")
+def session_redis_server(redis_servers: dict[str, RedisServer]) -> RedisServer:
+    """The suite's own shared server, for fixtures that live longer than a test."""
+    return _shared(redis_servers)
+
+
+@pytest.fixture
+def redis_server(redis_servers: dict[str, RedisServer], matrix_server: str) -> RedisServer:
+    """One private redis-server shared by the tests of this process that run on the
+    same server binary (``matrix_server`` has set it)."""
+    return _shared(redis_servers)
 
 
 @pytest.fixture

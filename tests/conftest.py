@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -10,6 +9,7 @@ import pytest
 import redis
 
 from rota import Client
+from tests import servers
 from tests.redis_server import RedisServer
 
 pytest_plugins = ["tests.matrix", "tests.order"]
@@ -17,8 +17,8 @@ pytest_plugins = ["tests.matrix", "tests.order"]
 
 @pytest.fixture(scope="session")
 def redis_servers() -> Iterator[dict[str, RedisServer]]:
-    """The shared private redis-servers of this test process, one per server binary of
-    the matrix (tests/matrix.py), each started on first use."""
+    """The shared private redis-servers of this test process by server binary: the
+    suite's own and, in the server matrix (tests/matrix.py), one per other server."""
     started: dict[str, RedisServer] = {}
     try:
         yield started
@@ -27,24 +27,16 @@ def redis_servers() -> Iterator[dict[str, RedisServer]]:
             server.close()
 
 
-def _shared(started: dict[str, RedisServer]) -> RedisServer:
-    binary = os.environ.get("ROTA_TEST_REDIS_SERVER", "")
-    if binary not in started:
-        started[binary] = RedisServer()
-    return started[binary]
-
-
 @pytest.fixture(scope="session")
-def session_redis_server(redis_servers: dict[str, RedisServer]) -> RedisServer:
-    """The suite's own shared server, for fixtures that live longer than a test."""
-    return _shared(redis_servers)
-
-
-@pytest.fixture
-def redis_server(redis_servers: dict[str, RedisServer], matrix_server: str) -> RedisServer:
-    """One private redis-server shared by the tests of this process that run on the
-    same server binary (``matrix_server`` has set it)."""
-    return _shared(redis_servers)
+def redis_server(
+    request: pytest.FixtureRequest, redis_servers: dict[str, RedisServer]
+) -> RedisServer:
+    """One private redis-server shared by the whole test run (of this process); a test
+    of the server matrix gets the one of its server."""
+    binary = servers.matrix_binary(getattr(request, "param", servers.DEFAULT))
+    if binary not in redis_servers:
+        redis_servers[binary] = RedisServer(binary=binary or None)
+    return redis_servers[binary]
 
 
 @pytest.fixture

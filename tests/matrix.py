@@ -2,8 +2,8 @@
 
 ``--matrix-servers "redis-6.2 valkey-8"`` with ``--matrix-tests "tests/test_queues.py
 ..."`` runs each test of those files once more per server of tests/servers.py: its
-``ROTA_TEST_REDIS_SERVER`` names that server's binary for the test, so the shared
-``redis_server`` and every server the test starts itself are of that kind. The
+``ROTA_TEST_REDIS_SERVER`` names that server's binary for the test, so every server the
+test starts itself is of that kind, and its ``redis_server`` is one of that kind too. The
 variants run among the rest of the suite, keeping every test process busy, instead of
 in serial runs after it. `make test-matrix` still runs the long form, a run per server.
 """
@@ -16,9 +16,7 @@ import pytest
 
 from tests import servers
 
-#: The id of a test's run on the suite's own server (``ROTA_TEST_REDIS_SERVER`` or
-#: Debian's ``redis-server``).
-DEFAULT = "default"
+DEFAULT = servers.DEFAULT
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -63,7 +61,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 f"{metafunc.definition.nodeid}: its {name} is set up once per {defs[-1].scope},"
                 " so it cannot change servers: run it with `make test-matrix`"
             )
-    metafunc.parametrize("matrix_server", [DEFAULT, *names], indirect=True)
+    # redis_server is shared by the process: here it is per test, for it changes servers
+    argnames = ["matrix_server"]
+    if "redis_server" in metafunc.fixturenames:
+        argnames.append("redis_server")
+    variants = [pytest.param(*[name] * len(argnames), id=name) for name in [DEFAULT, *names]]
+    metafunc.parametrize(argnames, variants, indirect=True, scope="function")
 
 
 @pytest.fixture(autouse=True)
@@ -71,5 +74,5 @@ def matrix_server(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     """The matrix server this test runs on (:data:`DEFAULT` outside the matrix)."""
     name: str = getattr(request, "param", DEFAULT)
     if name != DEFAULT:
-        monkeypatch.setenv("ROTA_TEST_REDIS_SERVER", str(servers.server_binary(name)))
+        monkeypatch.setenv("ROTA_TEST_REDIS_SERVER", servers.matrix_binary(name))
     return name

@@ -50,9 +50,9 @@ class Live:
 
 
 @pytest.fixture(scope="module")
-def live(session_redis_server: RedisServer) -> Iterator[Live]:
+def live(redis_server: RedisServer) -> Iterator[Live]:
     """A running pool (one long job busy, the example jobs settled) and the UI."""
-    url, namespace = session_redis_server.url, "t" + uuid.uuid4().hex[:12]
+    url, namespace = redis_server.url, "t" + uuid.uuid4().hex[:12]
     with start_blocking_portal() as portal:
         client = Client.from_url(url, namespace)
         pool = example_pool(url, namespace, heartbeat_interval=1.0, lease=10.0)

@@ -44,9 +44,9 @@ class Site:
 
 
 @pytest.fixture(scope="module")
-def site(session_redis_server: RedisServer) -> Iterator[Site]:
+def site(redis_server: RedisServer) -> Iterator[Site]:
     """The UI of a fresh namespace; each test enqueues under job names of its own."""
-    url, namespace = session_redis_server.url, "t" + uuid.uuid4().hex[:12]
+    url, namespace = redis_server.url, "t" + uuid.uuid4().hex[:12]
     with start_blocking_portal() as portal:
         client = Client.from_url(url, namespace)
         try:

@@ -76,15 +76,15 @@ def test_an_api_route_without_its_operation_stops_the_document() -> None:
 
 
 @pytest.fixture(scope="module")
-def live(session_redis_server: RedisServer) -> Iterator[str]:
+def live(redis_server: RedisServer) -> Iterator[str]:
     namespace = "t" + uuid.uuid4().hex[:12]
 
     async def seeded() -> None:
-        async with Client.from_url(session_redis_server.url, namespace) as client:
-            await seed(client, session_redis_server.url, namespace)
+        async with Client.from_url(redis_server.url, namespace) as client:
+            await seed(client, redis_server.url, namespace)
 
     anyio.run(seeded)
-    app = create_app(pool_settings(session_redis_server.url, namespace))
+    app = create_app(pool_settings(redis_server.url, namespace))
     with LiveServer(app) as server:
         yield server.url
 

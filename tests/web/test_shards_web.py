@@ -4,13 +4,17 @@ it, and /shards shows each shard on its own."""
 
 from __future__ import annotations
 
+import functools
 import re
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import httpx
 import pytest
 import redis
+from anyio.from_thread import start_blocking_portal
+from playwright.sync_api import Browser, expect
 from redis.crc import key_slot
 
 from rota import Client, JobContext, JobSpec, WorkerPool
@@ -18,7 +22,9 @@ from rota.protocol.keys import Keys
 from rota.protocol.shards import new_id_in, shard_of, shard_tags
 from rota.web import create_app
 from tests.helpers import pool_settings, wait_until
+from tests.redis_server import RedisServer
 from tests.web.conftest import BASE
+from tests.web.live import LiveServer
 
 K = 4
 PAGE = {"origin": BASE, "sec-fetch-site": "same-origin", "accept": "text/html"}
@@ -202,3 +208,31 @@ async def test_one_shard_reads_as_before(
     await client.enqueue_many([JobSpec(name="n") for _ in range(3)])
     rows = (await http.get("/api/shards")).json()["shards"]
     assert [(r["shard"], r["tag"], r["queued"]) for r in rows] == [(0, "{" + namespace + "}", 3)]
+
+
+@pytest.mark.slow
+def test_the_pages_over_four_shards_in_a_browser(
+    redis_server: RedisServer, browser: Browser
+) -> None:
+    """In Chromium: /shards has a row a shard, /queues and a job of shard 3 are whole."""
+    url, namespace = redis_server.url, "t" + uuid.uuid4().hex[:12]
+    with start_blocking_portal() as portal:
+        client = Client.from_url(url, namespace, shards=K)
+        try:
+            portal.call(client.enqueue_many, [JobSpec(name="n") for _ in range(40)])
+            job = portal.call(functools.partial(client.enqueue, "n", job_id=new_id_in(3, K)))
+            app = create_app(pool_settings(url, namespace, shards=K))
+            with LiveServer(app) as server:
+                page = browser.new_page()
+                page.goto(server.url + "/shards")
+                expect(page.locator("main tbody tr")).to_have_count(K)
+                for tag in shard_tags(namespace, K):
+                    expect(page.locator("main")).to_contain_text("{" + tag + "}")
+                page.goto(server.url + "/queues")
+                expect(page.locator("main tbody tr").first).to_contain_text("41")
+                response = page.goto(server.url + f"/jobs/{job.id}")
+                assert response is not None and response.status == 200
+                expect(page.locator("main")).to_contain_text(job.id)
+                page.close()
+        finally:
+            portal.call(client.close)

@@ -10,7 +10,9 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import anyio
 import httpx
+import msgspec
 import pytest
 import redis
 from anyio.from_thread import start_blocking_portal
@@ -21,6 +23,7 @@ from rota import Client, JobContext, JobSpec, WorkerPool
 from rota.protocol.keys import Keys
 from rota.protocol.shards import new_id_in, shard_of, shard_tags
 from rota.web import create_app
+from tests.cli_helpers import rota_env, run_rota
 from tests.helpers import pool_settings, wait_until
 from tests.redis_server import RedisServer
 from tests.web.conftest import BASE
@@ -134,6 +137,25 @@ async def test_queues_sets_dashboard_and_metrics_show_every_shard(
     assert value("rota_redis_memory_used_bytes") > 0
 
 
+async def test_a_page_deep_in_a_queue_over_shards_is_where_its_offset_points(web: Web) -> None:
+    """12 batches of 100 jobs, each batch enqueued in a later ms than the one before: a
+    page merged exactly (within the first 1,000) holds its batch only; a deeper one, read
+    from each shard at offset / 4, holds its batch or a neighbour's."""
+    batch_of: dict[str, int] = {}
+    for b in range(12):
+        jobs = await web.client.enqueue_many([JobSpec(name="n") for _ in range(100)])
+        batch_of.update({j.id: b for j in jobs})
+        await anyio.sleep(0.003)
+    exact = (await web.http.get("/api/queues/n/jobs?offset=900&limit=50")).json()
+    assert exact["total"] == 1200
+    assert {batch_of[j["id"]] for j in exact["jobs"]} == {9} and len(exact["jobs"]) == 50
+    deep = (await web.http.get("/api/queues/n/jobs?offset=1100&limit=50")).json()
+    assert len(deep["jobs"]) == 50
+    assert {batch_of[j["id"]] for j in deep["jobs"]} <= {10, 11}
+    newest = (await web.http.get("/api/queues/n/jobs?order=newest&offset=50&limit=50")).json()
+    assert {batch_of[j["id"]] for j in newest["jobs"]} == {11}
+
+
 async def test_a_job_its_flow_and_a_group_of_shard_3_are_found(web: Web) -> None:
     c = web.client
     await c.enqueue_many([JobSpec(name="n") for _ in range(8)])
@@ -170,7 +192,9 @@ async def test_a_job_its_flow_and_a_group_of_shard_3_are_found(web: Web) -> None
     assert callback["group_progress"]["total"] == 5
 
 
-async def test_the_shards_page_lists_each_shard(web: Web, redis_sync: redis.Redis) -> None:
+async def test_the_shards_page_lists_each_shard(
+    web: Web, redis_sync: redis.Redis, redis_url: str
+) -> None:
     c = web.client
     await c.enqueue_many([JobSpec(name="n") for _ in range(30)])
     await c.enqueue_in(600, "later")
@@ -197,6 +221,18 @@ async def test_the_shards_page_lists_each_shard(web: Web, redis_sync: redis.Redi
         assert "{" + tag + "}" in page
     schema = (await web.http.get("/api/openapi.json")).json()
     assert "/api/shards" in schema["paths"]
+    # `rota shards` prints the same read.
+    done = run_rota(
+        "shards",
+        "--json",
+        "--redis-url",
+        redis_url,
+        "--namespace",
+        web.namespace,
+        env=rota_env(ROTA_SHARDS=str(K)),
+    )
+    assert done.returncode == 0, done.stderr
+    assert msgspec.json.decode(done.stdout) == body
 
 
 async def test_one_shard_reads_as_before(

@@ -88,6 +88,9 @@ FINAL_STATES: Final = frozenset({"complete", "dead", "aborted", MISSING})
 #: read for that (longer ones are a read of the job away: a page of big jobs stays cheap).
 ARGS_PREVIEW: Final = 200
 ARGS_READ: Final = 4096
+#: How deep into a queue over several shards a page is merged exactly (see
+#: :func:`queue_view`): the reads of a page grow with its depth up to here.
+EXACT_DEPTH: Final = 1000
 
 
 class JobView(msgspec.Struct, kw_only=True):
@@ -319,15 +322,21 @@ async def queue_view(
     the page's records: their fields and the length of their args, then the args that
     are short enough to show (three round trips whatever the queue's length).
 
-    Over several shards, each shard's first ``offset + limit`` jobs from that end, in
-    the order they were enqueued: a page deep into a long queue costs as many reads
-    more."""
+    Over several shards, the shards' jobs merged by the time they were enqueued: each
+    shard's first ``offset + limit`` from that end while that is at most
+    :data:`EXACT_DEPTH` (the page is exact, but for jobs enqueued in the same ms);
+    deeper, each shard's ``limit`` from ``offset / K`` on, as the jobs spread evenly
+    over the shards (the page is where the offset points, give or take a few jobs, for
+    the reads of ``K`` pages)."""
     served = name in await served_names(client)
     if len(client.parts) == 1:
         return await _shard_queue(client, name, offset, limit, newest, served)
+    k = len(client.parts)
+    exact = offset + limit <= EXACT_DEPTH
+    start, count = (0, offset + limit) if exact else (offset // k, limit)
     each = await gather(
         [
-            functools.partial(_shard_queue, part, name, 0, offset + limit, newest, served)
+            functools.partial(_shard_queue, part, name, start, count, newest, served)
             for part in client.parts
         ]
     )
@@ -336,7 +345,7 @@ async def queue_view(
     ranked = [
         ((job.enqueued_at or 0.0, i, view.total - 1 - n if newest else n), job)
         for i, view in enumerate(each)
-        for n, job in enumerate(view.jobs)
+        for n, job in enumerate(view.jobs, start=start)
     ]
     ordered = [job for _, job in sorted(ranked, key=lambda r: r[0], reverse=newest)]
     return QueueView(
@@ -347,7 +356,7 @@ async def queue_view(
         limit=limit,
         paused=any(v.paused for v in each),
         served=served,
-        jobs=ordered[offset : offset + limit],
+        jobs=ordered[offset : offset + limit] if exact else ordered[:limit],
     )
 
 

@@ -89,6 +89,7 @@ class ShardView(msgspec.Struct, kw_only=True):
     waiting: int
 
 
+@guarded
 async def shard_views(client: Client) -> list[ShardView]:
     """Every shard of the namespace, in order: its tag, slot, server, and its jobs
     queued and running (over every job name) and in each set. One shard is the
@@ -132,10 +133,15 @@ async def _ping(client: Client) -> float:
 
 def _servers(client: Client) -> list[Client]:
     """One part of ``client`` per server its shards are on (the client itself with one
-    shard): in a cluster the shards spread over the nodes, on one server they share it."""
+    shard): in a cluster the shards spread over the nodes, on one server they share it.
+    A part whose server is not located yet ("?") counts as a server of its own."""
     if len(client.parts) == 1:
         return [client]
-    return list({server_of(p.redis): p for p in reversed(client.parts)}.values())[::-1]
+    first: dict[object, Client] = {}
+    for part in client.parts:
+        where = server_of(part.redis)
+        first.setdefault(where if where != "?" else id(part), part)
+    return list(first.values())
 
 
 @guarded

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import heapq
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar, cast
 
 import anyio
 from redis.asyncio import Redis
@@ -126,6 +126,12 @@ class Sharded(Reads, Operations, Workflows):
             [functools.partial(p.redis.exists, p.keys.job(job_id)) for p in others]
         )
         return next((p for p, n in zip(others, found, strict=True) if n), home)
+
+    async def part_holding(self, job_id: str) -> Self:
+        """The part (a client of one shard) whose shard holds ``job_id`` (see
+        :meth:`_part_of`): where a view reads a job and its ties in one round trip. This
+        client itself with one shard, without a read."""
+        return cast(Self, await self._part_of(job_id))
 
     async def _read(self, job_id: str, read: Callable[[Sharded], Awaitable[T]]) -> T:
         """``read`` (one shard's) from the shard its id names, and from the others

@@ -117,6 +117,7 @@ def _pages(live: Live) -> dict[str, str]:
         "dead": "/dead",
         "job": f"/jobs/{live.seeded.complete[0]}",
         "redis": "/redis",
+        "shards": "/shards",
     }
 
 
@@ -134,6 +135,7 @@ def test_every_page_loads_with_data(live: Live, watched: Watched, browser: Brows
         "dead": [s.dead[1][:12], "first attempt fails"],
         "job": ["working on 0", "all done", '"n": 0'],
         "redis": ["Version", "Memory used", "connected clients"],
+        "shards": ["{" + live.namespace + "}"],
     }
     SHOTS.mkdir(parents=True, exist_ok=True)
     for name, path in _pages(live).items():

@@ -11,14 +11,22 @@ nothing here imports either, or the worker.
 
 from __future__ import annotations
 
-import time
+import functools
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 import msgspec
-import redis.exceptions
 from msgspec import Meta
 
 from rota.inspect.members import MEMBER_STATES, MemberState, members_in_state
+from rota.inspect.servers import (
+    RedisFigures,
+    ServerInfo,
+    ShardView,
+    ping,
+    redis_figures,
+    server_info,
+    shard_views,
+)
 from rota.protocol.job import (
     JobRecord,
     field_int,
@@ -27,7 +35,9 @@ from rota.protocol.job import (
     reply_text,
     state_text,
 )
-from rota.redis.outage import Condition, guarded, out_of_memory
+from rota.protocol.shards import shard_of
+from rota.redis.outage import guarded
+from rota.sharding import gather
 from rota.workflow import (
     MISSING,
     RELATED_FIELDS,
@@ -55,6 +65,8 @@ __all__ = [
     "QueuedJob",
     "RedisFigures",
     "ServerInfo",
+    "ShardView",
+    "group_part",
     "group_view",
     "job_view",
     "ping",
@@ -62,6 +74,7 @@ __all__ = [
     "redis_figures",
     "served_names",
     "server_info",
+    "shard_views",
     "unserved",
 ]
 
@@ -75,26 +88,9 @@ FINAL_STATES: Final = frozenset({"complete", "dead", "aborted", MISSING})
 #: read for that (longer ones are a read of the job away: a page of big jobs stays cheap).
 ARGS_PREVIEW: Final = 200
 ARGS_READ: Final = 4096
-#: What INFO figures a server view keeps.
-INFO_FIELDS: Final = (
-    "redis_version",
-    "valkey_version",
-    "redis_mode",
-    "os",
-    "uptime_in_seconds",
-    "connected_clients",
-    "blocked_clients",
-    "used_memory",
-    "used_memory_human",
-    "used_memory_peak_human",
-    "maxmemory",
-    "maxmemory_policy",
-    "instantaneous_ops_per_sec",
-    "total_commands_processed",
-    "keyspace_hits",
-    "keyspace_misses",
-    "role",
-)
+#: How deep into a queue over several shards a page is merged exactly (see
+#: :func:`queue_view`): the reads of a page grow with its depth up to here.
+EXACT_DEPTH: Final = 1000
 
 
 class JobView(msgspec.Struct, kw_only=True):
@@ -175,21 +171,6 @@ class QueueView(msgspec.Struct, kw_only=True):
     jobs: list[QueuedJob]
 
 
-class RedisFigures(msgspec.Struct, frozen=True):
-    """What ``INFO memory`` and ``INFO replication`` say about refusing writes."""
-
-    used_memory: int
-    maxmemory: int  # 0: no limit
-    refusing: frozenset[Condition]
-
-
-class ServerInfo(msgspec.Struct):
-    """The round trip of one PING (ms) and the figures of :data:`INFO_FIELDS`."""
-
-    ping_ms: Annotated[float, Meta(description="round trip of a PING from the web server")]
-    info: dict[str, Any]
-
-
 async def served_names(client: Client) -> set[str]:
     """The job names some live pool serves (its jobs wait for one while none does)."""
     return {name for pool in await client.pools() for name in pool.jobs}
@@ -212,8 +193,9 @@ async def job_view(
     """A job, its log and its ties, reading at most ``children`` of its children (None:
     all). Two round trips (three for a member of a group with a callback); None when
     there is no such job."""
-    k = client.keys
-    pipe = client.redis.pipeline(transaction=False)
+    part = await client.part_holding(job_id)  # the client itself with one shard
+    k = part.keys
+    pipe = part.redis.pipeline(transaction=False)
     pipe.hgetall(k.job(job_id))
     pipe.lrange(k.joblog(job_id), 0, -1)
     pipe.smembers(k.children(job_id))
@@ -225,14 +207,16 @@ async def job_view(
     parents = list(dict.fromkeys(record.after))
     shown = kids if children is None else kids[:children]
     gid = record.group or record.waits_group
-    pipe = client.redis.pipeline(transaction=False)
+    pipe = part.redis.pipeline(transaction=False)
     for i in parents + shown:
         pipe.hmget(k.job(i), *RELATED_FIELDS)
     if gid:
         pipe.hmget(k.group(gid), *GroupProgress.FIELDS)
     rows = await pipe.execute(raise_on_error=False)
     progress = GroupProgress.read(gid, pipelined(rows[-1])) if gid else None
-    found = [read_related(i, row) for i, row in zip(parents + shown, rows, strict=False)]
+    found = await _elsewhere(
+        client, [read_related(i, row) for i, row in zip(parents + shown, rows, strict=False)]
+    )
     order = {i: _enqueued(row) for i, row in zip(parents + shown, rows, strict=False)}
     callback = None
     if record.group and progress is not None and progress.then:
@@ -246,6 +230,17 @@ async def job_view(
         callback=callback,
         group_progress=progress,
     )
+
+
+async def _elsewhere(client: Client, found: list[Related]) -> list[Related]:
+    """``found`` (read in one shard), those missing there read in the shard that holds
+    them: a tie routed by a unique key, or with an id chosen by a producer, may live in
+    another shard. Nothing more to read with one shard."""
+    missing = [r.id for r in found if r.state == MISSING]
+    if len(client.parts) == 1 or not missing:
+        return found
+    again = {r.id: r for r in await client.related(missing)}
+    return [again.get(r.id, r) for r in found]
 
 
 def _enqueued(row: Any) -> int:
@@ -266,6 +261,7 @@ async def group_view(
     its failed members when some failed, of all its members for a state); None when
     there is no such group (never enqueued, or expired 7 days after its last member
     finished)."""
+    client = group_part(client, group_id)  # a group and its members share a shard
     k = client.keys
     pipe = client.redis.pipeline(transaction=False)
     pipe.hmget(k.group(group_id), *GroupProgress.FIELDS)
@@ -293,6 +289,12 @@ async def group_view(
     )
 
 
+def group_part(client: Client, group_id: str) -> Client:
+    """The part of ``client`` (a client of one shard) that holds group ``group_id``, its
+    members and its callback: the shard its id names (see :mod:`rota.protocol.shards`)."""
+    return client.parts[shard_of(group_id, client.shard_count)]
+
+
 #: The most members read to find the dead or aborted ones of a group, and the most listed.
 _FAILED_SCAN: Final = 20_000
 _FAILED_SHOWN: Final = 100
@@ -318,7 +320,50 @@ async def queue_view(
     newest first). A queue's list has its newest job at the head, so a page is one
     ``LRANGE`` counted from the end it starts at (cheap deep into a long queue), then
     the page's records: their fields and the length of their args, then the args that
-    are short enough to show (three round trips whatever the queue's length)."""
+    are short enough to show (three round trips whatever the queue's length).
+
+    Over several shards, the shards' jobs merged by the time they were enqueued: each
+    shard's first ``offset + limit`` from that end while that is at most
+    :data:`EXACT_DEPTH` (the page is exact, but for jobs enqueued in the same ms);
+    deeper, each shard's ``limit`` from ``offset / K`` on, as the jobs spread evenly
+    over the shards (the page is where the offset points, give or take a few jobs, for
+    the reads of ``K`` pages)."""
+    served = name in await served_names(client)
+    if len(client.parts) == 1:
+        return await _shard_queue(client, name, offset, limit, newest, served)
+    k = len(client.parts)
+    exact = offset + limit <= EXACT_DEPTH
+    start, count = (0, offset + limit) if exact else (offset // k, limit)
+    each = await gather(
+        [
+            functools.partial(_shard_queue, part, name, start, count, newest, served)
+            for part in client.parts
+        ]
+    )
+    # One order over the shards, the same from either end: by enqueue time, then shard,
+    # then place in the shard's queue (counted from its oldest).
+    ranked = [
+        ((job.enqueued_at or 0.0, i, view.total - 1 - n if newest else n), job)
+        for i, view in enumerate(each)
+        for n, job in enumerate(view.jobs, start=start)
+    ]
+    ordered = [job for _, job in sorted(ranked, key=lambda r: r[0], reverse=newest)]
+    return QueueView(
+        name=name,
+        order="newest" if newest else "oldest",
+        total=sum(v.total for v in each),
+        offset=offset,
+        limit=limit,
+        paused=any(v.paused for v in each),
+        served=served,
+        jobs=ordered[offset : offset + limit] if exact else ordered[:limit],
+    )
+
+
+async def _shard_queue(
+    client: Client, name: str, offset: int, limit: int, newest: bool, served: bool
+) -> QueueView:
+    """:func:`queue_view` of one shard."""
     k = client.keys
     pipe = client.redis.pipeline(transaction=False)
     pipe.llen(k.queue(name))
@@ -361,48 +406,6 @@ async def queue_view(
         offset=offset,
         limit=limit,
         paused=bool(paused),
-        served=name in await served_names(client),
+        served=served,
         jobs=jobs,
     )
-
-
-@guarded
-async def ping(client: Client) -> float:
-    """The round trip of one PING, in seconds: whether Redis answers, and how fast."""
-    started = time.perf_counter()
-    await client.redis.ping()
-    return time.perf_counter() - started
-
-
-@guarded
-async def server_info(client: Client) -> ServerInfo:
-    """Server figures from INFO and the round trip of one PING, measured here."""
-    ping_ms = await ping(client) * 1000
-    info = await client.redis.info()
-    fields: dict[str, Any] = {k: info[k] for k in INFO_FIELDS if k in info}
-    for k in ("redis_version", "valkey_version", "used_memory_human", "maxmemory_policy", "os"):
-        if k in fields:
-            fields[k] = str(fields[k])
-    return ServerInfo(round(ping_ms, 3), fields)
-
-
-@guarded
-async def redis_figures(client: Client) -> RedisFigures | None:
-    """Redis's memory figures and the writes it refuses, in one round trip; None when
-    Redis refuses ``INFO`` (an ACL without it). INFO runs on a full Redis and on a
-    replica."""
-    pipe = client.redis.pipeline(transaction=False)
-    pipe.info("memory")
-    pipe.info("replication")
-    memory, replication = await pipe.execute(raise_on_error=False)
-    if isinstance(memory, redis.exceptions.ResponseError) or isinstance(
-        replication, redis.exceptions.ResponseError
-    ):
-        return None
-    refusing: set[Condition] = set()
-    if out_of_memory(memory):
-        refusing.add(Condition.OUT_OF_MEMORY)
-    if replication.get("role") == "slave":  # (replica-read-only, the default, assumed)
-        refusing.add(Condition.READ_ONLY)
-    used, limit = int(memory.get("used_memory", 0)), int(memory.get("maxmemory", 0))
-    return RedisFigures(used, limit, frozenset(refusing))

@@ -8,12 +8,14 @@ running jobs are read from the names that may hold leases only.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
 from rota.protocol.job import field_int, reply_text
+from rota.sharding import gather
 from rota.status import Bucket, History
 
 if TYPE_CHECKING:
@@ -43,7 +45,20 @@ def _minutes(at: float | None, count: int) -> list[datetime]:
 
 
 async def _fields(client: Client, buckets: list[str], fields: Sequence[str]) -> list[list[int]]:
-    """``fields`` of each stats bucket (``YYYYmmddHHMM`` or ``YYYYmmdd``), one HMGET each."""
+    """``fields`` of each stats bucket (``YYYYmmddHHMM`` or ``YYYYmmdd``), one HMGET
+    each, added up over every shard (each counts the jobs it ran)."""
+    if len(client.parts) == 1:
+        return await _shard_fields(client, buckets, fields)
+    each = await gather(
+        [functools.partial(_shard_fields, part, buckets, fields) for part in client.parts]
+    )
+    return [[sum(vs) for vs in zip(*rows, strict=True)] for rows in zip(*each, strict=True)]
+
+
+async def _shard_fields(
+    client: Client, buckets: list[str], fields: Sequence[str]
+) -> list[list[int]]:
+    """:func:`_fields` of one shard."""
     pipe = client.redis.pipeline(transaction=False)
     for bucket in buckets:
         pipe.hmget(client.keys.stats_bucket(bucket), fields)
@@ -98,15 +113,25 @@ async def done_last_minutes(
 
 async def leased_names(client: Client) -> list[str]:
     """The job names whose running set may hold leases (``Keys.leased``: the fetch that
-    leases a job adds its name): the only running sets worth reading."""
-    return sorted(reply_text(n) for n in await client.redis.smembers(client.keys.leased))
+    leases a job adds its name): the only running sets worth reading. Over every
+    shard."""
+    each = await gather(
+        [functools.partial(part.redis.smembers, part.keys.leased) for part in client.parts]
+    )
+    return sorted({reply_text(n) for names in each for n in names})
 
 
 async def queue_totals(client: Client) -> tuple[int, int]:
     """Jobs queued, over every job name (one figure per name), and jobs running, over
-    the names that may hold leases."""
+    the names that may hold leases: added up over every shard."""
     names = await client.names()
-    leased = await leased_names(client)
+    each = await gather([functools.partial(_shard_totals, part, names) for part in client.parts])
+    return sum(q for q, _ in each), sum(r for _, r in each)
+
+
+async def _shard_totals(client: Client, names: list[str]) -> tuple[int, int]:
+    """:func:`queue_totals` of one shard, over the names its own running sets lease."""
+    leased = [reply_text(n) for n in await client.redis.smembers(client.keys.leased)]
     pipe = client.redis.pipeline(transaction=False)
     for name in names:
         pipe.llen(client.keys.queue(name))

@@ -60,6 +60,7 @@ __all__ = [
     "connect_topology",
     "parse",
     "sentinel_url",
+    "server_of",
     "wait_replicas",
 ]
 
@@ -274,6 +275,17 @@ class SlotOwnerPool(ConnectionPool):
         if owner is None:
             problems.append(f"{host}:{port}: no node serves slot {self.slot}")
         return owner
+
+
+def server_of(redis: Redis) -> str:
+    """The server ``redis`` talks to, as ``host:port`` (or a socket's path): in a
+    cluster, the owner of its slot as last located ("?" before the first command)."""
+    pool = redis.connection_pool
+    if isinstance(pool, SlotOwnerPool):
+        owner = pool._owner
+        return "?" if owner is None else f"{owner[0]}:{owner[1]}"
+    kw = pool.connection_kwargs
+    return str(kw.get("path") or f"{kw.get('host', '?')}:{kw.get('port', '?')}")
 
 
 def _text(value: Any) -> str:

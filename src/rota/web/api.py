@@ -257,6 +257,12 @@ async def redis_info(request: Request) -> Response:
     return JSONResponse(await views.redis_info(client_of(request)))
 
 
+@documented("shards", b.Shards)
+async def shards(request: Request) -> Response:
+    """Each shard of the namespace: its tag, slot, server and the jobs it holds."""
+    return JSONResponse(await views.shards(client_of(request)))
+
+
 # -- actions ---------------------------------------------------------------------
 
 
@@ -442,6 +448,7 @@ def _routes() -> list[BaseRoute]:
         Route("/api/groups/{group_id}", group),
         Route("/api/flows/{job_id}", flow),
         Route("/api/redis", redis_info),
+        Route("/api/shards", shards),
         Route("/api/audit", audit),
     ]
     for which in views.JOB_SETS:

@@ -22,7 +22,7 @@ import msgspec
 from msgspec import Meta
 
 from rota import inspect
-from rota.inspect import Edge, FlowView, ServerInfo
+from rota.inspect import Edge, FlowView, ServerInfo, ShardView
 from rota.inspect.members import MemberState
 from rota.protocol.job import JobSet
 from rota.protocol.snapshot import PoolIdentity
@@ -337,6 +337,14 @@ class Redis(ServerInfo):
     namespace: str
 
 
+class Shards(msgspec.Struct):
+    """Each shard of the namespace (one unless the setting ``shards`` is more): its hash
+    tag, slot and server, and the jobs it holds; the other pages show their sum."""
+
+    namespace: str
+    shards: list[ShardView]
+
+
 # -- the answers to actions: what changed, and how much
 
 
@@ -396,6 +404,7 @@ BODIES: Final[tuple[type[msgspec.Struct], ...]] = (
     Group,
     Flow,
     Redis,
+    Shards,
     QueueState,
     QueueRate,
     QueueLimit,

@@ -265,6 +265,11 @@ async def redis_page(request: Request) -> Response:
     return render(request, "redis.html", {"data": data, "api": "/api/redis", "refresh": REFRESH})
 
 
+async def shards(request: Request) -> Response:
+    data = _plain(await views.shards(client_of(request)))
+    return render(request, "shards.html", {"data": data, "api": "/api/shards", "refresh": REFRESH})
+
+
 # -- namespaces ----------------------------------------------------------------
 
 
@@ -344,6 +349,7 @@ def _routes() -> list[BaseRoute]:
         Route("/flows/{job_id}", flow),
         Route("/groups/{group_id}", group),
         Route("/redis", redis_page),
+        Route("/shards", shards),
         Route("/audit", audit),
         Route("/ns/{name}", switch_namespace),
         Route("/login", login, methods=["GET", "POST"]),

@@ -46,6 +46,7 @@ __all__ = [
     "queue_jobs",
     "queues",
     "redis_info",
+    "shards",
 ]
 
 JOB_SETS: Final[tuple[JobSet, ...]] = get_args(JobSet)
@@ -253,6 +254,11 @@ async def redis_info(client: Client) -> b.Redis:
     """Server figures from INFO and the round trip of one PING, measured here."""
     found = await inspect.server_info(client)
     return b.mirror(b.Redis, found, namespace=client.namespace)
+
+
+async def shards(client: Client) -> b.Shards:
+    """Each shard's tag, slot, server and sizes (see :func:`rota.inspect.shard_views`)."""
+    return b.Shards(client.namespace, await inspect.shard_views(client))
 
 
 async def job_detail(client: Client, job_id: str) -> dict[str, Any] | None:

@@ -1,0 +1,195 @@
+"""The servers a namespace is on: whether they answer, their figures, and what each
+shard holds (its tag, slot, server and sizes).
+
+One shard is one server; a namespace over several shards (see
+:mod:`rota.protocol.shards`) may be on as many servers as there are shards (a cluster),
+or all on one. The web UI, ``/metrics`` and the CLI read these here.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import TYPE_CHECKING, Annotated, Any, Final
+
+import msgspec
+import redis.exceptions
+from msgspec import Meta
+from redis.crc import key_slot
+
+from rota.redis.outage import Condition, guarded, out_of_memory
+from rota.redis.topology import server_of
+from rota.sharding import gather
+
+if TYPE_CHECKING:
+    from rota.client import Client
+
+__all__ = [
+    "INFO_FIELDS",
+    "RedisFigures",
+    "ServerInfo",
+    "ShardView",
+    "ping",
+    "redis_figures",
+    "server_info",
+    "shard_views",
+]
+
+#: What INFO figures a server view keeps.
+INFO_FIELDS: Final = (
+    "redis_version",
+    "valkey_version",
+    "redis_mode",
+    "os",
+    "uptime_in_seconds",
+    "connected_clients",
+    "blocked_clients",
+    "used_memory",
+    "used_memory_human",
+    "used_memory_peak_human",
+    "maxmemory",
+    "maxmemory_policy",
+    "instantaneous_ops_per_sec",
+    "total_commands_processed",
+    "keyspace_hits",
+    "keyspace_misses",
+    "role",
+)
+
+
+class RedisFigures(msgspec.Struct, frozen=True):
+    """What ``INFO memory`` and ``INFO replication`` say about refusing writes."""
+
+    used_memory: int
+    maxmemory: int  # 0: no limit
+    refusing: frozenset[Condition]
+
+
+class ServerInfo(msgspec.Struct):
+    """The round trip of one PING (ms) and the figures of :data:`INFO_FIELDS`."""
+
+    ping_ms: Annotated[float, Meta(description="round trip of a PING from the web server")]
+    info: dict[str, Any]
+
+
+class ShardView(msgspec.Struct, kw_only=True):
+    """One shard of the namespace: where it lives and what it holds."""
+
+    shard: Annotated[int, Meta(description="its number, 0 to the shard count - 1")]
+    tag: Annotated[str, Meta(description="the hash tag of its keys, braces included")]
+    slot: Annotated[int, Meta(description="the cluster hash slot of its keys")]
+    server: Annotated[
+        str, Meta(description="host:port of the server it is on ('?': not known yet)")
+    ]
+    queued: int
+    running: int
+    scheduled: int
+    retry: int
+    dead: int
+    waiting: int
+
+
+@guarded
+async def shard_views(client: Client) -> list[ShardView]:
+    """Every shard of the namespace, in order: its tag, slot, server, and its jobs
+    queued and running (over every job name) and in each set. One shard is the
+    namespace's whole. The shards are read at once."""
+    names = await client.names()
+    return await gather([functools.partial(_shard_view, part, names) for part in client.parts])
+
+
+async def _shard_view(part: Client, names: list[str]) -> ShardView:
+    one = part.alone  # its own figures, not the namespace's
+    sizes = await one.job_set_sizes()
+    queues = await one.queues(names)
+    prefix = part.keys.prefix  # "{tag}:"
+    return ShardView(
+        shard=part.keys.shard,
+        tag=prefix[:-1],
+        slot=key_slot(prefix.encode()),
+        server=server_of(part.redis),
+        queued=sum(q.size for q in queues),
+        running=sum(q.running for q in queues),
+        scheduled=sizes.get("scheduled", 0),
+        retry=sizes.get("retry", 0),
+        dead=sizes.get("dead", 0),
+        waiting=sizes.get("waiting", 0),
+    )
+
+
+@guarded
+async def ping(client: Client) -> float:
+    """The round trip of one PING, in seconds: whether Redis answers, and how fast.
+    Over several shards, the slowest of a PING to each shard's server (all at once):
+    the namespace answers when every shard does."""
+    return max(await gather([functools.partial(_ping, p) for p in _servers(client)]))
+
+
+async def _ping(client: Client) -> float:
+    started = time.perf_counter()
+    await client.redis.ping()
+    return time.perf_counter() - started
+
+
+def _servers(client: Client) -> list[Client]:
+    """One part of ``client`` per server its shards are on (the client itself with one
+    shard): in a cluster the shards spread over the nodes, on one server they share it.
+    A part whose server is not located yet ("?") counts as a server of its own."""
+    if len(client.parts) == 1:
+        return [client]
+    first: dict[object, Client] = {}
+    for part in client.parts:
+        where = server_of(part.redis)
+        first.setdefault(where if where != "?" else id(part), part)
+    return list(first.values())
+
+
+@guarded
+async def server_info(client: Client) -> ServerInfo:
+    """Server figures from INFO and the round trip of one PING, measured here: of the
+    server of the namespace's first shard (see :func:`shard_views` for every shard's)."""
+    ping_ms = await ping(client) * 1000
+    info = await client.redis.info()
+    fields: dict[str, Any] = {k: info[k] for k in INFO_FIELDS if k in info}
+    for k in ("redis_version", "valkey_version", "used_memory_human", "maxmemory_policy", "os"):
+        if k in fields:
+            fields[k] = str(fields[k])
+    return ServerInfo(round(ping_ms, 3), fields)
+
+
+@guarded
+async def redis_figures(client: Client) -> RedisFigures | None:
+    """Redis's memory figures and the writes it refuses, in one round trip; None when
+    Redis refuses ``INFO`` (an ACL without it). INFO runs on a full Redis and on a
+    replica. Over several shards, of every server they are on: memory added up,
+    every refusal of any."""
+    each = await gather([functools.partial(_figures, p) for p in _servers(client)])
+    if any(f is None for f in each):
+        return None
+    found = [f for f in each if f is not None]
+    if len(found) == 1:
+        return found[0]
+    return RedisFigures(
+        sum(f.used_memory for f in found),
+        0 if any(f.maxmemory == 0 for f in found) else sum(f.maxmemory for f in found),
+        frozenset().union(*(f.refusing for f in found)),
+    )
+
+
+async def _figures(client: Client) -> RedisFigures | None:
+    """:func:`redis_figures` of one server."""
+    pipe = client.redis.pipeline(transaction=False)
+    pipe.info("memory")
+    pipe.info("replication")
+    memory, replication = await pipe.execute(raise_on_error=False)
+    if isinstance(memory, redis.exceptions.ResponseError) or isinstance(
+        replication, redis.exceptions.ResponseError
+    ):
+        return None
+    refusing: set[Condition] = set()
+    if out_of_memory(memory):
+        refusing.add(Condition.OUT_OF_MEMORY)
+    if replication.get("role") == "slave":  # (replica-read-only, the default, assumed)
+        refusing.add(Condition.READ_ONLY)
+    used, limit = int(memory.get("used_memory", 0)), int(memory.get("maxmemory", 0))
+    return RedisFigures(used, limit, frozenset(refusing))

@@ -155,7 +155,9 @@ class Client(Sharded):
             durable_timeout=durable_timeout,
             ride_through=ride_through,
             shards=shards,
-            shard_redis=_shard_connections(url, namespace, shards, options),
+            shard_redis=_shard_connections(
+                url, namespace, shards, lambda tag: connect(url, **{**options, "namespace": tag})
+            ),
         )
 
     @classmethod
@@ -178,7 +180,6 @@ class Client(Sharded):
                 settings.redis_url,
                 settings.namespace,
                 settings.shards,
-                options,
                 lambda tag: connect_to(settings, **{**options, "namespace": tag}),
             ),
         )
@@ -340,11 +341,12 @@ class Client(Sharded):
                 for shard, index in by_shard.items()
             ]
         )
-        out: list[Enqueued] = list(range(len(rows)))  # type: ignore[arg-type]
-        for index, jobs in zip(by_shard.values(), sent, strict=True):
-            for i, job in zip(index, jobs, strict=True):
-                out[i] = job
-        return out
+        placed = {
+            i: job
+            for index, jobs in zip(by_shard.values(), sent, strict=True)
+            for i, job in zip(index, jobs, strict=True)
+        }
+        return [placed[i] for i in range(len(rows))]
 
     async def _riding(self, send: Callable[[], Awaitable[T]], first: Exception) -> T:
         """``send`` again until it gets through, after it failed with ``first``, waiting
@@ -470,21 +472,13 @@ async def durable_enqueue(client: Client, rows: list[EnqueueRow], replicas: int)
 
 
 def _shard_connections(
-    url: str,
-    namespace: str,
-    shards: int,
-    options: dict[str, Any],
-    connect_tag: Callable[[str], Redis] | None = None,
+    url: str, namespace: str, shards: int, connect_tag: Callable[[str], Redis]
 ) -> list[Redis]:
-    """Connections for shards 1..K-1 in a cluster, each to the owner of its shard's slot;
-    none elsewhere (every shard is on the one server, through the first connection)."""
+    """Connections for shards 1..K-1 in a cluster, each to the owner of its shard's slot
+    (``connect_tag`` of the shard's tag); none elsewhere: every shard is on the one
+    server, reached through the first connection."""
     if shards <= 1 or not url.startswith(CLUSTER):
         return []
-    if connect_tag is None:
-        return [
-            connect(url, **{**options, "namespace": shard_tag(namespace, i, shards)})
-            for i in range(1, shards)
-        ]
     return [connect_tag(shard_tag(namespace, i, shards)) for i in range(1, shards)]
 
 

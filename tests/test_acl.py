@@ -21,10 +21,11 @@ import redis
 import redis.exceptions
 from structlog.testing import capture_logs
 
-from rota import Client, JobContext, Settings, State, WorkerPool
+from rota import Client, JobContext, JobSpec, RedisRefused, Settings, State, WorkerPool
 from rota.acl import ROLES, rules, setuser
 from rota.protocol.keys import Keys
 from rota.protocol.render import library
+from rota.protocol.shards import shard_of
 from rota.web import create_app
 from tests.cli_helpers import REPO, rota_env, run_rota
 from tests.helpers import pool_settings, wait_until
@@ -345,3 +346,45 @@ def test_the_lines_in_the_docs_are_the_ones_rota_acl_prints() -> None:
     shop = run_rota("acl", "producer", "--namespace", "shop", "--user", "orders")
     assert shop.stdout.startswith("ACL SETUSER orders reset on ><password> resetkeys %R~{shop}:*")
     assert run_rota("acl", "producer", "--namespace", "bad{ns}").returncode == 2
+
+
+async def test_the_roles_over_four_shards_reach_every_shard(
+    server: RedisServer, namespace: str
+) -> None:
+    """The rules for a namespace over four shards grant each shard's keys: a producer
+    enqueues into all four, a pool of the worker role runs every job, and the read-only
+    web role reads them; the one-shard rules are refused the other shards."""
+    shards = 4
+
+    def settings(role: str, k: int = shards) -> Settings:
+        user, password = f"{role}-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex
+        server.client().execute_command(  # type: ignore[no-untyped-call]
+            "ACL", "SETUSER", user, "reset", "on", f">{password}", *rules(role, namespace, k)
+        )
+        return pool_settings(
+            server.url,
+            namespace,
+            shards=shards,
+            redis_username=user,
+            redis_password=password,
+            keep_result=60,
+        )
+
+    pool = WorkerPool(settings=settings("worker"))
+    ran: list[int] = []
+
+    @pool.job()
+    async def step(ctx: JobContext, i: int) -> None:
+        ran.append(i)
+
+    specs = [JobSpec(name="step", args=(i,)) for i in range(40)]
+    async with pool.running(), Client.from_settings(settings("producer")) as producer:
+        jobs = await producer.enqueue_many(specs)  # the pool loaded the library first
+        assert len({shard_of(j.id, shards) for j in jobs}) == shards
+        await wait_until(lambda: len(ran) == 40, within=15)
+        assert await producer.wait(jobs[-1].id, timeout=5) is None
+    async with Client.from_settings(settings("web")) as web:
+        assert (await web.stats())["processed"] == 40
+    async with Client.from_settings(settings("producer", k=1)) as narrow:
+        with pytest.raises(RedisRefused):  # the rules of one shard: the others are refused
+            await narrow.enqueue_many(specs)

@@ -63,12 +63,19 @@ _PRODUCER_COMMANDS: Final = (
 )  # fmt: skip
 
 
-def rules(role: str, namespace: str = "rota") -> list[str]:
-    """The ACL rules of ``role`` (one of :data:`ROLES`) for ``namespace``, as the
-    arguments of ``ACL SETUSER`` after the user's name and password."""
+def rules(role: str, namespace: str = "rota", shards: int = 1) -> list[str]:
+    """The ACL rules of ``role`` (one of :data:`ROLES`) for ``namespace`` over
+    ``shards`` shards, as the arguments of ``ACL SETUSER`` after the user's name and
+    password. Over several shards each key pattern is granted for shard 0 (``{ns}:``)
+    and for the others together (``{ns~*}:``, see :meth:`Keys.other_shards`)."""
     keys = Keys(namespace)
-    prefix = keys.prefix  # every key and channel of the namespace starts with it
-    where = ["resetkeys", f"~{prefix}*", "resetchannels", f"&{prefix}*"]
+    every = [keys, Keys.other_shards(namespace)] if shards > 1 else [keys]
+    # Every key and channel of the namespace starts with one of these prefixes.
+    prefixes = [k.prefix for k in every]
+    where = [
+        "resetkeys", *(f"~{p}*" for p in prefixes),
+        "resetchannels", *(f"&{p}*" for p in prefixes),
+    ]  # fmt: skip
     lib = library().name
     if role == "worker":
         return [
@@ -96,22 +103,29 @@ def rules(role: str, namespace: str = "rota") -> list[str]:
         ]  # fmt: skip
     if role == "producer":
         return [
-            "resetkeys", f"%R~{prefix}*",
-            *(f"%RW~{pattern}" for pattern in _producer_writes(keys)),
-            "resetchannels", f"&{prefix}*", "-@all", "+@read", "-@dangerous", *_CONNECT,
+            "resetkeys", *(f"%R~{p}*" for p in prefixes),
+            *(f"%RW~{pattern}" for k in every for pattern in _producer_writes(k)),
+            "resetchannels", *(f"&{p}*" for p in prefixes),
+            "-@all", "+@read", "-@dangerous", *_CONNECT,
             f"+fcall|{lib}_enqueue", f"+fcall|{lib}_enqueue_batch", *_PRODUCER_COMMANDS,
             # Client.wait: marks the job as waited for, then listens on its done channel.
             f"+fcall|{lib}_wait", "+subscribe", "+unsubscribe",
             # A child enqueued after a dead parent is dead at once: ZADD to the dead set,
             # and nothing else there (no SET, EXPIRE... that would replace or drop it).
-            f"(%RW~{keys.dead} +zadd +zscore)",
+            "(" + " ".join(f"%RW~{k.dead}" for k in every) + " +zadd +zscore)",
             # The plain-command enqueue caps the wake lists; no other list is trimmed.
-            f"(%RW~{keys.wake('*')} %RW~{keys.sched_wake} +ltrim)",
+            "("
+            + " ".join(f"%RW~{k.wake('*')} %RW~{k.sched_wake}" for k in every)
+            + " +ltrim)",
         ]  # fmt: skip
     raise ValueError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
 
 
-def setuser(role: str, user: str, namespace: str = "rota", password: str = "<password>") -> str:
-    """The ``ACL SETUSER`` line that makes ``user`` a ``role`` of ``namespace`` (for
-    redis-cli or an ACL file; ``>password`` adds a password, ``#<sha256>`` a hash)."""
-    return " ".join(["ACL SETUSER", user, "reset", "on", f">{password}", *rules(role, namespace)])
+def setuser(
+    role: str, user: str, namespace: str = "rota", password: str = "<password>", shards: int = 1
+) -> str:
+    """The ``ACL SETUSER`` line that makes ``user`` a ``role`` of ``namespace`` over
+    ``shards`` shards (for redis-cli or an ACL file; ``>password`` adds a password,
+    ``#<sha256>`` a hash)."""
+    words = ["ACL SETUSER", user, "reset", "on", f">{password}"]
+    return " ".join([*words, *rules(role, namespace, shards)])

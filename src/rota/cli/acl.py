@@ -20,7 +20,14 @@ __all__ = ["acl"]
 @click.argument("role", type=click.Choice(ROLES))
 @click.option("--user", help="The user's name (default: rota-ROLE).")
 @click.option("--namespace", default="rota", show_default=True)
-def acl(role: str, user: str | None, namespace: str) -> None:
+@click.option(
+    "--shards",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="How many shards the namespace spans (the setting shards).",
+)
+def acl(role: str, user: str | None, namespace: str, shards: int) -> None:
     """Print the ACL SETUSER line for a ROLE user of a namespace (Redis 7): replace
     <password> (or write #<sha256 of it>) and run it with redis-cli or put it in an ACL
     file."""
@@ -28,4 +35,4 @@ def acl(role: str, user: str | None, namespace: str) -> None:
         validate_namespace(namespace)
     except ValueError as exc:
         raise ExitError(f"--namespace: {exc}") from None
-    click.echo(setuser(role, user or f"rota-{role}", namespace))
+    click.echo(setuser(role, user or f"rota-{role}", namespace, shards=shards))

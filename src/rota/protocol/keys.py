@@ -93,6 +93,15 @@ class Keys:
         tag = namespace if shard == 0 else shard_tag(namespace, shard, shards)
         self.prefix = "{" + tag + "}:"
 
+    @classmethod
+    def other_shards(cls, namespace: str) -> Keys:
+        """The key names of every shard of ``namespace`` but shard 0, as one glob
+        (``{ns~*}:...``): what an ACL rule grants over them all. A namespace has no
+        ``~``, so the glob matches no other namespace's keys."""
+        keys = cls(namespace)
+        keys.prefix = "{" + namespace + "~*}:"
+        return keys
+
     def job(self, job_id: str) -> str:
         return self.prefix + "job:" + job_id
 

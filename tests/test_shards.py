@@ -319,3 +319,21 @@ async def test_the_cli_follows_the_namespace_s_recorded_shard_count(
     assert all([(await part.alone.queues(["n"]))[0].paused for part in sharded.parts])
     assert run_rota("queue", "clear", "n", "--yes", *where).returncode == 0
     assert (await sharded.queues(["n"]))[0].size == 0
+
+
+async def test_every_shard_s_heartbeat_tells_the_pool_s_periodic_jobs(
+    sharded: Client, redis_url: str, namespace: str
+) -> None:
+    """The pool's snapshot in each shard lists its periodic jobs (the web's cron page
+    reads whichever is freshest), though only shard 0's scheduler fires them."""
+    settings = pool_settings(redis_url, namespace, shards=K, heartbeat_interval=0.1, lease=1)
+    pool = WorkerPool(settings=settings)
+    pool.periodic("0 0 1 1 *", name="yearly")(_noop)
+
+    async def told() -> bool:
+        snapshots = [await part.alone.pools() for part in sharded.parts]
+        return all([p.name for p in live[0].periodic] == ["yearly"] for live in snapshots)
+
+    async with pool.running():
+        await anyio.sleep(0.5)  # a few beats of every shard
+        await wait_until(told, within=2)

@@ -54,11 +54,14 @@ class Scheduler:
         start = datetime.now(UTC)
         self._periodic = [(p, _ms(p.cron.next_after(start))) for p in periodic or []]
         self._last: dict[str, int] = {}
-        self._tell()
+        if self._periodic:
+            self._tell()
 
     def _tell(self) -> None:
-        """What the heartbeat publishes of the periodic jobs (the web's cron page)."""
-        self.rt.schedules = [
+        """What the heartbeat publishes of the periodic jobs (the web's cron page): in
+        place, as the runtimes of a pool's other shards share the list (every shard's
+        heartbeat publishes it; the periodic jobs fire from shard 0's scheduler)."""
+        self.rt.schedules[:] = [
             Schedule(p.name, p.cron.expression, str(p.cron.tz), fire, self._last.get(p.name, 0))
             for p, fire in self._periodic
         ]

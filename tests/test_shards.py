@@ -337,3 +337,13 @@ async def test_every_shard_s_heartbeat_tells_the_pool_s_periodic_jobs(
     async with pool.running():
         await anyio.sleep(0.5)  # a few beats of every shard
         await wait_until(told, within=2)
+
+
+async def test_a_pool_whose_limit_is_below_the_shard_count_refuses_to_start(
+    redis_url: str, namespace: str
+) -> None:
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, shards=K))
+    pool.job(name="capped", max_concurrency=K - 1)(_noop)
+    with pytest.raises(ConfigError, match=f"max_concurrency {K - 1} over {K} shards"):
+        async with pool.running():
+            pass

@@ -44,6 +44,7 @@ class Fetcher:
         #: The shard this fetcher leases from (a pool runs one fetcher per shard); its
         #: jobs carry it, so that their outcomes go back to it.
         self.shard = rt.keys.shard
+        self.shards = rt.client.shard_count
         self.robin = robin
         self.acker = acker
         self.wake_keys = [rt.keys.wake(name) for name in rt.handlers]
@@ -88,6 +89,8 @@ class Fetcher:
             if self.acker is not None:  # Redis refuses finishes: hold no more than a pool's worth
                 await self.acker.wait_room(rt.settings.concurrency)
             want = min(await handoff.wait_room(), rt.settings.fetch_batch)
+            if self.shards > 1:  # a turn of each shard's fetcher takes its share at most
+                want = min(want, -(-handoff.capacity // self.shards))
             # The room of a fetch that returns at once is taken while it runs, so that the
             # fetchers of other shards do not lease it too; a wait on the wake lists takes
             # none (other shards' jobs must not wait for it to end).

@@ -37,7 +37,7 @@ class Handoff:
         "_idle",
         "_jobs",
         "_loop",
-        "_room_waiter",
+        "_room_waiters",
         "avg_duration",
         "concurrency",
         "finished",
@@ -58,7 +58,11 @@ class Handoff:
         self._jobs: deque[Fetched] = deque()
         self._idle: deque[asyncio.Future[Fetched | None]] = deque()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._room_waiter: asyncio.Future[None] | None = None
+        #: Fetchers waiting for room, first come first served: a pool over several
+        #: shards has a fetcher per shard, and the one that just fetched must not take
+        #: the room again before the others had their turn (its shard would starve
+        #: theirs).
+        self._room_waiters: deque[asyncio.Future[None]] = deque()
         self._closed = False
 
     # -- the fetcher's side ------------------------------------------------------------
@@ -87,17 +91,28 @@ class Handoff:
         return not self._jobs or room >= max(1, self.capacity // 4)
 
     async def wait_room(self) -> int:
-        """Wait until a fetch is worth it; how many jobs to lease."""
-        while not self._worth_fetching():
-            # Several fetchers (one per shard) wait on one future; each looks again.
-            waiter = self._room_waiter
-            if waiter is None or waiter.done():
-                waiter = self._room_waiter = asyncio.get_running_loop().create_future()
-            try:
-                await waiter
-            finally:
-                if self._room_waiter is waiter:
-                    self._room_waiter = None
+        """Wait until a fetch is worth it and no fetcher that came first still waits;
+        how many jobs to lease."""
+        if self._room_waiters or not self._worth_fetching():
+            loop = asyncio.get_running_loop()
+            turn = False  # woken, but the room went to another: first in line again
+            while True:
+                waiter = loop.create_future()
+                if turn:
+                    self._room_waiters.appendleft(waiter)
+                else:
+                    self._room_waiters.append(waiter)
+                try:
+                    await waiter
+                except asyncio.CancelledError:
+                    if waiter in self._room_waiters:
+                        self._room_waiters.remove(waiter)
+                    elif not waiter.cancelled():
+                        self._wake_fetcher()  # its turn came: pass it on
+                    raise
+                if self._worth_fetching():
+                    break
+                turn = True
         return self.room()
 
     def release(self, reserved: int) -> None:
@@ -176,6 +191,8 @@ class Handoff:
         self._wake_fetcher()
 
     def _wake_fetcher(self) -> None:
-        waiter = self._room_waiter
-        if waiter is not None and not waiter.done() and self._worth_fetching():
-            waiter.set_result(None)
+        waiters = self._room_waiters
+        if waiters and self._worth_fetching():
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)

@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
     "rota.operations": 2,
     "rota.reads": 2,
     "rota.sharding": 2,
+    "rota.shard_rules": 2,
     "rota.scripted": 2,
     "rota.status": 2,
     "rota.workflow": 2,

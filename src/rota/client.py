@@ -36,7 +36,8 @@ from rota.redis.link import Link
 from rota.redis.outage import MEANING, Condition, backoff, condition, guarded, refused
 from rota.redis.sentinel import follow_primary
 from rota.redis.topology import CLUSTER, wait_replicas
-from rota.sharding import Sharded, gather
+from rota.shard_rules import gather
+from rota.sharding import Sharded
 from rota.spec import Enqueued, JobSpec, delay_seconds, to_row
 
 T = TypeVar("T")

@@ -23,77 +23,25 @@ import heapq
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Self, TypeVar, cast
 
-import anyio
-from redis.asyncio import Redis
-
-from rota.errors import ConfigError
 from rota.operations import SEARCH_LIMIT, Operations
 from rota.protocol.job import JobRecord, JobSet, reply_text, validate_name
-from rota.protocol.keys import Keys
 from rota.protocol.rate import Rate, parse_rate
 from rota.protocol.shards import shard_of
 from rota.reads import Reads
-from rota.status import Bucket, Found, History, LivePool, Page, QueueInfo, RunningJob
+from rota.shard_rules import (
+    add_counts,
+    gather,
+    merge_bucket,
+    merge_queue,
+    split_limit,
+    split_rate,
+)
+from rota.status import Found, History, LivePool, Page, QueueInfo, RunningJob
 from rota.workflow import Related, Workflows
 
-__all__ = ["Sharded", "check_shards", "gather", "recorded_shards", "split_limit", "split_rate"]
+__all__ = ["Sharded"]
 
 T = TypeVar("T")
-
-
-async def recorded_shards(client: Sharded) -> int | None:
-    """How many shards the client's namespace spans, as its first pool recorded it
-    (None: no pool of several shards has run yet). Operators' tools (the CLI, the web)
-    follow it, whatever their own settings say."""
-    stored = await client.redis.get(client.keys.shards)
-    return int(stored) if stored else None
-
-
-async def check_shards(redis: Redis, keys: Keys, shards: int) -> None:
-    """Refuse to serve a namespace that spans another number of shards than ``shards``
-    (a pool configured with another count would leave shards unserved, or route jobs
-    where no pool looks): the first pool with more than one shard records its count."""
-    if shards > 1:
-        await redis.set(keys.shards, shards, nx=True)
-    stored = await redis.get(keys.shards)
-    recorded = int(stored) if stored else 1
-    if recorded != shards:
-        raise ConfigError(
-            f"shards: namespace {keys.namespace!r} spans {recorded} shard(s), this pool is"
-            f" configured with {shards}: use shards = {recorded} (changing the count of a"
-            " namespace in use is refused: see 'Changing the shard count' in"
-            " docs/operations.md)"
-        )
-
-
-async def gather(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
-    """Run ``calls`` at once; their results in order. An error of one comes out as
-    itself (the first, if several fail), as the same call on one shard would raise it."""
-    if len(calls) == 1:
-        return [await calls[0]()]
-    out: list[Any] = [None] * len(calls)
-
-    async def one(i: int) -> None:
-        out[i] = await calls[i]()
-
-    try:
-        async with anyio.create_task_group() as tg:
-            for i in range(len(calls)):
-                tg.start_soon(one, i)
-    except BaseExceptionGroup as group:
-        raise group.exceptions[0] from None
-    return out
-
-
-def split_limit(limit: int, shards: int, shard: int) -> int:
-    """Shard ``shard``'s part of a concurrency limit of ``limit`` over ``shards``: the
-    parts add up to the limit, so the namespace never runs more than it allows."""
-    return limit // shards + (1 if shard < limit % shards else 0)
-
-
-def split_rate(rate: Rate, shards: int) -> Rate:
-    """Each shard's part of a rate limit: the parts add up to the rate."""
-    return Rate(rate.count / shards, rate.period_ms)
 
 
 class Sharded(Reads, Operations, Workflows):
@@ -133,36 +81,31 @@ class Sharded(Reads, Operations, Workflows):
         client itself with one shard, without a read."""
         return cast(Self, await self._part_of(job_id))
 
-    async def _read(self, job_id: str, read: Callable[[Sharded], Awaitable[T]]) -> T:
-        """``read`` (one shard's) from the shard its id names, and from the others
-        when that finds nothing (None, or an empty answer)."""
-        home = self.parts[shard_of(job_id, self.shard_count)]
-        got = await read(_base(home))
-        if got or len(self.parts) == 1:
-            return got
-        for part in self.parts:
-            if part is not home:
-                other = await read(_base(part))
-                if other:
-                    return other
-        return got
-
     # -- one job: to its shard --------------------------------------------------------
 
     async def job(self, job_id: str) -> JobRecord | None:
         if len(self.parts) == 1:
             return await super().job(job_id)
-        return await self._read(job_id, lambda p: p.job(job_id))
+        # The shard the id names first (one read); the others only for an id a producer
+        # chose that is not there (routed by its unique key or group).
+        home = self.parts[shard_of(job_id, self.shard_count)]
+        record = await _base(home).job(job_id)
+        if record is not None:
+            return record
+        for part in self.parts:
+            if part is not home and (record := await _base(part).job(job_id)) is not None:
+                return record
+        return None
 
     async def stored(self, job_id: str, field: Any) -> bytes | None:
         if len(self.parts) == 1:
             return await super().stored(job_id, field)
-        return await self._read(job_id, lambda p: p.stored(job_id, field))
+        return await _base(await self._part_of(job_id)).stored(job_id, field)
 
     async def job_log(self, job_id: str) -> list[str]:
         if len(self.parts) == 1:
             return await super().job_log(job_id)
-        return await self._read(job_id, lambda p: p.job_log(job_id))
+        return await _base(await self._part_of(job_id)).job_log(job_id)
 
     async def wait(self, job_id: str, timeout: float | None = None) -> Any:  # noqa: ASYNC109
         if len(self.parts) == 1:
@@ -264,7 +207,7 @@ class Sharded(Reads, Operations, Workflows):
             return await super().queues(names)
         names = await self.names() if names is None else list(names)
         each = await self._each(lambda p: _base(p).queues(names))
-        return [_merge_queue(rows, self.shard_count) for rows in zip(*each, strict=True)]
+        return [merge_queue(rows, self.shard_count) for rows in zip(*each, strict=True)]
 
     async def queue_page(self, offset: int = 0, count: int = 100) -> tuple[int, list[QueueInfo]]:
         if len(self.parts) == 1:
@@ -290,12 +233,12 @@ class Sharded(Reads, Operations, Workflows):
     async def job_set_sizes(self) -> dict[str, int]:
         if len(self.parts) == 1:
             return await super().job_set_sizes()
-        return _add(await self._each(lambda p: _base(p).job_set_sizes()))
+        return add_counts(await self._each(lambda p: _base(p).job_set_sizes()))
 
     async def stats(self) -> dict[str, int]:
         if len(self.parts) == 1:
             return await super().stats()
-        return _add(await self._each(lambda p: _base(p).stats()))
+        return add_counts(await self._each(lambda p: _base(p).stats()))
 
     async def history(
         self, minutes: int = 60, days: int = 30, *, at: float | None = None
@@ -304,8 +247,8 @@ class Sharded(Reads, Operations, Workflows):
             return await super().history(minutes, days, at=at)
         each = await self._each(lambda p: _base(p).history(minutes, days, at=at))
         return History(
-            [_merge_bucket(b) for b in zip(*(h.minutes for h in each), strict=True)],
-            [_merge_bucket(b) for b in zip(*(h.days for h in each), strict=True)],
+            [merge_bucket(b) for b in zip(*(h.minutes for h in each), strict=True)],
+            [merge_bucket(b) for b in zip(*(h.days for h in each), strict=True)],
         )
 
     async def pools(self, *, heartbeat_interval: float = 5.0) -> list[LivePool]:
@@ -397,13 +340,6 @@ class Sharded(Reads, Operations, Workflows):
 
     # -- one shard's reads, for the merges above ---------------------------------------
 
-    async def _busy(self, names: Sequence[str]) -> dict[str, int]:
-        """Queued plus running jobs per name, in this shard."""
-        k = self.keys
-        reads = [(c, key(n)) for n in names for c, key in (("LLEN", k.queue), ("ZCARD", k.running))]
-        counts = [c if isinstance(c, int) else 0 for c in await self.conn.execute_many(reads)]
-        return {n: counts[2 * i] + counts[2 * i + 1] for i, n in enumerate(names)}
-
     async def _scored(self, which: JobSet, stop: int) -> tuple[int, list[tuple[float, str]]]:
         """This shard's size of a job set and its first ``stop`` entries, with scores."""
         z = self._set_key(which)
@@ -417,33 +353,3 @@ class Sharded(Reads, Operations, Workflows):
 def _base(part: Sharded) -> Sharded:
     """``part`` as one shard: its methods without the merging of :class:`Sharded`."""
     return super(Sharded, part)  # type: ignore[return-value]
-
-
-def _add(each: Sequence[dict[str, int]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for counts in each:
-        for key, n in counts.items():
-            out[key] = out.get(key, 0) + n
-    return out
-
-
-def _merge_bucket(buckets: Sequence[Bucket]) -> Bucket:
-    return Bucket(buckets[0].start, _add([b.counts for b in buckets]))
-
-
-def _merge_queue(rows: Sequence[QueueInfo], shards: int) -> QueueInfo:
-    """One name's figures over every shard: sizes and limits add up, the oldest job is
-    the oldest of all, a rate is its shards' parts together."""
-    first = rows[0]
-    limits = [r.limit for r in rows if r.limit is not None]
-    rate = Rate.from_stored(parse_rate(first.rate).stored) if first.rate else None
-    return QueueInfo(
-        first.name,
-        sum(r.size for r in rows),
-        max(r.latency for r in rows),
-        sum(r.running for r in rows),
-        sum(limits) if limits else None,
-        any(r.paused for r in rows),
-        next((r.priority for r in rows if r.priority is not None), None),
-        None if rate is None else str(Rate(rate.count * shards, rate.period_ms)),
-    )

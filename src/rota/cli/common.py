@@ -18,7 +18,7 @@ from rota.errors import ConfigError, RedisRefused, RedisUnavailable, redis_cause
 from rota.redis.access import explain
 from rota.redis.connection import redacted
 from rota.redis.outage import MEANING, Condition, rota_error
-from rota.sharding import recorded_shards
+from rota.shard_rules import recorded_shards
 
 __all__ = [
     "ExitError",
@@ -213,7 +213,7 @@ async def _as_recorded(client: Client, settings: Settings) -> Settings:
     """``settings`` with the shard count the namespace's pools recorded, if it differs:
     an operator's tool configured without ``shards`` still reads and changes every
     shard of a namespace that spans several."""
-    recorded = await recorded_shards(client)
+    recorded = await recorded_shards(client.redis, client.keys)
     if recorded is None or recorded == settings.shards:
         return settings
     return settings.replace(shards=recorded)

@@ -37,7 +37,7 @@ from rota.protocol.job import (
 )
 from rota.protocol.shards import shard_of
 from rota.redis.outage import guarded
-from rota.sharding import gather
+from rota.shard_rules import gather
 from rota.workflow import (
     MISSING,
     RELATED_FIELDS,

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
 from rota.protocol.job import field_int, reply_text
-from rota.sharding import gather
+from rota.shard_rules import gather
 from rota.status import Bucket, History
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from rota.inspect import FLOW_LIMIT, MISSING, Edge, FlowView, group_part, unserv
 from rota.protocol.job import field_text, reply_text
 from rota.protocol.shards import shard_of
 from rota.redis.outage import guarded
-from rota.sharding import gather
+from rota.shard_rules import gather
 from rota.workflow import Related, pipelined, read_related
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from redis.crc import key_slot
 
 from rota.redis.outage import Condition, guarded, out_of_memory
 from rota.redis.topology import server_of
-from rota.sharding import gather
+from rota.shard_rules import gather
 
 if TYPE_CHECKING:
     from rota.client import Client

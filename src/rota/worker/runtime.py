@@ -30,7 +30,7 @@ from rota.protocol.scripts import ScriptMode, load_all
 from rota.protocol.snapshot import Schedule
 from rota.redis.connection import redacted
 from rota.redis.outage import Watch
-from rota.sharding import check_shards, split_limit, split_rate
+from rota.shard_rules import check_shards, split_limit, split_rate
 from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler
 

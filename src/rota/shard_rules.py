@@ -1,0 +1,113 @@
+"""What holds for every shard of a namespace, beside :class:`rota.sharding.Sharded`:
+the shard count a namespace records, the split of limits and rates between its shards,
+one call run on each shard at once, and how their figures add up."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import anyio
+from redis.asyncio import Redis
+
+from rota.errors import ConfigError
+from rota.protocol.keys import Keys
+from rota.protocol.rate import Rate, parse_rate
+from rota.status import Bucket, QueueInfo
+
+__all__ = [
+    "add_counts",
+    "check_shards",
+    "gather",
+    "merge_bucket",
+    "merge_queue",
+    "recorded_shards",
+    "split_limit",
+    "split_rate",
+]
+
+T = TypeVar("T")
+
+
+async def recorded_shards(redis: Redis, keys: Keys) -> int | None:
+    """How many shards a namespace spans, as its first pool recorded it (None: no pool
+    of several shards has run yet). Operators' tools (the CLI, the web) follow it,
+    whatever their own settings say."""
+    stored = await redis.get(keys.shards)
+    return int(stored) if stored else None
+
+
+async def check_shards(redis: Redis, keys: Keys, shards: int) -> None:
+    """Refuse to serve a namespace that spans another number of shards than ``shards``
+    (a pool configured with another count would leave shards unserved, or route jobs
+    where no pool looks): the first pool with more than one shard records its count."""
+    if shards > 1:
+        await redis.set(keys.shards, shards, nx=True)
+    recorded = await recorded_shards(redis, keys) or 1
+    if recorded != shards:
+        raise ConfigError(
+            f"shards: namespace {keys.namespace!r} spans {recorded} shard(s), this pool is"
+            f" configured with {shards}: use shards = {recorded} (changing the count of a"
+            " namespace in use is refused: see 'Changing the shard count' in"
+            " docs/operations.md)"
+        )
+
+
+async def gather(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
+    """Run ``calls`` at once; their results in order. An error of one comes out as
+    itself (the first, if several fail), as the same call on one shard would raise it."""
+    if len(calls) == 1:
+        return [await calls[0]()]
+    out: list[Any] = [None] * len(calls)
+
+    async def one(i: int) -> None:
+        out[i] = await calls[i]()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(len(calls)):
+                tg.start_soon(one, i)
+    except BaseExceptionGroup as group:
+        raise group.exceptions[0] from None
+    return out
+
+
+def split_limit(limit: int, shards: int, shard: int) -> int:
+    """Shard ``shard``'s part of a concurrency limit of ``limit`` over ``shards``: the
+    parts add up to the limit, so the namespace never runs more than it allows."""
+    return limit // shards + (1 if shard < limit % shards else 0)
+
+
+def split_rate(rate: Rate, shards: int) -> Rate:
+    """Each shard's part of a rate limit: the parts add up to the rate."""
+    return Rate(rate.count / shards, rate.period_ms)
+
+
+def add_counts(each: Sequence[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for counts in each:
+        for key, n in counts.items():
+            out[key] = out.get(key, 0) + n
+    return out
+
+
+def merge_bucket(buckets: Sequence[Bucket]) -> Bucket:
+    return Bucket(buckets[0].start, add_counts([b.counts for b in buckets]))
+
+
+def merge_queue(rows: Sequence[QueueInfo], shards: int) -> QueueInfo:
+    """One name's figures over every shard: sizes and limits add up, the oldest job is
+    the oldest of all, a rate is its shards' parts together."""
+    first = rows[0]
+    limits = [r.limit for r in rows if r.limit is not None]
+    rate = Rate.from_stored(parse_rate(first.rate).stored) if first.rate else None
+    return QueueInfo(
+        first.name,
+        sum(r.size for r in rows),
+        max(r.latency for r in rows),
+        sum(r.running for r in rows),
+        sum(limits) if limits else None,
+        any(r.paused for r in rows),
+        next((r.priority for r in rows if r.priority is not None), None),
+        None if rate is None else str(Rate(rate.count * shards, rate.period_ms)),
+    )

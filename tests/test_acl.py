@@ -388,3 +388,22 @@ async def test_the_roles_over_four_shards_reach_every_shard(
     async with Client.from_settings(settings("producer", k=1)) as narrow:
         with pytest.raises(RedisRefused):  # the rules of one shard: the others are refused
             await narrow.enqueue_many(specs)
+
+
+def test_the_rules_of_several_shards_reach_no_other_namespace(server: RedisServer) -> None:
+    """``{app~*}:`` grants the shards of ``app`` and nothing of ``app2``, ``app.x`` or
+    ``ap``: asked of Redis itself (ACL DRYRUN), for every role."""
+    admin = server.client()
+    for role in ROLES:
+        user = f"dry-{role}-{uuid.uuid4().hex[:6]}"
+        admin.execute_command(  # type: ignore[no-untyped-call]
+            "ACL", "SETUSER", user, "reset", "on", ">pw", *rules(role, "app", 4)
+        )
+
+        def allowed(*command: str, user: str = user) -> bool:
+            reply = admin.execute_command("ACL", "DRYRUN", user, *command)  # type: ignore[no-untyped-call]
+            return reply in (b"OK", "OK")
+
+        assert allowed("HGET", "{app~3.1}:job:x", "name"), role
+        for other in ("{app2}:job:x", "{app.x}:job:x", "{ap}:job:x", "{app2~1}:job:x"):
+            assert not allowed("HGET", other, "name"), (role, other)

@@ -51,11 +51,6 @@ class PoolRun:
             Fetcher(r, Robin(priorities), a) for r, a in zip(self.shards, self.ackers, strict=True)
         ]
         self.heartbeats = [Heartbeat(r, a) for r, a in zip(self.shards, self.ackers, strict=True)]
-        self.acker, self.fetcher, self.heartbeat = (
-            self.ackers[0],
-            self.fetchers[0],
-            self.heartbeats[0],
-        )
         self._fetching = anyio.CancelScope()
         self._background = anyio.CancelScope()
         # Set in ``finally``: when a task of the pool crashes, the drain must not wait
@@ -213,9 +208,11 @@ class PoolRun:
         cancelled are what puts them back at the front of their queues."""
         rt = self.rt
         limit = 2.0 if rt.force.is_set() else max(rt.settings.grace, 5.0)
+        # Every shard's at once: a shard whose Redis is away takes none of the others' time.
         with anyio.move_on_after(limit):
-            for acker in self.ackers:
-                await acker.flush()
+            async with anyio.create_task_group() as tg:
+                for acker in self.ackers:
+                    tg.start_soon(acker.flush)
         pending = sum(acker.pending for acker in self.ackers)
         if pending:
             why = MEANING[rt.watch.current] if rt.watch.current else f"not sent within {limit} s"
@@ -228,8 +225,9 @@ class PoolRun:
     async def _leave(self) -> None:
         """Stop the background tasks and remove this pool's heartbeat."""
         self._background.cancel()
-        for heartbeat in self.heartbeats:
-            await heartbeat.stop()
+        async with anyio.create_task_group() as tg:
+            for heartbeat in self.heartbeats:
+                tg.start_soon(heartbeat.stop)
         stale = sum(acker.stale for acker in self.ackers)
         log.info("pool stopped", pool=self.rt.pool_id, stale_finishes=stale)
 

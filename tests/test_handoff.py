@@ -256,3 +256,45 @@ async def test_jobs_given_back_on_drain_keep_their_order(
     next_up = queued[::-1]  # fetch pops at the tail
     assert set(next_up[:2]) == {j.id for j in slow}  # cancelled at shutdown: at the front
     assert next_up[2:] == [j.id for j in fast]  # the leased ones, then the rest, in order
+
+
+async def test_a_fetcher_that_takes_its_turn_passes_it_on_while_room_is_left() -> None:
+    """Fetchers of several shards queue for room. One whose turn comes and that waits on
+    its wake lists takes no room: the next in line must go at once, not when a job ends
+    (a pool whose queues are all paused has none, and its other shards never fetched)."""
+    h = Handoff(concurrency=10)
+    h.reserve(5)
+    h.reserve(5)  # two fetches under way hold all the room
+    turns = [asyncio.ensure_future(h.wait_room()) for _ in range(3)]
+    await asyncio.sleep(0)
+    h.release(5)  # one is back: the first in line has its turn, and waits (takes none)
+    await asyncio.sleep(0)
+    assert turns[0].done() and not turns[1].done()
+    h.reserve(0)
+    h.release(5)
+    await asyncio.sleep(0)
+    assert turns[1].done()
+    h.reserve(0)
+    await asyncio.sleep(0)
+    assert turns[2].done(), "the last fetcher was never given its turn"
+
+
+async def test_while_a_fetch_is_under_way_another_waits_for_a_useful_batch() -> None:
+    """A fetch costs Redis about ten commands whatever it leases: while one is under
+    way, another shard's fetcher waits until a quarter of the room is free, rather than
+    leasing each slot as a job ends."""
+    h = Handoff(concurrency=40)
+    h.running = 30
+    h.reserve(10)
+    turn = asyncio.ensure_future(h.wait_room())
+    for _ in range(9):
+        h.done(0.001)
+        await asyncio.sleep(0)
+        assert not turn.done(), f"went for a batch of {h.room()}"
+    h.done(0.001)
+    await asyncio.sleep(0)
+    assert turn.done() and turn.result() == 10
+    # With no fetch under way and the line empty, one free slot is worth a fetch.
+    idle = Handoff(concurrency=40)
+    idle.running = 39
+    assert await idle.wait_room() == 1

@@ -27,8 +27,17 @@ K = 6
 JOBS = 6000 if os.environ.get("ROTA_LONG") == "1" else 1200
 
 
-def _commands(cluster: ClusterGroup) -> dict[int, tuple[int, int]]:
-    """Commands each primary has run so far, and the µs they took (commandstats)."""
+def _cpu_us(pid: int | None) -> float:
+    """CPU time (user + system) a process has used, in µs (/proc; 10 ms ticks)."""
+    assert pid is not None
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") * 1e6
+
+
+def _commands(cluster: ClusterGroup) -> dict[int, tuple[int, int, float]]:
+    """Commands each primary has run so far, the µs they took (commandstats), and the
+    CPU time its process used."""
     out = {}
     for server in cluster.servers:
         with server.client(socket_timeout=5) as r:
@@ -38,11 +47,12 @@ def _commands(cluster: ClusterGroup) -> dict[int, tuple[int, int]]:
         out[server.port] = (
             sum(int(v["calls"]) for v in stats.values()),
             sum(int(v["usec"]) for v in stats.values()),
+            _cpu_us(server.pid),
         )
     return out
 
 
-async def _run(cluster: ClusterGroup, shards: int) -> dict[int, tuple[int, int]]:
+async def _run(cluster: ClusterGroup, shards: int) -> dict[int, tuple[int, int, float]]:
     """Run JOBS no-op jobs in a new namespace of ``shards``; what each primary did."""
     ns = "sh" + os.urandom(4).hex()
     ran: Counter[int] = Counter()
@@ -69,7 +79,8 @@ async def _run(cluster: ClusterGroup, shards: int) -> dict[int, tuple[int, int]]
             assert part.link is not None and part.link.port == owner.port
     after = _commands(cluster)
     return {
-        port: (after[port][0] - before[port][0], after[port][1] - before[port][1]) for port in after
+        port: (a[0] - b[0], a[1] - b[1], a[2] - b[2])
+        for port, a, b in ((p, after[p], before[p]) for p in after)
     }
 
 
@@ -83,16 +94,18 @@ async def test_six_shards_spread_over_three_primaries_and_share_the_work(
 
     one = await _run(cluster_group, 1)
     done = await _run(cluster_group, K)
-    total = sum(n for n, _ in done.values())
-    shares: dict[int, Any] = {port: round(n / total, 3) for port, (n, _) in done.items()}
+    total = sum(n for n, _, _ in done.values())
+    shares: dict[int, Any] = {port: round(n / total, 3) for port, (n, _, _) in done.items()}
     report(
         "cluster_shards",
         {
             "jobs": JOBS,
-            "commands_per_job_k1": round(sum(n for n, _ in one.values()) / JOBS, 2),
+            "commands_per_job_k1": round(sum(n for n, _, _ in one.values()) / JOBS, 2),
             f"commands_per_job_k{K}": round(total / JOBS, 2),
-            "redis_us_per_job_k1": round(sum(u for _, u in one.values()) / JOBS, 1),
-            f"redis_us_per_job_k{K}": round(sum(u for _, u in done.values()) / JOBS, 1),
+            "redis_us_per_job_k1": round(sum(u for _, u, _ in one.values()) / JOBS, 1),
+            f"redis_us_per_job_k{K}": round(sum(u for _, u, _ in done.values()) / JOBS, 1),
+            "redis_cpu_us_per_job_k1": round(sum(c for _, _, c in one.values()) / JOBS, 1),
+            f"redis_cpu_us_per_job_k{K}": round(sum(c for _, _, c in done.values()) / JOBS, 1),
             "share_per_primary": sorted(shares.values()),
         },
     )

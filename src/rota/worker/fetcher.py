@@ -89,19 +89,15 @@ class Fetcher:
             if self.acker is not None:  # Redis refuses finishes: hold no more than a pool's worth
                 await self.acker.wait_room(rt.settings.concurrency)
             want = min(await handoff.wait_room(), rt.settings.fetch_batch)
-            if self.shards > 1:  # a turn of each shard's fetcher takes its share at most
-                want = min(want, -(-handoff.capacity // self.shards))
-            # The room of a fetch that returns at once is taken while it runs, so that the
-            # fetchers of other shards do not lease it too; a wait on the wake lists takes
-            # none (other shards' jobs must not wait for it to end).
-            held = 0 if short else want
-            handoff.reserved += held
-            try:
-                jobs = await rt.watch.keep_trying(
-                    "fetcher", functools.partial(self._lease, want, short)
-                )
-            finally:
-                handoff.release(held)
+            if self.shards > 1:
+                # A turn takes half the room at most: a fetch whose shard hangs (its
+                # Redis unreachable until the socket times out) leaves the rest to the
+                # other shards. (A share of room / K made calls so small that a job over
+                # six shards cost a quarter more Redis commands than over one.)
+                want = min(want, max(1, handoff.capacity // 2))
+            jobs = await rt.watch.keep_trying(
+                "fetcher", functools.partial(self._lease, want, short)
+            )
             if self.shard:
                 for job in jobs:
                     job.shard = self.shard
@@ -110,7 +106,15 @@ class Fetcher:
             short = len(jobs) < want
 
     async def _lease(self, want: int, short: bool) -> list[Fetched]:
-        """Lease up to ``want`` jobs; after a ``short`` fetch, wait on the wake lists first."""
+        """Lease up to ``want`` jobs; after a ``short`` fetch, wait on the wake lists first.
+
+        The room of a fetch that returns at once is taken while it runs, so that the
+        fetchers of other shards do not lease it too; a wait on the wake lists takes
+        none (other shards' jobs must not wait for it to end), and neither does the
+        pause between attempts while this shard's Redis is away."""
+        handoff = self.rt.handoff
+        held = 0 if short else want
+        handoff.reserve(held)
         try:
             if short and self._due:
                 short = await self._until_due(self.rt.settings.wake_timeout)
@@ -124,6 +128,7 @@ class Fetcher:
             raise
         finally:
             self._disarm()
+            handoff.release(held)
 
     async def _until_due(self, wait: float) -> bool:
         """Before waiting on the wake lists: make the wait end when a rate-limited job

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import time
 from collections import Counter
 from typing import Any
 
+import anyio
 import pytest
 import redis
 from redis.crc import key_slot
@@ -234,3 +236,53 @@ def test_six_shards_through_a_primary_killed_and_a_slot_moved(
 def _is_primary(server: RedisServer) -> bool:
     with server.client(socket_timeout=2) as r:
         return bool(r.info("replication").get("role") == "master")
+
+
+@pytest.mark.timeout(180)
+async def test_a_pool_started_while_a_primary_hangs_serves_the_other_shards() -> None:
+    """A pool (re)started while one primary of the cluster does not answer (SIGSTOP: its
+    connections hang, the worst case) starts the shards of the other primaries and runs
+    their jobs; the frozen primary's shards, shard 0 among them, join once it answers
+    again, and every job runs once. Before, the pool's start waited for every shard."""
+    with ClusterGroup(replicas=0) as cluster:
+        for server in cluster.servers:  # the other slots are served while one is down
+            with server.client() as r:
+                r.config_set("cluster-require-full-coverage", "no")
+        ns = "hang" + os.urandom(3).hex()
+        tags = shard_tags(ns, K)
+        ran: Counter[str] = Counter()
+
+        def pool() -> WorkerPool:
+            p = WorkerPool(settings=pool_settings(cluster.url, ns, shards=K, concurrency=20))
+
+            @p.job
+            async def work(ctx: JobContext, i: int) -> None:
+                ran[ctx.id] += 1
+
+            return p
+
+        async with pool().running():  # a first pool records the count in every shard
+            pass
+        async with Client.from_url(cluster.url, ns, shards=K) as client:
+            jobs = await client.enqueue_many(
+                [JobSpec(name="work", kwargs={"i": i}) for i in range(600)]
+            )
+        frozen = cluster.owner(key_slot(tags[0].encode()))
+        held = {s for s in range(K) if cluster.owner(key_slot(tags[s].encode())) is frozen}
+        assert 0 in held and len(held) == 2
+        elsewhere = {j.id for j in jobs if shard_of(j.id, K) not in held}
+        assert pytest.approx(len(elsewhere), rel=0.2) == 400
+
+        assert frozen.pid is not None
+        os.kill(frozen.pid, signal.SIGSTOP)
+        try:
+            # Not: wait for the frozen primary (then the start times out).
+            with anyio.fail_after(60):
+                async with pool().running():
+                    await wait_until(lambda: elsewhere <= set(ran), within=30)
+                    assert set(ran) == elsewhere  # the frozen shards' jobs wait
+                    os.kill(frozen.pid, signal.SIGCONT)
+                    await wait_until(lambda: len(ran) == len(jobs), within=45)
+        finally:
+            os.kill(frozen.pid, signal.SIGCONT)
+        assert set(ran.values()) == {1}

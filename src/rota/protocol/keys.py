@@ -154,8 +154,10 @@ class Keys:
 
     @property
     def shards(self) -> str:
-        """String of shard 0: how many shards the namespace spans, written by the first
-        pool (absent: one). A pool configured with another count refuses to start."""
+        """String: how many shards the namespace spans, written in shard 0 by the first
+        pool (absent: one), and in each other shard by the pools that found it right
+        there. A pool configured with another count refuses to start; one that finds a
+        shard's own record right starts that shard while shard 0 is away."""
         return self.prefix + "shards"
 
     @property

@@ -197,8 +197,6 @@ class WorkerPool:
                     )
                 rt = self._runtime(settings, client, state, force or anyio.Event())
                 run = PoolRun(rt, self.periodic_jobs)
-                # Redis unreachable, read-only or loading at the start: wait for it.
-                await rt.watch.keep_trying("start", run.register, replies=False)
                 self.runtime = rt
                 async with run.running():
                     yield rt

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import anyio
 import structlog
@@ -24,6 +25,7 @@ from rota.protocol.job import Reason
 from rota.protocol.rows import Dead, Requeue
 from rota.redis.outage import MEANING, condition
 from rota.redis.sentinel import follow_primary
+from rota.shard_rules import recorded_shards
 from rota.worker.acker import Acker
 from rota.worker.fetcher import Fetcher
 from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
@@ -33,9 +35,13 @@ from rota.worker.runner import run_job
 from rota.worker.runtime import PoolRuntime, worker_task
 from rota.worker.scheduler import Scheduler
 
-__all__ = ["PoolRun"]
+__all__ = ["START_ALONE", "PoolRun"]
 
 log = structlog.get_logger("rota.pool")
+
+#: Seconds a pool over several shards waits for the others once one shard has started,
+#: before it counts as started and lets the rest join as their Redis answers.
+START_ALONE = 1.0
 
 
 class PoolRun:
@@ -57,17 +63,16 @@ class PoolRun:
         # forever for tasks that were cancelled.
         self._fetcher_done = anyio.Event()
         self._workers_done = anyio.Event()
-
-    async def register(self) -> None:
-        """Make the pool's job names known in every shard (shard 0 first: it checks the
-        namespace's shard count)."""
-        for shard in self.shards:
-            await shard.register()
+        # Set as each shard has registered, listens for aborts and has beaten once: its
+        # fetcher starts then. A shard whose Redis does not answer holds up only its own.
+        self._shard_ready = [anyio.Event() for _ in self.shards]
+        # Set once the first shard has checked the namespace's shard count.
+        self._count_checked = anyio.Event()
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """Start the pool's tasks, run the block, and drain the pool when it ends."""
-        try:
+        with _unwrapped():
             async with anyio.create_task_group() as tg:
                 await self.start(tg)
                 try:
@@ -76,12 +81,6 @@ class PoolRun:
                     with anyio.CancelScope(shield=True):
                         await self.drain()
                     tg.cancel_scope.cancel()
-        except BaseExceptionGroup as group:
-            # An error of the block (or of one task) comes out as itself, not wrapped in
-            # a group the caller did not ask for.
-            if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
-            raise
 
     # -- start ----------------------------------------------------------------------
 
@@ -105,30 +104,87 @@ class PoolRun:
         )
 
     async def _run_background(self, *, task_status: TaskStatus[None]) -> None:
+        """Start every shard at once. The run counts as started once every shard has, or
+        :data:`START_ALONE` seconds after the first did: the others join as their Redis
+        answers (a pool started while one primary of a cluster is down serves the rest)."""
         rt = self.rt
-        with self._background:
+        with self._background, _unwrapped():
             async with anyio.create_task_group() as bg:
-                for shard in self.shards:
-                    await bg.start(AbortListener(shard).run)
-                for shard, heartbeat in zip(self.shards, self.heartbeats, strict=True):
-                    await shard.watch.keep_trying("heartbeat", heartbeat.beat)
+                for i in range(len(self.shards)):
+                    bg.start_soon(self._start_shard, i)
+                await self._first_shards_ready()
                 task_status.started()
-                for i, shard in enumerate(self.shards):
-                    bg.start_soon(self.ackers[i].run)
-                    bg.start_soon(self.heartbeats[i].run)
-                    bg.start_soon(Reaper(shard).run)
-                    # Periodic jobs are claimed in shard 0 only: once per fire time.
-                    bg.start_soon(Scheduler(shard, self.periodic if i == 0 else []).run)
                 bg.start_soon(follow_primary, rt.redis, rt.watch.wake)
+
+    async def _first_shards_ready(self) -> None:
+        ready = self._shard_ready
+        async with anyio.create_task_group() as tg:
+
+            async def one(event: anyio.Event) -> None:
+                await event.wait()
+                tg.cancel_scope.deadline = min(
+                    tg.cancel_scope.deadline, anyio.current_time() + START_ALONE
+                )
+
+            for event in ready:
+                tg.start_soon(one, event)
+        waiting = [i for i, event in enumerate(ready) if not event.is_set()]
+        if waiting:
+            log.warning(
+                "shards not reachable yet: the pool serves the others, and each of these"
+                " once its Redis answers",
+                pool=self.rt.pool_id,
+                shards=waiting,
+            )
+
+    async def _start_shard(self, i: int) -> None:
+        """Register shard ``i``, listen for its aborts, beat once in it, then run its
+        tasks; its fetcher starts once it is ready (:meth:`_fetch_from`)."""
+        shard, heartbeat = self.shards[i], self.heartbeats[i]
+        # Redis unreachable, read-only or loading at the start: wait for it.
+        await shard.watch.keep_trying("start", functools.partial(self._register, i), replies=False)
+        with _unwrapped():
+            async with anyio.create_task_group() as tg:
+                await tg.start(AbortListener(shard).run)
+                await shard.watch.keep_trying("heartbeat", heartbeat.beat)
+                self._shard_ready[i].set()
+                if i:
+                    log.info("shard started", pool=self.rt.pool_id, shard=i)
+                tg.start_soon(self.ackers[i].run)
+                tg.start_soon(heartbeat.run)
+                tg.start_soon(Reaper(shard).run)
+                # Periodic jobs are claimed in shard 0 only: once per fire time.
+                tg.start_soon(Scheduler(shard, self.periodic if i == 0 else []).run)
+
+    async def _register(self, i: int) -> None:
+        """Make the pool's job names known in shard ``i``. The first shard checks the
+        namespace's shard count (a mismatch ends the start with ConfigError); another
+        registers once the first has, or at once when its own record of the count
+        matches (so a pool starts its other shards while the first one's Redis is
+        away)."""
+        shard = self.shards[i]
+        if (
+            i
+            and not self._count_checked.is_set()
+            and await recorded_shards(shard.redis, shard.keys) != shard.client.shard_count
+        ):
+            await self._count_checked.wait()
+        await shard.register()
+        if i == 0:
+            self._count_checked.set()
 
     async def _run_fetcher(self) -> None:
         try:
             with self._fetching:
                 async with anyio.create_task_group() as tg:
-                    for fetcher in self.fetchers:
-                        tg.start_soon(fetcher.run)
+                    for i in range(len(self.fetchers)):
+                        tg.start_soon(self._fetch_from, i)
         finally:
             self._fetcher_done.set()
+
+    async def _fetch_from(self, i: int) -> None:
+        await self._shard_ready[i].wait()
+        await self.fetchers[i].run()
 
     async def _run_workers(self) -> None:
         try:
@@ -226,8 +282,9 @@ class PoolRun:
         """Stop the background tasks and remove this pool's heartbeat."""
         self._background.cancel()
         async with anyio.create_task_group() as tg:
-            for heartbeat in self.heartbeats:
-                tg.start_soon(heartbeat.stop)
+            for heartbeat, ready in zip(self.heartbeats, self._shard_ready, strict=True):
+                if ready.is_set():  # a shard that never started holds no heartbeat
+                    tg.start_soon(heartbeat.stop)
         stale = sum(acker.stale for acker in self.ackers)
         log.info("pool stopped", pool=self.rt.pool_id, stale_finishes=stale)
 
@@ -245,3 +302,15 @@ class PoolRun:
 async def _cancel_on(event: anyio.Event, tg: TaskGroup) -> None:
     await event.wait()
     tg.cancel_scope.cancel()
+
+
+@contextlib.contextmanager
+def _unwrapped() -> Iterator[None]:
+    """An error of one task comes out as itself, not wrapped in a group the caller did
+    not ask for."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise

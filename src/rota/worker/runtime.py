@@ -173,6 +173,8 @@ class PoolRuntime:
                         f"job {name!r}: max_concurrency {h.max_concurrency} over {k} shards"
                         f" leaves some shard none: give at least {k}, or fewer shards"
                     )
+        else:  # the count is confirmed (see PoolRun): each shard keeps its own record
+            await self.redis.set(self.keys.shards, k)
         names = [
             (
                 name,

@@ -48,3 +48,26 @@ async def test_idle_pool_sends_at_most_three_commands_a_second(
     total = sum(sent.values())
     assert sent["BLPOP"] >= 2, f"the pool was not waiting on wake lists: {sent}"
     assert total <= 30, sent  # the bound of the issue; about 10 are expected
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+async def test_an_idle_pool_waits_on_one_connection_whatever_its_shards_on_one_server(
+    fresh_redis_server: RedisServer, shards: int
+) -> None:
+    """The shards of a pool on one server wait on their wake lists together: one BLPOP
+    for the fetchers, one for the schedulers and one subscription for aborts, as with a
+    single shard (a BLPOP per shard held four times as many; see rota.worker.waits)."""
+    pool = WorkerPool(
+        settings=pool_settings(fresh_redis_server.url, "idle", concurrency=20, shards=shards)
+    )
+    for i in range(5):
+
+        async def handler(ctx: JobContext) -> None: ...
+
+        pool.job(name=f"name{i}")(handler)
+
+    async with pool.running():
+        await anyio.sleep(0.5)  # every shard started and waiting
+        with fresh_redis_server.client() as r:
+            waiting = Counter(c["cmd"] for c in r.client_list())
+    assert (waiting["blpop"], waiting["subscribe"]) == (2, 1), waiting

@@ -541,3 +541,22 @@ async def test_a_single_connection_client_sends_a_batch_on_its_own_connection(
         own = await one.client_id()
         replies = await RedisPyConn(one).execute_many([("CLIENT", "ID"), ("CLIENT", "ID")])
         assert replies == [own, own]
+
+
+async def test_closing_a_link_while_it_connects_leaves_no_connection_behind(
+    redis_server: RedisServer,
+) -> None:
+    """A caller cancelled while its link opens a connection (a pool stopping at its
+    start), then the link closed: the connection being opened is closed too, not left
+    open once it lands (an unclosed socket, one more client on the server)."""
+    with redis_server.client() as sync:
+        before = len(sync.client_list())
+        for _ in range(20):
+            link = Link.from_url(redis_server.url)
+            call = asyncio.ensure_future(link.execute_command("PING"))
+            await asyncio.sleep(0)  # the opening has started, shielded from the caller
+            call.cancel()
+            await link.aclose()
+            assert link._conn is None
+        await asyncio.sleep(0.2)  # an opening left behind would have landed by now
+        assert len(sync.client_list()) == before

@@ -439,3 +439,54 @@ async def test_a_job_over_six_shards_costs_redis_about_what_it_does_over_one(
     one = await _commands_per_job(fresh_redis_server, 1, jobs)
     six = await _commands_per_job(fresh_redis_server, 6, jobs)
     assert six <= one * 1.15, f"{six:.2f} commands per job over six shards, {one:.2f} over one"
+
+
+async def test_an_abort_reaches_a_job_of_any_shard_at_once(
+    sharded: Client, redis_url: str, namespace: str
+) -> None:
+    """The pool hears every shard's abort channel (one subscription for the shards of a
+    server): a running job of any shard is cancelled within a second, long before the
+    heartbeat (30 s here) would tell."""
+    settings = pool_settings(
+        redis_url, namespace, shards=K, concurrency=40, heartbeat_interval=30, lease=120
+    )
+    pool = WorkerPool(settings=settings)
+    started: list[str] = []
+
+    @pool.job
+    async def slow(ctx: JobContext) -> None:
+        started.append(ctx.id)
+        await anyio.sleep(60)
+
+    async with pool.running():
+        jobs = await sharded.enqueue_many([JobSpec(name="slow") for _ in range(40)])
+        assert {shard_of(j.id, K) for j in jobs} == set(range(K))
+        await wait_until(lambda: len(started) == 40, within=10)
+        for job in jobs:
+            await sharded.abort(job.id)
+
+        async def all_aborted() -> bool:
+            return all([await _state(sharded, job.id, "aborted") for job in jobs])
+
+        await wait_until(all_aborted, within=1)
+
+
+async def test_a_job_scheduled_in_any_shard_starts_when_due(
+    sharded: Client, redis_url: str, namespace: str
+) -> None:
+    """Each shard's scheduler hears its wake list (one BLPOP for the shards of a
+    server): a job scheduled in any shard starts at its time, not at the scheduler's
+    next round (30 s here)."""
+    settings = pool_settings(redis_url, namespace, shards=K, scheduler_interval=30)
+    pool = WorkerPool(settings=settings)
+    ran: list[str] = []
+
+    @pool.job
+    async def later(ctx: JobContext) -> None:
+        ran.append(ctx.id)
+
+    async with pool.running():
+        await anyio.sleep(0.2)  # the schedulers sleep for their next round
+        jobs = [await sharded.enqueue_in(0.3, "later") for _ in range(40)]
+        assert {shard_of(j.id, K) for j in jobs} == set(range(K))
+        await wait_until(lambda: len(ran) == 40, within=3)

@@ -197,7 +197,13 @@ class Link:
 
     async def aclose(self) -> None:
         """Close the connection; pending calls fail with ConnectionError. Safe to call
-        twice; a later call connects again."""
+        twice; a later call connects again. A connection still being opened (for a
+        caller cancelled meanwhile: the opening is shielded from it) is abandoned and
+        closed too, not left to land after this returns."""
+        task, self._connecting = self._connecting, None
+        if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
+            task.cancel()
+            await asyncio.wait([task])
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.abort(errors.ConnectionError("Redis link closed"))

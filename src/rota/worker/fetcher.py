@@ -32,6 +32,7 @@ from rota.redis.outage import REDIS_ERRORS
 from rota.worker.acker import Acker
 from rota.worker.robin import Robin
 from rota.worker.runtime import Fetched, PoolRuntime
+from rota.worker.waits import SharedWakes
 
 __all__ = ["Fetcher"]
 
@@ -69,6 +70,9 @@ class Fetcher:
         # The names whose finish deletes the job's record (keep_result 0): what frees a
         # full Redis.
         self.freeing = {name for name, h in rt.handlers.items() if rt.keep_result(h) == 0}
+        #: Set when the shards of this one's server wait on their wake lists together
+        #: (see rota.worker.waits): this fetcher then waits there, as member ``shard``.
+        self.shared: SharedWakes | None = None
 
     async def run(self) -> None:
         try:
@@ -116,8 +120,12 @@ class Fetcher:
         held = 0 if short else want
         handoff.reserve(held)
         try:
+            if short and self.shared is not None:
+                # Not shielded: a wait here sends nothing, and a stopping pool ends it.
+                await self.shared.wait(self.shard, self._wait_time())
+                short = False
             if short and self._due:
-                short = await self._until_due(self.rt.settings.wake_timeout)
+                short = await self._until_due()
             with anyio.CancelScope(shield=True):
                 # Shielded: a lease whose reply never arrives would wait for the reaper.
                 # (A stopping pool ends the wait with CLIENT UNBLOCK: see unblock.)
@@ -130,10 +138,10 @@ class Fetcher:
             self._disarm()
             handoff.release(held)
 
-    async def _until_due(self, wait: float) -> bool:
+    async def _until_due(self) -> bool:
         """Before waiting on the wake lists: make the wait end when a rate-limited job
         is due. Whether to wait at all (False: fetch now)."""
-        wait = min(wait, max(0.0, (self._due - now_ms()) / 1000))
+        wait = self._wait_time()
         if wait <= 0:
             return False
         if await self._own_id():
@@ -141,6 +149,11 @@ class Fetcher:
             return True
         await anyio.sleep(wait)  # no CLIENT UNBLOCK: sleep until the start is due
         return False
+
+    def _wait_time(self) -> float:
+        """How long a wait on the wake lists may last: until a rate-limited job is due."""
+        wait = self.rt.settings.wake_timeout
+        return min(wait, max(0.0, (self._due - now_ms()) / 1000)) if self._due else wait
 
     def _arm(self, delay: float) -> None:
         """End the coming wait on the wake lists after ``delay`` seconds."""

@@ -38,6 +38,9 @@ class Heartbeat:
         self.acker = acker
         self.host = socket.gethostname()
         self.beats = 0
+        #: Whether each beat reads Redis's memory figures (one heartbeat per server does:
+        #: the shards of a pool on one server share their watch).
+        self.reads_memory = True
 
     def snapshot(self) -> PoolSnapshot:
         rt = self.rt
@@ -109,7 +112,8 @@ class Heartbeat:
         for job_id in aborts:
             rt.cancel(job_id, "abort")
         rt.repeat_cancels()
-        await rt.watch.check_memory()
+        if self.reads_memory:
+            await rt.watch.check_memory()
 
     async def stop(self) -> None:
         """Say goodbye: remove this pool's heartbeat at once instead of letting it expire."""
@@ -179,8 +183,11 @@ class Reaper:
 
 
 class AbortListener:
-    def __init__(self, rt: PoolRuntime) -> None:
+    def __init__(self, rt: PoolRuntime, channels: list[str] | None = None) -> None:
         self.rt = rt
+        #: The abort channels of the shards it listens for (its own shard's, or those of
+        #: every shard on its server: one subscription serves them all).
+        self.channels = channels or [rt.keys.abort]
         self._started = False
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -192,7 +199,7 @@ class AbortListener:
         rt = self.rt
         pubsub = rt.redis.pubsub(ignore_subscribe_messages=True)
         try:
-            await pubsub.subscribe(rt.keys.abort)
+            await pubsub.subscribe(*self.channels)
             rt.watch.ok("abort listener")
             if not self._started:
                 self._started = True

@@ -34,6 +34,7 @@ from rota.worker.robin import Robin
 from rota.worker.runner import run_job
 from rota.worker.runtime import PoolRuntime, worker_task
 from rota.worker.scheduler import Scheduler
+from rota.worker.waits import SharedWakes, listen_for_schedulers
 
 __all__ = ["START_ALONE", "PoolRun"]
 
@@ -57,6 +58,22 @@ class PoolRun:
             Fetcher(r, Robin(priorities), a) for r, a in zip(self.shards, self.ackers, strict=True)
         ]
         self.heartbeats = [Heartbeat(r, a) for r, a in zip(self.shards, self.ackers, strict=True)]
+        # The shards on the first one's server (all of them but in a cluster) wait on
+        # their wake lists and listen for aborts together (see rota.worker.waits).
+        self.together = sum(1 for r in self.shards if r.redis is rt.redis)  # the first ones
+        shared = self.together > 1
+        self.schedulers = [
+            Scheduler(r, periodic if i == 0 else [], listen=not (shared and i < self.together))
+            for i, r in enumerate(self.shards)
+        ]
+        self.wakes: SharedWakes | None = None
+        for heartbeat in self.heartbeats[1 : self.together]:
+            heartbeat.reads_memory = False
+        if shared:
+            first = self.fetchers[: self.together]
+            self.wakes = SharedWakes(rt, [f.wake_keys for f in first])
+            for fetcher in first:
+                fetcher.shared = self.wakes
         self._fetching = anyio.CancelScope()
         self._background = anyio.CancelScope()
         # Set in ``finally``: when a task of the pool crashes, the drain must not wait
@@ -145,7 +162,11 @@ class PoolRun:
         await shard.watch.keep_trying("start", functools.partial(self._register, i), replies=False)
         with _unwrapped():
             async with anyio.create_task_group() as tg:
-                await tg.start(AbortListener(shard).run)
+                if i == 0:
+                    channels = [r.keys.abort for r in self.shards[: self.together]]
+                    await tg.start(AbortListener(shard, channels).run)
+                elif i >= self.together:
+                    await tg.start(AbortListener(shard).run)
                 await shard.watch.keep_trying("heartbeat", heartbeat.beat)
                 self._shard_ready[i].set()
                 if i:
@@ -154,7 +175,9 @@ class PoolRun:
                 tg.start_soon(heartbeat.run)
                 tg.start_soon(Reaper(shard).run)
                 # Periodic jobs are claimed in shard 0 only: once per fire time.
-                tg.start_soon(Scheduler(shard, self.periodic if i == 0 else []).run)
+                tg.start_soon(self.schedulers[i].run)
+                if i == 0 and self.together > 1:
+                    tg.start_soon(listen_for_schedulers, shard, self.schedulers[: self.together])
 
     async def _register(self, i: int) -> None:
         """Make the pool's job names known in shard ``i``. The first shard checks the
@@ -177,6 +200,8 @@ class PoolRun:
         try:
             with self._fetching:
                 async with anyio.create_task_group() as tg:
+                    if self.wakes is not None:
+                        tg.start_soon(self.wakes.run)
                     for i in range(len(self.fetchers)):
                         tg.start_soon(self._fetch_from, i)
         finally:

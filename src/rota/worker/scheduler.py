@@ -47,8 +47,13 @@ def _ms(t: datetime) -> int:
 
 
 class Scheduler:
-    def __init__(self, rt: PoolRuntime, periodic: list[Periodic] | None = None) -> None:
+    def __init__(
+        self, rt: PoolRuntime, periodic: list[Periodic] | None = None, *, listen: bool = True
+    ) -> None:
         self.rt = rt
+        #: Whether it waits on its wake list itself (else a listener shared by the
+        #: shards of one server calls :meth:`wake`: see rota.worker.waits).
+        self.listen = listen
         self._woken = anyio.Event()
         self._next_trim = 0
         start = datetime.now(UTC)
@@ -100,7 +105,8 @@ class Scheduler:
 
     async def run(self) -> None:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._listen)
+            if self.listen:
+                tg.start_soon(self._listen)
             while True:
                 # A new event before the tick: a token that comes during it ends the wait.
                 self._woken = anyio.Event()
@@ -108,6 +114,10 @@ class Scheduler:
                 if wait > 0:
                     with anyio.move_on_after(wait):
                         await self._woken.wait()
+
+    def wake(self) -> None:
+        """A token came: tick now."""
+        self._woken.set()
 
     async def _listen(self) -> None:
         """Wait on the scheduler wake list and wake the loop when a token comes.
@@ -124,7 +134,7 @@ class Scheduler:
 
         while True:
             if await rt.watch.keep_trying("scheduler wake", wait_token, tell=False):
-                self._woken.set()
+                self.wake()
 
     async def tick(self) -> float:
         """Move what is due and fire periodic jobs; how long to wait for the next due

@@ -3,6 +3,7 @@ serves every shard with each guarantee of one shard (see rota.protocol.shards)."
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
 
@@ -490,3 +491,27 @@ async def test_a_job_scheduled_in_any_shard_starts_when_due(
         jobs = [await sharded.enqueue_in(0.3, "later") for _ in range(40)]
         assert {shard_of(j.id, K) for j in jobs} == set(range(K))
         await wait_until(lambda: len(ran) == 40, within=3)
+
+
+async def test_a_rate_holds_within_five_percent_over_the_shards(
+    sharded: Client, redis_url: str, namespace: str
+) -> None:
+    """A rate of 200/s over four shards is 50/s in each: while every shard has jobs of
+    the name, the namespace starts 200 a second, within 5 % over four seconds."""
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, shards=K, concurrency=20))
+    starts: list[float] = []
+
+    @pool.job(rate="200/s")
+    async def limited(ctx: JobContext) -> None:
+        starts.append(time.monotonic())
+
+    jobs = await sharded.enqueue_many([JobSpec(name="limited") for _ in range(2000)])
+    # About 500 a shard, ten seconds of work in each: the four seconds below see every
+    # shard busy.
+    assert min(Counter(shard_of(j.id, K) for j in jobs).values()) > 400
+    async with pool.running():
+        await wait_until(lambda: len(starts) > 0, within=10)
+        await anyio.sleep(4.5)
+    first = starts[0]
+    within = sum(1 for t in starts if t < first + 4.0)
+    assert 760 <= within <= 840, within

@@ -109,6 +109,30 @@ async def test_a_chosen_id_routed_by_its_unique_key_is_still_found(sharded: Clie
     assert record is not None and record.state == "queued"
 
 
+async def test_related_jobs_are_read_in_their_shards_at_once(
+    sharded: Client, redis_sync: redis.Redis, namespace: str
+) -> None:
+    """A flow page's ties: ids of every shard, one routed by its unique key away from
+    the shard its id names, and one that does not exist, read with a round trip per
+    shard (not one per id)."""
+    jobs = await sharded.enqueue_many([JobSpec(name="a") for _ in range(20)])
+    assert {shard_of(j.id, K) for j in jobs} == set(range(K))
+    await sharded.enqueue("b", job_id="mine-1", unique="u-9")  # its id names another shard
+    ids = [j.id for j in jobs] + ["mine-1", "nobody"]
+    await sharded.related(ids)  # the connections made (their handshakes are commands too)
+    before = int(redis_sync.info("stats")["total_commands_processed"])
+    ties = await sharded.related(ids)
+    sent = int(redis_sync.info("stats")["total_commands_processed"]) - before
+    assert [(t.id, t.name, t.state) for t in ties] == [
+        *((j.id, "a", "queued") for j in jobs),
+        ("mine-1", "b", "queued"),
+        ("nobody", None, "missing"),
+    ]
+    # 22 reads in the shards the ids name, then "mine-1" and "nobody" looked for (an
+    # EXISTS in each shard) and read again, and the INFO above: an EXISTS per id before.
+    assert sent <= 22 + 2 * (K + 1) + 1, sent
+
+
 async def test_a_pool_runs_every_job_of_every_shard_once(
     sharded: Client, redis_url: str, namespace: str
 ) -> None:

@@ -130,7 +130,26 @@ class Sharded(Reads, Operations, Workflows):
     async def related(self, ids: Sequence[str]) -> list[Related]:
         if len(self.parts) == 1:
             return await super().related(ids)
-        return [(await _base(await self._part_of(i)).related([i]))[0] for i in ids]
+        # Each id is read in the shard it names, one round trip per shard and all at
+        # once; one found missing there (an id a producer chose, routed by its unique
+        # key or group) is looked for in the others.
+        named: dict[int, list[int]] = {}
+        for at, job_id in enumerate(ids):
+            named.setdefault(shard_of(job_id, self.shard_count), []).append(at)
+        shards = list(named)
+        found = await gather(
+            [
+                functools.partial(_base(self.parts[s]).related, [ids[at] for at in named[s]])
+                for s in shards
+            ]
+        )
+        out: dict[int, Related] = {}
+        for s, rows in zip(shards, found, strict=True):
+            out.update(zip(named[s], rows, strict=True))
+        for at, row in out.items():
+            if row.state == "missing":
+                out[at] = (await _base(await self._part_of(ids[at])).related([ids[at]]))[0]
+        return [out[at] for at in range(len(ids))]
 
     async def group_progress(self, group_id: str) -> Any:
         if len(self.parts) == 1:

@@ -44,6 +44,19 @@ async def work(ctx: rota.JobContext, ms: float) -> list[Any]:
     return [_PID, ctx.attempt, int(ctx.token)]
 
 
+#: The concurrency limit of ``capped`` across every pool (the tests count it in the
+#: ledger): at least the shard count of any test, so that each shard has a part.
+CAPPED = 12
+
+
+@pool.job(max_fails=1, max_concurrency=CAPPED)
+async def capped(ctx: rota.JobContext, ms: float) -> None:
+    """``work`` under a concurrency limit."""
+    note("start", ctx)
+    await anyio.sleep(ms / 1000)
+    note("done", ctx)
+
+
 @pool.job(max_fails=1)
 async def suicide(ctx: rota.JobContext) -> None:
     """A poison pill: kills the process that runs it."""

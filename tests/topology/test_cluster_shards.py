@@ -17,7 +17,17 @@ from redis.crc import key_slot
 
 from rota import Client, JobContext, JobSpec, WorkerPool
 from rota.protocol.shards import shard_of, shard_tags
-from tests.chaos.harness import Audit, Fleet, Ledger, durations, enqueue_work, poll, report
+from tests.chaos.app import CAPPED
+from tests.chaos.harness import (
+    Audit,
+    Fleet,
+    Ledger,
+    durations,
+    enqueue,
+    enqueue_work,
+    poll,
+    report,
+)
 from tests.helpers import pool_settings, wait_until
 from tests.redis_server import RedisServer
 from tests.topology.test_cluster import migrate_slot
@@ -149,6 +159,13 @@ def test_six_shards_through_a_primary_killed_and_a_slot_moved(
     tags = shard_tags(ns, K)
     ids = enqueue_work(cluster.url, ns, durations(CHAOS_JOBS, 20, 40, seed=3), shards=K)
     first = set(ids)
+    # Beside them, jobs of a name limited to CAPPED at once over every shard and pool.
+    capped_specs = [
+        JobSpec(name="capped", kwargs={"ms": ms})
+        for ms in durations(CHAOS_JOBS // 10, 20, 40, seed=5)
+    ]
+    capped = enqueue(cluster.url, ns, capped_specs, shards=K)
+    ids += capped
     workers = [fleet.start(cluster.url, ns, concurrency=20, shards=K) for _ in range(2)]
     poll(
         lambda: _processed_all(cluster, tags) >= CHAOS_JOBS // 6,
@@ -216,6 +233,21 @@ def test_six_shards_through_a_primary_killed_and_a_slot_moved(
         and killed_at - 1 <= e.t <= killed_at + failover_s + 1
     )
     longest_gap = max((b - a for a, b in itertools.pairwise(starts)), default=0.0)
+    # The most attempts of the capped name that ran at once, by the ledger's starts and
+    # ends over both pools: overall, and away from the failover (a lease the replica had
+    # not received when it took over may be leased again while its first attempt runs).
+    limited = set(capped)
+    steps = sorted(
+        (e.t, 1 if e.kind == "start" else -1, e.t < killed_at or e.t > killed_at + failover_s + 1)
+        for e in ledger.entries()
+        if e.job_id in limited and e.kind in ("start", "done")
+    )
+    running, most, most_away = 0, 0, 0
+    for _, step, away in steps:
+        running += step
+        most = max(most, running)
+        if away:
+            most_away = max(most_away, running)
     report(
         "cluster_shards_kill_and_move",
         {
@@ -227,8 +259,13 @@ def test_six_shards_through_a_primary_killed_and_a_slot_moved(
             "lost": lost,
             "duplicate_runs": duplicates,
             "other_shards_longest_pause_s": round(longest_gap, 3),
+            "capped_limit": CAPPED,
+            "capped_most_at_once": most,
+            "capped_most_at_once_away_from_the_failover": most_away,
         },
     )
+    assert most_away <= CAPPED, most_away
+    assert most_away >= CAPPED // 2, f"the limit's parts went unused: {most_away}"
     assert len(starts) > 10, "the other shards ran nothing while the primary was away"
     assert longest_gap < 1.0, longest_gap  # not the failover's seconds
 

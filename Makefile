@@ -63,6 +63,10 @@ test: venv redis chromium
 # server (tests marked one_shard read one shard's keys, and are skipped there).
 SHARD_TESTS ?= tests/test_queues.py tests/test_workflows.py tests/test_failures.py \
 	tests/test_schedule.py tests/test_limits.py tests/test_outage.py tests/test_cron.py \
+	tests/test_leases.py tests/test_shutdown.py tests/test_edge_cases.py tests/test_durable.py \
+	tests/test_attempt_cancel.py tests/test_ride_through.py tests/test_wakeups.py \
+	tests/test_rates.py tests/test_priorities.py tests/test_malformed.py \
+	tests/test_group_resume.py tests/test_kept_results.py \
 	tests/chaos/test_kill9.py tests/chaos/test_redis_restart.py
 
 test-shards: venv redis

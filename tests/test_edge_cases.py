@@ -39,6 +39,7 @@ async def test_a_result_json_cannot_hold_completes_the_job(
     assert value.startswith("<unencodable list")
 
 
+@pytest.mark.one_shard("writes one shard's keys")
 async def test_waiters_hear_about_jobs_buried_by_scripts(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:
@@ -94,6 +95,7 @@ async def _dead(client: Client, n: int) -> bool:
     return (await client.page("dead")).total == n
 
 
+@pytest.mark.one_shard("reads one shard's keys")
 async def test_stats_are_bucketed_by_utc_day_and_minute(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:
@@ -139,6 +141,7 @@ async def test_odd_keys_and_options(
         await client.enqueue("x", unique="k", unique_ttl=0)
 
 
+@pytest.mark.one_shard("writes one shard's keys")
 async def test_a_stray_queue_entry_of_a_scheduled_job_does_not_run_it_early(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:
@@ -166,6 +169,7 @@ async def _queue_empty(client: Client, name: str) -> bool:
     return q.size == 0
 
 
+@pytest.mark.one_shard("reads one shard's keys")
 async def test_abort_keeps_the_record_as_long_as_asked(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:

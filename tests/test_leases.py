@@ -75,6 +75,7 @@ async def test_heartbeat_writes_the_snapshot_and_keeps_long_jobs_leased(
     assert redis_sync.exists("{" + namespace + "}:pool:" + rt.pool_id) == 0
 
 
+@pytest.mark.one_shard("reads one shard's keys")
 async def test_reaper_requeues_expired_leases_at_the_front(
     client: Client, redis_url: str, namespace: str
 ) -> None:
@@ -100,6 +101,7 @@ async def test_reaper_requeues_expired_leases_at_the_front(
     assert "failed" not in stats
 
 
+@pytest.mark.one_shard("calls one shard's scripts")
 async def test_stale_finish_is_ignored_and_counted(
     client: Client, redis_sync: redis.Redis, namespace: str
 ) -> None:
@@ -147,6 +149,7 @@ async def test_stale_finish_is_ignored_and_counted(
     assert (record.state, record.result) == ("complete", "7")
 
 
+@pytest.mark.one_shard("reads one shard's keys")
 async def test_poison_pill_goes_dead_after_max_lost(client: Client, namespace: str) -> None:
     job = await client.enqueue("crasher")
     for attempt in range(3):
@@ -239,7 +242,8 @@ async def test_wait_returns_results_and_raises_for_failures(
             result.append(await client.wait(good.id, timeout=5))
 
         async def registered() -> bool:  # the wait script ran: the finish will tell it
-            return bool(await client.redis.hexists(client.keys.job(good.id), "waiters"))
+            part = await client.part_holding(good.id)
+            return bool(await part.redis.hexists(part.keys.job(good.id), "waiters"))
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(waiting)
@@ -257,6 +261,7 @@ async def test_wait_returns_results_and_raises_for_failures(
             await client.wait(slow.id, timeout=0.2)
 
 
+@pytest.mark.one_shard("writes one shard's keys")
 async def test_poison_pill_with_nan_counters_still_goes_dead(
     client: Client, redis_sync: redis.Redis, namespace: str
 ) -> None:

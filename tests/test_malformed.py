@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 import msgspec
+import pytest
 import redis
 from redis.typing import EncodableT, FieldT
 
@@ -157,6 +158,7 @@ async def _state_is(client: Client, job_id: str, state: str) -> bool:
     return record is not None and record.state == state
 
 
+@pytest.mark.one_shard("calls one shard's scripts")
 async def test_a_finish_with_an_unknown_outcome_makes_the_job_dead(client: Client) -> None:
     """Another language's pool sends an outcome rota does not know: the job ends dead
     with a reason instead of staying 'running' outside every set."""

@@ -99,6 +99,7 @@ def _fcalls(r: redis.Redis) -> int:
     return sum(int(stats.get(k, {}).get("calls", 0)) for k in ("cmdstat_fcall", "cmdstat_evalsha"))
 
 
+@pytest.mark.one_shard("reads one shard's rate keys")
 async def test_set_rate_at_run_time_and_clear_it(
     client: Client, redis_url: str, namespace: str
 ) -> None:

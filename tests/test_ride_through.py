@@ -76,6 +76,7 @@ async def test_a_reaper_leaves_leases_alone_right_after_an_outage(
             release.set()
 
 
+@pytest.mark.one_shard("reads one shard's keys")
 async def test_a_pool_forgotten_by_a_reaper_keeps_the_operators_limit(
     redis_server: RedisServer, namespace: str
 ) -> None:

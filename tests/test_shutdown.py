@@ -16,6 +16,7 @@ from rota.worker.runtime import Fetched
 from tests.helpers import pool_settings, wait_until
 
 
+@pytest.mark.one_shard("reads one shard's queue")
 async def test_drain_waits_for_short_jobs_and_requeues_long_ones(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:
@@ -96,6 +97,7 @@ async def test_a_crashing_pool_task_ends_the_pool_instead_of_hanging(
     assert pool.runtime is None
 
 
+@pytest.mark.one_shard("reads one shard's keys")
 @pytest.mark.timeout(60)
 async def test_drain_ends_while_every_fetch_finds_free_slots(
     client: Client,
@@ -137,6 +139,7 @@ async def test_drain_ends_while_every_fetch_finds_free_slots(
     assert not queued & set(done)
 
 
+@pytest.mark.one_shard("reads one shard's queue")
 async def test_a_second_signal_still_puts_the_cancelled_jobs_back_at_once(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:

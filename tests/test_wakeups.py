@@ -13,6 +13,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
+import pytest
 import redis
 
 from rota import Client, JobContext, JobSpec, WorkerPool
@@ -39,6 +40,7 @@ async def _enqueue(client: Client, n: int) -> str:
     return client.keys.wake("x")
 
 
+@pytest.mark.one_shard("reads one shard's wake lists")
 async def test_every_enqueue_pushes_a_token_up_to_ten(
     client: Client, redis_sync: redis.Redis
 ) -> None:
@@ -60,6 +62,7 @@ async def _fetch(client: Client, n: int, name: str) -> tuple[list[Any], list[Any
     return flat, buried
 
 
+@pytest.mark.one_shard("reads one shard's wake lists")
 async def test_a_fetch_passes_the_wake_on_only_when_a_job_can_follow(
     client: Client, redis_sync: redis.Redis
 ) -> None:
@@ -75,6 +78,7 @@ async def test_a_fetch_passes_the_wake_on_only_when_a_job_can_follow(
     assert redis_sync.llen(wake) == 0  # the limit is reached: the next finish wakes
 
 
+@pytest.mark.one_shard("writes one shard's keys")
 async def test_a_fetch_cut_short_by_bad_entries_wakes_the_queue(
     client: Client, redis_sync: redis.Redis
 ) -> None:

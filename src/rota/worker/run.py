@@ -33,8 +33,8 @@ from rota.worker.registry import Periodic
 from rota.worker.robin import Robin
 from rota.worker.runner import run_job
 from rota.worker.runtime import PoolRuntime, worker_task
-from rota.worker.scheduler import Scheduler
-from rota.worker.waits import SharedWakes, listen_for_schedulers
+from rota.worker.scheduler import Scheduler, listen_for_schedulers
+from rota.worker.waits import SharedWakes
 
 __all__ = ["START_ALONE", "PoolRun"]
 

@@ -18,6 +18,7 @@ its times comes, by every pool, and that time passes without a claim or a job.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,12 +27,12 @@ import structlog
 
 from rota.client import JobSpec
 from rota.protocol import calls
-from rota.protocol.job import now_ms
+from rota.protocol.job import now_ms, reply_text
 from rota.protocol.snapshot import Schedule
 from rota.worker.registry import Periodic
 from rota.worker.runtime import PoolRuntime
 
-__all__ = ["Scheduler"]
+__all__ = ["Scheduler", "listen_for_schedulers"]
 
 # Jobs per promote or trim call: a call blocks the shard, 50 keep it near 1 ms (a tick
 # whose call moved that many goes again at once).
@@ -51,8 +52,8 @@ class Scheduler:
         self, rt: PoolRuntime, periodic: list[Periodic] | None = None, *, listen: bool = True
     ) -> None:
         self.rt = rt
-        #: Whether it waits on its wake list itself (else a listener shared by the
-        #: shards of one server calls :meth:`wake`: see rota.worker.waits).
+        #: Whether it waits on its wake list itself (else the listener shared by the
+        #: shards of one server wakes it: see :func:`listen_for_schedulers`).
         self.listen = listen
         self._woken = anyio.Event()
         self._next_trim = 0
@@ -106,7 +107,7 @@ class Scheduler:
     async def run(self) -> None:
         async with anyio.create_task_group() as tg:
             if self.listen:
-                tg.start_soon(self._listen)
+                tg.start_soon(listen_for_schedulers, self.rt, [self])
             while True:
                 # A new event before the tick: a token that comes during it ends the wait.
                 self._woken = anyio.Event()
@@ -118,23 +119,6 @@ class Scheduler:
     def wake(self) -> None:
         """A token came: tick now."""
         self._woken.set()
-
-    async def _listen(self) -> None:
-        """Wait on the scheduler wake list and wake the loop when a token comes.
-
-        It waits out Redis's bad days without telling the pool's watch: a blocking read
-        that works again says so only when it returns, seconds later, and the loop's own
-        calls report the condition already."""
-        rt = self.rt
-
-        async def wait_token() -> Any:
-            return await rt.redis.blpop(
-                [rt.keys.sched_wake], timeout=rt.settings.scheduler_interval
-            )
-
-        while True:
-            if await rt.watch.keep_trying("scheduler wake", wait_token, tell=False):
-                self.wake()
 
     async def tick(self) -> float:
         """Move what is due and fire periodic jobs; how long to wait for the next due
@@ -154,3 +138,24 @@ class Scheduler:
         if next_fire is not None:
             due = next_fire if due < 0 else min(due, next_fire)
         return cap if due < 0 else min(cap, max(0.001, (due - now_ms()) / 1000))
+
+
+async def listen_for_schedulers(rt: PoolRuntime, schedulers: Sequence[Scheduler]) -> None:
+    """Wait on the scheduler wake lists of ``schedulers`` with one BLPOP (one scheduler's
+    own, or those of the shards of one server) and wake the scheduler whose list got a
+    token.
+
+    It waits out Redis's bad days without telling the pool's watch: a blocking read
+    that works again says so only when it returns, seconds later, and the schedulers'
+    own calls report the condition already."""
+    owner = {s.rt.keys.sched_wake: s for s in schedulers}
+
+    async def wait_token() -> Any:
+        return await rt.redis.blpop(list(owner), timeout=rt.settings.scheduler_interval)
+
+    while True:
+        reply = await rt.watch.keep_trying("scheduler wake", wait_token, tell=False)
+        if reply:
+            scheduler = owner.get(reply_text(reply[0]))
+            if scheduler is not None:
+                scheduler.wake()

@@ -6,8 +6,8 @@ such waits would hold K connections and time out K times per interval where one 
 does: the fetchers of the shards that share a server wait here instead, on one BLPOP
 over all their wake lists, and the one whose list got the token fetches
 (:class:`SharedWakes`); their schedulers share a listener alike
-(:func:`listen_for_schedulers`). A wake-up then costs one round trip more than a
-fetcher's own BLPOP, whose fetch is sent behind it in the same write.
+(:func:`rota.worker.scheduler.listen_for_schedulers`). A wake-up then costs one round
+trip more than a fetcher's own BLPOP, whose fetch is sent behind it in the same write.
 
 A token that comes for a fetcher that is not waiting (it is fetching) is kept for it:
 its next wait returns at once, as its own BLPOP would have found the token.
@@ -21,17 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from rota.protocol.job import reply_text
 from rota.redis.conn import Conn, hot_path
 
 if TYPE_CHECKING:
     from rota.worker.runtime import PoolRuntime
-    from rota.worker.scheduler import Scheduler
 
-__all__ = ["SharedWakes", "listen_for_schedulers"]
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+__all__ = ["SharedWakes"]
 
 
 class SharedWakes:
@@ -76,7 +72,7 @@ class SharedWakes:
                         if not waiter.done():
                             waiter.set_result(None)
                     continue
-                member = self._owner.get(_text(reply[0]))
+                member = self._owner.get(reply_text(reply[0]))
                 if member is None:
                     continue
                 woken = self._waiting.get(member)
@@ -91,19 +87,3 @@ class SharedWakes:
 
     async def _blpop(self) -> Any:
         return await self.conn.execute_command("BLPOP", *self._keys, self.rt.settings.wake_timeout)
-
-
-async def listen_for_schedulers(rt: PoolRuntime, schedulers: Sequence[Scheduler]) -> None:
-    """One BLPOP on the scheduler wake lists of several shards on one server: a token
-    wakes the scheduler of its shard (each scheduler listens alone otherwise)."""
-    owner = {s.rt.keys.sched_wake: s for s in schedulers}
-
-    async def wait_token() -> Any:
-        return await rt.redis.blpop(list(owner), timeout=rt.settings.scheduler_interval)
-
-    while True:
-        reply = await rt.watch.keep_trying("scheduler wake", wait_token, tell=False)
-        if reply:
-            scheduler = owner.get(_text(reply[0]))
-            if scheduler is not None:
-                scheduler.wake()

@@ -69,11 +69,18 @@ class Sharded(Reads, Operations, Workflows):
         home = self.parts[shard_of(job_id, self.shard_count)]
         if len(self.parts) == 1 or await home.redis.exists(home.keys.job(job_id)):
             return home
+        return await self._elsewhere(job_id) or home
+
+    async def _elsewhere(self, job_id: str) -> Sharded | None:
+        """The part whose shard holds ``job_id`` when the shard its id names does not
+        (an id a producer chose, routed by its unique key or group): the other shards
+        asked at once; None when none has it."""
+        home = self.parts[shard_of(job_id, self.shard_count)]
         others = [p for p in self.parts if p is not home]
         found = await gather(
             [functools.partial(p.redis.exists, p.keys.job(job_id)) for p in others]
         )
-        return next((p for p, n in zip(others, found, strict=True) if n), home)
+        return next((p for p, n in zip(others, found, strict=True) if n), None)
 
     async def part_holding(self, job_id: str) -> Self:
         """The part (a client of one shard) whose shard holds ``job_id`` (see
@@ -88,14 +95,10 @@ class Sharded(Reads, Operations, Workflows):
             return await super().job(job_id)
         # The shard the id names first (one read); the others only for an id a producer
         # chose that is not there (routed by its unique key or group).
-        home = self.parts[shard_of(job_id, self.shard_count)]
-        record = await _base(home).job(job_id)
-        if record is not None:
-            return record
-        for part in self.parts:
-            if part is not home and (record := await _base(part).job(job_id)) is not None:
-                return record
-        return None
+        record = await _base(self.parts[shard_of(job_id, self.shard_count)]).job(job_id)
+        if record is None and (part := await self._elsewhere(job_id)) is not None:
+            return await _base(part).job(job_id)
+        return record
 
     async def stored(self, job_id: str, field: Any) -> bytes | None:
         if len(self.parts) == 1:
@@ -147,8 +150,8 @@ class Sharded(Reads, Operations, Workflows):
         for s, rows in zip(shards, found, strict=True):
             out.update(zip(named[s], rows, strict=True))
         for at, row in out.items():
-            if row.state == "missing":
-                out[at] = (await _base(await self._part_of(ids[at])).related([ids[at]]))[0]
+            if row.state == "missing" and (part := await self._elsewhere(ids[at])) is not None:
+                out[at] = (await _base(part).related([ids[at]]))[0]
         return [out[at] for at in range(len(ids))]
 
     async def group_progress(self, group_id: str) -> Any:

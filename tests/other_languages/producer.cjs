@@ -169,7 +169,12 @@ async function main() {
   }
 }
 
-main().catch((error) => {
-  process.stderr.write(`${error.stack || error}\n`);
-  process.exit(1);
-});
+if (require.main === module) {
+  main().catch((error) => {
+    process.stderr.write(`${error.stack || error}\n`);
+    process.exit(1);
+  });
+}
+
+// The plain-commands enqueue, for the sharded producer (sharded.cjs) as well.
+module.exports = { plainJob };

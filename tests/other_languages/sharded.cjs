@@ -11,6 +11,8 @@
 
 const Redis = require('ioredis');
 
+const { plainJob } = require('./producer.cjs');
+
 // CRC16 (XMODEM), as Redis Cluster hashes a key to one of 16384 slots.
 function crc16(text) {
   let crc = 0;
@@ -62,16 +64,7 @@ async function main() {
   const placed = [];
   for (const job of request.jobs) {
     const shard = crc32(job.id) % request.shards;
-    const prefix = `{${tags[shard]}}:`;
-    const now = String(Date.now());
-    await redis.multi()
-      .hset(`${prefix}job:${job.id}`, 'name', job.name, 'args', job.args, 'enqueued_at', now)
-      .lpush(`${prefix}queue:${job.name}`, job.id)
-      .sadd(`${prefix}names`, job.name)
-      .sadd(`${prefix}ready`, job.name)
-      .lpush(`${prefix}wake:${job.name}`, '1')
-      .ltrim(`${prefix}wake:${job.name}`, 0, 9)
-      .exec();
+    await plainJob(redis, `{${tags[shard]}}:`, job);
     placed.push({ id: job.id, shard });
   }
   redis.disconnect();

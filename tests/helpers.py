@@ -11,7 +11,7 @@ import anyio
 import redis
 import redis.exceptions
 
-from rota import Client, Settings, WorkerPool
+from rota import Client, JobContext, JobSpec, Settings, WorkerPool
 from rota.protocol import calls
 
 
@@ -85,3 +85,30 @@ async def lease_tokens(client: Client, name: str, n: int) -> dict[str, str]:
     of 30 s): their tokens by id."""
     reply = await calls.fetch(client.scope, calls.Lessee(30000, "pool-1", 1 << 20), [name] * n, [])
     return {job.id: job.token for job in reply.jobs}
+
+
+async def starts_by_priority(
+    client: Client, settings: Settings, priorities: dict[str, int], starts: int
+) -> list[tuple[str, int, str]]:
+    """4,500 jobs of each name of ``priorities`` (kwargs ``seq`` 0, 1, ...), run by a
+    pool of ``settings`` whose names have those priorities until ``starts`` have
+    started, then every name paused: each start's name, seq and job id, in order."""
+    started: list[tuple[str, int, str]] = []
+    pool = WorkerPool(settings=settings)
+    for name, priority in priorities.items():
+
+        async def handler(ctx: JobContext, seq: int) -> None:
+            started.append((ctx.name, seq, ctx.id))
+
+        pool.job(name=name, priority=priority)(handler)
+
+    for name in priorities:
+        specs = [JobSpec(name=name, kwargs={"seq": i}) for i in range(4500)]
+        for i in range(0, len(specs), 1500):
+            await client.enqueue_many(specs[i : i + 1500])
+
+    async with pool.running():
+        await wait_until(lambda: len(started) >= starts, within=60)
+        for name in priorities:
+            await client.pause(name)
+    return started

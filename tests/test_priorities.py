@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from rota import Client, JobContext, JobSpec, WorkerPool
 from rota.worker.robin import Robin
-from tests.helpers import pool_settings, wait_until
+from tests.helpers import pool_settings, starts_by_priority, wait_until
 
 
 def test_robin_interleaves_smoothly() -> None:
@@ -42,32 +42,15 @@ async def test_shares_follow_priorities_and_fifo_holds(
     client: Client, redis_url: str, namespace: str
 ) -> None:
     priorities = {"low": 1, "mid": 2, "high": 4}
-    started: list[tuple[str, int]] = []
-    pool = WorkerPool(settings=pool_settings(redis_url, namespace, concurrency=10))
-    for name, priority in priorities.items():
+    settings = pool_settings(redis_url, namespace, concurrency=10)
+    started = await starts_by_priority(client, settings, priorities, 7000)
 
-        async def handler(ctx: JobContext, seq: int) -> None:
-            started.append((ctx.name, seq))
-
-        pool.job(name=name, priority=priority)(handler)
-
-    for name in priorities:
-        specs = [JobSpec(name=name, kwargs={"seq": i}) for i in range(4500)]
-        for i in range(0, len(specs), 1500):
-            await client.enqueue_many(specs[i : i + 1500])
-
-    async with pool.running():
-        await wait_until(lambda: len(started) >= 7000, within=60)
-        await client.pause("low")
-        await client.pause("mid")
-        await client.pause("high")
-
-    first = Counter(name for name, _ in started[:7000])
+    first = Counter(name for name, _, _ in started[:7000])
     for name, priority in priorities.items():
         expected = 7000 * priority / 7
         assert abs(first[name] - expected) <= 0.02 * expected, (name, first)
     for name in priorities:
-        seqs = [seq for n, seq in started if n == name]
+        seqs = [seq for n, seq, _ in started if n == name]
         assert seqs == sorted(seqs), f"{name} ran out of order"
         assert seqs == list(range(len(seqs)))
 

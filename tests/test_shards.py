@@ -18,7 +18,7 @@ from rota.protocol.keys import Keys
 from rota.protocol.shards import SLOTS, shard_of, shard_of_row, shard_tags
 from rota.spec import to_row
 from tests.cli_helpers import rota_json, run_rota
-from tests.helpers import pool_settings, wait_until
+from tests.helpers import pool_settings, starts_by_priority, wait_until
 from tests.redis_server import RedisServer
 
 K = 4
@@ -395,24 +395,8 @@ async def test_shares_follow_priorities_over_the_shards_and_fifo_holds_in_each(
     in. (The first 5,000 of 13,500 starts: each shard then still holds jobs of every
     name, as its share of them is random.)"""
     priorities = {"low": 1, "mid": 2, "high": 4}
-    started: list[tuple[str, int, str]] = []
-    pool = WorkerPool(settings=pool_settings(redis_url, namespace, shards=K, concurrency=10))
-    for name, priority in priorities.items():
-
-        async def handler(ctx: JobContext, seq: int) -> None:
-            started.append((ctx.name, seq, ctx.id))
-
-        pool.job(name=name, priority=priority)(handler)
-
-    for name in priorities:
-        specs = [JobSpec(name=name, kwargs={"seq": i}) for i in range(4500)]
-        for i in range(0, len(specs), 1500):
-            await sharded.enqueue_many(specs[i : i + 1500])
-
-    async with pool.running():
-        await wait_until(lambda: len(started) >= 5000, within=60)
-        for name in priorities:
-            await sharded.pause(name)
+    settings = pool_settings(redis_url, namespace, shards=K, concurrency=10)
+    started = await starts_by_priority(sharded, settings, priorities, 5000)
 
     first = Counter(name for name, _, _ in started[:5000])
     for name, priority in priorities.items():

@@ -154,6 +154,30 @@ def test_a_module_importing_upward_is_caught() -> None:
     assert _imports(typed) == []
 
 
+def _redis_py_imports(source: str) -> list[int]:
+    """The lines of ``source`` that import redis-py, type-checking imports included."""
+    return [
+        n.lineno
+        for n in ast.walk(ast.parse(source))
+        if (isinstance(n, ast.Import) and any(_within(a.name, "redis") for a in n.names))
+        or (isinstance(n, ast.ImportFrom) and n.level == 0 and _within(n.module, "redis"))
+    ]
+
+
+def test_only_the_access_layer_imports_redis_py() -> None:
+    """Outside rota.redis, the client's type and the errors come from rota.redis.redispy,
+    so that no other module catches redis-py's exceptions by their own names."""
+    found = {
+        _module(p): lines
+        for p in SOURCES
+        if not _within(_module(p), "rota.redis")
+        if (lines := _redis_py_imports(p.read_text(encoding="utf-8")))
+    }
+    assert found == {}
+    assert _redis_py_imports("import redis.exceptions\nfrom redis.asyncio import Redis\n") == [1, 2]
+    assert _redis_py_imports("from rota.redis.redispy import Redis\nimport redistools\n") == []
+
+
 def test_every_file_the_architecture_page_names_exists() -> None:
     text = PAGE.read_text(encoding="utf-8")
     named = set(re.findall(r"`(src/rota/[\w/.]+)`", text))

@@ -54,3 +54,26 @@ async def test_an_error_reply_that_waiting_does_not_mend(server: RedisServer) ->
             await client.group_members("g")
         assert raised.value.condition == ""
         assert isinstance(raised.value.__cause__, redis.exceptions.ResponseError)
+
+
+async def test_a_read_the_server_refuses_is_not_read_as_no_job(server: RedisServer) -> None:
+    """A key of another type is no job (None); a refusal (here NOPERM) is an error, never
+    a silent "no such job" that an operator would believe."""
+    async with Client.from_url(server.url, "t", ride_through=0) as admin:
+        job = await admin.enqueue("x")
+        await admin.redis.set(admin.keys.job("other"), "not a hash")
+        assert await admin.job("other") is None
+        assert await admin.stored("other", "args") is None
+        await admin.redis.acl_setuser(
+            "reader",
+            enabled=True,
+            passwords=["+pw"],
+            keys=["*"],
+            commands=["+@all", "-hgetall", "-hmget"],
+        )
+    url = server.url.replace("redis://", "redis://reader:pw@")
+    async with Client.from_url(url, "t", ride_through=0) as reader:
+        with pytest.raises(RedisRefused, match="NOPERM"):
+            await reader.job(job.id)
+        with pytest.raises(RedisRefused, match="NOPERM"):
+            await reader.stored(job.id, "args")

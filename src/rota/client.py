@@ -15,8 +15,6 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import anyio
-import redis.exceptions
-from redis.asyncio import Redis
 
 from rota import tracing
 from rota.config import Settings
@@ -30,10 +28,11 @@ from rota.protocol.rows import EnqueueRow
 from rota.protocol.scripts import ScriptMode
 from rota.protocol.shards import place, shard_of_row, shard_tag
 from rota.redis.access import connect_to
-from rota.redis.conn import Conn, RedisPyConn
+from rota.redis.conn import Conn, RedisPyConn, hot_path
 from rota.redis.connection import connect
 from rota.redis.link import Link
 from rota.redis.outage import MEANING, Condition, backoff, condition, guarded, refused
+from rota.redis.redispy import Redis, ReplyError
 from rota.redis.sentinel import follow_primary
 from rota.redis.topology import CLUSTER, wait_replicas
 from rota.shard_rules import gather
@@ -92,10 +91,9 @@ class Client(Sharded):
         self.unique_ttl = unique_ttl
         self._owns_redis = owns_redis
         self.durable, self.durable_timeout = durable, durable_timeout  # see enqueue_many
-        # The same server, credentials and timeouts as ``redis``.
-        self._link = Link.beside(redis)
-        #: What the hot path sends through: the Link, else the redis-py client.
-        self.conn: Conn = self._link or RedisPyConn(redis)
+        #: What the hot path sends through: a Link to the server of ``redis`` (the same
+        #: credentials, TLS and timeouts), else the redis-py client itself.
+        self.conn: Conn = hot_path(redis)
         #: How scripts are called on this server, by FCALL until it refuses functions:
         #: per client, as one process may talk to servers that differ (Redis 6.2 and 7,
         #: users with other rights); the pool's fetcher connection shares it.
@@ -189,7 +187,7 @@ class Client(Sharded):
     def link(self) -> Link | None:
         """The pipelined connection of the hot path (see :mod:`rota.redis.link`), one per client;
         None when it could not be derived from the redis-py client (then ``redis`` serves)."""
-        return self._link
+        return self.conn if isinstance(self.conn, Link) else None
 
     async def follow_primary(self) -> None:
         """Under Sentinel, until cancelled: leave the old primary the moment the sentinels
@@ -202,8 +200,7 @@ class Client(Sharded):
         """Close the link; and the redis-py client too when this client made it."""
         for part in self.parts[1:]:
             await part.close()
-        if self._link is not None:
-            await self._link.aclose()
+        await self.conn.aclose()
         if self._owns_redis:
             await self.redis.aclose()
 
@@ -411,7 +408,7 @@ class Client(Sharded):
                 return []
             try:
                 job_id, created = await calls.enqueue(scope, rows[0])
-            except redis.exceptions.ResponseError as exc:
+            except ReplyError as exc:
                 raise _enqueue_error(exc, "the job was not enqueued", 0) from exc
             return [Enqueued(job_id, rows[0].name, created)]
         jobs, failed = await calls.enqueue_batch(scope, rows)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-import redis.exceptions
+from rota.redis.redispy import ConnectionLost, ReplyError
 
 __all__ = [
     "Abort",
@@ -84,7 +84,7 @@ class JobFailed(RotaError):
         self.error = error
 
 
-class RedisRefused(RotaError, redis.exceptions.ResponseError):
+class RedisRefused(RotaError, ReplyError):
     """Redis answered a client's call with an error reply. ``condition`` names a refusal
     that passes (out of memory, a read-only replica, loading, busy...: see
     :mod:`rota.redis.outage`), and is ``""`` for one waiting does not mend (``NOPERM``:
@@ -100,7 +100,7 @@ class RedisRefused(RotaError, redis.exceptions.ResponseError):
         self.written = written
 
 
-class RedisUnavailable(RotaError, redis.exceptions.ConnectionError):
+class RedisUnavailable(RotaError, ConnectionLost):
     """Redis could not be reached: no server there, or the connection was lost or timed
     out (an enqueue first rides through the client's ``ride_through``). A
     ``redis.exceptions.ConnectionError`` too, for callers that catch redis-py's. Nothing

@@ -9,11 +9,11 @@ from typing import Any, Literal
 
 import anyio
 import msgspec
-import redis.exceptions
 
 from rota.errors import JobFailed, JobNotFound
 from rota.protocol import calls
 from rota.protocol.job import JobRecord, field_text, reply_text
+from rota.redis.redispy import ReplyError, wrong_type
 from rota.scripted import Scripted
 
 __all__ = ["Reads"]
@@ -24,8 +24,10 @@ class Reads(Scripted):
         """The job's record, or None when there is none (never enqueued, or expired)."""
         try:
             h = await self.redis.hgetall(self.keys.job(job_id))
-        except redis.exceptions.ResponseError:  # the key is not a hash: not a job
-            return None
+        except ReplyError as exc:
+            if wrong_type(exc):  # the key is not a hash: not a job
+                return None
+            raise
         return JobRecord.from_hash(job_id, h) if h else None
 
     async def stored(self, job_id: str, field: Literal["args", "result"]) -> bytes | None:
@@ -33,8 +35,10 @@ class Reads(Scripted):
         job without one; None when there is no such job."""
         try:
             name, text = await self.redis.hmget(self.keys.job(job_id), ["name", field])
-        except redis.exceptions.ResponseError:  # the key is not a hash: not a job
-            return None
+        except ReplyError as exc:
+            if wrong_type(exc):  # the key is not a hash: not a job
+                return None
+            raise
         if name is None:
             return None
         return text.encode() if isinstance(text, str) else (text or b"")

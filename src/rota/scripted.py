@@ -5,11 +5,10 @@ calls run in (see :mod:`rota.protocol.calls`).
 
 from __future__ import annotations
 
-from redis.asyncio import Redis
-
 from rota.protocol.calls import Scope
 from rota.protocol.keys import Keys
 from rota.redis.conn import Conn
+from rota.redis.redispy import Redis
 
 __all__ = ["Scripted"]
 

@@ -8,11 +8,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import anyio
-from redis.asyncio import Redis
 
 from rota.errors import ConfigError
 from rota.protocol.keys import Keys
 from rota.protocol.rate import Rate, parse_rate
+from rota.redis.redispy import Redis
 from rota.status import Bucket, QueueInfo
 
 __all__ = [

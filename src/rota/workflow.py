@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final
 
 import msgspec
-import redis.exceptions
 from msgspec import Meta
 
 from rota.errors import JobNotFound
@@ -37,6 +36,7 @@ from rota.protocol.job import (
     state_text,
 )
 from rota.protocol.shards import new_id_in, shard_of
+from rota.redis.redispy import wrong_type
 from rota.scripted import Scripted
 
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ def pipelined(value: Any) -> Any:
     """A reply of a pipeline run with ``raise_on_error=False``: a key of another type
     (WRONGTYPE: not what was asked for) reads as nothing; any other error (Redis
     loading, refusing...) is raised as it would have been."""
-    if isinstance(value, redis.exceptions.ResponseError) and str(value).startswith("WRONGTYPE"):
+    if wrong_type(value):
         return None
     if isinstance(value, Exception):
         raise value

@@ -13,11 +13,10 @@ import time
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import msgspec
-import redis.exceptions
 from msgspec import Meta
-from redis.crc import key_slot
 
 from rota.redis.outage import Condition, guarded, out_of_memory
+from rota.redis.redispy import ReplyError, key_slot
 from rota.redis.topology import server_of
 from rota.shard_rules import gather
 
@@ -182,9 +181,7 @@ async def _figures(client: Client) -> RedisFigures | None:
     pipe.info("memory")
     pipe.info("replication")
     memory, replication = await pipe.execute(raise_on_error=False)
-    if isinstance(memory, redis.exceptions.ResponseError) or isinstance(
-        replication, redis.exceptions.ResponseError
-    ):
+    if isinstance(memory, ReplyError) or isinstance(replication, ReplyError):
         return None
     refusing: set[Condition] = set()
     if out_of_memory(memory):

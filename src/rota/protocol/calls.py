@@ -14,7 +14,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final, NamedTuple
 
 import msgspec
-from redis.exceptions import ResponseError
 
 from rota.protocol.job import now_ms, reply_text
 from rota.protocol.rows import (
@@ -29,6 +28,7 @@ from rota.protocol.rows import (
     Retry,
 )
 from rota.protocol.scripts import Arg, Batching, Script, ScriptMode, call_many, script
+from rota.redis.redispy import ReplyError
 
 __all__ = [
     "BATCH",
@@ -192,7 +192,7 @@ async def fetch(
     else:
         command = scope.mode.command(fetching, scope.prefix, args)
         _, reply = await scope.conn.execute_many([("BLPOP", *wait[0], wait[1]), command])
-        if isinstance(reply, ResponseError):  # e.g. the library is gone: loaded again there
+        if isinstance(reply, ReplyError):  # e.g. the library is gone: loaded again there
             reply = await fetching(scope.conn, scope.prefix, args, scope.mode)
         elif isinstance(reply, Exception):
             raise reply

@@ -25,10 +25,9 @@ from functools import cache
 from typing import Any, Literal, Protocol
 
 import structlog
-from redis.asyncio import Redis
-from redis.exceptions import NoPermissionError, NoScriptError, OutOfMemoryError, ResponseError
 
 from rota.protocol.render import SCRIPT_NAMES, library, script_source
+from rota.redis.redispy import NoPermissionError, NoScriptError, OutOfMemoryError, Redis, ReplyError
 
 __all__ = [
     "SCRIPT_NAMES",
@@ -94,7 +93,7 @@ class ScriptMode:
             return ("FCALL", script.function, 1, prefix, *args)
         return ("EVALSHA", self.text(script)[1], 1, prefix, *args)
 
-    def remedy(self, error: ResponseError) -> Remedy | None:
+    def remedy(self, error: ReplyError) -> Remedy | None:
         """What makes a failed call possible: ``"script"`` (load it), ``"library"`` (load
         it), ``"evalsha"`` (functions refused); None when the error is the call's own."""
         if isinstance(error, NoScriptError):
@@ -114,11 +113,11 @@ class ScriptMode:
             self.use_functions(False)
 
 
-def _text(error: ResponseError) -> str:
+def _text(error: ReplyError) -> str:
     return str(error).removeprefix("ERR ")
 
 
-def _refused(error: ResponseError) -> bool:
+def _refused(error: ReplyError) -> bool:
     """The server has no functions, or this user may not use them."""
     text = _text(error).lower()
     if isinstance(error, NoPermissionError):
@@ -131,7 +130,7 @@ async def library_loaded(conn: Connection) -> bool:
     its code, so a library of that name is this code."""
     try:
         reply = await conn.execute_command("FUNCTION", "LIST", "LIBRARYNAME", library().name)
-    except ResponseError:
+    except ReplyError:
         return False  # no functions, or FUNCTION LIST refused: loading tells which
     return bool(reply)
 
@@ -148,7 +147,7 @@ async def load_library(conn: Connection, mode: ScriptMode) -> bool:
         return True
     try:
         await conn.execute_command("FUNCTION", "LOAD", "REPLACE", library().code)
-    except ResponseError as error:
+    except ReplyError as error:
         full = isinstance(error, OutOfMemoryError)
         if not full and not _refused(error):  # e.g. a busy server: not a verdict on functions
             raise
@@ -198,7 +197,7 @@ class Script:
         for attempt in range(4):
             try:
                 return await conn.execute_command(*mode.command(self, prefix, args))
-            except ResponseError as error:
+            except ReplyError as error:
                 remedy = mode.remedy(error)
                 if remedy is None or attempt == 3:
                     raise
@@ -249,7 +248,7 @@ async def call_many(
         for i, answer in zip(todo, answers, strict=True):
             results[i] = answer
             s = calls[i][0]
-            remedy = mode.remedy(answer) if isinstance(answer, ResponseError) else None
+            remedy = mode.remedy(answer) if isinstance(answer, ReplyError) else None
             if remedy is not None:
                 again.append(i)
                 remedies[remedy, s.name if remedy == "script" else ""] = s

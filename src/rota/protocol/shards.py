@@ -27,10 +27,9 @@ import functools
 from typing import Final
 from zlib import crc32
 
-from redis.crc import key_slot
-
 from rota.protocol.job import new_id
 from rota.protocol.rows import EnqueueRow
+from rota.redis.redispy import key_slot
 
 __all__ = [
     "MAX_SHARDS",

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
-import redis.exceptions
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -25,6 +24,7 @@ from rota.config import Settings
 from rota.errors import RedisRefused, RedisUnavailable, redis_cause
 from rota.redis.access import acl_refused
 from rota.redis.outage import rota_error
+from rota.redis.redispy import RedisError
 from rota.web import actions, api, cron_switch, openapi, pages
 from rota.web.base import ApiError, JSONResponse, WebState, make_templates, render, state_of
 from rota.web.bodies import Error
@@ -129,7 +129,7 @@ _HANDLERS: Final[dict[Any, Any]] = {
     HTTPException: _http_error,
     RedisUnavailable: _redis_trouble,
     RedisRefused: _redis_trouble,  # a refusal (or a bug: 500)
-    redis.exceptions.RedisError: _redis_trouble,  # the web's own stores: sessions, audit
+    RedisError: _redis_trouble,  # the web's own stores: sessions, audit
     Exception: _server_error,
 }
 

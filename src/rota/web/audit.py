@@ -23,9 +23,10 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
-import redis.exceptions
 import structlog
 from starlette.datastructures import Headers
+
+from rota.redis.redispy import FAILURES
 
 if TYPE_CHECKING:
     from rota.client import Client
@@ -69,7 +70,7 @@ class AuditLog:
             pipe.lpush(key, text)
             pipe.ltrim(key, 0, KEEP - 1)
             await pipe.execute()
-        except (redis.exceptions.RedisError, OSError) as exc:
+        except FAILURES as exc:
             log.warning("the audit log could not be written", error=str(exc), **entry)
 
     async def recent(self, offset: int = 0, count: int = 100) -> tuple[int, list[dict[str, Any]]]:

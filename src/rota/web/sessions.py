@@ -29,8 +29,9 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Final
 
-import redis.exceptions
 import structlog
+
+from rota.redis.redispy import FAILURES
 
 if TYPE_CHECKING:
     from rota.client import Client
@@ -97,7 +98,7 @@ class Sessions:
         client = self._client
         try:
             ended = await client.redis.zscore(client.keys.web_sessions_ended, read[0])
-        except (redis.exceptions.RedisError, OSError):
+        except FAILURES:
             return True  # see the module's docstring
         return ended is None
 
@@ -120,7 +121,7 @@ class Sessions:
             latest = (await pipe.execute())[-1]
             last_ms = int(latest[0][1]) if latest else expires * 1000
             await client.redis.pexpire(key, max(last_ms, expires * 1000) - now_ms + 60_000)
-        except (redis.exceptions.RedisError, OSError) as exc:
+        except FAILURES as exc:
             log.warning("logout: the session could not be ended in Redis", error=str(exc))
 
 

@@ -16,13 +16,12 @@ from typing import Any, TypeVar, overload
 
 import anyio
 import structlog
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 
 from rota.client import Client
 from rota.config import Settings, load_settings
 from rota.logging import JobLine
 from rota.protocol.job import validate_name
+from rota.redis.redispy import one_quick_retry
 from rota.worker.cron import Cron
 from rota.worker.registry import Backoff, Handler, Middleware, Periodic, default_backoff
 from rota.worker.run import PoolRun
@@ -183,11 +182,8 @@ class WorkerPool:
         if client is None:
             if redis_url is not None:
                 settings = settings.replace(redis_url=redis_url)
-            # One immediate retry on a fresh connection (a pooled one that a Redis restart
-            # left stale), and no more: redis-py's own retries would wait seconds inside
-            # one command, where the pool's tasks wait out outages themselves and its
-            # heartbeat must get through within milliseconds of Redis answering again.
-            client = Client.from_settings(settings, retry=Retry(NoBackoff(), 1))
+            # The heartbeat must get through within milliseconds of Redis answering again.
+            client = Client.from_settings(settings, retry=one_quick_retry())
         try:
             async with contextlib.AsyncExitStack() as stack:
                 state: Mapping[str, Any] = {}

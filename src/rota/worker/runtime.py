@@ -15,7 +15,6 @@ from typing import Any
 
 import anyio
 import structlog
-from redis.asyncio import Redis
 
 from rota.client import Client
 from rota.config import Settings
@@ -30,6 +29,7 @@ from rota.protocol.scripts import ScriptMode, load_all
 from rota.protocol.snapshot import Schedule
 from rota.redis.connection import redacted
 from rota.redis.outage import Watch
+from rota.redis.redispy import Redis
 from rota.shard_rules import check_shards, split_limit, split_rate
 from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler

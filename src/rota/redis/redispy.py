@@ -1,0 +1,62 @@
+"""redis-py as the rest of rota sees it: the client's type, the two error families a
+module outside this package tells apart, the retry a pool's connections use, and the
+slot of a key.
+
+Only :mod:`rota.redis` imports redis-py (a test holds this). A module elsewhere that
+needs one of these names takes it from here, so that what rota depends on of redis-py
+reads in one screen and changes in one package. What reaches rota's own callers is
+rota's: :class:`rota.errors.RedisUnavailable` and :class:`rota.errors.RedisRefused`
+(made by :func:`rota.redis.outage.rota_error`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.crc import key_slot
+from redis.exceptions import ConnectionError as ConnectionLost
+from redis.exceptions import (
+    NoPermissionError,
+    NoScriptError,
+    OutOfMemoryError,
+    RedisError,
+    ResponseError,
+)
+
+__all__ = [
+    "FAILURES",
+    "ConnectionLost",
+    "NoPermissionError",
+    "NoScriptError",
+    "OutOfMemoryError",
+    "Redis",
+    "RedisError",
+    "ReplyError",
+    "key_slot",
+    "one_quick_retry",
+    "wrong_type",
+]
+
+#: An error reply of Redis (``ERR ...``, ``WRONGTYPE ...``, ``NOSCRIPT ...``), raised or
+#: standing in a pipeline's replies in its place.
+ReplyError = ResponseError
+
+#: What a call on a redis-py client raises when Redis refuses it or cannot be reached.
+FAILURES: tuple[type[BaseException], ...] = (RedisError, OSError)
+
+
+def wrong_type(value: Any) -> bool:
+    """Whether ``value`` (an exception raised, or a pipeline's reply in its place) is
+    Redis saying that a key holds another type than the command reads: for rota's reads,
+    not the record that was asked for."""
+    return isinstance(value, ResponseError) and str(value).startswith("WRONGTYPE")
+
+
+def one_quick_retry() -> Retry:
+    """One immediate retry on a fresh connection (a pooled one that a Redis restart left
+    stale) and no more: redis-py's own retries would wait seconds inside one command,
+    where a pool's tasks wait outages out themselves."""
+    return Retry(NoBackoff(), 1)

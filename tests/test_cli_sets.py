@@ -155,9 +155,3 @@ def test_every_set_has_the_same_commands() -> None:
         assert set(commands) <= set(listed), (which, listed)
         if which != "waiting":
             assert "-y, --yes" in run_rota(which, "delete", "--help").stdout
-
-
-async def test_the_old_name_of_job_set_sizes_still_answers_with_a_warning(client: Client) -> None:
-    with pytest.warns(DeprecationWarning, match="job_set_sizes"):
-        sizes = await client.set_sizes()
-    assert sizes == await client.job_set_sizes()

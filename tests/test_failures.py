@@ -7,7 +7,6 @@ from functools import partial
 from typing import Any
 
 import anyio
-import pytest
 
 import rota
 from rota import Client, JobContext, JobSpec, Reason, State, WorkerPool
@@ -253,11 +252,10 @@ async def test_middleware_tells_a_timeout_an_abort_and_a_shutdown_apart(
     assert reasons == {"timeout": "timeout", "abort": "abort", "shutdown": "shutdown"}
 
 
-def test_retry_takes_its_delay_and_the_old_keyword_with_a_warning() -> None:
+def test_retry_takes_its_delay() -> None:
     assert rota.Retry(2.5).delay == 2.5
     assert rota.Retry(delay=1).delay == 1
-    with pytest.warns(DeprecationWarning, match="Retry\\(delay=...\\)"):
-        assert rota.Retry(in_=3).delay == 3
+    assert rota.Retry().delay is None
 
 
 def _parse_config(text: str) -> dict[str, int]:

@@ -6,7 +6,6 @@ import dataclasses
 import math
 import time
 import uuid
-import warnings
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -130,22 +129,16 @@ async def test_job_logs_are_read_from_the_client(
 ) -> None:
     pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=60))
 
-    warned: list[str] = []
-
     @pool.job
     async def chatty(ctx: JobContext) -> None:
         await ctx.job_log("first")
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            await ctx.log("second")  # the old name: still kept, with a warning
-        warned.extend(str(w.message) for w in caught if w.category is DeprecationWarning)
+        await ctx.job_log("second")
 
     job = await client.enqueue("chatty")
     async with pool.running(client=client):
         await wait_until(lambda: _complete(client, job.id))
     assert await client.job_log(job.id) == ["first", "second"]
     assert await client.job_log("no-such-job") == []
-    assert len(warned) == 1 and "ctx.job_log()" in warned[0]
 
 
 async def _complete(client: Client, job_id: str) -> bool:

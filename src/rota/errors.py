@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 from rota.redis.redispy import ConnectionLost, ReplyError
@@ -47,21 +46,8 @@ class Retry(RotaError):
     asks for a retry still ends as a dead job.
     """
 
-    def __init__(
-        self,
-        delay: float | None = None,
-        message: str = "retry requested",
-        *,
-        in_: float | None = None,
-    ) -> None:
+    def __init__(self, delay: float | None = None, message: str = "retry requested") -> None:
         super().__init__(message)
-        if in_ is not None:
-            warnings.warn(
-                "Retry(in_=...) is deprecated: write Retry(delay=...)",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            delay = in_ if delay is None else delay
         self.delay = delay
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import time
-import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -198,13 +197,6 @@ class Operations(Scripted):
             pipe.zcard(self._set_key(which))
         return dict(zip(names, await pipe.execute(), strict=True))
 
-    async def set_sizes(self) -> dict[str, int]:
-        """Deprecated: the name read as a setter; use :meth:`job_set_sizes`."""
-        warnings.warn(
-            "set_sizes() is deprecated: write job_set_sizes()", DeprecationWarning, stacklevel=2
-        )
-        return await self.job_set_sizes()
-
     async def page(self, which: JobSet, offset: int = 0, count: int = 50) -> Page:
         """A page of the scheduled, retry, dead or waiting set."""
         z = self._set_key(which)
@@ -268,10 +260,9 @@ class Operations(Scripted):
         scores = await self.redis.zmscore(self._set_key(which), list(ids))
         return [i for i, score in zip(ids, scores, strict=True) if score is not None]
 
-    async def pools(self, *, heartbeat_interval: float = 5.0) -> list[LivePool]:
+    async def pools(self) -> list[LivePool]:
         """Live pools, oldest first, each with the time of its last heartbeat and
-        whether it is stale: no heartbeat for more than two of its intervals (a snapshot
-        of an older pool, without its interval, is judged by ``heartbeat_interval``).
+        whether it is stale: no heartbeat for more than two of its intervals.
 
         A pool whose snapshot expired (it stopped beating) but which the reaper has not
         forgotten yet is left out.
@@ -288,8 +279,7 @@ class Operations(Scripted):
             except msgspec.DecodeError:
                 snap = None
             if snap is not None:
-                interval = snap.heartbeat_interval or heartbeat_interval
-                stale = now - int(beat) > interval * 2000
+                stale = now - int(beat) > snap.heartbeat_interval * 2000
                 out.append(LivePool.read(snap, int(beat), stale))
         out.sort(key=lambda p: p.started_at)
         return out

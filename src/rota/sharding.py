@@ -273,11 +273,11 @@ class Sharded(Reads, Operations, Workflows):
             [merge_bucket(b) for b in zip(*(h.days for h in each), strict=True)],
         )
 
-    async def pools(self, *, heartbeat_interval: float = 5.0) -> list[LivePool]:
+    async def pools(self) -> list[LivePool]:
         """Every pool beats in every shard: each is listed once, by its freshest beat."""
         if len(self.parts) == 1:
-            return await super().pools(heartbeat_interval=heartbeat_interval)
-        each = await self._each(lambda p: _base(p).pools(heartbeat_interval=heartbeat_interval))
+            return await super().pools()
+        each = await self._each(lambda p: _base(p).pools())
         latest: dict[str, LivePool] = {}
         for pool in (p for pools in each for p in pools):
             seen = latest.get(pool.id)

@@ -139,12 +139,12 @@ class LivePool(PoolIdentity, frozen=True, kw_only=True):
     """A live pool: what its latest snapshot says (``started_at``, ``heartbeat_at``:
     when it wrote it), the time of its last heartbeat, and whether it is stale (no
     heartbeat for more than two of its intervals: stopped, or stuck). Times in seconds
-    since the epoch; ``heartbeat_interval`` in seconds, 0 for a pool of an older rota."""
+    since the epoch; ``heartbeat_interval`` in seconds."""
 
     started_at: float
     heartbeat_at: float
+    heartbeat_interval: float
     busy: list[PoolJob] = msgspec.field(default_factory=list)
-    heartbeat_interval: float = 0.0
     periodic: list[CronEntry] = msgspec.field(default_factory=list)
     last_heartbeat: float
     stale: Annotated[bool, Meta(description="no heartbeat for over 2 intervals")]

@@ -231,8 +231,9 @@ def test_a_mirrored_body_has_the_times_in_ms() -> None:
     pool = msgspec.json.encode(bodies.mirror(bodies.Pool, live, busy=1))
     assert pool == (
         b'{"id":"h:1:x","host":"h","pid":1,"version":"1","namespace":"n","concurrency":2,'
-        b'"jobs":["a"],"started_at":1700000000250,"heartbeat_at":1700000001500,"busy":1,'
-        b'"heartbeat_interval":5.0,"periodic":[],"last_heartbeat":1700000002125,"stale":false}'
+        b'"jobs":["a"],"started_at":1700000000250,"heartbeat_at":1700000001500,'
+        b'"heartbeat_interval":5.0,"busy":1,"periodic":[],"last_heartbeat":1700000002125,'
+        b'"stale":false}'
     )
     running = RunningJob("j", "a", "h:1:x", 1700000000.75, 1700000030.0, "50", "hi")
     assert msgspec.json.encode(bodies.mirror(bodies.BusyWorker, running)) == (

@@ -173,7 +173,7 @@ async def enqueue(
 
 async def _status(client: Client, settings: Settings) -> dict[str, Any]:
     queues = await client.queues()
-    pools = await client.pools(heartbeat_interval=settings.heartbeat_interval)
+    pools = await client.pools()
     running = await client.running([q.name for q in queues], pools)
     busy = Counter(r.pool for r in running)
     stats = await client.stats()

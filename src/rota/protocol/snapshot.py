@@ -45,6 +45,6 @@ class PoolSnapshot(PoolIdentity, frozen=True, kw_only=True):
 
     started_at: int
     heartbeat_at: int
+    heartbeat_interval: float  # seconds
     busy: list[BusyWorker] = msgspec.field(default_factory=list)
-    heartbeat_interval: float = 0.0  # seconds; 0 in snapshots of older pools
     periodic: list[Schedule] = msgspec.field(default_factory=list)

@@ -144,10 +144,10 @@ class Pool(PoolIdentity, frozen=True, kw_only=True):
 
     started_at: Ms
     heartbeat_at: Ms
+    heartbeat_interval: float
     # The snapshot's list of busy workers is replaced by their number, counted from the
     # running sets (exact at the read); ``/api/busy`` lists them.
     busy: Annotated[int, Meta(description="jobs it is running now")]
-    heartbeat_interval: float
     periodic: Annotated[
         list[str], Meta(description="the names of the periodic jobs it fires (see /api/cron)")
     ]

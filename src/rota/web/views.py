@@ -167,7 +167,7 @@ async def queue_jobs(
 
 async def pools(client: Client, settings: Settings) -> b.Pools:
     """Live pools; ``stale``: no heartbeat for more than two of its intervals."""
-    live = await client.pools(heartbeat_interval=settings.heartbeat_interval)
+    live = await client.pools()
     busy = Counter(r.pool for r in await client.running(await leased_names(client), live))
     out = [
         b.mirror(b.Pool, pool, busy=busy[pool.id], periodic=[c.name for c in pool.periodic])
@@ -183,7 +183,7 @@ async def cron(client: Client, settings: Settings) -> b.Cron:
     as its next). A name turned off that no live pool fires any more is listed too (it
     can be turned on again)."""
     seen: dict[str, list[tuple[CronEntry, str]]] = {}
-    for pool in await client.pools(heartbeat_interval=settings.heartbeat_interval):
+    for pool in await client.pools():
         if not pool.stale:
             for c in pool.periodic:
                 seen.setdefault(c.name, []).append((c, pool.id))

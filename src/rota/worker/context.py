@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -126,15 +125,6 @@ class JobContext:
             # The finish expires the lines with the job only when told they exist.
             pipe.hset(here.keys.job(self.id), "logged", "1")
             await self._unless_refused("log", pipe.execute())
-
-    async def log(self, message: str) -> None:
-        """Deprecated: the name was read as the process's log; use :meth:`job_log`."""
-        warnings.warn(
-            "ctx.log() is deprecated: write ctx.job_log() (or ctx.logger for the process log)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        await self.job_log(message)
 
     async def _unless_refused(self, what: str, write: Awaitable[Any]) -> None:
         """A write the job does not depend on: when Redis says "not now" (full, a

@@ -13,6 +13,12 @@ import redis.exceptions
 
 from rota import Client, JobContext, JobSpec, Settings, WorkerPool
 from rota.protocol import calls
+from rota.redis.link import Link
+
+
+def link_of(client: Client) -> Link | None:
+    """The pipelined Link a client's hot path sends through, None when redis-py serves."""
+    return client.conn if isinstance(client.conn, Link) else None
 
 
 def pool_settings(redis_url: str, namespace: str, **changes: Any) -> Settings:

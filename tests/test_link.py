@@ -25,7 +25,7 @@ import rota
 from rota import Client, JobContext, WorkerPool
 from rota.redis.conn import Conn, RedisPyConn
 from rota.redis.link import Arg, Link
-from tests.helpers import pool_settings, wait_until
+from tests.helpers import link_of, pool_settings, wait_until
 from tests.redis_server import RedisServer, free_port
 
 
@@ -449,7 +449,7 @@ async def test_the_client_enqueues_through_its_link(fresh_redis_server: RedisSer
     sync.config_set("requirepass", "pw")
     url = f"redis://:pw@127.0.0.1:{server.port}/4"
     async with Client.from_url(url, "ns") as client:
-        link = client.link
+        link = link_of(client)
         assert link is not None
         assert (link.port, link.db, link.password, link.socket_timeout) == (
             server.port,
@@ -487,7 +487,7 @@ async def test_a_client_without_a_link_uses_redis_py(redis_url: str, namespace: 
 
     pool = redis.asyncio.ConnectionPool.from_url(redis_url, connection_class=Custom)
     async with Client(redis.asyncio.Redis(connection_pool=pool), namespace) as client:
-        assert client.link is None
+        assert link_of(client) is None
         job = await client.enqueue("work", x=1)
         record = await client.job(job.id)
         assert record is not None
@@ -516,7 +516,7 @@ async def test_a_pool_without_a_link_fetches_and_finishes_through_redis_py(
     async with Client(
         redis.asyncio.Redis(connection_pool=pool_of_connections), namespace
     ) as client:
-        assert client.link is None
+        assert link_of(client) is None
         async with pool.running(client=client):
             await anyio.sleep(0.2)  # the fetcher waits on its wake lists
             first = await client.enqueue("step", 1)

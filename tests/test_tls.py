@@ -24,7 +24,7 @@ from rota.acl import rules
 from rota.protocol.keys import Keys
 from rota.web import create_app
 from tests.cli_helpers import REPO, rota_env, run_rota
-from tests.helpers import pool_settings, wait_until
+from tests.helpers import link_of, pool_settings, wait_until
 from tests.tls import Certificates, TLSRedisServer, make_certificates, tls_supported
 
 pytestmark = pytest.mark.timeout(90)
@@ -96,17 +96,19 @@ async def test_the_link_speaks_tls_and_authenticates_as_the_acl_user(
 ) -> None:
     settings = tls_settings(server, namespace, tmp_path)
     async with Client.from_settings(settings) as client:
-        assert client.link is not None and client.link.ssl_context is not None
-        assert client.link.username == settings.redis_username
-        whoami = await client.link.execute_command("ACL", "WHOAMI")
+        link = link_of(client)
+        assert link is not None and link.ssl_context is not None
+        assert link.username == settings.redis_username
+        whoami = await link.execute_command("ACL", "WHOAMI")
         assert whoami.decode() == settings.redis_username
         job = await client.enqueue("x")  # the hot path: FCALL over the link
         assert job.created
     # The same from redis-py's own URL query parameters and user:password in the URL.
     user, password = user_of(server, "worker", namespace)
     async with Client.from_url(server.url_with_files(user, password), namespace) as client:
-        assert client.link is not None and client.link.ssl_context is not None
-        assert (await client.link.execute_command("ACL", "WHOAMI")).decode() == user
+        link = link_of(client)
+        assert link is not None and link.ssl_context is not None
+        assert (await link.execute_command("ACL", "WHOAMI")).decode() == user
 
 
 async def test_a_pool_under_the_worker_role_runs_jobs_over_tls(

@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from rota import Client, JobContext, JobSpec, WorkerPool
-from tests.helpers import pool_settings, wait_until
+from tests.helpers import link_of, pool_settings, wait_until
 
 
 def _nested(depth: int) -> list[Any]:
@@ -155,8 +155,9 @@ async def test_from_url_passes_connection_options(redis_url: str, redis_sync: An
             assert await c.redis.execute_command("ACL", "WHOAMI") == b"opt-user"  # type: ignore[no-untyped-call]
             kwargs = c.redis.connection_pool.connection_kwargs
             assert kwargs["socket_timeout"] == 3
-            assert c.link is not None  # the hot-path link connects as the same user
-            assert await c.link.execute_command("ACL", "WHOAMI") == b"opt-user"
+            link = link_of(c)
+            assert link is not None  # the hot-path link connects as the same user
+            assert await link.execute_command("ACL", "WHOAMI") == b"opt-user"
     finally:
         redis_sync.execute_command("ACL", "DELUSER", "opt-user")
 

@@ -30,7 +30,6 @@ from rota.protocol.shards import place, shard_of_row, shard_tag
 from rota.redis.access import connect_to
 from rota.redis.conn import Conn, RedisPyConn, hot_path
 from rota.redis.connection import connect
-from rota.redis.link import Link
 from rota.redis.outage import MEANING, Condition, backoff, condition, guarded, refused
 from rota.redis.redispy import Redis, ReplyError
 from rota.redis.sentinel import follow_primary
@@ -182,12 +181,6 @@ class Client(Sharded):
                 lambda tag: connect_to(settings, **{**options, "namespace": tag}),
             ),
         )
-
-    @property
-    def link(self) -> Link | None:
-        """The pipelined connection of the hot path (see :mod:`rota.redis.link`), one per client;
-        None when it could not be derived from the redis-py client (then ``redis`` serves)."""
-        return self.conn if isinstance(self.conn, Link) else None
 
     async def follow_primary(self) -> None:
         """Under Sentinel, until cancelled: leave the old primary the moment the sentinels

@@ -30,6 +30,7 @@ from redis.crc import key_slot
 
 from rota import Client
 from tests.chaos.harness import Audit, Fleet, Ledger, durations, enqueue_work, poll, report
+from tests.helpers import link_of
 from tests.redis_server import RedisServer
 from tests.topology_servers import ClusterGroup
 
@@ -175,6 +176,7 @@ async def test_clients_of_three_namespaces_talk_to_three_owners(
         async with Client.from_url(cluster_group.url, ns) as client:
             job = await client.enqueue("work", ms=1)  # through the Link
             assert (await client.job(job.id)) is not None  # through redis-py's pool
-            assert client.link is not None and client.link.port == owner.port
+            link = link_of(client)
+            assert link is not None and link.port == owner.port
         with owner.client() as r:
             assert r.exists("{" + ns + "}:job:" + job.id)

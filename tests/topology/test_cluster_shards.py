@@ -28,7 +28,7 @@ from tests.chaos.harness import (
     poll,
     report,
 )
-from tests.helpers import pool_settings, wait_until
+from tests.helpers import link_of, pool_settings, wait_until
 from tests.redis_server import RedisServer
 from tests.topology.test_cluster import migrate_slot
 from tests.topology_servers import ClusterGroup
@@ -88,7 +88,8 @@ async def _run(cluster: ClusterGroup, shards: int) -> dict[int, tuple[int, int, 
         # Each part talked to the primary that owns its shard's slot.
         for part in client.parts:
             owner = cluster.owner(key_slot(part.keys.prefix.encode()))
-            assert part.link is not None and part.link.port == owner.port
+            link = link_of(part)
+            assert link is not None and link.port == owner.port
     after = _commands(cluster)
     return {
         port: (a[0] - b[0], a[1] - b[1], a[2] - b[2])

@@ -60,3 +60,8 @@ async def test_a_name_has_its_minutes(
     assert f"{label} UTC: mean 250 ms over 4 jobs" in page
     assert re.search(r"mean run time\s+250 ms · slowest minute 250 ms", page)
     assert f"{now.strftime('%H:%M')} UTC: no job completed" in page
+    for chart in ('class="chart">', 'id="duration-chart"'):  # each plot: grid, axis, labels
+        plot = page[page.index(chart) :]
+        plot = plot[: plot.index("</figure>")]
+        assert plot.count('class="grid"') == 2 and plot.count('class="axis"') == 1, chart
+        assert '<div class="xlabels"><span>' in plot, chart

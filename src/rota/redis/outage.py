@@ -32,6 +32,7 @@ from redis.asyncio import Redis
 
 from rota.errors import RedisRefused, RedisUnavailable, RotaError, redis_cause
 from rota.redis.connection import tls_refused
+from rota.redis.redispy import REDIS_ERRORS
 
 __all__ = [
     "MEANING",
@@ -56,8 +57,6 @@ log = structlog.get_logger("rota.redis")
 T = TypeVar("T")
 P = ParamSpec("P")
 
-#: What a Redis command raises: a reply redis-py turned into an error, or the socket's.
-REDIS_ERRORS: Final = (errors.RedisError, OSError)
 #: What a Redis that cannot be reached (or stopped answering) raises.
 UNREACHABLE_ERRORS: Final = (errors.ConnectionError, errors.TimeoutError, OSError)
 

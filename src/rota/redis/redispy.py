@@ -27,7 +27,7 @@ from redis.exceptions import (
 )
 
 __all__ = [
-    "FAILURES",
+    "REDIS_ERRORS",
     "ConnectionLost",
     "NoPermissionError",
     "NoScriptError",
@@ -44,8 +44,8 @@ __all__ = [
 #: standing in a pipeline's replies in its place.
 ReplyError = ResponseError
 
-#: What a call on a redis-py client raises when Redis refuses it or cannot be reached.
-FAILURES: tuple[type[BaseException], ...] = (RedisError, OSError)
+#: What a Redis command raises: a reply redis-py turned into an error, or the socket's.
+REDIS_ERRORS: tuple[type[BaseException], ...] = (RedisError, OSError)
 
 
 def wrong_type(value: Any) -> bool:

@@ -14,8 +14,8 @@ from starlette.routing import BaseRoute, Route
 
 from rota.operations import SEARCH_LIMIT
 from rota.web import views
-from rota.web.base import client_of, local_path, with_notice
-from rota.web.pages import known_queue, queues
+from rota.web.base import client_of, known_queue, local_path, with_notice
+from rota.web.pages import queues
 from rota.web.request_bodies import MAX_IDS, MAX_LIMIT
 
 __all__ = ["routes"]

@@ -24,11 +24,10 @@ from rota.errors import JobNotFound, PayloadTooLarge
 from rota.inspect.figures import MINUTES
 from rota.inspect.members import MEMBER_STATES, member_state
 from rota.protocol import codec
-from rota.protocol.job import validate_name
 from rota.spec import epoch_seconds
 from rota.web import bodies as b
 from rota.web import cron_switch, views
-from rota.web.base import ApiError, JSONResponse, client_of, int_param, state_of
+from rota.web.base import ApiError, JSONResponse, client_of, found, int_param, known_queue, state_of
 from rota.web.request_bodies import (
     MAX_DELAY,
     MAX_FAILS,
@@ -72,21 +71,6 @@ async def _body(request: Request, kind: type[Any]) -> Any:
         raise ApiError(422, str(exc)) from None
 
 
-def _queue_name(request: Request) -> str:
-    name: str = request.path_params["name"]
-    try:
-        return validate_name(name)
-    except ValueError:
-        raise ApiError(404, f"no queue {name!r}") from None
-
-
-async def _known_queue(request: Request) -> str:
-    name = _queue_name(request)
-    if name not in await client_of(request).names():
-        raise ApiError(404, f"no queue {name!r}")
-    return name
-
-
 # -- reading ---------------------------------------------------------------------
 
 
@@ -126,7 +110,7 @@ async def queues(request: Request) -> Response:
 )
 async def queue_jobs(request: Request) -> Response:
     """A page of the jobs waiting in a queue, the next to run first (or the newest)."""
-    name = await _known_queue(request)
+    name = await known_queue(request)
     offset = int_param(request, "offset", 0, 0, 10**9)
     limit = int_param(request, "limit", 25, 1, 500)
     order = request.query_params.get("order", "oldest")
@@ -145,7 +129,7 @@ async def queue_jobs(request: Request) -> Response:
 )
 async def queue_stats(request: Request) -> Response:
     """A job name per UTC minute: processed, failed, mean run time."""
-    name = await _known_queue(request)
+    name = await known_queue(request)
     minutes = int_param(request, "minutes", MINUTES, 1, 120)
     return JSONResponse(await views.name_stats(client_of(request), name, minutes))
 
@@ -190,10 +174,9 @@ def job_set(which: views.JobSet) -> Any:
 async def job(request: Request) -> Response:
     """Everything about one job."""
     job_id = request.path_params["job_id"]
-    data = await views.job_detail(client_of(request), job_id)
-    if data is None:
-        raise ApiError(404, f"no job {job_id!r}")
-    return JSONResponse(data)
+    return JSONResponse(
+        found(await views.job_detail(client_of(request), job_id), f"no job {job_id!r}")
+    )
 
 
 def stored_value(field: Literal["args", "result"]) -> Callable[[Request], Awaitable[Response]]:
@@ -202,9 +185,7 @@ def stored_value(field: Literal["args", "result"]) -> Callable[[Request], Awaita
 
     async def read(request: Request) -> Response:
         job_id = request.path_params["job_id"]
-        text = await client_of(request).stored(job_id, field)
-        if text is None:
-            raise ApiError(404, f"no job {job_id!r}")
+        text = found(await client_of(request).stored(job_id, field), f"no job {job_id!r}")
         return Response(text or b"null", media_type="application/json")
 
     read.__doc__ = f"A job's {field} as stored (JSON text)."
@@ -236,19 +217,14 @@ async def group(request: Request) -> Response:
     if state is None and text != "all":
         raise ApiError(400, f"state: one of all, {', '.join(MEMBER_STATES)}")
     data = await views.group_detail(client_of(request), group_id, offset, limit, state)
-    if data is None:
-        raise ApiError(404, f"no group {group_id!r} (never enqueued, or expired)")
-    return JSONResponse(data)
+    return JSONResponse(found(data, f"no group {group_id!r} (never enqueued, or expired)"))
 
 
 @documented("flow", b.Flow, 404)
 async def flow(request: Request) -> Response:
     """The graph of the workflow a job belongs to (at most 200 jobs)."""
     job_id = request.path_params["job_id"]
-    data = await views.flow(client_of(request), job_id)
-    if data is None:
-        raise ApiError(404, f"no job {job_id!r}")
-    return JSONResponse(data)
+    return JSONResponse(found(await views.flow(client_of(request), job_id), f"no job {job_id!r}"))
 
 
 @documented("redis", b.Redis)
@@ -269,7 +245,7 @@ async def shards(request: Request) -> Response:
 @documented("queue_pause", b.QueueState, 404)
 async def pause(request: Request) -> Response:
     """Pause a queue."""
-    name = await _known_queue(request)
+    name = await known_queue(request)
     await client_of(request).pause(name)
     return JSONResponse(b.QueueState(name, paused=True))
 
@@ -277,7 +253,7 @@ async def pause(request: Request) -> Response:
 @documented("queue_resume", b.QueueState, 404)
 async def resume(request: Request) -> Response:
     """Resume a queue."""
-    name = await _known_queue(request)
+    name = await known_queue(request)
     await client_of(request).resume(name)
     return JSONResponse(b.QueueState(name, paused=False))
 
@@ -285,7 +261,7 @@ async def resume(request: Request) -> Response:
 @documented("queue_rate", b.QueueRate, 400, 404, 415, 422, request=RateRequest)
 async def set_rate(request: Request) -> Response:
     """Set or remove the rate limit of a queue (across all pools)."""
-    name = await _known_queue(request)
+    name = await known_queue(request)
     body: RateRequest = await _body(request, RateRequest)
     try:
         await client_of(request).set_rate(name, body.rate)
@@ -298,7 +274,7 @@ async def set_rate(request: Request) -> Response:
 @documented("queue_limit", b.QueueLimit, 400, 404, 415, 422, request=LimitRequest)
 async def set_limit(request: Request) -> Response:
     """Set or remove the concurrency limit of a queue (across all pools)."""
-    name = await _known_queue(request)
+    name = await known_queue(request)
     body: LimitRequest = await _body(request, LimitRequest)
     if body.limit is not None and not 1 <= body.limit <= MAX_LIMIT:
         raise ApiError(422, f"limit: give 1 to {MAX_LIMIT} jobs at once, or null for no limit")
@@ -309,7 +285,7 @@ async def set_limit(request: Request) -> Response:
 @documented("queue_clear", b.Cleared, 404)
 async def clear(request: Request) -> Response:
     """Clear a queue."""
-    name = await _known_queue(request)
+    name = await known_queue(request)
     return JSONResponse(b.Cleared(name, await client_of(request).clear_queue(name)))
 
 

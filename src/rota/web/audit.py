@@ -26,7 +26,7 @@ import msgspec
 import structlog
 from starlette.datastructures import Headers
 
-from rota.redis.redispy import FAILURES
+from rota.redis.redispy import REDIS_ERRORS
 
 if TYPE_CHECKING:
     from rota.client import Client
@@ -70,7 +70,7 @@ class AuditLog:
             pipe.lpush(key, text)
             pipe.ltrim(key, 0, KEEP - 1)
             await pipe.execute()
-        except FAILURES as exc:
+        except REDIS_ERRORS as exc:
             log.warning("the audit log could not be written", error=str(exc), **entry)
 
     async def recent(self, offset: int = 0, count: int = 100) -> tuple[int, list[dict[str, Any]]]:

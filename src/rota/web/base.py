@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import jinja2
 import msgspec
@@ -16,6 +16,7 @@ from starlette.responses import HTMLResponse, Response
 from rota import __version__
 from rota.client import Client
 from rota.config import Settings
+from rota.protocol.job import validate_name
 from rota.status import duration
 from rota.web.audit import AuditLog
 from rota.web.security import Auth
@@ -35,6 +36,8 @@ __all__ = [
 ]
 
 STATIC_VERSION: Final = __version__
+
+T = TypeVar("T")
 
 
 class ApiError(Exception):
@@ -94,6 +97,26 @@ def client_of(request: Request) -> Client:
             )
         return st.clients[asked]
     return st.clients.get(request.cookies.get(NS_COOKIE, ""), st.client)
+
+
+def found(value: T | None, message: str) -> T:
+    """``value``; None is a 404 saying ``message`` (a JSON body or a page, as the request
+    asks: see ``rota.web.app``)."""
+    if value is None:
+        raise ApiError(404, message)
+    return value
+
+
+async def known_queue(request: Request) -> str:
+    """The queue named in the path; a 404 unless it is a job name of the namespace."""
+    name: str = request.path_params["name"]
+    try:
+        validate_name(name)
+    except ValueError:
+        raise ApiError(404, f"no queue {name!r}") from None
+    if name not in await client_of(request).names():
+        raise ApiError(404, f"no queue {name!r}")
+    return name
 
 
 def int_param(request: Request, name: str, default: int, lo: int, hi: int) -> int:

@@ -19,9 +19,8 @@ from starlette.routing import BaseRoute, Route
 
 from rota.inspect import FINAL_STATES, MISSING
 from rota.inspect.members import MEMBER_STATES, member_state
-from rota.protocol.job import validate_name
 from rota.web import views
-from rota.web.base import NS_COOKIE, client_of, local_path, render, state_of
+from rota.web.base import NS_COOKIE, client_of, found, known_queue, local_path, render, state_of
 from rota.web.charts import bar_chart, duration_chart
 from rota.web.graph import STATES, layout
 from rota.web.security import READ, SESSION_COOKIE
@@ -72,18 +71,6 @@ async def queues(request: Request, error: str | None = None) -> Response:
         else None,
     }
     return render(request, "queues.html", context, status=400 if error else 200)
-
-
-async def known_queue(request: Request) -> str:
-    """The queue named in the path; 404 unless it is a job name of the namespace."""
-    name: str = request.path_params["name"]
-    try:
-        validate_name(name)
-    except ValueError:
-        raise HTTPException(404, f"no queue {name}") from None
-    if name not in await client_of(request).names():
-        raise HTTPException(404, f"no queue {name}")
-    return name
 
 
 async def queue(request: Request) -> Response:
@@ -157,10 +144,7 @@ def job_set_page(which: views.JobSet) -> Any:
 
 async def job(request: Request) -> Response:
     job_id = request.path_params["job_id"]
-    found = await views.job_detail(client_of(request), job_id)
-    if found is None:
-        raise HTTPException(404, f"no job {job_id}")
-    data = _plain(found)
+    data = _plain(found(await views.job_detail(client_of(request), job_id), f"no job {job_id}"))
     refresh = REFRESH if data["state"] in ("queued", "running", "waiting") else 0
     context = {
         "job": data,
@@ -185,10 +169,7 @@ def _settled(nodes: list[dict[str, Any]]) -> bool:
 
 async def flow(request: Request) -> Response:
     job_id = request.path_params["job_id"]
-    found = await views.flow(client_of(request), job_id)
-    if found is None:
-        raise HTTPException(404, f"no job {job_id}")
-    data = _plain(found)
+    data = _plain(found(await views.flow(client_of(request), job_id), f"no job {job_id}"))
     context = {
         "data": data,
         "g": layout(data["nodes"], data["edges"], focus=job_id),
@@ -233,10 +214,8 @@ async def group(request: Request) -> Response:
     group_id = request.path_params["group_id"]
     offset = _clamped(request, "offset", 0, 10**9)
     kept = member_state(request.query_params.get("state"))  # None: all
-    found = await views.group_detail(client_of(request), group_id, offset, PER_PAGE, kept)
-    if found is None:
-        raise HTTPException(404, f"no group {group_id} (never enqueued, or expired)")
-    data = _plain(found)
+    view = await views.group_detail(client_of(request), group_id, offset, PER_PAGE, kept)
+    data = _plain(found(view, f"no group {group_id} (never enqueued, or expired)"))
     nodes = list(data["members"])
     edges = []
     if data["then"] is not None:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Final
 
 import structlog
 
-from rota.redis.redispy import FAILURES
+from rota.redis.redispy import REDIS_ERRORS
 
 if TYPE_CHECKING:
     from rota.client import Client
@@ -98,7 +98,7 @@ class Sessions:
         client = self._client
         try:
             ended = await client.redis.zscore(client.keys.web_sessions_ended, read[0])
-        except FAILURES:
+        except REDIS_ERRORS:
             return True  # see the module's docstring
         return ended is None
 
@@ -121,7 +121,7 @@ class Sessions:
             latest = (await pipe.execute())[-1]
             last_ms = int(latest[0][1]) if latest else expires * 1000
             await client.redis.pexpire(key, max(last_ms, expires * 1000) - now_ms + 60_000)
-        except FAILURES as exc:
+        except REDIS_ERRORS as exc:
             log.warning("logout: the session could not be ended in Redis", error=str(exc))
 
 

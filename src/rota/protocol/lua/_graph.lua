@@ -105,6 +105,15 @@ local function fail_dependents(id, why, group, now)
   end
 end
 
+-- `id` ended for good (aborted, or dropped: it is never retried): when it has children
+-- or a group, they fail as fail_dependents says, and its set of children goes.
+local function end_dependents(id, why, children, group, now)
+  if children or group then
+    fail_dependents(id, why, group, now)
+    redis.call('DEL', key_children(id))
+  end
+end
+
 -- A member of group `gid` ended (`ok`: complete, with `result`). Returns the callback
 -- to fail when the member failed and the callback waits; queues the callback when this
 -- member completed the group.

@@ -35,9 +35,6 @@ else
   redis.call('DEL', jk)
 end
 count('aborted', name, 1)
-if f[3] or f[4] then
-  fail_dependents(id, 'aborted', f[4], now)
-  redis.call('DEL', key_children(id))
-end
+end_dependents(id, 'aborted', f[3], f[4], now)
 flush_counts(now)
 return state

@@ -117,10 +117,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
     release_unique(jk, id, f[4])
     redis.call('DEL', jk, key_joblog(id))
     count('failed', name, 1)
-    if f[5] or f[6] then
-      fail_dependents(id, 'dead (dropped)', f[6], now)
-      redis.call('DEL', key_children(id))
-    end
+    end_dependents(id, 'dead (dropped)', f[5], f[6], now)
   elseif outcome == 'aborted' then
     local keep = tonumber(a) or 0
     if keep > 0 then
@@ -130,10 +127,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
     release_unique(jk, id, f[4])
     keep_or_delete(jk, id, keep, logged)
     count('aborted', name, 1)
-    if f[5] or f[6] then
-      fail_dependents(id, 'aborted', f[6], now)
-      redis.call('DEL', key_children(id))
-    end
+    end_dependents(id, 'aborted', f[5], f[6], now)
   elseif outcome == 'requeue' then
     redis.call('HSET', jk, 'token', retired, 'state', 'queued')
     redis.call('RPUSH', key_queue(name), id)

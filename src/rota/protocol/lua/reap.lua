@@ -41,10 +41,7 @@ for _, name in ipairs(redis.call('SMEMBERS', K_LEASED)) do
           notify(jk, id, 'aborted')
           count('aborted', name, 1)
           local d = redis.call('HMGET', jk, 'children', 'group')
-          if d[1] or d[2] then
-            fail_dependents(id, 'aborted', d[2], now)
-            redis.call('DEL', key_children(id))
-          end
+          end_dependents(id, 'aborted', d[1], d[2], now)
           redis.call('PEXPIRE', jk, tonumber(f[4]) or 3600000)
         elseif lost >= max_lost then
           buried[#buried + 1] = bury(id, name, 'lost',

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import cast
+from typing import Any, cast
 
 import msgspec
 import pytest
@@ -18,7 +18,7 @@ import redis
 
 from rota import Client, JobContext, Retry, State, WorkerPool
 from rota.protocol.scripts import script
-from tests.helpers import lease_tokens, pool_settings, wait_until
+from tests.helpers import finish_args, lease_tokens, pool_settings, wait_until
 
 
 def _v2_enqueue(redis_sync: redis.Redis, client: Client, name: str) -> str:
@@ -121,7 +121,7 @@ async def test_a_finish_expires_a_log_only_where_there_may_be_one(
         before = _pexpires(redis_sync)
         outcome: list[str | int] = [job_id, "n", tokens[job_id], "complete", "", 600_000, ""]
         stale = await script("finish")(
-            client.redis, client.keys.prefix, [now, *outcome], client.script_mode
+            client.redis, client.keys.prefix, finish_args(now, outcome), client.script_mode
         )
         assert stale == []
         assert _pexpires(redis_sync) - before == expected, job_id
@@ -148,18 +148,24 @@ async def test_a_record_reads_its_state_as_a_state(client: Client, redis_sync: r
 async def test_a_finish_refuses_a_flat_array_cut_short(
     client: Client, redis_sync: redis.Redis
 ) -> None:
-    """A flat array that is not seven entries per attempt is a sender's mistake: refused
-    whole (a whole attempt before the short one is not recorded either), so the leases
-    stay for the reaper."""
+    """A flat array that is not seven entries per attempt, or any other form (seven
+    arguments per attempt, a MessagePack value that is no array) is a sender's mistake:
+    refused whole (a whole attempt before the short one is not recorded either), so the
+    leases stay for the reaper."""
     ids = [(await client.enqueue("n")).id for _ in range(2)]
     tokens = await lease_tokens(client, "n", 2)
     now = int(time.time() * 1000)
     whole = [ids[0], "n", tokens[ids[0]], "complete", "", 600_000, ""]
     cut = msgspec.msgpack.encode([*whole, ids[1], "n", tokens[ids[1]], "complete", ""])
-    with pytest.raises(redis.exceptions.ResponseError, match="not seven per attempt"):
-        await script("finish")(
-            client.redis, client.keys.prefix, [now, cut, 100_000], client.script_mode
-        )
+    refused: list[tuple[list[Any], str]] = [
+        ([now, cut, 100_000], "not seven entries each"),
+        ([now, msgspec.msgpack.encode("complete"), 100_000], "not seven entries each"),
+        ([now, *whole], "not 8 arguments"),
+        ([now, *whole, *whole], "not 15 arguments"),
+    ]
+    for args, refusal in refused:
+        with pytest.raises(redis.exceptions.ResponseError, match=refusal):
+            await script("finish")(client.redis, client.keys.prefix, args, client.script_mode)
     for job_id in ids:
         record = await client.job(job_id)
         assert record is not None and record.state == State.RUNNING

@@ -13,7 +13,7 @@ import rota
 from rota import Client, JobContext, LivePool, PoolJob, State, WorkerPool
 from rota.protocol.scripts import script
 from rota.protocol.snapshot import PoolSnapshot
-from tests.helpers import pool_settings, wait_until
+from tests.helpers import finish_args, pool_settings, wait_until
 
 FAST = {"lease": 1.0, "heartbeat_interval": 0.2}
 
@@ -120,7 +120,7 @@ async def test_stale_finish_is_ignored_and_counted(
     stale = await finish(
         client.redis,
         client.keys.prefix,
-        [now, job.id, "work", old_token, "dead", "", "late", "error"],
+        finish_args(now, [job.id, "work", old_token, "dead", "", "late", "error"]),
         client.script_mode,
     )
     assert [i.decode() for i in stale] == [job.id]
@@ -130,7 +130,7 @@ async def test_stale_finish_is_ignored_and_counted(
     ok = await finish(
         client.redis,
         client.keys.prefix,
-        [now, job.id, "work", new_token, "complete", "7", 60000, ""],
+        finish_args(now, [job.id, "work", new_token, "complete", "7", 60000, ""]),
         client.script_mode,
     )
     assert ok == []
@@ -138,7 +138,7 @@ async def test_stale_finish_is_ignored_and_counted(
     again = await finish(
         client.redis,
         client.keys.prefix,
-        [now, job.id, "work", new_token, "complete", "7", 60000, ""],
+        finish_args(now, [job.id, "work", new_token, "complete", "7", 60000, ""]),
         client.script_mode,
     )
     assert len(again) == 1

@@ -12,7 +12,7 @@ from redis.typing import EncodableT, FieldT
 from rota import Client, JobContext, WorkerPool
 from rota.protocol.job import Reason
 from rota.protocol.rows import Dead
-from tests.helpers import pool_settings, wait_until
+from tests.helpers import finish_args, pool_settings, wait_until
 
 Fields = dict[FieldT, EncodableT]  # a job hash as redis-py takes it
 
@@ -170,10 +170,8 @@ async def test_a_finish_with_an_unknown_outcome_makes_the_job_dead(client: Clien
         client.redis, client.keys.prefix, fetch_args, client.script_mode
     )
     token = flat[2].decode()
-    finish_args = [1, job.id, "work", token, "finished-ish", "", "", ""]
-    stale = await script("finish")(
-        client.redis, client.keys.prefix, finish_args, client.script_mode
-    )
+    args = finish_args(1, [job.id, "work", token, "finished-ish", "", "", ""])
+    stale = await script("finish")(client.redis, client.keys.prefix, args, client.script_mode)
     assert stale == []
     record = await client.job(job.id)
     assert record is not None

@@ -10,7 +10,7 @@ import redis
 from rota import Client
 from rota.protocol.job import reply_text
 from rota.protocol.scripts import script
-from tests.helpers import lease_tokens
+from tests.helpers import finish_args, lease_tokens
 
 
 async def test_complete_jobs_add_their_run_time_to_the_minute(
@@ -35,7 +35,8 @@ async def test_complete_jobs_add_their_run_time_to_the_minute(
         rows += [i, "resize", token, *outcome]
     for i, token in tokens_mail.items():
         rows += [i, "mail", token, "complete", "", 0, ""]
-    assert await script("finish")(client.redis, client.keys.prefix, rows, client.script_mode) == []
+    args = finish_args(rows[0], rows[1:])
+    assert await script("finish")(client.redis, client.keys.prefix, args, client.script_mode) == []
 
     minute = dt.datetime.fromtimestamp(now / 1000, dt.UTC).strftime("%Y%m%d%H%M")
     raw = redis_sync.hgetall(client.keys.stats_bucket(minute))

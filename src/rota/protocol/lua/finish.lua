@@ -2,10 +2,9 @@
 -- job's current token is stale (the job was reclaimed and handed out again, or aborted):
 -- it changes nothing and its id is returned.
 -- KEYS[1] namespace prefix
--- ARGV now_ms, then the attempts: one flat MessagePack array of id, name, token, outcome,
---      a, b, c per attempt (what pools send: one argument instead of seven per job)
---      optionally followed by the most complete jobs to keep (default 100000), or 7
---      arguments each
+-- ARGV now_ms, the attempts: one flat MessagePack array of id, name, token, outcome,
+--      a, b, c per attempt (one argument instead of seven per job), and optionally the
+--      most complete jobs to keep (default 100000)
 --   complete: a = result JSON ('' = none), b = keep_ms (0 = delete now), c = keep_ms of a
 --             job with no result that nobody waits for and that has no children and no
 --             group ('' = b)
@@ -147,26 +146,21 @@ local function finish_one(id, name, token, outcome, a, b, c)
   end
 end
 
-local complete_max = COMPLETE_MAX
-if #ARGV == 2 or #ARGV == 3 then
-  -- Flat: seven entries per attempt, no table per attempt to make and collect.
-  local rows = cmsgpack.unpack(ARGV[2])
-  if #rows % 7 ~= 0 then -- a sender's mistake: refuse it whole, the leases stay
-    return redis.error_reply('ERR finish: ' .. #rows .. ' entries, not seven per attempt')
-  end
-  for i = 1, #rows, 7 do
-    finish_one(rows[i], rows[i + 1], rows[i + 2], rows[i + 3], rows[i + 4], rows[i + 5],
-      rows[i + 6])
-  end
-  complete_max = tonumber(ARGV[3]) or COMPLETE_MAX
-else
-  local i = 2
-  while i + 6 <= #ARGV do
-    finish_one(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
-      ARGV[i + 6])
-    i = i + 7
-  end
+-- A sender's mistake is refused whole, before any write: the leases stay.
+if #ARGV < 2 or #ARGV > 3 then
+  return redis.error_reply('ERR finish: takes now, one MessagePack array of attempts and'
+    .. ' optionally complete_max, not ' .. #ARGV .. ' arguments')
 end
+-- Flat: seven entries per attempt, no table per attempt to make and collect.
+local rows = cmsgpack.unpack(ARGV[2])
+if type(rows) ~= 'table' or #rows % 7 ~= 0 then
+  return redis.error_reply('ERR finish: the attempts are not seven entries each')
+end
+for i = 1, #rows, 7 do
+  finish_one(rows[i], rows[i + 1], rows[i + 2], rows[i + 3], rows[i + 4], rows[i + 5],
+    rows[i + 6])
+end
+local complete_max = tonumber(ARGV[3]) or COMPLETE_MAX
 for name, ids in pairs(ended) do
   call_chunked('ZREM', key_running(name), ids)
 end

@@ -158,12 +158,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
                 f"{given[0]}: set, but sentinels is not: give the sentinels as"
                 " host:port,host:port (sentinels, ROTA_SENTINELS)"
             )
-        if (
-            self.sentinels
-            or self.sentinel_service
-            or self.sentinel_password_file
-            or (self.sentinel_password)
-        ):
+        if self.sentinels:
             url = sentinel_url(
                 self.redis_url,
                 self.sentinels,
@@ -226,13 +221,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         return text
 
     def __repr__(self) -> str:
-        shown = []
-        for key, value in msgspec.structs.asdict(self).items():
-            if key in SECRETS and value:
-                value = "***"
-            elif key == "redis_url":
-                value = redacted(value)
-            shown.append(f"{key}={value!r}")
+        shown = (f"{k}={_shown(k, v)!r}" for k, v in msgspec.structs.asdict(self).items())
         return f"Settings({', '.join(shown)})"
 
 
@@ -245,6 +234,13 @@ SECRETS: Final = (
     "web_readonly_token",
     "sentinel_password",
 )
+
+
+def _shown(name: str, value: Any) -> Any:
+    """A setting's value as printed: a secret masked, and the password in ``redis_url``."""
+    if name in SECRETS and value:
+        return "***"
+    return redacted(value) if name == "redis_url" else value
 
 
 _FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}
@@ -277,13 +273,7 @@ def describe(settings: Settings) -> dict[str, str]:
         value = getattr(settings, name)
         if value == field.default:
             continue
-        if name in SECRETS and value:
-            shown = "***"
-        elif name == "redis_url":
-            shown = redacted(value)
-        else:
-            shown = str(value)
-        out[name] = f"{shown} ({sources.get(name, 'code')})"
+        out[name] = f"{_shown(name, value)} ({sources.get(name, 'code')})"
     return out
 
 

@@ -23,6 +23,7 @@ from rota.protocol.job import (
     field_seconds,
     field_text,
     now_ms,
+    opt_int,
     reply_text,
     validate_name,
 )
@@ -102,9 +103,9 @@ class Operations(Scripted):
                     size,
                     age,
                     running,
-                    _int_or_none(limit),
+                    opt_int(limit),
                     bool(paused),
-                    _int_or_none(priority),
+                    opt_int(priority),
                     _rate_text(rate),
                 )
             )
@@ -202,10 +203,7 @@ class Operations(Scripted):
         z = self._set_key(which)
         pipe = self.redis.pipeline(transaction=False)
         pipe.zcard(z)
-        if which == "dead":
-            pipe.zrevrange(z, offset, offset + count - 1)
-        else:
-            pipe.zrange(z, offset, offset + count - 1)
+        pipe.zrange(z, offset, offset + count - 1, desc=which == "dead")  # dead: newest first
         total, ids = await pipe.execute()
         jobs = await self._records([reply_text(i) for i in ids])
         return Page(total, offset, jobs)
@@ -397,12 +395,7 @@ class Operations(Scripted):
 
 def _counts(raw: dict[Any, Any]) -> dict[str, int]:
     """A counters hash as text keys and ints; a field that is not an integer is skipped."""
-    out = {}
-    for k, v in raw.items():
-        n = _int_or_none(v)
-        if n is not None:
-            out[reply_text(k)] = n
-    return out
+    return {reply_text(k): n for k, v in raw.items() if (n := opt_int(v)) is not None}
 
 
 def _rate_text(stored: Any) -> str | None:
@@ -410,10 +403,3 @@ def _rate_text(stored: Any) -> str | None:
     fetch script reads as no limit)."""
     rate = Rate.from_stored(reply_text(stored)) if stored else None
     return None if rate is None else str(rate)
-
-
-def _int_or_none(value: bytes | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None

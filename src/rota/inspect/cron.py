@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rota.protocol.job import now_ms, reply_text
+from rota.protocol.job import field_seconds, now_ms, reply_text
 
 if TYPE_CHECKING:
     from rota.client import Client
@@ -20,13 +20,8 @@ __all__ = ["switch", "turned_off"]
 
 async def turned_off(client: Client) -> dict[str, float]:
     """The periodic jobs turned off: name -> since when (seconds; 0: unknown)."""
-    out = {}
-    for k, v in (await client.redis.hgetall(client.keys.cron_off)).items():
-        try:
-            out[reply_text(k)] = int(v) / 1000
-        except ValueError:
-            out[reply_text(k)] = 0
-    return out
+    raw = await client.redis.hgetall(client.keys.cron_off)
+    return {reply_text(k): field_seconds(v) or 0.0 for k, v in raw.items()}
 
 
 async def switch(client: Client, name: str, on: bool) -> None:

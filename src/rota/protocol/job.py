@@ -29,6 +29,7 @@ __all__ = [
     "field_text",
     "new_id",
     "now_ms",
+    "opt_int",
     "reply_text",
     "state_text",
     "validate_name",
@@ -127,7 +128,8 @@ def field_int(value: bytes | str | None) -> int:
         return 0
 
 
-def _opt_int(value: bytes | str | None) -> int | None:
+def opt_int(value: bytes | str | None) -> int | None:
+    """A number that may be absent: absent, empty or not a number reads as None."""
     try:
         return int(value) if value else None
     except ValueError:
@@ -153,7 +155,7 @@ def field_text(value: bytes | str | None) -> str | None:
 
 def field_seconds(ms: bytes | str | None) -> float | None:
     """A time stored in ms, in seconds; None when absent or not a number."""
-    value = _opt_int(ms)
+    value = opt_int(ms)
     return None if value is None else value / 1000
 
 
@@ -221,7 +223,7 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
             run_at=field_seconds(g(b"run_at")),
             started_at=field_seconds(g(b"started_at")),
             finished_at=field_seconds(g(b"finished_at")),
-            max_fails=_opt_int(g(b"max_fails")),
+            max_fails=opt_int(g(b"max_fails")),
             timeout=_opt_float(g(b"timeout")),
             unique_key=field_text(g(b"unique_key")),
             pool=field_text(g(b"pool")),

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar, Final, NamedTuple, Protocol, Self
 
-from rota.protocol.job import EXTRA_FIELDS, FETCH_FIELDS, Reason
+from rota.protocol.job import EXTRA_FIELDS, FETCH_FIELDS, Reason, opt_int
 
 __all__ = [
     "MAX_ERROR",
@@ -65,13 +65,6 @@ def _int(raw: bytes, default: int = 0) -> int:
         return int(raw)
     except ValueError:
         return default
-
-
-def _opt_int(raw: bytes) -> int | None:
-    try:
-        return int(raw) if raw else None
-    except ValueError:
-        return None
 
 
 def _timeout(raw: bytes) -> float | None:
@@ -141,7 +134,7 @@ class Fetched:
                     _int(lost),
                     args,
                     _int(enq),
-                    _opt_int(max_fails),
+                    opt_int(max_fails),
                     _timeout(timeout),
                     deps == b"1",
                     (parent.decode(errors="replace"), state.decode(errors="replace"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -96,19 +97,25 @@ async def queue(request: Request) -> Response:
     return render(request, "queue.html", context)
 
 
-async def pools(request: Request) -> Response:
-    data = _plain(await views.pools(client_of(request), state_of(request).settings))
-    return render(request, "pools.html", {"data": data, "api": "/api/pools", "refresh": REFRESH})
+def _view_page(
+    name: str, read: Callable[[Request], Awaitable[Any]]
+) -> Callable[[Request], Awaitable[Response]]:
+    """The page of one view: template ``<name>.html`` shows ``data``, which the browser
+    refreshes from ``/api/<name>``."""
+
+    async def page(request: Request) -> Response:
+        context = {"data": _plain(await read(request)), "api": f"/api/{name}", "refresh": REFRESH}
+        return render(request, f"{name}.html", context)
+
+    page.__name__ = f"{name}_page"
+    return page
 
 
-async def cron(request: Request) -> Response:
-    data = _plain(await views.cron(client_of(request), state_of(request).settings))
-    return render(request, "cron.html", {"data": data, "api": "/api/cron", "refresh": REFRESH})
-
-
-async def busy(request: Request) -> Response:
-    data = _plain(await views.busy(client_of(request)))
-    return render(request, "busy.html", {"data": data, "api": "/api/busy", "refresh": REFRESH})
+pools = _view_page("pools", lambda r: views.pools(client_of(r), state_of(r).settings))
+cron = _view_page("cron", lambda r: views.cron(client_of(r), state_of(r).settings))
+busy = _view_page("busy", lambda r: views.busy(client_of(r)))
+redis_page = _view_page("redis", lambda r: views.redis_info(client_of(r)))
+shards = _view_page("shards", lambda r: views.shards(client_of(r)))
 
 
 def _clamped(request: Request, name: str, default: int, hi: int) -> int:
@@ -237,16 +244,6 @@ async def group(request: Request) -> Response:
         "next_offset": offset + PER_PAGE if offset + PER_PAGE < listed else None,
     }
     return render(request, "group.html", context)
-
-
-async def redis_page(request: Request) -> Response:
-    data = _plain(await views.redis_info(client_of(request)))
-    return render(request, "redis.html", {"data": data, "api": "/api/redis", "refresh": REFRESH})
-
-
-async def shards(request: Request) -> Response:
-    data = _plain(await views.shards(client_of(request)))
-    return render(request, "shards.html", {"data": data, "api": "/api/shards", "refresh": REFRESH})
 
 
 # -- namespaces ----------------------------------------------------------------

@@ -309,17 +309,9 @@ async def group_detail(
     view = await inspect.group_view(client, group_id, offset, limit, state)
     if view is None:
         return None
+    page = ("then", "members", "failed_members", "state", "matching", "scanned")
     return b.mirror(
-        b.Group,
-        view.progress,
-        then=view.then,
-        offset=offset,
-        limit=limit,
-        members=view.members,
-        failed_members=view.failed_members,
-        state=view.state,
-        matching=view.matching,
-        scanned=view.scanned,
+        b.Group, view.progress, offset=offset, limit=limit, **{f: getattr(view, f) for f in page}
     )
 
 

@@ -275,3 +275,23 @@ def test_answers_carry_the_documented_fields_and_no_others(live: str) -> None:
         assert found, component
         for answer in found:
             assert set(answer) == _properties(document, component), component
+
+
+def test_every_integer_parameter_is_read_within_the_bounds_it_documents(live: str) -> None:
+    """The document and the endpoint take a parameter's bounds from one declaration: the
+    largest and smallest value documented are taken, one past either is a 400."""
+    tried = 0
+    for path, item in spec()["paths"].items():
+        op = item.get("get")
+        if op is None or "{" in path:
+            continue
+        for p in op.get("parameters", []):
+            s = p["schema"]
+            if s.get("type") != "integer":
+                continue
+            lo, hi = s["minimum"], s["maximum"]
+            for value, ok in ((lo, True), (hi, True), (lo - 1, False), (hi + 1, False)):
+                status = httpx.get(live + path, params={p["name"]: value}).status_code
+                assert (status != 400) == ok, (path, p["name"], value, status)
+            tried += 1
+    assert tried >= 8

@@ -27,7 +27,7 @@ from rota.protocol import codec
 from rota.spec import epoch_seconds
 from rota.web import bodies as b
 from rota.web import cron_switch, views
-from rota.web.base import ApiError, JSONResponse, client_of, found, int_param, known_queue, state_of
+from rota.web.base import ApiError, JSONResponse, client_of, found, known_queue, state_of
 from rota.web.request_bodies import (
     MAX_DELAY,
     MAX_FAILS,
@@ -39,18 +39,16 @@ from rota.web.request_bodies import (
     LimitRequest,
     RateRequest,
 )
-from rota.web.schemas import INT, STR, documented, json_answer, query
+from rota.web.schemas import STR, Number, documented, json_answer, query
 
 __all__ = ["routes"]
 
-_PAGING: Final = (
-    query("offset", {**INT, "minimum": 0}, "default 0"),
-    query("limit", {**INT, "minimum": 1, "maximum": 1000}, "default 100"),
-)
-_PAGE_25: Final = (
-    query("offset", {**INT, "minimum": 0}, "default 0"),
-    query("limit", {**INT, "minimum": 1, "maximum": 500}, "default 25"),
-)
+_OFFSET: Final = Number("offset", 0, 0, 10**9)
+_LIMIT: Final = Number("limit", 100, 1, 1000)
+_LIMIT_25: Final = Number("limit", 25, 1, 500)
+_MINUTES: Final = Number("minutes", MINUTES, 1, 120)
+_DAYS: Final = Number("days", 30, 1, 90)
+_AUDIT_OFFSET: Final = Number("offset", 0, 0, 10**6)
 
 
 async def _body(request: Request, kind: type[Any]) -> Any:
@@ -78,23 +76,18 @@ async def _body(request: Request, kind: type[Any]) -> Any:
     "dashboard",
     b.Dashboard,
     400,
-    parameters=(
-        query("minutes", {**INT, "minimum": 1, "maximum": 120}, "default 60"),
-        query("days", {**INT, "minimum": 1, "maximum": 90}, "default 30"),
-    ),
+    parameters=(_MINUTES, _DAYS),
 )
 async def dashboard(request: Request) -> Response:
     """Totals, sizes, and processed/failed per minute and per day."""
-    minutes = int_param(request, "minutes", 60, 1, 120)
-    days = int_param(request, "days", 30, 1, 90)
+    minutes, days = _MINUTES.read(request), _DAYS.read(request)
     return JSONResponse(await views.dashboard(client_of(request), minutes, days))
 
 
-@documented("queues", b.Queues, 400, parameters=_PAGING)
+@documented("queues", b.Queues, 400, parameters=(_OFFSET, _LIMIT))
 async def queues(request: Request) -> Response:
     """A page of the queues' figures, the busiest first."""
-    offset = int_param(request, "offset", 0, 0, 10**9)
-    limit = int_param(request, "limit", 100, 1, 1000)
+    offset, limit = _OFFSET.read(request), _LIMIT.read(request)
     return JSONResponse(await views.queues(client_of(request), offset, limit))
 
 
@@ -104,15 +97,15 @@ async def queues(request: Request) -> Response:
     400,
     404,
     parameters=(
-        *_PAGE_25,
+        _OFFSET,
+        _LIMIT_25,
         query("order", {**STR, "enum": ["oldest", "newest"]}, "default oldest"),
     ),
 )
 async def queue_jobs(request: Request) -> Response:
     """A page of the jobs waiting in a queue, the next to run first (or the newest)."""
     name = await known_queue(request)
-    offset = int_param(request, "offset", 0, 0, 10**9)
-    limit = int_param(request, "limit", 25, 1, 500)
+    offset, limit = _OFFSET.read(request), _LIMIT_25.read(request)
     order = request.query_params.get("order", "oldest")
     if order not in ("oldest", "newest"):
         raise ApiError(400, "order: oldest or newest")
@@ -125,13 +118,12 @@ async def queue_jobs(request: Request) -> Response:
     b.NameStats,
     400,
     404,
-    parameters=(query("minutes", {**INT, "minimum": 1, "maximum": 120}, "default 60"),),
+    parameters=(_MINUTES,),
 )
 async def queue_stats(request: Request) -> Response:
     """A job name per UTC minute: processed, failed, mean run time."""
     name = await known_queue(request)
-    minutes = int_param(request, "minutes", MINUTES, 1, 120)
-    return JSONResponse(await views.name_stats(client_of(request), name, minutes))
+    return JSONResponse(await views.name_stats(client_of(request), name, _MINUTES.read(request)))
 
 
 @documented("pools", b.Pools)
@@ -152,22 +144,24 @@ async def busy(request: Request) -> Response:
     return JSONResponse(await views.busy(client_of(request)))
 
 
+_SEARCH: Final = query("q", {**STR, "maxLength": 200}, "part of a job id or name")
+_FROM: Final = Number("from", 0, 0, 10**9, "where in the set a search begins")
+
+
 def job_set(which: views.JobSet) -> Any:
     async def read(request: Request) -> Response:
-        offset = int_param(request, "offset", 0, 0, 10**9)
-        limit = int_param(request, "limit", 25, 1, 500)
+        offset, limit = _OFFSET.read(request), _LIMIT_25.read(request)
         q = request.query_params.get("q", "")
         if len(q) > 200:
             raise ApiError(400, "q: at most 200 characters")
-        start = int_param(request, "from", 0, 0, 10**9)
+        start = _FROM.read(request)
         page = await views.job_page(client_of(request), which, offset, limit, q, start)
         return JSONResponse(page)
 
     read.__name__ = f"api_{which}"
     read.__doc__ = f"A page of the {which} jobs, searchable by id and name."
-    q = query("q", {**STR, "maxLength": 200}, "part of a job id or name")
-    start = query("from", {**INT, "minimum": 0}, "where in the set a search begins (default 0)")
-    return documented(f"list_{which}", b.JobPage, 400, parameters=(*_PAGE_25, q, start))(read)
+    paging = (_OFFSET, _LIMIT_25, _SEARCH, _FROM)
+    return documented(f"list_{which}", b.JobPage, 400, parameters=paging)(read)
 
 
 @documented("job", "Job", 404)
@@ -192,11 +186,10 @@ def stored_value(field: Literal["args", "result"]) -> Callable[[Request], Awaita
     return documented(field, None, 404)(read)
 
 
-@documented("audit", None, 400, parameters=_PAGING)
+@documented("audit", None, 400, parameters=(_AUDIT_OFFSET, _LIMIT))
 async def audit(request: Request) -> Response:
     """The changes made through the web UI and the API, newest first."""
-    offset = int_param(request, "offset", 0, 0, 10**6)
-    limit = int_param(request, "limit", 100, 1, 1000)
+    offset, limit = _AUDIT_OFFSET.read(request), _LIMIT.read(request)
     total, entries = await state_of(request).audit.recent(offset, limit)
     return JSONResponse({"total": total, "offset": offset, "entries": entries})
 
@@ -206,12 +199,11 @@ _MEMBERS = query(
 )
 
 
-@documented("group", b.Group, 400, 404, parameters=(*_PAGING, _MEMBERS))
+@documented("group", b.Group, 400, 404, parameters=(_OFFSET, _LIMIT, _MEMBERS))
 async def group(request: Request) -> Response:
     """A group's progress, its callback, and a page of its members (those in a state)."""
     group_id = request.path_params["group_id"]
-    offset = int_param(request, "offset", 0, 0, 10**9)
-    limit = int_param(request, "limit", 100, 1, 1000)
+    offset, limit = _OFFSET.read(request), _LIMIT.read(request)
     text = request.query_params.get("state", "all")
     state = member_state(text)
     if state is None and text != "all":

@@ -16,8 +16,10 @@ from collections.abc import Callable
 from typing import Any, Final, NamedTuple, TypeVar
 
 import msgspec
+from starlette.requests import Request
 
 from rota.protocol.job import JobRecord
+from rota.web.base import int_param
 from rota.web.bodies import BODIES, MIRRORS, REF, SUMMARY, JobDetail, JobTimes, ms_fields
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "INT",
     "STR",
     "Body",
+    "Number",
     "Operation",
     "Schema",
     "components",
@@ -60,11 +63,30 @@ class Operation(NamedTuple):
     answers: dict[str, Any] | None
 
 
+class Number(NamedTuple):
+    """An integer query parameter, declared once: the OpenAPI document says its bounds
+    and default (:func:`documented`), and the endpoint reads it by the same (:meth:`read`:
+    a 400 outside them), so the two cannot drift."""
+
+    name: str
+    default: int
+    lo: int
+    hi: int
+    about: str = ""
+
+    def read(self, request: Request) -> int:
+        return int_param(request, self.name, self.default, self.lo, self.hi)
+
+    def schema(self) -> Schema:
+        said = f"{self.about} (default {self.default})" if self.about else f"default {self.default}"
+        return query(self.name, {**INT, "minimum": self.lo, "maximum": self.hi}, said)
+
+
 def documented(
     op_id: str,
     answer: Body | None,
     *codes: int,
-    parameters: tuple[Schema, ...] = (),
+    parameters: tuple[Schema | Number, ...] = (),
     request: Body | None = None,
     answers: dict[str, Any] | None = None,
 ) -> Callable[[E], E]:
@@ -72,8 +94,10 @@ def documented(
     the routes and refuses an API route whose endpoint has none, so none goes
     undocumented."""
 
+    said = tuple(p.schema() if isinstance(p, Number) else p for p in parameters)
+
     def mark(endpoint: E) -> E:
-        endpoint.openapi = Operation(op_id, answer, codes, parameters, request, answers)  # type: ignore[attr-defined]
+        endpoint.openapi = Operation(op_id, answer, codes, said, request, answers)  # type: ignore[attr-defined]
         return endpoint
 
     return mark

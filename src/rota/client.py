@@ -10,7 +10,7 @@ import functools
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -36,7 +36,7 @@ from rota.redis.sentinel import follow_primary
 from rota.redis.topology import CLUSTER, wait_replicas
 from rota.shard_rules import gather
 from rota.sharding import Sharded
-from rota.spec import Enqueued, JobSpec, delay_seconds, to_row
+from rota.spec import Enqueued, JobSpec, delay_seconds, moment_seconds, to_row
 
 T = TypeVar("T")
 
@@ -259,10 +259,7 @@ class Client(Sharded):
     ) -> Enqueued:
         """Enqueue a job to run at ``when``: a datetime (a naive one is UTC, as everywhere
         in rota) or epoch seconds."""
-        if isinstance(when, datetime):
-            at = (when if when.tzinfo is not None else when.replace(tzinfo=UTC)).timestamp()
-        else:
-            at = float(when)
+        at = moment_seconds("when", when) if isinstance(when, datetime) else float(when)
         return await self._enqueue_scheduled(at, name, args, kwargs)
 
     async def _enqueue_scheduled(

@@ -9,6 +9,7 @@ could not be a key...).
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import msgspec
@@ -25,6 +26,7 @@ __all__ = [
     "delay_seconds",
     "epoch_seconds",
     "finite",
+    "moment_seconds",
     "to_row",
 ]
 
@@ -108,6 +110,20 @@ def epoch_seconds(option: str, value: float) -> float:
             f"{option}: a time from 1970 to 9999 in seconds since the epoch, got {value!r}{hint}"
         )
     return number
+
+
+def moment_seconds(option: str, when: datetime | str) -> float:
+    """A datetime, or its ISO-8601 text, as seconds since the epoch; a time without an
+    offset is UTC, in the client, the CLI and the HTTP API alike. Text that is no
+    ISO-8601 time is a ValueError naming ``option``."""
+    if isinstance(when, str):
+        try:
+            moment = datetime.fromisoformat(when)
+        except ValueError:
+            raise ValueError(f"{option}: {when[:60]!r} is not an ISO-8601 time") from None
+    else:
+        moment = when
+    return (moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)).timestamp()
 
 
 def delay_seconds(option: str, value: float, now: float) -> float:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -18,6 +17,7 @@ from rota.config import Settings
 from rota.errors import JobNotFound, PayloadTooLarge
 from rota.protocol import codec
 from rota.protocol.keys import validate_namespace
+from rota.spec import moment_seconds
 from rota.status import duration
 
 __all__ = ["enqueue", "status"]
@@ -60,12 +60,9 @@ def _run_at(delay: str | None, at: str | None) -> float | None:
     if not at:
         return None
     try:
-        moment = datetime.fromisoformat(at)
-    except ValueError:
-        raise ExitError(f"--at: {at!r} is not an ISO-8601 time") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+        return moment_seconds("--at", at)
+    except ValueError as exc:
+        raise ExitError(str(exc)) from None
 
 
 def _args(args_json: str | None, pairs: tuple[str, ...]) -> tuple[tuple[Any, ...], dict[str, Any]]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 import msgspec
@@ -24,7 +23,7 @@ from rota.errors import JobNotFound, PayloadTooLarge
 from rota.inspect.figures import MINUTES
 from rota.inspect.members import MEMBER_STATES, member_state
 from rota.protocol import codec
-from rota.spec import epoch_seconds
+from rota.spec import epoch_seconds, moment_seconds
 from rota.web import bodies as b
 from rota.web import cron_switch, views
 from rota.web.base import ApiError, JSONResponse, client_of, found, known_queue, state_of
@@ -325,12 +324,9 @@ def _run_at(body: EnqueueRequest) -> float | None:
         return time.time() + body.delay
     if isinstance(body.run_at, str):
         try:
-            moment = datetime.fromisoformat(body.run_at)
-        except ValueError:
-            raise ApiError(422, "run_at: not an ISO-8601 time") from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        return _epoch(moment.timestamp())
+            return _epoch(moment_seconds("run_at", body.run_at))
+        except ValueError as exc:
+            raise ApiError(422, str(exc)) from None
     if body.run_at is not None:
         return _epoch(body.run_at)
     return None

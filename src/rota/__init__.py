@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from rota.worker.context import JobContext
     from rota.worker.pool import Lifespan, WorkerPool
     from rota.worker.registry import Middleware
-    from rota.worker.runtime import PoolRuntime
 
 __version__ = "0.1.0"
 
@@ -63,8 +62,6 @@ __all__ = [  # noqa: RUF022 (grouped by use, as the comments say)
     "Lifespan",
     "Middleware",
     "WorkerPool",
-    # -- what ``WorkerPool.running`` yields: the state the pool's tasks share, for tests
-    "PoolRuntime",
     # -- what a handler raises to steer its job
     "Abort",
     "Retry",
@@ -91,7 +88,6 @@ _LAZY = {
     "Lifespan": "rota.worker.pool",
     "JobContext": "rota.worker.context",
     "Middleware": "rota.worker.registry",
-    "PoolRuntime": "rota.worker.runtime",
 }
 
 

@@ -10,6 +10,7 @@ others and exits 2 instead of restarting it forever.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import signal
 import subprocess
@@ -121,10 +122,13 @@ class _Supervisor:
                 await self.stopping.wait()
 
     def stop(self) -> None:
-        """Stop restarting, and ask every running process to drain."""
+        """Stop restarting, and ask every running process to drain. A child that has
+        exited but whose end its slot has not handled yet (two children refusing their
+        settings at once) has nothing to signal."""
         self.stopping.set()
         for proc in list(self.children.values()):
-            proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
 
     async def forward_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

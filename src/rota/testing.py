@@ -24,8 +24,11 @@ from typing import Any
 from rota.client import Client
 from rota.embedded import embedded_redis
 from rota.worker.pool import WorkerPool
+from rota.worker.runtime import PoolRuntime
 
-__all__ = ["pool_client", "run_job"]
+#: ``PoolRuntime`` is what ``WorkerPool.running`` yields: the state the pool's tasks
+#: share (its client, settings, handoff), for tests that look inside a running pool.
+__all__ = ["PoolRuntime", "pool_client", "run_job"]
 
 
 def _no_wait(failures: int) -> float:

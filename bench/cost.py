@@ -59,7 +59,7 @@ def _roots() -> dict[Any, str]:
     call is charged to the nearest of them on its stack. Waiting (for room, for a job,
     for an outcome to send) is "wait": how often a task wakes up to find nothing to do
     follows the host's timing, and so does that count."""
-    from rota.redis import outage
+    from rota.redis import watch
     from rota.worker import acker, fetcher, handoff, run, runner
 
     return {
@@ -71,7 +71,7 @@ def _roots() -> dict[Any, str]:
         run.PoolRun._worker.__code__: "attempt",
         fetcher.Fetcher._lease.__code__: "fetch",
         acker.Acker._send_first.__code__: "finish",
-        outage.Watch.keep_trying.__code__: "retry",  # the wrapper of both
+        watch.Watch.keep_trying.__code__: "retry",  # the wrapper of both
     }
 
 

@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "rota.redis.connection": 1,
     "rota.config": 1,
     "rota.redis.outage": 1,
+    "rota.redis.watch": 1,
     "rota.redis.access": 1,
     "rota.redis.topology": 1,
     "rota.redis.sentinel": 1,

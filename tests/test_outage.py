@@ -18,7 +18,8 @@ import redis.exceptions
 from structlog.testing import capture_logs
 
 from rota import Client, JobContext, JobSpec, RedisRefused, WorkerPool
-from rota.redis.outage import Condition, Watch, condition
+from rota.redis.outage import Condition, condition
+from rota.redis.watch import Watch
 from tests.helpers import fill_up, pool_settings, wait_until
 from tests.redis_server import RedisServer, free_port
 

@@ -9,26 +9,20 @@ takes it again; so does a server that cannot be reached. None of these is a reas
 pool to die: each task of a pool waits with a capped, growing delay and tries again.
 Any other error is a bug (in rota, or a script a user wrote) and is raised as it is.
 
-:func:`condition` names the condition behind an error. A :class:`Watch` is one pool's
-view of it: every task reports its failures and successes to it, and it logs one line
-when a condition starts (with what it means for the pool, and the memory figures for
-``OOM``) and one when Redis takes every command again, instead of one line per task.
+:func:`condition` names the condition behind an error, and :func:`guarded` turns
+redis-py's errors into rota's at the client's boundary. How one pool waits them out is
+:class:`rota.redis.watch.Watch`.
 """
 
 from __future__ import annotations
 
 import enum
 import functools
-import math
 import re
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, ParamSpec, TypeVar
 
-import anyio
 import redis.exceptions as errors
-import structlog
-from redis.asyncio import Redis
 
 from rota.errors import RedisRefused, RedisUnavailable, RotaError, redis_cause
 from rota.redis.connection import tls_refused
@@ -36,23 +30,18 @@ from rota.redis.redispy import REDIS_ERRORS
 
 __all__ = [
     "MEANING",
-    "PROBE_INTERVAL",
     "REDIS_ERRORS",
     "UNREACHABLE_ERRORS",
     "Condition",
-    "Watch",
     "backoff",
     "condition",
     "error_reply",
     "guarded",
-    "memory_figures",
     "out_of_memory",
     "refused",
     "reply",
     "rota_error",
 ]
-
-log = structlog.get_logger("rota.redis")
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -211,17 +200,11 @@ def guarded(call: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
     return guard
 
 
-#: How often a pool's probe (its heartbeat) tries Redis again during a condition: the
-#: pool is back at work within this long of Redis answering, and the heartbeat extends
-#: the pool's leases before they can expire (see :class:`Watch`).
-PROBE_INTERVAL: Final = 0.05
-
-
 def backoff(failures: int, cond: Condition = Condition.UNREACHABLE) -> float:
     """Seconds before try ``failures + 1``: 0.1 s, doubling, at most 5 s while Redis is
     away and 1 s while it answers with a refusal (a cheap reply; the pool should notice
     within a second that the condition ended). A pool's probe tries every
-    :data:`PROBE_INTERVAL` instead (see :meth:`Watch.keep_trying`)."""
+    :data:`~rota.redis.watch.PROBE_INTERVAL` instead (see ``Watch.keep_trying``)."""
     cap = 5.0 if cond is Condition.UNREACHABLE else 1.0
     return float(min(cap, 0.05 * 2 ** min(max(failures, 1), 10)))
 
@@ -232,212 +215,9 @@ def error_reply(exc: BaseException) -> bool:
     return isinstance(exc, errors.ResponseError) and condition(exc) is None
 
 
-class Watch:
-    """One pool's view of whether Redis takes its commands.
-
-    Tasks run each step through :meth:`keep_trying`, which calls :meth:`failed` with an
-    error (it re-raises anything that is not a condition, and returns how long to wait)
-    and :meth:`ok` after a success. The pool
-    logs one line when a condition starts, one when it changes, and one when no task
-    is failing any more; ``current`` is what the pool waits out now (None: nothing).
-    """
-
-    def __init__(self, pool: str = "", redis: Redis | None = None, *, where: str = "") -> None:
-        self.pool = pool
-        self.where = where  # the Redis URL, without its password, for the operator
-        self.current: Condition | None = None
-        self._failing: dict[str, int] = {}
-        self._told: set[Condition] = set()  # the conditions logged since it started
-        self._since = 0.0
-        self._redis = redis
-        # Set (and replaced) when a failing task gets through: the others stop waiting.
-        self._answered = anyio.Event()
-        #: When a task last failed for a condition (monotonic): see :meth:`calm_for`.
-        self.last_failure = -math.inf
-        self._errors_told: set[tuple[str, str]] = set()
-
-    def calm_for(self) -> float:
-        """Seconds since any task of the pool last failed for a condition (inf when
-        none ever did). The reaper waits a heartbeat interval of calm before it
-        reclaims leases after an outage: every pool's heartbeat extends its leases
-        first, so an outage shorter than the lease runs no job twice."""
-        if self.current is not None:
-            return 0.0
-        return time.monotonic() - self.last_failure
-
-    async def failed(self, task: str, exc: BaseException, *, replies: bool = True) -> float:
-        """Note that ``task`` failed with ``exc``; the delay before it tries again.
-        ``replies=False`` raises error replies instead of waiting them out (a pool's
-        start: a role missing a permission stops it at once, naming the setting)."""
-        cond = condition(exc)
-        if cond is None:
-            if not (replies and error_reply(exc)):
-                raise exc
-            return self._error_reply(task, exc)
-        self.last_failure = time.monotonic()
-        n = self._failing.get(task, 0) + 1
-        self._failing[task] = n
-        if cond is not self.current and self._worth_a_line(cond):
-            details: dict[str, Any] = {}
-            if cond is Condition.OUT_OF_MEMORY and self._redis is not None:
-                with anyio.move_on_after(1):
-                    try:
-                        details = await memory_figures(self._redis)
-                        details.pop("full")
-                    except Exception:  # the figures are a courtesy: never fail for them
-                        details = {}
-            self._begin(cond, task, str(exc) or repr(exc), details)
-        return backoff(n, cond)
-
-    async def check_memory(self) -> None:
-        """Read Redis's memory figures and note whether it is over its limit: a pool
-        whose own commands all run there (they free memory) still says so."""
-        if self._redis is None:
-            return
-        try:
-            details = await memory_figures(self._redis)
-        except errors.ResponseError:  # INFO refused (ACL): the pool learns it from refusals
-            self._redis = None
-            return
-        if details.pop("full"):
-            self._failing.setdefault("memory", 1)
-            if self.current is not Condition.OUT_OF_MEMORY:
-                self._begin(Condition.OUT_OF_MEMORY, "memory", "used_memory > maxmemory", details)
-        elif "memory" in self._failing:
-            self.ok("memory")
-
-    def _error_reply(self, task: str, exc: BaseException) -> float:
-        """An error reply is no reason for a pool to die (a role missing a permission,
-        a script a user changed): it is logged once per task and kind, and the task
-        tries again every few seconds."""
-        text = str(exc)
-        told = (task, text.split(" ", 1)[0])
-        if told not in self._errors_told:
-            self._errors_told.add(told)
-            log.error(
-                "Redis answered an error: the pool carries on and tries again",
-                pool=self.pool,
-                task=task,
-                error=text,
-            )
-        return 5.0
-
-    def _worth_a_line(self, cond: Condition) -> bool:
-        """A condition is told once until Redis takes every command again; a dropped
-        connection while Redis refuses is part of that refusal, not news."""
-        if cond in self._told:
-            return False
-        return not (cond is Condition.UNREACHABLE and self.current is not None)
-
-    def _begin(self, cond: Condition, task: str, error: str, details: dict[str, Any]) -> None:
-        if self.current is None:
-            self._since = time.monotonic()
-        self.current = cond
-        self._told.add(cond)
-        if cond is Condition.UNREACHABLE and self.where:  # what to check, by setting name
-            details = {**details, "redis_url": self.where, "check": _CHECK}
-        log.warning(
-            _sentence(cond, details),
-            condition=cond.value,
-            pool=self.pool,
-            task=task,
-            error=error,
-            **details,
-        )
-
-    def wake(self) -> None:
-        """The tasks waiting to try again try now (the sentinels named a new primary)."""
-        self._answered.set()
-        self._answered = anyio.Event()
-
-    def ok(self, task: str) -> None:
-        """Note that ``task`` got through; the last one to do so ends the condition."""
-        if not self._failing or self._failing.pop(task, None) is None:
-            return
-        self.wake()  # the tasks still waiting try again now
-        if self._failing:
-            return
-        if self.current is not None:
-            log.info(
-                "Redis takes every command again: the pool carries on",
-                condition=self.current.value,
-                pool=self.pool,
-                lasted=round(time.monotonic() - self._since, 3),
-            )
-            self.current = None
-            self._told.clear()
-
-    async def keep_trying(
-        self,
-        task: str,
-        step: Callable[[], Awaitable[T]],
-        *,
-        tell: bool = True,
-        probe: bool = False,
-        replies: bool = True,
-    ) -> T:
-        """Run ``step`` until it gets through, waiting out conditions and error replies
-        (any other error is raised): every task's one way of riding out a Redis that is
-        not there. A task waits until its delay ends or another task gets through,
-        whichever comes first; a ``probe`` (the heartbeat) tries every
-        :data:`PROBE_INTERVAL`. ``tell=False`` waits them out without reporting to the
-        watch (a blocking read says that Redis is back only when it returns: the other
-        tasks tell sooner)."""
-        failures = 0
-        while True:
-            try:
-                result = await step()
-            except Exception as exc:
-                if tell:
-                    delay = await self.failed(task, exc, replies=replies)
-                else:
-                    cond = condition(exc)
-                    if cond is None:
-                        raise
-                    failures += 1
-                    delay = backoff(failures, cond)
-                if probe and condition(exc) is not None:
-                    delay = PROBE_INTERVAL
-                answered = self._answered
-                with anyio.move_on_after(delay):
-                    await answered.wait()
-            else:
-                if tell:
-                    self.ok(task)
-                return result
-
-
-async def memory_figures(redis: Redis) -> dict[str, Any]:
-    """Redis's memory limit, use and policy, as ``INFO memory`` says them, and whether it
-    refuses writes for memory (``full``). INFO runs when Redis is out of memory."""
-    info = await redis.info("memory")
-    return {
-        "maxmemory": info.get("maxmemory_human"),
-        "used_memory": info.get("used_memory_human"),
-        "maxmemory_policy": info.get("maxmemory_policy"),
-        "full": out_of_memory(info),
-    }
-
-
 def out_of_memory(info: dict[str, Any]) -> bool:
     """Whether Redis refuses writes for memory, by its ``INFO memory``: over the limit
     with nothing it may evict. (With an eviction policy it evicts instead, which a queue
     must not allow: see docs/operations.md.)"""
     limit, used = int(info.get("maxmemory", 0)), int(info.get("used_memory", 0))
     return 0 < limit <= used and info.get("maxmemory_policy") == "noeviction"
-
-
-_CHECK: Final = (
-    "that Redis runs at redis_url; for rediss://, redis_tls_ca, redis_tls_cert and redis_tls_key"
-)
-
-
-def _sentence(cond: Condition, details: dict[str, Any]) -> str:
-    what = MEANING[cond]
-    if cond is Condition.OUT_OF_MEMORY and details.get("maxmemory"):
-        what += f" (maxmemory {details['maxmemory']}, used {details.get('used_memory', '?')})"
-    if cond in (Condition.OUT_OF_MEMORY, Condition.MISCONF):
-        return what + "; enqueues fail, pools keep running and drain what they can"
-    if cond is Condition.UNREACHABLE:
-        return what + "; pools wait for it and carry on when it is back"
-    return what + "; pools wait and carry on when it ends"

@@ -28,8 +28,8 @@ from rota.protocol.rows import Fetched
 from rota.protocol.scripts import ScriptMode, load_all
 from rota.protocol.snapshot import Schedule
 from rota.redis.connection import redacted
-from rota.redis.outage import Watch
 from rota.redis.redispy import Redis
+from rota.redis.watch import Watch
 from rota.shard_rules import check_shards, split_limit, split_rate
 from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler

@@ -41,6 +41,7 @@ LAYERS: dict[str, int] = {
     "rota.redis.sentinel": 1,
     "rota.acl": 0,
     "rota.client": 2,
+    "rota.enqueue": 2,
     "rota.spec": 2,
     "rota.operations": 2,
     "rota.reads": 2,

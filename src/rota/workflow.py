@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final
 import msgspec
 from msgspec import Meta
 
+from rota.enqueue import Enqueueing
 from rota.errors import JobNotFound
 from rota.protocol.job import (
     NAME_RE,
@@ -37,11 +38,8 @@ from rota.protocol.job import (
 )
 from rota.protocol.shards import new_id_in, shard_of
 from rota.redis.redispy import wrong_type
-from rota.scripted import Scripted
 
 if TYPE_CHECKING:
-    from rota.protocol.rows import EnqueueRow
-    from rota.redis.conn import Conn
     from rota.spec import Enqueued, JobSpec
 
 __all__ = [
@@ -174,24 +172,10 @@ def _decode(text: bytes | str) -> Any:
         return reply_text(text)  # written by hand, not JSON: handed over as text
 
 
-class Workflows(Scripted):
+class Workflows(Enqueueing):
     """Chains, groups and what a dependent job reads; a base of :class:`rota.Client`,
-    which provides what is declared here."""
-
-    conn: Conn
-    shard_count: int
-
-    if TYPE_CHECKING:  # the client's
-
-        async def enqueue_many(
-            self, specs: Sequence[JobSpec], *, durable: bool | int | None = None
-        ) -> list[Enqueued]: ...
-
-        def _enqueue_args(
-            self, spec: JobSpec, group: str = "", waits_group: str = "", group_size: int = 0
-        ) -> EnqueueRow: ...
-
-        async def _enqueue_rows(self, rows: list[EnqueueRow]) -> list[Enqueued]: ...
+    which provides what is declared here. Its jobs go through the client's enqueue
+    (:class:`~rota.enqueue.Enqueueing`)."""
 
     async def chain(self, specs: Sequence[JobSpec]) -> list[Enqueued]:
         """Enqueue ``specs`` so that each runs after the one before completes (and after its

@@ -1,5 +1,6 @@
 """What an operator looks at, read in as few round trips as the data allows: a job and
-the jobs it is tied to, a group, a whole flow, the jobs waiting in a queue, the server.
+the jobs it is tied to, a group, a whole flow, the jobs waiting in a queue (:mod:`.queues`),
+the server (:mod:`.servers`).
 
 The web UI and the CLI both show these, from the read models here (times in seconds, as
 everywhere in rota's API), and only turn them into bodies, pages or lines: a new read
@@ -11,13 +12,13 @@ nothing here imports either, or the worker.
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 import msgspec
 from msgspec import Meta
 
 from rota.inspect.members import MEMBER_STATES, MemberState, members_in_state
+from rota.inspect.queues import QueuedJob, QueueView, queue_view, served_names
 from rota.inspect.servers import (
     RedisFigures,
     ServerInfo,
@@ -30,14 +31,10 @@ from rota.inspect.servers import (
 from rota.protocol.job import (
     JobRecord,
     field_int,
-    field_seconds,
-    field_text,
     reply_text,
-    state_text,
 )
 from rota.protocol.shards import shard_of
 from rota.redis.outage import guarded
-from rota.shard_rules import gather
 from rota.workflow import (
     MISSING,
     RELATED_FIELDS,
@@ -84,13 +81,6 @@ FLOW_LIMIT: Final = 200
 CHILDREN_LIMIT: Final = 500
 #: States a job stays in: a view showing only these has nothing to refresh.
 FINAL_STATES: Final = frozenset({"complete", "dead", "aborted", MISSING})
-#: The most characters of a queued job's args a queue's view holds, and the longest args
-#: read for that (longer ones are a read of the job away: a page of big jobs stays cheap).
-ARGS_PREVIEW: Final = 200
-ARGS_READ: Final = 4096
-#: How deep into a queue over several shards a page is merged exactly (see
-#: :func:`queue_view`): the reads of a page grow with its depth up to here.
-EXACT_DEPTH: Final = 1000
 
 
 class JobView(msgspec.Struct, kw_only=True):
@@ -145,35 +135,6 @@ class FlowView(msgspec.Struct, kw_only=True):
     edges: list[Edge]
     limit: Annotated[int, Meta(description="the most jobs a flow holds")]
     truncated: Annotated[bool, Meta(description="some jobs of the flow were left out")]
-
-
-class QueuedJob(msgspec.Struct, kw_only=True):
-    """A job waiting in a queue: ``args`` is their start, None when too long to read."""
-
-    id: str
-    name: str | None
-    state: Annotated[str, Meta(description="'missing' when its record is gone")]
-    enqueued_at: float | None
-    args: Annotated[str | None, Meta(description="their start; null when too long to read")]
-    args_bytes: Annotated[int, Meta(description="the length of the args as stored")]
-
-
-class QueueView(msgspec.Struct, kw_only=True):
-    """A page of the jobs waiting in one queue."""
-
-    name: str
-    order: Literal["oldest", "newest"]
-    total: Annotated[int, Meta(description="jobs in the queue")]
-    offset: int
-    limit: int
-    paused: bool
-    served: Annotated[bool, Meta(description="a live pool serves this name")]
-    jobs: list[QueuedJob]
-
-
-async def served_names(client: Client) -> set[str]:
-    """The job names some live pool serves (its jobs wait for one while none does)."""
-    return {name for pool in await client.pools() for name in pool.jobs}
 
 
 async def unserved(client: Client, jobs: list[Related]) -> list[str]:
@@ -310,102 +271,3 @@ async def _failed_members(client: Client, group_id: str) -> list[Related]:
         if len(chunk) < 500 or len(out) >= _FAILED_SHOWN:
             break
     return out[:_FAILED_SHOWN]
-
-
-@guarded
-async def queue_view(
-    client: Client, name: str, offset: int = 0, limit: int = 25, newest: bool = False
-) -> QueueView:
-    """A page of the jobs waiting in ``name``'s queue, the next to run first (or the
-    newest first). A queue's list has its newest job at the head, so a page is one
-    ``LRANGE`` counted from the end it starts at (cheap deep into a long queue), then
-    the page's records: their fields and the length of their args, then the args that
-    are short enough to show (three round trips whatever the queue's length).
-
-    Over several shards, the shards' jobs merged by the time they were enqueued: each
-    shard's first ``offset + limit`` from that end while that is at most
-    :data:`EXACT_DEPTH` (the page is exact, but for jobs enqueued in the same ms);
-    deeper, each shard's ``limit`` from ``offset / K`` on, as the jobs spread evenly
-    over the shards (the page is where the offset points, give or take a few jobs, for
-    the reads of ``K`` pages)."""
-    served = name in await served_names(client)
-    if len(client.parts) == 1:
-        return await _shard_queue(client, name, offset, limit, newest, served)
-    k = len(client.parts)
-    exact = offset + limit <= EXACT_DEPTH
-    start, count = (0, offset + limit) if exact else (offset // k, limit)
-    each = await gather(
-        [
-            functools.partial(_shard_queue, part, name, start, count, newest, served)
-            for part in client.parts
-        ]
-    )
-    # One order over the shards, the same from either end: by enqueue time, then shard,
-    # then place in the shard's queue (counted from its oldest).
-    ranked = [
-        ((job.enqueued_at or 0.0, i, view.total - 1 - n if newest else n), job)
-        for i, view in enumerate(each)
-        for n, job in enumerate(view.jobs, start=start)
-    ]
-    ordered = [job for _, job in sorted(ranked, key=lambda r: r[0], reverse=newest)]
-    return QueueView(
-        name=name,
-        order="newest" if newest else "oldest",
-        total=sum(v.total for v in each),
-        offset=offset,
-        limit=limit,
-        paused=any(v.paused for v in each),
-        served=served,
-        jobs=ordered[offset : offset + limit] if exact else ordered[:limit],
-    )
-
-
-async def _shard_queue(
-    client: Client, name: str, offset: int, limit: int, newest: bool, served: bool
-) -> QueueView:
-    """:func:`queue_view` of one shard."""
-    k = client.keys
-    pipe = client.redis.pipeline(transaction=False)
-    pipe.llen(k.queue(name))
-    if newest:
-        pipe.lrange(k.queue(name), offset, offset + limit - 1)
-    else:
-        pipe.lrange(k.queue(name), -offset - limit, -offset - 1)
-    pipe.sismember(k.paused, name)
-    total, raw, paused = await pipe.execute()
-    ids = [reply_text(i) for i in (raw if newest else reversed(raw))]
-    pipe = client.redis.pipeline(transaction=False)
-    for i in ids:
-        pipe.hmget(k.job(i), "name", "state", "enqueued_at")
-        pipe.hstrlen(k.job(i), "args")
-    rows = await pipe.execute() if ids else []
-    fields, sizes = rows[0::2], [int(n) for n in rows[1::2]]
-    shown = [i for i, size in zip(ids, sizes, strict=True) if 0 < size <= ARGS_READ]
-    pipe = client.redis.pipeline(transaction=False)
-    for i in shown:
-        pipe.hget(k.job(i), "args")
-    args = dict(zip(shown, await pipe.execute() if shown else [], strict=True))
-    jobs = []
-    for i, (job_name, state, enqueued), size in zip(ids, fields, sizes, strict=True):
-        text = field_text(args.get(i))
-        gone = job_name is None and state is None
-        jobs.append(
-            QueuedJob(
-                id=i,
-                name=field_text(job_name),
-                state=MISSING if gone else state_text(state, job_name),
-                enqueued_at=field_seconds(enqueued) or None,
-                args=None if text is None else text[:ARGS_PREVIEW],
-                args_bytes=size,
-            )
-        )
-    return QueueView(
-        name=name,
-        order="newest" if newest else "oldest",
-        total=int(total),
-        offset=offset,
-        limit=limit,
-        paused=bool(paused),
-        served=served,
-        jobs=jobs,
-    )

@@ -9,8 +9,10 @@ from collections.abc import Iterator
 import pytest
 import redis.exceptions
 
-from rota import Client, RedisRefused, RedisUnavailable, inspect
+from rota import Client, JobContext, RedisRefused, RedisUnavailable, State, WorkerPool, inspect
+from rota.errors import redis_cause
 from rota.redis.outage import Condition
+from tests.helpers import pool_settings, wait_until
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(30)
@@ -77,3 +79,31 @@ async def test_a_read_the_server_refuses_is_not_read_as_no_job(server: RedisServ
             await reader.job(job.id)
         with pytest.raises(RedisRefused, match="NOPERM"):
             await reader.stored(job.id, "args")
+
+
+async def test_a_handler_meets_rotas_error_for_a_write_redis_refuses(server: RedisServer) -> None:
+    """A job's own write that Redis refuses for good (here its log's key holds another
+    type) reaches the handler as rota.RedisRefused, as a client's call would."""
+    pool = WorkerPool(settings=pool_settings(server.url, "t", keep_result=60))
+    seen: list[str] = []
+
+    @pool.job
+    async def logs(ctx: JobContext) -> None:
+        try:
+            await ctx.job_log("a line")
+        except RedisRefused as exc:
+            seen.append(f"rota {exc.condition!r} {redis_cause(exc).__class__.__name__}")
+        except redis.exceptions.ResponseError:
+            seen.append("redis-py")
+
+    async with Client.from_url(server.url, "t", ride_through=0) as client:
+        await client.redis.set(client.keys.joblog("j1"), "not a list")
+        await client.enqueue("logs", job_id="j1")
+        async with pool.running(client=client):
+            await wait_until(lambda: _done(client, "j1"))
+    assert seen == ["rota '' ResponseError"]
+
+
+async def _done(client: Client, job_id: str) -> bool:
+    record = await client.job(job_id)
+    return record is not None and record.state == State.COMPLETE

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from rota.client import Client, Enqueued
-from rota.redis.outage import MEANING, condition
+from rota.redis.outage import MEANING, condition, rota_error
 
 if TYPE_CHECKING:
     from rota.worker.runtime import PoolRuntime
@@ -129,13 +129,17 @@ class JobContext:
     async def _unless_refused(self, what: str, write: Awaitable[Any]) -> None:
         """A write the job does not depend on: when Redis says "not now" (full, a
         replica, away) it is skipped instead of failing the job. The heartbeat extends
-        the lease anyway; the pool's own tasks tell the operator about the condition."""
+        the lease anyway; the pool's own tasks tell the operator about the condition.
+        Any other refusal reaches the handler as rota's error, not redis-py's."""
         try:
             await write
         except Exception as exc:
             cond = condition(exc)
             if cond is None:
-                raise
+                mine = rota_error(exc)
+                if mine is exc:
+                    raise
+                raise mine from exc
             self.logger.debug("job write skipped", write=what, why=MEANING[cond])
 
     async def enqueue(self, name: str, /, *args: Any, **kwargs: Any) -> Enqueued:

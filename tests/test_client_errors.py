@@ -107,3 +107,20 @@ async def test_a_handler_meets_rotas_error_for_a_write_redis_refuses(server: Red
 async def _done(client: Client, job_id: str) -> bool:
     record = await client.job(job_id)
     return record is not None and record.state == State.COMPLETE
+
+
+async def test_a_pool_that_redis_refuses_to_start_raises_rotas_error(server: RedisServer) -> None:
+    """A wrong password stops a pool's start at once with rota.RedisRefused, redis-py's
+    error its cause: a program embedding a pool catches rota's errors only."""
+    server.client().config_set("requirepass", "right")
+    url = f"redis://:wrong@127.0.0.1:{server.port}/0"
+    pool = WorkerPool(settings=pool_settings(url, "t"))
+
+    @pool.job
+    async def nothing(ctx: JobContext) -> None:
+        return None
+
+    with pytest.raises(RedisRefused, match="invalid username-password") as raised:
+        async with pool.running():
+            pytest.fail("the pool started")
+    assert isinstance(raised.value.__cause__, redis.exceptions.AuthenticationError)

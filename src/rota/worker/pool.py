@@ -21,6 +21,7 @@ from rota.client import Client
 from rota.config import Settings, load_settings
 from rota.logging import JobLine
 from rota.protocol.job import validate_name
+from rota.redis.outage import rota_error
 from rota.redis.redispy import one_quick_retry
 from rota.worker.cron import Cron
 from rota.worker.registry import Backoff, Handler, Middleware, Periodic, default_backoff
@@ -174,7 +175,10 @@ class WorkerPool:
         client: Client | None = None,
         force: anyio.Event | None = None,
     ) -> AsyncIterator[PoolRuntime]:
-        """Run the pool while the block runs; leaving it drains the pool (see ``stop``)."""
+        """Run the pool while the block runs; leaving it drains the pool (see ``stop``).
+        A Redis that refuses the pool's start for good (a wrong password, a missing
+        permission) raises rota's error (:class:`~rota.RedisRefused`), redis-py's its
+        ``__cause__``; one that is away or says "not now" is waited for."""
         if not self.handlers:
             raise RuntimeError("the pool has no handlers: register some with @pool.job")
         settings = self.settings
@@ -184,6 +188,7 @@ class WorkerPool:
                 settings = settings.replace(redis_url=redis_url)
             # The heartbeat must get through within milliseconds of Redis answering again.
             client = Client.from_settings(settings, retry=one_quick_retry())
+        started = False
         try:
             async with contextlib.AsyncExitStack() as stack:
                 state: Mapping[str, Any] = {}
@@ -195,7 +200,13 @@ class WorkerPool:
                 run = PoolRun(rt, self.periodic_jobs)
                 self.runtime = rt
                 async with run.running():
+                    started = True
                     yield rt
+        except Exception as exc:
+            mine = exc if started else rota_error(exc)  # the block's own errors as they are
+            if mine is exc:
+                raise
+            raise mine from exc
         finally:
             self.runtime = None
             if own_client:
@@ -241,9 +252,11 @@ class WorkerPool:
                     log.info("stopped before Redis could be used: no job was taken")
                 tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:
-            # A failure to start (a wrong password, say) comes out as itself.
+            # A failure to start (a wrong password, say) comes out as itself, with its
+            # own cause (redis-py's error behind rota's), not the group's.
             if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
+                failure = group.exceptions[0]
+                raise failure from failure.__cause__
             raise
 
 

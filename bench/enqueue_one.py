@@ -71,7 +71,8 @@ async def _measure(url: str, path: str, n: int) -> list[tuple[str, float, int, i
     for mode, run in MODES:
         async with rota.Client.from_url(url, "bench") as client:
             if path == "redis-py":
-                client._link, client.conn = None, RedisPyConn(client.redis)  # through redis-py
+                client.conn = RedisPyConn(client.redis)  # through redis-py's pool
+                client.hot = client.scope.on(client.conn)
             await client.redis.flushall()
             await _one(client, WARM_UP)
             started = time.perf_counter()

@@ -4,7 +4,8 @@ redis-py error kept as the cause (see ``rota.redis.outage.guarded``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator, Mapping
+from typing import Any
 
 import pytest
 import redis.exceptions
@@ -124,3 +125,22 @@ async def test_a_pool_that_redis_refuses_to_start_raises_rotas_error(server: Red
         async with pool.running():
             pytest.fail("the pool started")
     assert isinstance(raised.value.__cause__, redis.exceptions.AuthenticationError)
+
+
+async def test_a_lifespan_that_fails_reaches_the_caller_as_it_is(server: RedisServer) -> None:
+    """Only the pool's own start becomes rota's error: a lifespan that cannot open its
+    file (an OSError, as a lost connection is) raises what it raised."""
+    pool = WorkerPool(settings=pool_settings(server.url, "t"))
+
+    @pool.job
+    async def nothing(ctx: JobContext) -> None:
+        return None
+
+    @pool.lifespan
+    async def resources() -> AsyncGenerator[Mapping[str, Any], None]:
+        open("/nonexistent/model.bin", "rb").close()  # noqa: ASYNC230 - it fails at once
+        yield {}
+
+    with pytest.raises(FileNotFoundError):
+        async with pool.running():
+            pytest.fail("the pool started")

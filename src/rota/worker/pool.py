@@ -188,7 +188,7 @@ class WorkerPool:
                 settings = settings.replace(redis_url=redis_url)
             # The heartbeat must get through within milliseconds of Redis answering again.
             client = Client.from_settings(settings, retry=one_quick_retry())
-        started = False
+        starting = False  # while the pool's own start runs: its errors become rota's
         try:
             async with contextlib.AsyncExitStack() as stack:
                 state: Mapping[str, Any] = {}
@@ -199,11 +199,13 @@ class WorkerPool:
                 rt = self._runtime(settings, client, state, force or anyio.Event())
                 run = PoolRun(rt, self.periodic_jobs)
                 self.runtime = rt
+                starting = True
                 async with run.running():
-                    started = True
+                    starting = False
                     yield rt
         except Exception as exc:
-            mine = exc if started else rota_error(exc)  # the block's own errors as they are
+            # The lifespan's errors and the block's own reach the caller as they are.
+            mine = rota_error(exc) if starting else exc
             if mine is exc:
                 raise
             raise mine from exc

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
+
 import anyio
 
 import rota
@@ -19,3 +22,14 @@ async def nap(ctx: rota.JobContext, seconds: float = 0.0) -> str:
 @pool.job(max_fails=1)
 async def fail(ctx: rota.JobContext, why: str = "broken") -> None:
     raise RuntimeError(why)
+
+
+#: A pool whose lifespan fails before it starts, as a program's own setup can.
+broken = rota.WorkerPool(concurrency=1)
+broken.job(nap)
+
+
+@broken.lifespan
+async def _model() -> AsyncGenerator[Mapping[str, Any], None]:
+    with open("/nonexistent/rota-model.bin", "rb"):  # noqa: ASYNC230 - it fails at once
+        yield {}

@@ -90,3 +90,12 @@ def test_commands_on_a_read_only_replica(server: RedisServer, sync: redis.Redis)
     assert (listed.returncode, "dead1" in listed.stdout) == (0, True)
     assert run_rota("job", "show", job_id, *conn).returncode == 0
     assert run_rota("status", *conn).returncode == 0
+
+
+def test_a_pool_whose_own_setup_fails_is_not_blamed_on_redis(server: RedisServer) -> None:
+    """An OSError of the program's lifespan is its own: it is shown as it is, not as a
+    Redis that cannot be reached (a wrong diagnosis sends the operator to Redis)."""
+    done = run_rota("worker", "tests.cli_app:broken", env=rota_env(ROTA_REDIS_URL=server.url))
+    assert done.returncode == 1, done.stderr
+    assert "FileNotFoundError" in done.stderr and "rota-model.bin" in done.stderr
+    assert MEANING[Condition.UNREACHABLE] not in done.stderr

@@ -18,6 +18,7 @@ from rota.errors import ConfigError, RedisRefused, RedisUnavailable, redis_cause
 from rota.redis.access import explain
 from rota.redis.connection import redacted
 from rota.redis.outage import MEANING, Condition, rota_error
+from rota.redis.redispy import RedisError
 from rota.shard_rules import recorded_shards
 
 __all__ = [
@@ -181,7 +182,8 @@ def redis_trouble(exc: BaseException, settings: Settings) -> ExitError | None:
     error."""
     if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         return redis_trouble(exc.exceptions[0], settings)
-    exc = rota_error(exc)  # a pool's tasks (rota worker, demo) raise redis-py's
+    if isinstance(exc, RedisError):  # a pool's tasks (rota worker, demo) raise redis-py's
+        exc = rota_error(exc)
     if not isinstance(exc, RedisUnavailable | RedisRefused):
         return None
     if isinstance(exc, RedisRefused) and exc.condition:  # its message says what, and why

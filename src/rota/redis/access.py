@@ -22,7 +22,7 @@ import redis.exceptions as errors
 from redis.asyncio import Redis
 
 from rota.config import Settings
-from rota.errors import redis_cause
+from rota.errors import RedisRefused, RedisUnavailable, redis_cause
 from rota.redis.connection import connect, redacted, tls_refused
 from rota.redis.outage import UNREACHABLE_ERRORS
 
@@ -70,6 +70,8 @@ def explain(exc: BaseException, settings: Settings) -> str | None:
     do; None for any other error."""
     if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         return explain(exc.exceptions[0], settings)
+    if not isinstance(exc, RedisRefused | RedisUnavailable | errors.RedisError):
+        return None  # not Redis's answer: an OSError of the program's own setup, say
     exc = redis_cause(exc)
     url = redacted(settings.redis_url)
     user = _user(settings)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from rota.config import Settings
@@ -187,9 +186,7 @@ class Client(Sharded):
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     @property

@@ -40,7 +40,6 @@ import socket
 import ssl
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from types import TracebackType
 from typing import Any, Final, Self
 
 import redis.exceptions as errors
@@ -213,9 +212,7 @@ class Link:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     async def _ready(self) -> Wire:

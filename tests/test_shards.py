@@ -136,6 +136,27 @@ async def test_related_jobs_are_read_in_their_shards_at_once(
     assert sent <= 22 + 2 * (K + 1) + 1, sent
 
 
+async def test_many_ties_away_from_the_shard_their_id_names_are_all_found(
+    sharded: Client,
+) -> None:
+    """Several ids a producer chose, each routed by its unique key to another shard than
+    its id names, read together with ids that exist nowhere: every one is found where it
+    lives (the other shards asked once for all of them), the others read as missing."""
+    chosen = []
+    for n in range(12):
+        job_id, unique = f"chosen-{n}", f"key-{n}"
+        if shard_of(job_id, K) != shard_of(unique, K):
+            await sharded.enqueue("c", job_id=job_id, unique=unique)
+            chosen.append(job_id)
+    assert len(chosen) >= 4
+    ids = [*chosen, "nobody-1", *reversed(chosen), "nobody-2"]
+    ties = await sharded.related(ids)
+    assert [(t.id, t.state) for t in ties] == [
+        (i, "missing" if i.startswith("nobody") else "queued") for i in ids
+    ]
+    assert all(t.name == "c" for t in ties if t.state == "queued")
+
+
 async def test_a_pool_runs_every_job_of_every_shard_once(
     sharded: Client, redis_url: str, namespace: str
 ) -> None:

@@ -69,18 +69,27 @@ class Sharded(Reads, Operations, Workflows):
         home = self.parts[shard_of(job_id, self.shard_count)]
         if len(self.parts) == 1 or await home.redis.exists(home.keys.job(job_id)):
             return home
-        return await self._elsewhere(job_id) or home
+        return (await self._holders([job_id])).get(job_id, home)
 
-    async def _elsewhere(self, job_id: str) -> Sharded | None:
-        """The part whose shard holds ``job_id`` when the shard its id names does not
-        (an id a producer chose, routed by its unique key or group): the other shards
-        asked at once; None when none has it."""
-        home = self.parts[shard_of(job_id, self.shard_count)]
-        others = [p for p in self.parts if p is not home]
-        found = await gather(
-            [functools.partial(p.redis.exists, p.keys.job(job_id)) for p in others]
-        )
-        return next((p for p, n in zip(others, found, strict=True) if n), None)
+    async def _holders(self, ids: Sequence[str]) -> dict[str, Sharded]:
+        """The part whose shard holds each of ``ids`` that the shard its id names does
+        not (an id a producer chose, routed by its unique key or group): every other
+        shard asked at once, one pipeline each whatever the number of ids; an id none
+        holds is left out."""
+        k = self.shard_count
+
+        async def ask(part: Sharded) -> list[tuple[str, Sharded]]:
+            asked = [i for i in ids if self.parts[shard_of(i, k)] is not part]
+            if not asked:
+                return []
+            async with part.redis.pipeline(transaction=False) as pipe:
+                for job_id in asked:
+                    pipe.exists(part.keys.job(job_id))
+                found = await pipe.execute()
+            return [(i, part) for i, n in zip(asked, found, strict=True) if n]
+
+        each = await gather([functools.partial(ask, part) for part in self.parts])
+        return {i: part for held in each for i, part in held}
 
     async def part_holding(self, job_id: str) -> Self:
         """The part (a client of one shard) whose shard holds ``job_id`` (see
@@ -96,7 +105,7 @@ class Sharded(Reads, Operations, Workflows):
         # The shard the id names first (one read); the others only for an id a producer
         # chose that is not there (routed by its unique key or group).
         record = await _base(self.parts[shard_of(job_id, self.shard_count)]).job(job_id)
-        if record is None and (part := await self._elsewhere(job_id)) is not None:
+        if record is None and (part := (await self._holders([job_id])).get(job_id)):
             return await _base(part).job(job_id)
         return record
 
@@ -149,9 +158,20 @@ class Sharded(Reads, Operations, Workflows):
         out: dict[int, Related] = {}
         for s, rows in zip(shards, found, strict=True):
             out.update(zip(named[s], rows, strict=True))
-        for at, row in out.items():
-            if row.state == "missing" and (part := await self._elsewhere(ids[at])) is not None:
-                out[at] = (await _base(part).related([ids[at]]))[0]
+        missing = [at for at, row in out.items() if row.state == "missing"]
+        holders = await self._holders([ids[at] for at in missing]) if missing else {}
+        moved: dict[int, list[int]] = {}  # part -> the places of the ids it holds
+        for at in missing:
+            if (part := holders.get(ids[at])) is not None:
+                moved.setdefault(self.parts.index(part), []).append(at)
+        again = await gather(
+            [
+                functools.partial(_base(self.parts[s]).related, [ids[at] for at in places])
+                for s, places in moved.items()
+            ]
+        )
+        for places, rows in zip(moved.values(), again, strict=True):
+            out.update(zip(places, rows, strict=True))
         return [out[at] for at in range(len(ids))]
 
     async def group_progress(self, group_id: str) -> Any:

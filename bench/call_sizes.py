@@ -69,7 +69,7 @@ async def _promote(r: Redis, url: str, jobs: int, size: int) -> list[int]:
         await r.slowlog_reset()
         while True:
             now = int(time.time() * 1000)
-            moved, _ = await script("promote")(
+            moved, *_ = await script("promote")(
                 client.redis, client.keys.prefix, [now, size], client.script_mode
             )
             if int(moved) < size:

@@ -24,6 +24,7 @@ from rota.protocol.job import (
     field_text,
     now_ms,
     opt_int,
+    reply_int,
     reply_text,
     validate_name,
 )
@@ -165,7 +166,7 @@ class Operations(Scripted):
         for name in names:
             pipe.zrange(k.running(name), 0, -1, withscores=True)
         leases = [
-            (reply_text(i), name, int(score) / 1000)
+            (reply_text(i), name, float(score) / 1000)
             for name, rows in zip(names, await pipe.execute() if names else [], strict=True)
             for i, score in rows
         ]
@@ -277,15 +278,16 @@ class Operations(Scripted):
             except msgspec.DecodeError:
                 snap = None
             if snap is not None:
-                stale = now - int(beat) > snap.heartbeat_interval * 2000
-                out.append(LivePool.read(snap, int(beat), stale))
+                beat = reply_int(beat)  # any score: inf, 1e300 written by others
+                stale = now - beat > snap.heartbeat_interval * 2000
+                out.append(LivePool.read(snap, beat, stale))
         out.sort(key=lambda p: p.started_at)
         return out
 
     async def stats(self) -> dict[str, int]:
         """Counters since the namespace began: processed, failed, dead, ... and per name."""
         raw = await self.redis.hgetall(self.keys.stats)
-        return {reply_text(k): int(v) for k, v in raw.items()}
+        return {reply_text(k): reply_int(v) for k, v in raw.items()}
 
     async def history(
         self, minutes: int = 60, days: int = 30, *, at: float | None = None

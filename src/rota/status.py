@@ -10,6 +10,7 @@ by what writes that JSON.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 import msgspec
@@ -171,6 +172,8 @@ class LivePool(PoolIdentity, frozen=True, kw_only=True):
 def duration(seconds: float) -> str:
     """A span of time for people, as the web UI and the CLI show it: 4.2s, 3m12s,
     2h05m, 3d04h (-4.2s for a negative one)."""
+    if not math.isfinite(seconds):  # a stored time that names none
+        return "?"
     negative, seconds = seconds < 0, abs(seconds)
     s = int(seconds)
     if s < 60:

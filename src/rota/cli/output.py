@@ -3,7 +3,6 @@ JSON on request."""
 
 from __future__ import annotations
 
-import datetime
 import sys
 import time
 from collections.abc import Sequence
@@ -14,6 +13,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from rota.protocol.job import malformed_time, utc_time
 from rota.status import duration
 
 __all__ = ["age", "echo_json", "local_time", "print_table", "relative", "when"]
@@ -41,14 +41,14 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]
 def age(at: float | None) -> str:
     """How long ago a time (seconds since the epoch) was, for people: 4s, 3m12s, 2h05m,
     3d04h."""
-    if not at:
+    if not at or utc_time(at) is None:  # no time to count from: when() says malformed
         return ""
     return duration(max(0, int(time.time() - at)))
 
 
 def relative(at: float | None) -> str:
     """A time against now, for people: "3m12s ago", or "in 5m00s" for one to come."""
-    if not at:
+    if not at or utc_time(at) is None:
         return ""
     delta = at - time.time()
     if delta > 0.5:
@@ -70,7 +70,13 @@ def when(at: float | None) -> str:
     (``2026-11-25 10:30:00+01:00 CET``)."""
     if not at:
         return ""
+    moment = utc_time(at)
+    if moment is None:
+        return malformed_time(at * 1000)
     if local_time():
-        moment = datetime.datetime.fromtimestamp(at).astimezone()
+        try:
+            moment = moment.astimezone()
+        except (OverflowError, ValueError):  # the first or last hours datetime holds
+            return malformed_time(at * 1000)
         return f"{moment.isoformat(' ', 'seconds')} {moment.tzname()}"
-    return datetime.datetime.fromtimestamp(at, datetime.UTC).isoformat(" ", "seconds")
+    return moment.isoformat(" ", "seconds")

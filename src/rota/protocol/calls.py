@@ -15,7 +15,7 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
-from rota.protocol.job import now_ms, reply_text
+from rota.protocol.job import now_ms, reply_int, reply_text
 from rota.protocol.rows import (
     Aborted,
     Complete,
@@ -35,6 +35,7 @@ __all__ = [
     "FetchReply",
     "HeartbeatReply",
     "Lessee",
+    "PromoteReply",
     "ReapReply",
     "Scope",
     "abort",
@@ -200,7 +201,7 @@ async def fetch(
     fields = (
         Fetched.parse(reply[0]),
         [b.decode("utf-8", "replace") for b in buried] if buried else [],
-        int(reply[2]) if len(reply) > 2 else 0,
+        reply_int(reply[2]) if len(reply) > 2 else 0,
         [b.decode() for b in reply[3]] if len(reply) > 3 else None,
     )
     return tuple.__new__(FetchReply, fields)  # as NamedTuple._make does: no Python call
@@ -295,16 +296,23 @@ async def reap(scope: Scope, max_lost: int, pool_expiry_ms: int, limit: int) -> 
     return ReapReply(*([i.decode() for i in ids] for ids in reply))
 
 
-async def promote(scope: Scope, now: int, limit: int) -> tuple[int, int]:
-    """Move due scheduled and retrying jobs to their queues, ``limit`` per set: how many
-    moved, and the next due time (ms; -1: none)."""
-    moved, next_due = await scope.call("promote", [now, limit])
-    return int(moved), int(next_due)
+class PromoteReply(NamedTuple):
+    moved: int  # jobs moved to their queues
+    next_due: int  # the next due time (ms; -1: none)
+    buried: list[str]  # ids made dead: their due time was past the year 9999
+
+
+async def promote(scope: Scope, now: int, limit: int) -> PromoteReply:
+    """Move due scheduled and retrying jobs to their queues, ``limit`` per set, and make
+    dead those due past :data:`~rota.protocol.job.MAX_MS` (see ``lua/promote.lua``)."""
+    moved, next_due, *buried = await scope.call("promote", [now, limit])
+    ids = [reply_text(i) for i in buried[0]] if buried else []
+    return PromoteReply(reply_int(moved), reply_int(next_due, -1), ids)
 
 
 async def trim_dead(scope: Scope, now: int, max_age_ms: int, max_count: int, limit: int) -> int:
     """Forget dead jobs older than ``max_age_ms`` and the oldest beyond ``max_count``."""
-    return int(await scope.call("trim_dead", [now, max_age_ms, max_count, limit]))
+    return reply_int(await scope.call("trim_dead", [now, max_age_ms, max_count, limit]))
 
 
 async def register(

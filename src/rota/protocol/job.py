@@ -5,11 +5,13 @@ These strings are part of protocol v4: services in other languages read and writ
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import string
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
@@ -19,6 +21,7 @@ from msgspec import Meta
 __all__ = [
     "EXTRA_FIELDS",
     "FETCH_FIELDS",
+    "MAX_MS",
     "NAME_RE",
     "JobRecord",
     "JobSet",
@@ -27,11 +30,15 @@ __all__ = [
     "field_int",
     "field_seconds",
     "field_text",
+    "malformed_time",
+    "ms_time",
     "new_id",
     "now_ms",
     "opt_int",
+    "reply_int",
     "reply_text",
     "state_text",
+    "utc_time",
     "validate_name",
 ]
 
@@ -119,21 +126,71 @@ EXTRA_FIELDS: Final = ("max_fails", "timeout", "deps", "traceparent", "tracestat
 # The readers of a hash's fields (bytes as redis-py returns them, or text), lenient as
 # every reader of records is: a field that is not a number reads as absent (0 or None).
 
+#: The latest time a record may name: 9999-12-31T23:59:59Z in ms (``rota.spec.MAX_EPOCH``;
+#: ``MAX_MS`` of ``lua/_base.lua``). A due time past it is no time rota waits for.
+MAX_MS: Final = 253_402_300_799_000
+
+
+def _whole(value: Any) -> int | None:
+    if isinstance(value, int):
+        return value
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        pass
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(number) if math.isfinite(number) else None
+
+
+def reply_int(value: Any, default: int = 0) -> int:
+    """An integer of a script's reply or a record's field, however it is written:
+    ``b"42"``, ``b"1.7e+15"`` (Lua prints a number of 15 digits and more so, and other
+    writers may too), ``42.0``; ``default`` for text, NaN, infinity or none."""
+    number = _whole(value)
+    return default if number is None else number
+
 
 def field_int(value: bytes | str | None) -> int:
     """A count: absent or not a number reads as 0."""
-    try:
-        return int(value) if value is not None else 0
-    except ValueError:
-        return 0
+    return reply_int(value)
 
 
 def opt_int(value: bytes | str | None) -> int | None:
     """A number that may be absent: absent, empty or not a number reads as None."""
-    try:
-        return int(value) if value else None
-    except ValueError:
+    return _whole(value) if value else None
+
+
+def utc_time(seconds: float | None) -> datetime | None:
+    """A stored time (seconds since the epoch) as an aware UTC datetime: the one
+    conversion every reader makes, since a record may hold anything. None for none, and
+    for a time no datetime holds (before year 1, past 9999, not finite)."""
+    if seconds is None:
         return None
+    try:
+        return datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def ms_time(ms: float | None) -> datetime | None:
+    """:func:`utc_time` of a time in ms, as records and scores hold them."""
+    try:
+        return utc_time(None if ms is None else ms / 1000)
+    except OverflowError:  # an int too large for a float
+        return None
+
+
+def malformed_time(ms: float) -> str:
+    """How a reader shows a stored time (in ms, as records hold them) that
+    :func:`utc_time` finds no moment for."""
+    try:
+        text = f"{float(ms):.6g}"
+    except OverflowError:
+        text = "past 1e308"
+    return f"malformed: {text} ms"
 
 
 def _opt_float(value: bytes | None) -> float | None:

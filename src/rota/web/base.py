@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -16,7 +15,7 @@ from starlette.responses import HTMLResponse, Response
 from rota import __version__
 from rota.client import Client
 from rota.config import Settings
-from rota.protocol.job import validate_name
+from rota.protocol.job import malformed_time, ms_time, validate_name
 from rota.status import duration
 from rota.web.audit import AuditLog
 from rota.web.security import Auth
@@ -151,30 +150,24 @@ def with_notice(target: str, done: str, n: int | None = None) -> str:
 def _when(ms: int | None) -> str:
     if not ms:
         return ""
-    try:
-        return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
+    moment = ms_time(ms)
+    return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else malformed_time(ms)
 
 
 def _iso(ms: int | None) -> str:
-    if not ms:
-        return ""
-    try:
-        return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="seconds")
-    except (OverflowError, OSError, ValueError):
-        return ""
+    moment = ms_time(ms) if ms else None
+    return moment.isoformat(timespec="seconds") if moment else ""
 
 
 def _ago(ms: int | None) -> str:
-    if not ms:
+    if not ms or ms_time(ms) is None:  # _when says it is malformed
         return ""
     return duration(time.time() - ms / 1000)
 
 
 def _relative(ms: int | None) -> str:
     """ "3s ago" for a time past, "in 14h40m" for one to come (a next run)."""
-    if not ms:
+    if not ms or ms_time(ms) is None:
         return ""
     seconds = time.time() - ms / 1000
     return f"{duration(seconds)} ago" if seconds >= 0 else f"in {duration(-seconds)}"

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Final, TypeVar
 import msgspec
 from msgspec import Meta
 
+from rota.protocol.job import MAX_MS
+
 __all__ = ["MS", "REF", "Ms", "mirror", "ms", "ms_fields"]
 
 #: Where the OpenAPI document keeps the schema of a body type.
@@ -26,8 +28,13 @@ Ms = Annotated[int, MS]
 
 
 def ms(seconds: float) -> int:
-    """A time as the JSON API and the pages carry it: ms since the epoch."""
-    return round(seconds * 1000)
+    """A time as the JSON API and the pages carry it: ms since the epoch, within
+    ±:data:`~rota.protocol.job.MAX_MS` (a record may hold 1e300 or infinity, which JSON's
+    integers cannot carry; the pages show a time past the year 9999 as malformed); NaN
+    as 0."""
+    if seconds != seconds:
+        return 0
+    return round(max(-MAX_MS, min(MAX_MS + 1000, seconds * 1000)))
 
 
 def _is_ms(hint: Any) -> bool:

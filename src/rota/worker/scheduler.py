@@ -125,7 +125,9 @@ class Scheduler:
         time (0: more are due now)."""
         rt = self.rt
         now = now_ms()
-        moved, due = await calls.promote(rt.client.scope, now, _LIMIT)
+        moved, due, buried = await calls.promote(rt.client.scope, now, _LIMIT)
+        for job_id in buried:
+            log.warning("job due past the year 9999 made dead", job_id=job_id)
         if now >= self._next_trim:
             self._next_trim = now + _TRIM_EVERY_MS
             s = rt.settings

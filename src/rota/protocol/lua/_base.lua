@@ -38,6 +38,47 @@ end
 -- many a command: str() prints each number once.
 local str = memo(function(x) return string.format('%.17g', x) end)
 
+-- The latest time a record may name, 9999-12-31T23:59:59Z in ms (protocol.job.MAX_MS).
+-- A score past it (+inf, 1e300, a time in µs, written by others) names no time rota can
+-- wait for: the scripts that read scores as times take it as due now, or bury its job.
+local MAX_MS = 253402300799000
+local PAST_MAX = '(253402300799000'
+
+-- A time (ms) as a reply's text: whole and within 0..MAX_MS, NaN as 0. Lua's tostring
+-- prints a number of 15 digits and more in exponent form ('2.53402300799e+14'), which no
+-- reader takes for an integer.
+local function ms_text(x)
+  if x ~= x or x < 0 then
+    x = 0
+  end
+  return string.format('%.0f', math.min(x, MAX_MS))
+end
+
+-- The members of the sorted set k scored up to `upto` or past MAX_MS, `limit` at most:
+-- the entries that are due, for a reader of scores as times (see MAX_MS).
+local function due_members(k, upto, limit)
+  local ids = redis.call('ZRANGEBYSCORE', k, '-inf', upto, 'LIMIT', 0, limit)
+  if #ids < limit then
+    local far = redis.call('ZRANGEBYSCORE', k, PAST_MAX, '+inf', 'LIMIT', 0, limit - #ids)
+    for i = 1, #far do
+      ids[#ids + 1] = far[i]
+    end
+  end
+  return ids
+end
+
+-- HINCRBY that outlives a field others wrote as no integer (text, 1e300, 1.5) or a key of
+-- another type: the field starts again at `by` (left as it is on a key that is no hash).
+-- The new value.
+local function incr(k, f, by)
+  local ok, n = pcall(redis.call, 'HINCRBY', k, f, by)
+  if ok then
+    return n
+  end
+  pcall(redis.call, 'HSET', k, f, by)
+  return tonumber(by)
+end
+
 -- What a fetch reads of a job, by position: a job hash is read whole (HGETALL returns
 -- only the fields it holds, one pass over a small hash, where an HMGET of these 13 looks
 -- each up and returns every absent one: most are absent), then placed by this table.

@@ -63,12 +63,12 @@ local function flush_counts(now)
   local new_day, new_minute = false, false
   for f, n in pairs(counts) do
     local by = str(n)
-    redis.call('HINCRBY', K_STATS, f, by)
-    new_day = redis.call('HINCRBY', dk, f, by) == n or new_day
-    new_minute = redis.call('HINCRBY', mk, f, by) == n or new_minute
+    incr(K_STATS, f, by)
+    new_day = incr(dk, f, by) == n or new_day
+    new_minute = incr(mk, f, by) == n or new_minute
   end
   for f, n in pairs(minute_counts) do
-    new_minute = redis.call('HINCRBY', mk, f, str(n)) == n or new_minute
+    new_minute = incr(mk, f, str(n)) == n or new_minute
   end
   if new_day then
     redis.call('EXPIRE', dk, '7776000')

@@ -119,7 +119,7 @@ end
 -- member completed the group.
 group_ended = function(gid, member, ok, result, now)
   local gk = key_group(gid)
-  local n = redis.call('HINCRBY', gk, ok and 'done' or 'failed', 1)
+  local n = incr(gk, ok and 'done' or 'failed', 1)
   if ok then
     redis.call('HSET', key_group_results(gid), member, result ~= '' and result or 'null')
   end
@@ -163,7 +163,7 @@ local function complete_dependents(id, result, children, group, now, keep)
       -- Kept by a child that failed for another parent too: a retry that re-arms it
       -- finds this parent done.
       redis.call('HSET', kk, 'r:' .. id, result ~= '' and result or 'null')
-      if state == 'waiting' and redis.call('HINCRBY', kk, 'pending', -1) <= 0 then
+      if state == 'waiting' and incr(kk, 'pending', -1) <= 0 then
         release(kid, now)
       end
     end
@@ -269,7 +269,7 @@ local function rearm_dependents(id, now)
     if g then
       local gk = key_group(g)
       if (tonumber(redis.call('HGET', gk, 'failed')) or 0) > 0 then
-        redis.call('HINCRBY', gk, 'failed', -1)
+        incr(gk, 'failed', -1)
       end
       local cb = redis.call('HGET', gk, 'then')
       if cb then
@@ -345,7 +345,7 @@ local function dependencies(id, deps, fields, now)
     -- `total` members ended, so a send cut short leaves it waiting for the rest (the
     -- same call again writes them) and never calls back with fewer results.
     redis.call('HSETNX', gk, 'total', deps.group_size)
-    redis.call('HINCRBY', gk, 'sent', 1)
+    incr(gk, 'sent', 1)
     redis.call('HSETNX', gk, 'created_at', str(now))
     redis.call('RPUSH', key_group_members(g), id)
   end

@@ -86,7 +86,8 @@ local function rate_slots(name)
   local interval = p / c
   local lag = math.max(interval, 100)
   local tat = tonumber(redis.call('HGET', K_RATE_TAT, name)) or 0
-  if not (tat >= now - lag) then
+  -- (a start moves it at most one interval past now: one further, 1e300 or NaN, is garbage)
+  if not (tat >= now - lag and tat <= now + lag) then
     tat = now - lag
   end
   rates[name] = {interval, tat}
@@ -341,7 +342,7 @@ for name in pairs(cut) do
   wake(name)
 end
 flush_counts(now)
-local due_text = string.format('%d', math.ceil(due))
+local due_text = ms_text(math.ceil(due))
 if tell then
   local names = {}
   for name, yes in pairs(ready) do

@@ -11,7 +11,7 @@ local pool_expiry, limit = tonumber(ARGV[3]), tonumber(ARGV[4])
 local reclaimed, buried, forgotten = {}, {}, {}
 for _, name in ipairs(redis.call('SMEMBERS', K_LEASED)) do
   local rk = key_running(name)
-  local ok, ids = pcall(redis.call, 'ZRANGEBYSCORE', rk, '-inf', now, 'LIMIT', 0, limit)
+  local ok, ids = pcall(due_members, rk, now, limit)
   if ok then
     local woken = false
     for _, id in ipairs(ids) do
@@ -42,7 +42,8 @@ for _, name in ipairs(redis.call('SMEMBERS', K_LEASED)) do
           count('aborted', name, 1)
           local d = redis.call('HMGET', jk, 'children', 'group')
           end_dependents(id, 'aborted', d[1], d[2], now)
-          redis.call('PEXPIRE', jk, tonumber(f[4]) or 3600000)
+          local keep = tonumber(f[4])
+          redis.call('PEXPIRE', jk, str(keep and keep >= 1 and keep <= MAX_MS and math.floor(keep) or 3600000))
         elseif lost >= max_lost then
           buried[#buried + 1] = bury(id, name, 'lost',
             'lease expired ' .. lost .. ' times: the process running it died or was cut off',
@@ -73,7 +74,7 @@ for _, name in ipairs(redis.call('SMEMBERS', K_LEASED)) do
     wake(name)
   end
 end
-local pools = redis.call('ZRANGEBYSCORE', K_POOLS, '-inf', now - pool_expiry, 'LIMIT', 0, limit)
+local pools = due_members(K_POOLS, now - pool_expiry, limit)
 for _, pool in ipairs(pools) do
   redis.call('ZREM', K_POOLS, pool)
   redis.call('DEL', key_pool(pool))

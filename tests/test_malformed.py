@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from functools import partial
 
+import anyio
 import msgspec
 import pytest
 import redis
 from redis.typing import EncodableT, FieldT
 
 from rota import Client, JobContext, WorkerPool
-from rota.protocol.job import Reason
+from rota.cli import main
+from rota.protocol import calls
+from rota.protocol.job import Reason, now_ms
 from rota.protocol.rows import Dead
 from tests.helpers import finish_args, pool_settings, wait_until
 
@@ -179,3 +182,54 @@ async def test_a_finish_with_an_unknown_outcome_makes_the_job_dead(client: Clien
     assert record.error == "finish: unknown outcome finished-ish"
     assert await client.redis.zscore(client.keys.dead, job.id) is not None
     assert await client.redis.zcard(client.keys.running("work")) == 0
+
+
+@pytest.mark.parametrize("due", [1.7e15, 1e300, float("inf")], ids=["ms-as-s", "1e300", "inf"])
+async def test_a_retry_due_past_9999_stops_neither_a_pool_nor_the_cli(
+    due: float,
+    client: Client,
+    redis_url: str,
+    namespace: str,
+    redis_sync: redis.Redis,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``Retry(delay=time.time() * 1000)`` as an older build wrote it: the pool's promote
+    died on the reply ``1.7e+15``, and the CLI on ``year 58934 is out of range``."""
+    p = "{" + namespace + "}:"
+    fields: Fields = {"name": "ping", "args": "{}", "state": "retry", "run_at": repr(due)}
+    redis_sync.hset(p + "job:far", mapping=fields)
+    redis_sync.zadd(p + "retry", {"far": due})
+    conn = ("--redis-url", redis_url, "--namespace", namespace)
+    assert await anyio.to_thread.run_sync(main, ["retry", "list", *conn]) == 0
+    assert "far\tping" in capsys.readouterr().out
+    assert await anyio.to_thread.run_sync(main, ["job", "show", "far", *conn]) == 0
+    shown = capsys.readouterr().out
+    assert "state  retry" in shown
+    assert due == float("inf") or "run_at  malformed: " in shown
+
+    ran: list[str] = []
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace))
+
+    @pool.job
+    async def ping(ctx: JobContext) -> None:
+        ran.append(ctx.id)
+
+    async with pool.running():
+        job = await client.enqueue("ping")
+        await wait_until(lambda: ran == [job.id])
+        await wait_until(lambda: _state_is(client, "far", "dead"))
+    record = await client.job("far")
+    assert record is not None and record.reason == "bad_payload"
+    assert "is past the year 9999" in (record.error or "")
+    assert await anyio.to_thread.run_sync(main, ["dead", "list", *conn]) == 0
+
+
+@pytest.mark.one_shard("calls one shard's script")
+async def test_promote_answers_a_due_time_of_15_digits_as_an_integer(client: Client) -> None:
+    """Lua's tostring prints 253402300799000 (the last second of 9999, in ms) as
+    2.53402300799e+14: the next due time goes as an integer whatever its size."""
+    last = 253_402_300_799_000
+    await client.redis.zadd(client.keys.scheduled, {"late": last})
+    await client.redis.hset(client.keys.job("late"), mapping={"name": "work", "args": "{}"})
+    reply = await calls.promote(client.scope, now_ms(), 10)
+    assert reply == (0, last, [])

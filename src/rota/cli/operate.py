@@ -142,8 +142,13 @@ async def job_show(client: Client, settings: Settings, job_id: str, as_json: boo
             continue
         if key == "pending" and record.state != "waiting":
             continue
+        if key == "malformed":
+            if not value:
+                continue
+            value = " ".join(value)
         if key.endswith("_at"):
-            value = f"{when(value)} ({relative(value)})"
+            ago = relative(value)
+            value = f"{when(value)} ({ago})" if ago else when(value)
         click.echo(f"{key:>12}  {value}")
     print_relations(record, rel)
     for n, line in enumerate(logs):

@@ -232,6 +232,28 @@ def _state(value: bytes | None, name: bytes | None) -> State:
     return _STATES.get(state_text(value, name), State.UNKNOWN)
 
 
+_COUNTS: Final = ("attempts", "failures", "lost", "pending", "max_fails", "timeout")
+_TIMES: Final = ("enqueued_at", "run_at", "started_at", "finished_at")
+_NUMBERS: Final = tuple((f, f.encode(), f in _TIMES) for f in (*_COUNTS, *_TIMES))
+
+
+def _malformed(h: Mapping[Any, Any]) -> tuple[str, ...]:
+    """The numeric fields of a job hash that hold no finite number, or (the times) no
+    time a datetime holds, as name=value: what a reader shows instead of a time."""
+    bad = []
+    for name, key, is_time in _NUMBERS:
+        raw = h.get(key)
+        if not raw:
+            continue
+        try:
+            number = float(raw)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number) or (is_time and ms_time(number) is None):
+            bad.append(f"{name}={reply_text(raw)[:40]!r}")
+    return tuple(bad)
+
+
 class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
     """A job as stored in its hash, read leniently: other services may write odd fields.
 
@@ -264,6 +286,13 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
     pending: Annotated[int, Meta(description="how many of them are not complete yet")] = 0
     group: Annotated[str | None, Meta(description="the group it is a member of")] = None
     waits_group: Annotated[str | None, Meta(description="the group it is the callback of")] = None
+    malformed: Annotated[
+        tuple[str, ...],
+        Meta(
+            description="fields holding no number, or no time from year 1 to 9999"
+            " (written by others): name=value, each read as absent"
+        ),
+    ] = ()
 
     @classmethod
     def from_hash(cls, job_id: str, h: Mapping[Any, Any]) -> JobRecord:
@@ -293,6 +322,7 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
             pending=field_int(g(b"pending")),
             group=field_text(g(b"group")),
             waits_group=field_text(g(b"waits_group")),
+            malformed=_malformed(h),
         )
 
     @property

@@ -193,21 +193,28 @@ async def test_a_field_that_names_no_time_or_number_is_shown_as_malformed(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     fields = {"run_at": "abc", "finished_at": "1e300", "attempts": "nan", "started_at": ""}
+    fields["enqueued_at"] = "1700000000000000"  # a time in µs
     _record(redis_sync, "{" + namespace + "}:", "odd", state="dead", **fields)
     record = await client.job("odd")
     assert record is not None
-    assert record.malformed == ("attempts='nan'", "run_at='abc'", "finished_at='1e300'")
-    assert (record.run_at, record.attempts, record.finished_at) == (None, 0, 1e297)
+    assert record.malformed == (
+        "attempts='nan'",
+        "enqueued_at='1700000000000000'",
+        "run_at='abc'",
+        "finished_at='1e300'",
+    )
+    assert (record.run_at, record.attempts, record.finished_at) == (None, 0, None)
+    assert record.enqueued_at == 1.7e12
     conn = ("--redis-url", redis_url, "--namespace", namespace)
     assert await anyio.to_thread.run_sync(main, ["job", "show", "odd", *conn]) == 0
     shown = capsys.readouterr().out.splitlines()
-    assert "   malformed  attempts='nan' run_at='abc' finished_at='1e300'" in shown
-    assert " finished_at  malformed: 1e+300 ms" in shown
+    assert f"   malformed  {' '.join(record.malformed)}" in shown
+    assert " enqueued_at  malformed: 1.7e+15 ms" in shown
     app = create_app(pool_settings(redis_url, namespace), client=client)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
         body = (await http.get("/api/jobs/odd")).json()
         page = (await http.get("/jobs/odd", headers={"accept": "text/html"})).text
     assert body["malformed"] == list(record.malformed)
-    assert body["finished_at"] == 253_402_300_800_000  # one second past 9999: no time
+    assert body["enqueued_at"] == 253_402_300_800_000  # one second past 9999: no time
     assert "run_at=&#39;abc&#39;" in page and "malformed: 2.53402e+14 ms" in page

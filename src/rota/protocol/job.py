@@ -131,24 +131,33 @@ EXTRA_FIELDS: Final = ("max_fails", "timeout", "deps", "traceparent", "tracestat
 MAX_MS: Final = 253_402_300_799_000
 
 
+_INT64: Final = 2**63
+
+
 def _whole(value: Any) -> int | None:
+    """``value`` as a 64-bit integer, or None: what no integer field of rota holds (text,
+    NaN, infinity, 1e300) reads as absent."""
     if isinstance(value, int):
-        return value
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        pass
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return int(number) if math.isfinite(number) else None
+        number = value
+    else:
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            try:
+                real = float(value)
+            except (TypeError, ValueError):
+                return None
+            if not math.isfinite(real):
+                return None
+            number = int(real)
+    return number if -_INT64 <= number < _INT64 else None
 
 
 def reply_int(value: Any, default: int = 0) -> int:
     """An integer of a script's reply or a record's field, however it is written:
     ``b"42"``, ``b"1.7e+15"`` (Lua prints a number of 15 digits and more so, and other
-    writers may too), ``42.0``; ``default`` for text, NaN, infinity or none."""
+    writers may too), ``42.0``; ``default`` for text, NaN, infinity, none, or one past
+    64 bits."""
     number = _whole(value)
     return default if number is None else number
 

@@ -7,15 +7,19 @@ exit 1), every page and API answer without a server error."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import anyio
 import httpx
 import pytest
 import redis
 from redis.typing import EncodableT, FieldT
+from structlog.testing import capture_logs
 
 from rota import Client, JobContext, WorkerPool
 from rota.cli import main
+from rota.protocol import calls
+from rota.protocol.job import now_ms
 from rota.web import create_app
 from tests.helpers import pool_settings, wait_until
 
@@ -64,6 +68,8 @@ def _scores(key: str) -> Plant:
         for i, score in enumerate(SCORES):
             _record(r, p, f"fz{i}", state="running" if ":" in key else key)
             r.zadd(p + key, {f"fz{i}": score})
+            if key.startswith("running:"):  # an abort asked for, kept for how long?
+                r.hset(f"{p}job:fz{i}", "abort", TEXTS[i])
         if key.startswith("running:"):
             r.sadd(p + "leased", "work")
 
@@ -91,8 +97,8 @@ def _group(r: redis.Redis, p: str) -> None:
     for i, text in enumerate(TEXTS):
         fields: Fields = dict.fromkeys(("total", "sent", "done", "failed", "created_at"), text)
         r.hset(f"{p}group:g{i}", mapping=fields)
-        _record(r, p, f"fz{i}", group=f"g{i}", state="waiting", pending=text)
-        r.zadd(p + "waiting", {f"fz{i}": 1})
+        _record(r, p, f"fz{i}", group=f"g{i}", pending=text)  # a member: it runs
+        r.lpush(p + "queue:work", f"fz{i}")
 
 
 def _wrong_types(r: redis.Redis, p: str) -> None:
@@ -109,9 +115,11 @@ def _wrong_types(r: redis.Redis, p: str) -> None:
     r.zadd(p + "dead", {"fz3": 1})
 
 
-def _rates(r: redis.Redis, p: str) -> None:
-    r.hset(p + "rates", "work", "1e300/1")
-    r.hset(p + "ratetat", "work", "inf")
+def _rate_tat(tat: str) -> Plant:
+    def plant(r: redis.Redis, p: str) -> None:
+        r.hset(p + "ratetat", "work", tat)  # the pool's handler has a rate
+
+    return plant
 
 
 CASES: dict[str, Plant] = {
@@ -119,13 +127,18 @@ CASES: dict[str, Plant] = {
     **{f"scores of {key}": _scores(key) for key in SETS},
     "limits": _hash_values("limits", "work"),
     "priorities": _hash_values("priorities", "work"),
-    "rate tat": _rates,
+    **{f"rate's next start {t}": _rate_tat(t) for t in ("inf", "1e300", "nan", "abc")},
     "idle": _hash_values("idle", "work"),
     "cron off": _hash_values("cronoff", "work"),
     "stats": _stats,
     "group hash": _group,
     "keys of another type": _wrong_types,
 }
+
+
+async def _complete(client: Client, job_id: str) -> bool:
+    record = await client.job(job_id)
+    return record is not None and record.state == "complete"
 
 
 @pytest.mark.parametrize("plant", CASES.values(), ids=CASES.keys())
@@ -138,19 +151,24 @@ async def test_no_record_stops_a_pool_the_cli_or_the_web(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     plant(redis_sync, "{" + namespace + "}:")
-    ran: list[str] = []
-    settings = pool_settings(redis_url, namespace)
+    # what a pool runs every few seconds, at once: a script that fails half-way fails
+    await calls.reap(client.scope, 3, 60_000, 100)
+    await calls.trim_dead(client.scope, now_ms(), 60_000, 10_000, 100)
+    settings = pool_settings(redis_url, namespace, keep_result=60)
     pool = WorkerPool(settings=settings)
 
-    @pool.job
-    async def work(ctx: JobContext) -> None:
-        ran.append(ctx.id)
+    @pool.job(rate="1000/s")
+    async def work(ctx: JobContext) -> str:
+        return ctx.id
 
-    async with pool.running():
-        good = await client.enqueue("work")
-        await wait_until(lambda: good.id in ran)
-        later = await client.enqueue_in(0.05, "work")
-        await wait_until(lambda: later.id in ran)
+    with capture_logs() as logs:
+        async with pool.running():
+            good = await client.enqueue("work")
+            await wait_until(partial(_complete, client, good.id))
+            later = await client.enqueue_in(0.05, "work")
+            await wait_until(partial(_complete, client, later.id))
+    # a script that fails half-way keeps its first writes: the pool says so, and reruns
+    assert not [e for e in logs if e["log_level"] == "error"]
 
     conn = ("--redis-url", redis_url, "--namespace", namespace)
     commands = [

@@ -170,6 +170,11 @@ async def test_no_record_stops_a_pool_the_cli_or_the_web(
     # a script that fails half-way keeps its first writes: the pool says so, and reruns
     assert not [e for e in logs if e["log_level"] == "error"]
 
+    # What a reader meets before a pool does: queued entries of records no pool read yet.
+    p = "{" + namespace + "}:"
+    redis_sync.set(p + "job:not-a-hash", "a string")
+    _record(redis_sync, p, "far", enqueued_at="1e300")
+    redis_sync.lpush(p + "queue:work", "far", "not-a-hash")  # the oldest last
     conn = ("--redis-url", redis_url, "--namespace", namespace)
     commands = [
         ("status",),

@@ -88,16 +88,16 @@ class Operations(Scripted):
         pipe = self.redis.pipeline(transaction=False)
         for job_id in held:
             pipe.hget(k.job(job_id), "enqueued_at")
-        read = iter(await pipe.execute() if held else [])
+        # A record that is no hash (written by others) answers an error: no time.
+        read = iter(await pipe.execute(raise_on_error=False) if held else [])
         enqueued: list[Any] = [next(read) if job_id else None for job_id in oldest]
         now = now_ms()
         out = []
         for i, name in enumerate(names):
             size, _, running, limit, paused, priority, rate = rows[i * 7 : i * 7 + 7]
-            try:
-                age = max(0.0, (now - int(enqueued[i])) / 1000) if enqueued[i] else 0.0
-            except ValueError:
-                age = 0.0
+            e = enqueued[i]
+            at = None if isinstance(e, Exception) else opt_int(e)
+            age = max(0.0, (now - at) / 1000) if at else 0.0
             out.append(
                 QueueInfo(
                     name,

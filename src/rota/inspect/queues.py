@@ -123,8 +123,10 @@ async def _shard_queue(
     for i in ids:
         pipe.hmget(k.job(i), "name", "state", "enqueued_at")
         pipe.hstrlen(k.job(i), "args")
-    rows = await pipe.execute() if ids else []
-    fields, sizes = rows[0::2], [int(n) for n in rows[1::2]]
+    # A record that is no hash (written by others) answers errors: read as missing.
+    rows = await pipe.execute(raise_on_error=False) if ids else []
+    fields = [(None,) * 3 if isinstance(f, Exception) else f for f in rows[0::2]]
+    sizes = [n if isinstance(n, int) else 0 for n in rows[1::2]]
     shown = [i for i, size in zip(ids, sizes, strict=True) if 0 < size <= ARGS_READ]
     pipe = client.redis.pipeline(transaction=False)
     for i in shown:

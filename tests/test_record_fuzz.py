@@ -184,7 +184,7 @@ async def test_no_record_stops_a_pool_the_cli_or_the_web(
         ("retry", "list", "--json"),
         *(("job", "show", f"fz{i}") for i in range(len(TEXTS))),
         ("job", "show", "fz0", "--json"),
-        ("group", "show", "g0"),
+        *(("group", "show", f"g{i}") for i in range(len(TEXTS))),
         ("group", "show", "g"),
     ]
     for command in commands:
@@ -195,10 +195,11 @@ async def test_no_record_stops_a_pool_the_cli_or_the_web(
 
     app = create_app(settings, client=client)
     pages = ["/", "/queues", "/queues/work", "/pools", "/cron", "/busy", "/redis"]
-    pages += ["/scheduled", "/retry", "/dead", "/waiting", "/groups/g0", "/groups/g"]
-    pages += [f"/jobs/fz{i}" for i in range(len(TEXTS))] + ["/flows/fz0"]
+    pages += ["/scheduled", "/retry", "/dead", "/waiting", "/groups/g", "/flows/fz0"]
+    for i in range(len(TEXTS)):
+        pages += [f"/jobs/fz{i}", f"/api/jobs/fz{i}", f"/groups/g{i}", f"/api/groups/g{i}"]
     api = ["/api/dashboard", "/api/queues", "/api/queues/work/jobs", "/api/queues/work/stats"]
-    api += ["/api/pools", "/api/cron", "/api/busy", "/api/jobs/fz0", "/api/groups/g0"]
+    api += ["/api/pools", "/api/cron", "/api/busy"]
     api += ["/api/scheduled", "/api/retry", "/api/dead", "/api/waiting", "/api/flows/fz0"]
     api += ["/metrics", "/healthz"]
     transport = httpx.ASGITransport(app=app)

@@ -88,8 +88,7 @@ class Operations(Scripted):
         pipe = self.redis.pipeline(transaction=False)
         for job_id in held:
             pipe.hget(k.job(job_id), "enqueued_at")
-        # A record that is no hash (written by others) answers an error: no time.
-        read = iter(await pipe.execute(raise_on_error=False) if held else [])
+        read = iter(await pipe.execute(raise_on_error=False) if held else [])  # no hash: error
         enqueued: list[Any] = [next(read) if job_id else None for job_id in oldest]
         now = now_ms()
         out = []
@@ -278,9 +277,8 @@ class Operations(Scripted):
             except msgspec.DecodeError:
                 snap = None
             if snap is not None:
-                beat = reply_int(beat)  # any score: inf, 1e300 written by others
-                stale = now - beat > snap.heartbeat_interval * 2000
-                out.append(LivePool.read(snap, beat, stale))
+                stale = now - reply_int(beat) > snap.heartbeat_interval * 2000  # any score
+                out.append(LivePool.read(snap, reply_int(beat), stale))
         out.sort(key=lambda p: p.started_at)
         return out
 

@@ -33,10 +33,10 @@ T = TypeVar("T")
 #: the pool's leases before they can expire (see :class:`Watch`).
 PROBE_INTERVAL: Final = 0.05
 
-#: The least calm (seconds without a refusal) that ends an episode: longer than the
-#: longest wait of a refused task (1 s, see :func:`~rota.redis.outage.backoff`), so a
-#: condition that still holds is seen again before its episode could end.
-SETTLE: Final = 1.0
+#: The least calm (seconds without a refusal) that ends an episode: half as long again
+#: as the longest wait of a refused task (1 s, see :func:`~rota.redis.outage.backoff`),
+#: so a condition that still holds is seen again before its episode could end.
+SETTLE: Final = 1.5
 
 
 class Watch:

@@ -30,6 +30,15 @@ async def lease_by_hand(client: Client, name: str, lease_ms: int = 200) -> list[
     return list(flat)
 
 
+async def finish_by_hand(client: Client, job_id: str, token: bytes, *fields: object) -> list[str]:
+    """Send one outcome of a ``work`` job (outcome, a, b, c) as a pool's acker does; the
+    ids the finish script found stale."""
+    now = int(time.time() * 1000)
+    args = finish_args(now, [job_id, "work", token, *fields])
+    stale = await script("finish")(client.redis, client.keys.prefix, args, client.script_mode)
+    return [i.decode() for i in stale]
+
+
 async def test_heartbeat_writes_the_snapshot_and_keeps_long_jobs_leased(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:
@@ -75,6 +84,53 @@ async def test_heartbeat_writes_the_snapshot_and_keeps_long_jobs_leased(
     assert redis_sync.exists("{" + namespace + "}:pool:" + rt.pool_id) == 0
 
 
+#: Each outcome as the finish script takes it (outcome, a, b, c), and the state it leaves.
+OUTCOMES = {
+    "complete": (("complete", '"r"', 60000, ""), "complete"),
+    "retry": (("retry", 0, "boom", "error"), "retry"),
+    "dead": (("dead", "", "boom", "error"), "dead"),
+    "aborted": (("aborted", 60000, "stop", ""), "aborted"),
+    "requeue": (("requeue", "", "", ""), "queued"),
+}
+
+
+@pytest.mark.one_shard("calls one shard's scripts")
+@pytest.mark.parametrize("outcome", sorted(OUTCOMES))
+async def test_a_finish_sent_again_after_it_was_recorded_is_no_stale_one(
+    client: Client, redis_sync: redis.Redis, namespace: str, outcome: str
+) -> None:
+    """Redis killed after it wrote a finish and before its reply left: the pool sends
+    the same outcome again. It changes nothing (no failure counted twice, no second
+    entry in a queue or set) and is not counted or logged as stale, also when the job
+    runs again meanwhile."""
+    job = await client.enqueue("work")
+    (token,) = (await lease_by_hand(client, "work", lease_ms=60000))[2:3]
+    fields, state = OUTCOMES[outcome]
+    p = "{" + namespace + "}:"
+
+    def seen() -> tuple[object, ...]:
+        rec = redis_sync.hgetall(p + "job:" + job.id)
+        sets = [redis_sync.zcard(p + s) for s in ("retry", "dead", "complete", "running:work")]
+        queue = redis_sync.lrange(p + "queue:work", 0, -1)
+        return rec, sets, queue, redis_sync.hgetall(p + "stats")
+
+    assert await finish_by_hand(client, job.id, token, *fields) == []
+    before = seen()
+    assert (await client.job(job.id)).state == state  # type: ignore[union-attr]
+    for _ in range(2):
+        assert await finish_by_hand(client, job.id, token, *fields) == []
+    assert seen() == before
+    assert "stale" not in await client.stats()
+    if outcome in ("retry", "requeue"):  # the job runs again: the old outcome stays applied
+        if outcome == "retry":
+            assert await client.retry("retry", [job.id]) == 1  # due now: back in its queue
+        (again,) = (await lease_by_hand(client, "work", lease_ms=60000))[2:3]
+        assert int(again) == int(token) + 1
+        assert await finish_by_hand(client, job.id, token, *fields) == []
+        assert (await client.job(job.id)).state == "running"  # type: ignore[union-attr]
+        assert "stale" not in await client.stats()
+
+
 @pytest.mark.one_shard("reads one shard's keys")
 async def test_reaper_requeues_expired_leases_at_the_front(
     client: Client, redis_url: str, namespace: str
@@ -116,32 +172,16 @@ async def test_stale_finish_is_ignored_and_counted(
     second = await lease_by_hand(client, "work")
     old_token, new_token = first[2], second[2]
     assert int(new_token) > int(old_token)
-    finish = script("finish")
-    stale = await finish(
-        client.redis,
-        client.keys.prefix,
-        finish_args(now, [job.id, "work", old_token, "dead", "", "late", "error"]),
-        client.script_mode,
-    )
-    assert [i.decode() for i in stale] == [job.id]
+    assert await finish_by_hand(client, job.id, old_token, "dead", "", "late", "error") == [job.id]
     record = await client.job(job.id)
     assert record is not None
     assert (record.state, record.lost) == ("running", 1)
-    ok = await finish(
-        client.redis,
-        client.keys.prefix,
-        finish_args(now, [job.id, "work", new_token, "complete", "7", 60000, ""]),
-        client.script_mode,
-    )
-    assert ok == []
-    # the same finish sent again (its reply was lost) is stale too: nothing is counted twice
-    again = await finish(
-        client.redis,
-        client.keys.prefix,
-        finish_args(now, [job.id, "work", new_token, "complete", "7", 60000, ""]),
-        client.script_mode,
-    )
-    assert len(again) == 1
+    complete = ("complete", "7", 60000, "")
+    assert await finish_by_hand(client, job.id, new_token, *complete) == []
+    # the same finish sent again (its reply was lost) was recorded already: it changes
+    # nothing and is no stale one; the reaped attempt's stays stale
+    assert await finish_by_hand(client, job.id, new_token, *complete) == []
+    assert await finish_by_hand(client, job.id, old_token, "dead", "", "late", "error") == [job.id]
     stats = await client.stats()
     assert (stats["processed"], stats["stale"]) == (1, 2)
     record = await client.job(job.id)

@@ -83,7 +83,7 @@ def test_conditions_are_named_and_real_errors_are_not(server: RedisServer) -> No
 
 
 async def test_keep_trying_waits_out_conditions_and_raises_the_rest() -> None:
-    watch = Watch("p")
+    watch = Watch("p", settle=0)  # the first success after a failure ends the episode
     failures: Iterator[Exception | None] = iter([redis.exceptions.ConnectionError("gone"), None])
     seen: list[Condition | None] = []
 
@@ -141,7 +141,7 @@ async def test_an_error_reply_is_logged_once_and_waited_out_not_raised() -> None
 async def test_the_heartbeat_probes_and_wakes_the_other_tasks_when_redis_answers() -> None:
     """While Redis is away a task waits its growing delay, but not longer than it takes
     another task of the pool to get through: then it tries again at once."""
-    watch = Watch("p")
+    watch = Watch("p", settle=0)
     gone = redis.exceptions.ConnectionError("gone")
     # The other task has failed often: its next delay is seconds.
     for _ in range(8):
@@ -166,6 +166,34 @@ async def test_the_heartbeat_probes_and_wakes_the_other_tasks_when_redis_answers
             await watch.failed("heartbeat", gone)
             assert await watch.keep_trying("heartbeat", probe, probe=True) == "beat"
     assert tries == 2 and watch.current is None
+
+
+async def test_a_condition_that_comes_and_goes_is_one_episode(server: RedisServer) -> None:
+    """A Redis at its memory limit refuses one finish and takes the next, a hundred
+    times a second: one line when it starts, and one when no task has been refused for
+    ``settle`` seconds and a task gets through (not a pair per refusal)."""
+    r = server.client()
+    fill_up(r)
+    with pytest.raises(redis.exceptions.OutOfMemoryError) as refused:
+        r.set("more", "x")
+    watch = Watch("p", settle=3600)
+    with capture_logs() as logs:
+        for _ in range(100):
+            await watch.failed("acker", refused.value)
+            watch.ok("acker")  # the held result got in
+            watch.ok("heartbeat")
+        assert watch.current is Condition.OUT_OF_MEMORY and watch.calm_for() >= 0
+        watch.settle = 0.05
+
+        def ended() -> bool:
+            watch.ok("heartbeat")
+            return watch.current is None
+
+        await wait_until(ended)
+        await watch.failed("acker", refused.value)  # a new episode
+    assert len(events(logs, "Redis refuses writes: out of memory")) == 2
+    (end,) = events(logs, "Redis takes every command again")
+    assert end["condition"] == "out_of_memory" and end["pool"] == "p"
 
 
 async def test_a_full_redis_is_drained_by_a_pool_that_starts_during_it(

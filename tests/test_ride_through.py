@@ -14,6 +14,8 @@ outages; these tests pin each mechanism behind it on one pool, with a real Redis
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
@@ -23,6 +25,8 @@ import redis.exceptions
 from structlog.testing import capture_logs
 
 from rota import Client, JobContext, RedisRefused, RedisUnavailable, State, WorkerPool
+from rota.protocol import calls
+from rota.protocol.job import now_ms
 from rota.worker.heartbeat import Reaper
 from tests.helpers import pool_settings, wait_until
 from tests.redis_server import RedisServer
@@ -202,3 +206,95 @@ async def test_an_enqueue_rides_through_a_short_outage_and_raises_after_a_long_o
             await client.enqueue("x")
         aof_server.start()
         assert isinstance(RedisUnavailable("x"), redis.exceptions.ConnectionError)
+
+
+def _pause(server: RedisServer, how: str, seconds: float) -> None:
+    """Stop Redis for ``seconds``: ``CLIENT PAUSE`` (every client's commands wait), or
+    SIGSTOP and SIGCONT of its process (as a host that stalls does)."""
+    if how == "client pause":
+        with server.client() as r:
+            r.execute_command("CLIENT", "PAUSE", int(seconds * 1000), "ALL")
+        return
+    assert server.pid is not None
+    os.kill(server.pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+
+
+@pytest.mark.parametrize("how", ["client pause", "sigstop"])
+async def test_a_paused_redis_makes_no_live_pool_dead(
+    fresh_redis_server: RedisServer, namespace: str, how: str
+) -> None:
+    """Redis stopped for longer than a pool's expiry (three heartbeat intervals), then
+    running again: the heartbeats the pause held back land after the first reaper
+    passes, which must not take them for pools that stopped beating."""
+    url = fresh_redis_server.url
+    runs: dict[str, int] = {}
+    pools = [WorkerPool(settings=pool_settings(url, namespace, heartbeat_interval=0.3, lease=1))]
+    pools.append(WorkerPool(settings=pools[0].settings))
+    for pool in pools:
+
+        @pool.job()
+        async def work(ctx: JobContext, ms: int) -> None:
+            runs[ctx.id] = runs.get(ctx.id, 0) + 1
+            await anyio.sleep(ms / 1000)
+
+    async with Client.from_url(url, namespace) as client:
+        with capture_logs() as logs:
+            async with pools[0].running(), pools[1].running():
+                jobs = [await client.enqueue("work", 50) for _ in range(400)]
+                await wait_until(lambda: len(runs) >= 40)
+                for _ in range(3):
+                    await anyio.to_thread.run_sync(_pause, fresh_redis_server, how, 2.0)
+                    await anyio.sleep(1.0)  # three heartbeat intervals
+                await wait_until(lambda: len(runs) == len(jobs), within=30)
+        stats = await client.stats()
+    forgotten = [e for e in logs if e["event"].startswith("pool stopped beating")]
+    reclaimed = [e for e in logs if e["event"].startswith("lease expired")]
+    assert (forgotten, reclaimed) == ([], [])
+    assert set(runs.values()) == {1} and "lost" not in stats
+
+
+async def test_a_reaper_waits_for_the_beats_a_paused_redis_held_back(
+    fresh_redis_server: RedisServer, namespace: str
+) -> None:
+    """Pools a and b beat (heartbeat 0.5 s: forgotten after 1.5 s) and b holds a lease of
+    1 s. Redis is paused for 2 s: b's next beat waits in it, and so does a reap whose
+    caller read the time 1.7 s after b's last beat. That reap must take b neither for a
+    pool that stopped beating nor for one that lost its lease, whichever of the two Redis
+    runs first; once b stops beating for real, a reaper forgets it and takes its job."""
+    url, expiry = fresh_redis_server.url, 1500
+    async with Client.from_url(url, namespace) as a, Client.from_url(url, namespace) as b:
+        await a.enqueue("work")
+        (job,) = (await calls.fetch(b.scope, calls.Lessee(1000, "b", 1 << 20), ["work"], [])).jobs
+        held = [("work", job.id, job.token)]
+
+        async def beat(client: Client, pool: str) -> None:
+            deadline = now_ms() + 1000
+            mine = held if pool == "b" else []
+            await calls.heartbeat(client.scope, pool, b"{}", expiry, deadline, mine)
+
+        await beat(a, "a")
+        await beat(b, "b")
+        with fresh_redis_server.client() as r:
+            r.execute_command("CLIENT", "PAUSE", 2000, "ALL")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(beat, b, "b")  # held back by the pause
+            await anyio.sleep(1.7)
+            paused = await calls.reap(a.scope, 3, expiry, 100)  # held back too
+        assert paused == ([], [], [])
+        await beat(a, "a")
+        await beat(b, "b")
+        assert await calls.reap(a.scope, 3, expiry, 100) == ([], [], [])
+
+        taken: list[list[str]] = [[], [], []]
+
+        async def reaped() -> bool:  # a beats on, b no more
+            await beat(a, "a")
+            for seen, now in zip(taken, await calls.reap(a.scope, 3, expiry, 100), strict=True):
+                seen += now
+            return taken == [[job.id], [], ["b"]]
+
+        await wait_until(reaped, within=10, every=0.3)

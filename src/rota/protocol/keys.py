@@ -57,6 +57,7 @@ _FIXED_KEYS: Final[dict[str, str]] = {
     "rate_tat": "ratetat",
     "priorities": "priorities",
     "pools": "pools",
+    "beats": "beats",
     "stats": "stats",
     "sched_wake": "schedwake",
     "abort": "abort",
@@ -260,6 +261,13 @@ class Keys:
     @property
     def pools(self) -> str:
         return self.prefix + "pools"
+
+    @property
+    def beats(self) -> str:
+        """Redis's own clock at the last heartbeat of any pool (``at``) and since when
+        heartbeats land without a gap (``since``): a reaper waits while they do not (a
+        stopped or paused Redis held every pool's beat back)."""
+        return self.prefix + "beats"
 
     @property
     def stats(self) -> str:

@@ -3,7 +3,9 @@
 A :class:`Watch` is one pool's view of the conditions: every task reports its failures
 and successes to it, and it logs one line when a condition starts (with what it means
 for the pool, and the memory figures for ``OOM``) and one when Redis takes every
-command again, instead of one line per task.
+command again, instead of one line per task. A condition that comes and goes (a Redis
+hovering at its memory limit refuses one finish and takes the next) is one episode:
+it ends only once no task has been refused for ``settle`` seconds.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from redis.asyncio import Redis
 from rota.redis.outage import MEANING, Condition, backoff, condition, error_reply, out_of_memory
 from rota.redis.redispy import ReplyError
 
-__all__ = ["PROBE_INTERVAL", "Watch", "memory_figures"]
+__all__ = ["PROBE_INTERVAL", "SETTLE", "Watch", "memory_figures"]
 
 log = structlog.get_logger("rota.redis")
 
@@ -31,6 +33,11 @@ T = TypeVar("T")
 #: the pool's leases before they can expire (see :class:`Watch`).
 PROBE_INTERVAL: Final = 0.05
 
+#: The least calm (seconds without a refusal) that ends an episode: half as long again
+#: as the longest wait of a refused task (1 s, see :func:`~rota.redis.outage.backoff`),
+#: so a condition that still holds is seen again before its episode could end.
+SETTLE: Final = 1.5
+
 
 class Watch:
     """One pool's view of whether Redis takes its commands.
@@ -39,12 +46,21 @@ class Watch:
     error (it re-raises anything that is not a condition, and returns how long to wait)
     and :meth:`ok` after a success. The pool
     logs one line when a condition starts, one when it changes, and one when no task
-    is failing any more; ``current`` is what the pool waits out now (None: nothing).
+    has failed for ``settle`` seconds and one gets through; ``current`` is the
+    condition of the episode (None: none).
     """
 
-    def __init__(self, pool: str = "", redis: Redis | None = None, *, where: str = "") -> None:
+    def __init__(
+        self,
+        pool: str = "",
+        redis: Redis | None = None,
+        *,
+        where: str = "",
+        settle: float = SETTLE,
+    ) -> None:
         self.pool = pool
         self.where = where  # the Redis URL, without its password, for the operator
+        self.settle = settle
         self.current: Condition | None = None
         self._failing: dict[str, int] = {}
         self._told: set[Condition] = set()  # the conditions logged since it started
@@ -61,7 +77,7 @@ class Watch:
         none ever did). The reaper waits a heartbeat interval of calm before it
         reclaims leases after an outage: every pool's heartbeat extends its leases
         first, so an outage shorter than the lease runs no job twice."""
-        if self.current is not None:
+        if self._failing:
             return 0.0
         return time.monotonic() - self.last_failure
 
@@ -101,6 +117,7 @@ class Watch:
             return
         if details.pop("full"):
             self._failing.setdefault("memory", 1)
+            self.last_failure = time.monotonic()
             if self.current is not Condition.OUT_OF_MEMORY:
                 self._begin(Condition.OUT_OF_MEMORY, "memory", "used_memory > maxmemory", details)
         elif "memory" in self._failing:
@@ -151,21 +168,24 @@ class Watch:
         self._answered = anyio.Event()
 
     def ok(self, task: str) -> None:
-        """Note that ``task`` got through; the last one to do so ends the condition."""
-        if not self._failing or self._failing.pop(task, None) is None:
+        """Note that ``task`` got through. The episode ends at a success once no task
+        fails and none has for ``settle`` seconds: a task that gets through while Redis
+        still refuses others (a finish that frees memory, taken by a full Redis) or
+        between two refusals ends nothing."""
+        if self._failing and self._failing.pop(task, None) is not None:
+            self.wake()  # the tasks still waiting try again now
+        if self.current is None or self._failing:
             return
-        self.wake()  # the tasks still waiting try again now
-        if self._failing:
+        if time.monotonic() - self.last_failure < self.settle:
             return
-        if self.current is not None:
-            log.info(
-                "Redis takes every command again: the pool carries on",
-                condition=self.current.value,
-                pool=self.pool,
-                lasted=round(time.monotonic() - self._since, 3),
-            )
-            self.current = None
-            self._told.clear()
+        log.info(
+            "Redis takes every command again: the pool carries on",
+            condition=self.current.value,
+            pool=self.pool,
+            lasted=round(max(0.0, self.last_failure - self._since), 3),  # to the last refusal
+        )
+        self.current = None
+        self._told.clear()
 
     async def keep_trying(
         self,

@@ -29,7 +29,7 @@ from rota.protocol.scripts import ScriptMode, load_all
 from rota.protocol.snapshot import Schedule
 from rota.redis.connection import redacted
 from rota.redis.redispy import Redis
-from rota.redis.watch import Watch
+from rota.redis.watch import SETTLE, Watch
 from rota.shard_rules import check_shards, split_limit, split_rate
 from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler
@@ -140,7 +140,10 @@ class PoolRuntime:
     def __post_init__(self) -> None:
         self.handoff = Handoff(self.settings.concurrency, self.settings.prefetch)
         self.limiter = anyio.CapacityLimiter(self.settings.concurrency)
-        self.watch = Watch(self.pool_id, self.client.redis, where=redacted(self.settings.redis_url))
+        # An episode ends after two heartbeats' memory checks without a refusal between.
+        settle = max(SETTLE, 2 * self.settings.heartbeat_interval)
+        where = redacted(self.settings.redis_url)
+        self.watch = Watch(self.pool_id, self.client.redis, where=where, settle=settle)
 
     def shards(self) -> list[PoolRuntime]:
         """One runtime per shard of the namespace (see :mod:`rota.protocol.shards`),

@@ -79,6 +79,13 @@ local function incr(k, f, by)
   return tonumber(by)
 end
 
+-- Redis's own clock (ms), for what must not rest on the caller's: a call that a stopped or
+-- paused Redis held back runs later than its caller read the time.
+local function server_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
 -- What a fetch reads of a job, by position: a job hash is read whole (HGETALL returns
 -- only the fields it holds, one pass over a small hash, where an HMGET of these 13 looks
 -- each up and returns every absent one: most are absent), then placed by this table.

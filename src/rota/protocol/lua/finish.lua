@@ -1,6 +1,8 @@
 -- Record the outcome of many attempts in one call. An outcome whose token is not the
 -- job's current token is stale (the job was reclaimed and handed out again, or aborted):
--- it changes nothing and its id is returned.
+-- it changes nothing and its id is returned. An outcome whose attempt already finished
+-- (`finished_token`: it is sent again because the reply to it was lost) changes nothing
+-- either, and is no stale one.
 -- KEYS[1] namespace prefix
 -- ARGV now_ms, the attempts: one flat MessagePack array of id, name, token, outcome,
 --      a, b, c per attempt (one argument instead of seven per job), and optionally the
@@ -50,8 +52,11 @@ local function finish_one(id, name, token, outcome, a, b, c)
   -- One read fences the outcome and holds all it needs. It fails on a key that is not a
   -- hash and finds no token for a missing job: either way the outcome is stale.
   local ok, f = pcall(redis.call, 'HMGET', jk, 'token', 'abort', 'waiters', 'unique_key',
-    'children', 'group', 'logged', 'started_at')
+    'children', 'group', 'logged', 'started_at', 'finished_token')
   if not ok or f[1] ~= token then
+    if ok and f[9] == token then
+      return -- this attempt's outcome, recorded already: the reply to it was lost
+    end
     stale[#stale + 1] = id
     count('stale', name, 1)
     return
@@ -59,8 +64,8 @@ local function finish_one(id, name, token, outcome, a, b, c)
   local ids = table_at(ended, name)
   ids[#ids + 1] = id
   local logged = f[7]
-  -- Retire the token (written with the outcome), so that this outcome sent again (its
-  -- reply was lost) is stale.
+  -- Retire the token (written with the outcome) and name the attempt that finished, so
+  -- that this outcome sent again (its reply was lost) changes nothing and is no stale one.
   local retired = retire(token)
   if f[2] and (outcome == 'retry' or outcome == 'requeue') then
     -- An abort was requested: it wins over another run.
@@ -85,10 +90,11 @@ local function finish_one(id, name, token, outcome, a, b, c)
     release_unique(jk, id, f[4])
     if keep > 0 then -- a record deleted now is not written first
       if a ~= '' then
-        redis.call('HSET', jk, 'token', retired, 'state', 'complete', 'finished_at', now_text,
-          'result', a)
+        redis.call('HSET', jk, 'token', retired, 'finished_token', token, 'state', 'complete',
+          'finished_at', now_text, 'result', a)
       else
-        redis.call('HSET', jk, 'token', retired, 'state', 'complete', 'finished_at', now_text)
+        redis.call('HSET', jk, 'token', retired, 'finished_token', token, 'state', 'complete',
+          'finished_at', now_text)
       end
       local k = #kept
       kept[k + 1] = now_text
@@ -105,13 +111,14 @@ local function finish_one(id, name, token, outcome, a, b, c)
     end
   elseif outcome == 'retry' then
     local due = tonumber(a) or now
-    redis.call('HSET', jk, 'token', retired, 'state', 'retry', 'error', b, 'reason', c,
-      'run_at', str(due), 'failures', failed_once_more(jk))
+    redis.call('HSET', jk, 'token', retired, 'finished_token', token, 'state', 'retry',
+      'error', b, 'reason', c, 'run_at', str(due), 'failures', failed_once_more(jk))
     redis.call('ZADD', K_RETRY, str(due), id)
     wake_scheduler()
     count('failed', name, 1)
   elseif outcome == 'dead' then
-    bury(id, name, c, b, now, {'token', retired, 'failures', failed_once_more(jk)})
+    bury(id, name, c, b, now, {'token', retired, 'finished_token', token, 'failures',
+      failed_once_more(jk)})
   elseif outcome == 'drop' then
     release_unique(jk, id, f[4])
     redis.call('DEL', jk, key_joblog(id))
@@ -120,20 +127,20 @@ local function finish_one(id, name, token, outcome, a, b, c)
   elseif outcome == 'aborted' then
     local keep = tonumber(a) or 0
     if keep > 0 then
-      redis.call('HSET', jk, 'token', retired, 'state', 'aborted', 'reason', 'aborted',
-        'error', b, 'finished_at', str(now))
+      redis.call('HSET', jk, 'token', retired, 'finished_token', token, 'state', 'aborted',
+        'reason', 'aborted', 'error', b, 'finished_at', str(now))
     end
     release_unique(jk, id, f[4])
     keep_or_delete(jk, id, keep, logged)
     count('aborted', name, 1)
     end_dependents(id, 'aborted', f[5], f[6], now)
   elseif outcome == 'requeue' then
-    redis.call('HSET', jk, 'token', retired, 'state', 'queued')
+    redis.call('HSET', jk, 'token', retired, 'finished_token', token, 'state', 'queued')
     redis.call('RPUSH', key_queue(name), id)
     woken[name] = true
   else -- a client's mistake: the job must not stay 'running' outside every set
     bury(id, name, 'error', 'finish: unknown outcome ' .. string.sub(tostring(outcome), 1, 64),
-      now, {'token', retired})
+      now, {'token', retired, 'finished_token', token})
   end
   -- A finish frees a slot of a limited name: wake a pool that may wait for it.
   local l = limited[name]

@@ -8,6 +8,19 @@
 -- the pools set (its first beat, or Redis forgot it: the pool registers itself again).
 local now, pool, snapshot = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local ttl, deadline = tonumber(ARGV[4]), ARGV[5]
+-- Redis's own clock at this beat, and since when beats land without a gap of more than
+-- half the snapshot's TTL (one and a half intervals): a longer one means Redis was
+-- stopped or paused and held every pool's beat back (see reap.lua).
+local at = server_ms()
+local last = tonumber(redis.call('HGET', K_BEATS, 'at'))
+local at_text = string.format('%d', at)
+if not last then -- the namespace's first beat (or Redis lost its data): no gap known
+  redis.call('HSET', K_BEATS, 'at', at_text, 'since', '0')
+elseif at - last > ttl / 2 then
+  redis.call('HSET', K_BEATS, 'at', at_text, 'since', at_text)
+else
+  redis.call('HSET', K_BEATS, 'at', at_text)
+end
 local fresh = redis.call('ZADD', K_POOLS, now, pool)
 redis.call('SET', key_pool(pool), snapshot, 'PX', ttl)
 local lost, abort = {}, {}

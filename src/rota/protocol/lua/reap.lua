@@ -9,6 +9,19 @@
 local now, max_lost_default = tonumber(ARGV[1]), tonumber(ARGV[2])
 local pool_expiry, limit = tonumber(ARGV[3]), tonumber(ARGV[4])
 local reclaimed, buried, forgotten = {}, {}, {}
+-- A reaper waits for calm, by Redis's own clock: while no beat has landed for one and a
+-- half heartbeat intervals (a third of pool_expiry each), and for two intervals after
+-- beats land again. A Redis stopped or paused that long held every pool's beat back: the
+-- beats land after it runs again, and each live pool beats afresh (extending its
+-- leases) before this pass may take it for a pool that stopped beating.
+local beat = redis.call('HMGET', K_BEATS, 'at', 'since')
+local last, since = tonumber(beat[1]), tonumber(beat[2])
+if last and since then
+  local at = server_ms()
+  if at - last > pool_expiry / 2 or at - since < pool_expiry * 2 / 3 then
+    return {reclaimed, buried, forgotten}
+  end
+end
 for _, name in ipairs(redis.call('SMEMBERS', K_LEASED)) do
   local rk = key_running(name)
   local ok, ids = pcall(due_members, rk, now, limit)

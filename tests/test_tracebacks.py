@@ -6,6 +6,7 @@ end kept when it is long."""
 from __future__ import annotations
 
 import traceback
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -131,3 +132,15 @@ def test_any_message_and_notes_read_as_the_traceback_module_writes_them(
         raised.add_note(note)
     exc = _caught(_raise, raised)
     assert _lines(describe(exc, 100_000)) == _lines(_without_markers(exc))
+
+
+def test_the_same_code_in_two_files_shows_its_own_file() -> None:
+    """Code objects compare equal across files: the frames remembered are told apart."""
+    source = "def fail():\n    raise ValueError('same line')\n"
+    texts = []
+    for filename in ("first_module.py", "second_module.py"):
+        space: dict[str, Any] = {}
+        exec(compile(source, filename, "exec"), space)
+        texts.append(describe(_caught(space["fail"]), 2000))
+    assert 'File "first_module.py", line 2, in fail' in texts[0]
+    assert 'File "second_module.py", line 2, in fail' in texts[1]

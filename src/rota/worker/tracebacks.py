@@ -13,7 +13,7 @@ nearest the error): a deep recursion costs no more than a shallow one.
 from __future__ import annotations
 
 import linecache
-from types import TracebackType
+from types import CodeType, TracebackType
 
 __all__ = ["describe"]
 
@@ -26,6 +26,10 @@ _GROUP_WIDTH = 15
 _GROUP_DEPTH = 10
 #: A frame repeated more than this many times in a row is written this many times.
 _REPEATS = 3
+#: The frames written lately, by their code's id and line: the code and the text (at
+#: most _FRAMES_MAX). By id: code objects compare (and hash) by value, file aside.
+_FRAMES: dict[tuple[int, int | None], tuple[CodeType, str]] = {}
+_FRAMES_MAX = 1024
 
 
 def _exception_line(exc: BaseException) -> str:
@@ -42,6 +46,19 @@ def _exception_line(exc: BaseException) -> str:
     notes = getattr(exc, "__notes__", None)
     if isinstance(notes, (list, tuple)):
         text += "".join(f"{note}\n" for note in notes if isinstance(note, str))
+    return text
+
+
+def _frame(code: CodeType, lineno: int | None) -> str:
+    """A frame's two lines: where, and its source line (remembered: a failing job fails
+    where the one before it failed, and its frames are written again)."""
+    text = f'  File "{code.co_filename}", line {lineno}, in {code.co_name}\n'
+    source = linecache.getline(code.co_filename, lineno).strip() if lineno else ""
+    if source:
+        text += f"    {source}\n"
+    if len(_FRAMES) >= _FRAMES_MAX:
+        _FRAMES.clear()
+    _FRAMES[id(code), lineno] = (code, text)  # the code kept alive: its id stays its own
     return text
 
 
@@ -101,10 +118,8 @@ def _describe(exc: BaseException, budget: int, depth: int) -> str:
             if size >= budget:
                 break
             code, lineno = tb.tb_frame.f_code, tb.tb_lineno
-            text = f'  File "{code.co_filename}", line {lineno}, in {code.co_name}\n'
-            source = linecache.getline(code.co_filename, lineno).strip() if lineno else ""
-            if source:
-                text += f"    {source}\n"
+            known = _FRAMES.get((id(code), lineno))
+            text = known[1] if known is not None else _frame(code, lineno)
             if times > _REPEATS:  # as the traceback module says it
                 more = times - _REPEATS
                 text = text * _REPEATS + f"  [Previous line repeated {more} more times]\n"

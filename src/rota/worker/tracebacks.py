@@ -26,9 +26,9 @@ _GROUP_WIDTH = 15
 _GROUP_DEPTH = 10
 #: A frame repeated more than this many times in a row is written this many times.
 _REPEATS = 3
-#: The frames written lately, by their code's id and line: the code and the text (at
-#: most _FRAMES_MAX). By id: code objects compare (and hash) by value, file aside.
-_FRAMES: dict[tuple[int, int | None], tuple[CodeType, str]] = {}
+#: The frames written lately, by their code's id and instruction: the code and the text
+#: (at most _FRAMES_MAX). By id: code objects compare (and hash) by value, file aside.
+_FRAMES: dict[tuple[int, int], tuple[CodeType, str]] = {}
 _FRAMES_MAX = 1024
 
 
@@ -49,16 +49,18 @@ def _exception_line(exc: BaseException) -> str:
     return text
 
 
-def _frame(code: CodeType, lineno: int | None) -> str:
-    """A frame's two lines: where, and its source line (remembered: a failing job fails
-    where the one before it failed, and its frames are written again)."""
+def _frame(code: CodeType, at: int, lineno: int | None) -> str:
+    """A frame's two lines: where, and its source line. Remembered by the instruction
+    the frame was at (``tb_lasti``): a failing job fails where the one before it failed,
+    and the line number of an instruction costs a walk over its code's line table (some
+    microseconds for a long function: more than the rest of the frame's text)."""
     text = f'  File "{code.co_filename}", line {lineno}, in {code.co_name}\n'
     source = linecache.getline(code.co_filename, lineno).strip() if lineno else ""
     if source:
         text += f"    {source}\n"
     if len(_FRAMES) >= _FRAMES_MAX:
         _FRAMES.clear()
-    _FRAMES[id(code), lineno] = (code, text)  # the code kept alive: its id stays its own
+    _FRAMES[id(code), at] = (code, text)  # the code kept alive: its id stays its own
     return text
 
 
@@ -68,7 +70,7 @@ def _frames(tb: TracebackType | None) -> list[tuple[TracebackType, int]]:
     out: list[tuple[TracebackType, int]] = []
     last = None
     while tb is not None:
-        key = (tb.tb_frame.f_code, tb.tb_lineno)
+        key = (id(tb.tb_frame.f_code), tb.tb_lasti)  # the same instruction: the same line
         if key == last:
             out[-1] = (out[-1][0], out[-1][1] + 1)
         else:
@@ -117,9 +119,9 @@ def _describe(exc: BaseException, budget: int, depth: int) -> str:
         for tb, times in reversed(frames):
             if size >= budget:
                 break
-            code, lineno = tb.tb_frame.f_code, tb.tb_lineno
-            known = _FRAMES.get((id(code), lineno))
-            text = known[1] if known is not None else _frame(code, lineno)
+            code, at = tb.tb_frame.f_code, tb.tb_lasti
+            known = _FRAMES.get((id(code), at))
+            text = known[1] if known is not None else _frame(code, at, tb.tb_lineno)
             if times > _REPEATS:  # as the traceback module says it
                 more = times - _REPEATS
                 text = text * _REPEATS + f"  [Previous line repeated {more} more times]\n"

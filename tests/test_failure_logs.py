@@ -110,10 +110,11 @@ async def test_the_finish_writes_the_line_of_a_failed_attempt(
     client: Client, redis_sync: redis.Redis
 ) -> None:
     (job_id, token), *_ = (await _leased(client)).items()
-    long = "x" * 2500
+    # 2000 characters (as the runner cuts a traceback), 5999 bytes: kept whole
+    line = "…" + "é" * 1998 + "!"
     rows = [1, job_id, "work", token, "retry", 10**12, "boom", "error"]
-    assert await _finish(client, rows, [job_id, long, "some-other-id", "not written"]) == []
-    assert redis_sync.lrange(client.keys.joblog(job_id), 0, -1) == [b"x" * 2000]
+    assert await _finish(client, rows, [job_id, line, "some-other-id", "not written"]) == []
+    assert redis_sync.lrange(client.keys.joblog(job_id), 0, -1) == [line.encode()]
     assert redis_sync.hget(client.keys.job(job_id), "logged") == b"1"
     assert not redis_sync.exists(client.keys.joblog("some-other-id"))
     # the same outcome sent again is stale: its line is not written twice
@@ -122,15 +123,16 @@ async def test_the_finish_writes_the_line_of_a_failed_attempt(
 
 
 @pytest.mark.one_shard("calls one shard's scripts")
-async def test_the_log_keeps_its_last_hundred_lines(
+async def test_the_log_keeps_its_last_hundred_lines_each_bounded(
     client: Client, redis_sync: redis.Redis
 ) -> None:
     (job_id, token), *_ = (await _leased(client)).items()
     redis_sync.rpush(client.keys.joblog(job_id), *[f"line {i}" for i in range(100)])
     rows = [1, job_id, "work", token, "dead", "", "boom", "error"]
-    assert await _finish(client, rows, [job_id, "the traceback"]) == []
+    # a sender that cuts nothing: the line is bounded all the same (8000 bytes)
+    assert await _finish(client, rows, [job_id, "x" * 9000]) == []
     kept = redis_sync.lrange(client.keys.joblog(job_id), 0, -1)
-    assert len(kept) == 100 and kept[0] == b"line 1" and kept[-1] == b"the traceback"
+    assert len(kept) == 100 and kept[0] == b"line 1" and kept[-1] == b"x" * 8000
     record = await client.job(job_id)
     assert record is not None and record.state == "dead"
 

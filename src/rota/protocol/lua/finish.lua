@@ -28,7 +28,9 @@ local kept = {} -- time, id, ... of the complete jobs kept (added to K_COMPLETE 
 local processed = {} -- name -> jobs complete in this call (counted at the end)
 local ran_ms = {} -- name -> ms its complete jobs ran, from their lease's start (ditto)
 local COMPLETE_MAX = 100000
-local LOG_LINES, LOG_LINE = 100, 2000 -- a job's log: its last lines, each cut to this
+-- A job's log: its last lines, each cut to this many bytes (2000 characters of UTF-8 at
+-- most: the sender cuts the text, this only bounds what a faulty sender writes).
+local LOG_LINES, LOG_LINE = 100, 8000
 local logs = {} -- id -> the line to add to its log (ARGV[4])
 local TRIM_MORE = 100 -- a call deletes at most this many more kept jobs than it adds
 

@@ -176,3 +176,31 @@ async def test_a_malformed_log_argument_is_refused_whole(
     assert record is not None and record.state == "running"  # the lease stays
     assert redis_sync.hget(client.keys.job(job_id), "token") == token.encode()
     assert not redis_sync.exists(client.keys.joblog(job_id))
+
+
+async def test_a_traceback_through_a_file_named_in_no_utf8_is_kept(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    """A file name that is not UTF-8 (lone surrogates in Python) is written with a
+    stand-in: the finish call that carries it goes through, its other outcomes too."""
+    space: dict[str, Any] = {}
+    source = "def fetch(n):\n    raise ValueError(f'refused {n}')\n"
+    exec(compile(source, "/srv/app/t\udcf6pfer.py", "exec"), space)
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=600))
+
+    @pool.job(max_fails=1)
+    async def legacy(n: int) -> None:
+        space["fetch"](n)
+
+    @pool.job
+    async def fine() -> str:
+        return "ok"
+
+    job = await client.enqueue("legacy", 3)
+    other = await client.enqueue("fine")
+    async with pool.running(client=client):
+        await wait_until(lambda: _state_is(client, job.id, "dead"), within=20)
+        await wait_until(lambda: _state_is(client, other.id, "complete"), within=20)
+    (line,) = await client.job_log(job.id)
+    assert 'File "/srv/app/t?pfer.py", line 2, in fetch' in line
+    assert line.endswith("ValueError: refused 3")

@@ -237,7 +237,9 @@ def _with_traceback(failed: Outcome, job: Fetched, exc: BaseException) -> Outcom
     text = f"attempt {job.attempts} failed:\n{describe(exc, _TRACEBACK_CHARS)}"
     if len(text) > _TRACEBACK_CHARS:
         text = "…" + text[-(_TRACEBACK_CHARS - 1) :]
-    return failed._replace(log=text)
+    # A file name read from a disk that is not UTF-8 holds lone surrogates, which no
+    # encoder writes: the whole finish call it travels in would fail.
+    return failed._replace(log=text.encode(errors="replace").decode())
 
 
 def _cancelled(

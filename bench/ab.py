@@ -12,7 +12,9 @@ The figures: no-op jobs per second at concurrency 10 and 100 and the worker's CP
 job; enqueue-to-start latency on an idle pool (p50, p99); enqueue one at a time and in
 batches of 1,000; and two counts that do not move with the host at all, Python calls in
 the pool's process per no-op job and commands Redis runs per job (see ``cost`` in
-:mod:`bench.ab_driver`), so that a 5 % change shows in one run.
+:mod:`bench.ab_driver`), so that a 5 % change shows in one run. The same for jobs that
+raise (every job fails while a service they call is down), and how a failing job
+compares with a no-op one within each build.
 """
 
 from __future__ import annotations
@@ -43,6 +45,21 @@ FIGURES = [
     ("batch", "enqueue_batch_per_s", "enqueue_many by 1,000, jobs/s", "up"),
     ("cost", "python_calls_per_job", "Python calls per no-op job (counted)", "down"),
     ("cost", "redis_commands_per_job", "Redis commands per no-op job (counted)", "down"),
+    ("fail100", "jobs_per_s", "failing c=100, jobs/s", "up"),
+    ("fail100", "cpu_us_per_job", "worker CPU per failing job, c=100, µs", "down"),
+    ("cost_fail", "python_calls_per_job", "Python calls per failing job (counted)", "down"),
+    ("cost_fail", "redis_commands_per_job", "Redis commands per failing job (counted)", "down"),
+]
+
+#: Figures of one build over another of the same build, each build on its own:
+#: (label, numerator, denominator), medians.
+WITHIN = [
+    ("failing / no-op, worker CPU per job", "fail100.cpu_us_per_job", "noop100.cpu_us_per_job"),
+    (
+        "failing / no-op, Python calls per job",
+        "cost_fail.python_calls_per_job",
+        "cost.python_calls_per_job",
+    ),
 ]
 
 
@@ -155,6 +172,15 @@ def table(
         )
         rows.append({"figure": key, "label": label, "base": a, "tree": b, "ratio": ratio,
                      "spread": spread, "better": better})  # fmt: skip
+    for label, top, bottom in WITHIN:
+        within = []
+        for build in ("base", "tree"):
+            a, b = results[build].get(top, []), results[build].get(bottom, [])
+            if a and b:
+                within.append(statistics.median(a) / statistics.median(b))
+        if len(within) == 2:
+            base_x, tree_x = within
+            lines.append(f"| {label} | {base_x:.2f}x | {tree_x:.2f}x | {tree_x / base_x:.3f} | |")
     return "\n".join(lines), rows
 
 

@@ -4,7 +4,8 @@ It uses only what every build of rota has (``Client.from_url``, ``enqueue``,
 ``enqueue_many``, ``WorkerPool(settings=...)``, ``pool.job``, ``pool.running``), so the
 same driver measures an older build and the work tree alike, and prints one JSON object
 of figures. ``python bench/ab_driver.py WORKLOAD REDIS_URL [JOBS]``, WORKLOAD one of
-``noop10``, ``noop100``, ``latency``, ``enqueue_one``, ``batch``, ``cost``.
+``noop10``, ``noop100``, ``latency``, ``enqueue_one``, ``batch``, ``cost``, and
+``fail100`` and ``cost_fail``: ``noop100`` and ``cost`` with jobs that raise.
 """
 
 from __future__ import annotations
@@ -46,27 +47,41 @@ def _pool(url: str, **settings: Any) -> WorkerPool:
     return pool
 
 
-def _noop_pool(url: str, jobs: int, **settings: Any) -> tuple[WorkerPool, anyio.Event]:
-    """A pool of no-op jobs, and the event set when ``jobs`` of them ran."""
+class Downstream(Exception):
+    """What a failing job raises: the error of a service it calls."""
+
+
+def _call_downstream(n: int) -> None:
+    raise Downstream(f"service refused request {n}")
+
+
+def _noop_pool(
+    url: str, jobs: int, fail: bool = False, **settings: Any
+) -> tuple[WorkerPool, anyio.Event]:
+    """A pool of no-op jobs, and the event set when ``jobs`` of them ran. With ``fail``
+    each raises instead (from a function it calls, ``max_fails=1``: dead at once, its
+    traceback kept), as every job does while a service they call is down."""
     pool = _pool(url, keep_result=0, **settings)
     done = anyio.Event()
     count = 0
 
-    @pool.job(name="noop")
+    @pool.job(name="noop", max_fails=1)
     async def run() -> None:
         nonlocal count
         count += 1
         if count >= jobs:
             done.set()
+        if fail:
+            _call_downstream(count)
 
     return pool, done
 
 
-async def noop(url: str, jobs: int, concurrency: int) -> dict[str, float]:
+async def noop(url: str, jobs: int, concurrency: int, fail: bool = False) -> dict[str, float]:
     client = Client.from_url(url, NAMESPACE)
     for i in range(0, jobs, 5000):
         await client.enqueue_many([JobSpec(name="noop") for _ in range(min(5000, jobs - i))])
-    pool, done = _noop_pool(url, jobs, concurrency=concurrency)
+    pool, done = _noop_pool(url, jobs, fail, concurrency=concurrency)
     started, cpu = time.perf_counter(), _cpu()
     async with pool.running(client=client):
         await done.wait()
@@ -127,7 +142,7 @@ async def batch(url: str, jobs: int) -> dict[str, float]:
     return {"enqueue_batch_per_s": jobs / wall}
 
 
-async def cost(url: str, jobs: int) -> dict[str, float]:
+async def cost(url: str, jobs: int, fail: bool = False) -> dict[str, float]:
     """Python calls in this process per no-op job (concurrency 1, no prefetch: every job
     walks the same path), counted by a profile hook, and commands Redis runs per job
     (INFO commandstats, the script calls and the commands inside them): figures a noisy
@@ -135,7 +150,7 @@ async def cost(url: str, jobs: int) -> dict[str, float]:
     client = Client.from_url(url, NAMESPACE)
     await client.enqueue_many([JobSpec(name="noop") for _ in range(jobs)])
     await client.redis.config_resetstat()
-    pool, done = _noop_pool(url, jobs, concurrency=1, prefetch=0, keep_none=0)
+    pool, done = _noop_pool(url, jobs, fail, concurrency=1, prefetch=0, keep_none=0)
     calls = 0
 
     def hook(frame: Any, event: str, arg: Any) -> None:
@@ -165,6 +180,8 @@ def main() -> None:
         "enqueue_one": lambda: enqueue_one(url, min(jobs, 5000)),
         "batch": lambda: batch(url, jobs),
         "cost": lambda: cost(url, min(jobs, 400)),
+        "fail100": lambda: noop(url, jobs, 100, fail=True),
+        "cost_fail": lambda: cost(url, min(jobs, 400), fail=True),
     }
     try:
         import uvloop  # noqa: F401

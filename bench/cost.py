@@ -47,11 +47,23 @@ from rota import Client, JobContext, JobSpec, WorkerPool
 from rota.config import Settings
 from rota.logging import JobLine, configure_logging
 
-__all__ = ["BUDGET", "TOLERANCE", "measure", "over_budget"]
+__all__ = ["BUDGET", "FAILING_RATIO", "TOLERANCE", "measure", "measure_failing", "over_budget"]
 
 BUDGET: Final = Path(__file__).with_name("budget.toml")
 TOLERANCE: Final = 0.10
 NAME: Final = "noop"
+#: The most a failing job may cost, as a multiple of a no-op job (``worker`` and
+#: ``redis``): when a service a pool's jobs call is down, every job fails, and a pool
+#: that slows down then falls behind just as its backlog grows.
+FAILING_RATIO: Final = 2.0
+
+
+class Downstream(Exception):
+    """What a failing job raises: the error of a service it calls."""
+
+
+def _call_downstream(n: int) -> None:
+    raise Downstream(f"service refused request {n}")
 
 
 def _roots() -> dict[Any, str]:
@@ -89,10 +101,12 @@ def _entries() -> dict[Any, str]:
 _ENTRIES: Final = _entries()
 
 
-async def _run(url: str, jobs: int, job_line: JobLine | None) -> dict[str, float]:
+async def _run(url: str, jobs: int, job_line: JobLine | None, fail: bool) -> dict[str, float]:
+    """Figures for ``jobs`` no-op jobs, or with ``fail`` jobs that raise (a frame below
+    the handler, ``max_fails=1``: each one ends dead, its traceback kept)."""
     settings = Settings(
         redis_url=url,
-        namespace="cost",
+        namespace="cost-failing" if fail else "cost",
         concurrency=1,
         prefetch=0,
         keep_result=0,
@@ -106,12 +120,14 @@ async def _run(url: str, jobs: int, job_line: JobLine | None) -> dict[str, float
     done = anyio.Event()
     count = 0
 
-    @pool.job(name=NAME)
+    @pool.job(name=NAME, max_fails=1)
     async def noop(ctx: JobContext) -> None:
         nonlocal count
         count += 1
         if count == jobs:
             done.set()
+        if fail:
+            _call_downstream(count)
 
     counts = dict.fromkeys(("attempt", "fetch", "finish", "retry", "wait", "other"), 0)
     entries = dict.fromkeys(("fetch", "finish"), 0)
@@ -174,7 +190,25 @@ def measure(jobs: int = 400) -> dict[str, float]:
     the whole process: run it in a process of its own (``python -m bench.cost``)."""
     with open(os.devnull, "w") as sink, RedisServer() as server:
         job_line = configure_logging("json", "info", sink)
-        return anyio.run(_run, server.url, jobs, job_line, backend_options={"use_uvloop": True})
+        return anyio.run(
+            _run, server.url, jobs, job_line, False, backend_options={"use_uvloop": True}
+        )
+
+
+def measure_failing(jobs: int = 400) -> dict[str, dict[str, float]]:
+    """The figures of :func:`measure` for no-op jobs and for as many failing ones, in one
+    process against one redis-server, one run after the other: ``{"noop": ...,
+    "failing": ...}``."""
+
+    async def both(url: str, job_line: JobLine | None) -> dict[str, dict[str, float]]:
+        return {
+            "noop": await _run(url, jobs, job_line, False),
+            "failing": await _run(url, jobs, job_line, True),
+        }
+
+    with open(os.devnull, "w") as sink, RedisServer() as server:
+        job_line = configure_logging("json", "info", sink)
+        return anyio.run(both, server.url, job_line, backend_options={"use_uvloop": True})
 
 
 def budget() -> dict[str, float]:
@@ -208,12 +242,51 @@ def over_budget(measured: dict[str, float], allowed: dict[str, float]) -> list[s
     return out
 
 
+def failing_over(figures: dict[str, dict[str, float]]) -> list[str]:
+    """One sentence per guarded figure of a failing job past FAILING_RATIO times the
+    no-op job's of the same run; for the worker, the part that grew the most is named."""
+    noop, failing = figures["noop"], figures["failing"]
+    out = []
+    for name in GUARDED:
+        ratio = failing[name] / noop[name]
+        if ratio > FAILING_RATIO:
+            part = max(PARTS, key=lambda p: failing[p] - noop[p])
+            grew = f" (most in {part}: {noop[part]} -> {failing[part]})" if name == "worker" else ""
+            out.append(
+                f"{name}: {failing[name]} per failing job, {ratio:.2f}x the {noop[name]} of a"
+                f" no-op job (at most {FAILING_RATIO:g}x){grew}"
+            )
+    return out
+
+
+def _compare_failing(jobs: int, *, as_json: bool) -> int:
+    figures = measure_failing(jobs)
+    if as_json:
+        print(json.dumps(figures))  # noqa: T201
+        return 0
+    for kind, per in (("noop", "no-op job"), ("failing", "failing job")):
+        measured = figures[kind]
+        parts = ", ".join(f"{p} {measured[p]}" for p in PARTS)
+        print(f"worker: {measured['worker']} Python calls per {per} ({parts})")  # noqa: T201
+        print(f"redis: {measured['redis']} commands per {per}")  # noqa: T201
+    for sentence in failing_over(figures) or ["failing jobs within their budget"]:
+        print(sentence)  # noqa: T201
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.cost", description=__doc__)
     parser.add_argument("--jobs", type=int, default=400)
     parser.add_argument("--record", action="store_true", help="write bench/budget.toml")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--failing",
+        action="store_true",
+        help="measure no-op jobs and jobs that raise, and compare them",
+    )
     args = parser.parse_args(argv)
+    if args.failing:
+        return _compare_failing(args.jobs, as_json=args.json)
     measured = measure(args.jobs)
     if args.json:
         print(json.dumps(measured))  # noqa: T201

@@ -18,11 +18,17 @@ def test_the_same_build_twice_reads_alike() -> None:
     text, rows = ab.table("0" * 40, results)
     assert {r["label"] for r in rows} == {label for _, _, label, _ in ab.FIGURES}
     counted = {r["figure"]: r["ratio"] for r in rows if "counted" in r["label"]}
-    assert set(counted) == {"cost.python_calls_per_job", "cost.redis_commands_per_job"}
+    assert set(counted) == {
+        f"{workload}.{figure}"
+        for workload in ("cost", "cost_fail")
+        for figure in ("python_calls_per_job", "redis_commands_per_job")
+    }
     # Redis's count is the jobs' commands plus the pool's own (heartbeat, reaper,
     # scheduler), whose number follows the run's length: 25.0 idle, 1.2 % more once on
     # a loaded host. The pool's moves with how a finish and the next fetch overlap
     # (459-504 calls in six runs of one build): within 12 %.
-    assert counted["cost.redis_commands_per_job"] == pytest.approx(1.0, abs=0.03)
-    assert counted["cost.python_calls_per_job"] == pytest.approx(1.0, abs=0.12)
-    assert text.count("\n") == len(ab.FIGURES) + 1  # a header, a rule, a row per figure
+    for workload in ("cost", "cost_fail"):
+        assert counted[f"{workload}.redis_commands_per_job"] == pytest.approx(1.0, abs=0.03)
+        assert counted[f"{workload}.python_calls_per_job"] == pytest.approx(1.0, abs=0.12)
+    # a header, a rule, a row per figure, and one per comparison within a build
+    assert text.count("\n") == len(ab.FIGURES) + len(ab.WITHIN) + 1

@@ -226,11 +226,12 @@ def _wire(o: Outcome) -> tuple[Arg, ...]:
     return (o.id, o.name, o.token, "complete", o.result, o.keep_ms, o.keep_none_ms)
 
 
-def encode_outcomes(outcomes: Iterable[Outcome]) -> bytes:
+def encode_outcomes(outcomes: Iterable[Outcome], logs: list[Arg] | None = None) -> bytes:
     """The one place an outcome is written as the finish script reads it: seven fields
     per outcome (id, name, token, kind, a, b, c: see ``lua/finish.lua``), all in one
     flat MessagePack array. A complete outcome holds its fields in that order already
-    and is copied without a call."""
+    and is copied without a call. The lines of the outcomes that carry one for their
+    job's log (a traceback) are added to ``logs``, id and line, when it is given."""
     flat: list[Arg] = []
     for o in outcomes:
         if o.__class__ is Complete:  # concatenations only: no call per job
@@ -239,6 +240,8 @@ def encode_outcomes(outcomes: Iterable[Outcome]) -> bytes:
             flat += o[3:]
         else:
             flat += _wire(o)
+            if o.log and logs is not None:
+                logs += (o.id, o.log)
     return msgspec.msgpack.encode(flat)
 
 
@@ -251,8 +254,13 @@ async def finish(
     ``maxmemory`` (see :mod:`rota.protocol.render`).
 
     The outcomes go as one MessagePack argument (:func:`encode_outcomes`): Redis clients
-    encode each argument on its own, and seven per job cost more than the job itself."""
-    args: list[Arg] = [now_ms(), encode_outcomes(outcomes), complete_max]
+    encode each argument on its own, and seven per job cost more than the job itself.
+    The lines they carry for their jobs' logs (a failed attempt's traceback) go in one
+    more, only when there are some: written with the outcome, not in a call per job."""
+    logs: list[Arg] = []
+    args: list[Arg] = [now_ms(), encode_outcomes(outcomes, logs), complete_max]
+    if logs:
+        args.append(msgspec.msgpack.encode(logs))
     name = "finish_kept" if kept else "finish"
     stale = await script(name)(scope.conn, scope.prefix, args, scope.mode)
     return [s.decode() for s in stale] if stale else []

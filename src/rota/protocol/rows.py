@@ -18,6 +18,7 @@ from rota.protocol.job import EXTRA_FIELDS, FETCH_FIELDS, Reason, opt_int
 
 __all__ = [
     "MAX_ERROR",
+    "MAX_LOG",
     "Aborted",
     "Complete",
     "Dead",
@@ -32,6 +33,8 @@ __all__ = [
 
 #: The longest error text an outcome stores (characters).
 MAX_ERROR: Final = 4000
+#: The longest line of a job's log (characters), a traceback an outcome carries too.
+MAX_LOG: Final = 2000
 
 
 class EnqueueRow(NamedTuple):
@@ -165,6 +168,7 @@ class _Kind:
     kind: ClassVar[str]
     failed: ClassVar[bool] = True  # anything but done or given back: worth a warning
     keeps_result: ClassVar[bool] = False
+    log: ClassVar[str] = ""  # a line for the job's log, written by the finish (see Retry)
 
 
 class _CompleteFields(NamedTuple):
@@ -188,6 +192,7 @@ class Complete(_CompleteFields):
     failed: ClassVar = False
     reason: ClassVar = ""
     error: ClassVar = ""
+    log: ClassVar = ""
 
     @classmethod
     def of(cls, job: Lease, result: str, keep_ms: int, keep_none_ms: int | None = None) -> Complete:
@@ -207,10 +212,13 @@ class _RetryFields(NamedTuple):
     due: int  # ms
     error: str
     reason: Reason
+    log: str = ""
 
 
 class Retry(_RetryFields, _Kind):
-    """Failed: runs again at ``due``."""
+    """Failed: runs again at ``due``. ``log``, when not empty, is a line (at most
+    :data:`MAX_LOG`) the finish adds to the job's log: a handler's traceback, written
+    with the outcome instead of in a call of its own."""
 
     __slots__ = ()
     kind: ClassVar = "retry"
@@ -226,10 +234,12 @@ class _EndFields(NamedTuple):
     token: str
     reason: Reason
     error: str
+    log: str = ""
 
 
 class Dead(_EndFields, _Kind):
-    """Failed for good: kept in the dead set."""
+    """Failed for good: kept in the dead set, with ``log`` as :class:`Retry` has it
+    (a dropped job's log is deleted with it: the finish writes none)."""
 
     __slots__ = ()
     kind: ClassVar = "dead"

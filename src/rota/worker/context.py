@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from rota.client import Client, Enqueued
+from rota.protocol.rows import MAX_LOG
 from rota.redis.outage import MEANING, condition, rota_error
 
 if TYPE_CHECKING:
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["JobContext"]
 
 _MAX_LOG_LINES = 100
-_MAX_LOG_LINE = 2000
+_MAX_LOG_LINE = MAX_LOG
 
 
 class JobContext:

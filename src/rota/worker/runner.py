@@ -6,7 +6,6 @@ import asyncio
 import functools
 import math
 import time
-import traceback
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
@@ -18,12 +17,13 @@ from rota import tracing
 from rota.errors import Abort, InvalidArgs, Retry
 from rota.protocol import codec
 from rota.protocol.job import Reason, now_ms
-from rota.protocol.rows import Aborted, Complete, Dead, Drop, Outcome, Requeue
+from rota.protocol.rows import MAX_LOG, Aborted, Complete, Dead, Drop, Outcome, Requeue
 from rota.protocol.rows import Retry as Again
 from rota.redis.outage import REDIS_ERRORS
 from rota.worker.context import JobContext
 from rota.worker.registry import Handler
 from rota.worker.runtime import Fetched, InFlight, PoolRuntime, worker_task
+from rota.worker.tracebacks import describe
 
 __all__ = ["run_job"]
 
@@ -41,8 +41,8 @@ def _structlog_vars() -> tuple[ContextVar[Any], ContextVar[Any]]:
 _JOB_ID, _JOB_NAME = _structlog_vars()
 
 
-#: The most of a traceback kept in the job's log (a log line holds 2,000 characters).
-_TRACEBACK_CHARS = 2000
+#: The most of a traceback kept in the job's log (as much as a log line holds).
+_TRACEBACK_CHARS = MAX_LOG
 
 
 def _keep_ms(seconds: float) -> int:
@@ -175,8 +175,8 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
         except REDIS_ERRORS as exc:  # an error reply: no outage, and no waiting mends it
             return _failure(job, handler, Reason.ERROR, f"parent results not read: {exc}")
     started = now_ms()
-    # The context is made when the handler or a middleware takes it, else only when a
-    # failure needs it (to keep its traceback): a plain handler's attempt makes none.
+    # The context is made when the handler or a middleware takes it: a plain handler's
+    # attempt makes none.
     ctx = None
     if handler.wants_ctx or handler.middleware:
         ctx = _context(rt, job, decoded, started, parents)
@@ -201,8 +201,8 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
     except Abort as exc:
         return Aborted.of(job, _keep_ms(rt.settings.keep_result), str(exc) or "aborted")
     except (Exception, SystemExit) as exc:  # a handler's failure is the job's, not the pool's
-        await _keep_traceback(ctx or _context(rt, job, decoded, started, parents), exc)
-        return _failure(job, handler, Reason.ERROR, f"{type(exc).__name__}: {exc}")
+        failed = _failure(job, handler, Reason.ERROR, f"{type(exc).__name__}: {exc}")
+        return _with_traceback(failed, job, exc)
     finally:
         if timer is not None:
             timer.cancel()
@@ -227,19 +227,19 @@ def _context(
     )
 
 
-async def _keep_traceback(ctx: JobContext, exc: BaseException) -> None:
-    """The failed attempt's traceback, in the job's own log (the job page and ``rota
-    job show`` print it; the outcome's error stays its one line). Its end is kept when
-    it is long: the frames nearest the error. A Redis that refuses or is away keeps
-    nothing; the failure is recorded all the same."""
-    text = "".join(traceback.format_exception(exc)).rstrip()
-    text = f"attempt {ctx.attempt} failed:\n{text}"
+def _with_traceback(failed: Outcome, job: Fetched, exc: BaseException) -> Outcome:
+    """The failed attempt's traceback, for the job's own log (the job page and ``rota
+    job show`` print it; the outcome's error stays its one line): the finish writes it
+    with the outcome (a dropped job's log goes with it: none is made). Its end is kept
+    when it is long: the frames nearest the error."""
+    if not isinstance(failed, (Again, Dead)) or failed.__class__ is Drop:
+        return failed
+    text = f"attempt {job.attempts} failed:\n{describe(exc, _TRACEBACK_CHARS)}"
     if len(text) > _TRACEBACK_CHARS:
         text = "…" + text[-(_TRACEBACK_CHARS - 1) :]
-    try:
-        await ctx.job_log(text)
-    except Exception as exc2:  # an error reply (a role without the right): still a failure
-        log.debug("traceback not kept", job_id=ctx.id, error=repr(exc2))
+    # A file name read from a disk that is not UTF-8 holds lone surrogates, which no
+    # encoder writes: the whole finish call it travels in would fail.
+    return failed._replace(log=text.encode(errors="replace").decode())
 
 
 def _cancelled(

@@ -6,7 +6,10 @@
 -- KEYS[1] namespace prefix
 -- ARGV now_ms, the attempts: one flat MessagePack array of id, name, token, outcome,
 --      a, b, c per attempt (one argument instead of seven per job), and optionally the
---      most complete jobs to keep (default 100000)
+--      most complete jobs to keep (default 100000; '' for the default), then optionally
+--      the lines to add to the logs of jobs that failed (a handler's traceback): one flat
+--      MessagePack array of id, line per job, written with a retry or dead outcome of
+--      that id only (see keep_log)
 --   complete: a = result JSON ('' = none), b = keep_ms (0 = delete now), c = keep_ms of a
 --             job with no result that nobody waits for and that has no children and no
 --             group ('' = b)
@@ -27,6 +30,10 @@ local kept = {} -- time, id, ... of the complete jobs kept (added to K_COMPLETE 
 local processed = {} -- name -> jobs complete in this call (counted at the end)
 local ran_ms = {} -- name -> ms its complete jobs ran, from their lease's start (ditto)
 local COMPLETE_MAX = 100000
+-- A job's log: its last lines, each cut to this many bytes (2000 characters of UTF-8 at
+-- most: the sender cuts the text, this only bounds what a faulty sender writes).
+local LOG_LINES, LOG_LINE = 100, 8000
+local logs = {} -- id -> the line to add to its log (ARGV[4])
 local TRIM_MORE = 100 -- a call deletes at most this many more kept jobs than it adds
 
 -- `logged`: whether the job has log lines (key_joblog) to expire with it: a worker that
@@ -45,6 +52,21 @@ end
 -- The job's failures counted once more, as text (read only for outcomes that fail).
 local function failed_once_more(jk)
   return str((tonumber(redis.call('HGET', jk, 'failures')) or 0) + 1)
+end
+
+-- A failed attempt's line (its traceback) in the job's log, as ctx.job_log writes one,
+-- and the job's `logged` field set when it was not (`logged`: what the finish read).
+local function keep_log(jk, id, line, logged)
+  if not sane_id(id) then -- its record is buried under another id: no log to keep
+    return
+  end
+  local lk = key_joblog(id)
+  if redis.call('RPUSH', lk, string.sub(line, 1, LOG_LINE)) > LOG_LINES then
+    redis.call('LTRIM', lk, -LOG_LINES, -1)
+  end
+  if not logged then
+    redis.call('HSET', jk, 'logged', '1')
+  end
 end
 
 local function finish_one(id, name, token, outcome, a, b, c)
@@ -142,6 +164,10 @@ local function finish_one(id, name, token, outcome, a, b, c)
     bury(id, name, 'error', 'finish: unknown outcome ' .. string.sub(tostring(outcome), 1, 64),
       now, {'token', retired, 'finished_token', token})
   end
+  local line = logs[id]
+  if line and (outcome == 'retry' or outcome == 'dead') then -- not one an abort ended
+    keep_log(jk, id, line, logged)
+  end
   -- A finish frees a slot of a limited name: wake a pool that may wait for it.
   local l = limited[name]
   if l == nil then
@@ -154,9 +180,22 @@ local function finish_one(id, name, token, outcome, a, b, c)
 end
 
 -- A sender's mistake is refused whole, before any write: the leases stay.
-if #ARGV < 2 or #ARGV > 3 then
-  return redis.error_reply('ERR finish: takes now, one MessagePack array of attempts and'
-    .. ' optionally complete_max, not ' .. #ARGV .. ' arguments')
+if #ARGV < 2 or #ARGV > 4 then
+  return redis.error_reply('ERR finish: takes now, one MessagePack array of attempts,'
+    .. ' optionally complete_max and the logs\' lines, not ' .. #ARGV .. ' arguments')
+end
+if ARGV[4] then
+  local flat = cmsgpack.unpack(ARGV[4])
+  if type(flat) ~= 'table' or #flat % 2 ~= 0 then
+    return redis.error_reply('ERR finish: the logs\' lines are not id, line pairs')
+  end
+  for i = 1, #flat, 2 do
+    if type(flat[i]) ~= 'string' or type(flat[i + 1]) ~= 'string' then
+      return redis.error_reply('ERR finish: the logs\' line ' .. (i + 1) / 2
+        .. ' is not an id and a text')
+    end
+    logs[flat[i]] = flat[i + 1]
+  end
 end
 -- Flat: seven entries per attempt, no table per attempt to make and collect.
 local rows = cmsgpack.unpack(ARGV[2])

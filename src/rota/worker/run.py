@@ -29,6 +29,7 @@ from rota.shard_rules import recorded_shards
 from rota.worker.acker import Acker
 from rota.worker.fetcher import Fetcher
 from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
+from rota.worker.loopwatch import LoopWatch
 from rota.worker.registry import Periodic
 from rota.worker.robin import Robin
 from rota.worker.runner import run_job
@@ -128,6 +129,8 @@ class PoolRun:
         rt = self.rt
         with self._background, _unwrapped():
             async with anyio.create_task_group() as bg:
+                if rt.settings.loop_block_warn:
+                    bg.start_soon(LoopWatch(rt).run)
                 for i in range(len(self.shards)):
                     bg.start_soon(self._start_shard, i)
                 await self._first_shards_ready()

@@ -4,7 +4,7 @@ stopped it.
 An ``async def`` handler that makes a blocking call (``time.sleep``, a synchronous
 client, long CPU work) stops every task of its pool, the heartbeat among them, and
 nothing on the loop can say so while it lasts. So a thread watches: a task of the pool
-stamps the time every ``loop_block_warn / 4`` seconds (at most every 0.25 s), and the
+stamps the time every ``loop_block_warn / 4`` seconds (from 0.01 to 0.25 s), and the
 thread, waking as often, logs one warning once the stamp is older than
 ``loop_block_warn``, while the loop is still blocked: the job whose worker runs on the
 loop at that moment (asyncio's current task), and how long the loop has been blocked.
@@ -43,7 +43,7 @@ class LoopWatch:
     def __init__(self, rt: PoolRuntime) -> None:
         self.rt = rt
         self.limit = rt.settings.loop_block_warn
-        self.period = min(0.25, self.limit / 4)
+        self.period = min(0.25, max(0.01, self.limit / 4))
         self._lock = threading.Lock()
         self._stamp = time.monotonic()
         #: What the thread reported of the block under way, until the loop turns again.

@@ -23,7 +23,7 @@ import anyio.to_thread
 from rota.protocol.job import now_ms
 from rota.protocol.rows import Fetched
 
-__all__ = ["HOLDING", "HOLD_REPORT", "LEFT", "HandlerThreads", "job_fields"]
+__all__ = ["HOLDING", "HOLD_REPORT", "LEFT", "Attempt", "HandlerThreads", "job_fields"]
 
 T = TypeVar("T")
 
@@ -31,8 +31,8 @@ T = TypeVar("T")
 HOLD_REPORT = 60.0
 HOLDING = (
     "handler threads outlive grace (a thread cannot be cancelled): the pool waits for"
-    " them and keeps their jobs' leases; SIGTERM or SIGINT again stops it now, and their"
-    " jobs run again once their leases expire"
+    " them and keeps their jobs' leases; SIGTERM or SIGINT again (or SIGKILL) stops it"
+    " now, and their jobs run again once their leases expire"
 )
 LEFT = (
     "second signal: handler threads left running; their jobs are not put back, they run"
@@ -40,7 +40,7 @@ LEFT = (
 )
 
 
-class InFlight(Protocol):
+class Attempt(Protocol):
     """What is read here of an attempt in flight (rota.worker.runtime.InFlight)."""
 
     @property
@@ -93,13 +93,13 @@ class HandlerThreads:
         now = time.monotonic()
         return [job_fields(job, now - since) for job, since in list(self.alive.values())]
 
-    def holding(self, in_flight: Mapping[str, InFlight], held: set[str]) -> list[dict[str, Any]]:
+    def holding(self, in_flight: Mapping[str, Attempt], held: set[str]) -> list[dict[str, Any]]:
         """The jobs of ``held`` still running, as log lines list them."""
         now = now_ms()
         entries = [e for e in in_flight.values() if e.job.id in held]
         return [job_fields(e.job, (now - e.since) / 1000) for e in entries]
 
-    def leave(self, in_flight: Mapping[str, InFlight]) -> list[dict[str, Any]]:
+    def leave(self, in_flight: Mapping[str, Attempt]) -> list[dict[str, Any]]:
         """Stop waiting for anything (a second signal): the attempts awaiting a thread end
         with nothing recorded (reason ``left``), the others are put back; the jobs left."""
         now, left = now_ms(), []

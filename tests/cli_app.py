@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncGenerator, Mapping
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -22,6 +24,13 @@ async def nap(ctx: rota.JobContext, seconds: float = 0.0) -> str:
 @pool.job(max_fails=1)
 async def fail(ctx: rota.JobContext, why: str = "broken") -> None:
     raise RuntimeError(why)
+
+
+@pool.job(max_fails=1)
+def hold(path: str) -> None:
+    """A plain ``def`` handler: its thread runs until the file ``path`` exists."""
+    while not Path(path).exists():
+        time.sleep(0.02)
 
 
 #: A pool whose lifespan fails before it starts, as a program's own setup can.

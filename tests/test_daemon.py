@@ -15,6 +15,7 @@ import msgspec
 
 from rota import Client, State
 from rota.daemon import _Supervisor
+from rota.worker.threads import HOLDING, LEFT
 from tests.cli_helpers import REPO, rota_env, start_worker
 from tests.helpers import wait_until
 from tests.redis_server import RedisServer
@@ -90,6 +91,33 @@ async def test_second_signal_skips_the_wait(
     record = await client.job(job.id)
     assert record is not None
     assert (record.state, record.failures) == (State.QUEUED, 0)
+
+
+async def test_a_second_signal_exits_without_waiting_for_a_handler_thread(
+    client: Client, redis_url: str, namespace: str, tmp_path: Path
+) -> None:
+    """A handler thread past grace holds the process, and the log says so; a second
+    signal exits at once (the interpreter would wait for the thread), the job not put
+    back while its thread may still run: its lease expires instead."""
+    log, release = tmp_path / "worker.log", tmp_path / "release"
+    proc = start_worker(
+        "tests.cli_app:pool", env=_env(redis_url, namespace, ROTA_GRACE="0.5"), log=log
+    )
+    try:
+        job = await client.enqueue("hold", path=str(release))
+        await wait_until(lambda: _state(client, job.id, State.RUNNING), within=20)
+        proc.send_signal(signal.SIGTERM)
+        await wait_until(lambda: HOLDING in _log_events(log), within=20)
+        assert proc.poll() is None  # the thread holds it, and nothing ends the thread
+        proc.send_signal(signal.SIGTERM)
+        assert await _exit_code(proc, within=10) == 0
+    finally:
+        proc.kill()
+        release.touch()
+    events = _log_events(log)
+    assert LEFT in events, events
+    assert "exiting without waiting for handler threads that still run" in events
+    assert await _state(client, job.id, State.RUNNING)
 
 
 async def test_supervisor_replaces_a_killed_child_and_recovers_its_jobs(

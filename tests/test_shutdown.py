@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
+import threading
+from collections.abc import MutableMapping, Sequence
 from typing import Any, cast
 
 import anyio
@@ -12,7 +15,9 @@ from structlog.testing import capture_logs
 
 from rota import Client, JobContext, JobSpec, State, WorkerPool
 from rota.worker.fetcher import Fetcher
+from rota.worker.heartbeat import Reaper
 from rota.worker.runtime import Fetched
+from rota.worker.threads import HOLDING, LEFT
 from tests.helpers import pool_settings, wait_until
 
 
@@ -164,3 +169,118 @@ async def test_a_second_signal_still_puts_the_cancelled_jobs_back_at_once(
     assert record is not None and record.state == State.QUEUED
     assert redis_sync.lrange("{" + namespace + "}:queue:long", 0, -1) == [job.id.encode()]
     assert not [e for e in logs if "not recorded" in e["event"]], logs
+
+
+def _holding_pool(
+    redis_url: str, namespace: str, started: threading.Event, release: threading.Event
+) -> WorkerPool:
+    """A pool with a grace of 1 s whose plain ``def`` handler runs until ``release``."""
+    pool = WorkerPool(
+        settings=pool_settings(
+            redis_url, namespace, grace=1, keep_result=60, lease=1.0, heartbeat_interval=0.2
+        )
+    )
+
+    @pool.job(name="hold")
+    def hold(ctx: JobContext) -> str:
+        started.set()
+        release.wait(60)
+        return "done"
+
+    return pool
+
+
+def _events(logs: Sequence[MutableMapping[str, Any]], event: str) -> list[MutableMapping[str, Any]]:
+    return [e for e in logs if e["event"] == event]
+
+
+@pytest.mark.one_shard("reads one shard's leases")
+async def test_a_handler_thread_past_grace_keeps_its_job_until_it_ends(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    """A thread cannot be cancelled: its job is not put back while it runs (another pool
+    would run it twice), its lease is kept, and its real outcome is recorded when it
+    ends. The log names the job that holds the pool."""
+    started, release = threading.Event(), threading.Event()
+    first = _holding_pool(redis_url, namespace, started, release)
+    ran: list[str] = []
+    other = WorkerPool(
+        settings=pool_settings(redis_url, namespace, keep_result=60, heartbeat_interval=0.2)
+    )
+
+    @other.job(name="hold")
+    def hold(ctx: JobContext) -> str:
+        ran.append(ctx.id)
+        return "done"
+
+    job = await client.enqueue("hold")
+    lease = functools.partial(redis_sync.zscore, "{" + namespace + "}:running:hold", job.id)
+    stop = anyio.Event()
+    try:
+        with capture_logs() as logs, anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(functools.partial(first.run, redis_url, shutdown=stop))
+                await wait_until(started.is_set)
+                stop.set()
+                await wait_until(lambda: bool(_events(logs, HOLDING)))
+                leased = cast(float, lease())
+                # Queued after it: the other pool runs this one first if it is put back.
+                probe = await client.enqueue("hold")
+                async with other.running() as rt:
+                    await wait_until(lambda: ran == [probe.id])
+                    # Two leases later: still extended, and no reaper takes it.
+                    await wait_until(lambda: cast(float, lease()) > leased + 2000, within=15)
+                    await Reaper(rt).reap()
+                    record = await client.job(job.id)
+                    assert record is not None and record.state == State.RUNNING
+                    assert not _events(logs, "pool stopped")
+                    release.set()
+                    await wait_until(lambda: bool(_events(logs, "pool stopped")))
+                assert ran == [probe.id]
+    finally:
+        release.set()
+    record = await client.job(job.id)
+    assert record is not None
+    assert (record.state, record.attempts, record.result) == (State.COMPLETE, 1, '"done"')
+    (holding,) = _events(logs, HOLDING)
+    assert [(j["job_id"], j["job_name"]) for j in holding["jobs"]] == [(job.id, "hold")]
+    assert holding["jobs"][0]["running_s"] >= 1
+    (stopped,) = [e for e in _events(logs, "pool stopped") if e["pool"] == holding["pool"]]
+    assert "threads_running" not in stopped
+
+
+@pytest.mark.one_shard("reads one shard's queue")
+async def test_a_second_signal_leaves_a_handler_thread_and_its_job_to_the_lease(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    """A second signal ends the wait for a handler thread: the pool stops, says which
+    job it left, and does not put it back (the thread still runs it)."""
+    started, release = threading.Event(), threading.Event()
+    pool = _holding_pool(redis_url, namespace, started, release)
+    job = await client.enqueue("hold")
+    stop, force = anyio.Event(), anyio.Event()
+    try:
+        with capture_logs() as logs, anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+
+                async def run() -> None:
+                    async with pool.running(force=force):
+                        await stop.wait()
+
+                tg.start_soon(run)
+                await wait_until(started.is_set)
+                stop.set()
+                await wait_until(lambda: bool(_events(logs, HOLDING)))
+                force.set()
+            assert pool.threads.still_running()[0]["job_id"] == job.id
+            record = await client.job(job.id)
+            assert record is not None and record.state == State.RUNNING
+            assert redis_sync.llen("{" + namespace + "}:queue:hold") == 0
+    finally:
+        release.set()
+    (left,) = _events(logs, LEFT)
+    assert [(j["job_id"], j["job_name"]) for j in left["jobs"]] == [(job.id, "hold")]
+    (line,) = [e for e in _events(logs, "job") if e["job_id"] == job.id]
+    assert (line["outcome"], line["reason"]) == ("left", "shutdown")
+    (stopped,) = _events(logs, "pool stopped")
+    assert [j["job_id"] for j in stopped["threads_running"]] == [job.id]

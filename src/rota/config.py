@@ -129,6 +129,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     # failover, a slot move) before it raises: it is sent again with the same job ids,
     # so a retry never enqueues a job twice. 0: raise at the first failure.
     ride_through: float = 10.0
+    # A pool logs a warning when its event loop is blocked this long (seconds: 0 turns
+    # the report off; else from 0.01 to 3600), naming the job that blocks it
+    # (rota.worker.loopwatch).
+    loop_block_warn: float = 1.0
 
     def __post_init__(self) -> None:
         # Each check raises a ConfigError that names the setting and what was expected.
@@ -194,6 +198,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
                 raise ConfigError(f"{name}: must not be negative, got {getattr(self, name)!r}")
         if self.shards > MAX_SHARDS:
             raise ConfigError(f"shards: at most {MAX_SHARDS}, got {self.shards}")
+        if self.loop_block_warn and not 0.01 <= self.loop_block_warn <= 3600:
+            raise ConfigError(
+                "loop_block_warn: 0 (off) or from 0.01 to 3600 seconds,"
+                f" got {self.loop_block_warn!r}"
+            )
         if self.lease <= self.heartbeat_interval:
             raise ConfigError(
                 f"lease: must be longer than heartbeat_interval ({self.heartbeat_interval}),"

@@ -5,13 +5,16 @@ becomes a supervisor: it starts N pool processes (each in its own session, so a 
 in the terminal reaches only the supervisor), restarts one that dies after a short,
 growing delay, forwards SIGTERM/SIGINT, and exits 0 once every child has drained. A
 child that exits 2 refused its settings (every child would): the supervisor stops the
-others and exits 2 instead of restarting it forever.
+others and exits 2 instead of restarting it forever. A second signal reaches the
+children too: each stops without waiting for its running jobs.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
+import os
 import signal
 import subprocess
 import sys
@@ -55,9 +58,16 @@ def backend_options() -> dict[str, Any]:
 
 
 def run_pool(pool: WorkerPool, settings: Settings) -> None:
-    """Run ``pool`` until SIGTERM/SIGINT, on uvloop where it is installed."""
+    """Run ``pool`` until SIGTERM/SIGINT, on uvloop where it is installed. Handler
+    threads that still run once the pool has stopped (left by a second signal, or
+    abandoned at their timeout) cannot be stopped, and the interpreter would wait for
+    them: the process exits without them, with 0, once the exit handlers have run."""
     pool.configure(settings)
     anyio.run(pool.run, backend="asyncio", backend_options=backend_options())
+    if left := pool.threads.still_running():
+        log.warning("exiting without waiting for handler threads that still run", jobs=left)
+        atexit._run_exitfuncs()  # the log's last lines among them
+        os._exit(0)
 
 
 def supervise(

@@ -89,7 +89,8 @@ class JobContext:
     @property
     def cancel_reason(self) -> str | None:
         """Why the attempt is being cancelled: ``"timeout"`` (its deadline passed),
-        ``"abort"`` (``client.abort``), ``"shutdown"`` (the pool stops), or None. The
+        ``"abort"`` (``client.abort``), ``"shutdown"`` (the pool stops), ``"left"`` (a
+        second signal leaves the handler's thread running), or None. The
         handler's await is cancelled in each case; middleware reads this (in a
         ``finally``, or an ``except asyncio.CancelledError`` that re-raises) to tell them
         apart."""

@@ -27,6 +27,7 @@ from rota.worker.cron import Cron
 from rota.worker.registry import Backoff, Handler, Middleware, Periodic, default_backoff
 from rota.worker.run import PoolRun
 from rota.worker.runtime import PoolRuntime
+from rota.worker.threads import HandlerThreads
 
 __all__ = ["WorkerPool"]
 
@@ -67,6 +68,9 @@ class WorkerPool:
         #: Writes each attempt's summary line (``rota.logging.configure_logging``
         #: returns one for JSON output; the daemon sets it). None: through structlog.
         self.job_line: JobLine | None = None
+        #: The threads of its plain ``def`` handlers, which may outlive a run (a thread
+        #: cannot be stopped): the daemon exits without waiting for those still running.
+        self.threads = HandlerThreads()
 
     @property
     def settings(self) -> Settings:
@@ -229,6 +233,7 @@ class WorkerPool:
             state=state,
             force=force,
             job_line=self.job_line,
+            threads=self.threads,
         )
 
     async def run(
@@ -236,7 +241,9 @@ class WorkerPool:
     ) -> None:
         """Run until SIGTERM or SIGINT (or until ``shutdown`` is set, for tests and
         embedding); then drain and return. A second signal skips the wait for running
-        jobs. Signal handlers only set flags; the draining happens here."""
+        jobs: those on the event loop are put back at once, those whose handler thread
+        still runs are left to their leases (the threads run on: see
+        rota.worker.threads). Signal handlers only set flags; the draining happens here."""
         stop = shutdown or anyio.Event()
         force = anyio.Event()
         started = anyio.Event()

@@ -29,11 +29,13 @@ from rota.shard_rules import recorded_shards
 from rota.worker.acker import Acker
 from rota.worker.fetcher import Fetcher
 from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
+from rota.worker.loopwatch import LoopWatch
 from rota.worker.registry import Periodic
 from rota.worker.robin import Robin
 from rota.worker.runner import run_job
 from rota.worker.runtime import PoolRuntime, worker_task
 from rota.worker.scheduler import Scheduler, listen_for_schedulers
+from rota.worker.threads import HOLD_REPORT, HOLDING, LEFT
 from rota.worker.waits import SharedWakes
 
 __all__ = ["START_ALONE", "PoolRun"]
@@ -127,6 +129,8 @@ class PoolRun:
         rt = self.rt
         with self._background, _unwrapped():
             async with anyio.create_task_group() as bg:
+                if rt.settings.loop_block_warn:
+                    bg.start_soon(LoopWatch(rt).run)
                 for i in range(len(self.shards)):
                     bg.start_soon(self._start_shard, i)
                 await self._first_shards_ready()
@@ -229,7 +233,8 @@ class PoolRun:
                 acker.add(Requeue.of(job))
             else:
                 try:
-                    acker.add(await run_job(rt, job))
+                    if (outcome := await run_job(rt, job)) is not None:
+                        acker.add(outcome)
                 except Exception as exc:  # a bug must not take the pool down
                     log.exception("job attempt failed inside rota", job_id=job.id)
                     acker.add(Dead.of(job, Reason.ERROR, f"internal error: {exc!r}"))
@@ -277,9 +282,20 @@ class PoolRun:
         await self._until_forced(rt.settings.grace, self._workers_done.wait)
 
     async def _cancel_the_rest(self) -> None:
-        """Cancel the jobs still running: they go back to their queues (see runner)."""
-        for entry in list(self.rt.in_flight.values()):
-            entry.cancel("shutdown")
+        """Cancel the jobs still running on the event loop: they go back to their queues
+        (see runner). Those whose handler runs in a thread are waited for, their leases
+        kept, until they end or a second signal leaves them (see rota.worker.threads)."""
+        rt, threads = self.rt, self.rt.threads
+        held = set(threads.awaited)
+        for entry in list(rt.in_flight.values()):
+            if entry.job.id not in held:
+                entry.cancel("shutdown")
+        while held and not (self._workers_done.is_set() or rt.force.is_set()):
+            if holding := threads.holding(rt.in_flight, held):
+                log.warning(HOLDING, pool=rt.pool_id, jobs=holding, lease=rt.settings.lease)
+            await self._until_forced(HOLD_REPORT, self._workers_done.wait)
+        if rt.force.is_set() and (left := threads.leave(rt.in_flight)):
+            log.error(LEFT, pool=rt.pool_id, jobs=left, lease=rt.settings.lease)
         await self._workers_done.wait()
 
     async def _flush_outcomes(self) -> None:
@@ -311,7 +327,10 @@ class PoolRun:
                 if ready.is_set():  # a shard that never started holds no heartbeat
                     tg.start_soon(heartbeat.stop)
         stale = sum(acker.stale for acker in self.ackers)
-        log.info("pool stopped", pool=self.rt.pool_id, stale_finishes=stale)
+        # Threads a second signal or a deadline left running: the process lives on until
+        # they end (the daemon exits without them).
+        left = {"threads_running": t} if (t := self.rt.threads.still_running()) else {}
+        log.info("pool stopped", pool=self.rt.pool_id, stale_finishes=stale, **left)
 
     async def _until_forced(self, limit: float, step: Callable[[], Awaitable[object]]) -> bool:
         """Run ``step`` for at most ``limit`` seconds, or until a second signal; whether

@@ -10,7 +10,6 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
 
-import anyio
 import structlog
 
 from rota import tracing
@@ -41,6 +40,9 @@ def _structlog_vars() -> tuple[ContextVar[Any], ContextVar[Any]]:
 _JOB_ID, _JOB_NAME = _structlog_vars()
 
 
+#: The error of an attempt whose handler thread a second signal left running.
+_LEFT = "stopped with its handler thread still running: it runs again once its lease expires"
+
 #: The most of a traceback kept in the job's log (as much as a log line holds).
 _TRACEBACK_CHARS = MAX_LOG
 
@@ -70,12 +72,14 @@ def _failure(
 
 def _call(
     rt: PoolRuntime,
+    job: Fetched,
     handler: Handler,
     ctx: JobContext | None,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> Callable[[], Awaitable[Any]]:
-    """The handler call wrapped in the pool's and the handler's middleware."""
+    """The handler call wrapped in the pool's and the handler's middleware; a plain
+    ``def`` handler runs in a thread (see rota.worker.threads)."""
     func = handler.func
     if handler.wants_ctx:
         args = (ctx, *args)
@@ -89,11 +93,7 @@ def _call(
     else:
 
         async def call() -> Any:
-            return await anyio.to_thread.run_sync(
-                functools.partial(func, *args, **kwargs),
-                abandon_on_cancel=True,
-                limiter=rt.limiter,
-            )
+            return await rt.threads.run(job, functools.partial(func, *args, **kwargs), rt.limiter)
 
     chain: Callable[[], Awaitable[Any]] = call
     for mw in reversed(handler.middleware):
@@ -101,9 +101,11 @@ def _call(
     return chain
 
 
-async def run_job(rt: PoolRuntime, job: Fetched) -> Outcome:
-    """Run one attempt and return what the finish script must record. Never raises,
-    except for the cancellation of the pool itself."""
+async def run_job(rt: PoolRuntime, job: Fetched) -> Outcome | None:
+    """Run one attempt and return what the finish script must record, or None when
+    nothing is to be recorded: a second signal left its handler's thread running, and
+    the job's lease, no longer extended, expires. Never raises, except for the
+    cancellation of the pool itself."""
     start = time.perf_counter()
     # Each worker is its own task with its own context: binding without a reset is
     # enough, the next attempt of this worker binds over it.
@@ -120,11 +122,14 @@ async def run_job(rt: PoolRuntime, job: Fetched) -> Outcome:
         "job_name": job.name,
         "job_id": job.id,
         "attempt": job.attempts,
-        "outcome": outcome.kind,
+        "outcome": outcome.kind if outcome is not None else "left",
         "duration_ms": round((time.perf_counter() - start) * 1000, 3),
     }
     level = "info"
-    if outcome.kind != "complete" and outcome.failed:
+    if outcome is None:
+        level = "warning"
+        fields["reason"], fields["error"] = "shutdown", _LEFT
+    elif outcome.kind != "complete" and outcome.failed:
         level = "warning"
         fields["reason"] = outcome.reason
         fields["error"] = outcome.error
@@ -137,8 +142,11 @@ async def run_job(rt: PoolRuntime, job: Fetched) -> Outcome:
     return outcome
 
 
-def _describe(span: Any, outcome: Outcome) -> None:
+def _describe(span: Any, outcome: Outcome | None) -> None:
     """What the consumer span says of an attempt's end."""
+    if outcome is None:
+        span["outcome"], span["reason"], span["error"] = "left", "shutdown", _LEFT
+        return
     span["outcome"] = outcome.kind
     if outcome.failed:
         span["reason"], span["error"] = outcome.reason, outcome.error
@@ -157,7 +165,7 @@ async def _parent_results(rt: PoolRuntime, job: Fetched) -> dict[str, Any]:
         del rt.preparing[job.id]
 
 
-async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
+async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome | None:
     handler = rt.handlers.get(job.name)
     if handler is None:
         return Dead.of(job, Reason.UNKNOWN_JOB, f"no handler for job name {job.name!r}")
@@ -191,7 +199,7 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome:
         loop = asyncio.get_running_loop()
         timer = loop.call_at(loop.time() + timeout, entry.cancel, "timeout")
     try:
-        result = await _call(rt, handler, ctx, args, kwargs)()
+        result = await _call(rt, job, handler, ctx, args, kwargs)()
     except asyncio.CancelledError:
         if entry.reason is None or entry.settle():  # not this attempt's, or not only
             raise
@@ -244,10 +252,12 @@ def _with_traceback(failed: Outcome, job: Fetched, exc: BaseException) -> Outcom
 
 def _cancelled(
     rt: PoolRuntime, job: Fetched, handler: Handler, reason: str, timeout: float | None
-) -> Outcome:
+) -> Outcome | None:
     """The outcome of an attempt cancelled from outside, by its reason."""
     if reason == "shutdown":  # not a failure: it runs again, first in its queue
         return Requeue.of(job)
+    if reason == "left":  # its thread runs on: put back now, the job could run twice
+        return None
     if reason == "abort":
         return Aborted.of(job, _keep_ms(rt.settings.keep_result), "abort requested")
     if reason == "timeout" and timeout is not None:

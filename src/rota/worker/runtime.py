@@ -33,6 +33,7 @@ from rota.redis.watch import SETTLE, Watch
 from rota.shard_rules import check_shards, split_limit, split_rate
 from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler
+from rota.worker.threads import HandlerThreads
 
 __all__ = ["Fetched", "InFlight", "PoolRuntime", "worker_task"]
 
@@ -69,7 +70,8 @@ class InFlight:
     cancelling: int
     message: str = ""
     #: Why the attempt is being cancelled: ``"timeout"`` (its deadline passed),
-    #: ``"abort"``, ``"shutdown"``, or None (it is not).
+    #: ``"abort"``, ``"shutdown"``, ``"left"`` (a second signal leaves its handler's
+    #: thread running: see rota.worker.threads), or None (it is not).
     reason: str | None = None
     settled: bool = False
     lease_lost: bool = False  # said once, when the heartbeat learns it
@@ -125,6 +127,8 @@ class PoolRuntime:
     # the heartbeat extends their leases too, however long Redis keeps the read waiting.
     preparing: dict[str, Fetched] = field(default_factory=dict)
     job_line: JobLine | None = None  # see WorkerPool.job_line
+    #: The threads of the plain ``def`` handlers (the pool's own: they outlive a run).
+    threads: HandlerThreads = field(default_factory=HandlerThreads)
     # Whether attempts are traced (rota.tracing.active()), asked once per fetch: until a
     # tracer provider is set, asking OpenTelemetry reads the environment (about 1 µs).
     traced: bool = False

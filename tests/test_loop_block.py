@@ -1,0 +1,54 @@
+"""A blocked event loop is reported while it lasts, naming the job that blocks it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import MutableMapping, Sequence
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from rota import Client, ConfigError, JobContext, Settings, WorkerPool
+from rota.worker.loopwatch import BLOCKED
+from tests.helpers import pool_settings, wait_until
+
+
+def _events(logs: Sequence[MutableMapping[str, Any]], event: str) -> list[MutableMapping[str, Any]]:
+    return [e for e in logs if e["event"] == event]
+
+
+@pytest.mark.parametrize("warn", [0.1, 0])
+async def test_an_async_handler_that_blocks_the_loop_is_named(
+    client: Client, redis_url: str, namespace: str, warn: float
+) -> None:
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, loop_block_warn=warn))
+
+    @pool.job
+    async def block(ctx: JobContext, seconds: float) -> None:
+        time.sleep(seconds)  # noqa: ASYNC251 - the blocking call under test
+
+    job = await client.enqueue("block", seconds=1.0)
+    with capture_logs() as logs:
+        async with pool.running():
+            await wait_until(lambda: bool(_events(logs, "job")))
+            if warn:
+                await wait_until(lambda: bool(_events(logs, "event loop turns again")))
+    if not warn:  # 0 turns the report off
+        assert not [e for e in logs if e["event"].startswith("event loop")]
+        return
+    (blocked,) = _events(logs, BLOCKED)
+    assert (blocked["job_id"], blocked["job_name"]) == (job.id, "block")
+    assert blocked["blocked_s"] >= warn
+    assert blocked["limit"] == warn
+    (again,) = _events(logs, "event loop turns again")
+    assert (again["job_id"], again["job_name"]) == (job.id, "block")
+    assert again["blocked_s"] >= blocked["blocked_s"]
+
+
+@pytest.mark.parametrize("value", [-1.0, 0.001, 3601.0])
+def test_loop_block_warn_is_0_or_within_its_range(value: float) -> None:
+    with pytest.raises(ConfigError, match=r"loop_block_warn: 0 \(off\) or from 0.01 to 3600"):
+        Settings(loop_block_warn=value)
+    assert Settings(loop_block_warn=0).loop_block_warn == 0
+    assert Settings(loop_block_warn=3600).loop_block_warn == 3600

@@ -203,6 +203,17 @@ class SlotOwnerPool(ConnectionPool):
         self._locating: asyncio.Lock | None = None
         self._lost: tuple[str, int] | None = None  # the owner last found unreachable
 
+    def __repr__(self) -> str:
+        """The cluster's URL (password masked), the slot and its owner as last located.
+        Not redis-py's list of the connection options: one of them is this pool (each
+        connection finds it there), and printing it printed this again, without end."""
+        kw = self.connection_kwargs
+        user = kw.get("username") or ""
+        auth = f"{user}:***@" if kw.get("password") else f"{user}@" if user else ""
+        seeds = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.seeds)
+        owner = "?" if self._owner is None else "{}:{}".format(*self._owner)
+        return f"<SlotOwnerPool {CLUSTER}://{auth}{seeds} slot={self.slot} owner={owner}>"
+
     def forget(self) -> None:
         """The owner moved: the next connection asks the cluster again."""
         self._owner = None

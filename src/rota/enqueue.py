@@ -162,11 +162,14 @@ class Enqueueing(Scripted):
         send: Callable[[Enqueueing, list[EnqueueRow]], Awaitable[list[Enqueued]]],
     ) -> list[Enqueued]:
         """Send each row to its shard (see :mod:`rota.protocol.shards`), every shard's
-        rows at once, and answer in the rows' order."""
+        rows at once, and answer in the rows' order. A row after another of the same
+        call goes where that one goes (its chosen id may name another shard)."""
         k = self.shard_count
         by_shard: dict[int, list[int]] = {}
+        went: dict[str, int] = {}  # the shard of each row so far, by id
         for i, row in enumerate(rows):
-            by_shard.setdefault(shard_of_row(row, k), []).append(i)
+            went[row.id] = shard = shard_of_row(row, k, went)
+            by_shard.setdefault(shard, []).append(i)
         sent = await gather(
             [
                 functools.partial(send, self.parts[shard], [rows[i] for i in index])

@@ -182,17 +182,18 @@ class Workflows(Enqueueing):
         own ``after``), in one round trip. A step that ends dead or aborted makes the rest
         dead with reason ``dependency_failed``."""
         _no_unique(specs, "chain")
+        k = self.shard_count
         linked: list[JobSpec] = []
         previous: str | None = None
+        placed: dict[str, int] = {}  # the shard of each step, by id
         for spec in specs:
             after = spec.after if previous is None else (*spec.after, previous)
             # Over several shards a step goes where its first parent is (see
-            # rota.protocol.shards): its id names that shard, so that the next finds it.
-            job_id = spec.job_id or (
-                new_id_in(shard_of(after[0], self.shard_count), self.shard_count)
-                if after
-                else new_id()
-            )
+            # rota.protocol.shards), a step before it wherever its id points: an id drawn
+            # here names that shard, so that a reader finds the step from its id alone.
+            shard = placed.get(after[0], shard_of(after[0], k)) if after else None
+            job_id = spec.job_id or (new_id() if shard is None else new_id_in(shard, k))
+            placed[job_id] = shard_of(job_id, k) if shard is None else shard
             linked.append(msgspec.structs.replace(spec, job_id=job_id, after=after))
             previous = job_id
         return await self.enqueue_many(linked)

@@ -106,6 +106,14 @@ def test_the_web_and_the_cli_serve_the_other_shards_while_shard_0_is_down(tmp_pa
             assert len(done.stderr.splitlines()) == 1, done.stderr
             assert done.stderr.startswith(line) and "cannot be read now" in done.stderr
 
+        # Without the count, which shard 0 holds, the other shards cannot be found: the
+        # one line says which node is away and what to set.
+        unset = run_rota("status", env=rota_env(ROTA_REDIS_URL=cluster.url, ROTA_NAMESPACE=ns))
+        assert unset.returncode == 1, unset.stderr
+        assert len(unset.stderr.splitlines()) == 1, unset.stderr
+        assert f"the cluster names 127.0.0.1:{down.port} its primary" in unset.stderr
+        assert "set shards (ROTA_SHARDS)" in unset.stderr
+
         port = free_port()
         log = tmp_path / "web.log"
         with log.open("wb") as out:

@@ -19,6 +19,7 @@ from rota.redis.access import explain
 from rota.redis.connection import redacted
 from rota.redis.outage import MEANING, Condition, rota_error
 from rota.redis.redispy import RedisError
+from rota.redis.topology import owner_lost
 from rota.shard_rules import recorded_shards
 
 __all__ = [
@@ -256,6 +257,15 @@ async def check_redis(client: Client, settings: Settings) -> None:
                 return
         if isinstance(exc, RedisRefused) and exc.condition:  # LOADING, BUSY...
             raise ExitError(f"{exc}: try again when it ends", 1) from None
+        lost = owner_lost(client.redis)
+        if isinstance(exc, RedisUnavailable) and lost is not None and len(client.parts) == 1:
+            raise ExitError(
+                f"shard 0 of namespace {client.namespace!r} cannot be reached: the cluster"
+                f" names {lost} its primary, which does not answer ({redis_cause(exc)});"
+                " shard 0 holds the namespace's shard count: over several shards, set"
+                " shards (ROTA_SHARDS) to that count to reach the others meanwhile",
+                code=1,
+            ) from None
         line = explain(exc, settings)  # credentials, ACL, TLS, no server there
         if line is None:
             line = f"redis_url: {redacted(settings.redis_url)} refused: {redis_cause(exc)}"

@@ -58,6 +58,7 @@ __all__ = [
     "SlotOwnerPool",
     "Topology",
     "connect_topology",
+    "owner_lost",
     "parse",
     "sentinel_url",
     "server_of",
@@ -297,6 +298,16 @@ def server_of(redis: Redis) -> str:
         return "?" if owner is None else f"{owner[0]}:{owner[1]}"
     kw = pool.connection_kwargs
     return str(kw.get("path") or f"{kw.get('host', '?')}:{kw.get('port', '?')}")
+
+
+def owner_lost(redis: Redis) -> str | None:
+    """In a cluster, the primary of ``redis``'s slot as the cluster named it, since
+    found unreachable (``host:port``): the cluster answers, that node does not. None
+    elsewhere, and while it was not lost."""
+    pool = redis.connection_pool
+    if isinstance(pool, SlotOwnerPool) and pool._lost is not None:
+        return "{}:{}".format(*pool._lost)
+    return None
 
 
 def _text(value: Any) -> str:

@@ -45,7 +45,8 @@ async def test_a_cluster_client_prints_its_url_with_the_password_masked(
         assert "owner=?" in repr(client.redis)  # nothing sent yet
         for part in client.parts:
             await part.redis.ping()
-            for shown in (repr(part.redis), str(part.redis), repr(part.redis.connection_pool)):
+            pool = part.redis.connection_pool
+            for shown in (repr(part.redis), str(part.redis), repr(pool), repr(part.conn)):
                 assert "s3cret" not in shown
                 assert f"redis+cluster://app:***@{url.partition('@')[2]}" in shown
                 assert "owner=127.0.0.1:" in shown  # located by the PING

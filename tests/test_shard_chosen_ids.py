@@ -52,13 +52,23 @@ async def test_chains_and_groups_of_chosen_ids_run_over_four_shards(
         assert {shard_of(mixed[1].id, K), shard_of(mixed[3].id, K)} == {shard_of("mixed-0", K)}
         group = await client.group(
             [_spec(f"g{i}", f"invoice-9-line-{i}") for i in range(8)],
-            then=JobSpec(name="total", job_id="invoice-9-total"),
+            then=JobSpec(name="total"),
+            group_id="invoice-9",
         )
+        # A chain after the group's callback, from another call: the callback is in the
+        # group's shard, not the one its id names; the chain goes there too.
+        assert group.then is not None and group.then.id == "invoice-9-then"
+        assert shard_of("invoice-9-then", K) != shard_of("invoice-9", K)
+        after = await client.chain(
+            [_spec("a0", "after-9", after=("invoice-9-then",)), _spec("a1"), _spec("a2")]
+        )
+        assert shard_of(after[1].id, K) == shard_of("invoice-9", K)
         async with pool.running():
             assert await client.wait(chain[-1].id, timeout=20) == ids[-1].upper()
             assert await client.wait(mixed[-1].id, timeout=20) == "M3"
             assert group.then is not None
             assert await client.wait(group.then.id, timeout=20) == [f"G{i}" for i in range(8)]
+            assert await client.wait(after[-1].id, timeout=20) == "A2"
         for job in chain:
             record = await client.job(job.id)
             assert record is not None and record.state == "complete"

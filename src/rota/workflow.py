@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final
 import msgspec
 from msgspec import Meta
 
-from rota.enqueue import Enqueueing
+from rota.enqueue import PLACED, Enqueueing
 from rota.errors import JobNotFound
 from rota.protocol.job import (
     NAME_RE,
@@ -185,7 +185,9 @@ class Workflows(Enqueueing):
         k = self.shard_count
         linked: list[JobSpec] = []
         previous: str | None = None
-        placed: dict[str, int] = {}  # the shard of each step, by id
+        # The shard of each step, by id, and of each job from before that a step waits
+        # for first: found where it is (one read each), as its id may name another.
+        placed = {p: await self._shard_holding(p) for p in {s.after[0] for s in specs if s.after}}
         for spec in specs:
             after = spec.after if previous is None else (*spec.after, previous)
             # Over several shards a step goes where its first parent is (see
@@ -196,7 +198,19 @@ class Workflows(Enqueueing):
             placed[job_id] = shard_of(job_id, k) if shard is None else shard
             linked.append(msgspec.structs.replace(spec, job_id=job_id, after=after))
             previous = job_id
-        return await self.enqueue_many(linked)
+        known = PLACED.set(placed)
+        try:
+            return await self.enqueue_many(linked)
+        finally:
+            PLACED.reset(known)
+
+    async def _shard_holding(self, job_id: str) -> int:
+        """The shard that holds ``job_id`` (the one its id names when none does); 0
+        without a read for one shard."""
+        if self.shard_count == 1:
+            return 0
+        part: Any = await self.part_holding(job_id)  # type: ignore[attr-defined]
+        return int(part.keys.shard)
 
     async def group(
         self,

@@ -13,7 +13,8 @@ to one node. The route is, in this order:
 1. its group's id, for a member or the callback of a group (a group lives in one shard);
 2. its unique key (so uniqueness stays exact: the lock and the job share a shard);
 3. its first parent's shard, for a job that waits for others (a flow follows its root):
-   the shard a parent enqueued in the same call went to, else the one its id names;
+   the shard a parent enqueued in the same call went to (or that a chain found holds
+   a parent from before), else the one its id names;
 4. its own id.
 
 A key is routed by ``crc32(route) % K`` (CRC-32 as zlib computes it). A job id chosen

@@ -177,6 +177,10 @@ class Workflows(Enqueueing):
     which provides what is declared here. Its jobs go through the client's enqueue
     (:class:`~rota.enqueue.Enqueueing`)."""
 
+    if TYPE_CHECKING:  # rota.sharding.Sharded's: the part whose shard holds a job
+
+        async def part_holding(self, job_id: str) -> Any: ...
+
     async def chain(self, specs: Sequence[JobSpec]) -> list[Enqueued]:
         """Enqueue ``specs`` so that each runs after the one before completes (and after its
         own ``after``), in one round trip. A step that ends dead or aborted makes the rest
@@ -209,8 +213,7 @@ class Workflows(Enqueueing):
         without a read for one shard."""
         if self.shard_count == 1:
             return 0
-        part: Any = await self.part_holding(job_id)  # type: ignore[attr-defined]
-        return int(part.keys.shard)
+        return int((await self.part_holding(job_id)).keys.shard)
 
     async def group(
         self,

@@ -287,6 +287,18 @@ async def test_a_pool_with_another_shard_count_refuses_to_start(
         with pytest.raises(ConfigError, match=f"spans {K} shard"):
             async with pool.running():
                 pass
+    with pytest.raises(ConfigError, match=f"configured with 2: use shards = {K}"):
+        await pool.run(shutdown=anyio.Event())
+    # `rota worker` says it in one line, as its other settings errors (exit code 2).
+    done = run_rota(
+        "worker", "tests.cli_app:pool", "--redis-url", redis_url, "--namespace", namespace
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"rota: shards: namespace {namespace!r} spans {K} shard(s), this pool is configured"
+        f" with 1: use shards = {K} (changing the count of a namespace in use is refused:"
+        " see 'Changing the shard count' in docs/operations.md)"
+    ]
 
 
 async def _noop(ctx: JobContext) -> None:

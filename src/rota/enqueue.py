@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -31,9 +32,13 @@ from rota.scripted import Scripted
 from rota.shard_rules import gather
 from rota.spec import Enqueued, JobSpec, delay_seconds, moment_seconds, to_row
 
-__all__ = ["Enqueueing", "durable_enqueue"]
+__all__ = ["PLACED", "Enqueueing", "durable_enqueue"]
 
 T = TypeVar("T")
+
+#: The shards of jobs a caller found before it enqueues jobs after them (a chain after
+#: a job whose chosen id names another shard than its own): see ``_routed``.
+PLACED: ContextVar[Mapping[str, int] | None] = ContextVar("rota_placed", default=None)
 
 #: Conditions an enqueue does not ride through: they last until an operator acts.
 _LASTING = (Condition.OUT_OF_MEMORY, Condition.MISCONF)
@@ -162,11 +167,14 @@ class Enqueueing(Scripted):
         send: Callable[[Enqueueing, list[EnqueueRow]], Awaitable[list[Enqueued]]],
     ) -> list[Enqueued]:
         """Send each row to its shard (see :mod:`rota.protocol.shards`), every shard's
-        rows at once, and answer in the rows' order."""
+        rows at once, and answer in the rows' order. A row after another of the same
+        call goes where that one goes (its chosen id may name another shard)."""
         k = self.shard_count
         by_shard: dict[int, list[int]] = {}
+        went = dict(PLACED.get() or {})  # the shard of each row so far (and known), by id
         for i, row in enumerate(rows):
-            by_shard.setdefault(shard_of_row(row, k), []).append(i)
+            went[row.id] = shard = shard_of_row(row, k, went)
+            by_shard.setdefault(shard, []).append(i)
         sent = await gather(
             [
                 functools.partial(send, self.parts[shard], [rows[i] for i in index])

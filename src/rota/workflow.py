@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final
 import msgspec
 from msgspec import Meta
 
-from rota.enqueue import Enqueueing
+from rota.enqueue import PLACED, Enqueueing
 from rota.errors import JobNotFound
 from rota.protocol.job import (
     NAME_RE,
@@ -177,25 +177,43 @@ class Workflows(Enqueueing):
     which provides what is declared here. Its jobs go through the client's enqueue
     (:class:`~rota.enqueue.Enqueueing`)."""
 
+    if TYPE_CHECKING:  # rota.sharding.Sharded's: the part whose shard holds a job
+
+        async def part_holding(self, job_id: str) -> Any: ...
+
     async def chain(self, specs: Sequence[JobSpec]) -> list[Enqueued]:
         """Enqueue ``specs`` so that each runs after the one before completes (and after its
         own ``after``), in one round trip. A step that ends dead or aborted makes the rest
         dead with reason ``dependency_failed``."""
         _no_unique(specs, "chain")
+        k = self.shard_count
         linked: list[JobSpec] = []
         previous: str | None = None
+        # The shard of each step, by id, and of each job from before that a step waits
+        # for first: found where it is (one read each), as its id may name another.
+        placed = {p: await self._shard_holding(p) for p in {s.after[0] for s in specs if s.after}}
         for spec in specs:
             after = spec.after if previous is None else (*spec.after, previous)
             # Over several shards a step goes where its first parent is (see
-            # rota.protocol.shards): its id names that shard, so that the next finds it.
-            job_id = spec.job_id or (
-                new_id_in(shard_of(after[0], self.shard_count), self.shard_count)
-                if after
-                else new_id()
-            )
+            # rota.protocol.shards), a step before it wherever its id points: an id drawn
+            # here names that shard, so that a reader finds the step from its id alone.
+            shard = placed.get(after[0], shard_of(after[0], k)) if after else None
+            job_id = spec.job_id or (new_id() if shard is None else new_id_in(shard, k))
+            placed[job_id] = shard_of(job_id, k) if shard is None else shard
             linked.append(msgspec.structs.replace(spec, job_id=job_id, after=after))
             previous = job_id
-        return await self.enqueue_many(linked)
+        known = PLACED.set(placed)
+        try:
+            return await self.enqueue_many(linked)
+        finally:
+            PLACED.reset(known)
+
+    async def _shard_holding(self, job_id: str) -> int:
+        """The shard that holds ``job_id`` (the one its id names when none does); 0
+        without a read for one shard."""
+        if self.shard_count == 1:
+            return 0
+        return int((await self.part_holding(job_id)).keys.shard)
 
     async def group(
         self,

@@ -19,6 +19,7 @@ from rota.redis.access import explain
 from rota.redis.connection import redacted
 from rota.redis.outage import MEANING, Condition, rota_error
 from rota.redis.redispy import RedisError
+from rota.redis.topology import owner_lost
 from rota.shard_rules import recorded_shards
 
 __all__ = [
@@ -151,9 +152,9 @@ def with_client(
                 await check_redis(client, settings)
                 shaped = await _as_recorded(client, settings)
                 if shaped is settings:
-                    return await func(client, settings, **kwargs)
+                    return await _naming_shards(client, func(client, settings, **kwargs))
             async with Client.from_settings(shaped) as client:
-                return await func(client, shaped, **kwargs)
+                return await _naming_shards(client, func(client, shaped, **kwargs))
 
         try:
             return anyio.run(go)
@@ -166,6 +167,21 @@ def with_client(
             raise trouble from None
 
     return wrapper
+
+
+async def _naming_shards(client: Client, call: Awaitable[T]) -> T:
+    """``call``; when it fails because some shards of the namespace cannot be read now
+    while the others answer, one line naming those shards (exit code 1): a command that
+    needs only the others works meanwhile."""
+    try:
+        return await call
+    except RedisError as exc:  # rota's (a subclass), or redis-py's of a read of its own
+        if len(client.parts) == 1 or inspect.away_cause(exc) is None:
+            raise
+        away = await inspect.shards_away(client)
+        if not away or len(away) == len(client.parts):
+            raise
+        raise ExitError(inspect.away_line(client, away), code=1) from None
 
 
 def reader_left(exc: BaseException) -> bool:
@@ -214,19 +230,42 @@ def preflight(settings: Settings) -> Settings:
 async def _as_recorded(client: Client, settings: Settings) -> Settings:
     """``settings`` with the shard count the namespace's pools recorded, if it differs:
     an operator's tool configured without ``shards`` still reads and changes every
-    shard of a namespace that spans several."""
-    recorded = await recorded_shards(client.redis, client.keys)
+    shard of a namespace that spans several. While shard 0, which holds the record, is
+    away, the configured count serves (:func:`check_redis` let it through: others
+    answer)."""
+    try:
+        recorded = await recorded_shards(client.redis, client.keys)
+    except RedisError as exc:  # redis-py's: read without the client's guard
+        if len(client.parts) == 1 or inspect.away_cause(exc) is None:
+            raise
+        return settings
     if recorded is None or recorded == settings.shards:
         return settings
     return settings.replace(shards=recorded)
 
 
 async def check_redis(client: Client, settings: Settings) -> None:
+    """Stop with one line when the settings do not reach Redis. Over several shards,
+    some that answer prove they do: the others are away for now (a primary down), and
+    what needs them says so (see :func:`_naming_shards`)."""
     try:
         await inspect.ping(client)
     except (RedisRefused, RedisUnavailable) as exc:
+        if len(client.parts) > 1 and inspect.away_cause(exc) is not None:
+            away = await inspect.shards_away(client)
+            if len(away) < len(client.parts):
+                return
         if isinstance(exc, RedisRefused) and exc.condition:  # LOADING, BUSY...
             raise ExitError(f"{exc}: try again when it ends", 1) from None
+        lost = owner_lost(client.redis)
+        if isinstance(exc, RedisUnavailable) and lost is not None and len(client.parts) == 1:
+            raise ExitError(
+                f"shard 0 of namespace {client.namespace!r} cannot be reached: the cluster"
+                f" names {lost} its primary, which does not answer ({redis_cause(exc)});"
+                " shard 0 holds the namespace's shard count: over several shards, set"
+                " shards (ROTA_SHARDS) to that count to reach the others meanwhile",
+                code=1,
+            ) from None
         line = explain(exc, settings)  # credentials, ACL, TLS, no server there
         if line is None:
             line = f"redis_url: {redacted(settings.redis_url)} refused: {redis_cause(exc)}"

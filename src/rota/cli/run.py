@@ -18,6 +18,7 @@ from rota.cli.common import (
     seconds_option,
 )
 from rota.config import Settings
+from rota.errors import ConfigError
 from rota.logging import configure_logging
 from rota.redis.access import explain
 
@@ -120,8 +121,12 @@ def demo(app: str, rate: float, config_file: Path | None, **flags: Any) -> None:
 
 
 def _stopped_by(exc: Exception, settings: Settings) -> ExitError | None:
-    """The one line to stop with when Redis stopped the command (None: a bug). Exit code
-    2: the settings are wrong (password, ACL rules, TLS), a restart cannot mend it."""
+    """The one line to stop with when Redis or the settings stopped the command (None: a
+    bug). Exit code 2: the settings are wrong (password, ACL rules, TLS, a shard count
+    the namespace does not span: what the pool finds at its start), a restart cannot
+    mend it."""
+    if isinstance(exc, ConfigError):
+        return ExitError(str(exc))
     line = explain(exc, settings)
     if line is not None:
         return ExitError(line)

@@ -23,10 +23,13 @@ from rota.inspect.servers import (
     RedisFigures,
     ServerInfo,
     ShardView,
+    away_cause,
+    away_line,
     ping,
     redis_figures,
     server_info,
     shard_views,
+    shards_away,
 )
 from rota.protocol.job import (
     JobRecord,
@@ -63,6 +66,8 @@ __all__ = [
     "RedisFigures",
     "ServerInfo",
     "ShardView",
+    "away_cause",
+    "away_line",
     "group_part",
     "group_view",
     "job_view",
@@ -72,6 +77,7 @@ __all__ = [
     "served_names",
     "server_info",
     "shard_views",
+    "shards_away",
     "unserved",
 ]
 

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 import msgspec
 from msgspec import Meta
 
-from rota.redis.outage import Condition, guarded, out_of_memory
-from rota.redis.redispy import ReplyError, key_slot
+from rota.errors import RedisRefused, RedisUnavailable, redis_cause
+from rota.redis.outage import Condition, guarded, out_of_memory, rota_error
+from rota.redis.redispy import REDIS_ERRORS, ReplyError, key_slot
 from rota.redis.topology import server_of
 from rota.shard_rules import gather
 
@@ -28,10 +29,13 @@ __all__ = [
     "RedisFigures",
     "ServerInfo",
     "ShardView",
+    "away_cause",
+    "away_line",
     "ping",
     "redis_figures",
     "server_info",
     "shard_views",
+    "shards_away",
 ]
 
 #: What INFO figures a server view keeps.
@@ -86,21 +90,54 @@ class ShardView(msgspec.Struct, kw_only=True):
     retry: int
     dead: int
     waiting: int
+    away: Annotated[
+        str,
+        Meta(
+            description="why its server cannot be read now ('' when it answers): its"
+            " figures read 0 meanwhile, and the other shards are shown as they are"
+        ),
+    ] = ""
 
 
 @guarded
 async def shard_views(client: Client) -> list[ShardView]:
     """Every shard of the namespace, in order: its tag, slot, server, and its jobs
     queued and running (over every job name) and in each set. One shard is the
-    namespace's whole. The shards are read at once."""
-    names = await client.names()
-    return await gather([functools.partial(_shard_view, part, names) for part in client.parts])
+    namespace's whole. The shards are read at once; one whose server cannot be reached
+    now (or refuses for a while) is shown away, with why, beside the others."""
+    named = await gather([functools.partial(_names_or_away, part) for part in client.parts])
+    names = sorted({n for found in named if isinstance(found, list) for n in found})
+    return await gather(
+        [
+            functools.partial(_shard_view, part, names, found if isinstance(found, str) else "")
+            for part, found in zip(client.parts, named, strict=True)
+        ]
+    )
 
 
-async def _shard_view(part: Client, names: list[str]) -> ShardView:
-    one = part.alone  # its own figures, not the namespace's
-    sizes = await one.job_set_sizes()
-    queues = await one.queues(names)
+async def _names_or_away(part: Client) -> list[str] | str:
+    """The job names ``part``'s shard knows, or why its server cannot say now."""
+    try:
+        return await part.alone.names()
+    except REDIS_ERRORS as exc:
+        why = away_cause(exc)
+        if why is None:
+            raise
+        return why
+
+
+async def _shard_view(part: Client, names: list[str], away: str) -> ShardView:
+    if not away:
+        try:
+            one = part.alone  # its own figures, not the namespace's
+            sizes = await one.job_set_sizes()
+            queues = await one.queues(names)
+        except REDIS_ERRORS as exc:
+            away = away_cause(exc) or ""
+            if not away:
+                raise
+    if away:
+        sizes, queues = {}, []
     prefix = part.keys.prefix  # "{tag}:"
     return ShardView(
         shard=part.keys.shard,
@@ -113,6 +150,45 @@ async def _shard_view(part: Client, names: list[str]) -> ShardView:
         retry=sizes.get("retry", 0),
         dead=sizes.get("dead", 0),
         waiting=sizes.get("waiting", 0),
+        away=away,
+    )
+
+
+def away_cause(exc: BaseException) -> str | None:
+    """Why a shard's server cannot be read now, for ``exc`` it raised (redis-py's or
+    rota's): it cannot be reached, or refuses for a while (loading, a failover...);
+    None for any other error (a refusal that lasts, a bug)."""
+    mine = rota_error(exc)
+    if isinstance(mine, RedisUnavailable) or (isinstance(mine, RedisRefused) and mine.condition):
+        return str(redis_cause(mine)) or str(mine)
+    return None
+
+
+async def shards_away(client: Client) -> dict[int, str]:
+    """The shards of ``client``'s namespace whose server does not answer a PING now
+    (all asked at once), each with why (see :func:`away_cause`): what a command that
+    needs every shard names when it cannot be served."""
+
+    async def probe(part: Client) -> str | None:
+        try:
+            await part.redis.ping()
+        except REDIS_ERRORS as exc:
+            return away_cause(exc)  # None: it answered, with a refusal of its own
+        return None
+
+    found = await gather([functools.partial(probe, part) for part in client.parts])
+    return {i: why for i, why in enumerate(found) if why is not None}
+
+
+def away_line(client: Client, away: dict[int, str]) -> str:
+    """One line naming the shards away (of :func:`shards_away`) and why."""
+    which = ", ".join(map(str, away))
+    first = next(iter(away.values()))
+    left = len(client.parts) - len(away)
+    return (
+        f"shard{'s' if len(away) > 1 else ''} {which} of namespace {client.namespace!r}"
+        f" cannot be read now ({first}); the other {left} of {len(client.parts)} answer:"
+        " try again when it is back"
     )
 
 

@@ -12,7 +12,9 @@ to one node. The route is, in this order:
 
 1. its group's id, for a member or the callback of a group (a group lives in one shard);
 2. its unique key (so uniqueness stays exact: the lock and the job share a shard);
-3. its first parent's shard, for a job that waits for others (a flow follows its root);
+3. its first parent's shard, for a job that waits for others (a flow follows its root):
+   the shard a parent enqueued in the same call went to (or that a chain found holds
+   a parent from before), else the one its id names;
 4. its own id.
 
 A key is routed by ``crc32(route) % K`` (CRC-32 as zlib computes it). A job id chosen
@@ -24,6 +26,7 @@ there first and, for an id chosen by a producer, in the other shards after.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Final
 from zlib import crc32
 
@@ -84,16 +87,23 @@ def shard_of(route: str, shards: int) -> int:
     return crc32(route.encode()) % shards if shards > 1 else 0
 
 
-def shard_of_row(row: EnqueueRow, shards: int) -> int:
-    """The shard a job goes to (see the module's rule)."""
+def shard_of_row(row: EnqueueRow, shards: int, placed: Mapping[str, int] | None = None) -> int:
+    """The shard a job goes to (see the module's rule). ``placed``: the shards of the
+    jobs sent before it in the same call, by id: a parent among them is where it went,
+    which an id the producer chose does not name (a chain of chosen ids)."""
     if shards <= 1:
         return 0
     group = row.group or row.waits_group
     if group:
         return shard_of(group, shards)
+
+    def shard_of_parent(parent: str) -> int:
+        found = None if placed is None else placed.get(parent)
+        return shard_of(parent, shards) if found is None else found
+
     if row.unique:
         shard = shard_of(row.unique, shards)
-        if row.after and {shard_of(p, shards) for p in row.after.split()} != {shard}:
+        if row.after and {shard_of_parent(p) for p in row.after.split()} != {shard}:
             raise ValueError(
                 f"job {row.id}: its unique key and its parents name different shards of"
                 " the namespace (a unique key is kept in the shard it names): give it no"
@@ -101,7 +111,7 @@ def shard_of_row(row: EnqueueRow, shards: int) -> int:
             )
         return shard
     if row.after:
-        parents = {shard_of(p, shards) for p in row.after.split()}
+        parents = {shard_of_parent(p) for p in row.after.split()}
         if len(parents) > 1:
             raise ValueError(
                 f"job {row.id}: its parents ({row.after}) are in different shards of the"

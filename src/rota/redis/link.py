@@ -145,6 +145,8 @@ class Link:
         return link
 
     def __repr__(self) -> str:
+        if self.locate is not None:  # Sentinel, Cluster: the pool that says where
+            return f"<Link db={self.db} via {getattr(self.locate, '__self__', self.locate)!r}>"
         where = f"unix://{self.path}" if self.path else f"{self.host}:{self.port}"
         return f"<Link {where} db={self.db}>"
 

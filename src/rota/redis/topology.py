@@ -58,6 +58,7 @@ __all__ = [
     "SlotOwnerPool",
     "Topology",
     "connect_topology",
+    "owner_lost",
     "parse",
     "sentinel_url",
     "server_of",
@@ -203,6 +204,17 @@ class SlotOwnerPool(ConnectionPool):
         self._locating: asyncio.Lock | None = None
         self._lost: tuple[str, int] | None = None  # the owner last found unreachable
 
+    def __repr__(self) -> str:
+        """The cluster's URL (password masked), the slot and its owner as last located.
+        Not redis-py's list of the connection options: one of them is this pool (each
+        connection finds it there), and printing it printed this again, without end."""
+        kw = self.connection_kwargs
+        user = kw.get("username") or ""
+        auth = f"{user}:***@" if kw.get("password") else f"{user}@" if user else ""
+        seeds = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.seeds)
+        owner = "?" if self._owner is None else "{}:{}".format(*self._owner)
+        return f"<SlotOwnerPool {CLUSTER}://{auth}{seeds} slot={self.slot} owner={owner}>"
+
     def forget(self) -> None:
         """The owner moved: the next connection asks the cluster again."""
         self._owner = None
@@ -286,6 +298,16 @@ def server_of(redis: Redis) -> str:
         return "?" if owner is None else f"{owner[0]}:{owner[1]}"
     kw = pool.connection_kwargs
     return str(kw.get("path") or f"{kw.get('host', '?')}:{kw.get('port', '?')}")
+
+
+def owner_lost(redis: Redis) -> str | None:
+    """In a cluster, the primary of ``redis``'s slot as the cluster named it, since
+    found unreachable (``host:port``): the cluster answers, that node does not. None
+    elsewhere, and while it was not lost."""
+    pool = redis.connection_pool
+    if isinstance(pool, SlotOwnerPool) and pool._lost is not None:
+        return "{}:{}".format(*pool._lost)
+    return None
 
 
 def _text(value: Any) -> str:

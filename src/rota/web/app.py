@@ -26,7 +26,15 @@ from rota.redis.access import acl_refused
 from rota.redis.outage import rota_error
 from rota.redis.redispy import RedisError
 from rota.web import actions, api, cron_switch, openapi, pages
-from rota.web.base import ApiError, JSONResponse, WebState, make_templates, render, state_of
+from rota.web.base import (
+    ApiError,
+    JSONResponse,
+    WebState,
+    client_of,
+    make_templates,
+    render,
+    state_of,
+)
 from rota.web.bodies import Error
 from rota.web.limits import authed_limit
 from rota.web.metrics import metrics
@@ -100,7 +108,7 @@ async def _redis_trouble(request: Request, exc: Exception) -> Response:
     other error reply is a bug: a 500."""
     error = rota_error(exc)  # what the web's own stores (sessions, audit) got from redis-py
     if isinstance(error, RedisUnavailable):
-        return _error(request, 503, f"Redis is unavailable: {redis_cause(error)}")
+        return _error(request, 503, await _unavailable(request, error))
     if acl_refused(error):  # an ACL user of a narrow role
         return _error(
             request,
@@ -112,6 +120,20 @@ async def _redis_trouble(request: Request, exc: Exception) -> Response:
     if isinstance(error, RedisRefused) and error.condition:  # its message says what, and why
         return _error(request, 503, f"{error}: try again when it ends")
     raise exc  # a real error: _server_error answers 500 and the server logs it
+
+
+async def _unavailable(request: Request, error: RedisUnavailable) -> str:
+    """What a 503 says: over several shards, which of them cannot be read now when the
+    others answer (the pages that need only those work meanwhile)."""
+    try:
+        client = client_of(request)
+    except ApiError:
+        client = state_of(request).client
+    if len(client.parts) > 1:
+        away = await inspect.shards_away(client)
+        if 0 < len(away) < len(client.parts):
+            return inspect.away_line(client, away)
+    return f"Redis is unavailable: {redis_cause(error)}"
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:

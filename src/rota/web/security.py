@@ -53,7 +53,7 @@ from starlette.requests import Request, cookie_parser
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rota.web.audit import AUDIT_IDS, AuditLog, who
+from rota.web.audit import AuditLog, acted_on, who
 from rota.web.limits import OPEN_LIMIT, declared, form_field, limited
 from rota.web.sessions import DEFAULT_TTL, Sessions
 
@@ -339,9 +339,6 @@ class SecurityMiddleware:
         """A change that went through, into the audit log (see rota.web.audit)."""
         assert self.audit is not None
         query = scope.get("query_string", b"").decode(errors="replace")
-        # the jobs an action given ids acted on (the path does not name them), the first
-        # AUDIT_IDS of them
-        ids = scope["state"].get("audit_ids")
         await self.audit.record(
             who="login form"
             if scope["path"] == "/login"
@@ -350,7 +347,7 @@ class SecurityMiddleware:
             method=scope["method"],
             path=scope["path"] + (f"?{query}" if query else ""),
             status=status,
-            **({"ids": ids[:AUDIT_IDS], "count": len(ids)} if ids is not None else {}),
+            **acted_on(scope["state"]),
         )
 
     def _settle(self, scope: Scope, headers: Headers, address: str, login: bool) -> None:

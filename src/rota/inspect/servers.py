@@ -28,6 +28,7 @@ __all__ = [
     "RedisFigures",
     "ServerInfo",
     "ShardView",
+    "backlog",
     "ping",
     "redis_figures",
     "server_info",
@@ -98,22 +99,35 @@ async def shard_views(client: Client) -> list[ShardView]:
 
 
 async def _shard_view(part: Client, names: list[str]) -> ShardView:
+    """One shard's view: its sets' sizes, and its queued and running jobs counted with
+    two commands a name (not the seven and more of its queues' whole figures: 5,000
+    names were 40,000 commands a view)."""
     one = part.alone  # its own figures, not the namespace's
     sizes = await one.job_set_sizes()
-    queues = await one.queues(names)
+    counts = (await one.backlog(names)).values()
     prefix = part.keys.prefix  # "{tag}:"
     return ShardView(
         shard=part.keys.shard,
         tag=prefix[:-1],
         slot=key_slot(prefix.encode()),
         server=server_of(part.redis),
-        queued=sum(q.size for q in queues),
-        running=sum(q.running for q in queues),
+        queued=sum(q for q, _ in counts),
+        running=sum(r for _, r in counts),
         scheduled=sizes.get("scheduled", 0),
         retry=sizes.get("retry", 0),
         dead=sizes.get("dead", 0),
         waiting=sizes.get("waiting", 0),
     )
+
+
+async def backlog(client: Client, names: list[str]) -> dict[str, tuple[int, int]]:
+    """Queued and running jobs of each name over every shard (the shards read at once,
+    two commands a name each): what ``/metrics`` ranks the names by."""
+    out = dict.fromkeys(names, (0, 0))
+    for counts in await gather([functools.partial(p.alone.backlog, names) for p in client.parts]):
+        for name, (queued, running) in counts.items():
+            out[name] = (out[name][0] + queued, out[name][1] + running)
+    return out
 
 
 @guarded

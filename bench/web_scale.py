@@ -7,7 +7,8 @@ members, and an hour of per-minute stats for every name (processed, failed and r
 as the finish script keeps them: the dashboard and the queues' figures read these
 hashes). It then serves the UI with uvicorn on a loopback port and loads every page, and
 the JSON twins of the biggest, over HTTP, ``--reps`` times each after one warm-up, and
-prints the median time and the size of each. A page over 300 ms or 500 KB is flagged.
+prints the median time and the size of each (``--only PATH``: that page alone). A page
+over 300 ms or 500 KB is flagged.
 
 Figures on a shared machine move; the flags are what to look at.
 """
@@ -111,7 +112,9 @@ def _pages(ids: dict[str, str], names: int) -> list[str]:
         f"/groups/{ids['group']}?state=waiting",
         f"/flows/{ids['group']}-then",
         "/redis",
+        "/shards",
         "/audit",
+        "/metrics",
         "/api/dashboard",
         "/api/queues",
         f"/api/queues/{ids['name']}/jobs",
@@ -166,12 +169,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--names", type=positive_int, default=5000)
     parser.add_argument("--jobs", type=positive_int, default=100_000)
     parser.add_argument("--reps", type=positive_int, default=3)
+    parser.add_argument(
+        "--only", action="append", metavar="PATH", help="load this page only (repeatable)"
+    )
     args = parser.parse_args(argv)
     with RedisServer() as server:
         ids = anyio.run(_fill, server.url, args.names, args.jobs)
         app = create_app(Settings(redis_url=server.url, namespace=NS))
         with _Server(app) as web:
-            rows = _measure(web.url, _pages(ids, args.names), args.reps)
+            paths = args.only or _pages(ids, args.names)
+            rows = _measure(web.url, paths, args.reps)
     sys.stdout.write(f"{'page':<44} {'status':>6} {'ms':>8} {'KB':>8}\n")
     flagged = 0
     for path, status, ms, size in rows:

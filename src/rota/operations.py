@@ -140,16 +140,16 @@ class Operations(Scripted):
         when there is one), where redis-py's pipeline costs ~20 µs a command (5,000 names
         took 200 ms)."""
         names = await self.names()
-        busy = await self._busy(names)
+        busy = {n: q + r for n, (q, r) in (await self.backlog(names)).items()}
         ordered = sorted(names, key=lambda n: (-busy[n], n))
         return len(names), await self.queues(ordered[offset : offset + count])
 
-    async def _busy(self, names: Sequence[str]) -> dict[str, int]:
-        """Queued plus running jobs of each name, in one round trip on :attr:`conn`."""
+    async def backlog(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """Queued and running jobs of each name, in one round trip on :attr:`conn`."""
         k = self.keys
         reads = [(c, key(n)) for n in names for c, key in (("LLEN", k.queue), ("ZCARD", k.running))]
         counts = [c if isinstance(c, int) else 0 for c in await self.conn.execute_many(reads)]
-        return {n: counts[2 * i] + counts[2 * i + 1] for i, n in enumerate(names)}
+        return {n: (counts[2 * i], counts[2 * i + 1]) for i, n in enumerate(names)}
 
     async def running(
         self, names: Sequence[str] | None = None, pools: Sequence[LivePool] | None = None

@@ -256,9 +256,9 @@ class Sharded(Reads, Operations, Workflows):
             return await super().queue_page(offset, count)
         names = await self.names()
         busy = dict.fromkeys(names, 0)
-        for counts in await self._each(lambda p: p._busy(names)):
-            for name, n in counts.items():
-                busy[name] += n
+        for counts in await self._each(lambda p: p.backlog(names)):
+            for name, (queued, running) in counts.items():
+                busy[name] += queued + running
         ordered = sorted(names, key=lambda n: (-busy[n], n))
         return len(names), await self.queues(ordered[offset : offset + count])
 

@@ -14,6 +14,7 @@ import httpx
 import msgspec
 import pytest
 
+from rota.config import SECRETS
 from tests.cli_helpers import REPO, rota_env, run_rota
 from tests.redis_server import free_port
 
@@ -38,6 +39,17 @@ def test_web_is_a_command() -> None:
     assert done.returncode == 0
     for option in ("--bind", "--auth", "--token", "--redis-url", "--namespace", "--config"):
         assert option in done.stdout
+
+
+def test_the_help_names_every_credential_and_where_it_comes_from() -> None:
+    """Each web secret of the settings (the token, Basic, read-only, metrics) is named
+    in ``rota web --help`` by its variable and its file setting."""
+    help_text = run_rota("web", "--help").stdout
+    names = [name for name in SECRETS if name.startswith("web_")]
+    assert {"web_readonly_token", "web_metrics_token"} <= set(names)
+    for name in names:
+        assert f"ROTA_{name.upper()}" in help_text, name
+        assert f"{name}_file" in help_text, name
 
 
 @pytest.mark.parametrize(

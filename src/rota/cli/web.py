@@ -85,7 +85,23 @@ def _session_ttl(ctx: click.Context, param: click.Parameter, text: str | None) -
     return seconds
 
 
-@click.command()
+#: Every credential the server takes, and where each may come from: the flag, else the
+#: environment, else the config file (``<name>_file`` names a file holding the secret).
+_CREDENTIALS = """Credentials (a flag, else ROTA_<NAME>, else the config file; <name>_file
+or ROTA_<NAME>_FILE names a file that holds the secret, kept out of ps):
+
+\b
+  admin token      --token, ROTA_WEB_TOKEN, web_token_file: everything
+  Basic login      --auth, ROTA_WEB_AUTH, web_auth_file: everything
+  read-only token  ROTA_WEB_READONLY_TOKEN, web_readonly_token_file:
+                   every page and GET, no change (needs the admin token too)
+  metrics token    ROTA_WEB_METRICS_TOKEN, web_metrics_token_file:
+                   GET /metrics only (a Prometheus scrape)
+  login length     --session-ttl, ROTA_WEB_SESSION_TTL
+"""
+
+
+@click.command(epilog=_CREDENTIALS)
 @click.option(
     "--bind",
     default="127.0.0.1:5040",

@@ -31,6 +31,7 @@ __all__ = [
     "ShardView",
     "away_cause",
     "away_line",
+    "backlog",
     "ping",
     "redis_figures",
     "server_info",
@@ -127,25 +128,29 @@ async def _names_or_away(part: Client) -> list[str] | str:
 
 
 async def _shard_view(part: Client, names: list[str], away: str) -> ShardView:
+    """One shard's view: its sets' sizes, and its queued and running jobs counted with
+    two commands a name (not the seven and more of its queues' whole figures: 5,000
+    names were 40,000 commands a view); a shard whose server cannot be read now is
+    shown away, with why."""
+    sizes: dict[str, int] = {}
+    counts: list[tuple[int, int]] = []
     if not away:
         try:
             one = part.alone  # its own figures, not the namespace's
             sizes = await one.job_set_sizes()
-            queues = await one.queues(names)
+            counts = list((await one.backlog(names)).values())
         except REDIS_ERRORS as exc:
             away = away_cause(exc) or ""
             if not away:
                 raise
-    if away:
-        sizes, queues = {}, []
     prefix = part.keys.prefix  # "{tag}:"
     return ShardView(
         shard=part.keys.shard,
         tag=prefix[:-1],
         slot=key_slot(prefix.encode()),
         server=server_of(part.redis),
-        queued=sum(q.size for q in queues),
-        running=sum(q.running for q in queues),
+        queued=sum(q for q, _ in counts),
+        running=sum(r for _, r in counts),
         scheduled=sizes.get("scheduled", 0),
         retry=sizes.get("retry", 0),
         dead=sizes.get("dead", 0),
@@ -190,6 +195,16 @@ def away_line(client: Client, away: dict[int, str]) -> str:
         f" cannot be read now ({first}); the other {left} of {len(client.parts)} answer:"
         " try again when it is back"
     )
+
+
+async def backlog(client: Client, names: list[str]) -> dict[str, tuple[int, int]]:
+    """Queued and running jobs of each name over every shard (the shards read at once,
+    two commands a name each): what ``/metrics`` ranks the names by."""
+    out = dict.fromkeys(names, (0, 0))
+    for counts in await gather([functools.partial(p.alone.backlog, names) for p in client.parts]):
+        for name, (queued, running) in counts.items():
+            out[name] = (out[name][0] + queued, out[name][1] + running)
+    return out
 
 
 @guarded

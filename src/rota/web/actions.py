@@ -16,7 +16,7 @@ from rota.operations import SEARCH_LIMIT
 from rota.web import views
 from rota.web.base import client_of, known_queue, local_path, with_notice
 from rota.web.pages import queues
-from rota.web.request_bodies import MAX_IDS, MAX_LIMIT
+from rota.web.request_bodies import MAX_IDS, MAX_LIMIT, MAX_POSITION, MAX_SEARCH
 
 __all__ = ["routes"]
 
@@ -100,6 +100,7 @@ async def _act(
         n = await client.retry(which, ids)
     else:
         n = await client.delete(which, ids)
+    request.state.audit_count = n
     done = "retried" if action == "retry" else "deleted"
     return RedirectResponse(with_notice(target, done, n), status_code=303)
 
@@ -108,30 +109,51 @@ def set_all_action(which: views.JobSet, action: str) -> Any:
     """Retry or delete every job of a set, or, when the form carries the page's search
     (``q``), only the jobs that match it: a bulk button under a search acts on what the
     operator sees listed, never on the whole set; under a search that stopped, on the
-    matching jobs of the part of the set it read (``from``, ``to``)."""
+    matching jobs of the part of the set it read (``from``, ``to``). A field out of its
+    range is refused (400, naming it) before anything is done; the audit entry records
+    the filter and how many jobs were acted on."""
 
     async def act(request: Request) -> Response:
         form = await request.form()
-        q, start, end = form.get("q"), _position(form.get("from")), _position(form.get("to"))
+        q = _search(form.get("q"))
+        start, end = _position(form.get("from"), "from"), _position(form.get("to"), "to")
         ids: list[str] | None = None
-        if isinstance(q, str) and q.strip():
+        if q:
             scan = SEARCH_LIMIT if end is None else max(0, end - (start or 0))
             found = await client_of(request).search(
                 which, q, 0, SEARCH_LIMIT, start=start or 0, scan=scan
             )
             ids = [j.id for j in found.jobs]
+            given = {"q": q, "from": start, "to": end}
+            request.state.audit_filter = {k: v for k, v in given.items() if v is not None}
         return await _act(request, which, action, ids)
 
     act.__name__ = f"{which}_{action}_all"
     return act
 
 
-def _position(field: object) -> int | None:
-    """A position in a set from a form field; None when absent or not one."""
-    try:
-        return max(0, int(field)) if isinstance(field, str) and field else None
-    except ValueError:
+def _search(field: object) -> str:
+    """The search text of a bulk action's form ('' for none)."""
+    if field is None:
+        return ""
+    if not isinstance(field, str) or len(field) > MAX_SEARCH:
+        raise HTTPException(400, f"q: a search text of at most {MAX_SEARCH} characters")
+    return field.strip()
+
+
+def _position(field: object, name: str) -> int | None:
+    """A position in a set from a form field (None when absent or empty): a whole number
+    from 0 to :data:`MAX_POSITION`, else 400 naming the field."""
+    if field is None or field == "":
         return None
+    text = field.strip() if isinstance(field, str) else ""
+    digits = text.isascii() and text.isdigit() and len(text.lstrip("0")) <= 10  # '²' is a digit
+    if digits and int(text) <= MAX_POSITION:
+        return int(text)
+    shown = repr(field[:40]) if isinstance(field, str) else "a file"
+    raise HTTPException(
+        400, f"{name}: a position in the set, a whole number from 0 to {MAX_POSITION}, not {shown}"
+    )
 
 
 def set_selected_action(which: views.JobSet, action: str) -> Any:

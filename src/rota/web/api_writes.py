@@ -119,8 +119,10 @@ def set_action(which: views.JobSet, action: str) -> Any:
                 raise ApiError(404, f"not among the {which} jobs: {', '.join(missing[:10])}")
             request.state.audit_ids = ids
         if action == "retry":
-            return JSONResponse(b.Retried(await client.retry(which, ids)))
-        return JSONResponse(b.Deleted(await client.delete(which, ids)))
+            n = request.state.audit_count = await client.retry(which, ids)
+            return JSONResponse(b.Retried(n))
+        n = request.state.audit_count = await client.delete(which, ids)
+        return JSONResponse(b.Deleted(n))
 
     act.__name__ = f"api_{which}_{action}"
     act.__doc__ = f"{action.capitalize()} {which} jobs: some ids, or all."

@@ -6,7 +6,10 @@ who (the credentials it came with: ``token``, ``basic:<user>``, ``session:<id>``
 ``open`` when the UI has no authentication), from which address (the one a trusted
 proxy forwards), the method and path (which name the queue, job or set acted on), and
 the answer's status; for an action on jobs picked by id (retry or delete the selected
-jobs of a page, or ``ids`` given to the API), which jobs (``ids``, ``count``). Entries
+jobs of a page, or ``ids`` given to the API), which jobs (``ids``); for a bulk action
+under a search, its filter (``filter``: the text ``q`` matched against ids and names,
+the part of the set ``from``, ``to``); for any action on jobs, how many it retried or
+deleted (``count``). Entries
 are JSON in a Redis list (``Keys.web_audit``), newest first, the last :data:`KEEP`
 kept, so that every process of the UI writes to one log and a restart loses nothing.
 ``/audit`` shows it, ``/api/audit`` returns it.
@@ -31,7 +34,7 @@ from rota.redis.redispy import REDIS_ERRORS
 if TYPE_CHECKING:
     from rota.client import Client
 
-__all__ = ["AUDIT_IDS", "KEEP", "AuditLog", "who"]
+__all__ = ["AUDIT_IDS", "KEEP", "AuditLog", "acted_on", "who"]
 
 #: Entries kept, newest first.
 KEEP: Final = 10_000
@@ -54,6 +57,21 @@ def who(headers: Headers, session: str | None) -> str:
     if session:
         return "session:" + session.partition(".")[0][:8]
     return "open"
+
+
+def acted_on(state: dict[str, Any]) -> dict[str, Any]:
+    """What an action on jobs leaves in its request's state for its entry: the first
+    :data:`AUDIT_IDS` ids it was given (the path does not name them), the filter it
+    chose its jobs by, and how many it acted on."""
+    out: dict[str, Any] = {}
+    ids = state.get("audit_ids")
+    if ids is not None:
+        out.update(ids=ids[:AUDIT_IDS], count=len(ids))
+    if state.get("audit_filter") is not None:
+        out["filter"] = state["audit_filter"]
+    if state.get("audit_count") is not None:
+        out["count"] = state["audit_count"]
+    return out
 
 
 class AuditLog:

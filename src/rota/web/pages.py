@@ -285,6 +285,7 @@ async def login(request: Request) -> Response:
     target = local_path(str(form.get("next") or ""), "/")
     token = form.get("token")
     role = auth.token_role(token) if isinstance(token, str) else None
+    request.state.login_role = role  # only the admin token clears failed logins
     if role is None:
         context = {"next": target, "error": "Wrong token."}
         return render(request, "login.html", context, status=401)

@@ -23,6 +23,8 @@ __all__ = [
     "MAX_FAILS",
     "MAX_IDS",
     "MAX_LIMIT",
+    "MAX_POSITION",
+    "MAX_SEARCH",
     "MAX_UNIQUE",
     "NAME_PATTERN",
     "REQUESTS",
@@ -39,6 +41,10 @@ MAX_EPOCH: Final = spec.MAX_EPOCH  # 9999-12-31T23:59:59Z: one rule (rota.spec.e
 MAX_FAILS: Final = 1_000_000
 MAX_LIMIT: Final = 1_000_000
 MAX_UNIQUE: Final = 1024
+#: A position in a set (where a search begins or ends), as the pages' ``from``.
+MAX_POSITION: Final = 10**9
+#: The longest search text, as the pages' ``q``.
+MAX_SEARCH: Final = 200
 
 
 def _doc(**schema: Any) -> Meta:

@@ -22,7 +22,11 @@ One ASGI middleware, in front of every route:
 - **Failed logins** (a wrong ``Authorization`` header, a wrong token in the login form)
   are counted per client address: from the 5th in a row, the address must wait 1 s, then
   2, 4... (at most 5 minutes) before its next try, answered 429 with ``Retry-After``
-  meanwhile, so a token cannot be guessed at full speed. A success clears the count.
+  meanwhile, so a token cannot be guessed at full speed. Only the admin credentials
+  (the token, Basic) clear the count when right: the read-only and metrics tokens and
+  a session cookie, right, leave it as it was, so whoever holds the weakest credential
+  cannot guess the strongest at full speed. A count is forgotten an hour after its
+  last wait ends.
   Behind a reverse proxy the address is the one it forwards, when the proxy is trusted
   (``rota web --trusted-proxy``); cookies are ``Secure`` when the scheme, told by such a
   proxy or seen by the server, is HTTPS.
@@ -49,7 +53,7 @@ from starlette.requests import Request, cookie_parser
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rota.web.audit import AUDIT_IDS, AuditLog, who
+from rota.web.audit import AuditLog, acted_on, who
 from rota.web.limits import OPEN_LIMIT, declared, form_field, limited
 from rota.web.sessions import DEFAULT_TTL, Sessions
 
@@ -122,11 +126,6 @@ class Auth:
         if self.readonly_token is not None and _same(candidate, self.readonly_token):
             return READ
         return None
-
-    def header_ok(self, authorization: str | None, path: str = "") -> bool:
-        """Whether the ``Authorization`` header carries valid credentials for ``path``
-        (the metrics token opens ``/metrics`` only)."""
-        return self.header_role(authorization, path) is not None
 
     def header_role(self, authorization: str | None, path: str = "") -> str | None:
         """What the ``Authorization`` header's credentials may do at ``path``: ``"admin"``
@@ -202,24 +201,43 @@ class Throttle:
     FREE: Final = 4  # failures in a row answered at full speed
     MAX_WAIT: Final = 300.0
     MAX_ADDRESSES: Final = 10_000
+    #: Seconds after its wait ends that a count is forgotten: an address that has
+    #: stopped failing (a reader who mistyped once, long ago) starts afresh.
+    FORGET: Final = 3600.0
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self._failures: dict[str, tuple[int, float]] = {}  # address -> (count, until)
 
+    def _entry(self, address: str) -> tuple[int, float]:
+        """The count and end of wait of ``address``, (0, 0) once forgotten."""
+        count, until = self._failures.get(address, (0, 0.0))
+        return (count, until) if self.clock() < until + self.FORGET else (0, 0.0)
+
     def wait(self, address: str) -> float:
         """Seconds ``address`` must wait before its next try (0: it may try now)."""
-        _, until = self._failures.get(address, (0, 0.0))
-        return max(0.0, until - self.clock())
+        return max(0.0, self._entry(address)[1] - self.clock())
 
     def failed(self, address: str) -> None:
-        count = self._failures.pop(address, (0, 0.0))[0] + 1
+        """Count a failure, or reserve one for an attempt not yet evaluated."""
+        count = self._entry(address)[0] + 1
+        self._failures.pop(address, None)
         wait = 0.0 if count <= self.FREE else min(self.MAX_WAIT, 2.0 ** (count - self.FREE - 1))
         if len(self._failures) >= self.MAX_ADDRESSES:  # forget the oldest entry
             self._failures.pop(next(iter(self._failures)))
         self._failures[address] = (count, self.clock() + wait)
 
+    def taken_back(self, address: str) -> None:
+        """Undo the failure reserved for a login whose credentials were right but open
+        less than everything (the read-only token): the failures before it stay counted.
+        No wait is left: an attempt is reserved only once the wait has ended."""
+        count = self._entry(address)[0]
+        self._failures.pop(address, None)
+        if count > 1:
+            self._failures[address] = (count - 1, self.clock())
+
     def succeeded(self, address: str) -> None:
+        """Clear the count: the admin credentials were right."""
         self._failures.pop(address, None)
 
 
@@ -266,10 +284,14 @@ class SecurityMiddleware:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                # Only a login form that was let in clears its reserved failure; any
-                # other answer leaves it counted (a bearer header is settled on arrival).
+                # Only a login form that was let in takes back its reserved failure
+                # (and clears the count when it was the admin token); any other answer
+                # leaves it counted (a bearer header is settled on arrival).
                 if attempt and login and message["status"] < 400:
-                    self.throttle.succeeded(address)
+                    if scope["state"].get("login_role") == ADMIN:
+                        self.throttle.succeeded(address)
+                    else:
+                        self.throttle.taken_back(address)
                 elif attempt and login and message["status"] == 401:
                     log.warning("failed login", address=address, path="/login", by="form")
                 if self.audit is not None and changes and message["status"] < 400:
@@ -317,9 +339,6 @@ class SecurityMiddleware:
         """A change that went through, into the audit log (see rota.web.audit)."""
         assert self.audit is not None
         query = scope.get("query_string", b"").decode(errors="replace")
-        # the jobs an action given ids acted on (the path does not name them), the first
-        # AUDIT_IDS of them
-        ids = scope["state"].get("audit_ids")
         await self.audit.record(
             who="login form"
             if scope["path"] == "/login"
@@ -328,20 +347,23 @@ class SecurityMiddleware:
             method=scope["method"],
             path=scope["path"] + (f"?{query}" if query else ""),
             status=status,
-            **({"ids": ids[:AUDIT_IDS], "count": len(ids)} if ids is not None else {}),
+            **acted_on(scope["state"]),
         )
 
     def _settle(self, scope: Scope, headers: Headers, address: str, login: bool) -> None:
         """Count an attempt before it is evaluated: a failure is reserved on arrival (so
         many attempts sent together cannot all be evaluated before the first is counted,
-        whenever their bodies come), and cleared only by credentials that were checked
-        and right: a bearer header here, a login form by its answer. An open path
-        answered 200 proves nothing, so it clears nothing."""
-        self.throttle.failed(address)
-        if "authorization" in headers:
-            if self.auth.header_ok(headers.get("authorization"), scope["path"]):
-                self.throttle.succeeded(address)
-                return
+        whenever their bodies come), and cleared only by admin credentials that were
+        checked and right: a bearer header here, a login form by its answer. A right
+        header that opens less (read-only, metrics) is not counted and clears nothing;
+        a read-only login takes back its reservation. An open path answered 200 proves
+        nothing, so it clears nothing."""
+        role = self.auth.header_role(headers.get("authorization"), scope["path"])
+        if login or role is None:
+            self.throttle.failed(address)
+        if role == ADMIN:
+            self.throttle.succeeded(address)
+        elif role is None and "authorization" in headers:
             log.warning("failed login", address=address, path=scope["path"], by="authorization")
 
     async def _check(

@@ -291,3 +291,37 @@ async def test_a_failed_attempt_keeps_its_traceback_in_the_job_log(
 async def _state(client: Client, job_id: str, state: str) -> bool:
     record = await client.job(job_id)
     return record is not None and record.state == state
+
+
+async def test_an_error_text_utf8_cannot_carry_ends_its_job_and_stops_no_pool(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    """A message with a lone surrogate (a handler's own text, a file name that is no
+    UTF-8) is kept escaped: it stopped the finish of every outcome sent with it."""
+    pool = fast_pool(redis_url, namespace, keep_result=60.0)
+
+    @pool.job(max_fails=2, backoff=lambda n: 0.05)
+    async def odd(ctx: JobContext, how: str) -> None:
+        if how == "abort":
+            raise rota.Abort("gave up on \udc80")
+        if ctx.attempt == 1:
+            raise rota.Retry(0.05, "again \ud800")
+        raise ValueError("broken \ud800 text")
+
+    @pool.job()
+    async def good(ctx: JobContext) -> str:
+        return "ok"
+
+    failing = await client.enqueue("odd", "fail")
+    aborted = await client.enqueue("odd", "abort")
+    async with pool.running():
+        await wait_until(lambda: _state_is(client, failing.id, State.DEAD), within=10)
+        await wait_until(lambda: _state_is(client, aborted.id, State.ABORTED), within=10)
+        after = await client.enqueue("good")
+        assert await client.wait(after.id, timeout=10) == "ok"
+    dead = await client.job(failing.id)
+    assert dead is not None
+    assert dead.error == "ValueError: broken \\ud800 text"
+    ended = await client.job(aborted.id)
+    assert ended is not None
+    assert ended.error == "gave up on \\udc80"

@@ -37,6 +37,18 @@ MAX_ERROR: Final = 4000
 MAX_LOG: Final = 2000
 
 
+def _text(text: str, limit: int = MAX_ERROR) -> str:
+    """``text`` cut to ``limit`` characters, its lone surrogates written as escapes
+    (``\\ud800``): an error message is any string a handler made, and one that UTF-8
+    cannot carry would stop the finish of every outcome sent with it."""
+    text = text[:limit]
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode(errors="backslashreplace").decode()
+    return text
+
+
 class EnqueueRow(NamedTuple):
     """One job for the ``enqueue`` script (its arguments, in order) or an entry of
     ``enqueue_batch`` (see :mod:`rota.protocol.calls`); ``""`` means none, as the
@@ -225,7 +237,7 @@ class Retry(_RetryFields, _Kind):
 
     @classmethod
     def of(cls, job: Lease, due: int, error: str, reason: Reason) -> Retry:
-        return cls(job.id, job.name, job.token, due, error[:MAX_ERROR], reason)
+        return cls(job.id, job.name, job.token, due, _text(error), reason)
 
 
 class _EndFields(NamedTuple):
@@ -246,7 +258,7 @@ class Dead(_EndFields, _Kind):
 
     @classmethod
     def of(cls, job: Lease, reason: Reason, error: str) -> Self:
-        return cls(job.id, job.name, job.token, reason, error[:MAX_ERROR])
+        return cls(job.id, job.name, job.token, reason, _text(error))
 
 
 class Drop(Dead):
@@ -273,7 +285,7 @@ class Aborted(_AbortedFields, _Kind):
 
     @classmethod
     def of(cls, job: Lease, keep_ms: int, message: str) -> Aborted:
-        return cls(job.id, job.name, job.token, keep_ms, message)
+        return cls(job.id, job.name, job.token, keep_ms, _text(message))
 
     @property
     def error(self) -> str:

@@ -10,12 +10,19 @@ import anyio
 import click
 import msgspec
 
-from rota.cli.common import ExitError, connection_options, parse_duration, with_client
+from rota.cli.common import (
+    ExitError,
+    connection_options,
+    number_within,
+    parse_duration,
+    with_client,
+)
 from rota.cli.output import age, echo_json, print_table
 from rota.client import Client, JobSpec
 from rota.config import Settings
 from rota.errors import JobNotFound, PayloadTooLarge
 from rota.protocol import codec
+from rota.protocol.bounds import Bound
 from rota.protocol.keys import validate_namespace
 from rota.spec import moment_seconds
 from rota.status import duration
@@ -242,7 +249,8 @@ def _print_status(data: dict[str, Any]) -> None:
     is_flag=False,
     flag_value=2.0,
     default=None,
-    help="Refresh every N seconds (default 2) until Ctrl-C.",
+    callback=number_within(Bound(0.1, 3600)),
+    help="Refresh every N seconds (0.1 to 3600, default 2) until Ctrl-C.",
 )
 @click.option(
     "--also",

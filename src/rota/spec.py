@@ -181,11 +181,11 @@ def _check(spec: JobSpec, ttl: float) -> None:
 
 
 def finite(option: str, value: float) -> float:
-    """``value`` as a float, or a ValueError naming ``option``."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{option} must be a number, got {value!r}") from None
+    """``value`` as a float, or a ValueError naming ``option``. Only a number is one:
+    ``"5"`` and ``True`` are refused, as JSON would not take them for one either."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{option} must be a number, got {value!r}")
+    number = float(value) if isinstance(value, float) or abs(value) < 2**1023 else math.inf
     if not math.isfinite(number):
         raise ValueError(f"{option} must be a finite number, got {value!r}")
     return number

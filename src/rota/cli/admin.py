@@ -24,7 +24,7 @@ from rota.errors import JobNotFound, PayloadTooLarge
 from rota.protocol import codec
 from rota.protocol.bounds import Bound
 from rota.protocol.keys import validate_namespace
-from rota.spec import moment_seconds
+from rota.spec import delay_seconds, moment_seconds
 from rota.status import duration
 
 __all__ = ["enqueue", "status"]
@@ -62,12 +62,10 @@ def _run_at(delay: str | None, at: str | None) -> float | None:
     ``Client.enqueue_at`` and the web API."""
     if delay and at:
         raise click.UsageError("give --in or --at, not both")
-    if delay:
-        return time.time() + parse_duration(delay, "--in")
-    if not at:
-        return None
     try:
-        return moment_seconds("--at", at)
+        if delay:  # 0 to ten years, as a delay everywhere (rota.spec.delay_seconds)
+            return time.time() + delay_seconds("--in", parse_duration(delay, "--in"))
+        return None if not at else moment_seconds("--at", at)
     except ValueError as exc:
         raise ExitError(str(exc)) from None
 

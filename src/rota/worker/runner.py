@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import math
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -81,8 +80,8 @@ def _backoff(handler: Handler, failures: int) -> float:
         value = exc
     if check("backoff", value, JOB["delay"]) is None:
         return float(value)
-    if isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value):
-        used = min(max(float(value), 0.0), MAX_DELAY)
+    if isinstance(value, int | float) and not isinstance(value, bool) and value == value:
+        used = MAX_DELAY if value > MAX_DELAY else 0.0  # (NaN is the one unequal to itself)
     else:
         used = default_backoff(failures)
     log.warning(

@@ -122,11 +122,11 @@ async def test_queue_limit_set_and_cleared(conn: tuple[str, ...], client: Client
         (("enqueue", "nap", "1st=2"), "rota: '1st=2': the key '1st' is not a parameter name"),
         (("enqueue", "nap", "a=1", "a=2"), "rota: 'a=2': a is given twice"),
         (("enqueue", "nap", "a-b=1"), "rota: 'a-b=1': the key 'a-b' is not a parameter name"),
-        (("worker", "tests.cli_app:pool", "-c", "0"), "rota: --concurrency: must be greater"),
+        (("worker", "tests.cli_app:pool", "-c", "0"), "rota: --concurrency: must be from 1 to"),
         (("worker", "tests.cli_app:pool", "--lease", "2s"), "rota: --lease: must be longer"),
         (("worker", "tests.cli_app:pool", "--lease", "soon"), "rota: --lease: 'soon' is not"),
         (("worker", "tests.cli_app:pool", "--grace", "-1"), "rota: --grace: '-1' is not"),
-        (("worker", "tests.cli_app:pool", "--prefetch", "-1"), "rota: --prefetch: must not be"),
+        (("worker", "tests.cli_app:pool", "--prefetch", "-1"), "rota: --prefetch: must be from 0"),
         (("status", "--namespace", "a{b}"), "rota: --namespace: "),
     ],
 )

@@ -242,5 +242,5 @@ def test_an_error_blames_the_setting_the_user_gave(env: dict[str, str], line: st
 def test_a_file_is_not_blamed_for_a_value_it_does_not_hold(tmp_path: Path) -> None:
     toml = tmp_path / "rota.toml"
     toml.write_text("[rota]\nconcurrency = 5\n")
-    with pytest.raises(ConfigError, match=r"grace: must not be negative, got -1\.0 \(from code\)"):
+    with pytest.raises(ConfigError, match=r"grace: must be from 0 to 86400, got -1\.0 \(from code"):
         load_settings(toml, base={"grace": -1.0})

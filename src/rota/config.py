@@ -23,8 +23,9 @@ from typing import Any, Final, Literal, get_args
 import msgspec
 
 from rota.errors import ConfigError
+from rota.protocol.bounds import SETTINGS as SETTINGS_BOUNDS
+from rota.protocol.bounds import check
 from rota.protocol.keys import validate_namespace
-from rota.protocol.shards import MAX_SHARDS
 from rota.redis.connection import check_url, redacted
 from rota.redis.topology import sentinel_url
 
@@ -33,36 +34,10 @@ __all__ = ["SECRETS", "Settings", "describe", "load_settings"]
 ENV_PREFIX = "ROTA_"
 DEFAULT_CONFIG = Path("config/rota.toml")
 
-_POSITIVE: Final = (
-    "shards",
-    "concurrency",
-    "lease",
-    "heartbeat_interval",
-    "wake_timeout",
-    "scheduler_interval",
-    "fetch_batch",
-    "max_args_bytes",
-    "dead_max_count",
-    "complete_max_count",
-    "max_lost",
-    "durable_timeout",
-    "web_session_ttl",
-)
-_NOT_NEGATIVE: Final = (
-    "grace",
-    "keep_result",
-    "keep_none",
-    "unique_ttl",
-    "dead_max_age",
-    "prefetch",
-    "durable_enqueue",
-    "ride_through",
-    "forget_names_after",
-)
-
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, weakref=True):
-    """Every knob of rota, with its default. Durations are in seconds."""
+    """Every knob of rota, with its default. Durations are in seconds. Each number has a
+    finite range (``rota.protocol.bounds.SETTINGS``); a value outside is a ConfigError."""
 
     redis_url: str = "redis://localhost:6379/0"
     namespace: str = "rota"
@@ -184,21 +159,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             raise ConfigError("redis_tls_cert: give the client certificate and its key together")
 
     def _check_numbers(self) -> None:
-        for name, f in _FIELDS.items():
-            value = getattr(self, name)
-            # NaN passes every comparison below, and infinity is no time or size: each
-            # would end in a crash at the first use (a lease of NaN, a keep of inf ms).
-            if f.type is float and isinstance(value, float) and not math.isfinite(value):
-                raise ConfigError(f"{name}: must be a finite number, got {value!r}")
-        for name in _POSITIVE:
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name}: must be greater than 0, got {getattr(self, name)!r}")
-        for name in _NOT_NEGATIVE:
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name}: must not be negative, got {getattr(self, name)!r}")
-        if self.shards > MAX_SHARDS:
-            raise ConfigError(f"shards: at most {MAX_SHARDS}, got {self.shards}")
-        if self.loop_block_warn and not 0.01 <= self.loop_block_warn <= 3600:
+        # Each number within its range (rota.protocol.bounds): NaN passes every
+        # comparison, and infinity or 1e30 is no time or size; each would end in a
+        # crash at the first use, or a pool that grows until it is killed.
+        for name, bound in SETTINGS_BOUNDS.items():
+            wrong = check(name, getattr(self, name), bound)
+            if wrong is not None:
+                raise ConfigError(wrong)
+        # 0 turns the report off; it is no range of one Bound.
+        if not (self.loop_block_warn == 0 or 0.01 <= self.loop_block_warn <= 3600):
             raise ConfigError(
                 "loop_block_warn: 0 (off) or from 0.01 to 3600 seconds,"
                 f" got {self.loop_block_warn!r}"

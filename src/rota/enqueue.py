@@ -100,7 +100,7 @@ class Enqueueing(Scripted):
     async def enqueue_in(self, delay: float, name: str, /, *args: Any, **kwargs: Any) -> Enqueued:
         """Enqueue a job to run ``delay`` seconds from now."""
         return await self._enqueue_scheduled(
-            (now := time.time()) + delay_seconds("delay", delay, now), name, args, kwargs
+            time.time() + delay_seconds("delay", delay), name, args, kwargs
         )
 
     async def enqueue_at(

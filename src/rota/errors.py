@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rota.protocol.bounds import JOB, check
 from rota.redis.redispy import ConnectionLost, ReplyError
 
 __all__ = [
@@ -44,9 +45,19 @@ class Retry(RotaError):
 
     The attempt counts towards ``max_fails`` like a failure, so a handler that always
     asks for a retry still ends as a dead job.
+
+    ``delay`` is seconds from 0 to ten years (``rota.protocol.bounds.JOB["delay"]``).
+    Anything else (NaN, infinity, a negative, an epoch in milliseconds, text) is a
+    ValueError here, at construction, naming the value: raised in a handler, that error
+    ends the attempt as any other would (a failure with that message, counted by
+    ``max_fails``), and no retry is ever written with a time nobody can read.
     """
 
     def __init__(self, delay: float | None = None, message: str = "retry requested") -> None:
+        if delay is not None:
+            wrong = check("delay", delay, JOB["delay"])
+            if wrong is not None:
+                raise ValueError(f"Retry: {wrong}")
         super().__init__(message)
         self.delay = delay
 

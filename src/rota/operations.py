@@ -17,6 +17,7 @@ from typing import Any, Final
 import msgspec
 
 from rota.protocol import calls
+from rota.protocol.bounds import HANDLER, checked
 from rota.protocol.job import (
     JobRecord,
     JobSet,
@@ -327,7 +328,7 @@ class Operations(Scripted):
         if limit is None:
             pipe.hdel(self.keys.limits, name)
         else:
-            pipe.hset(self.keys.limits, name, int(limit))
+            pipe.hset(self.keys.limits, name, checked("limit", limit, HANDLER["max_concurrency"]))
         # A name at its old limit left the ready set; fetches look at it again (and put
         # it out again if it still has no room, or no jobs).
         pipe.sadd(self.keys.ready, name)

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Self, TypeVar, cast
 
 from rota.operations import SEARCH_LIMIT, Operations
+from rota.protocol.bounds import HANDLER, checked
 from rota.protocol.job import JobRecord, JobSet, reply_text, validate_name
 from rota.protocol.rate import Rate, parse_rate
 from rota.protocol.shards import shard_of
@@ -207,7 +208,7 @@ class Sharded(Reads, Operations, Workflows):
             return await super().set_limit(name, limit)
         validate_name(name)
         k = self.shard_count
-        if limit is not None and int(limit) < k:
+        if limit is not None and checked("limit", limit, HANDLER["max_concurrency"]) < k:
             raise ValueError(
                 f"a concurrency limit of {limit} over {k} shards leaves some shard none:"
                 f" give at least {k}"

@@ -16,6 +16,7 @@ import msgspec
 
 from rota.errors import PayloadTooLarge
 from rota.protocol import codec
+from rota.protocol.bounds import JOB, MAX_DELAY, check
 from rota.protocol.job import NAME_RE, new_id, now_ms, validate_name
 from rota.protocol.rows import EnqueueRow
 
@@ -126,15 +127,14 @@ def moment_seconds(option: str, when: datetime | str) -> float:
     return (moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)).timestamp()
 
 
-def delay_seconds(option: str, value: float, now: float) -> float:
-    """``value`` seconds from ``now`` (epoch seconds), or a ValueError naming ``option``
-    when the time it names is past 9999 (a delay in milliseconds, most likely)."""
+def delay_seconds(option: str, value: float) -> float:
+    """``value`` as seconds from 0 to ten years (``rota.protocol.bounds.MAX_DELAY``, the
+    HTTP API's and ``Retry``'s range too), or a ValueError naming ``option``: a delay in
+    milliseconds is refused, and the message says so."""
     delay = finite(option, value)
-    if now + delay > MAX_EPOCH:
-        raise ValueError(
-            f"{option}: {value!r} s from now is past the year 9999"
-            " (milliseconds? rota takes seconds)"
-        )
+    if not 0 <= delay <= MAX_DELAY:
+        hint = " (milliseconds? rota takes seconds)" if delay > MAX_DELAY else ""
+        raise ValueError(f"{option}: seconds {JOB['delay']} (ten years), got {value!r}{hint}")
     return delay
 
 
@@ -143,25 +143,34 @@ def _run_at(spec: JobSpec, now: int) -> int:
     if spec.run_at is not None:
         return int(epoch_seconds("run_at", spec.run_at) * 1000)
     if spec.delay is not None:
-        return now + int(delay_seconds("delay", spec.delay, now / 1000) * 1000)
+        return now + int(delay_seconds("delay", spec.delay) * 1000)
     return 0
 
 
 def _check(spec: JobSpec, ttl: float) -> None:
-    """A ValueError (TypeError for a wrong kind of value) naming the first bad option."""
-    if spec.timeout is not None and not finite("timeout", spec.timeout) >= 0.001:
+    """A ValueError (TypeError for a wrong kind of value) naming the first bad option;
+    the ranges are ``rota.protocol.bounds.JOB``."""
+    timeout = JOB["timeout"]
+    if spec.timeout is not None and not timeout.lo <= finite("timeout", spec.timeout) <= timeout.hi:
         # Below a millisecond a timeout is no time a job can run in (1e-320 is a number,
         # and positive): the store keeps milliseconds.
-        raise ValueError(f"timeout must be at least 0.001 seconds, got {spec.timeout}")
+        raise ValueError(
+            f"timeout must be at least {timeout.lo} seconds and at most {timeout.hi:.0f}"
+            f" (ten years), got {spec.timeout}"
+        )
     if spec.job_id is not None and not NAME_RE.match(spec.job_id):
         raise ValueError(f"invalid job id {spec.job_id!r}")
     max_fails: Any = spec.max_fails
     if max_fails is not None and (not isinstance(max_fails, int) or isinstance(max_fails, bool)):
         raise ValueError(f"max_fails must be an integer, got {max_fails!r}")
-    if max_fails is not None and max_fails < 1:
-        raise ValueError(f"max_fails must be at least 1, got {max_fails}")
-    if ttl <= 0:
-        raise ValueError(f"unique_ttl must be positive, got {ttl}")
+    fails = JOB["max_fails"]
+    if max_fails is not None and not fails.lo <= max_fails <= fails.hi:
+        raise ValueError(
+            f"max_fails must be at least 1 and at most {fails.hi:.0f}, got {max_fails}"
+        )
+    wrong = check("unique_ttl", ttl, JOB["unique_ttl"])
+    if wrong is not None:
+        raise ValueError(wrong)
     if spec.unique is not None and not spec.unique:
         raise ValueError("unique key must not be empty")
     if isinstance(spec.after, str):
@@ -172,11 +181,11 @@ def _check(spec: JobSpec, ttl: float) -> None:
 
 
 def finite(option: str, value: float) -> float:
-    """``value`` as a float, or a ValueError naming ``option``."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{option} must be a number, got {value!r}") from None
+    """``value`` as a float, or a ValueError naming ``option``. Only a number is one:
+    ``"5"`` and ``True`` are refused, as JSON would not take them for one either."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{option} must be a number, got {value!r}")
+    number = float(value) if isinstance(value, float) or abs(value) < 2**1023 else math.inf
     if not math.isfinite(number):
         raise ValueError(f"{option} must be a finite number, got {value!r}")
     return number

@@ -10,14 +10,21 @@ import anyio
 import click
 import msgspec
 
-from rota.cli.common import ExitError, connection_options, parse_duration, with_client
+from rota.cli.common import (
+    ExitError,
+    connection_options,
+    number_within,
+    parse_duration,
+    with_client,
+)
 from rota.cli.output import age, echo_json, print_table
 from rota.client import Client, JobSpec
 from rota.config import Settings
 from rota.errors import JobNotFound, PayloadTooLarge
 from rota.protocol import codec
+from rota.protocol.bounds import Bound
 from rota.protocol.keys import validate_namespace
-from rota.spec import moment_seconds
+from rota.spec import delay_seconds, moment_seconds
 from rota.status import duration
 
 __all__ = ["enqueue", "status"]
@@ -55,12 +62,10 @@ def _run_at(delay: str | None, at: str | None) -> float | None:
     ``Client.enqueue_at`` and the web API."""
     if delay and at:
         raise click.UsageError("give --in or --at, not both")
-    if delay:
-        return time.time() + parse_duration(delay, "--in")
-    if not at:
-        return None
     try:
-        return moment_seconds("--at", at)
+        if delay:  # 0 to ten years, as a delay everywhere (rota.spec.delay_seconds)
+            return time.time() + delay_seconds("--in", parse_duration(delay, "--in"))
+        return None if not at else moment_seconds("--at", at)
     except ValueError as exc:
         raise ExitError(str(exc)) from None
 
@@ -242,7 +247,8 @@ def _print_status(data: dict[str, Any]) -> None:
     is_flag=False,
     flag_value=2.0,
     default=None,
-    help="Refresh every N seconds (default 2) until Ctrl-C.",
+    callback=number_within(Bound(0.1, 3600)),
+    help="Refresh every N seconds (0.1 to 3600, default 2) until Ctrl-C.",
 )
 @click.option(
     "--also",

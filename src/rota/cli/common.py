@@ -15,6 +15,7 @@ from rota import inspect
 from rota.client import Client
 from rota.config import Settings, load_settings
 from rota.errors import ConfigError, RedisRefused, RedisUnavailable, redis_cause
+from rota.protocol.bounds import Bound, check
 from rota.redis.access import explain
 from rota.redis.connection import redacted
 from rota.redis.outage import MEANING, Condition, rota_error
@@ -66,9 +67,9 @@ def connection_options(f: Callable[P, T]) -> Callable[P, T]:
     return f
 
 
-def _count(lo: int) -> Callable[[click.Context, click.Parameter, str], int]:
-    """A callback reading an integer of at least ``lo``; anything else stops the command
-    with one line and exit code 2, as the web API answers 400 to the same values."""
+def _count(lo: int, hi: int) -> Callable[[click.Context, click.Parameter, str], int]:
+    """A callback reading an integer from ``lo`` to ``hi``; anything else stops the
+    command with one line and exit code 2, as the web API answers 400 to the same values."""
 
     def check(ctx: click.Context, param: click.Parameter, text: str) -> int:
         flag = f"--{param.name}"
@@ -78,9 +79,26 @@ def _count(lo: int) -> Callable[[click.Context, click.Parameter, str], int]:
             raise ExitError(f"{flag}: expected an integer, got {text!r}") from None
         if value < lo:
             raise ExitError(f"{flag}: must be at least {lo}, got {value}")
+        if value > hi:
+            raise ExitError(f"{flag}: must be at most {hi}, got {value}")
         return value
 
     return check
+
+
+def number_within(
+    bound: Bound,
+) -> Callable[[click.Context, click.Parameter, float | None], float | None]:
+    """A callback refusing a number outside ``bound`` (NaN, inf, 1e300 too: click's own
+    ranges let NaN through) with one line naming the flag, and exit code 2."""
+
+    def within(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+        wrong = None if value is None else check(f"--{param.name}", value, bound)
+        if wrong is not None:
+            raise ExitError(wrong)
+        return value
+
+    return within
 
 
 def page_options(default_limit: int = 50) -> Callable[[Callable[P, T]], Callable[P, T]]:
@@ -91,14 +109,14 @@ def page_options(default_limit: int = 50) -> Callable[[Callable[P, T]], Callable
             "--offset",
             default="0",
             metavar="N",
-            callback=_count(0),
+            callback=_count(0, 10**9),
             help="Skip this many (default 0).",
         )(f)
         f = click.option(
             "--limit",
             default=str(default_limit),
             metavar="N",
-            callback=_count(1),
+            callback=_count(1, 10**6),
             help=f"List at most this many (default {default_limit}).",
         )(f)
         return f

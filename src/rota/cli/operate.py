@@ -21,6 +21,7 @@ from rota.cli.workflows import print_relations, relations
 from rota.client import Client, validate_name
 from rota.config import Settings
 from rota.inspect import job_view
+from rota.protocol.bounds import HANDLER
 
 __all__ = ["job", "queue"]
 
@@ -54,6 +55,8 @@ def _cap(ctx: click.Context, param: click.Parameter, text: str | None) -> int | 
         raise ExitError(f"N: expected an integer, got {text!r}") from None
     if cap < 1:
         raise ExitError(f"N: must be at least 1, got {cap} (pause stops a queue)")
+    if cap > HANDLER["max_concurrency"].hi:
+        raise ExitError(f"N: must be at most {HANDLER['max_concurrency'].hi:.0f}, got {cap}")
     return cap
 
 

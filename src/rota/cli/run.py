@@ -13,6 +13,7 @@ import msgspec
 from rota.cli.common import (
     ExitError,
     connection_options,
+    number_within,
     redis_trouble,
     resolve,
     seconds_option,
@@ -20,6 +21,7 @@ from rota.cli.common import (
 from rota.config import Settings
 from rota.errors import ConfigError
 from rota.logging import configure_logging
+from rota.protocol.bounds import Bound
 from rota.redis.access import explain
 
 __all__ = ["demo", "worker"]
@@ -96,7 +98,12 @@ def worker(target: str, processes: int, config_file: Path | None, **flags: Any) 
     "--app", default="rota.examples.jobs:pool", show_default=True, help="The pool to run."
 )
 @click.option(
-    "--rate", type=float, default=2.0, show_default=True, help="Example jobs enqueued per second."
+    "--rate",
+    type=float,
+    default=2.0,
+    show_default=True,
+    callback=number_within(Bound(0, 1000)),
+    help="Example jobs enqueued per second (0 to 1000).",
 )
 @connection_options
 def demo(app: str, rate: float, config_file: Path | None, **flags: Any) -> None:

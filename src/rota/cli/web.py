@@ -13,6 +13,7 @@ from rota.cli.common import ExitError, connection_options, parse_duration, prefl
 from rota.config import Settings
 from rota.errors import ConfigError
 from rota.logging import configure_logging
+from rota.protocol.bounds import SETTINGS, check
 from rota.protocol.keys import validate_namespace
 from rota.redis.connection import redacted
 
@@ -82,6 +83,9 @@ def _session_ttl(ctx: click.Context, param: click.Parameter, text: str | None) -
         raise ExitError(f"--session-ttl: {exc.message}") from None
     if seconds <= 0:
         raise ExitError("--session-ttl: must be more than 0")
+    wrong = check("--session-ttl", seconds, SETTINGS["web_session_ttl"])
+    if wrong is not None:
+        raise ExitError(wrong)
     return seconds
 
 

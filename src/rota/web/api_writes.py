@@ -28,6 +28,7 @@ from rota.web.request_bodies import (
     MAX_IDS,
     MAX_LIMIT,
     MAX_UNIQUE,
+    MIN_TIMEOUT,
     EnqueueRequest,
     Ids,
     LimitRequest,
@@ -185,9 +186,9 @@ async def enqueue(request: Request) -> Response:
     if body.max_fails is not None and not 1 <= body.max_fails <= MAX_FAILS:
         raise ApiError(422, f"max_fails: from 1 to {MAX_FAILS}")
     if body.timeout is not None and not (
-        math.isfinite(body.timeout) and 0 < body.timeout <= MAX_DELAY
+        math.isfinite(body.timeout) and MIN_TIMEOUT <= body.timeout <= MAX_DELAY
     ):
-        raise ApiError(422, "timeout: seconds, more than 0")
+        raise ApiError(422, f"timeout: seconds from {MIN_TIMEOUT} to {MAX_DELAY:.0f}")
     if body.unique is not None and not 1 <= len(body.unique) <= MAX_UNIQUE:
         raise ApiError(422, f"unique: 1 to {MAX_UNIQUE} characters")
     if body.after is not None and len(body.after) > MAX_IDS:

@@ -15,6 +15,7 @@ import msgspec
 from msgspec import Meta
 
 from rota import spec
+from rota.protocol import bounds
 from rota.protocol.job import NAME_RE
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "MAX_POSITION",
     "MAX_SEARCH",
     "MAX_UNIQUE",
+    "MIN_TIMEOUT",
     "NAME_PATTERN",
     "REQUESTS",
     "EnqueueRequest",
@@ -36,10 +38,13 @@ __all__ = [
 
 NAME_PATTERN: Final = NAME_RE.pattern
 MAX_IDS: Final = 1000
-MAX_DELAY: Final = 10 * 365 * 86400.0
+# The ranges of the job's options and of a name's limit (rota.protocol.bounds): the
+# client's, the CLI's and the API's are one table.
+MAX_DELAY: Final = bounds.MAX_DELAY
 MAX_EPOCH: Final = spec.MAX_EPOCH  # 9999-12-31T23:59:59Z: one rule (rota.spec.epoch_seconds)
-MAX_FAILS: Final = 1_000_000
-MAX_LIMIT: Final = 1_000_000
+MAX_FAILS: Final = int(bounds.JOB["max_fails"].hi)
+MAX_LIMIT: Final = int(bounds.HANDLER["max_concurrency"].hi)
+MIN_TIMEOUT: Final = bounds.JOB["timeout"].lo
 MAX_UNIQUE: Final = 1024
 #: A position in a set (where a search begins or ends), as the pages' ``from``.
 MAX_POSITION: Final = 10**9
@@ -110,7 +115,7 @@ class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         ),
     ] = None
     max_fails: Annotated[int, _doc(minimum=1, maximum=MAX_FAILS)] | None = None
-    timeout: Annotated[float, _doc(exclusiveMinimum=0, maximum=MAX_DELAY)] | None = None
+    timeout: Annotated[float, _doc(minimum=MIN_TIMEOUT, maximum=MAX_DELAY)] | None = None
     after: Annotated[
         Annotated[list[Annotated[str, _doc(pattern=NAME_PATTERN)]], _doc(maxItems=MAX_IDS)] | None,
         Meta(

@@ -19,7 +19,10 @@ import structlog
 
 from rota.client import Client
 from rota.config import Settings, load_settings
+from rota.errors import ConfigError
 from rota.logging import JobLine
+from rota.protocol.bounds import SETTINGS as SETTINGS_BOUNDS
+from rota.protocol.bounds import check
 from rota.protocol.job import validate_name
 from rota.redis.outage import rota_error
 from rota.redis.redispy import one_quick_retry
@@ -56,6 +59,11 @@ class WorkerPool:
     ) -> None:
         self._settings = settings
         self._overrides = {"namespace": namespace, "concurrency": concurrency, **overrides}
+        for name, value in self.code_settings.items():  # refused here, not at the run
+            bound = SETTINGS_BOUNDS.get(name)
+            wrong = None if bound is None else check(name, value, bound)
+            if wrong is not None:
+                raise ConfigError(f"{wrong} (from code)")
         if settings is not None:
             self._settings = settings.replace(
                 **{k: v for k, v in self._overrides.items() if v is not None}

@@ -7,11 +7,12 @@ import random
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
 from rota.errors import InvalidArgs
+from rota.protocol.bounds import HANDLER, MAX_DELAY, check
 from rota.protocol.rate import Rate, parse_rate
 from rota.worker.cron import Cron
 
@@ -34,8 +35,10 @@ class Periodic:
 
 def default_backoff(failures: int) -> float:
     """Seconds before retry number ``failures``: grows as its fourth power, with jitter
-    so that jobs that failed together do not all come back at the same moment."""
-    return failures**4 + 15 + random.uniform(0, 30) * failures
+    so that jobs that failed together do not all come back at the same moment; at most
+    the longest delay (ten years, ``rota.protocol.bounds.MAX_DELAY``), which a
+    ``max_fails`` in the hundreds reaches."""
+    return min(failures**4 + 15 + random.uniform(0, 30) * failures, MAX_DELAY)
 
 
 _SIMPLE_DEFAULTS = (type(None), bool, int, float, str, bytes)
@@ -70,9 +73,14 @@ def _shape(
     return objects, arrays if by_position else None
 
 
+#: The options that are never None.
+_REQUIRED: Final = frozenset({"priority", "max_fails"})
+
+
 @dataclass(frozen=True, slots=True)
 class Handler:
-    """A job name's handler and its options."""
+    """A job name's handler and its options, each checked within its range
+    (``rota.protocol.bounds.HANDLER``): a ValueError naming the option and the job."""
 
     name: str
     func: Callable[..., Any]
@@ -95,12 +103,7 @@ class Handler:
     )
 
     def __post_init__(self) -> None:
-        if not 1 <= self.priority <= 100_000:
-            raise ValueError(f"priority of {self.name!r} must be 1-100000, got {self.priority}")
-        if self.max_fails < 1:
-            raise ValueError(f"max_fails of {self.name!r} must be at least 1")
-        if self.max_concurrency is not None and self.max_concurrency < 1:
-            raise ValueError(f"max_concurrency of {self.name!r} must be at least 1")
+        self._check_options()
         set_ = object.__setattr__
         if self.rate is not None:
             try:
@@ -128,6 +131,24 @@ class Handler:
         required = frozenset(p.name for p in ps if p.default is inspect.Parameter.empty)
         set_(self, "_plain", (frozenset(sig.parameters), required) if plain else None)
         set_(self, "_shape", _shape(self.name, sig, types))
+
+    def _check_options(self) -> None:
+        """Each option within its range (rota.protocol.bounds.HANDLER), checked at
+        registration: a NaN timeout or keep_result registered would end every job of
+        the handler dead, and a negative timeout would be ignored."""
+        for option, bound in HANDLER.items():
+            value = getattr(self, option)
+            if value is None and option not in _REQUIRED:
+                continue
+            wrong = check(option, value, bound)
+            if wrong is not None:
+                raise ValueError(f"job {self.name!r}: {wrong}")
+        if not isinstance(self.skip_dead, bool):
+            raise TypeError(f"job {self.name!r}: skip_dead: must be True or False")
+        if not callable(self.backoff):
+            raise TypeError(f"job {self.name!r}: backoff: must be a function, got {self.backoff!r}")
+        if not all(callable(mw) for mw in self.middleware):
+            raise TypeError(f"job {self.name!r}: middleware: must be a tuple of functions")
 
     def bind(self, args: list[Any] | dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """Check ``args`` against the signature and type hints; return the call's args.

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import math
 import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
@@ -15,12 +14,13 @@ import structlog
 from rota import tracing
 from rota.errors import Abort, InvalidArgs, Retry
 from rota.protocol import codec
+from rota.protocol.bounds import JOB, MAX_DELAY, check
 from rota.protocol.job import Reason, now_ms
 from rota.protocol.rows import MAX_LOG, Aborted, Complete, Dead, Drop, Outcome, Requeue
 from rota.protocol.rows import Retry as Again
 from rota.redis.outage import REDIS_ERRORS
 from rota.worker.context import JobContext
-from rota.worker.registry import Handler
+from rota.worker.registry import Handler, default_backoff
 from rota.worker.runtime import Fetched, InFlight, PoolRuntime, worker_task
 from rota.worker.tracebacks import describe
 
@@ -63,11 +63,37 @@ def _failure(
     failures = job.failures + 1
     if failures >= max_fails:
         return (Drop if handler.skip_dead else Dead).of(job, reason, error)
-    if delay is None:
-        delay = handler.backoff(failures)
-    if not math.isfinite(delay) or delay < 0:
-        delay = 0.0
+    if delay is None or check("delay", delay, JOB["delay"]) is not None:
+        # (Retry refuses a delay out of range; one set on it afterwards is not taken)
+        delay = _backoff(handler, failures)
     return Again.of(job, now_ms() + int(delay * 1000), error, reason)
+
+
+def _backoff(handler: Handler, failures: int) -> float:
+    """The handler's backoff for retry number ``failures``, within 0 to ten years
+    (``rota.protocol.bounds.MAX_DELAY``). What a backoff function returns out of range
+    never reaches the retry set: a number below 0 retries at once, one above (1e300,
+    infinity) at the bound; anything that is no number (NaN, None, text, a bool) or a
+    function that raises falls back to :func:`~rota.worker.registry.default_backoff`.
+    Each of these is one warning naming the handler and the value."""
+    try:
+        value: Any = handler.backoff(failures)
+    except Exception as exc:
+        value = exc
+    if check("backoff", value, JOB["delay"]) is None:
+        return float(value)
+    if isinstance(value, int | float) and not isinstance(value, bool) and value == value:
+        used = MAX_DELAY if value > MAX_DELAY else 0.0  # (NaN is the one unequal to itself)
+    else:
+        used = default_backoff(failures)
+    log.warning(
+        "backoff out of range",
+        job_name=handler.name,
+        value=repr(value)[:200],
+        used=round(used, 3),
+        range=str(JOB["delay"]),
+    )
+    return used
 
 
 def _call(

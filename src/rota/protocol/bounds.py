@@ -86,6 +86,7 @@ SETTINGS: Final[dict[str, Bound]] = {
     "durable_enqueue": _count(0, 100),
     "durable_timeout": Bound(0.001, HOUR),
     "ride_through": Bound(0, DAY),
+    "loop_block_warn": Bound(0, HOUR),  # and 0 (off) or at least 0.01: see Settings
 }
 
 #: A handler's options (``@pool.job(...)``); None, where allowed, is "not set".

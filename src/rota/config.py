@@ -202,7 +202,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
     def replace(self, **changes: Any) -> Settings:
         built = _build({**msgspec.structs.asdict(self), **changes}, source="override")
-        _SOURCES[built] = {**_SOURCES.get(self, {}), **dict.fromkeys(changes, "override")}
+        _remember(built, {**_sources_of(self), **dict.fromkeys(changes, "override")})
         return built
 
     def secret(self, name: str) -> str | None:
@@ -257,8 +257,26 @@ _KINDS: Final = {
     "str | null": "text",
 }
 
-#: Where each setting of a built Settings came from, when load_settings or replace built it.
-_SOURCES: weakref.WeakKeyDictionary[Settings, dict[str, str]] = weakref.WeakKeyDictionary()
+#: Where each setting of a built Settings came from, when load_settings or replace built
+#: it, by the object's identity: equal Settings are equal keys of a WeakKeyDictionary,
+#: which then keeps one entry and drops it with the first of them (a pool's settings,
+#: rebuilt equal by a replace, then told every value as the code's).
+_SOURCES: dict[int, tuple[weakref.ref[Settings], dict[str, str]]] = {}
+
+
+def _sources_of(settings: Settings) -> dict[str, str]:
+    ref, sources = _SOURCES.get(id(settings), (None, {}))
+    return sources if ref is not None and ref() is settings else {}
+
+
+def _remember(settings: Settings, sources: dict[str, str]) -> None:
+    key = id(settings)
+
+    def forget(ref: weakref.ref[Settings]) -> None:
+        if _SOURCES.get(key, (None,))[0] is ref:
+            del _SOURCES[key]
+
+    _SOURCES[key] = (weakref.ref(settings, forget), sources)
 
 
 def describe(settings: Settings) -> dict[str, str]:
@@ -267,7 +285,7 @@ def describe(settings: Settings) -> dict[str, str]:
     ``flag`` (an override given to :func:`load_settings`: the command line's flags), or
     ``override`` (:meth:`Settings.replace`). Secrets are masked, and the
     password in ``redis_url``. A pool logs this at its start."""
-    sources = _SOURCES.get(settings, {})
+    sources = _sources_of(settings)
     out = {}
     for name, field in _FIELDS.items():
         value = getattr(settings, name)
@@ -400,5 +418,5 @@ def load_settings(
     values.update(given)
     sources.update(dict.fromkeys(given, "flag"))
     settings = _build(values, source="settings", strict=False, sources=sources)
-    _SOURCES[settings] = sources
+    _remember(settings, sources)
     return settings

@@ -1,0 +1,60 @@
+"""Each value is told with its real source: in the pool's ``settings`` line, in a client
+built from a URL, and for a Sentinel URL configured as README.md says."""
+
+from __future__ import annotations
+
+import gc
+import signal
+from pathlib import Path
+
+import msgspec
+
+from rota import load_settings
+from rota.config import describe
+from tests.cli_helpers import rota_env, start_worker
+from tests.helpers import wait_until
+
+
+def _settings_line(log: Path) -> dict[str, str] | None:
+    for line in log.read_bytes().splitlines():
+        try:
+            event = msgspec.json.decode(line)
+        except msgspec.DecodeError:
+            continue
+        if isinstance(event, dict) and event.get("event") == "settings":
+            return event
+    return None
+
+
+async def test_the_pools_settings_line_names_each_source(
+    redis_url: str, namespace: str, tmp_path: Path
+) -> None:
+    """A worker started with no flags: the file's value is the file's, the variable's the
+    variable's, the code's (tests/cli_app.py) the code's."""
+    config = tmp_path / "rota.toml"
+    config.write_text("grace = 7\n")
+    env = rota_env(ROTA_REDIS_URL=redis_url, ROTA_NAMESPACE=namespace, ROTA_LEASE="40")
+    log = tmp_path / "worker.log"
+    proc = start_worker("tests.cli_app:pool", "--config", str(config), env=env, log=log)
+    try:
+        await wait_until(lambda: _settings_line(log) is not None, within=30, every=0.05)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    told = _settings_line(log)
+    assert told is not None
+    assert told["lease"] == "40.0 (ROTA_LEASE)", told
+    assert told["namespace"] == f"{namespace} (ROTA_NAMESPACE)", told
+    assert told["grace"] == f"7.0 ({config})", told
+    assert told["concurrency"] == "5 (code)", told
+
+
+def test_an_equal_copy_keeps_the_sources_when_the_first_is_gone(tmp_path: Path) -> None:
+    """Settings rebuilt equal (a replace that changes nothing) are told as the first were,
+    after the first is gone."""
+    settings = load_settings(env={"ROTA_LEASE": "60"})
+    copy = settings.replace()
+    del settings
+    gc.collect()
+    assert describe(copy) == {"lease": "60.0 (ROTA_LEASE)"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
@@ -33,3 +34,21 @@ broken.job(nap)
 async def _model() -> AsyncGenerator[Mapping[str, Any], None]:
     with open("/nonexistent/rota-model.bin", "rb"):  # noqa: ASYNC230 - it fails at once
         yield {}
+
+
+#: A pool whose lifespan opens the application's own Redis (``APP_REDIS_URL``), which
+#: is not there: the application's error, not rota's connection.
+own_redis = rota.WorkerPool(concurrency=1)
+own_redis.job(nap)
+
+
+@own_redis.lifespan
+async def _app_redis() -> AsyncGenerator[Mapping[str, Any], None]:
+    import redis.asyncio
+
+    app = redis.asyncio.Redis.from_url(os.environ["APP_REDIS_URL"])
+    try:
+        await app.ping()
+        yield {"app": app}
+    finally:
+        await app.aclose()

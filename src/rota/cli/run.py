@@ -18,6 +18,7 @@ from rota.cli.common import (
     seconds_option,
 )
 from rota.config import Settings
+from rota.errors import from_lifespan
 from rota.logging import configure_logging
 from rota.redis.access import explain
 
@@ -121,7 +122,11 @@ def demo(app: str, rate: float, config_file: Path | None, **flags: Any) -> None:
 
 def _stopped_by(exc: Exception, settings: Settings) -> ExitError | None:
     """The one line to stop with when Redis stopped the command (None: a bug). Exit code
-    2: the settings are wrong (password, ACL rules, TLS), a restart cannot mend it."""
+    2: the settings are wrong (password, ACL rules, TLS), a restart cannot mend it. What
+    the pool's lifespan raised is the application's (its own Redis client, say), not
+    rota's connection: it is shown as it is, with its traceback."""
+    if from_lifespan(exc):
+        return None
     line = explain(exc, settings)
     if line is not None:
         return ExitError(line)

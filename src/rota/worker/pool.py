@@ -19,6 +19,7 @@ import structlog
 
 from rota.client import Client
 from rota.config import Settings, load_settings
+from rota.errors import LIFESPAN_NOTE
 from rota.logging import JobLine
 from rota.protocol.job import validate_name
 from rota.redis.outage import rota_error
@@ -193,9 +194,14 @@ class WorkerPool:
             async with contextlib.AsyncExitStack() as stack:
                 state: Mapping[str, Any] = {}
                 if self._lifespan is not None:
-                    state = await stack.enter_async_context(
-                        contextlib.asynccontextmanager(self._lifespan)()
-                    )
+                    try:
+                        state = await stack.enter_async_context(
+                            contextlib.asynccontextmanager(self._lifespan)()
+                        )
+                    except Exception as exc:
+                        name = getattr(self._lifespan, "__qualname__", "")
+                        exc.add_note(f"{LIFESPAN_NOTE} {name}, before the pool started")
+                        raise
                 rt = self._runtime(settings, client, state, force or anyio.Event())
                 run = PoolRun(rt, self.periodic_jobs)
                 self.runtime = rt

@@ -227,8 +227,9 @@ def test_nan_is_refused_from_a_file_from_code_and_by_the_cli(tmp_path: Path) -> 
         ),
         (
             {"ROTA_SENTINEL_PASSWORD": "x"},
-            "sentinel_password: set, but sentinels is not: give the sentinels as"
-            " host:port,host:port (sentinels, ROTA_SENTINELS)"
+            "sentinel_password: set, but redis_url is not a redis+sentinel:// URL and"
+            " sentinels is not set: give one (redis_url, ROTA_REDIS_URL; or sentinels as"
+            " host:port,host:port, ROTA_SENTINELS)"
             " (from environment variable ROTA_SENTINEL_PASSWORD)",
         ),
     ],

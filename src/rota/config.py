@@ -26,7 +26,7 @@ from rota.errors import ConfigError
 from rota.protocol.keys import validate_namespace
 from rota.protocol.shards import MAX_SHARDS
 from rota.redis.connection import check_url, redacted
-from rota.redis.topology import sentinel_url
+from rota.redis.topology import SENTINEL, sentinel_url
 
 __all__ = ["SECRETS", "Settings", "describe", "load_settings"]
 
@@ -153,12 +153,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             for n in ("sentinel_service", "sentinel_password", "sentinel_password_file")
             if getattr(self, n)
         ]
-        if given and not self.sentinels:
+        in_url = self.redis_url.startswith(f"{SENTINEL}:")  # the sentinels are in it
+        if given and not self.sentinels and not in_url:
             raise ConfigError(
-                f"{given[0]}: set, but sentinels is not: give the sentinels as"
-                " host:port,host:port (sentinels, ROTA_SENTINELS)"
+                f"{given[0]}: set, but redis_url is not a {SENTINEL}:// URL and sentinels"
+                " is not set: give one (redis_url, ROTA_REDIS_URL; or sentinels as"
+                " host:port,host:port, ROTA_SENTINELS)"
             )
-        if self.sentinels:
+        if self.sentinels or given:
             url = sentinel_url(
                 self.redis_url,
                 self.sentinels,

@@ -11,10 +11,10 @@ import click
 import msgspec
 
 from rota.cli.common import ExitError, connection_options, parse_duration, with_client
-from rota.cli.output import age, echo_json, print_table
+from rota.cli.output import age, echo_json, print_table, relative, when
 from rota.client import Client, JobSpec
 from rota.config import Settings
-from rota.errors import JobNotFound, PayloadTooLarge
+from rota.errors import JobNotFound, PayloadTooLarge, RedisRefused
 from rota.protocol import codec
 from rota.protocol.keys import validate_namespace
 from rota.spec import moment_seconds
@@ -161,11 +161,32 @@ async def enqueue(
     except (ValueError, TypeError, PayloadTooLarge) as exc:  # what was typed: a usage error
         raise ExitError(str(exc), code=2) from None
     if as_json:
-        echo_json({"id": job.id, "name": job.name, "created": job.created})
-    elif job.created:
-        click.echo(job.id)
-    else:
+        shown = {"id": job.id, "name": job.name, "created": job.created}
+        echo_json(shown if run_at is None else {**shown, "run_at": run_at})
+    elif not job.created:
         click.echo(f"{job.id} (already enqueued: nothing new)")
+    elif run_at is not None:  # `--in 60000000` is 694 days: say so
+        click.echo(f"{job.id} (runs at {when(run_at)}, {relative(run_at)})")
+    else:
+        click.echo(job.id)
+    await _warn_if_unregistered(client, name)
+
+
+async def _warn_if_unregistered(client: Client, name: str) -> None:
+    """One line when no pool ever registered ``name`` (most likely a typo): the job
+    waits in its queue until a pool that handles it starts. A user who may not read
+    the priorities (an enqueue-only ACL role) gets no warning, and the job all the
+    same."""
+    try:
+        (info,) = await client.queues([name])
+    except RedisRefused:
+        return
+    if info.priority is None:
+        click.echo(
+            f"rota: warning: no pool has registered the job name {name!r} (a typo?);"
+            " enqueued anyway: it waits until a pool that handles it starts",
+            err=True,
+        )
 
 
 async def _status(client: Client, settings: Settings) -> dict[str, Any]:

@@ -8,8 +8,9 @@ import signal
 from pathlib import Path
 
 import msgspec
+import pytest
 
-from rota import load_settings
+from rota import Client, ConfigError, load_settings
 from rota.config import describe
 from rota.redis.topology import parse
 from tests.cli_helpers import rota_env, start_worker
@@ -73,3 +74,24 @@ def test_a_sentinel_url_takes_the_sentinel_password_readme_names() -> None:
     # one given in the URL's query is kept when the setting is not set
     kept = load_settings(env={"ROTA_REDIS_URL": f"{url}?sentinel_password=q"})
     assert parse(kept.redis_url).sentinel_password == "q"
+
+
+async def test_client_from_url_reads_the_rota_variables_it_is_not_given(
+    redis_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/operations.md: a producer rides through for ``ride_through`` seconds
+    (ROTA_RIDE_THROUGH); the variables apply to a client from a URL as to a pool, and an
+    argument given wins."""
+    monkeypatch.setenv("ROTA_RIDE_THROUGH", "0")
+    monkeypatch.setenv("ROTA_UNIQUE_TTL", "60")
+    monkeypatch.setenv("ROTA_NAMESPACE", namespace)
+    async with Client.from_url(redis_url) as client:
+        assert (client.ride_through, client.unique_ttl) == (0.0, 60.0)
+        assert client.namespace == namespace
+        job = await client.enqueue("nap")
+    async with Client.from_url(redis_url, namespace, ride_through=5.0) as client:
+        assert client.ride_through == 5.0
+        assert await client.job(job.id) is not None  # it went to ROTA_NAMESPACE
+    monkeypatch.setenv("ROTA_RIDE_THROUGH", "soon")
+    with pytest.raises(ConfigError, match="environment variable ROTA_RIDE_THROUGH"):
+        Client.from_url(redis_url)

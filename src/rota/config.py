@@ -16,7 +16,7 @@ import math
 import os
 import tomllib
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
@@ -28,7 +28,7 @@ from rota.protocol.shards import MAX_SHARDS
 from rota.redis.connection import check_url, redacted
 from rota.redis.topology import SENTINEL, sentinel_url
 
-__all__ = ["SECRETS", "Settings", "describe", "load_settings"]
+__all__ = ["SECRETS", "Settings", "describe", "from_environment", "load_settings"]
 
 ENV_PREFIX = "ROTA_"
 DEFAULT_CONFIG = Path("config/rota.toml")
@@ -363,6 +363,20 @@ def _check_lease(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
             f"heartbeat_interval: must be shorter than lease ({lease}, the default), got"
             f" {values['heartbeat_interval']} (from {origin})"
         )
+
+
+def from_environment(names: Iterable[str], env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The settings ``names`` that ``ROTA_*`` variables set, checked as
+    :func:`load_settings` checks them (a bad value: a ConfigError naming the variable):
+    what :meth:`rota.Client.from_url` reads for the arguments it is not given."""
+    environ = os.environ if env is None else env
+    variables = {name: f"{ENV_PREFIX}{name.upper()}" for name in names}
+    given = {name: environ[var] for name, var in variables.items() if var in environ}
+    if not given:
+        return {}
+    sources = {name: variables[name] for name in given}
+    built = _build(given, source="environment", strict=False, sources=sources)
+    return {name: getattr(built, name) for name in given}
 
 
 def load_settings(

@@ -17,39 +17,42 @@ from tests.cli_helpers import rota_env, start_worker
 from tests.helpers import wait_until
 
 
-def _settings_line(log: Path) -> dict[str, str] | None:
+def _settings_lines(log: Path) -> list[dict[str, str]]:
+    lines = []
     for line in log.read_bytes().splitlines():
         try:
             event = msgspec.json.decode(line)
         except msgspec.DecodeError:
             continue
         if isinstance(event, dict) and event.get("event") == "settings":
-            return event
-    return None
+            lines.append(event)
+    return lines
 
 
+@pytest.mark.parametrize("processes", ["1", "2"])
 async def test_the_pools_settings_line_names_each_source(
-    redis_url: str, namespace: str, tmp_path: Path
+    redis_url: str, namespace: str, tmp_path: Path, processes: str
 ) -> None:
-    """A worker started with no flags: the file's value is the file's, the variable's the
-    variable's, the code's (tests/cli_app.py) the code's."""
+    """A worker started with no flags but the file: the file's value is the file's, the
+    variable's the variable's, the code's (tests/cli_app.py) the code's; and so in each
+    process a supervisor starts (which reads them all from the variables it is given)."""
     config = tmp_path / "rota.toml"
     config.write_text("grace = 7\n")
     env = rota_env(ROTA_REDIS_URL=redis_url, ROTA_NAMESPACE=namespace, ROTA_LEASE="40")
     log = tmp_path / "worker.log"
-    proc = start_worker("tests.cli_app:pool", "--config", str(config), env=env, log=log)
+    args = ("tests.cli_app:pool", "--config", str(config), "--processes", processes)
+    proc = start_worker(*args, env=env, log=log)
     try:
-        await wait_until(lambda: _settings_line(log) is not None, within=30, every=0.05)
+        await wait_until(lambda: len(_settings_lines(log)) == int(processes), within=60)
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        proc.wait(timeout=60)
     finally:
         proc.kill()
-    told = _settings_line(log)
-    assert told is not None
-    assert told["lease"] == "40.0 (ROTA_LEASE)", told
-    assert told["namespace"] == f"{namespace} (ROTA_NAMESPACE)", told
-    assert told["grace"] == f"7.0 ({config})", told
-    assert told["concurrency"] == "5 (code)", told
+    for told in _settings_lines(log):
+        assert told["lease"] == "40.0 (ROTA_LEASE)", told
+        assert told["namespace"] == f"{namespace} (ROTA_NAMESPACE)", told
+        assert told["grace"] == f"7.0 ({config})", told
+        assert told["concurrency"] == "5 (code)", told
 
 
 def test_an_equal_copy_keeps_the_sources_when_the_first_is_gone(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from rota.protocol.shards import MAX_SHARDS
 from rota.redis.connection import check_url, redacted
 from rota.redis.topology import SENTINEL, sentinel_url
 
-__all__ = ["SECRETS", "Settings", "describe", "from_environment", "load_settings"]
+__all__ = ["SECRETS", "Settings", "describe", "from_environment", "load_settings", "sources"]
 
 ENV_PREFIX = "ROTA_"
 DEFAULT_CONFIG = Path("config/rota.toml")
@@ -279,6 +279,15 @@ def _remember(settings: Settings, sources: dict[str, str]) -> None:
             del _SOURCES[key]
 
     _SOURCES[key] = (weakref.ref(settings, forget), sources)
+
+
+def sources(settings: Settings, told: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Where each setting of ``settings`` came from, as :func:`describe` names it; with
+    ``told``, those first: a worker process that a supervisor started reads every
+    setting from the ``ROTA_*`` variables it was given, not from where they came."""
+    if told:
+        _remember(settings, {**_sources_of(settings), **told})
+    return dict(_sources_of(settings))
 
 
 def describe(settings: Settings) -> dict[str, str]:

@@ -17,7 +17,7 @@ from rota.cli.common import (
     resolve,
     seconds_option,
 )
-from rota.config import Settings
+from rota.config import Settings, sources
 from rota.errors import from_lifespan
 from rota.logging import configure_logging
 from rota.redis.access import explain
@@ -27,13 +27,20 @@ __all__ = ["demo", "worker"]
 _DEFAULTS = Settings()
 
 
+#: Where the supervisor's settings came from, for its children's ``settings`` line
+#: (not ROTA_*: it is no setting).
+SOURCES_VARIABLE = "_ROTA_SETTING_SOURCES"
+
+
 def _child_env(settings: Settings) -> dict[str, str]:
     """The resolved settings as ROTA_* variables, so every child sees the same ones
-    (an environment, unlike a command line, is not shown to other users by ``ps``)."""
+    (an environment, unlike a command line, is not shown to other users by ``ps``),
+    and where each came from, which the child tells instead of its ROTA_* variable."""
     env = dict(os.environ)
     for key, value in msgspec.structs.asdict(settings).items():
         if value is not None:
             env["ROTA_" + key.upper()] = str(value)
+    env[SOURCES_VARIABLE] = msgspec.json.encode(sources(settings)).decode()
     return env
 
 
@@ -78,6 +85,9 @@ def worker(target: str, processes: int, config_file: Path | None, **flags: Any) 
     except (ImportError, AttributeError, ValueError, TypeError) as exc:
         raise ExitError(f"cannot load {target}: {exc}") from None
     settings = resolve(config_file, base=pool.code_settings, **flags)
+    told = os.environ.pop(SOURCES_VARIABLE, "")  # a child of `--processes N`
+    if told:
+        sources(settings, msgspec.json.decode(told, type=dict[str, str]))
     pool.job_line = configure_logging(settings.log_format, settings.log_level)
     if processes > 1:
         command = [sys.executable, "-m", "rota", "worker", target]

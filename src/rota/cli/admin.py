@@ -14,7 +14,7 @@ from rota.cli.common import ExitError, connection_options, parse_duration, with_
 from rota.cli.output import age, echo_json, print_table, relative, when
 from rota.client import Client, JobSpec
 from rota.config import Settings
-from rota.errors import JobNotFound, PayloadTooLarge, RedisRefused
+from rota.errors import JobNotFound, PayloadTooLarge, RedisRefused, RedisUnavailable
 from rota.protocol import codec
 from rota.protocol.keys import validate_namespace
 from rota.spec import moment_seconds
@@ -175,11 +175,11 @@ async def enqueue(
 async def _warn_if_unregistered(client: Client, name: str) -> None:
     """One line when no pool ever registered ``name`` (most likely a typo): the job
     waits in its queue until a pool that handles it starts. A user who may not read
-    the priorities (an enqueue-only ACL role) gets no warning, and the job all the
-    same."""
+    the priorities (an enqueue-only ACL role), or whose Redis went away after the
+    enqueue, gets no warning, and the job all the same."""
     try:
         (info,) = await client.queues([name])
-    except RedisRefused:
+    except (RedisRefused, RedisUnavailable):
         return
     if info.priority is None:
         click.echo(

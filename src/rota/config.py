@@ -28,7 +28,14 @@ from rota.protocol.shards import MAX_SHARDS
 from rota.redis.connection import check_url, redacted
 from rota.redis.topology import SENTINEL, sentinel_url
 
-__all__ = ["SECRETS", "Settings", "describe", "from_environment", "load_settings", "sources"]
+__all__ = [
+    "SECRETS",
+    "Settings",
+    "describe",
+    "from_environment",
+    "load_settings",
+    "setting_sources",
+]
 
 ENV_PREFIX = "ROTA_"
 DEFAULT_CONFIG = Path("config/rota.toml")
@@ -281,7 +288,7 @@ def _remember(settings: Settings, sources: dict[str, str]) -> None:
     _SOURCES[key] = (weakref.ref(settings, forget), sources)
 
 
-def sources(settings: Settings, told: Mapping[str, str] | None = None) -> dict[str, str]:
+def setting_sources(settings: Settings, told: Mapping[str, str] | None = None) -> dict[str, str]:
     """Where each setting of ``settings`` came from, as :func:`describe` names it; with
     ``told``, those first: a worker process that a supervisor started reads every
     setting from the ``ROTA_*`` variables it was given, not from where they came."""

@@ -17,7 +17,7 @@ from rota.cli.common import (
     resolve,
     seconds_option,
 )
-from rota.config import Settings, sources
+from rota.config import Settings, setting_sources
 from rota.errors import from_lifespan
 from rota.logging import configure_logging
 from rota.redis.access import explain
@@ -40,7 +40,7 @@ def _child_env(settings: Settings) -> dict[str, str]:
     for key, value in msgspec.structs.asdict(settings).items():
         if value is not None:
             env["ROTA_" + key.upper()] = str(value)
-    env[SOURCES_VARIABLE] = msgspec.json.encode(sources(settings)).decode()
+    env[SOURCES_VARIABLE] = msgspec.json.encode(setting_sources(settings)).decode()
     return env
 
 
@@ -87,7 +87,7 @@ def worker(target: str, processes: int, config_file: Path | None, **flags: Any) 
     settings = resolve(config_file, base=pool.code_settings, **flags)
     told = os.environ.pop(SOURCES_VARIABLE, "")  # a child of `--processes N`
     if told:
-        sources(settings, msgspec.json.decode(told, type=dict[str, str]))
+        setting_sources(settings, msgspec.json.decode(told, type=dict[str, str]))
     pool.job_line = configure_logging(settings.log_format, settings.log_level)
     if processes > 1:
         command = [sys.executable, "-m", "rota", "worker", target]

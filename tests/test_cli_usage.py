@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from rota import Client, JobContext, WorkerPool
-from tests.cli_helpers import run_rota
+from tests.cli_helpers import rota_env, run_rota
 from tests.helpers import pool_settings
 
 
@@ -95,3 +95,12 @@ async def test_enqueue_in_or_at_says_when_the_job_runs(
     assert msgspec.json.decode(at_json.stdout)["run_at"] == 1925089445
     now = await anyio.to_thread.run_sync(_rota, "enqueue", "nap", *conn)
     assert " " not in now.stdout.strip()  # a job that runs now: its id alone
+
+
+async def test_rota_local_time_as_readme_gives_it(conn: tuple[str, ...], client: Client) -> None:
+    """README.md: ``ROTA_LOCAL_TIME=1`` is ``rota --local-time``, not an unknown setting."""
+    await client.enqueue_in(3600, "nap")
+    env = rota_env(ROTA_LOCAL_TIME="1", TZ="Asia/Tokyo", COLUMNS="200")
+    done = await anyio.to_thread.run_sync(lambda: run_rota("scheduled", "list", *conn, env=env))
+    assert done.returncode == 0, done.stderr
+    assert "+09:00 JST" in done.stdout, done.stdout

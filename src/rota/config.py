@@ -38,6 +38,8 @@ __all__ = [
 ]
 
 ENV_PREFIX = "ROTA_"
+#: ROTA_* variables that are no setting: the CLI reads them itself (`rota --local-time`).
+_NOT_SETTINGS: Final = frozenset({"ROTA_LOCAL_TIME"})
 DEFAULT_CONFIG = Path("config/rota.toml")
 
 _POSITIVE: Final = (
@@ -431,7 +433,9 @@ def load_settings(
         sources.update(dict.fromkeys(section, str(path)))
     environ = os.environ if env is None else env
     from_env = {
-        k[len(ENV_PREFIX) :].lower(): v for k, v in environ.items() if k.startswith(ENV_PREFIX)
+        k[len(ENV_PREFIX) :].lower(): v
+        for k, v in environ.items()
+        if k.startswith(ENV_PREFIX) and k not in _NOT_SETTINGS
     }
     for key in from_env:
         if key not in _FIELDS:

@@ -52,3 +52,20 @@ async def _app_redis() -> AsyncGenerator[Mapping[str, Any], None]:
         yield {"app": app}
     finally:
         await app.aclose()
+
+
+#: The same, with the application's Redis opened when the pool stops.
+own_redis_at_stop = rota.WorkerPool(concurrency=1)
+own_redis_at_stop.job(nap)
+
+
+@own_redis_at_stop.lifespan
+async def _app_redis_at_stop() -> AsyncGenerator[Mapping[str, Any], None]:
+    import redis.asyncio
+
+    yield {}
+    app = redis.asyncio.Redis.from_url(os.environ["APP_REDIS_URL"])
+    try:
+        await app.set("flushed", "1")
+    finally:
+        await app.aclose()

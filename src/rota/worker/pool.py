@@ -194,14 +194,7 @@ class WorkerPool:
             async with contextlib.AsyncExitStack() as stack:
                 state: Mapping[str, Any] = {}
                 if self._lifespan is not None:
-                    try:
-                        state = await stack.enter_async_context(
-                            contextlib.asynccontextmanager(self._lifespan)()
-                        )
-                    except Exception as exc:
-                        name = getattr(self._lifespan, "__qualname__", "")
-                        exc.add_note(f"{LIFESPAN_NOTE} {name}, before the pool started")
-                        raise
+                    state = await stack.enter_async_context(_noted(self._lifespan))
                 rt = self._runtime(settings, client, state, force or anyio.Event())
                 run = PoolRun(rt, self.periodic_jobs)
                 self.runtime = rt
@@ -286,3 +279,35 @@ async def _watch_signals(stop: anyio.Event, force: anyio.Event) -> None:
             else:
                 log.info("signal received: draining", signal=signum.name)
                 stop.set()
+
+
+@contextlib.asynccontextmanager
+async def _noted(lifespan: Lifespan) -> AsyncIterator[Mapping[str, Any]]:
+    """The lifespan's state. What the lifespan itself raises, at its start or at its end,
+    carries a note naming it (:func:`rota.errors.from_lifespan`): the application's own
+    error (its own Redis away, say), which ``rota worker`` must not blame on rota's
+    ``redis_url``; an error of the block that passes through it is left as it is."""
+    note = f"{LIFESPAN_NOTE} {getattr(lifespan, '__qualname__', '')}"
+    manager = contextlib.asynccontextmanager(lifespan)()
+    try:
+        state = await manager.__aenter__()
+    except Exception as exc:
+        exc.add_note(f"{note}, before the pool started")
+        raise
+    try:
+        yield state
+    except BaseException as exc:
+        try:
+            suppressed = await manager.__aexit__(type(exc), exc, exc.__traceback__)
+        except Exception as own:
+            if own is not exc:
+                own.add_note(f"{note}, after the pool stopped")
+            raise
+        if not suppressed:
+            raise
+    else:
+        try:
+            await manager.__aexit__(None, None, None)
+        except Exception as own:
+            own.add_note(f"{note}, after the pool stopped")
+            raise

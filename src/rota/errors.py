@@ -7,6 +7,7 @@ from typing import Any
 from rota.redis.redispy import ConnectionLost, ReplyError
 
 __all__ = [
+    "LIFESPAN_NOTE",
     "Abort",
     "ConfigError",
     "InvalidArgs",

@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from rota import Client, ConfigError, load_settings
+from rota import Client, ConfigError, JobContext, Settings, WorkerPool, load_settings
 from rota.config import describe
 from rota.redis.topology import parse
 from tests.cli_helpers import rota_env, start_worker
@@ -98,3 +98,19 @@ async def test_client_from_url_reads_the_rota_variables_it_is_not_given(
     monkeypatch.setenv("ROTA_RIDE_THROUGH", "soon")
     with pytest.raises(ConfigError, match="environment variable ROTA_RIDE_THROUGH"):
         Client.from_url(redis_url)
+
+
+async def test_a_url_given_to_the_pool_in_code_is_told_as_the_codes(
+    redis_url: str, namespace: str
+) -> None:
+    pool = WorkerPool(settings=Settings(lease=40.0), namespace=namespace)
+
+    @pool.job
+    async def nap(ctx: JobContext) -> None:
+        return None
+
+    async with pool.running(redis_url) as rt:
+        told = describe(rt.settings)
+    assert told["redis_url"] == f"{redis_url} (code)"
+    assert told["namespace"] == f"{namespace} (code)"
+    assert told["lease"] == "40.0 (code)"

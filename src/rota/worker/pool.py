@@ -18,7 +18,7 @@ import anyio
 import structlog
 
 from rota.client import Client
-from rota.config import Settings, load_settings
+from rota.config import Settings, load_settings, setting_sources
 from rota.errors import LIFESPAN_NOTE
 from rota.logging import JobLine
 from rota.protocol.job import validate_name
@@ -57,8 +57,8 @@ class WorkerPool:
         self._settings = settings
         self._overrides = {"namespace": namespace, "concurrency": concurrency, **overrides}
         if settings is not None:
-            self._settings = settings.replace(
-                **{k: v for k, v in self._overrides.items() if v is not None}
+            self._settings = _by_code(
+                settings, **{k: v for k, v in self._overrides.items() if v is not None}
             )
         self.handlers: dict[str, Handler] = {}
         self._middleware: list[Middleware] = []
@@ -186,7 +186,7 @@ class WorkerPool:
         own_client = client is None
         if client is None:
             if redis_url is not None:
-                settings = settings.replace(redis_url=redis_url)
+                settings = _by_code(settings, redis_url=redis_url)
             # The heartbeat must get through within milliseconds of Redis answering again.
             client = Client.from_settings(settings, retry=one_quick_retry())
         starting = False  # while the pool's own start runs: its errors become rota's
@@ -311,3 +311,12 @@ async def _noted(lifespan: Lifespan) -> AsyncIterator[Mapping[str, Any]]:
         except Exception as own:
             own.add_note(f"{note}, after the pool stopped")
             raise
+
+
+def _by_code(settings: Settings, **changes: Any) -> Settings:
+    """``settings`` with the values the application's code passed (``pool.run(url)``,
+    ``WorkerPool(settings=..., namespace=...)``), which the pool's ``settings`` line
+    tells as the code's."""
+    changed = settings.replace(**changes)
+    setting_sources(changed, dict.fromkeys(changes, "code"))
+    return changed

@@ -104,3 +104,24 @@ async def test_rota_local_time_as_readme_gives_it(conn: tuple[str, ...], client:
     done = await anyio.to_thread.run_sync(lambda: run_rota("scheduled", "list", *conn, env=env))
     assert done.returncode == 0, done.stderr
     assert "+09:00 JST" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "told"),
+    [
+        (("nap", "--in", "soon"), "rota: error: Invalid value for --in: 'soon' is not a duration"),
+        (("nap", "--in", "1s", "--at", "2031-01-01T00:00:00"), "rota: error: give --in or --at"),
+        (("nap", "--at", "yesterday"), "rota: --at: 'yesterday' is not an ISO-8601 time"),
+        (("bad!name",), "rota: invalid job name 'bad!name'"),
+        (("nap", "a=1", "--args", "{}"), "rota: error: give args as KEY=VALUE pairs or --args"),
+    ],
+)
+def test_what_enqueue_was_given_is_read_before_redis_is_reached(
+    args: tuple[str, ...], told: str
+) -> None:
+    """A mistake in what was typed is told as itself, not as the Redis that cannot be
+    reached (nothing listens on port 1)."""
+    done = run_rota("enqueue", *args, "--redis-url", "redis://127.0.0.1:1/0")
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(told), line

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -11,6 +12,7 @@ import click
 import msgspec
 
 from rota.cli.common import ExitError, connection_options, parse_duration, with_client
+from rota.cli.operate import name_argument
 from rota.cli.output import age, echo_json, print_table, relative, when
 from rota.client import Client, JobSpec
 from rota.config import Settings
@@ -83,7 +85,7 @@ def _args(args_json: str | None, pairs: tuple[str, ...]) -> tuple[tuple[Any, ...
 
 
 @click.command()
-@click.argument("name")
+@name_argument
 @click.argument("pairs", nargs=-1, metavar="[KEY=VALUE]...")
 @click.option("--args", "args_json", help="All args as one JSON object or array.")
 @click.option("--in", "delay", help="Run after this delay: 30s, 5m, 1h30m, 1d.")
@@ -114,10 +116,10 @@ def _args(args_json: str | None, pairs: tuple[str, ...]) -> tuple[tuple[Any, ...
 @click.option("--job-id", help="Its id (an id that exists enqueues nothing).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @connection_options
-@with_client
-async def enqueue(
-    client: Client,
-    settings: Settings,
+def enqueue(
+    redis_url: str | None,
+    namespace: str | None,
+    config_file: Path | None,
     name: str,
     pairs: tuple[str, ...],
     args_json: str | None,
@@ -141,6 +143,8 @@ async def enqueue(
 
     With --after, the job waits until every job named completes, and ends dead if one
     of them ends dead or aborted."""
+    # What was typed is read before Redis is reached: a mistake in it is told as itself,
+    # not as the Redis that could not be reached meanwhile.
     args, kwargs = _args(args_json, pairs)
     run_at = _run_at(delay, at)
     spec = JobSpec(
@@ -154,6 +158,12 @@ async def enqueue(
         timeout=None if attempt_timeout is None else parse_duration(attempt_timeout, "--timeout"),
         job_id=job_id,
     )
+    _enqueue(redis_url, namespace, config_file, spec=spec, as_json=as_json)
+
+
+@with_client
+async def _enqueue(client: Client, settings: Settings, spec: JobSpec, as_json: bool) -> None:
+    run_at, name = spec.run_at, spec.name
     try:
         (job,) = await client.enqueue_many([spec])
     except JobNotFound as exc:  # a parent that Redis does not hold: a state, not a typo

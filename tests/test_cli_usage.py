@@ -97,9 +97,10 @@ async def test_enqueue_in_or_at_says_when_the_job_runs(
     assert " " not in now.stdout.strip()  # a job that runs now: its id alone
 
 
-async def test_rota_local_time_as_readme_gives_it(conn: tuple[str, ...], client: Client) -> None:
+async def test_rota_local_time_as_readme_gives_it(conn: tuple[str, ...]) -> None:
     """README.md: ``ROTA_LOCAL_TIME=1`` is ``rota --local-time``, not an unknown setting."""
-    await client.enqueue_in(3600, "nap")
+    later = await anyio.to_thread.run_sync(_rota, "enqueue", "nap", "--in", "1h", *conn)
+    assert later.returncode == 0, later.stderr
     env = rota_env(ROTA_LOCAL_TIME="1", TZ="Asia/Tokyo", COLUMNS="200")
     done = await anyio.to_thread.run_sync(lambda: run_rota("scheduled", "list", *conn, env=env))
     assert done.returncode == 0, done.stderr

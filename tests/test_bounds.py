@@ -87,7 +87,7 @@ def test_every_number_setting_has_a_range() -> None:
 
 
 def test_the_shipped_config_and_the_docs_show_every_range() -> None:
-    toml = (ROOT / "config" / "rota.toml").read_text(encoding="utf-8")
+    toml = (ROOT / "src" / "rota" / "rota.toml").read_text(encoding="utf-8")
     missing = [n for n, b in SETTINGS.items() if f"# Range: {b}.\n# {n} = " not in toml]
     assert missing == []
     docs = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")

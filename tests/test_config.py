@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.resources
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,12 @@ def test_precedence(tmp_path: Path) -> None:
     assert s.concurrency == 20
 
 
-def test_shipped_example_config_is_the_defaults() -> None:
-    example = Path(__file__).parent.parent / "config" / "rota.toml"
+def test_shipped_example_config_is_the_defaults(tmp_path: Path) -> None:
+    """The list of every setting is package data (README.md points at it): read
+    through importlib.resources, as from an installed wheel, it is the defaults."""
+    shipped = importlib.resources.files("rota") / "rota.toml"
+    example = tmp_path / "rota.toml"
+    example.write_text(shipped.read_text(encoding="utf-8"))
     assert load_settings(example, env={}) == Settings()
 
 
@@ -227,8 +232,9 @@ def test_nan_is_refused_from_a_file_from_code_and_by_the_cli(tmp_path: Path) -> 
         ),
         (
             {"ROTA_SENTINEL_PASSWORD": "x"},
-            "sentinel_password: set, but sentinels is not: give the sentinels as"
-            " host:port,host:port (sentinels, ROTA_SENTINELS)"
+            "sentinel_password: set, but redis_url is not a redis+sentinel:// URL and"
+            " sentinels is not set: give one (redis_url, ROTA_REDIS_URL; or sentinels as"
+            " host:port,host:port, ROTA_SENTINELS)"
             " (from environment variable ROTA_SENTINEL_PASSWORD)",
         ),
     ],

@@ -10,7 +10,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, Self, TypeVar
 
-from rota.config import Settings
+from rota.config import Settings, from_environment
 from rota.operations import Bucket, History, Page, QueueInfo, RunningJob
 from rota.protocol.calls import Scope
 from rota.protocol.job import JobSet, now_ms, validate_name
@@ -44,6 +44,8 @@ __all__ = [
 ]
 
 _DEFAULT_MAX_ARGS = 512 * 1024
+#: What Client.from_url uses for a setting neither given nor set by a ROTA_* variable.
+_DEFAULTS = Settings()
 
 
 class Client(Sharded):
@@ -116,31 +118,51 @@ class Client(Sharded):
     def from_url(
         cls,
         url: str,
-        namespace: str = "rota",
+        namespace: str | None = None,
         *,
-        max_args_bytes: int = _DEFAULT_MAX_ARGS,
-        unique_ttl: float = 86400.0,
-        durable: int = 0,
-        durable_timeout: float = 2.0,
-        ride_through: float = 10.0,
-        shards: int = 1,
+        max_args_bytes: int | None = None,
+        unique_ttl: float | None = None,
+        durable: int | None = None,
+        durable_timeout: float | None = None,
+        ride_through: float | None = None,
+        shards: int | None = None,
         **options: Any,
     ) -> Client:
         """A client for ``url``; other keyword arguments go to the connection, as
         redis-py's ``Redis.from_url`` takes them (``ssl_ca_certs``, ``socket_timeout``,
-        ``username``, ``password``...)."""
+        ``username``, ``password``...). A setting not given here is read from its
+        ``ROTA_*`` variable (``ROTA_NAMESPACE``, ``ROTA_MAX_ARGS_BYTES``,
+        ``ROTA_UNIQUE_TTL``, ``ROTA_DURABLE_ENQUEUE``, ``ROTA_DURABLE_TIMEOUT``,
+        ``ROTA_RIDE_THROUGH``, ``ROTA_SHARDS``) when it is set, else its default, as the
+        pools read them (a bad value raises a ConfigError naming the variable)."""
+        given = {
+            "namespace": namespace,
+            "max_args_bytes": max_args_bytes,
+            "unique_ttl": unique_ttl,
+            "durable_enqueue": durable,
+            "durable_timeout": durable_timeout,
+            "ride_through": ride_through,
+            "shards": shards,
+        }
+        unset = [name for name, value in given.items() if value is None]
+        s = {
+            **{name: getattr(_DEFAULTS, name) for name in unset},
+            **from_environment(unset),
+            **{name: value for name, value in given.items() if value is not None},
+        }
+        ns = s["namespace"]
         return cls(
-            connect(url, namespace=namespace, **options),
-            namespace,
+            connect(url, namespace=ns, **options),
+            ns,
             owns_redis=True,
-            max_args_bytes=max_args_bytes,
-            unique_ttl=unique_ttl,
-            durable=durable,
-            durable_timeout=durable_timeout,
-            ride_through=ride_through,
-            shards=shards,
+            max_args_bytes=s["max_args_bytes"],
+            unique_ttl=s["unique_ttl"],
+            durable=s["durable_enqueue"],
+            durable_timeout=s["durable_timeout"],
+            ride_through=s["ride_through"],
+            shards=s["shards"],
             shard_redis=_shard_connections(
-                url, namespace, shards, lambda tag: connect(url, **{**options, "namespace": tag})
+                url, ns, s["shards"], lambda tag: connect(url, **{**options, "namespace": tag})
             ),
         )
 

@@ -16,7 +16,7 @@ import math
 import os
 import tomllib
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
@@ -27,11 +27,20 @@ from rota.protocol.bounds import SETTINGS as SETTINGS_BOUNDS
 from rota.protocol.bounds import check
 from rota.protocol.keys import validate_namespace
 from rota.redis.connection import check_url, redacted
-from rota.redis.topology import sentinel_url
+from rota.redis.topology import SENTINEL, sentinel_url
 
-__all__ = ["SECRETS", "Settings", "describe", "load_settings"]
+__all__ = [
+    "SECRETS",
+    "Settings",
+    "describe",
+    "from_environment",
+    "load_settings",
+    "setting_sources",
+]
 
 ENV_PREFIX = "ROTA_"
+#: ROTA_* variables that are no setting: the CLI reads them itself (`rota --local-time`).
+_NOT_SETTINGS: Final = frozenset({"ROTA_LOCAL_TIME"})
 DEFAULT_CONFIG = Path("config/rota.toml")
 
 
@@ -132,12 +141,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             for n in ("sentinel_service", "sentinel_password", "sentinel_password_file")
             if getattr(self, n)
         ]
-        if given and not self.sentinels:
+        in_url = self.redis_url.startswith(f"{SENTINEL}:")  # the sentinels are in it
+        if given and not self.sentinels and not in_url:
             raise ConfigError(
-                f"{given[0]}: set, but sentinels is not: give the sentinels as"
-                " host:port,host:port (sentinels, ROTA_SENTINELS)"
+                f"{given[0]}: set, but redis_url is not a {SENTINEL}:// URL and sentinels"
+                " is not set: give one (redis_url, ROTA_REDIS_URL; or sentinels as"
+                " host:port,host:port, ROTA_SENTINELS)"
             )
-        if self.sentinels:
+        if self.sentinels or given:
             url = sentinel_url(
                 self.redis_url,
                 self.sentinels,
@@ -180,7 +191,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
     def replace(self, **changes: Any) -> Settings:
         built = _build({**msgspec.structs.asdict(self), **changes}, source="override")
-        _SOURCES[built] = {**_SOURCES.get(self, {}), **dict.fromkeys(changes, "override")}
+        _remember(built, {**_sources_of(self), **dict.fromkeys(changes, "override")})
         return built
 
     def secret(self, name: str) -> str | None:
@@ -235,8 +246,35 @@ _KINDS: Final = {
     "str | null": "text",
 }
 
-#: Where each setting of a built Settings came from, when load_settings or replace built it.
-_SOURCES: weakref.WeakKeyDictionary[Settings, dict[str, str]] = weakref.WeakKeyDictionary()
+#: Where each setting of a built Settings came from, when load_settings or replace built
+#: it, by the object's identity: equal Settings are equal keys of a WeakKeyDictionary,
+#: which then keeps one entry and drops it with the first of them (a pool's settings,
+#: rebuilt equal by a replace, then told every value as the code's).
+_SOURCES: dict[int, tuple[weakref.ref[Settings], dict[str, str]]] = {}
+
+
+def _sources_of(settings: Settings) -> dict[str, str]:
+    ref, sources = _SOURCES.get(id(settings), (None, {}))
+    return sources if ref is not None and ref() is settings else {}
+
+
+def _remember(settings: Settings, sources: dict[str, str]) -> None:
+    key = id(settings)
+
+    def forget(ref: weakref.ref[Settings]) -> None:
+        if _SOURCES.get(key, (None,))[0] is ref:
+            del _SOURCES[key]
+
+    _SOURCES[key] = (weakref.ref(settings, forget), sources)
+
+
+def setting_sources(settings: Settings, told: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Where each setting of ``settings`` came from, as :func:`describe` names it; with
+    ``told``, those first: a worker process that a supervisor started reads every
+    setting from the ``ROTA_*`` variables it was given, not from where they came."""
+    if told:
+        _remember(settings, {**_sources_of(settings), **told})
+    return dict(_sources_of(settings))
 
 
 def describe(settings: Settings) -> dict[str, str]:
@@ -245,7 +283,7 @@ def describe(settings: Settings) -> dict[str, str]:
     ``flag`` (an override given to :func:`load_settings`: the command line's flags), or
     ``override`` (:meth:`Settings.replace`). Secrets are masked, and the
     password in ``redis_url``. A pool logs this at its start."""
-    sources = _SOURCES.get(settings, {})
+    sources = _sources_of(settings)
     out = {}
     for name, field in _FIELDS.items():
         value = getattr(settings, name)
@@ -323,6 +361,20 @@ def _check_lease(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
         )
 
 
+def from_environment(names: Iterable[str], env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The settings ``names`` that ``ROTA_*`` variables set, checked as
+    :func:`load_settings` checks them (a bad value: a ConfigError naming the variable):
+    what :meth:`rota.Client.from_url` reads for the arguments it is not given."""
+    environ = os.environ if env is None else env
+    variables = {name: f"{ENV_PREFIX}{name.upper()}" for name in names}
+    given = {name: environ[var] for name, var in variables.items() if var in environ}
+    if not given:
+        return {}
+    sources = {name: variables[name] for name in given}
+    built = _build(given, source="environment", strict=False, sources=sources)
+    return {name: getattr(built, name) for name in given}
+
+
 def load_settings(
     config_file: str | Path | None = None,
     *,
@@ -359,7 +411,9 @@ def load_settings(
         sources.update(dict.fromkeys(section, str(path)))
     environ = os.environ if env is None else env
     from_env = {
-        k[len(ENV_PREFIX) :].lower(): v for k, v in environ.items() if k.startswith(ENV_PREFIX)
+        k[len(ENV_PREFIX) :].lower(): v
+        for k, v in environ.items()
+        if k.startswith(ENV_PREFIX) and k not in _NOT_SETTINGS
     }
     for key in from_env:
         if key not in _FIELDS:
@@ -378,5 +432,5 @@ def load_settings(
     values.update(given)
     sources.update(dict.fromkeys(given, "flag"))
     settings = _build(values, source="settings", strict=False, sources=sources)
-    _SOURCES[settings] = sources
+    _remember(settings, sources)
     return settings

@@ -8,6 +8,7 @@ from rota.protocol.bounds import JOB, check
 from rota.redis.redispy import ConnectionLost, ReplyError
 
 __all__ = [
+    "LIFESPAN_NOTE",
     "Abort",
     "ConfigError",
     "InvalidArgs",
@@ -19,8 +20,12 @@ __all__ = [
     "RedisUnavailable",
     "Retry",
     "RotaError",
+    "from_lifespan",
     "redis_cause",
 ]
+
+#: How the note begins that a pool adds to what its lifespan raised (see from_lifespan).
+LIFESPAN_NOTE = "rota: raised by the pool's lifespan"
 
 
 class RotaError(Exception):
@@ -112,6 +117,15 @@ def redis_cause(exc: BaseException) -> BaseException:
     if isinstance(exc, RedisRefused | RedisUnavailable) and cause is not None:
         return redis_cause(cause)
     return exc
+
+
+def from_lifespan(exc: BaseException) -> bool:
+    """Whether ``exc`` (or the one error of a group) came from a pool's lifespan: the
+    application's own setup, whose own Redis client failing is not rota's ``redis_url``
+    failing. The pool marks it with a note, which its traceback shows too."""
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        return from_lifespan(exc.exceptions[0])
+    return any(str(n).startswith(LIFESPAN_NOTE) for n in getattr(exc, "__notes__", ()))
 
 
 class NotReplicated(RotaError):

@@ -169,7 +169,7 @@ def test_the_demo_and_failed_connections_never_show_the_password(
         assert done.returncode == 2
         assert PASSWORD not in done.stderr + done.stdout
         assert ":***@127.0.0.1" in done.stderr
-    assert wrong.stderr.startswith("rota: redis_password: ")
+    assert wrong.stderr.startswith("rota: redis_url: Redis at redis://:***@")  # its password
     assert unreachable.stderr.startswith("rota: redis_url: cannot connect")
 
 
@@ -178,7 +178,7 @@ def test_rota_web_stops_at_once_on_a_wrong_password_or_no_redis(locked: RedisSer
     wrong = run_rota("web", "--bind", f"127.0.0.1:{port}", "--redis-url", _url(locked, "nope"))
     assert wrong.returncode == 2
     (line,) = wrong.stderr.strip().splitlines()
-    assert line.startswith("rota: redis_password: ") and "nope" not in line
+    assert line.startswith("rota: redis_url: Redis at redis://:***@") and "nope" not in line
     away = run_rota("web", "--bind", f"127.0.0.1:{port}", "--redis-url", "redis://127.0.0.1:1/0")
     assert away.returncode == 2
     (line,) = away.stderr.strip().splitlines()

@@ -53,8 +53,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 1
-    except click.ClickException as exc:
+    except click.exceptions.NoArgsIsHelpError as exc:  # `rota` alone: the help, not an error
         exc.show()
+        return exc.exit_code
+    except click.ClickException as exc:
+        click.echo(_one_line(exc), err=True)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -65,6 +68,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         raise exc
     return 0
+
+
+def _one_line(exc: click.ClickException) -> str:
+    """A usage error as one line, as every other error of rota is, with the command's
+    help to read (click's own form is three: usage, a hint, then the error)."""
+    message = " ".join(exc.format_message().split()).removesuffix(".")
+    ctx = getattr(exc, "ctx", None)
+    where = f" ({ctx.command_path} --help)" if ctx is not None else ""
+    return f"rota: error: {message}{where}"
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -17,10 +18,11 @@ from rota.cli.common import (
     parse_duration,
     with_client,
 )
-from rota.cli.output import age, echo_json, print_table
+from rota.cli.operate import name_argument
+from rota.cli.output import age, echo_json, print_table, relative, when
 from rota.client import Client, JobSpec
 from rota.config import Settings
-from rota.errors import JobNotFound, PayloadTooLarge
+from rota.errors import JobNotFound, PayloadTooLarge, RedisRefused, RedisUnavailable
 from rota.protocol import codec
 from rota.protocol.bounds import Bound
 from rota.protocol.keys import validate_namespace
@@ -88,7 +90,7 @@ def _args(args_json: str | None, pairs: tuple[str, ...]) -> tuple[tuple[Any, ...
 
 
 @click.command()
-@click.argument("name")
+@name_argument
 @click.argument("pairs", nargs=-1, metavar="[KEY=VALUE]...")
 @click.option("--args", "args_json", help="All args as one JSON object or array.")
 @click.option("--in", "delay", help="Run after this delay: 30s, 5m, 1h30m, 1d.")
@@ -119,10 +121,10 @@ def _args(args_json: str | None, pairs: tuple[str, ...]) -> tuple[tuple[Any, ...
 @click.option("--job-id", help="Its id (an id that exists enqueues nothing).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @connection_options
-@with_client
-async def enqueue(
-    client: Client,
-    settings: Settings,
+def enqueue(
+    redis_url: str | None,
+    namespace: str | None,
+    config_file: Path | None,
     name: str,
     pairs: tuple[str, ...],
     args_json: str | None,
@@ -146,6 +148,8 @@ async def enqueue(
 
     With --after, the job waits until every job named completes, and ends dead if one
     of them ends dead or aborted."""
+    # What was typed is read before Redis is reached: a mistake in it is told as itself,
+    # not as the Redis that could not be reached meanwhile.
     args, kwargs = _args(args_json, pairs)
     run_at = _run_at(delay, at)
     spec = JobSpec(
@@ -159,6 +163,12 @@ async def enqueue(
         timeout=None if attempt_timeout is None else parse_duration(attempt_timeout, "--timeout"),
         job_id=job_id,
     )
+    _enqueue(redis_url, namespace, config_file, spec=spec, as_json=as_json)
+
+
+@with_client
+async def _enqueue(client: Client, settings: Settings, spec: JobSpec, as_json: bool) -> None:
+    run_at, name = spec.run_at, spec.name
     try:
         (job,) = await client.enqueue_many([spec])
     except JobNotFound as exc:  # a parent that Redis does not hold: a state, not a typo
@@ -166,11 +176,32 @@ async def enqueue(
     except (ValueError, TypeError, PayloadTooLarge) as exc:  # what was typed: a usage error
         raise ExitError(str(exc), code=2) from None
     if as_json:
-        echo_json({"id": job.id, "name": job.name, "created": job.created})
-    elif job.created:
-        click.echo(job.id)
-    else:
+        shown = {"id": job.id, "name": job.name, "created": job.created}
+        echo_json(shown if run_at is None else {**shown, "run_at": run_at})
+    elif not job.created:
         click.echo(f"{job.id} (already enqueued: nothing new)")
+    elif run_at is not None:  # `--in 60000000` is 694 days: say so
+        click.echo(f"{job.id} (runs at {when(run_at)}, {relative(run_at)})")
+    else:
+        click.echo(job.id)
+    await _warn_if_unregistered(client, name)
+
+
+async def _warn_if_unregistered(client: Client, name: str) -> None:
+    """One line when no pool ever registered ``name`` (most likely a typo): the job
+    waits in its queue until a pool that handles it starts. A user who may not read
+    the priorities (an enqueue-only ACL role), or whose Redis went away after the
+    enqueue, gets no warning, and the job all the same."""
+    try:
+        (info,) = await client.queues([name])
+    except (RedisRefused, RedisUnavailable):
+        return
+    if info.priority is None:
+        click.echo(
+            f"rota: warning: no pool has registered the job name {name!r} (a typo?);"
+            " enqueued anyway: it waits until a pool that handles it starts",
+            err=True,
+        )
 
 
 async def _status(client: Client, settings: Settings) -> dict[str, Any]:

@@ -18,8 +18,8 @@ from rota.cli.common import (
     resolve,
     seconds_option,
 )
-from rota.config import Settings
-from rota.errors import ConfigError
+from rota.config import Settings, setting_sources
+from rota.errors import ConfigError, from_lifespan
 from rota.logging import configure_logging
 from rota.protocol.bounds import Bound
 from rota.redis.access import explain
@@ -29,13 +29,20 @@ __all__ = ["demo", "worker"]
 _DEFAULTS = Settings()
 
 
+#: Where the supervisor's settings came from, for its children's ``settings`` line
+#: (not ROTA_*: it is no setting).
+SOURCES_VARIABLE = "_ROTA_SETTING_SOURCES"
+
+
 def _child_env(settings: Settings) -> dict[str, str]:
     """The resolved settings as ROTA_* variables, so every child sees the same ones
-    (an environment, unlike a command line, is not shown to other users by ``ps``)."""
+    (an environment, unlike a command line, is not shown to other users by ``ps``),
+    and where each came from, which the child tells instead of its ROTA_* variable."""
     env = dict(os.environ)
     for key, value in msgspec.structs.asdict(settings).items():
         if value is not None:
             env["ROTA_" + key.upper()] = str(value)
+    env[SOURCES_VARIABLE] = msgspec.json.encode(setting_sources(settings)).decode()
     return env
 
 
@@ -80,6 +87,9 @@ def worker(target: str, processes: int, config_file: Path | None, **flags: Any) 
     except (ImportError, AttributeError, ValueError, TypeError) as exc:
         raise ExitError(f"cannot load {target}: {exc}") from None
     settings = resolve(config_file, base=pool.code_settings, **flags)
+    told = os.environ.pop(SOURCES_VARIABLE, "")  # a child of `--processes N`
+    if told:
+        setting_sources(settings, msgspec.json.decode(told, type=dict[str, str]))
     pool.job_line = configure_logging(settings.log_format, settings.log_level)
     if processes > 1:
         command = [sys.executable, "-m", "rota", "worker", target]
@@ -131,7 +141,10 @@ def _stopped_by(exc: Exception, settings: Settings) -> ExitError | None:
     """The one line to stop with when Redis or the settings stopped the command (None: a
     bug). Exit code 2: the settings are wrong (password, ACL rules, TLS, a shard count
     the namespace does not span: what the pool finds at its start), a restart cannot
-    mend it."""
+    mend it. What the pool's lifespan raised is the application's (its own Redis client,
+    say), not rota's connection: it is shown as it is, with its traceback."""
+    if from_lifespan(exc):
+        return None
     if isinstance(exc, ConfigError):
         return ExitError(str(exc))
     line = explain(exc, settings)

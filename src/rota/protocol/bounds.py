@@ -8,7 +8,7 @@ are no time, size or count, and a value beyond what anyone means (a delay in
 milliseconds, a concurrency of a hundred million) is a mistake to say at once, not
 a pool that runs out of memory an hour later or a retry score that no reader parses.
 
-docs/operations.md and README.md show the same table; ``config/rota.toml`` the
+docs/operations.md and README.md show the same table; ``rota/rota.toml`` (shipped) the
 settings' ranges.
 """
 

@@ -76,6 +76,13 @@ def explain(exc: BaseException, settings: Settings) -> str | None:
     url = redacted(settings.redis_url)
     user = _user(settings)
     if isinstance(exc, errors.AuthenticationError) or str(exc).startswith("NOAUTH"):
+        if _password_in_url(settings.redis_url):  # it wins over redis_password: blame it
+            return (
+                f"redis_url: Redis at {url} refused the credentials of user {user} that the"
+                f" URL gives ({exc}): correct user:password in redis_url (ROTA_REDIS_URL,"
+                " --redis-url), or leave them out of it and set redis_username and"
+                " redis_password"
+            )
         return (
             f"redis_password: Redis at {url} refused the credentials of user {user} ({exc}):"
             " set redis_username and redis_password (or redis_password_file,"
@@ -100,6 +107,17 @@ def explain(exc: BaseException, settings: Settings) -> str | None:
     elif not settings.redis_url.startswith("unix:"):
         hint += ", and use rediss:// if it speaks TLS"
     return f"redis_url: cannot connect to {url} ({exc}): {hint}"
+
+
+def _password_in_url(url: str) -> bool:
+    """Whether ``url`` carries a password (``user:password@``, or redis-py's
+    ``password=`` query parameter)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    query = (p.partition("=")[0] for p in parts.query.split("&"))
+    return parts.password is not None or "password" in query
 
 
 def _user(settings: Settings) -> str:

@@ -18,8 +18,8 @@ import anyio
 import structlog
 
 from rota.client import Client
-from rota.config import Settings, load_settings
-from rota.errors import ConfigError
+from rota.config import Settings, load_settings, setting_sources
+from rota.errors import LIFESPAN_NOTE, ConfigError
 from rota.logging import JobLine
 from rota.protocol.bounds import SETTINGS as SETTINGS_BOUNDS
 from rota.protocol.bounds import check
@@ -65,8 +65,8 @@ class WorkerPool:
             if wrong is not None:
                 raise ConfigError(f"{wrong} (from code)")
         if settings is not None:
-            self._settings = settings.replace(
-                **{k: v for k, v in self._overrides.items() if v is not None}
+            self._settings = _by_code(
+                settings, **{k: v for k, v in self._overrides.items() if v is not None}
             )
         self.handlers: dict[str, Handler] = {}
         self._middleware: list[Middleware] = []
@@ -197,7 +197,7 @@ class WorkerPool:
         own_client = client is None
         if client is None:
             if redis_url is not None:
-                settings = settings.replace(redis_url=redis_url)
+                settings = _by_code(settings, redis_url=redis_url)
             # The heartbeat must get through within milliseconds of Redis answering again.
             client = Client.from_settings(settings, retry=one_quick_retry())
         starting = False  # while the pool's own start runs: its errors become rota's
@@ -205,9 +205,7 @@ class WorkerPool:
             async with contextlib.AsyncExitStack() as stack:
                 state: Mapping[str, Any] = {}
                 if self._lifespan is not None:
-                    state = await stack.enter_async_context(
-                        contextlib.asynccontextmanager(self._lifespan)()
-                    )
+                    state = await stack.enter_async_context(_noted(self._lifespan))
                 rt = self._runtime(settings, client, state, force or anyio.Event())
                 run = PoolRun(rt, self.periodic_jobs)
                 self.runtime = rt
@@ -295,3 +293,44 @@ async def _watch_signals(stop: anyio.Event, force: anyio.Event) -> None:
             else:
                 log.info("signal received: draining", signal=signum.name)
                 stop.set()
+
+
+@contextlib.asynccontextmanager
+async def _noted(lifespan: Lifespan) -> AsyncIterator[Mapping[str, Any]]:
+    """The lifespan's state. What the lifespan itself raises, at its start or at its end,
+    carries a note naming it (:func:`rota.errors.from_lifespan`): the application's own
+    error (its own Redis away, say), which ``rota worker`` must not blame on rota's
+    ``redis_url``; an error of the block that passes through it is left as it is."""
+    note = f"{LIFESPAN_NOTE} {getattr(lifespan, '__qualname__', '')}"
+    manager = contextlib.asynccontextmanager(lifespan)()
+    try:
+        state = await manager.__aenter__()
+    except Exception as exc:
+        exc.add_note(f"{note}, before the pool started")
+        raise
+    try:
+        yield state
+    except BaseException as exc:
+        try:
+            suppressed = await manager.__aexit__(type(exc), exc, exc.__traceback__)
+        except Exception as own:
+            if own is not exc:
+                own.add_note(f"{note}, after the pool stopped")
+            raise
+        if not suppressed:
+            raise
+    else:
+        try:
+            await manager.__aexit__(None, None, None)
+        except Exception as own:
+            own.add_note(f"{note}, after the pool stopped")
+            raise
+
+
+def _by_code(settings: Settings, **changes: Any) -> Settings:
+    """``settings`` with the values the application's code passed (``pool.run(url)``,
+    ``WorkerPool(settings=..., namespace=...)``), which the pool's ``settings`` line
+    tells as the code's."""
+    changed = settings.replace(**changes)
+    setting_sources(changed, dict.fromkeys(changes, "code"))
+    return changed

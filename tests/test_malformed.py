@@ -184,6 +184,7 @@ async def test_a_finish_with_an_unknown_outcome_makes_the_job_dead(client: Clien
     assert await client.redis.zcard(client.keys.running("work")) == 0
 
 
+@pytest.mark.one_shard("writes one shard's keys and runs the CLI")
 @pytest.mark.parametrize("due", [1.7e15, 1e300, float("inf")], ids=["ms-as-s", "1e300", "inf"])
 async def test_a_retry_due_past_9999_stops_neither_a_pool_nor_the_cli(
     due: float,

@@ -202,10 +202,13 @@ async def test_a_pool_refused_a_finish_stays_up_and_runs_on(
         keep_result=60,
     )
     pool = WorkerPool(settings=worker)
+    marked = anyio.Event()
 
     @pool.job()
     async def quick(ctx: JobContext, x: int) -> int:
-        await anyio.sleep(0.3)
+        if x == 1:
+            await marked.wait()  # it ends only once the wait has marked it: on a slow
+        await anyio.sleep(0.3)  # host, 0.3 s alone could pass before the mark
         return x
 
     async with Client.from_url(server.url, namespace) as admin:
@@ -214,6 +217,7 @@ async def test_a_pool_refused_a_finish_stays_up_and_runs_on(
                 waited = await admin.enqueue("quick", 1)
                 with pytest.raises(TimeoutError):
                     await admin.wait(waited.id, timeout=0.1)  # marks it waited for
+                marked.set()
                 await wait_until(lambda: any("refused" in e["event"] for e in logs))
                 plain = await admin.enqueue("quick", 2)  # the pool runs on
                 await wait_until(functools.partial(_state, admin, plain.id, State.COMPLETE))

@@ -50,7 +50,7 @@ async def test_an_async_handler_that_blocks_the_loop_is_named(
 def test_loop_block_warn_is_0_or_within_its_range(value: float) -> None:
     with pytest.raises(
         ConfigError,
-        match=r"loop_block_warn: must be (from 0 to 3600|0 \(off\) or from 0.01 to 3600)",
+        match=r"loop_block_warn: must be 0 \(off\) or from 0.01 to 3600",
     ):
         Settings(loop_block_warn=value)
     assert Settings(loop_block_warn=0).loop_block_warn == 0

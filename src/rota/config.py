@@ -177,12 +177,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             wrong = check(name, getattr(self, name), bound)
             if wrong is not None:
                 raise ConfigError(wrong)
-        # 0 turns the report off; below 0.01 s the watch would wake the loop for nothing.
-        if 0 < self.loop_block_warn < 0.01:
-            raise ConfigError(
-                "loop_block_warn: must be 0 (off) or from 0.01 to 3600,"
-                f" got {self.loop_block_warn!r}"
-            )
         if self.lease <= self.heartbeat_interval:
             raise ConfigError(
                 f"lease: must be longer than heartbeat_interval ({self.heartbeat_interval}),"

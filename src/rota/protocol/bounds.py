@@ -44,14 +44,17 @@ MAX_DELAY: Final = TEN_YEARS
 
 
 class Bound(NamedTuple):
-    """A closed range ``lo`` to ``hi``; ``whole``: an integer (a count, not a time)."""
+    """A closed range ``lo`` to ``hi``; ``whole``: an integer (a count, not a time);
+    ``off``: 0 is taken too, and turns the thing off (``loop_block_warn``)."""
 
     lo: float
     hi: float
     whole: bool = False
+    off: bool = False
 
     def __str__(self) -> str:
-        return f"from {_text(self.lo)} to {_text(self.hi)}"
+        within = f"from {_text(self.lo)} to {_text(self.hi)}"
+        return f"0 (off) or {within}" if self.off else within
 
 
 def _text(x: float) -> str:
@@ -86,7 +89,7 @@ SETTINGS: Final[dict[str, Bound]] = {
     "durable_enqueue": _count(0, 100),
     "durable_timeout": Bound(0.001, HOUR),
     "ride_through": Bound(0, DAY),
-    "loop_block_warn": Bound(0, HOUR),  # and 0 (off) or at least 0.01: see Settings
+    "loop_block_warn": Bound(0.01, HOUR, off=True),
 }
 
 #: A handler's options (``@pool.job(...)``); None, where allowed, is "not set".
@@ -116,7 +119,7 @@ def check(option: str, value: Any, bound: Bound) -> str | None:
         return f"{option}: must be {kind} {bound}, got {value!r}"
     if isinstance(value, float) and not math.isfinite(value):
         return f"{option}: must be a finite number, got {value!r}"
-    if not bound.lo <= value <= bound.hi:
+    if not (bound.lo <= value <= bound.hi or (bound.off and value == 0)):
         return f"{option}: must be {bound}, got {value!r}"
     return None
 

@@ -11,7 +11,7 @@ scripts of the hot path check no types.
 A call checks the 19 fixed keys and the 3 keys of each job name (its queue, running set
 and wake list) of the names given and of :data:`CHUNK` names of ``{ns}:names``; a
 namespace with more names takes one more call per :data:`CHUNK` (SSCAN's cursor), each
-a bounded stop of the shard (about a µs per key checked).
+a bounded stop of the shard: about 10 µs of Redis time per name, 1 ms per call.
 """
 
 from __future__ import annotations

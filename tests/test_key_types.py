@@ -15,10 +15,13 @@ from typing import Any
 
 import pytest
 import redis
+import redis.exceptions
 from structlog.testing import capture_logs
 
 from rota import Client, JobContext, RedisRefused, WorkerPool
+from rota.protocol import calls
 from rota.protocol.keys import Keys
+from rota.protocol.repair import repair
 from tests.helpers import pool_settings, wait_until
 
 MOVED = "key of another type moved to its quarantine key"
@@ -175,3 +178,28 @@ async def test_a_quarantine_key_taken_already_keeps_both(
     second = lines[0]["moved_to"]
     assert second.startswith(keys.quarantine("ready") + ":")
     assert redis_sync.get(second) == b"written by hand"
+
+
+@pytest.mark.one_shard("calls one shard's scripts")
+@pytest.mark.parametrize("suffix", ["running:other", "ratetat"])
+async def test_a_fetch_that_meets_the_key_after_leasing_strands_no_job(
+    client: Client, namespace: str, redis_sync: redis.Redis, suffix: str
+) -> None:
+    """A fetch reads the running set of a name with a concurrency limit, and the next
+    start of a rate-limited one, when it visits that name: after it leased the jobs of
+    the names before. Its WRONGTYPE must not strand those (their records running, with
+    no lease, in no queue): the call's jobs go back to their queues, as they were."""
+    keys = Keys(namespace)
+    await calls.register(client.scope, [("work", 1, "", ""), ("other", 1, 5, "1000/1000")])
+    work = await client.enqueue("work")
+    await client.enqueue("other")
+    key = keys.running("other") if suffix == "running:other" else keys.rate_tat
+    spoil(redis_sync, key, "string")
+    with pytest.raises(redis.exceptions.ResponseError, match="WRONGTYPE"):
+        await calls.fetch(client.scope, calls.Lessee(30_000, "p", 1 << 20), ["work", "other"], [])
+    assert redis_sync.hget(keys.job(work.id), "state") == b"queued"
+    assert redis_sync.lrange(keys.queue("work"), 0, -1) == [work.id.encode()]
+    assert redis_sync.zcard(keys.running("work")) == 0
+    assert await repair(client.scope, ["work", "other"])
+    reply = await calls.fetch(client.scope, calls.Lessee(30_000, "p", 1 << 20), ["work"], [])
+    assert [job.id for job in reply.jobs] == [work.id]

@@ -285,75 +285,95 @@ local function take(name)
   return false
 end
 
-for i = 1, n do
-  local name = ARGV[5 + i]
-  if not (available(name) and take(name)) then
-    missing = missing + 1
+local function lease_all()
+  for i = 1, n do
+    local name = ARGV[5 + i]
+    if not (available(name) and take(name)) then
+      missing = missing + 1
+    end
+    visits[name] = visits[name] - 1
   end
-  visits[name] = visits[name] - 1
-end
-filling = true
-while missing > 0 and nburied < MAX_BURY do
-  local progressed = false
-  for _, name in ipairs(fill) do
-    if missing == 0 then
+  filling = true
+  while missing > 0 and nburied < MAX_BURY do
+    local progressed = false
+    for _, name in ipairs(fill) do
+      if missing == 0 then
+        break
+      end
+      if available(name) and take(name) then
+        missing = missing - 1
+        progressed = true
+      end
+    end
+    if not progressed then
       break
     end
-    if available(name) and take(name) then
-      missing = missing - 1
-      progressed = true
-    end
-  end
-  if not progressed then
-    break
   end
 end
+
+-- A key written by hand with another type fails a command part-way: a running set or a
+-- next start read when the call visits a name, after it leased the names before, or a
+-- running set refusing the leases. The call then leases nothing: its jobs go back to the
+-- tail of their queues as they were (next to run; an attempt counted), and it answers
+-- the error once that is written, so that the pool moves the key away (repair.lua) and
+-- fetches again. (By pcall: the error would leave those jobs' records running with no
+-- lease, in no queue.)
+local ok, failed = pcall(lease_all)
 give_back()
--- A running set written by hand with another type refuses the leases (by pcall: an error
--- here would leave its jobs' records running with no lease, lost): those jobs go back to
--- the tail of their queue, queued (next to run), and the call answers WRONGTYPE once the
--- rest is written, so that the pool moves the key away (repair.lua) and fetches again.
--- (The other names' leases of the call stand: the reaper takes them back at their end.)
-local refused
-for name, entries in pairs(leased) do
-  if not pcall(add_leases, key_running(name), entries) then
-    refused = key_running(name)
+local added = {}
+if ok then
+  for name, entries in pairs(leased) do
+    ok, failed = pcall(add_leases, key_running(name), entries)
+    if not ok then
+      break
+    end
+    added[name] = true
+  end
+end
+if not ok then
+  for name, entries in pairs(leased) do
     local ids = {}
     for i = #entries, 2, -2 do
       ids[#ids + 1] = entries[i]
       redis.call('HSET', key_job(entries[i]), 'state', 'queued')
     end
+    if added[name] then
+      call_chunked('ZREM', key_running(name), ids)
+    end
     call_chunked('RPUSH', key_queue(name), ids)
     mark_ready(name)
-  else
-    -- The reaper's usual passes visit these names. (By pcall: a leased set written by hand
-    -- with another type must not fail the call after its leases, which would lose its
-    -- reply; the reaper's next pass meets it, and the repair puts the name back.)
-    pcall(redis.call, 'SADD', K_LEASED, name)
-    local rate = rates[name]
-    local left = conc[name] -- slots left under the concurrency limit (true: no limit)
-    if left ~= true then
-      left = left - #entries / 2
-    end
-    local holds = queue_holds(name)
-    if rate then
-      local tat = rate[2] + rate[1] * (#entries / 2)
-      redis.call('HSET', K_RATE_TAT, name, string.format('%.3f', tat))
-      if tat > now and room(left) and holds then
-        later(tat)
-      end
-    end
-    -- Pass the wake on: a queue that still holds jobs after this batch wakes one more
-    -- waiting pool, so a burst reaches every idle pool, not only the few the enqueue woke.
-    -- (A name with no room left under its limit is woken by the finish that frees a slot.)
-    if not holds then
-      unready(name)
-    elseif room(status[name]) then
-      wake(name)
-    elseif not room(left) then
-      unready(name) -- at its limit: the finish that frees a slot adds it back
-    end -- else out of rate-limit slots: it stays ready, and due says when to come back
   end
+  flush_counts(now)
+  return redis.error_reply(type(failed) == 'table' and failed.err or tostring(failed))
+end
+for name, entries in pairs(leased) do
+  -- The reaper's usual passes visit these names. (By pcall: a leased set written by hand
+  -- with another type must not fail the call after its leases, which would lose its
+  -- reply; the reaper's next pass meets it, and the repair puts the name back.)
+  pcall(redis.call, 'SADD', K_LEASED, name)
+  local rate = rates[name]
+  local left = conc[name] -- slots left under the concurrency limit (true: no limit)
+  if left ~= true then
+    left = left - #entries / 2
+  end
+  local holds = queue_holds(name)
+  if rate then
+    local tat = rate[2] + rate[1] * (#entries / 2)
+    redis.call('HSET', K_RATE_TAT, name, string.format('%.3f', tat))
+    if tat > now and room(left) and holds then
+      later(tat)
+    end
+  end
+  -- Pass the wake on: a queue that still holds jobs after this batch wakes one more
+  -- waiting pool, so a burst reaches every idle pool, not only the few the enqueue woke.
+  -- (A name with no room left under its limit is woken by the finish that frees a slot.)
+  if not holds then
+    unready(name)
+  elseif room(status[name]) then
+    wake(name)
+  elseif not room(left) then
+    unready(name) -- at its limit: the finish that frees a slot adds it back
+  end -- else out of rate-limit slots: it stays ready, and due says when to come back
 end
 -- A queue whose bad entries this call stopped burying still holds entries: wake a pool
 -- for them now rather than when its wait times out.
@@ -361,9 +381,6 @@ for name in pairs(cut) do
   wake(name)
 end
 flush_counts(now)
-if refused then
-  return redis.error_reply('WRONGTYPE running set ' .. refused .. ' holds another type')
-end
 local due_text = ms_text(math.ceil(due))
 if tell then
   local names = {}

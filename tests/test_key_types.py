@@ -203,3 +203,26 @@ async def test_a_fetch_that_meets_the_key_after_leasing_strands_no_job(
     assert await repair(client.scope, ["work", "other"])
     reply = await calls.fetch(client.scope, calls.Lessee(30_000, "p", 1 << 20), ["work"], [])
     assert [job.id for job in reply.jobs] == [work.id]
+
+
+@pytest.mark.one_shard("writes one shard's keys")
+async def test_a_queue_spoiled_while_the_pool_runs_is_moved_at_the_next_fetch(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    """The plain-command enqueue (docs/protocol.md) onto a queue of another type fails
+    its LPUSH only: the name is ready and a wake token waits. The fetch it wakes meets
+    the queue and answers WRONGTYPE, the pool moves the queue away, and the producers'
+    enqueues are taken again (they were refused until then), instead of the name
+    leaving the ready set with no pool ever serving it again."""
+    keys = Keys(namespace)
+    ran: list[str] = []
+    with capture_logs() as logs:
+        async with work_pool(redis_url, namespace, ran).running():
+            first = await enqueue_work(client)
+            await wait_until(lambda: first in ran)
+            spoil(redis_sync, keys.queue("work"), "string")
+            redis_sync.sadd(keys.ready, "work")
+            redis_sync.lpush(keys.wake("work"), "1")
+            job = await enqueue_work(client)
+            await wait_until(lambda: job in ran)
+    check_moved(redis_sync, logs, keys.queue("work"), keys.quarantine("queue:work"), "string")

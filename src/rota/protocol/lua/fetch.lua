@@ -174,7 +174,10 @@ local function next_entry(name, qk)
     k = s
   end
   local ok, got = pcall(redis.call, 'RPOP', qk, str(math.max(math.floor(k), 1)))
-  if not ok or not got then
+  if not ok then
+    error(got) -- a queue of another type: the call leases nothing (see lease_all below)
+  end
+  if not got then
     return nil
   end
   got.at = 2

@@ -39,6 +39,7 @@ _PARAM_KEYS: Final[dict[str, str]] = {
     "group": "group:",
     "group_results": "gresults:",
     "group_members": "gmembers:",
+    "quarantine": "quarantine:",
 }
 
 #: Key kinds without an argument -> full suffix after the prefix.
@@ -152,6 +153,11 @@ class Keys:
     def group_members(self, group_id: str) -> str:
         """List of a group's member ids, in the order they were enqueued."""
         return self.prefix + "gmembers:" + group_id
+
+    def quarantine(self, key: str) -> str:
+        """Where the repair script (``lua/repair.lua``) moves a key of the namespace that
+        held another type than rota reads: ``key`` is what followed the prefix."""
+        return self.prefix + "quarantine:" + key
 
     @property
     def shards(self) -> str:

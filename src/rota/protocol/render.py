@@ -43,6 +43,7 @@ SCRIPT_NAMES: Final = (
     "pause",
     "finish_kept",
     "forget_names",
+    "repair",
 )
 
 #: Scripts registered once more under another name, with other flags: ``finish_kept``

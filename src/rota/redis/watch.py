@@ -20,7 +20,7 @@ import structlog
 from redis.asyncio import Redis
 
 from rota.redis.outage import MEANING, Condition, backoff, condition, error_reply, out_of_memory
-from rota.redis.redispy import ReplyError
+from rota.redis.redispy import REDIS_ERRORS, ReplyError
 
 __all__ = ["PROBE_INTERVAL", "SETTLE", "Watch", "memory_figures"]
 
@@ -71,6 +71,11 @@ class Watch:
         #: When a task last failed for a condition (monotonic): see :meth:`calm_for`.
         self.last_failure = -math.inf
         self._errors_told: set[tuple[str, str]] = set()
+        #: What moves away the keys of another type of each shard the watch serves
+        #: (true when it moved any): run when a script answers WRONGTYPE.
+        self.repairs: list[Callable[[], Awaitable[bool]]] = []
+        self._repairing = anyio.Lock()
+        self._repaired = 0  # repairs that moved keys
 
     def calm_for(self) -> float:
         """Seconds since any task of the pool last failed for a condition (inf when
@@ -86,6 +91,8 @@ class Watch:
         ``replies=False`` raises error replies instead of waiting them out (a pool's
         start: a role missing a permission stops it at once, naming the setting)."""
         cond = condition(exc)
+        if cond is None and _wrong_type(exc) and await self.repair():
+            return 0.0  # the key is out of the way: the next try gets through
         if cond is None:
             if not (replies and error_reply(exc)):
                 raise exc
@@ -104,6 +111,24 @@ class Watch:
                         details = {}
             self._begin(cond, task, str(exc) or repr(exc), details)
         return backoff(n, cond)
+
+    async def repair(self) -> bool:
+        """Move away the keys of another type (see :mod:`rota.protocol.repair`): whether
+        any moved, here or by another task while this one waited for its turn. Only an
+        error reply runs it, so the scripts of the hot path check no types; a repair
+        that Redis does not take leaves the error to the usual path (tried again)."""
+        seen = self._repaired
+        async with self._repairing:
+            if self._repaired != seen:
+                return True
+            moved = False
+            for repair in self.repairs:
+                try:
+                    moved = await repair() or moved
+                except REDIS_ERRORS:
+                    continue
+            self._repaired += moved
+            return moved
 
     async def check_memory(self) -> None:
         """Read Redis's memory figures and note whether it is over its limit: a pool
@@ -237,6 +262,12 @@ async def memory_figures(redis: Redis) -> dict[str, Any]:
         "maxmemory_policy": info.get("maxmemory_policy"),
         "full": out_of_memory(info),
     }
+
+
+def _wrong_type(exc: BaseException) -> bool:
+    """A script's command met a key of another type: Redis 7 answers ``WRONGTYPE ...``,
+    Redis 6.2 ``ERR Error running script ...: WRONGTYPE ...``."""
+    return isinstance(exc, ReplyError) and "WRONGTYPE" in str(exc)
 
 
 _CHECK: Final = (

@@ -24,6 +24,7 @@ from rota.protocol import calls
 from rota.protocol.job import now_ms
 from rota.protocol.keys import Keys
 from rota.protocol.rate import parse_rate
+from rota.protocol.repair import repair
 from rota.protocol.rows import Fetched
 from rota.protocol.scripts import ScriptMode, load_all
 from rota.protocol.snapshot import Schedule
@@ -148,6 +149,7 @@ class PoolRuntime:
         settle = max(SETTLE, 2 * self.settings.heartbeat_interval)
         where = redacted(self.settings.redis_url)
         self.watch = Watch(self.pool_id, self.client.redis, where=where, settle=settle)
+        self.watch.repairs.append(self.repair)
 
     def shards(self) -> list[PoolRuntime]:
         """One runtime per shard of the namespace (see :mod:`rota.protocol.shards`),
@@ -160,6 +162,7 @@ class PoolRuntime:
             rt.handoff, rt.limiter = self.handoff, self.limiter
             if part.redis is self.client.redis:
                 rt.watch = self.watch
+                self.watch.repairs.append(rt.repair)
             out.append(rt)
         return out
 
@@ -171,6 +174,7 @@ class PoolRuntime:
         operator changed since the start stays when only the pool's heartbeat record was
         forgotten (a late heartbeat after an outage), not Redis's data."""
         await load_all(self.redis, self.script_mode)
+        await self.repair()  # a key of another type would fail the scripts from the start
         k, shard = self.client.shard_count, self.keys.shard
         if shard == 0:
             await check_shards(self.redis, self.keys, k)
@@ -192,6 +196,20 @@ class PoolRuntime:
             for name, h in self.handlers.items()
         ]
         return await calls.register(self.client.scope, names, keep=keep)
+
+    async def repair(self) -> bool:
+        """Move away the keys of this shard that hold another type than rota reads (see
+        :mod:`rota.protocol.repair`), one warning line per key: whether any moved."""
+        moved = await repair(self.client.scope, list(self.handlers))
+        for m in moved:
+            log.warning(
+                "key of another type moved to its quarantine key: the pool carries on",
+                pool=self.pool_id,
+                key=m.key,
+                type=m.type,
+                moved_to=m.to,
+            )
+        return bool(moved)
 
     def keep_result(self, handler: Handler) -> float:
         """How long a complete job of ``handler`` keeps its record with a result: the

@@ -174,7 +174,10 @@ local function next_entry(name, qk)
     k = s
   end
   local ok, got = pcall(redis.call, 'RPOP', qk, str(math.max(math.floor(k), 1)))
-  if not ok or not got then
+  if not ok then
+    error(got) -- a queue of another type: the call leases nothing (see lease_all below)
+  end
+  if not got then
     return nil
   end
   got.at = 2
@@ -285,33 +288,72 @@ local function take(name)
   return false
 end
 
-for i = 1, n do
-  local name = ARGV[5 + i]
-  if not (available(name) and take(name)) then
-    missing = missing + 1
+local function lease_all()
+  for i = 1, n do
+    local name = ARGV[5 + i]
+    if not (available(name) and take(name)) then
+      missing = missing + 1
+    end
+    visits[name] = visits[name] - 1
   end
-  visits[name] = visits[name] - 1
-end
-filling = true
-while missing > 0 and nburied < MAX_BURY do
-  local progressed = false
-  for _, name in ipairs(fill) do
-    if missing == 0 then
+  filling = true
+  while missing > 0 and nburied < MAX_BURY do
+    local progressed = false
+    for _, name in ipairs(fill) do
+      if missing == 0 then
+        break
+      end
+      if available(name) and take(name) then
+        missing = missing - 1
+        progressed = true
+      end
+    end
+    if not progressed then
       break
     end
-    if available(name) and take(name) then
-      missing = missing - 1
-      progressed = true
-    end
-  end
-  if not progressed then
-    break
   end
 end
+
+-- A key written by hand with another type fails a command part-way: a running set or a
+-- next start read when the call visits a name, after it leased the names before, or a
+-- running set refusing the leases. The call then leases nothing: its jobs go back to the
+-- tail of their queues as they were (next to run; an attempt counted), and it answers
+-- the error once that is written, so that the pool moves the key away (repair.lua) and
+-- fetches again. (By pcall: the error would leave those jobs' records running with no
+-- lease, in no queue.)
+local ok, failed = pcall(lease_all)
 give_back()
+local added = {}
+if ok then
+  for name, entries in pairs(leased) do
+    ok, failed = pcall(add_leases, key_running(name), entries)
+    if not ok then
+      break
+    end
+    added[name] = true
+  end
+end
+if not ok then
+  for name, entries in pairs(leased) do
+    local ids = {}
+    for i = #entries, 2, -2 do
+      ids[#ids + 1] = entries[i]
+      redis.call('HSET', key_job(entries[i]), 'state', 'queued')
+    end
+    if added[name] then
+      call_chunked('ZREM', key_running(name), ids)
+    end
+    call_chunked('RPUSH', key_queue(name), ids)
+    mark_ready(name)
+  end
+  flush_counts(now)
+  return redis.error_reply(type(failed) == 'table' and failed.err or tostring(failed))
+end
 for name, entries in pairs(leased) do
-  add_leases(key_running(name), entries)
-  redis.call('SADD', K_LEASED, name) -- the reaper's usual passes visit these names
+  -- The reaper's usual passes visit these names. (By pcall: a leased set written by hand
+  -- with another type must not fail the call after its leases, which would lose its
+  -- reply; the reaper's next pass meets it, and the repair puts the name back.)
+  pcall(redis.call, 'SADD', K_LEASED, name)
   local rate = rates[name]
   local left = conc[name] -- slots left under the concurrency limit (true: no limit)
   if left ~= true then

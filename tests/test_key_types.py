@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
+import anyio
 import pytest
 import redis
 import redis.exceptions
 from structlog.testing import capture_logs
 
 from rota import Client, JobContext, RedisRefused, WorkerPool
+from rota.cli import main
 from rota.protocol import calls
 from rota.protocol.keys import Keys
 from rota.protocol.repair import repair
@@ -226,3 +228,43 @@ async def test_a_queue_spoiled_while_the_pool_runs_is_moved_at_the_next_fetch(
             job = await enqueue_work(client)
             await wait_until(lambda: job in ran)
     check_moved(redis_sync, logs, keys.queue("work"), keys.quarantine("queue:work"), "string")
+
+
+SHARDS_MOVED = "shard count record names no count: moved to its quarantine key"
+
+
+@pytest.mark.one_shard("writes shard 0's record and runs a pool of one shard")
+@pytest.mark.parametrize("held", ["written by hand", "0", "257", "1.0", "<hash>"])
+async def test_a_shard_count_record_that_names_no_count_stops_no_pool_nor_the_cli(
+    redis_url: str,
+    namespace: str,
+    redis_sync: redis.Redis,
+    client: Client,
+    capsys: pytest.CaptureFixture[str],
+    held: str,
+) -> None:
+    """``{ns}:shards`` written by hand: a pool's start read it with ``int()`` (a
+    traceback at every start: no pool could serve the namespace), and the CLI too."""
+    keys = Keys(namespace)
+    if held == "<hash>":
+        redis_sync.hset(keys.shards, "written", "by hand")
+    else:
+        redis_sync.set(keys.shards, held)
+    conn = ("--redis-url", redis_url, "--namespace", namespace)
+    assert await anyio.to_thread.run_sync(main, ["status", *conn]) == 0
+    capsys.readouterr()
+    ran: list[str] = []
+    with capture_logs() as logs:
+        async with work_pool(redis_url, namespace, ran).running():
+            job = await enqueue_work(client)
+            await wait_until(lambda: job in ran)
+    lines = [e for e in logs if e["event"] == SHARDS_MOVED]
+    assert len(lines) == 1, lines
+    assert (lines[0]["key"], lines[0]["held"]) == (keys.shards, held)
+    moved = keys.quarantine("shards")
+    assert lines[0]["moved_to"] == moved
+    if held == "<hash>":
+        assert redis_sync.hgetall(moved) == {b"written": b"by hand"}
+    else:
+        assert redis_sync.get(moved) == held.encode()
+    assert not redis_sync.exists(keys.shards)  # one shard: nothing to record

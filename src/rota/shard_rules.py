@@ -4,15 +4,19 @@ one call run on each shard at once, and how their figures add up."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import anyio
+import structlog
 
 from rota.errors import ConfigError
+from rota.protocol.job import opt_int
 from rota.protocol.keys import Keys
 from rota.protocol.rate import Rate, parse_rate
-from rota.redis.redispy import Redis
+from rota.protocol.shards import MAX_SHARDS
+from rota.redis.redispy import REDIS_ERRORS, Redis, wrong_type
 from rota.status import Bucket, QueueInfo
 
 __all__ = [
@@ -28,19 +32,61 @@ __all__ = [
 
 T = TypeVar("T")
 
+log = structlog.get_logger("rota.shards")
+
 
 async def recorded_shards(redis: Redis, keys: Keys) -> int | None:
     """How many shards a namespace spans, as its first pool recorded it (None: no pool
-    of several shards has run yet). Operators' tools (the CLI, the web) follow it,
-    whatever their own settings say."""
-    stored = await redis.get(keys.shards)
-    return int(stored) if stored else None
+    of several shards has run yet, or the record names no count: see
+    :func:`_malformed_count`). Operators' tools (the CLI, the web) follow it, whatever
+    their own settings say."""
+    count, _malformed = await _stored_count(redis, keys)
+    return count
+
+
+async def _stored_count(redis: Redis, keys: Keys) -> tuple[int | None, bytes | None]:
+    """The recorded shard count, and what the record holds when it names none (text, 0,
+    a count past MAX_SHARDS, a key of another type: ``b"<type>"``), written by hand or
+    by another program: no count can be read from it, and none is made up."""
+    try:
+        stored = await redis.get(keys.shards)
+    except REDIS_ERRORS as exc:
+        if not wrong_type(exc):
+            raise
+        return None, b"<" + _raw(await redis.type(keys.shards)) + b">"
+    if not stored:
+        return None, None
+    raw = _raw(stored)
+    count = opt_int(raw)
+    if count is None or not 1 <= count <= MAX_SHARDS or str(count).encode() != raw:
+        return None, raw
+    return count, None
+
+
+def _raw(reply: bytes | str) -> bytes:
+    return reply if isinstance(reply, bytes) else reply.encode()
 
 
 async def check_shards(redis: Redis, keys: Keys, shards: int) -> None:
     """Refuse to serve a namespace that spans another number of shards than ``shards``
     (a pool configured with another count would leave shards unserved, or route jobs
-    where no pool looks): the first pool with more than one shard records its count."""
+    where no pool looks): the first pool with more than one shard records its count. A
+    record that names no count is moved to its quarantine key, with one warning line,
+    and the pool records its own count as the first pool would: a pool refusing to
+    start for it would leave the namespace to no pool at all."""
+    _count, malformed = await _stored_count(redis, keys)
+    if malformed is not None:
+        moved = keys.quarantine("shards")
+        if await redis.exists(moved):
+            moved += f":{time.time_ns() // 1000}"
+        await redis.rename(keys.shards, moved)
+        log.warning(
+            "shard count record names no count: moved to its quarantine key",
+            key=keys.shards,
+            held=malformed[:64].decode("utf-8", "replace"),
+            moved_to=moved,
+            shards=shards,
+        )
     if shards > 1:
         await redis.set(keys.shards, shards, nx=True)
     recorded = await recorded_shards(redis, keys) or 1

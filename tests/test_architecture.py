@@ -3,12 +3,14 @@
 Layers import only from below (protocol ← connection ← client ← worker ← daemon ← cli,
 web); the web UI and the CLI never import the worker; modules below the package root
 take only ``__version__`` from it. Imports under ``if TYPE_CHECKING:`` are for types
-only and do not count. Every file the architecture page names must exist.
+only and do not count. Every file and every name of the code the architecture page names
+must exist.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import re
 from pathlib import Path
@@ -278,3 +280,131 @@ def test_the_web_reads_redis_only_through_the_client_and_inspect() -> None:
     assert found == {}
     assert _reaches_redis("async def f(client):\n    await client.redis.get('k')\n") == [2]
     assert _reaches_redis("figures = reading.redis\n") == []
+
+
+# -- the code the architecture page names -------------------------------------------------
+
+_TICKED = re.compile(r"`([^`\n]+)`")
+_NAME = re.compile(r"@?[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+_FILE = re.compile(r"src/rota/[\w/]*\w\.py")
+_FOLDER = re.compile(r"src/rota/[\w/]*\w/")
+
+
+def _units(text: str) -> list[str]:
+    """The page cut into paragraphs, table rows and list items."""
+    units: list[str] = []
+    for block in re.split(r"\n\s*\n", text):
+        units += re.split(r"\n(?=\|)|\n(?=\s*(?:\d+\.|-) )", block)
+    return units
+
+
+def _modules_named(unit: str) -> list[str]:
+    """The modules a unit names: its files, its folders with all their modules, its
+    ``rota.x`` names that are modules; then the package root."""
+    ticked = _TICKED.findall(unit)
+    named = [_module(ROOT / p) for p in ticked if _FILE.fullmatch(p)]
+    for folder in (p for p in ticked if _FOLDER.fullmatch(p)):
+        named += sorted(_module(p) for p in (ROOT / folder).rglob("*.py"))
+    named += [p for p in ticked if p in MODULES]
+    return [*named, "rota"]
+
+
+def _declared(cls: type, name: str) -> bool:
+    """Whether instances of ``cls`` have ``name``: annotated in one of its classes'
+    bodies, or assigned as ``self.name`` in their code."""
+    for c in cls.__mro__:
+        if not c.__module__.startswith("rota"):
+            continue
+        if name in vars(c).get("__annotations__", {}):
+            return True
+        if re.search(rf"\bself\.{name}\s*(?::|=(?!=))", inspect.getsource(c)):
+            return True
+    return False
+
+
+def _resolves(start: object, path: list[str]) -> bool:
+    """Whether ``start.a.b...`` exists; an instance's attribute ends the name."""
+    obj = start
+    for i, part in enumerate(path):
+        if not hasattr(obj, part):
+            return i == len(path) - 1 and isinstance(obj, type) and _declared(obj, part)
+        obj = getattr(obj, part)
+    return True
+
+
+def _symbol_missing(name: str, modules: list[str]) -> bool:
+    parts = name.removeprefix("@").split(".")
+    if parts[0] == "rota":
+        for cut in range(len(parts), 0, -1):
+            if ".".join(parts[:cut]) in MODULES:
+                module = importlib.import_module(".".join(parts[:cut]))
+                return not _resolves(module, parts[cut:])
+        return True
+    if parts[0][0].islower() and len(parts) > 1:  # ``client.conn``: a Client's conn
+        parts[0] = parts[0][0].upper() + parts[0][1:]
+    found = (_resolves(importlib.import_module(m), parts) for m in modules)
+    return not any(found)
+
+
+def _checked(name: str) -> bool:
+    """Whether a ticked text is a code symbol the page vouches for (see below)."""
+    if not _NAME.fullmatch(name) or name.endswith(".py"):
+        return False
+    if name.startswith("@") or "." in name:
+        return True
+    return name[0].isupper() and (name != name.upper() or "_" in name)
+
+
+def _missing_symbols(text: str) -> list[str]:
+    missing: list[str] = []
+    for unit in _units(text):
+        modules = _modules_named(unit)
+        folders = {ROOT / p for p in _TICKED.findall(unit) if _FOLDER.fullmatch(p)}
+        folders |= {(ROOT / p).parent for p in _TICKED.findall(unit) if _FILE.fullmatch(p)}
+        for name in _TICKED.findall(unit):
+            if re.fullmatch(r"\w+\.py", name):
+                if not any((folder / name).exists() for folder in folders):
+                    missing.append(name)
+            elif _checked(name) and _symbol_missing(name, modules):
+                missing.append(name)
+    return missing
+
+
+def test_every_symbol_the_architecture_page_names_exists() -> None:
+    """A name in backticks that reads as code is checked, with no server: imported
+    and looked up attribute by attribute.
+
+    - ``rota.x.y``: the longest part that is a module is imported, the rest looked up in it.
+    - A name starting with a capital (``Sharded``, ``Client.enqueue``,
+      ``Settings.__post_init__``) and a decorator (``@documented``) are looked up in the
+      modules named in the same paragraph, table row or list item (``src/rota/x.py``; a
+      folder ``src/rota/x/``: each of its modules), then in the package root ``rota``.
+    - ``client.conn``: a lowercase first part is an instance of the class of that name
+      capitalised (``Client``); its last part may be an attribute the class's code
+      annotates or assigns (``self.conn = ...``).
+    - A bare file name (``figures.py``) is a file in a folder that paragraph names, or
+      beside a file it names.
+    - Not checked: bare lowercase words (``enqueue``, ``timeout``: a script, a job's
+      option, a command as often as a function), capitals only (``EVALSHA``: a Redis
+      command), keys, commands and options (``{ns}:waiting``, ``rota worker``).
+    """
+    assert _missing_symbols(PAGE.read_text(encoding="utf-8")) == []
+    sample = (
+        "`PoolRuntime.run_attempt` (`src/rota/worker/runtime.py`), `PoolRuntime.cancel`,"
+        " `client.conn`, `client.nothing`, `rota.inspect.shard_views`, `rota.inspect.nope`,"
+        " `Sharded`, `Unheard`, `EVALSHA`, `timeout`, `runtime.py`, `runtimes.py`\n\n"
+        "| 5 | `src/rota/web/` | `@documented`, `Sharded` (`src/rota/sharding.py`) |\n"
+        "| 6 | `src/rota/cli/` | `@documented`, `figures.py` |\n"
+        "- `PoolRuntime` alone\n"
+    )
+    assert _missing_symbols(sample) == [
+        "PoolRuntime.run_attempt",
+        "client.nothing",
+        "rota.inspect.nope",
+        "Sharded",  # not in runtime.py, nor in the root: sharding.py is another paragraph's
+        "Unheard",
+        "runtimes.py",
+        "@documented",
+        "figures.py",
+        "PoolRuntime",
+    ]

@@ -69,7 +69,7 @@ def test_commands_on_a_read_only_replica(server: RedisServer, sync: redis.Redis)
     sync.hset(p + "job:dead1", mapping={"name": "nap", "args": "{}", "state": "dead"})
     sync.zadd(p + "dead", {"dead1": 1000})
     sync.replicaof("127.0.0.1", free_port())
-    with pytest.raises(redis.exceptions.ReadOnlyError):
+    with pytest.raises(redis.exceptions.ReadOnlyError, match="read only replica"):
         sync.set("probe", "x")
 
     read_only = MEANING[Condition.READ_ONLY]

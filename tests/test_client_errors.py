@@ -30,10 +30,11 @@ async def test_a_stopped_server_is_rota_unavailable(server: RedisServer) -> None
         await client.pause("x")
         server.stop()
         for call in (client.queues(), client.job("a"), client.pause("x")):
-            with pytest.raises(RedisUnavailable) as raised:
+            with pytest.raises(RedisUnavailable, match=r"^Redis cannot be reached: ") as raised:
                 await call
             assert isinstance(raised.value.__cause__, redis.exceptions.ConnectionError)
-        with pytest.raises(RedisUnavailable):  # the reads of rota.inspect too
+        # the reads of rota.inspect too
+        with pytest.raises(RedisUnavailable, match=r"^Redis cannot be reached: "):
             await inspect.job_view(client, "a")
 
 
@@ -141,6 +142,6 @@ async def test_a_lifespan_that_fails_reaches_the_caller_as_it_is(server: RedisSe
         open("/nonexistent/model.bin", "rb").close()  # noqa: ASYNC230 - it fails at once
         yield {}
 
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match=r"/nonexistent/model\.bin"):
         async with pool.running():
             pytest.fail("the pool started")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.resources
+import re
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +122,7 @@ def test_redis_urls_rota_can_use(tmp_path: Path) -> None:
 
 
 def test_url_errors_do_not_show_the_password() -> None:
-    with pytest.raises(ConfigError) as refused:
+    with pytest.raises(ConfigError, match=r"redis://ann:\*\*\*@h:abc/0") as refused:
         load_settings(env={}, redis_url="redis://ann:s3cret@h:abc/0")
     assert "s3cret" not in str(refused.value)
     assert "redis://ann:***@h:abc/0" in str(refused.value)
@@ -183,7 +184,7 @@ def test_describe_says_where_each_setting_came_from(tmp_path: Path) -> None:
 def test_a_bad_value_names_its_setting_and_where_it_came_from(
     env: dict[str, str], message: str, tmp_path: Path
 ) -> None:
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigError, match="^" + re.escape(message)) as caught:
         load_settings(None, env=env)
     assert str(caught.value).startswith(message)
     assert "`" not in str(caught.value)
@@ -198,7 +199,7 @@ def test_no_float_setting_takes_nan_or_infinity_from_the_environment(name: str, 
     """NaN passes every comparison and infinity is no time: ROTA_KEEP_RESULT=nan buried
     every finished job, ROTA_LEASE=nan killed the worker. Each is refused at once."""
     env = {f"ROTA_{name.upper()}": value}
-    with pytest.raises(ConfigError) as refused:
+    with pytest.raises(ConfigError, match=rf"^{name}: must be a finite number") as refused:
         load_settings(env=env)
     message = str(refused.value)
     assert message.startswith(f"{name}: must be a finite number"), message
@@ -240,7 +241,7 @@ def test_nan_is_refused_from_a_file_from_code_and_by_the_cli(tmp_path: Path) -> 
     ],
 )
 def test_an_error_blames_the_setting_the_user_gave(env: dict[str, str], line: str) -> None:
-    with pytest.raises(ConfigError) as refused:
+    with pytest.raises(ConfigError, match=f"^{re.escape(line)}$") as refused:
         load_settings(env=env)
     assert str(refused.value) == line
 

@@ -93,5 +93,7 @@ async def test_a_socket_timeout_within_durable_timeout_is_refused_before_any_wri
     async with Client.from_url(
         fresh_redis_server.url, namespace, durable_timeout=0.2, socket_timeout=1
     ) as client:
-        with pytest.raises(NotReplicated):
+        with pytest.raises(
+            NotReplicated, match=r"acknowledged within 0\.2 s: a failover now may lose them"
+        ):
             await client.enqueue("work", n=1, durable=True)

@@ -53,7 +53,7 @@ async def test_waiters_hear_about_jobs_buried_by_scripts(
     async def work(ctx: JobContext) -> None: ...
 
     async def wait_bad() -> None:
-        with pytest.raises(rota.JobFailed) as info:
+        with pytest.raises(rota.JobFailed, match=r"ended dead \(bad_payload\)") as info:
             await client.wait("nameless", timeout=5)
         assert info.value.reason == "bad_payload"
 
@@ -67,7 +67,7 @@ async def test_waiters_hear_about_jobs_buried_by_scripts(
     job = await client.enqueue("other")
 
     async def wait_lost() -> None:
-        with pytest.raises(rota.JobFailed) as info:
+        with pytest.raises(rota.JobFailed, match=r"ended dead \(lost\)") as info:
             await client.wait(job.id, timeout=5)
         assert info.value.reason == "lost"
 
@@ -185,7 +185,7 @@ async def test_abort_keeps_the_record_as_long_as_asked(
     async with pool.running():
         await started.wait()
         assert await client.abort(job.id, keep=120) == "running"
-        with pytest.raises(rota.JobFailed):
+        with pytest.raises(rota.JobFailed, match=r"ended aborted"):
             await client.wait(job.id, timeout=5)
     ttl = redis_sync.pttl("{" + namespace + "}:job:" + job.id)
     assert 100_000 < ttl <= 120_000

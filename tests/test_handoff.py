@@ -126,7 +126,7 @@ async def test_a_cancelled_taker_gives_its_job_back_to_the_front() -> None:
     h.put(_job(0))  # handed over, but the taker is cancelled before it resumes
     h.put(_job(1))
     taker.cancel()
-    with pytest.raises(asyncio.CancelledError):
+    with pytest.raises(asyncio.CancelledError, match=r"^$"):
         await taker
     assert h.running == 0
     assert [j.id for j in h.waiting()] == ["j0", "j1"]

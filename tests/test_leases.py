@@ -290,14 +290,16 @@ async def test_wait_returns_results_and_raises_for_failures(
             await wait_until(registered, within=5)
             go.set()
         assert result == [{"ok": True}]
-        with pytest.raises(rota.JobFailed) as info:
+        with pytest.raises(
+            rota.JobFailed, match=r"ended dead \(error\): ValueError: said no"
+        ) as info:
             await client.wait(bad.id, timeout=5)
         assert (info.value.state, info.value.reason) == ("dead", "error")
         assert info.value.error == "ValueError: said no"
-        with pytest.raises(rota.JobNotFound):
+        with pytest.raises(rota.JobNotFound, match="nothing-here"):
             await client.wait("nothing-here", timeout=1)
         slow = await client.enqueue_in(30, "maybe", ok=True)
-        with pytest.raises(TimeoutError):
+        with pytest.raises(TimeoutError, match=r"did not finish within 0\.2 s"):
             await client.wait(slow.id, timeout=0.2)
 
 

@@ -8,6 +8,7 @@ started late, ``FLUSHALL``), and counts every job.
 from __future__ import annotations
 
 import collections
+import re
 from collections.abc import Iterator, MutableMapping
 from typing import Any, cast
 
@@ -62,7 +63,7 @@ def counting_pool(**options: Any) -> tuple[WorkerPool, collections.Counter[str]]
 def test_conditions_are_named_and_real_errors_are_not(server: RedisServer) -> None:
     r = server.client()
     r.set("s", "x")
-    with pytest.raises(redis.exceptions.ResponseError) as wrong_type:
+    with pytest.raises(redis.exceptions.ResponseError, match=r"^WRONGTYPE ") as wrong_type:
         r.lpush("s", "y")
     assert condition(wrong_type.value) is None  # a bug, not a condition
     assert condition(redis.exceptions.AuthenticationError("bad")) is None
@@ -77,7 +78,9 @@ def test_conditions_are_named_and_real_errors_are_not(server: RedisServer) -> No
     assert condition(closed) is Condition.UNREACHABLE
     assert condition(RuntimeError("a bug of rota's")) is None
     fill_up(r)
-    with pytest.raises(redis.exceptions.OutOfMemoryError) as oom:
+    with pytest.raises(
+        redis.exceptions.OutOfMemoryError, match="command not allowed when used memory"
+    ) as oom:
         r.lpush("l", "y")
     assert condition(oom.value) is Condition.OUT_OF_MEMORY
 
@@ -102,11 +105,11 @@ async def test_keep_trying_waits_out_conditions_and_raises_the_rest() -> None:
     assert seen == [None, None]  # waited out without a word
     for tell, replies in ((True, False), (False, True)):
         failures = iter([redis.exceptions.ResponseError("WRONGTYPE a bug")])
-        with pytest.raises(redis.exceptions.ResponseError):
+        with pytest.raises(redis.exceptions.ResponseError, match="WRONGTYPE a bug"):
             await watch.keep_trying("t", step, tell=tell, replies=replies)
     for error in (KeyError("a bug of rota's"), redis.exceptions.DataError("bad argument")):
         failures = iter([error])
-        with pytest.raises(type(error)):
+        with pytest.raises(type(error), match=re.escape(error.args[0])):
             await watch.keep_trying("t", step)  # not a reply of Redis: a bug, raised
 
 
@@ -174,7 +177,9 @@ async def test_a_condition_that_comes_and_goes_is_one_episode(server: RedisServe
     ``settle`` seconds and a task gets through (not a pair per refusal)."""
     r = server.client()
     fill_up(r)
-    with pytest.raises(redis.exceptions.OutOfMemoryError) as refused:
+    with pytest.raises(
+        redis.exceptions.OutOfMemoryError, match="command not allowed when used memory"
+    ) as refused:
         r.set("more", "x")
     watch = Watch("p", settle=3600)
     with capture_logs() as logs:

@@ -196,9 +196,11 @@ async def test_delete_all_dead_and_clear_queue(
 async def test_enqueue_rejects_bad_input(client: Client) -> None:
     with pytest.raises(ValueError, match="invalid job name"):
         await client.enqueue("has space")
-    with pytest.raises(rota.PayloadTooLarge):
+    with pytest.raises(
+        rota.PayloadTooLarge, match=r"args of job 'big' are \d+ bytes encoded, over the limit"
+    ):
         await client.enqueue("big", blob="x" * (600 * 1024))
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="argument 0: a value of type object cannot travel in JSON"):
         await client.enqueue("x", object())
     with pytest.raises(TypeError, match="not both"):
         await client.enqueue("x", 1, a=2)

@@ -95,7 +95,10 @@ async def test_a_crashing_pool_task_ends_the_pool_instead_of_hanging(
         raise _Boom
 
     await client.enqueue("crash")
-    with anyio.fail_after(10), pytest.raises(BaseExceptionGroup) as info:
+    with (
+        anyio.fail_after(10),
+        pytest.raises(BaseExceptionGroup, match="unhandled errors in a TaskGroup") as info,
+    ):
         async with pool.running():
             await anyio.sleep(30)
     assert info.group_contains(_Boom)

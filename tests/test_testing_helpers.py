@@ -29,10 +29,10 @@ def make_pool() -> WorkerPool:
 async def test_run_job_returns_the_result_and_raises_for_failures() -> None:
     pool = make_pool()
     assert await rota.testing.run_job(pool, "greet", name="Ada") == "hello Ada"
-    with pytest.raises(rota.JobFailed) as info:
+    with pytest.raises(rota.JobFailed, match=r"ended dead \(error\): ValueError: nope") as info:
         await rota.testing.run_job(pool, "broken")
     assert (info.value.reason, info.value.error) == ("error", "ValueError: nope")
-    with pytest.raises(rota.JobFailed) as info:
+    with pytest.raises(rota.JobFailed, match=r"ended dead \(invalid_args\)") as info:
         await rota.testing.run_job(pool, "greet", name=3)
     assert info.value.reason == "invalid_args"
 
@@ -82,5 +82,5 @@ async def test_the_client_takes_the_pools_settings() -> None:
     pool = make_pool()
     async with rota.testing.pool_client(pool, max_args_bytes=100) as client:
         assert client.max_args_bytes == 100
-        with pytest.raises(rota.PayloadTooLarge):
+        with pytest.raises(rota.PayloadTooLarge, match="over the limit of 100"):
             await client.enqueue("greet", name="x" * 200)

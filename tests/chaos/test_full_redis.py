@@ -148,9 +148,9 @@ def refused_enqueue(url: str, namespace: str) -> tuple[RedisRefused, RedisRefuse
 
     async def run() -> tuple[RedisRefused, RedisRefused]:
         async with Client.from_url(url, namespace) as client:
-            with pytest.raises(RedisRefused) as one:
+            with pytest.raises(RedisRefused, match=r"^Redis refuses writes: ") as one:
                 await client.enqueue("drain", ms=1)
-            with pytest.raises(RedisRefused) as many:
+            with pytest.raises(RedisRefused, match=r"^Redis refuses writes: ") as many:
                 await client.enqueue_many(drains(3))
         return one.value, many.value
 

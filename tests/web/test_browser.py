@@ -316,7 +316,10 @@ def test_authentication_refuses_anonymous(live: Live, browser: Browser) -> None:
         page = anonymous.new_page()
         # headless Chromium has nobody to ask for a password: the navigation fails,
         # after the 401 came back
-        with page.expect_response(server.url + "/") as answer, pytest.raises(PlaywrightError):
+        with (
+            page.expect_response(server.url + "/") as answer,
+            pytest.raises(PlaywrightError, match="ERR_INVALID_AUTH_CREDENTIALS"),
+        ):
             page.goto(server.url + "/")
         assert answer.value.status == 401
         assert answer.value.headers["www-authenticate"].startswith("Basic")

@@ -64,5 +64,5 @@ async def test_history_counts_what_pools_did(client: Client, seeded: Seeded) -> 
 
 
 async def test_history_rejects_negative_spans(client: Client) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="minutes and days must not be negative"):
         await client.history(minutes=-1)

@@ -64,7 +64,7 @@ def make_replica(r: redis.Redis) -> None:
     """Make the server a replica of a primary that is not there: it keeps its data and
     refuses every write with READONLY."""
     r.replicaof("127.0.0.1", free_port())
-    with pytest.raises(redis.exceptions.ReadOnlyError):
+    with pytest.raises(redis.exceptions.ReadOnlyError, match="read only replica"):
         r.set("probe", "x")
 
 

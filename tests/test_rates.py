@@ -15,6 +15,7 @@ import redis
 
 from rota import Client, JobContext, JobSpec, WorkerPool
 from rota.protocol.rate import Rate, parse_rate
+from rota.protocol.scripts import script
 from tests.cli_helpers import rota_json, run_rota
 from tests.helpers import pool_settings, wait_until
 
@@ -162,3 +163,27 @@ async def test_the_cli_sets_and_clears_a_rate(
     cleared = run_rota("queue", "rate", "mail", "--clear", *conn)
     assert (cleared.returncode, cleared.stdout.strip()) == (0, "mail: no rate limit")
     assert (await client.queues(["mail"]))[0].rate is None
+
+
+@pytest.mark.one_shard("calls one shard's fetch script")
+@pytest.mark.parametrize("behind_ms", [1, 900, 2_000, 30_000])
+async def test_a_pool_whose_clock_is_behind_takes_no_slot_another_took(
+    client: Client, redis_sync: redis.Redis, behind_ms: int
+) -> None:
+    """Each pool sends its own clock: one a little behind (another host, or a call sent
+    a moment before another's that ran first) reads a next start up to one interval
+    ahead of its now. It is a start to wait for, not garbage to reset: a reset gave that
+    pool the slots the first had just taken, past the rate."""
+    redis_sync.hset(client.keys.rates, "r", "1/1000")  # one a second
+    await client.enqueue_many([JobSpec(name="r") for _ in range(10)])
+    now = int(time.time() * 1000)
+
+    async def fetch(at: int) -> None:
+        args: list[str | int] = [at, 30000, "pool-1", 1 << 20, 1, "r", 0]
+        await script("fetch")(client.redis, client.keys.prefix, args, client.script_mode)
+
+    await fetch(now)
+    first = redis_sync.zcard(client.keys.running("r"))
+    assert first >= 1
+    await fetch(now - behind_ms)
+    assert redis_sync.zcard(client.keys.running("r")) == first

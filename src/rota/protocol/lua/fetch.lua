@@ -66,6 +66,7 @@ local cut = {} -- names whose entries were still being buried when MAX_BURY was 
 -- one interval or 100 ms, whichever is longer: a fetch that comes a little late keeps its
 -- slots, and a queue that was idle starts at most 100 ms worth of jobs (or two) at once.
 local rates = {} -- name -> {interval, tat} of the rate-limited names visited
+local SKEW_MS = 60000 -- how far apart the clocks of the pools of a namespace may be
 local conc = {} -- name -> slots under its concurrency limit when first visited (true: none)
 local due = 0 -- the earliest time a rate-limited name with jobs may start one (0: none)
 local function later(t)
@@ -86,8 +87,10 @@ local function rate_slots(name)
   local interval = p / c
   local lag = math.max(interval, 100)
   local tat = tonumber(redis.call('HGET', K_RATE_TAT, name)) or 0
-  -- (a start moves it at most one interval past now: one further, 1e300 or NaN, is garbage)
-  if not (tat >= now - lag and tat <= now + lag) then
+  -- A start moves it at most one interval past its pool's now, and pools' clocks may be
+  -- apart: one later than a minute past that (1e300, a time in µs) or NaN is garbage.
+  -- (Within it, it is a start to wait for: a reset would hand out slots taken already.)
+  if not (tat >= now - lag and tat <= now + lag + SKEW_MS) then
     tat = now - lag
   end
   rates[name] = {interval, tat}

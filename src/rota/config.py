@@ -24,7 +24,7 @@ import msgspec
 
 from rota.errors import ConfigError
 from rota.protocol.bounds import SETTINGS as SETTINGS_BOUNDS
-from rota.protocol.bounds import check
+from rota.protocol.bounds import first_wrong
 from rota.protocol.keys import validate_namespace
 from rota.redis.connection import check_url, redacted
 from rota.redis.topology import SENTINEL, sentinel_url
@@ -173,10 +173,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         # Each number within its range (rota.protocol.bounds): NaN passes every
         # comparison, and infinity or 1e30 is no time or size; each would end in a
         # crash at the first use, or a pool that grows until it is killed.
-        for name, bound in SETTINGS_BOUNDS.items():
-            wrong = check(name, getattr(self, name), bound)
-            if wrong is not None:
-                raise ConfigError(wrong)
+        wrong = first_wrong({n: getattr(self, n) for n in SETTINGS_BOUNDS}, SETTINGS_BOUNDS)
+        if wrong is not None:
+            raise ConfigError(wrong)
         if self.lease <= self.heartbeat_interval:
             raise ConfigError(
                 f"lease: must be longer than heartbeat_interval ({self.heartbeat_interval}),"

@@ -15,6 +15,7 @@ settings' ranges.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, Final, NamedTuple, TypeVar
 
 from rota.protocol.shards import MAX_SHARDS
@@ -30,6 +31,7 @@ __all__ = [
     "Bound",
     "check",
     "checked",
+    "first_wrong",
 ]
 
 T = TypeVar("T")
@@ -121,6 +123,17 @@ def check(option: str, value: Any, bound: Bound) -> str | None:
         return f"{option}: must be a finite number, got {value!r}"
     if not (bound.lo <= value <= bound.hi or (bound.off and value == 0)):
         return f"{option}: must be {bound}, got {value!r}"
+    return None
+
+
+def first_wrong(values: Mapping[str, Any], table: Mapping[str, Bound]) -> str | None:
+    """What is wrong with the first of ``values`` out of its range in ``table`` (see
+    :func:`check`; a name the table lacks is not checked here), or None."""
+    for option, value in values.items():
+        bound = table.get(option)
+        wrong = None if bound is None else check(option, value, bound)
+        if wrong is not None:
+            return wrong
     return None
 
 

@@ -22,7 +22,7 @@ from rota.config import Settings, load_settings, setting_sources
 from rota.errors import LIFESPAN_NOTE, ConfigError
 from rota.logging import JobLine
 from rota.protocol.bounds import SETTINGS as SETTINGS_BOUNDS
-from rota.protocol.bounds import check
+from rota.protocol.bounds import first_wrong
 from rota.protocol.job import validate_name
 from rota.redis.outage import rota_error
 from rota.redis.redispy import one_quick_retry
@@ -59,11 +59,9 @@ class WorkerPool:
     ) -> None:
         self._settings = settings
         self._overrides = {"namespace": namespace, "concurrency": concurrency, **overrides}
-        for name, value in self.code_settings.items():  # refused here, not at the run
-            bound = SETTINGS_BOUNDS.get(name)
-            wrong = None if bound is None else check(name, value, bound)
-            if wrong is not None:
-                raise ConfigError(f"{wrong} (from code)")
+        wrong = first_wrong(self.code_settings, SETTINGS_BOUNDS)  # here, not at the run
+        if wrong is not None:
+            raise ConfigError(f"{wrong} (from code)")
         if settings is not None:
             self._settings = _by_code(
                 settings, **{k: v for k, v in self._overrides.items() if v is not None}

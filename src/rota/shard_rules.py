@@ -74,7 +74,7 @@ async def check_shards(redis: Redis, keys: Keys, shards: int) -> None:
     record that names no count is moved to its quarantine key, with one warning line,
     and the pool records its own count as the first pool would: a pool refusing to
     start for it would leave the namespace to no pool at all."""
-    _count, malformed = await _stored_count(redis, keys)
+    count, malformed = await _stored_count(redis, keys)
     if malformed is not None:
         moved = keys.quarantine("shards")
         if await redis.exists(moved):
@@ -87,9 +87,9 @@ async def check_shards(redis: Redis, keys: Keys, shards: int) -> None:
             moved_to=moved,
             shards=shards,
         )
-    if shards > 1:
-        await redis.set(keys.shards, shards, nx=True)
-    recorded = await recorded_shards(redis, keys) or 1
+    if count is None and shards > 1 and not await redis.set(keys.shards, shards, nx=True):
+        count = await recorded_shards(redis, keys)  # another pool recorded it meanwhile
+    recorded = count or (shards if shards > 1 else 1)
     if recorded != shards:
         raise ConfigError(
             f"shards: namespace {keys.namespace!r} spans {recorded} shard(s), this pool is"

@@ -1,12 +1,13 @@
 """The Lua of protocol v4 in the two forms Redis runs: scripts and one function library.
 
 A *script* (``EVAL``/``EVALSHA``, every Redis from 6.2) is the key prelude rendered by
-:mod:`rota.protocol.keys`, the shared helpers (the files of :data:`SHARED`, one per
-concern, joined in order), the line that starts a call (``enter(KEYS[1])``) and the
-script's own file. Redis runs all of it on every call,
-so every call defines the prelude's and the helpers' functions again.
+:mod:`rota.protocol.keys`, the shared helpers it includes (the ``_*.lua`` files, one per
+concern, named on each file's first line and checked by :mod:`rota.protocol.includes`),
+the line that starts a call (``enter(KEYS[1])``, or ``set_prefix(KEYS[1])`` for a script
+without counters) and the script's own file. Redis runs all of it on every call, so
+every call defines the prelude's and those helpers' functions again: the fewer, the less.
 
-The *library* (``FUNCTION LOAD``, Redis 7) holds the prelude and the helpers once and
+The *library* (``FUNCTION LOAD``, Redis 7) holds the prelude and all the helpers once and
 registers each script's file as one function, so that a call runs only its own code. A
 function's callback receives ``KEYS`` and ``ARGV`` as parameters instead of globals;
 naming the parameters so lets the same file serve both forms. The library's name and its
@@ -22,9 +23,10 @@ from functools import cache
 from importlib.resources import files
 from typing import Final
 
+from rota.protocol.includes import Plan, plan
 from rota.protocol.keys import lua_prelude
 
-__all__ = ["ALLOW_OOM", "SCRIPT_NAMES", "Library", "library", "script_source"]
+__all__ = ["ALLOW_OOM", "SCRIPT_NAMES", "Library", "helpers", "library", "script_source"]
 
 SCRIPT_NAMES: Final = (
     "enqueue",
@@ -56,10 +58,10 @@ ALIASES: Final = {"finish_kept": "finish"}
 #: Not the enqueues, nor a finish that keeps a result: they grow it.
 ALLOW_OOM: Final = frozenset(SCRIPT_NAMES) - {"enqueue", "enqueue_batch", "finish_kept"}
 
-#: The shared helpers, in the order they are joined: each uses only those before it.
-SHARED: Final = ("_base.lua", "_counts.lua", "_wake.lua", "_graph.lua", "_enqueue.lua")
-
 _ENTER: Final = "enter(KEYS[1])\n"
+# A script without counters (no _counts) only sets the prefix: in a script, whose locals
+# start afresh on each call, that is all enter() does.
+_PREFIX: Final = "set_prefix(KEYS[1])\n"
 
 # Redis 6.2 reads no flags: over maxmemory it refuses a script whose FIRST write may grow
 # memory, and lets the rest of a script that wrote already run on. So a script that may
@@ -72,9 +74,18 @@ def _read(name: str) -> str:
     return files("rota.protocol").joinpath("lua", name).read_text(encoding="utf-8")
 
 
-def _shared() -> str:
-    """The prelude and the helpers: what every script and the library start with."""
-    return lua_prelude() + "\n".join(_read(name) for name in SHARED) + "\n"
+@cache
+def helpers() -> Plan:
+    """The helpers of each Lua file (``needs["wait"]`` is ``("_base",)``) in the order
+    they are joined, checked when first asked (:func:`rota.protocol.includes.plan`)."""
+    lua = files("rota.protocol").joinpath("lua")
+    names = sorted(p.name.removesuffix(".lua") for p in lua.iterdir() if p.name.endswith(".lua"))
+    return plan({name: _read(name + ".lua") for name in names})
+
+
+def _shared(names: tuple[str, ...]) -> str:
+    """The prelude and the helpers ``names``: what a script or the library starts with."""
+    return lua_prelude() + "".join(_read(name + ".lua") + "\n" for name in names)
 
 
 @cache
@@ -89,7 +100,10 @@ def script_source(name: str, *, flagged: bool = False) -> str:
         shebang = "#!lua flags=allow-oom\n" if name in ALLOW_OOM else "#!lua\n"
     elif name in ALLOW_OOM:
         first = _FIRST_WRITE
-    return shebang + _shared() + _ENTER + first + _read(ALIASES.get(name, name) + ".lua")
+    own = ALIASES.get(name, name)
+    needs = helpers().needs[own]
+    start = _ENTER if "_counts" in needs else _PREFIX
+    return shebang + _shared(needs) + start + first + _read(own + ".lua")
 
 
 @dataclass(frozen=True)
@@ -106,7 +120,7 @@ class Library:
 
 @cache
 def library() -> Library:
-    shared = _shared()
+    shared = _shared(helpers().order)
     bodies = {name: _read(ALIASES.get(name, name) + ".lua") for name in SCRIPT_NAMES}
     digest = hashlib.sha1(usedforsecurity=False)
     for text in (shared, *(f"{n}\n{n in ALLOW_OOM}\n{b}" for n, b in bodies.items())):

@@ -1,6 +1,8 @@
--- Shared helpers, part 1 of 5: base. The shared files are joined in this order, after
--- the key helpers (key_job, K_DEAD, ...) rendered from protocol/keys.py, and before each
--- script's own file: _base, _counts, _wake, _graph, _enqueue (protocol/render.py).
+-- include:
+-- Shared helpers, part 1 of 5: base. Each file's first line names the helpers it uses;
+-- a script is sent with those (and theirs), each after the helpers it includes, after
+-- the key helpers (key_job, K_DEAD, ...) rendered from protocol/keys.py and before the
+-- script's own file (protocol/includes.py, protocol/render.py).
 -- Scripts never raise on bad data written by others: a Redis script that errors half-way
 -- keeps its earlier writes. Loaded as a function library, these locals outlive a call:
 -- whatever a call gathers is emptied by the next enter() (see _counts.lua).

@@ -1,3 +1,4 @@
+-- include: _base _wake _graph
 -- Shared helpers, part 5 of 5: enqueue one job (the enqueue and enqueue_batch scripts).
 --
 -- Keys:

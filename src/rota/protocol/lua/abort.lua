@@ -1,3 +1,4 @@
+-- include: _base _counts _wake _graph
 -- Abort a job. A queued, scheduled, retrying or waiting job is removed at once; a
 -- running one is flagged and announced on the abort channel, and its pool cancels it.
 -- KEYS[1] namespace prefix

@@ -1,3 +1,4 @@
+-- include: _base _graph
 -- Admin: delete jobs held in a sorted set (scheduled, retry or dead), or queued jobs.
 -- KEYS[1] namespace prefix
 -- ARGV where ('scheduled' | 'retry' | 'dead' | 'waiting' | 'queue'), name (for 'queue'), limit,

@@ -1,3 +1,4 @@
+-- include: _counts _graph _enqueue
 -- Enqueue one job.
 -- KEYS[1] namespace prefix
 -- ARGV id, name, args (JSON text, stored as is), now_ms, then optionally (absent = none, so

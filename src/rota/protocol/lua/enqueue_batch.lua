@@ -1,3 +1,4 @@
+-- include: _base _counts _wake _graph _enqueue
 -- Enqueue many jobs in one call, each on its own terms (as the enqueue script would).
 -- KEYS[1] namespace prefix
 -- ARGV now_ms, then one MessagePack array of jobs, each an array of

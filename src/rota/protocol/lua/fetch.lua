@@ -1,3 +1,4 @@
+-- include: _base _counts _wake _graph
 -- Lease up to n jobs in one call, visiting job names in the order given (the pool's
 -- weighted round robin); names that are empty, paused or at their concurrency limit are
 -- skipped and the batch is filled from the remaining names: those given, then the

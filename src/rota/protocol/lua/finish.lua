@@ -1,3 +1,4 @@
+-- include: _base _counts _wake _graph
 -- Record the outcome of many attempts in one call. An outcome whose token is not the
 -- job's current token is stale (the job was reclaimed and handed out again, or aborted):
 -- it changes nothing and its id is returned. An outcome whose attempt already finished

@@ -1,3 +1,4 @@
+-- include:
 -- Forget job names that have had nothing for a while, so that pages, /metrics and the
 -- queue figures do not grow with every name ever used: a name with no queued or running
 -- job, not paused, without a concurrency or rate limit (and, the caller sees to it, not

@@ -1,3 +1,4 @@
+-- include: _base
 -- A pool's heartbeat: score it in the pools set, store its snapshot, and extend the
 -- leases of the jobs it runs (only those it still holds: same token).
 -- KEYS[1] namespace prefix

@@ -1,3 +1,4 @@
+-- include: _base _counts _wake _graph
 -- Admin: move jobs out of a sorted set (scheduled, retry or dead) into their queues now.
 -- KEYS[1] namespace prefix
 -- ARGV set ('scheduled' | 'retry' | 'dead'), now_ms, id_1 .. id_n

@@ -1,3 +1,4 @@
+-- include: _wake
 -- Pause or resume a job name. A script (not MULTI) so that it runs when Redis is out of
 -- memory: resuming frees a little, pausing adds a set member.
 -- KEYS[1] namespace prefix

@@ -1,3 +1,4 @@
+-- include: _base _counts _wake _graph
 -- Move due jobs from the scheduled and retry sets into their queues.
 -- KEYS[1] namespace prefix
 -- ARGV now_ms, limit (per set)

@@ -1,3 +1,4 @@
+-- include: _base _counts _wake _graph
 -- Reclaim expired leases and forget dead pools. Idempotent: every pool runs it.
 -- A job whose lease expired goes back to the front of its queue with reason 'lost'
 -- (not a failure); after max_lost lost attempts it is a poison pill and goes dead.

@@ -1,3 +1,4 @@
+-- include: _wake
 -- Make a pool's job names, priorities, concurrency and rate limits known to every process: at
 -- the pool's start, and again when its heartbeat finds that Redis forgot them (restarted
 -- without persistence, or flushed); names whose queue holds jobs join the ready set.

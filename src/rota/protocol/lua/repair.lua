@@ -1,3 +1,4 @@
+-- include: _wake
 -- Move away the keys of the namespace that hold another type than the scripts read and
 -- write (a key written by hand: a string where a set belongs): every command of a script
 -- on such a key answers WRONGTYPE, so one of them would stop every call of the script,

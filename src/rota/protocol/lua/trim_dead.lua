@@ -1,3 +1,4 @@
+-- include: _base
 -- Forget dead jobs older than max_age_ms, and the oldest beyond max_count.
 -- KEYS[1] namespace prefix
 -- ARGV now_ms, max_age_ms, max_count, limit

@@ -1,3 +1,4 @@
+-- include: _base
 -- Register a waiter on a job and read its state, atomically, so that a finish after
 -- this call is announced on the job's done channel.
 -- KEYS[1] namespace prefix

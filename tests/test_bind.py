@@ -73,14 +73,3 @@ def _call(handler: Handler, bound: tuple[tuple[Any, ...], dict[str, Any]]) -> di
     result = sig.bind(*bound[0], **bound[1])
     result.apply_defaults()
     return dict(result.arguments)
-
-
-def test_signatures_a_struct_cannot_mirror_take_the_slow_path() -> None:
-    async def star(*args: int) -> None: ...
-
-    async def mutable_default(a: int, xs: list[int] = []) -> None: ...  # noqa: B006
-
-    for f in (star, mutable_default):
-        h = Handler(name=f.__name__, func=f)
-        assert h._shape is None
-    assert Handler(name="m", func=mutable_default).bind([1]) == ((1,), {})

@@ -10,7 +10,6 @@ import anyio
 import pytest
 
 from rota import Client, JobContext, WorkerPool
-from rota.cli import main
 from tests.cli_helpers import rota_json, run_rota
 from tests.helpers import pool_settings, wait_until
 
@@ -108,30 +107,6 @@ async def test_ids_the_set_does_not_hold_are_named_and_exit_1(
     assert done.stderr.strip() == f"rota: not in the waiting set: {later.id}"
     record = await client.job(later.id)  # a queued job is not deleted from another set
     assert record is not None and record.state == "queued"
-
-
-@pytest.mark.parametrize("which", ["dead", "retry", "scheduled", "waiting"])
-@pytest.mark.parametrize(
-    ("args", "line"),
-    [
-        (("--limit", "0"), "rota: --limit: must be at least 1, got 0"),
-        (("--limit", "-3"), "rota: --limit: must be at least 1, got -3"),
-        (("--limit", "many"), "rota: --limit: expected an integer, got 'many'"),
-        (("--offset", "-1"), "rota: --offset: must be at least 0, got -1"),
-    ],
-)
-def test_bad_limits_and_offsets_exit_2_with_one_line(
-    which: str, args: tuple[str, ...], line: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # refused before any connection is tried: the URL points nowhere
-    assert main([which, "list", *args, "--redis-url", "redis://127.0.0.1:1/0"]) == 2
-    out, err = capsys.readouterr()
-    assert (out, err.strip()) == ("", line)
-
-
-def test_group_show_checks_its_limit_alike(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["group", "show", "g", "--limit", "0", "--redis-url", "redis://127.0.0.1:1"]) == 2
-    assert capsys.readouterr().err.strip() == "rota: --limit: must be at least 1, got 0"
 
 
 async def test_an_empty_page_says_so(conn: tuple[str, ...], client: Client) -> None:

@@ -14,7 +14,6 @@ import anyio
 import msgspec
 
 from rota import Client, State
-from rota.daemon import _Supervisor
 from rota.worker.threads import HOLDING, LEFT
 from tests.cli_helpers import REPO, rota_env, start_worker
 from tests.helpers import wait_until
@@ -193,16 +192,3 @@ def test_supervisor_stops_when_a_child_refuses_its_settings(tmp_path: Path) -> N
     assert "worker process died: restarting" not in _log_events(log)
     assert "Traceback" not in text and ":wrong@" not in text
     assert "invalid username-password pair" in text
-
-
-async def test_stopping_passes_over_a_child_that_has_just_exited() -> None:
-    """Two children that refuse their settings end at once: the first one's stop signals
-    the other, which has exited but whose end the supervisor has not handled yet. The
-    supervisor stops, and says so, instead of dying of the signal it could not send."""
-    supervisor = _Supervisor([sys.executable, "-c", "pass"], None, 1.0)
-    gone = await anyio.open_process([sys.executable, "-c", "pass"], stdin=subprocess.DEVNULL)
-    await gone.wait()
-    await anyio.sleep(0.05)  # its transport closes: a signal now finds no process
-    supervisor.children[1] = gone
-    supervisor.stop()
-    assert supervisor.stopping.is_set()

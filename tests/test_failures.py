@@ -252,12 +252,6 @@ async def test_middleware_tells_a_timeout_an_abort_and_a_shutdown_apart(
     assert reasons == {"timeout": "timeout", "abort": "abort", "shutdown": "shutdown"}
 
 
-def test_retry_takes_its_delay() -> None:
-    assert rota.Retry(2.5).delay == 2.5
-    assert rota.Retry(delay=1).delay == 1
-    assert rota.Retry().delay is None
-
-
 def _parse_config(text: str) -> dict[str, int]:
     return {k: int(v) for k, v in (part.split("=") for part in text.split(","))}
 

@@ -33,11 +33,6 @@ def test_persistence_disabled(redis_sync: redis.Redis) -> None:
     assert config_value(redis_sync, "appendonly") == "no"
 
 
-def test_namespace_is_unique(namespace: str) -> None:
-    assert namespace.startswith("t")
-    assert len(namespace) == 13
-
-
 def test_stop_start_keeps_port(fresh_redis_server: RedisServer) -> None:
     server = fresh_redis_server
     port = server.port

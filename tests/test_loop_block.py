@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from rota import Client, ConfigError, JobContext, Settings, WorkerPool
+from rota import Client, JobContext, WorkerPool
 from rota.worker.loopwatch import BLOCKED
 from tests.helpers import pool_settings, wait_until
 
@@ -44,14 +44,3 @@ async def test_an_async_handler_that_blocks_the_loop_is_named(
     (again,) = _events(logs, "event loop turns again")
     assert (again["job_id"], again["job_name"]) == (job.id, "block")
     assert again["blocked_s"] >= blocked["blocked_s"]
-
-
-@pytest.mark.parametrize("value", [-1.0, 0.001, 3601.0])
-def test_loop_block_warn_is_0_or_within_its_range(value: float) -> None:
-    with pytest.raises(
-        ConfigError,
-        match=r"loop_block_warn: must be 0 \(off\) or from 0.01 to 3600",
-    ):
-        Settings(loop_block_warn=value)
-    assert Settings(loop_block_warn=0).loop_block_warn == 0
-    assert Settings(loop_block_warn=3600).loop_block_warn == 3600

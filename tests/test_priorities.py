@@ -5,36 +5,9 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from rota import Client, JobContext, JobSpec, WorkerPool
-from rota.worker.robin import Robin
 from tests.helpers import pool_settings, starts_by_priority, wait_until
-
-
-def test_robin_interleaves_smoothly() -> None:
-    robin = Robin({"a": 4, "b": 1})
-    assert "".join(robin.take(10)) == "aabaaaabaa"
-
-
-@given(
-    st.dictionaries(
-        st.text("abcdefgh", min_size=1, max_size=3), st.integers(1, 50), min_size=1, max_size=6
-    )
-)
-def test_robin_gives_each_name_its_weight_per_cycle(weights: dict[str, int]) -> None:
-    robin = Robin(weights)
-    total = sum(weights.values())
-    for _ in range(3):
-        assert Counter(robin.take(total)) == Counter(weights)
-
-
-def test_robin_rejects_bad_weights() -> None:
-    with pytest.raises(ValueError, match="positive"):
-        Robin({"a": 0})
-    with pytest.raises(ValueError, match="at least one"):
-        Robin({})
 
 
 @pytest.mark.one_shard("FIFO holds within a shard, not across shards")

@@ -6,17 +6,11 @@ entry of one that went through records its filter and how many jobs it acted on.
 
 from __future__ import annotations
 
-import re
-
 import httpx
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-from starlette.exceptions import HTTPException
 
 from rota import Client, JobSpec
 from rota.web import views
-from rota.web.actions import _position
 from rota.web.request_bodies import MAX_POSITION, MAX_SEARCH
 from tests.web.test_pages import FORM
 
@@ -76,18 +70,6 @@ async def test_every_bad_value_of_every_filtered_bulk_action_is_a_400(
     # the bounds themselves are taken
     form = {"next": "/", "q": "nothing-matches", "from": "0", "to": str(MAX_POSITION)}
     assert (await http.post(path, data=form, headers=FORM)).status_code == 303
-
-
-@given(st.text(max_size=30) | st.from_regex(r"\A\s*[0-9]{1,14}\s*\Z"))
-def test_a_position_is_a_whole_number_in_range_or_a_400_naming_the_field(text: str) -> None:
-    digits = re.fullmatch(r"\s*([0-9]+)\s*", text)
-    if text == "":
-        assert _position(text, "from") is None
-    elif digits and int(digits[1]) <= MAX_POSITION:
-        assert _position(text, "from") == int(digits[1])
-    else:
-        with pytest.raises(HTTPException, match=r"\A400: from: [^\n]*\Z"):
-            _position(text, "from")
 
 
 async def test_the_audit_entry_of_a_filtered_bulk_action_records_filter_and_count(

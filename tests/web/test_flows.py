@@ -15,7 +15,6 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from rota import Client, JobSpec
-from rota.web.graph import layout
 from tests.helpers import step_pool, wait_until
 from tests.web.test_api import error_of, snapshot
 from tests.web.test_pages import FORM
@@ -308,25 +307,6 @@ async def test_pages(http: httpx.AsyncClient, client: Client) -> None:
     assert f'href="/jobs/{g.then.id}"' in page
     for path in ("/flows/nosuch", "/groups/nosuch"):
         assert (await http.get(path, headers=FORM)).status_code == 404
-
-
-def test_layout_puts_each_job_right_of_its_parents() -> None:
-    nodes = [{"id": i, "name": "step", "state": "complete"} for i in "abcd"]
-    edges = [
-        {"from": "a", "to": "b"},
-        {"from": "a", "to": "c"},
-        {"from": "b", "to": "d"},
-        {"from": "c", "to": "d"},
-    ]
-    g = layout(nodes, edges, focus="a")
-    x = {n["id"]: n["x"] for n in g["nodes"]}
-    assert x["a"] < x["b"] == x["c"] < x["d"]
-    assert g["layers"] == 3 and len(g["edges"]) == 4
-    assert [n["id"] for n in g["nodes"] if n["focus"]] == ["a"]
-    wide = layout([{"id": str(i), "name": "", "state": "queued"} for i in range(25)], [])
-    assert len({n["x"] for n in wide["nodes"]}) == 3  # one layer in columns of 10
-    looped = layout(nodes[:2], [{"from": "a", "to": "b"}, {"from": "b", "to": "a"}])
-    assert len(looped["nodes"]) == 2  # a cycle (never built by rota) is still drawn
 
 
 @pytest.mark.parametrize("path", ["/waiting"])

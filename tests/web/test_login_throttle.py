@@ -51,24 +51,6 @@ async def test_the_fifth_wrong_token_makes_the_address_wait(app: object) -> None
         assert (await guesser.get("/healthz")).status_code == 200
 
 
-def test_the_wait_doubles_and_a_success_clears_it() -> None:
-    now = [1000.0]
-    throttle = Throttle(clock=lambda: now[0])
-    waits = []
-    for _ in range(9):
-        throttle.failed("a")
-        waits.append(throttle.wait("a"))
-    assert waits == [0, 0, 0, 0, 1, 2, 4, 8, 16]
-    for _ in range(20):
-        throttle.failed("a")
-    assert throttle.wait("a") == Throttle.MAX_WAIT
-    now[0] += Throttle.MAX_WAIT
-    assert throttle.wait("a") == 0
-    throttle.succeeded("a")
-    throttle.failed("a")
-    assert throttle.wait("a") == 0
-
-
 async def test_the_login_form_counts_and_a_success_resets(app: object) -> None:
     origin = {"origin": "http://127.0.0.1:5040"}
     async with _client(app, "10.0.0.9") as c:

@@ -4,7 +4,6 @@ a real server on real Redis."""
 
 from __future__ import annotations
 
-import typing
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -15,7 +14,6 @@ import msgspec
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
-from openapi_spec_validator import validate
 from schemathesis import GenerationMode
 from schemathesis.checks import (
     content_type_conformance,
@@ -24,7 +22,6 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 from schemathesis.core.result import Ok
-from starlette.routing import Route
 
 from rota import (
     Client,
@@ -33,15 +30,14 @@ from rota import (
     JobRecord,
     JobSpec,
     LivePool,
-    PoolJob,
     QueueInfo,
     RunningJob,
-    Settings,
 )
-from rota.web import bodies, create_app, request_bodies
-from rota.web.openapi import paths, spec
+from rota.web import bodies, create_app
+from rota.web.openapi import spec
 from tests.helpers import pool_settings
 from tests.redis_server import RedisServer
+from tests.unit.test_web_schema import OWN
 from tests.web.live import LiveServer, seed
 
 CHECKS = [
@@ -50,29 +46,6 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
 ]
-
-
-def test_document_validates() -> None:
-    document = spec()
-    validate(document)
-    documented = {
-        (path, method.upper()) for path, ops in document["paths"].items() for method in ops
-    }
-    served = {
-        (route.path, method)
-        for route in create_app(Settings()).routes
-        if isinstance(route, Route) and route.path.startswith("/api/")
-        for method in route.methods or ()
-        if method != "HEAD" and route.path != "/api/openapi.json"
-    }
-    assert documented == served  # every API route is documented, and nothing else
-
-
-def test_an_api_route_without_its_operation_stops_the_document() -> None:
-    async def endpoint(request: object) -> None: ...
-
-    with pytest.raises(TypeError, match="GET /api/new: its endpoint is not @documented"):
-        paths([Route("/api/new", endpoint)])
 
 
 @pytest.fixture(scope="module")
@@ -122,20 +95,6 @@ def test_generated_requests_get_no_server_error(live: str, mode: GenerationMode)
         check()
 
 
-#: Every type defined in ``rota.web.bodies`` and ``rota.web.request_bodies``; ``JobDetail``
-#: and ``JobTimes`` are parts of ``Job``, not components of their own.
-OWN: list[type[msgspec.Struct]] = [
-    kind
-    for module in (bodies, request_bodies)
-    for kind in vars(module).values()
-    if isinstance(kind, type) and issubclass(kind, msgspec.Struct)
-    if kind.__module__ == module.__name__
-]
-#: The bodies of their own that mirror one of rota's types, its times in ms.
-MIRRORING = [kind for kind in OWN if hasattr(kind, "mirrors")]
-#: Fields a body carries in place of its type's field of the same name, with another
-#: meaning: a pool's ``busy`` is how many jobs it runs, not the list of them.
-REPLACED = {(bodies.Pool, "busy"), (bodies.Pool, "periodic")}
 #: The document's component that carries the fields of each of rota's types, beside
 #: every type of ``rota.web.bodies`` under its own name. ``Job`` is a record with the
 #: fields of ``JobDetail`` added, its times among them.
@@ -167,79 +126,6 @@ def test_served_document_has_every_field_of_the_types(
     document = httpx.get(live + "/api/openapi.json").json()
     missing = set(kind.__struct_encode_fields__) - _properties(document, component)
     assert not missing, f"{component} lacks the fields {sorted(missing)} of {kind.__name__}"
-
-
-def test_the_bodies_that_mirror_a_type_are_listed() -> None:
-    assert sorted(k.__name__ for k in MIRRORING) == sorted(k.__name__ for k in bodies.MIRRORS)
-    assert {k.mirrors for k in bodies.MIRRORS} == {LivePool, RunningJob}
-
-
-@pytest.mark.parametrize("kind", bodies.MIRRORS, ids=lambda k: k.__name__)
-def test_a_body_carries_every_field_of_the_type_it_mirrors_in_order(
-    kind: type[bodies.Pool | bodies.BusyWorker],
-) -> None:
-    """A field added to ``LivePool`` or ``RunningJob`` fails here until its body carries
-    it, in the same place (the JSON keeps the type's order), as the same type or, for a
-    time in seconds, as ms."""
-    theirs = kind.mirrors.__struct_encode_fields__
-    carried = [f for f in kind.__struct_encode_fields__ if f in theirs]
-    assert carried == list(theirs), f"{kind.__name__} must carry {kind.mirrors.__name__}'s fields"
-    own, their = typing.get_type_hints(kind), typing.get_type_hints(kind.mirrors)
-    for name in theirs:
-        if name in bodies.ms_fields(kind):
-            assert their[name] in (float, float | None), (kind.__name__, name)
-        elif (kind, name) not in REPLACED:
-            assert own[name] == their[name], (kind.__name__, name)
-
-
-def test_the_times_sent_in_ms_are_the_fields_typed_ms() -> None:
-    """The fields typed ``Ms`` (which ``mirror`` turns from seconds into ms: see
-    test_a_mirrored_body_has_the_times_in_ms) are these, and no other: a field that
-    gains or loses the type changes what the API sends."""
-    times = {k.__name__: sorted(bodies.ms_fields(k)) for k in OWN if bodies.ms_fields(k)}
-    record_times = ["enqueued_at", "finished_at", "run_at", "started_at"]
-    assert times == {
-        "Bucket": ["start"],
-        "Pool": ["heartbeat_at", "last_heartbeat", "started_at"],
-        "BusyWorker": ["deadline", "since"],
-        "JobTimes": record_times,
-        "QueuedJob": ["enqueued_at"],
-        "JobDetail": record_times,
-        "GroupProgress": ["created_at"],
-        "Group": ["created_at"],
-        "CronJob": ["last_at", "next_at"],
-        "NameMinute": ["start"],
-    }
-
-
-def test_a_mirrored_body_has_the_times_in_ms() -> None:
-    live = LivePool(
-        id="h:1:x",
-        host="h",
-        pid=1,
-        version="1",
-        namespace="n",
-        concurrency=2,
-        jobs=["a"],
-        started_at=1700000000.25,
-        heartbeat_at=1700000001.5,
-        busy=[PoolJob("j", "a", 1700000000.75)],
-        heartbeat_interval=5.0,
-        last_heartbeat=1700000002.125,
-        stale=False,
-    )
-    pool = msgspec.json.encode(bodies.mirror(bodies.Pool, live, busy=1))
-    assert pool == (
-        b'{"id":"h:1:x","host":"h","pid":1,"version":"1","namespace":"n","concurrency":2,'
-        b'"jobs":["a"],"started_at":1700000000250,"heartbeat_at":1700000001500,'
-        b'"heartbeat_interval":5.0,"busy":1,"periodic":[],"last_heartbeat":1700000002125,'
-        b'"stale":false}'
-    )
-    running = RunningJob("j", "a", "h:1:x", 1700000000.75, 1700000030.0, "50", "hi")
-    assert msgspec.json.encode(bodies.mirror(bodies.BusyWorker, running)) == (
-        b'{"job_id":"j","name":"a","pool":"h:1:x","since":1700000000750,'
-        b'"deadline":1700000030000,"progress":"50","message":"hi","host":"h","pid":1}'
-    )
 
 
 def test_a_summary_is_a_part_of_the_record_and_enqueue_takes_the_job_options(live: str) -> None:

@@ -105,23 +105,3 @@ async def test_right_requests_between_wrong_guesses(
         assert guesses == [401] * rounds, (kind, guesses)
     else:
         assert 429 in guesses[Throttle.FREE + 1 :], (kind, guesses)
-
-
-def test_a_taken_back_reservation_leaves_the_count_and_a_count_is_forgotten() -> None:
-    now = [1000.0]
-    throttle = Throttle(clock=lambda: now[0])
-    for _ in range(Throttle.FREE):
-        throttle.failed("a")
-    throttle.failed("a")  # reserved for a read-only login, which was right
-    throttle.taken_back("a")
-    assert throttle.wait("a") == 0
-    throttle.failed("a")  # the fifth failure: the wait begins
-    assert throttle.wait("a") == 1
-    now[0] += 1 + Throttle.FORGET - 0.5
-    throttle.failed("a")  # not forgotten yet: the sixth
-    assert throttle.wait("a") == 2
-    now[0] += 2 + Throttle.FORGET
-    throttle.failed("a")  # forgotten: counted from one again
-    assert throttle.wait("a") == 0
-    throttle.taken_back("a")
-    assert throttle.wait("a") == 0 and throttle._failures == {}

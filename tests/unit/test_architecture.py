@@ -20,7 +20,7 @@ import pytest
 import rota
 import rota.testing
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 SRC = ROOT / "src"
 PAGE = ROOT / "docs" / "architecture.md"
 

@@ -94,7 +94,7 @@ def test_a_long_traceback_keeps_its_end_and_costs_no_more_than_its_budget() -> N
     text = describe(exc, 2000)
     full = _without_markers(exc)
     assert len(full) > 10_000
-    assert text.endswith("tests.test_tracebacks.ServiceDown: at the bottom")
+    assert text.endswith("tests.unit.test_tracebacks.ServiceDown: at the bottom")
     assert 2000 <= len(text) < 2400  # the frames that fit, and one more
     assert full.endswith(text[-1500:])
 
@@ -105,7 +105,7 @@ def test_an_exception_group_shows_its_members() -> None:
 
     text = describe(_caught(many), 2000)
     assert "ExceptionGroup: two failed (2 sub-exceptions)" in text
-    assert "  | tests.test_tracebacks.ServiceDown: first" in text
+    assert "  | tests.unit.test_tracebacks.ServiceDown: first" in text
     assert "  | KeyError: 'second'" in text
 
 

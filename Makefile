@@ -46,13 +46,22 @@ lint: venv
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 
-# The fast inner loop: lint, types, and the tests not marked slow or chaos.
+# The unit tier: the tests that need no Redis server (tests/unit, whose conftest fails a
+# test there that would start one), in this process, which is quicker than handing a few
+# hundred short tests out to workers: seconds.
+UNIT_TESTS := tests/unit
+
+# The fast inner loop: the unit tier first, so that a broken build fails before any
+# server starts; then lint, types, and the other tests not marked slow, chaos or topology.
 check: venv redis
+	$(BIN)/pytest -q -n 0 $(UNIT_TESTS)
 	$(MAKE) lint
-	$(BIN)/pytest -q $(PYTEST_PARALLEL) -m "not slow and not chaos and not topology" $(PYTEST_ARGS)
+	$(BIN)/pytest -q $(PYTEST_PARALLEL) -m "not slow and not chaos and not topology" \
+		--ignore=$(UNIT_TESTS) $(PYTEST_ARGS)
 
 # Everything: the README's command and CI's. The short server matrix runs in the same
-# parallel run as the rest (tests/matrix.py), so no process idles in a serial tail.
+# parallel run as the rest (tests/matrix.py), so no process idles in a serial tail; the
+# unit tier runs among them, once.
 test: venv redis chromium
 	$(MAKE) lint
 	$(BIN)/pytest -q $(PYTEST_PARALLEL) --matrix-servers "$(MATRIX)" \

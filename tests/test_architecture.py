@@ -31,6 +31,9 @@ LAYERS: dict[str, int] = {
     "rota.redis": 0,
     "rota.redis.link": 0,
     "rota.redis.resp": 0,
+    "rota.redis.conn": 0,
+    "rota.redis.redispy": 0,
+    "rota.wire": 0,
     "rota.logging": 0,
     "rota.embedded": 0,
     "rota.tracing": 0,
@@ -175,7 +178,7 @@ def test_only_the_access_layer_imports_redis_py() -> None:
     found = {
         _module(p): lines
         for p in SOURCES
-        if not _within(_module(p), "rota.redis")
+        if not _within(_module(p), "rota.redis", "rota.wire")
         if (lines := _redis_py_imports(p.read_text(encoding="utf-8")))
     }
     assert found == {}

@@ -29,13 +29,13 @@ LAYERS: dict[str, int] = {
     "rota.protocol": 0,
     "rota.errors": 0,
     "rota.redis": 0,
-    "rota.redis.link": 0,
-    "rota.redis.resp": 0,
-    "rota.redis.conn": 0,
-    "rota.redis.redispy": 0,
+    "rota.wire.link": 0,
+    "rota.wire.resp": 0,
+    "rota.wire.conn": 0,
+    "rota.wire.redispy": 0,
     "rota.wire": 0,
     "rota.logging": 0,
-    "rota.embedded": 0,
+    "rota.testing.embedded": 0,
     "rota.tracing": 0,
     "rota.redis.connection": 1,
     "rota.config": 1,
@@ -173,7 +173,7 @@ def _redis_py_imports(source: str) -> list[int]:
 
 
 def test_only_the_access_layer_imports_redis_py() -> None:
-    """Outside rota.redis, the client's type and the errors come from rota.redis.redispy,
+    """Outside rota.redis, the client's type and the errors come from rota.wire.redispy,
     so that no other module catches redis-py's exceptions by their own names."""
     found = {
         _module(p): lines
@@ -183,7 +183,7 @@ def test_only_the_access_layer_imports_redis_py() -> None:
     }
     assert found == {}
     assert _redis_py_imports("import redis.exceptions\nfrom redis.asyncio import Redis\n") == [1, 2]
-    assert _redis_py_imports("from rota.redis.redispy import Redis\nimport redistools\n") == []
+    assert _redis_py_imports("from rota.wire.redispy import Redis\nimport redistools\n") == []
 
 
 def test_every_file_the_architecture_page_names_exists() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rota.protocol.bounds import JOB, check
-from rota.redis.redispy import ConnectionLost, ReplyError
+from rota.wire.redispy import ConnectionLost, ReplyError
 
 __all__ = [
     "LIFESPAN_NOTE",

@@ -19,9 +19,9 @@ from rota.protocol.bounds import Bound, check
 from rota.redis.access import explain
 from rota.redis.connection import redacted
 from rota.redis.outage import MEANING, Condition, rota_error
-from rota.redis.redispy import RedisError
 from rota.redis.topology import owner_lost
 from rota.shard_rules import recorded_shards
+from rota.wire.redispy import RedisError
 
 __all__ = [
     "ExitError",

@@ -26,7 +26,7 @@ import redis.exceptions as errors
 
 from rota.errors import RedisRefused, RedisUnavailable, RotaError, redis_cause
 from rota.redis.connection import tls_refused
-from rota.redis.redispy import REDIS_ERRORS
+from rota.wire.redispy import REDIS_ERRORS
 
 __all__ = [
     "MEANING",

@@ -19,7 +19,7 @@ ordinary connection pool whose connections ask the cluster (``CLUSTER SLOTS``, w
 6.2 to 8 answer) for that owner when they connect, and drop themselves when a reply says
 the slot is elsewhere (``MOVED``) or the connection is lost; the next command connects to
 the new owner. Pipelines, ``MULTI``, ``FCALL``, blocking reads and the hot-path
-:class:`~rota.redis.link.Link` (which connects through :meth:`SlotOwnerPool.locate` too) stay
+:class:`~rota.wire.link.Link` (which connects through :meth:`SlotOwnerPool.locate` too) stay
 single-node code: no per-command slot routing, no cluster client in the hot path.
 
 ``ASK`` is deliberately not followed. While a namespace's slot migrates, its keys are

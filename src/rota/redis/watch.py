@@ -20,7 +20,7 @@ import structlog
 from redis.asyncio import Redis
 
 from rota.redis.outage import MEANING, Condition, backoff, condition, error_reply, out_of_memory
-from rota.redis.redispy import REDIS_ERRORS, ReplyError
+from rota.wire.redispy import REDIS_ERRORS, ReplyError
 
 __all__ = ["PROBE_INTERVAL", "SETTLE", "Watch", "memory_figures"]
 

@@ -37,6 +37,7 @@ LAYERS: dict[str, int] = {
     "rota.logging": 0,
     "rota.testing.embedded": 0,
     "rota.tracing": 0,
+    "rota.urls": 0,
     "rota.redis.connection": 1,
     "rota.config": 1,
     "rota.redis.outage": 1,

@@ -12,7 +12,7 @@ import pytest
 
 from rota import Client, ConfigError, JobContext, Settings, WorkerPool, load_settings
 from rota.config import describe
-from rota.redis.topology import parse
+from rota.urls import parse
 from tests.cli_helpers import rota_env, start_worker
 from tests.helpers import wait_until
 

@@ -21,9 +21,9 @@ from rota.redis.access import connect_to
 from rota.redis.connection import connect
 from rota.redis.outage import guarded
 from rota.redis.sentinel import follow_primary
-from rota.redis.topology import CLUSTER
 from rota.sharding import Sharded
 from rota.spec import Enqueued, JobSpec
+from rota.urls import CLUSTER
 from rota.wire.conn import Conn, RedisPyConn, hot_path
 from rota.wire.redispy import Redis
 

@@ -17,10 +17,10 @@ from rota.config import Settings, load_settings
 from rota.errors import ConfigError, RedisRefused, RedisUnavailable, redis_cause
 from rota.protocol.bounds import Bound, check
 from rota.redis.access import explain
-from rota.redis.connection import redacted
 from rota.redis.outage import MEANING, Condition, rota_error
 from rota.redis.topology import owner_lost
 from rota.shard_rules import recorded_shards
+from rota.urls import redacted
 from rota.wire.redispy import RedisError
 
 __all__ = [

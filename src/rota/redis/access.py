@@ -23,8 +23,9 @@ from redis.asyncio import Redis
 
 from rota.config import Settings
 from rota.errors import RedisRefused, RedisUnavailable, redis_cause
-from rota.redis.connection import connect, redacted, tls_refused
+from rota.redis.connection import connect, tls_refused
 from rota.redis.outage import UNREACHABLE_ERRORS
+from rota.urls import redacted
 
 __all__ = ["acl_refused", "connect_to", "explain", "redis_options"]
 

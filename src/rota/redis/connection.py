@@ -18,7 +18,7 @@ from rota.errors import ConfigError
 from rota.redis import topology
 from rota.urls import CLUSTER, SENTINEL, check_url, redacted
 
-__all__ = ["check_url", "connect", "redacted", "tls_refused"]
+__all__ = ["connect", "tls_refused"]
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

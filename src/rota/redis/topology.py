@@ -43,17 +43,12 @@ from redis.crc import key_slot
 
 from rota.errors import ConfigError
 from rota.redis.sentinel import SentinelPool
-from rota.urls import CLUSTER, SENTINEL, Topology, parse, sentinel_url
+from rota.urls import CLUSTER, SENTINEL, parse
 
 __all__ = [
-    "CLUSTER",
-    "SENTINEL",
     "SlotOwnerPool",
-    "Topology",
     "connect_topology",
     "owner_lost",
-    "parse",
-    "sentinel_url",
     "server_of",
     "wait_replicas",
 ]

@@ -193,7 +193,7 @@ async def _naming_shards(client: Client, call: Awaitable[T]) -> T:
     needs only the others works meanwhile."""
     try:
         return await call
-    except RedisError as exc:  # rota's (a subclass), or redis-py's of a read of its own
+    except (RedisRefused, RedisUnavailable, RedisError) as exc:  # or redis-py's, read bare
         if len(client.parts) == 1 or inspect.away_cause(exc) is None:
             raise
         away = await inspect.shards_away(client)

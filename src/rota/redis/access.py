@@ -24,7 +24,7 @@ from redis.asyncio import Redis
 from rota.config import Settings
 from rota.errors import RedisRefused, RedisUnavailable, redis_cause
 from rota.redis.connection import connect, tls_refused
-from rota.redis.outage import UNREACHABLE_ERRORS
+from rota.redis.outage import REPLY_ERRORS, UNREACHABLE_ERRORS
 from rota.urls import redacted
 
 __all__ = ["acl_refused", "connect_to", "explain", "redis_options"]
@@ -62,7 +62,7 @@ def acl_refused(exc: BaseException) -> bool:
     exc = redis_cause(exc)
     if isinstance(exc, errors.NoPermissionError):
         return True
-    return isinstance(exc, errors.ResponseError) and "can't run this command" in str(exc)
+    return isinstance(exc, REPLY_ERRORS) and "can't run this command" in str(exc)
 
 
 def explain(exc: BaseException, settings: Settings) -> str | None:

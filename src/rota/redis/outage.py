@@ -26,11 +26,12 @@ import redis.exceptions as errors
 
 from rota.errors import RedisRefused, RedisUnavailable, RotaError, redis_cause
 from rota.redis.connection import tls_refused
-from rota.wire.redispy import REDIS_ERRORS
+from rota.wire import redispy
 
 __all__ = [
     "MEANING",
     "REDIS_ERRORS",
+    "REPLY_ERRORS",
     "UNREACHABLE_ERRORS",
     "Condition",
     "backoff",
@@ -46,8 +47,17 @@ __all__ = [
 T = TypeVar("T")
 P = ParamSpec("P")
 
+#: What a Redis call raises: redis-py's errors and the socket's, and rota's for them (a
+#: client's call, see :func:`guarded`), which are no redis-py errors.
+REDIS_ERRORS: Final[tuple[type[BaseException], ...]] = (
+    *redispy.REDIS_ERRORS,
+    RedisRefused,
+    RedisUnavailable,
+)
 #: What a Redis that cannot be reached (or stopped answering) raises.
-UNREACHABLE_ERRORS: Final = (errors.ConnectionError, errors.TimeoutError, OSError)
+UNREACHABLE_ERRORS: Final = (errors.ConnectionError, errors.TimeoutError, OSError, RedisUnavailable)
+#: An error reply of Redis, as redis-py raises it or as rota's error for it.
+REPLY_ERRORS: Final = (errors.ResponseError, RedisRefused)
 
 
 class Condition(enum.StrEnum):
@@ -170,7 +180,7 @@ def rota_error(exc: BaseException) -> BaseException:
     for a Redis that cannot be reached (or a connection lost or timed out),
     :class:`~rota.errors.RedisRefused` for an error reply (the condition it names, if it
     passes); anything else (rota's errors, a ``TimeoutError`` of the caller's) as it is."""
-    if isinstance(exc, RotaError) or not isinstance(exc, REDIS_ERRORS):
+    if isinstance(exc, RotaError) or not isinstance(exc, redispy.REDIS_ERRORS):
         return exc
     if type(exc) is TimeoutError:  # a deadline of the caller's (anyio), not the socket's
         return exc
@@ -212,7 +222,7 @@ def backoff(failures: int, cond: Condition = Condition.UNREACHABLE) -> float:
 def error_reply(exc: BaseException) -> bool:
     """Whether ``exc`` is an error reply of Redis that is no condition (a refused
     permission, a script's error, a wrong type...): a pool logs it and carries on."""
-    return isinstance(exc, errors.ResponseError) and condition(exc) is None
+    return isinstance(exc, REPLY_ERRORS) and condition(exc) is None
 
 
 def out_of_memory(info: dict[str, Any]) -> bool:

@@ -1,48 +1,32 @@
-"""Redis URLs as data: the forms rota understands, checked before anything connects,
-and shown without their passwords. No connection and no redis-py here, so that the
-settings (:mod:`rota.config`) check a URL without a Redis module.
-
-``redis://``, ``rediss://`` (TLS) and ``unix://`` URLs name one server, with
-``user:password@`` for ACL users; two forms name a topology instead
-(:mod:`rota.redis.topology` serves them):
-
-- ``redis+sentinel://[user:pass@]host:port[,host:port...]/service[/db]``: the sentinels
-  that watch the primary ``service``. The user and password are the data servers' (an
-  ACL user); the sentinels' own password is the setting ``sentinel_password`` (or a
-  ``sentinel_password`` query parameter), so that it need not be in the URL.
-- ``redis+cluster://[user:pass@]host:port[,host:port...]``: seed nodes of a cluster.
+"""Redis URLs as data, checked before anything connects and shown without their
+passwords; no redis-py here, so the settings (:mod:`rota.config`) check a URL without a
+Redis module. ``redis://``, ``rediss://`` (TLS) and ``unix://`` name one server;
+``redis+sentinel://[user:pass@]host:port[,host:port...]/service[/db]`` the sentinels that
+watch the primary ``service`` (the user and password are the data servers'; the
+sentinels' own is ``sentinel_password``, a setting or a query parameter), and
+``redis+cluster://[user:pass@]host:port[,host:port...]`` the seed nodes of a cluster.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 from urllib.parse import SplitResult, parse_qs, quote, unquote, urlsplit
 
 from rota.errors import ConfigError
 
-__all__ = [
-    "CLUSTER",
-    "SCHEMES",
-    "SENTINEL",
-    "Topology",
-    "check_url",
-    "parse",
-    "redacted",
-    "sentinel_url",
-]
+__all__ = ["CLUSTER", "SENTINEL", "Topology", "check_url", "parse", "redacted", "sentinel_url"]
 
 SENTINEL: Final = "redis+sentinel"
 CLUSTER: Final = "redis+cluster"
-#: The URL schemes rota connects with.
-SCHEMES: Final = ("redis", "rediss", "unix", SENTINEL, CLUSTER)
 _UNDERSTOOD: Final = (
     "rota understands redis://, rediss:// and unix:// URLs,"
     " and redis+sentinel:// and redis+cluster:// ones for a topology"
 )
 #: The query parameters redis-py reads as numbers: a value that is none is refused here,
 #: in redis-py's words, as it would refuse it when connecting.
-_NUMBERS: Final = {
+_NUMBERS: Final[dict[str, Callable[[str], object]]] = {
     **dict.fromkeys(("db", "socket_read_size", "max_connections", "protocol"), int),
     **dict.fromkeys(("health_check_interval", "ssl_min_version"), int),
     **dict.fromkeys(("socket_timeout", "socket_connect_timeout", "timeout"), float),
@@ -152,7 +136,7 @@ def check_url(url: str) -> str:
         parts = urlsplit(url)
     except ValueError as exc:  # e.g. an unbalanced [ in the host
         raise ConfigError(f"redis_url: not a URL ({exc}): {_UNDERSTOOD}") from None
-    if parts.scheme not in SCHEMES:
+    if parts.scheme not in ("redis", "rediss", "unix", SENTINEL, CLUSTER):
         if "://" in url:
             what = f"unknown scheme {parts.scheme}:// in {redacted(url)!r}"
         else:
@@ -181,14 +165,11 @@ def _read_as_redis_py_does(parts: SplitResult) -> None:
     """redis-py's ValueError for what it cannot read in the URL of one server: a number
     parameter that is none, then a port that is none (``redis://``, ``rediss://``)."""
     for name, values in parse_qs(parts.query).items():
-        kind = _NUMBERS.get(name)
-        if kind is not None and values:
-            try:
-                kind(values[0])
-            except ValueError:
-                raise ValueError(f"Invalid value for '{name}' in connection URL.") from None
-    if parts.scheme != "unix":
-        _ = parts.port  # "Port could not be cast to integer value as 'abc'", "out of range"
+        try:
+            _NUMBERS.get(name, str)(values[0])
+        except ValueError:
+            raise ValueError(f"Invalid value for '{name}' in connection URL.") from None
+    _ = parts.port if parts.scheme != "unix" else 0  # "Port could not be cast to integer..."
 
 
 def redacted(url: str) -> str:

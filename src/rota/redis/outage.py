@@ -49,11 +49,7 @@ P = ParamSpec("P")
 
 #: What a Redis call raises: redis-py's errors and the socket's, and rota's for them (a
 #: client's call, see :func:`guarded`), which are no redis-py errors.
-REDIS_ERRORS: Final[tuple[type[BaseException], ...]] = (
-    *redispy.REDIS_ERRORS,
-    RedisRefused,
-    RedisUnavailable,
-)
+REDIS_ERRORS: Final = (redispy.RedisError, OSError, RedisRefused, RedisUnavailable)
 #: What a Redis that cannot be reached (or stopped answering) raises.
 UNREACHABLE_ERRORS: Final = (errors.ConnectionError, errors.TimeoutError, OSError, RedisUnavailable)
 #: An error reply of Redis, as redis-py raises it or as rota's error for it.

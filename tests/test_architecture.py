@@ -31,7 +31,7 @@ PAGE = ROOT / "docs" / "architecture.md"
 #: The floors, bottom to top: the folders (and root modules) on each. A folder may
 #: import from its floor and the floors below, never from above.
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("protocol", "wire", "errors", "urls", "config", "logging", "tracing", "acl"),
+    ("protocol", "wire", "errors", "urls", "config", "logging", "tracing", "acl", "version"),
     ("redis",),
     ("client", "inspect"),
     ("worker",),

@@ -1,5 +1,11 @@
-"""Reaching Redis with the settings: TLS files and ACL credentials, and the one line that
-says why a connection failed.
+"""Reaching Redis: a client for a URL (:func:`connect`) or for the settings, with TLS
+files and ACL credentials (:func:`connect_to`), and the one line that says why a
+connection failed.
+
+rota talks bytes to Redis (``decode_responses=False``): args and results are JSON text
+handed through untouched. ``redis://``, ``rediss://`` (TLS) and ``unix://`` URLs are
+understood by redis-py; ``redis+sentinel://`` and ``redis+cluster://`` name a topology
+(:mod:`rota.redis.topology`); :func:`rota.urls.check_url` refuses any other first.
 
 Every part of rota (pool, client, CLI, web UI, demo) connects through :func:`connect_to`,
 so the same settings work everywhere: ``redis_url`` with, for ``rediss://``, the CA and
@@ -22,12 +28,39 @@ import redis.exceptions as errors
 from redis.asyncio import Redis
 
 from rota.config import Settings
-from rota.errors import RedisRefused, RedisUnavailable, redis_cause
-from rota.redis.connection import connect, tls_refused
-from rota.redis.outage import REPLY_ERRORS, UNREACHABLE_ERRORS
-from rota.urls import redacted
+from rota.errors import ConfigError, RedisRefused, RedisUnavailable, redis_cause
+from rota.redis import topology
+from rota.redis.outage import REPLY_ERRORS, UNREACHABLE_ERRORS, tls_refused
+from rota.urls import CLUSTER, SENTINEL, check_url, redacted
 
-__all__ = ["acl_refused", "connect_to", "explain", "redis_options"]
+__all__ = ["acl_refused", "connect", "connect_to", "explain", "redis_options"]
+
+
+def connect(url: str, *, namespace: str | None = None, **options: Any) -> Redis:
+    """A client with its own connection pool for ``url`` (a
+    :class:`~rota.errors.ConfigError` when it is not a URL rota can use). Under Sentinel
+    it serves the current primary; in a cluster the owner of ``namespace``'s slot.
+
+    Blocking reads (the fetcher's and scheduler's BLPOP) hold a connection each, so the
+    pool is not capped; health checks keep idle connections honest after a Redis restart.
+    Blocking reads wait at most a few seconds, well inside the socket timeout.
+    """
+    check_url(url)
+    # redis-py 8 caps a pool at 100 connections and fails the next checkout ("Too many
+    # connections"): a pool of 100 workers whose handlers use the client would hit it.
+    options.setdefault("max_connections", 2**31)
+    options.setdefault("health_check_interval", 30)
+    options.setdefault("socket_connect_timeout", 5)
+    options.setdefault("socket_timeout", 15)
+    if not url.startswith("unix:"):
+        options.setdefault("socket_keepalive", True)
+    if url.startswith((SENTINEL, CLUSTER)):
+        return topology.connect_topology(url, namespace, **options)
+    try:
+        return Redis.from_url(url, decode_responses=False, **options)
+    except ValueError as exc:  # a query parameter only redis-py reads (ssl_*_verify_flags)
+        raise ConfigError(f"redis_url: {redacted(url)}: {exc}") from None
+
 
 _ROLES = (
     'the rules of its role, which `rota acl ROLE` prints (docs/operations.md, "Least privilege")'
@@ -52,7 +85,7 @@ def redis_options(settings: Settings) -> dict[str, Any]:
 
 
 def connect_to(settings: Settings, **options: Any) -> Redis:
-    """A redis-py client of its own for ``settings`` (see :func:`rota.redis.connection.connect`)."""
+    """A redis-py client of its own for ``settings`` (see :func:`connect`)."""
     return connect(settings.redis_url, **{**redis_options(settings), **options})
 
 

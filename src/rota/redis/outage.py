@@ -19,13 +19,13 @@ from __future__ import annotations
 import enum
 import functools
 import re
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, ParamSpec, TypeVar
 
 import redis.exceptions as errors
 
 from rota.errors import RedisRefused, RedisUnavailable, RotaError, redis_cause
-from rota.redis.connection import tls_refused
 from rota.wire import redispy
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "refused",
     "reply",
     "rota_error",
+    "tls_refused",
 ]
 
 T = TypeVar("T")
@@ -141,6 +142,27 @@ def _closed_transport(exc: BaseException) -> bool:
     RuntimeError, not an OSError (redis-py drops the connection; the next try opens a
     new one). Seen when a cluster node is killed under a pool."""
     return isinstance(exc, RuntimeError) and str(exc).startswith("unable to perform operation on")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def tls_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is a TLS handshake that failed for good (a certificate refused,
+    no common protocol): waiting does not mend it, unlike a connection that dropped."""
+    for e in _chain(exc):
+        if isinstance(e, ssl.SSLEOFError | ssl.SSLZeroReturnError | ssl.SSLWantReadError):
+            continue
+        if isinstance(e, ssl.SSLError):
+            return True
+    text = str(exc)
+    return "[SSL:" in text and "EOF" not in text
 
 
 def refused(exc: BaseException, what: str, written: int = 0) -> RedisRefused | None:

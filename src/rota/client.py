@@ -17,8 +17,7 @@ from rota.protocol.job import JobSet, now_ms, validate_name
 from rota.protocol.keys import Keys
 from rota.protocol.scripts import ScriptMode
 from rota.protocol.shards import shard_tag
-from rota.redis.access import connect_to
-from rota.redis.connection import connect
+from rota.redis.access import connect, connect_to
 from rota.redis.outage import guarded
 from rota.redis.sentinel import follow_primary
 from rota.sharding import Sharded

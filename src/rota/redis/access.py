@@ -1,18 +1,9 @@
-"""Reaching Redis: a client for a URL (:func:`connect`) or for the settings, with TLS
-files and ACL credentials (:func:`connect_to`), and the one line that says why a
-connection failed.
-
-rota talks bytes to Redis (``decode_responses=False``): args and results are JSON text
-handed through untouched. ``redis://``, ``rediss://`` (TLS) and ``unix://`` URLs are
-understood by redis-py; ``redis+sentinel://`` and ``redis+cluster://`` name a topology
-(:mod:`rota.redis.topology`); :func:`rota.urls.check_url` refuses any other first.
-
-Every part of rota (pool, client, CLI, web UI, demo) connects through :func:`connect_to`,
-so the same settings work everywhere: ``redis_url`` with, for ``rediss://``, the CA and
-client certificate files (``redis_tls_*``, or redis-py's own query parameters
-``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``, ``ssl_cert_reqs`` in the URL), and an
-ACL user whose password comes from the URL, ``redis_password`` (``ROTA_REDIS_PASSWORD``)
-or ``redis_password_file``.
+"""Reaching Redis: a client for a URL (:func:`connect`: bytes in and out, a topology for
+``redis+sentinel://`` and ``redis+cluster://``), and one for the settings
+(:func:`connect_to`), through which every part of rota connects, so the same settings
+work everywhere: ``redis_url`` with, for ``rediss://``, the CA and client certificate
+files (``redis_tls_*``, or redis-py's own ``ssl_*`` query parameters), and an ACL user
+whose password comes from the URL, ``redis_password`` or ``redis_password_file``.
 
 A wrong password, a command the ACL user may not run, a certificate the other side
 refuses or a server that does not answer are told by :func:`explain` in one line that

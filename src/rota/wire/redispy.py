@@ -1,13 +1,8 @@
-"""redis-py as the rest of rota sees it: the client's type, the two error families a
-module outside rota.wire and rota.redis tells apart, the retry a pool's connections
-use, and the slot of a key.
-
-Only :mod:`rota.wire` and :mod:`rota.redis` import redis-py (a test holds this). A
-module elsewhere that needs one of these names takes it from here, so that what rota
-depends on of redis-py reads in one screen. What reaches rota's own callers is rota's:
-:class:`rota.errors.RedisUnavailable` and :class:`rota.errors.RedisRefused` (made by
-:func:`rota.redis.outage.rota_error`), which are no redis-py errors: catching both takes
-:data:`rota.redis.outage.REDIS_ERRORS`.
+"""redis-py as the rest of rota sees it: the client's type, the two error families, the
+retry a pool's connections use, and the slot of a key. Only :mod:`rota.wire` and
+:mod:`rota.redis` import redis-py (a test holds this): what rota depends on of it reads
+in one screen. rota's own errors for redis-py's (:func:`rota.redis.outage.rota_error`)
+are no redis-py errors: :data:`rota.redis.outage.REDIS_ERRORS` catches both.
 """
 
 from __future__ import annotations

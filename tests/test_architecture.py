@@ -5,9 +5,10 @@ The folders are the layers: a module's layer is the folder it sits in under ``ro
 top; a module imports only from its own floor and the floors below, and no two folders
 import each other, directly or through others. The web UI and the CLI never import the
 worker; modules below the front ends import nothing from the package root. Imports under
-``if TYPE_CHECKING:`` are for types only and do not count against the floors (they do
-for circles). Every file and every name of the code the architecture page names must
-exist. ``python tests/test_architecture.py`` prints the imports between folders.
+``if TYPE_CHECKING:`` count between folders too (a type named from above is an arrow
+back up), not between one module and another. Every file and every name of the code the
+architecture page names must exist. ``python tests/test_architecture.py`` prints the
+imports between folders.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ starts a private redis-server and times, for each path, N calls of ``client.enqu
 ``await`` at a time, N with 64 in flight, and N jobs through ``enqueue_many`` 20 and 1,000
 at a time; it prints jobs/s and µs per call. The ``redis-py`` path is the client with its
 link removed: the same ``EVALSHA`` calls through redis-py's connection pool and pipelines,
-as the client sent them before :mod:`rota.redis.link`. Redis is flushed before each
+as the client sent them before :mod:`rota.wire.link`. Redis is flushed before each
 measurement, and 500 enqueues warm each client up first.
 """
 
@@ -27,7 +27,7 @@ import rota
 from bench import positive_int
 from bench.redis_server import RedisServer
 from rota.protocol.render import library
-from rota.redis.conn import RedisPyConn
+from rota.wire.conn import RedisPyConn
 
 IN_FLIGHT = 64
 WARM_UP = 500

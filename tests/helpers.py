@@ -14,7 +14,7 @@ import redis.exceptions
 
 from rota import Client, JobContext, JobSpec, Settings, WorkerPool
 from rota.protocol import calls
-from rota.redis.link import Link
+from rota.wire.link import Link
 
 
 def finish_args(now: Any, fields: list[Any], complete_max: int = 100_000) -> list[Any]:

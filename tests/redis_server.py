@@ -1,4 +1,4 @@
-"""The test suite's private ``redis-server``: :class:`rota.embedded.RedisServer` (the one
+"""The test suite's private ``redis-server``: :class:`rota.testing.embedded.RedisServer` (the one
 starter of the demo, the benchmark and the tests) with a synchronous client, on the
 binary ``ROTA_TEST_REDIS_SERVER`` names when set (the server matrix: Redis 6.2, Valkey).
 
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 import redis
 
-from rota import embedded
-from rota.embedded import DEFAULT_PORT as DEFAULT_REDIS_PORT
-from rota.embedded import free_port
+from rota.testing import embedded
+from rota.testing.embedded import DEFAULT_PORT as DEFAULT_REDIS_PORT
+from rota.testing.embedded import free_port
 
 __all__ = ["DEFAULT_REDIS_PORT", "START_TIMEOUT", "RedisServer", "free_port"]
 

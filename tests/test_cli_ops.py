@@ -211,7 +211,7 @@ def test_the_demo_jobs_import_from_the_installed_package(tmp_path: Path) -> None
     code = (
         "import importlib.util, sys\n"
         "assert importlib.util.find_spec('examples') is None\n"
-        "from rota.demo import load_demo\n"
+        "from rota.examples.demo import load_demo\n"
         "from rota.cli.run import demo\n"
         "app = next(p.default for p in demo.params if p.name == 'app')\n"
         "pool, sample = load_demo(app)\n"

@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from rota import Client
-from rota.demo import banner, remind
+from rota.examples.demo import banner, remind
 from tests.cli_helpers import REPO, rota_env
 
 # Slow (the demo: a daemon, a web server and Redis, 40 s): `make test` runs it, not check.

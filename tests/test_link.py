@@ -1,4 +1,4 @@
-"""rota.redis.link.Link against real redis-servers: pipelining, errors, cancellation, outages."""
+"""rota.wire.link.Link against real redis-servers: pipelining, errors, cancellation, outages."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 import rota
 from rota import Client, JobContext, WorkerPool
-from rota.redis.conn import Conn, RedisPyConn
-from rota.redis.link import Arg, Link
+from rota.wire.conn import Conn, RedisPyConn
+from rota.wire.link import Arg, Link
 from tests.helpers import link_of, pool_settings, wait_until
 from tests.redis_server import RedisServer, free_port
 
@@ -154,7 +154,7 @@ async def test_errors_are_those_of_redis_py(redis_url: str) -> None:
 
 @pytest.mark.parametrize("kind", ["link", "redis-py"])
 async def test_execute_many_of_either_conn(redis_url: str, kind: str) -> None:
-    """Both kinds of :class:`rota.redis.conn.Conn` answer a batch alike: replies in
+    """Both kinds of :class:`rota.wire.conn.Conn` answer a batch alike: replies in
     order, an error reply in its place, nothing raised."""
     k = _key()
     async with redis.asyncio.Redis.from_url(redis_url) as r, Link.from_url(redis_url) as link:
@@ -500,7 +500,7 @@ async def test_a_pool_without_a_link_fetches_and_finishes_through_redis_py(
     redis_url: str, namespace: str
 ) -> None:
     """Where no Link can be made, the fetcher's wait and fetch, the acker's finishes and
-    the parents' results go through redis-py (rota.redis.conn.RedisPyConn)."""
+    the parents' results go through redis-py (rota.wire.conn.RedisPyConn)."""
 
     class Custom(redis.asyncio.Connection):
         pass

@@ -252,6 +252,6 @@ async def test_enqueue_many_refuses_a_queue_key_that_is_not_a_list(
 ) -> None:
     # Checked before anything is written: no record is left outside every queue.
     redis_sync.set(client.keys.queue("broken"), "x")
-    with pytest.raises(redis.exceptions.ResponseError, match="queue broken is a string"):
+    with pytest.raises(rota.RedisRefused, match="queue broken is a string"):
         await client.enqueue_many([JobSpec(name="broken", job_id=f"b{i}") for i in range(3)])
     assert [redis_sync.exists(client.keys.job(f"b{i}")) for i in range(3)] == [0, 0, 0]

@@ -26,14 +26,13 @@ from rota.errors import (
 )
 from rota.protocol.job import JobRecord, Reason, State
 from rota.status import Bucket, CronEntry, Found, History, LivePool, PoolJob
+from rota.version import __version__
 from rota.workflow import Group, GroupProgress, Related
 
 if TYPE_CHECKING:
     from rota.worker.context import JobContext
     from rota.worker.pool import Lifespan, WorkerPool
     from rota.worker.registry import Middleware
-
-__version__ = "0.1.0"
 
 __all__ = [  # noqa: RUF022 (grouped by use, as the comments say)
     "__version__",

@@ -17,15 +17,14 @@ from rota.protocol.job import JobSet, now_ms, validate_name
 from rota.protocol.keys import Keys
 from rota.protocol.scripts import ScriptMode
 from rota.protocol.shards import shard_tag
-from rota.redis.access import connect_to
-from rota.redis.conn import Conn, RedisPyConn, hot_path
-from rota.redis.connection import connect
+from rota.redis.access import connect, connect_to
 from rota.redis.outage import guarded
-from rota.redis.redispy import Redis
 from rota.redis.sentinel import follow_primary
-from rota.redis.topology import CLUSTER
 from rota.sharding import Sharded
 from rota.spec import Enqueued, JobSpec
+from rota.urls import CLUSTER
+from rota.wire.conn import Conn, RedisPyConn, hot_path
+from rota.wire.redispy import Redis
 
 T = TypeVar("T")
 

@@ -26,8 +26,7 @@ from rota.errors import ConfigError
 from rota.protocol.bounds import SETTINGS as SETTINGS_BOUNDS
 from rota.protocol.bounds import first_wrong
 from rota.protocol.keys import validate_namespace
-from rota.redis.connection import check_url, redacted
-from rota.redis.topology import SENTINEL, sentinel_url
+from rota.urls import SENTINEL, check_url, redacted, sentinel_url
 
 __all__ = [
     "SECRETS",

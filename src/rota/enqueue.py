@@ -24,13 +24,13 @@ from rota.protocol import calls
 from rota.protocol.calls import Scope
 from rota.protocol.rows import EnqueueRow
 from rota.protocol.shards import place, shard_of_row
-from rota.redis.conn import RedisPyConn
 from rota.redis.outage import MEANING, Condition, backoff, condition, refused
-from rota.redis.redispy import Redis, ReplyError
 from rota.redis.topology import wait_replicas
 from rota.scripted import Scripted
 from rota.shard_rules import gather
 from rota.spec import Enqueued, JobSpec, delay_seconds, moment_seconds, to_row
+from rota.wire.conn import RedisPyConn
+from rota.wire.redispy import Redis, ReplyError
 
 __all__ = ["PLACED", "Enqueueing", "durable_enqueue"]
 

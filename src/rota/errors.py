@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from rota.protocol.bounds import JOB, check
-from rota.redis.redispy import ConnectionLost, ReplyError
 
 __all__ = [
     "LIFESPAN_NOTE",
@@ -86,14 +85,13 @@ class JobFailed(RotaError):
         self.error = error
 
 
-class RedisRefused(RotaError, ReplyError):
+class RedisRefused(RotaError):
     """Redis answered a client's call with an error reply. ``condition`` names a refusal
     that passes (out of memory, a read-only replica, loading, busy...: see
     :mod:`rota.redis.outage`), and is ``""`` for one waiting does not mend (``NOPERM``:
     the ACL user may not; a wrong password; a key of another type). ``written`` counts
     the jobs of an ``enqueue_many`` that were written before it; a refused call wrote
-    nothing else. A ``redis.exceptions.ResponseError`` too, for callers that catch
-    redis-py's; the reply itself is its ``__cause__``.
+    nothing else. The reply redis-py raised is its ``__cause__`` (:func:`redis_cause`).
     """
 
     def __init__(self, message: str, condition: str = "", written: int = 0) -> None:
@@ -102,12 +100,11 @@ class RedisRefused(RotaError, ReplyError):
         self.written = written
 
 
-class RedisUnavailable(RotaError, ConnectionLost):
+class RedisUnavailable(RotaError):
     """Redis could not be reached: no server there, or the connection was lost or timed
-    out (an enqueue first rides through the client's ``ride_through``). A
-    ``redis.exceptions.ConnectionError`` too, for callers that catch redis-py's. Nothing
-    of the call is known to have been written: send it again with the same job ids once
-    Redis is back, which enqueues nothing twice."""
+    out (an enqueue first rides through the client's ``ride_through``); redis-py's error
+    is its ``__cause__``. Nothing of the call is known to have been written: send it
+    again with the same job ids once Redis is back, which enqueues nothing twice."""
 
 
 def redis_cause(exc: BaseException) -> BaseException:

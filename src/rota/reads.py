@@ -13,8 +13,8 @@ import msgspec
 from rota.errors import JobFailed, JobNotFound
 from rota.protocol import calls
 from rota.protocol.job import JobRecord, field_text, reply_text
-from rota.redis.redispy import ReplyError, wrong_type
 from rota.scripted import Scripted
+from rota.wire.redispy import ReplyError, wrong_type
 
 __all__ = ["Reads"]
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from rota.protocol.calls import Scope
 from rota.protocol.keys import Keys
-from rota.redis.conn import Conn
-from rota.redis.redispy import Redis
+from rota.wire.conn import Conn
+from rota.wire.redispy import Redis
 
 __all__ = ["Scripted"]
 

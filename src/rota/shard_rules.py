@@ -16,8 +16,8 @@ from rota.protocol.job import opt_int
 from rota.protocol.keys import Keys
 from rota.protocol.rate import Rate, parse_rate
 from rota.protocol.shards import MAX_SHARDS
-from rota.redis.redispy import REDIS_ERRORS, Redis, wrong_type
 from rota.status import Bucket, QueueInfo
+from rota.wire.redispy import REDIS_ERRORS, Redis, wrong_type
 
 __all__ = [
     "add_counts",

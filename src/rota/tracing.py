@@ -53,7 +53,7 @@ def active() -> bool:
 def _tracer() -> Any:
     """rota's tracer, made once: a tracer got before the application sets its provider
     is a proxy that follows it."""
-    from rota import __version__
+    from rota.version import __version__
 
     return _trace.get_tracer("rota", __version__)
 

@@ -37,7 +37,7 @@ from rota.protocol.job import (
     state_text,
 )
 from rota.protocol.shards import new_id_in, shard_of
-from rota.redis.redispy import wrong_type
+from rota.wire.redispy import wrong_type
 
 if TYPE_CHECKING:
     from rota.spec import Enqueued, JobSpec

@@ -3,7 +3,7 @@ a broken build fails in seconds, before any server starts.
 
 The tier stays so by a check, not by care: a test here that asks for a fixture that
 starts a server fails at its setup, and one that starts a ``redis-server`` itself (the
-suite's starter, :class:`rota.embedded.RedisServer`, or any process whose program is a
+suite's starter, :class:`rota.testing.embedded.RedisServer`, or any process whose program is a
 Redis, Valkey or Sentinel server) fails when it tries. A test that needs a server
 belongs in the files above ``tests/unit``.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from rota import embedded
+from rota.testing import embedded
 
 __all__ = ["SERVER_FIXTURES", "ServerRefused", "no_servers"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rota import load_settings
 from rota.config import describe
-from rota.redis.topology import parse
+from rota.urls import parse
 
 
 def test_an_equal_copy_keeps_the_sources_when_the_first_is_gone(tmp_path: Path) -> None:

@@ -9,8 +9,7 @@ import pytest
 
 from rota import Settings, load_settings
 from rota.errors import ConfigError
-from rota.redis.connection import check_url, redacted
-from rota.redis.topology import CLUSTER, SENTINEL, parse
+from rota.urls import CLUSTER, SENTINEL, check_url, parse, redacted
 
 
 def test_a_sentinel_url_names_sentinels_service_database_and_user() -> None:

@@ -21,8 +21,8 @@ from anyio.from_thread import start_blocking_portal
 from playwright.sync_api import sync_playwright
 
 from rota import Client, JobContext, JobSpec, WorkerPool
-from rota.embedded import RedisServer
 from rota.protocol.job import now_ms
+from rota.testing.embedded import RedisServer
 from rota.web import create_app
 from tests.helpers import pool_settings, wait_until
 from tests.web.conftest import CHROMIUM_ARGS

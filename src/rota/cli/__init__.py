@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 import click
 
-from rota import __version__
 from rota.cli.acl import acl
 from rota.cli.admin import enqueue, status
 from rota.cli.common import ExitError
@@ -22,6 +21,7 @@ from rota.cli.sets import SET_GROUPS
 from rota.cli.shards import shards
 from rota.cli.web import web
 from rota.cli.workflows import group
+from rota.version import __version__
 
 __all__ = ["main"]
 

@@ -17,11 +17,11 @@ from rota.config import Settings, load_settings
 from rota.errors import ConfigError, RedisRefused, RedisUnavailable, redis_cause
 from rota.protocol.bounds import Bound, check
 from rota.redis.access import explain
-from rota.redis.connection import redacted
 from rota.redis.outage import MEANING, Condition, rota_error
-from rota.redis.redispy import RedisError
 from rota.redis.topology import owner_lost
 from rota.shard_rules import recorded_shards
+from rota.urls import redacted
+from rota.wire.redispy import RedisError
 
 __all__ = [
     "ExitError",
@@ -193,7 +193,7 @@ async def _naming_shards(client: Client, call: Awaitable[T]) -> T:
     needs only the others works meanwhile."""
     try:
         return await call
-    except RedisError as exc:  # rota's (a subclass), or redis-py's of a read of its own
+    except (RedisRefused, RedisUnavailable, RedisError) as exc:  # or redis-py's, read bare
         if len(client.parts) == 1 or inspect.away_cause(exc) is None:
             raise
         away = await inspect.shards_away(client)

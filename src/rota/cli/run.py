@@ -119,7 +119,7 @@ def worker(target: str, processes: int, config_file: Path | None, **flags: Any) 
 def demo(app: str, rate: float, config_file: Path | None, **flags: Any) -> None:
     """Run the example jobs with a steady trickle of work, on an embedded Redis unless
     --redis-url is given. Ctrl-C stops everything and cleans up."""
-    from rota.demo import load_demo, run_demo
+    from rota.examples.demo import load_demo, run_demo
 
     try:
         pool, sample = load_demo(app)

@@ -15,7 +15,7 @@ from rota.errors import ConfigError
 from rota.logging import configure_logging
 from rota.protocol.bounds import SETTINGS, check
 from rota.protocol.keys import validate_namespace
-from rota.redis.connection import redacted
+from rota.urls import redacted
 
 if TYPE_CHECKING:
     import socket

@@ -16,10 +16,10 @@ import msgspec
 from msgspec import Meta
 
 from rota.errors import RedisRefused, RedisUnavailable, redis_cause
-from rota.redis.outage import Condition, guarded, out_of_memory, rota_error
-from rota.redis.redispy import REDIS_ERRORS, ReplyError, key_slot
+from rota.redis.outage import REDIS_ERRORS, Condition, guarded, out_of_memory, rota_error
 from rota.redis.topology import server_of
 from rota.shard_rules import gather
+from rota.wire.redispy import ReplyError, key_slot
 
 if TYPE_CHECKING:
     from rota.client import Client

@@ -28,7 +28,7 @@ from rota.protocol.rows import (
     Retry,
 )
 from rota.protocol.scripts import Arg, Batching, Script, ScriptMode, call_many, script
-from rota.redis.redispy import ReplyError
+from rota.wire.redispy import ReplyError
 
 __all__ = [
     "BATCH",

@@ -13,7 +13,7 @@ Which of the two is a :class:`ScriptMode`, one per server a process talks to (ea
 several namespaces under other users, and one server's refusal says nothing of another.
 
 A connection is anything with ``await conn.execute_command(*args)`` that raises redis-py's
-errors (a ``redis.asyncio.Redis``, or a :class:`rota.redis.conn.Conn`); :func:`call_many`
+errors (a ``redis.asyncio.Redis``, or a :class:`rota.wire.conn.Conn`); :func:`call_many`
 sends its calls with the ``execute_many`` of a Conn.
 """
 
@@ -27,7 +27,7 @@ from typing import Any, Literal, Protocol
 import structlog
 
 from rota.protocol.render import SCRIPT_NAMES, library, script_source
-from rota.redis.redispy import NoPermissionError, NoScriptError, OutOfMemoryError, Redis, ReplyError
+from rota.wire.redispy import NoPermissionError, NoScriptError, OutOfMemoryError, Redis, ReplyError
 
 __all__ = [
     "SCRIPT_NAMES",

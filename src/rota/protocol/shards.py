@@ -32,7 +32,7 @@ from zlib import crc32
 
 from rota.protocol.job import new_id
 from rota.protocol.rows import EnqueueRow
-from rota.redis.redispy import key_slot
+from rota.wire.redispy import key_slot
 
 __all__ = [
     "MAX_SHARDS",

@@ -1,12 +1,9 @@
-"""Reaching Redis with the settings: TLS files and ACL credentials, and the one line that
-says why a connection failed.
-
-Every part of rota (pool, client, CLI, web UI, demo) connects through :func:`connect_to`,
-so the same settings work everywhere: ``redis_url`` with, for ``rediss://``, the CA and
-client certificate files (``redis_tls_*``, or redis-py's own query parameters
-``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``, ``ssl_cert_reqs`` in the URL), and an
-ACL user whose password comes from the URL, ``redis_password`` (``ROTA_REDIS_PASSWORD``)
-or ``redis_password_file``.
+"""Reaching Redis: a client for a URL (:func:`connect`: bytes in and out, a topology for
+``redis+sentinel://`` and ``redis+cluster://``), and one for the settings
+(:func:`connect_to`), through which every part of rota connects, so the same settings
+work everywhere: ``redis_url`` with, for ``rediss://``, the CA and client certificate
+files (``redis_tls_*``, or redis-py's own ``ssl_*`` query parameters), and an ACL user
+whose password comes from the URL, ``redis_password`` or ``redis_password_file``.
 
 A wrong password, a command the ACL user may not run, a certificate the other side
 refuses or a server that does not answer are told by :func:`explain` in one line that
@@ -22,11 +19,39 @@ import redis.exceptions as errors
 from redis.asyncio import Redis
 
 from rota.config import Settings
-from rota.errors import RedisRefused, RedisUnavailable, redis_cause
-from rota.redis.connection import connect, redacted, tls_refused
-from rota.redis.outage import UNREACHABLE_ERRORS
+from rota.errors import ConfigError, RedisRefused, RedisUnavailable, redis_cause
+from rota.redis import topology
+from rota.redis.outage import REPLY_ERRORS, UNREACHABLE_ERRORS, tls_refused
+from rota.urls import CLUSTER, SENTINEL, check_url, redacted
 
-__all__ = ["acl_refused", "connect_to", "explain", "redis_options"]
+__all__ = ["acl_refused", "connect", "connect_to", "explain", "redis_options"]
+
+
+def connect(url: str, *, namespace: str | None = None, **options: Any) -> Redis:
+    """A client with its own connection pool for ``url`` (a
+    :class:`~rota.errors.ConfigError` when it is not a URL rota can use). Under Sentinel
+    it serves the current primary; in a cluster the owner of ``namespace``'s slot.
+
+    Blocking reads (the fetcher's and scheduler's BLPOP) hold a connection each, so the
+    pool is not capped; health checks keep idle connections honest after a Redis restart.
+    Blocking reads wait at most a few seconds, well inside the socket timeout.
+    """
+    check_url(url)
+    # redis-py 8 caps a pool at 100 connections and fails the next checkout ("Too many
+    # connections"): a pool of 100 workers whose handlers use the client would hit it.
+    options.setdefault("max_connections", 2**31)
+    options.setdefault("health_check_interval", 30)
+    options.setdefault("socket_connect_timeout", 5)
+    options.setdefault("socket_timeout", 15)
+    if not url.startswith("unix:"):
+        options.setdefault("socket_keepalive", True)
+    if url.startswith((SENTINEL, CLUSTER)):
+        return topology.connect_topology(url, namespace, **options)
+    try:
+        return Redis.from_url(url, decode_responses=False, **options)
+    except ValueError as exc:  # a query parameter only redis-py reads (ssl_*_verify_flags)
+        raise ConfigError(f"redis_url: {redacted(url)}: {exc}") from None
+
 
 _ROLES = (
     'the rules of its role, which `rota acl ROLE` prints (docs/operations.md, "Least privilege")'
@@ -51,7 +76,7 @@ def redis_options(settings: Settings) -> dict[str, Any]:
 
 
 def connect_to(settings: Settings, **options: Any) -> Redis:
-    """A redis-py client of its own for ``settings`` (see :func:`rota.redis.connection.connect`)."""
+    """A redis-py client of its own for ``settings`` (see :func:`connect`)."""
     return connect(settings.redis_url, **{**redis_options(settings), **options})
 
 
@@ -61,7 +86,7 @@ def acl_refused(exc: BaseException) -> bool:
     exc = redis_cause(exc)
     if isinstance(exc, errors.NoPermissionError):
         return True
-    return isinstance(exc, errors.ResponseError) and "can't run this command" in str(exc)
+    return isinstance(exc, REPLY_ERRORS) and "can't run this command" in str(exc)
 
 
 def explain(exc: BaseException, settings: Settings) -> str | None:

@@ -19,18 +19,19 @@ from __future__ import annotations
 import enum
 import functools
 import re
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, ParamSpec, TypeVar
 
 import redis.exceptions as errors
 
 from rota.errors import RedisRefused, RedisUnavailable, RotaError, redis_cause
-from rota.redis.connection import tls_refused
-from rota.redis.redispy import REDIS_ERRORS
+from rota.wire import redispy
 
 __all__ = [
     "MEANING",
     "REDIS_ERRORS",
+    "REPLY_ERRORS",
     "UNREACHABLE_ERRORS",
     "Condition",
     "backoff",
@@ -41,13 +42,19 @@ __all__ = [
     "refused",
     "reply",
     "rota_error",
+    "tls_refused",
 ]
 
 T = TypeVar("T")
 P = ParamSpec("P")
 
+#: What a Redis call raises: redis-py's errors and the socket's, and rota's for them (a
+#: client's call, see :func:`guarded`), which are no redis-py errors.
+REDIS_ERRORS: Final = (redispy.RedisError, OSError, RedisRefused, RedisUnavailable)
 #: What a Redis that cannot be reached (or stopped answering) raises.
-UNREACHABLE_ERRORS: Final = (errors.ConnectionError, errors.TimeoutError, OSError)
+UNREACHABLE_ERRORS: Final = (errors.ConnectionError, errors.TimeoutError, OSError, RedisUnavailable)
+#: An error reply of Redis, as redis-py raises it or as rota's error for it.
+REPLY_ERRORS: Final = (errors.ResponseError, RedisRefused)
 
 
 class Condition(enum.StrEnum):
@@ -137,6 +144,27 @@ def _closed_transport(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and str(exc).startswith("unable to perform operation on")
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def tls_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is a TLS handshake that failed for good (a certificate refused,
+    no common protocol): waiting does not mend it, unlike a connection that dropped."""
+    for e in _chain(exc):
+        if isinstance(e, ssl.SSLEOFError | ssl.SSLZeroReturnError | ssl.SSLWantReadError):
+            continue
+        if isinstance(e, ssl.SSLError):
+            return True
+    text = str(exc)
+    return "[SSL:" in text and "EOF" not in text
+
+
 def refused(exc: BaseException, what: str, written: int = 0) -> RedisRefused | None:
     """A :class:`~rota.errors.RedisRefused` for a refusal (not for a lost connection,
     which stays redis-py's ``ConnectionError``), or None."""
@@ -170,7 +198,7 @@ def rota_error(exc: BaseException) -> BaseException:
     for a Redis that cannot be reached (or a connection lost or timed out),
     :class:`~rota.errors.RedisRefused` for an error reply (the condition it names, if it
     passes); anything else (rota's errors, a ``TimeoutError`` of the caller's) as it is."""
-    if isinstance(exc, RotaError) or not isinstance(exc, REDIS_ERRORS):
+    if isinstance(exc, RotaError) or not isinstance(exc, redispy.REDIS_ERRORS):
         return exc
     if type(exc) is TimeoutError:  # a deadline of the caller's (anyio), not the socket's
         return exc
@@ -212,7 +240,7 @@ def backoff(failures: int, cond: Condition = Condition.UNREACHABLE) -> float:
 def error_reply(exc: BaseException) -> bool:
     """Whether ``exc`` is an error reply of Redis that is no condition (a refused
     permission, a script's error, a wrong type...): a pool logs it and carries on."""
-    return isinstance(exc, errors.ResponseError) and condition(exc) is None
+    return isinstance(exc, REPLY_ERRORS) and condition(exc) is None
 
 
 def out_of_memory(info: dict[str, Any]) -> bool:

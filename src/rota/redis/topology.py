@@ -1,12 +1,6 @@
 """Sentinel and Cluster: which server serves a namespace, found again when it changes.
 
-Two URL forms name a topology instead of one server:
-
-- ``redis+sentinel://[user:pass@]host:port[,host:port...]/service[/db]``: the sentinels
-  that watch the primary ``service``. The user and password are the data servers' (an
-  ACL user); the sentinels' own password is the setting ``sentinel_password`` (or a
-  ``sentinel_password`` query parameter), so that it need not be in the URL.
-- ``redis+cluster://[user:pass@]host:port[,host:port...]``: seed nodes of a cluster.
+Two URL forms name a topology instead of one server (:mod:`rota.urls` reads them).
 
 Under Sentinel, redis-py's ``SentinelConnectionPool`` asks the sentinels for the primary
 whenever a connection is opened, and drops a connection that answers ``READONLY`` (its
@@ -19,7 +13,7 @@ ordinary connection pool whose connections ask the cluster (``CLUSTER SLOTS``, w
 6.2 to 8 answer) for that owner when they connect, and drop themselves when a reply says
 the slot is elsewhere (``MOVED``) or the connection is lost; the next command connects to
 the new owner. Pipelines, ``MULTI``, ``FCALL``, blocking reads and the hot-path
-:class:`~rota.redis.link.Link` (which connects through :meth:`SlotOwnerPool.locate` too) stay
+:class:`~rota.wire.link.Link` (which connects through :meth:`SlotOwnerPool.locate` too) stay
 single-node code: no per-command slot routing, no cluster client in the hot path.
 
 ``ASK`` is deliberately not followed. While a namespace's slot migrates, its keys are
@@ -37,9 +31,7 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import redis.exceptions as errors
 from redis.asyncio import ConnectionPool, Redis
@@ -51,114 +43,17 @@ from redis.crc import key_slot
 
 from rota.errors import ConfigError
 from rota.redis.sentinel import SentinelPool
+from rota.urls import CLUSTER, SENTINEL, parse
 
 __all__ = [
-    "CLUSTER",
-    "SENTINEL",
     "SlotOwnerPool",
-    "Topology",
     "connect_topology",
     "owner_lost",
-    "parse",
-    "sentinel_url",
     "server_of",
     "wait_replicas",
 ]
 
-SENTINEL: Final = "redis+sentinel"
-CLUSTER: Final = "redis+cluster"
 _OWNER_TTL: Final = 1.0  # seconds a located owner is trusted without asking again
-
-
-@dataclass(frozen=True, slots=True)
-class Topology:
-    """What a ``redis+sentinel://`` or ``redis+cluster://`` URL says."""
-
-    kind: str  # SENTINEL or CLUSTER
-    nodes: tuple[tuple[str, int], ...]  # sentinels, or seed nodes
-    service: str = ""
-    db: int = 0
-    username: str | None = None
-    password: str | None = None
-    sentinel_password: str | None = None
-
-
-def parse(url: str) -> Topology:
-    """The topology of ``url``; a :class:`~rota.errors.ConfigError` naming ``redis_url``
-    and what is wrong."""
-    scheme, sep, rest = url.partition("://")
-    if scheme not in (SENTINEL, CLUSTER) or not sep:
-        raise ConfigError(f"redis_url: not a {SENTINEL}:// or {CLUSTER}:// URL")
-    netloc, _, path = rest.partition("/")
-    path, _, query = path.partition("?")
-    userinfo, at, hosts = netloc.rpartition("@")
-    username = password = None
-    if at:
-        user, colon, secret = userinfo.partition(":")
-        username = unquote(user) or None
-        password = unquote(secret) if colon else None
-    nodes = []
-    for item in hosts.split(","):
-        host, colon, port = item.strip().rpartition(":")
-        if not colon or not host or not port.isdigit():
-            raise ConfigError(
-                f"redis_url: {scheme}:// needs host:port pairs separated by commas, got {item!r}"
-            )
-        nodes.append((host.strip("[]"), int(port)))
-    params = {k: v[-1] for k, v in parse_qs(query).items()}
-    parts = [unquote(p) for p in path.split("/") if p]
-    if scheme == CLUSTER:
-        if parts:
-            raise ConfigError(
-                "redis_url: a cluster has one database only: give no service or database"
-                " after the hosts of redis+cluster://"
-            )
-        return Topology(CLUSTER, tuple(nodes), username=username, password=password)
-    if not parts or len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
-        raise ConfigError(
-            "redis_url: redis+sentinel:// needs the service name after the sentinels,"
-            " then optionally the database: redis+sentinel://host:26379/mymaster/0"
-        )
-    return Topology(
-        SENTINEL,
-        tuple(nodes),
-        service=parts[0],
-        db=int(parts[1]) if len(parts) == 2 else 0,
-        username=username,
-        password=password,
-        sentinel_password=params.get("sentinel_password"),
-    )
-
-
-def sentinel_url(base: str, sentinels: str, service: str, sentinel_password: str = "") -> str:
-    """The ``redis+sentinel://`` URL of the settings ``sentinels`` (``host:port,...``),
-    ``sentinel_service`` and ``sentinel_password``; what they leave out comes from
-    ``base`` (the ``redis_url`` setting): the user, password and database, and the
-    sentinels and service when ``base`` is a ``redis+sentinel://`` URL already."""
-    parts = urlsplit(base)
-    userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
-    db = ""
-    if base.startswith(SENTINEL):
-        old = parse(base)
-        db = str(old.db)
-        sentinels = sentinels or ",".join(f"{h}:{p}" for h, p in old.nodes)
-        service = service or old.service
-        sentinel_password = sentinel_password or old.sentinel_password or ""
-    elif parts.scheme in ("redis", "rediss"):
-        db = unquote(parts.path).strip("/")
-    if not sentinels:
-        raise ConfigError("sentinels: give the sentinels as host:port,host:port")
-    if not service:
-        raise ConfigError("sentinel_service: give the name the sentinels monitor, e.g. mymaster")
-    url = f"{SENTINEL}://{userinfo + '@' if userinfo else ''}{sentinels.replace(' ', '')}/{service}"
-    url += f"/{db}" if db and db != "0" else ""
-    if sentinel_password:
-        url += "?sentinel_password=" + quote(sentinel_password, safe="")
-    try:
-        parse(url)
-    except ConfigError as exc:
-        raise ConfigError(f"sentinels: {exc}") from None
-    return url
 
 
 class SlotOwnerConnection(Connection):

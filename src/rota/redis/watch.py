@@ -19,8 +19,9 @@ import anyio
 import structlog
 from redis.asyncio import Redis
 
+from rota.redis import outage
 from rota.redis.outage import MEANING, Condition, backoff, condition, error_reply, out_of_memory
-from rota.redis.redispy import REDIS_ERRORS, ReplyError
+from rota.wire.redispy import REDIS_ERRORS, ReplyError
 
 __all__ = ["PROBE_INTERVAL", "SETTLE", "Watch", "memory_figures"]
 
@@ -267,7 +268,7 @@ async def memory_figures(redis: Redis) -> dict[str, Any]:
 def _wrong_type(exc: BaseException) -> bool:
     """A script's command met a key of another type: Redis 7 answers ``WRONGTYPE ...``,
     Redis 6.2 ``ERR Error running script ...: WRONGTYPE ...``."""
-    return isinstance(exc, ReplyError) and "WRONGTYPE" in str(exc)
+    return isinstance(exc, outage.REPLY_ERRORS) and "WRONGTYPE" in str(exc)
 
 
 _CHECK: Final = (

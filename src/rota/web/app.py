@@ -24,7 +24,6 @@ from rota.config import Settings
 from rota.errors import RedisRefused, RedisUnavailable, redis_cause
 from rota.redis.access import acl_refused
 from rota.redis.outage import rota_error
-from rota.redis.redispy import RedisError
 from rota.web import actions, api, cron_switch, openapi, pages
 from rota.web.base import (
     ApiError,
@@ -45,6 +44,7 @@ from rota.web.security import (
     json_refusal,
     wants_json,
 )
+from rota.wire.redispy import RedisError
 
 __all__ = ["create_app"]
 

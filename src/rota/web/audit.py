@@ -29,7 +29,7 @@ import msgspec
 import structlog
 from starlette.datastructures import Headers
 
-from rota.redis.redispy import REDIS_ERRORS
+from rota.wire.redispy import REDIS_ERRORS
 
 if TYPE_CHECKING:
     from rota.client import Client

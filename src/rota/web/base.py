@@ -12,11 +12,11 @@ from starlette.datastructures import URL
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from rota import __version__
 from rota.client import Client
 from rota.config import Settings
 from rota.protocol.job import malformed_time, ms_time, validate_name
 from rota.status import duration
+from rota.version import __version__
 from rota.web.audit import AuditLog
 from rota.web.security import Auth
 from rota.web.sessions import Sessions

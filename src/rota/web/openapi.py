@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from rota import __version__
+from rota.version import __version__
 from rota.web import api
 from rota.web import bodies as b
 from rota.web import request_bodies as r

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Final
 
 import structlog
 
-from rota.redis.redispy import REDIS_ERRORS
+from rota.wire.redispy import REDIS_ERRORS
 
 if TYPE_CHECKING:
     from rota.client import Client

@@ -27,8 +27,8 @@ import structlog
 from rota import tracing
 from rota.protocol import calls
 from rota.protocol.job import now_ms
-from rota.redis.conn import Conn, hot_path
 from rota.redis.outage import REDIS_ERRORS
+from rota.wire.conn import Conn, hot_path
 from rota.worker.acker import Acker
 from rota.worker.robin import Robin
 from rota.worker.runtime import Fetched, PoolRuntime
@@ -62,7 +62,7 @@ class Fetcher:
         self._unblocking: set[asyncio.Task[None]] = set()
         self._client_id: int | None = None
         # A connection of its own: its BLPOP blocks it, and the fetch that follows a
-        # wake-up needs no pool checkout (see rota.redis.conn).
+        # wake-up needs no pool checkout (see rota.wire.conn).
         self.conn: Conn = hot_path(rt.redis)
         self.scope = rt.client.scope.on(self.conn)
         s = rt.settings

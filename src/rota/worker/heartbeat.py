@@ -19,11 +19,11 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
-from rota import __version__
 from rota.protocol import calls, codec
 from rota.protocol.job import now_ms
 from rota.protocol.snapshot import BusyWorker, PoolSnapshot
 from rota.redis.outage import MEANING, condition
+from rota.version import __version__
 from rota.worker.acker import Acker
 from rota.worker.runtime import PoolRuntime
 

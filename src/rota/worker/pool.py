@@ -25,7 +25,7 @@ from rota.protocol.bounds import SETTINGS as SETTINGS_BOUNDS
 from rota.protocol.bounds import first_wrong
 from rota.protocol.job import validate_name
 from rota.redis.outage import rota_error
-from rota.redis.redispy import one_quick_retry
+from rota.wire.redispy import one_quick_retry
 from rota.worker.cron import Cron
 from rota.worker.registry import Backoff, Handler, Middleware, Periodic, default_backoff
 from rota.worker.run import PoolRun

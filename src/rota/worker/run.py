@@ -19,13 +19,13 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from rota import __version__
 from rota.config import describe
 from rota.protocol.job import Reason
 from rota.protocol.rows import Dead, Requeue
 from rota.redis.outage import MEANING, condition
 from rota.redis.sentinel import follow_primary
 from rota.shard_rules import recorded_shards
+from rota.version import __version__
 from rota.worker.acker import Acker
 from rota.worker.fetcher import Fetcher
 from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper

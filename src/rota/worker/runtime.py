@@ -28,10 +28,10 @@ from rota.protocol.repair import repair
 from rota.protocol.rows import Fetched
 from rota.protocol.scripts import ScriptMode, load_all
 from rota.protocol.snapshot import Schedule
-from rota.redis.connection import redacted
-from rota.redis.redispy import Redis
 from rota.redis.watch import SETTLE, Watch
 from rota.shard_rules import check_shards, split_limit, split_rate
+from rota.urls import redacted
+from rota.wire.redispy import Redis
 from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler
 from rota.worker.threads import HandlerThreads

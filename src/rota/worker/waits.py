@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from rota.protocol.job import reply_text
-from rota.redis.conn import Conn, hot_path
+from rota.wire.conn import Conn, hot_path
 
 if TYPE_CHECKING:
     from rota.worker.runtime import PoolRuntime

@@ -21,9 +21,9 @@ import structlog
 from rota.client import Client
 from rota.config import Settings
 from rota.daemon import backend_options, load_pool
-from rota.embedded import embedded_redis
 from rota.errors import RedisRefused
-from rota.redis.connection import redacted
+from rota.testing.embedded import embedded_redis
+from rota.urls import redacted
 from rota.web.server import serving
 from rota.worker.pool import WorkerPool
 

@@ -46,7 +46,7 @@ import redis.exceptions as errors
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
 
-from rota.redis.resp import Wire, encode
+from rota.wire.resp import Wire, encode
 
 __all__ = ["Arg", "Link"]
 

@@ -1,12 +1,8 @@
-"""redis-py as the rest of rota sees it: the client's type, the two error families a
-module outside this package tells apart, the retry a pool's connections use, and the
-slot of a key.
-
-Only :mod:`rota.redis` imports redis-py (a test holds this). A module elsewhere that
-needs one of these names takes it from here, so that what rota depends on of redis-py
-reads in one screen and changes in one package. What reaches rota's own callers is
-rota's: :class:`rota.errors.RedisUnavailable` and :class:`rota.errors.RedisRefused`
-(made by :func:`rota.redis.outage.rota_error`).
+"""redis-py as the rest of rota sees it: the client's type, the two error families, the
+retry a pool's connections use, and the slot of a key. Only :mod:`rota.wire` and
+:mod:`rota.redis` import redis-py (a test holds this): what rota depends on of it reads
+in one screen. rota's own errors for redis-py's (:func:`rota.redis.outage.rota_error`)
+are no redis-py errors: :data:`rota.redis.outage.REDIS_ERRORS` catches both.
 """
 
 from __future__ import annotations
@@ -17,7 +13,6 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.crc import key_slot
-from redis.exceptions import ConnectionError as ConnectionLost
 from redis.exceptions import (
     NoPermissionError,
     NoScriptError,
@@ -28,7 +23,6 @@ from redis.exceptions import (
 
 __all__ = [
     "REDIS_ERRORS",
-    "ConnectionLost",
     "NoPermissionError",
     "NoScriptError",
     "OutOfMemoryError",

@@ -1,4 +1,4 @@
-"""The wire under :class:`rota.redis.link.Link`: RESP2 encoding, error replies as redis-py
+"""The wire under :class:`rota.wire.link.Link`: RESP2 encoding, error replies as redis-py
 raises them, and the asyncio Protocol that matches replies to calls.
 
 Kept apart from the Link, which decides when to connect, where to, and what to do

@@ -1,7 +1,7 @@
 """One way to send the hot path's commands, whichever connection carries them.
 
 The enqueue, the fetcher, the acker and the reading of a job's parent results send
-through a :class:`Conn`: a :class:`~rota.redis.link.Link` where one can be made (plain
+through a :class:`Conn`: a :class:`~rota.wire.link.Link` where one can be made (plain
 TCP, TLS, a unix socket, the primary a Sentinel names, the node that owns a namespace's
 slot), else :class:`RedisPyConn` over the redis-py client itself (a cluster client,
 custom connection classes, a credential provider). The choice is made once, by
@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from rota.redis.link import Arg, Link
+from rota.wire.link import Arg, Link
 
 __all__ = ["Conn", "RedisPyConn", "hot_path"]
 

@@ -7,7 +7,7 @@
 
 or, for one job: ``assert await rota.testing.run_job(pool, "greet", name="Ada") == ...``.
 The Redis is a private ``redis-server`` on a Unix socket in a temporary directory (see
-:mod:`rota.embedded`), removed afterwards; pass ``redis_url`` to use your own instead,
+:mod:`rota.testing.embedded`), removed afterwards; pass ``redis_url`` to use your own instead,
 and the keys of the namespace are deleted afterwards. Each call uses a fresh namespace,
 so tests never see each other's jobs. ``fast_retries=True`` retries failed jobs at once
 instead of after the handlers' backoff, so a test of a retried job takes milliseconds.
@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from rota.client import Client
-from rota.embedded import embedded_redis
+from rota.testing.embedded import embedded_redis
 from rota.worker.pool import WorkerPool
 from rota.worker.runtime import PoolRuntime
 

@@ -12,8 +12,9 @@ import pytest
 
 from rota import Client, JobContext, WorkerPool
 from rota.worker.handoff import PREFETCH_BELOW, Handoff
+from rota.worker.rounds import REAP
 from rota.worker.runtime import Fetched
-from tests.helpers import pool_settings, wait_until
+from tests.helpers import pool_settings, rounds, wait_until
 from tests.redis_server import RedisServer
 
 
@@ -158,6 +159,7 @@ async def test_prefetched_jobs_keep_their_leases_and_go_back_on_drain(
         await wait_until(lambda: all(runs[j.id] for j in slow))
         await wait_until(lambda: len(rt.handoff.waiting()) == 2)
         await anyio.sleep(1.0)  # longer than the lease: the heartbeat must hold them
+        await rounds(pool, REAP)  # a reaper pass since, which would take them back
         assert sorted(j.id for j in rt.handoff.waiting()) == sorted(j.id for j in rest)
         late = [await client.enqueue("work", seconds=0.01) for _ in range(3)]
         await wait_until(lambda: all(runs[j.id] for j in rest), within=5)

@@ -28,7 +28,8 @@ from redis.crc import key_slot
 from rota import Client, JobContext, JobSpec, Retry, WorkerPool
 from rota.protocol.keys import LUA_KEYS, Keys, lua_prelude
 from rota.protocol.render import SCRIPT_NAMES, script_source
-from tests.helpers import pool_settings, wait_until
+from rota.worker.rounds import BEAT, REAP, TICK
+from tests.helpers import pool_settings, rounds, wait_until
 from tests.redis_server import RedisServer
 
 SAMPLES = ("x", "a:b:c", "{other}", "}{", "", "名前", "job:{x}:y")
@@ -209,7 +210,8 @@ async def _workload(url: str, namespace: str) -> None:
             await wait_until(lambda: _dead_one(client), within=10)
             await client.pause("work")
             await client.resume("work")
-            await anyio.sleep(0.5)  # heartbeats, a reap and the scheduler's promotes
+            for kind in (BEAT, REAP, TICK):  # heartbeats, a reap and the scheduler's promotes
+                await rounds(pool, kind)
         await client.retry("dead")
         await client.delete("retry")
         await client.clear_queue("work")

@@ -182,6 +182,21 @@ async def test_noscript_and_function_errors(redis_url: str) -> None:
             await link.execute_command("GET", k)
 
 
+def _written(link: Link, n: int) -> bool:
+    """Whether ``n`` commands are out of the link's buffers, waiting for their replies."""
+    conn = link._conn
+    if conn is None or conn.transport is None:
+        return False
+    return len(conn.pending) >= n and conn.transport.get_write_buffer_size() == 0
+
+
+def _opening() -> bool:
+    """Whether a link of this loop is still opening a connection."""
+    return any(
+        getattr(t.get_coro(), "__qualname__", "") == "Link._open" for t in asyncio.all_tasks()
+    )
+
+
 async def test_a_cancelled_caller_does_not_desynchronise(
     fresh_redis_server: RedisServer,
 ) -> None:
@@ -190,7 +205,7 @@ async def test_a_cancelled_caller_does_not_desynchronise(
         assert await link.execute_command("PING") == b"PONG"
         sync.execute_command("CLIENT", "PAUSE", 400, "ALL")  # type: ignore[no-untyped-call]  # replies wait
         tasks = [asyncio.create_task(link.execute_command("ECHO", f"m{i}")) for i in range(100)]
-        await asyncio.sleep(0.1)
+        await wait_until(lambda: _written(link, 100))  # sent: only the replies wait
         assert not any(t.done() for t in tasks)
         for task in tasks[::2]:
             task.cancel()
@@ -559,5 +574,5 @@ async def test_closing_a_link_while_it_connects_leaves_no_connection_behind(
             call.cancel()
             await link.aclose()
             assert link._conn is None
-        await asyncio.sleep(0.2)  # an opening left behind would have landed by now
+        await wait_until(lambda: not _opening())  # an opening left behind has landed
         assert len(sync.client_list()) == before

@@ -159,3 +159,11 @@ async def rounds(
         return ended and not any(h.waiting() for h in handoffs)
 
     await wait_until(done, within=within, every=0.02)
+
+
+def waiting_on_wake_lists(url: str) -> bool:
+    """Whether a client of the server at ``url`` is blocked in BLPOP: a pool's fetcher
+    waiting on its wake lists (what a test of that wait must see before it goes on; a
+    fixed sleep let a slow host test the fetch that runs before the wait instead)."""
+    with redis.Redis.from_url(url) as r:
+        return any(c["cmd"] == "blpop" for c in r.client_list())

@@ -14,7 +14,7 @@ from rota import Client, JobContext, WorkerPool
 from rota.worker.handoff import PREFETCH_BELOW, Handoff
 from rota.worker.rounds import REAP
 from rota.worker.runtime import Fetched
-from tests.helpers import pool_settings, rounds, wait_until
+from tests.helpers import pool_settings, rounds, wait_until, waiting_on_wake_lists
 from tests.redis_server import RedisServer
 
 
@@ -193,7 +193,7 @@ async def test_an_idle_pool_stops_at_once_and_a_wake_starts_a_job_in_one_write(
         started.append(time.time())
 
     async with pool.running():
-        await anyio.sleep(0.3)  # the fetcher waits on its wake list now
+        await wait_until(lambda: waiting_on_wake_lists(redis_url))  # the fetcher waits
         before = time.time()
         job = await client.enqueue("ping")
         await wait_until(lambda: len(started) == 1, within=2)
@@ -201,7 +201,7 @@ async def test_an_idle_pool_stops_at_once_and_a_wake_starts_a_job_in_one_write(
         assert record[0] is not None and record[1] is not None
         assert int(record[1]) == 1
         assert abs(int(record[0]) / 1000 - before) < 1.0  # the server's clock, not stale
-        await anyio.sleep(0.2)
+        await wait_until(lambda: waiting_on_wake_lists(redis_url))  # its 30 s wait again
         stopping = time.monotonic()
     assert time.monotonic() - stopping < 15  # the 30 s BLPOP was unblocked, not waited out
     assert await client.redis.zcard(client.keys.running("ping")) == 0
@@ -224,7 +224,7 @@ async def test_a_user_refused_client_commands_still_runs_and_stops(
         ran.append(ctx.id)
 
     async with Client.from_url(url, "acl") as client, pool.running():
-        await anyio.sleep(0.2)
+        await wait_until(lambda: waiting_on_wake_lists(fresh_redis_server.url))
         await client.enqueue("ping")
         await wait_until(lambda: len(ran) == 1, within=3)
         stopping = time.monotonic()

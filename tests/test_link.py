@@ -13,7 +13,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 import redis
 import redis.asyncio
@@ -25,7 +24,7 @@ import rota
 from rota import Client, JobContext, WorkerPool
 from rota.redis.conn import Conn, RedisPyConn
 from rota.redis.link import Arg, Link
-from tests.helpers import link_of, pool_settings, wait_until
+from tests.helpers import link_of, pool_settings, wait_until, waiting_on_wake_lists
 from tests.redis_server import RedisServer, free_port
 
 
@@ -534,7 +533,7 @@ async def test_a_pool_without_a_link_fetches_and_finishes_through_redis_py(
     ) as client:
         assert link_of(client) is None
         async with pool.running(client=client):
-            await anyio.sleep(0.2)  # the fetcher waits on its wake lists
+            await wait_until(lambda: waiting_on_wake_lists(redis_url))  # the fetcher waits
             first = await client.enqueue("step", 1)
             jobs = await client.enqueue_many(
                 [rota.JobSpec(name="step", args=(n,)) for n in range(2, 60)]

@@ -149,7 +149,8 @@ async def rounds(
         assert rt is not None, "the pool is not running"
         counts = rounds_of(rt.pool_id)
         begun = counts.mark(kind)
-        marks = [(counts, {s: begun.get(s, 0) for s in range(rt.settings.shards)})]
+        started = {shard for _, shard in counts.begun}  # every shard that began a loop
+        marks = [(counts, {s: begun.get(s, 0) for s in started})]
         handoffs = [rt.handoff] if kind == FETCH else []
 
     def done() -> bool:

@@ -21,14 +21,12 @@ import weakref
 from collections import Counter
 from collections.abc import Callable
 
-__all__ = ["BEAT", "FETCH", "KINDS", "REAP", "TICK", "Rounds", "every_pool", "rounds_of"]
+__all__ = ["BEAT", "FETCH", "REAP", "TICK", "Rounds", "every_pool", "rounds_of"]
 
 FETCH = "fetch"
 BEAT = "beat"
 REAP = "reap"
 TICK = "tick"
-#: The loops that count their rounds.
-KINDS = (FETCH, BEAT, REAP, TICK)
 
 
 class Rounds:

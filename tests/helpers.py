@@ -15,6 +15,7 @@ import redis.exceptions
 from rota import Client, JobContext, JobSpec, Settings, WorkerPool
 from rota.protocol import calls
 from rota.wire.link import Link
+from rota.worker.rounds import FETCH, every_pool, rounds_of
 
 
 def finish_args(now: Any, fields: list[Any], complete_max: int = 100_000) -> list[Any]:
@@ -127,3 +128,43 @@ async def starts_by_priority(
         for name in priorities:
             await client.pause(name)
     return started
+
+
+async def rounds(
+    pool: WorkerPool | None, kind: str = FETCH, n: int = 1, within: float = 15.0
+) -> None:
+    """Wait until the ``kind`` loop of every shard of the running ``pool`` (None: of every
+    pool running in this process) has ended ``n`` rounds that began after this call (see
+    :mod:`rota.worker.rounds`): a fetch, a beat, a reaper pass or a scheduler tick; after
+    fetches, until the workers have taken every job fetched, too. A negative assert ("the
+    paused job did not run", "nothing was handed out") after it means the pool had its
+    chance; after a fixed sleep it passed trivially on a host too slow for the pool to
+    have looked. Loops waiting for a wake token or a timeout are nudged to go at once."""
+    if pool is None:
+        marks = [(counts, counts.mark(kind) or {0: 0}) for counts in every_pool()]
+        assert marks, "no pool is running"
+        handoffs = []
+    else:
+        rt = pool.runtime
+        assert rt is not None, "the pool is not running"
+        counts = rounds_of(rt.pool_id)
+        begun = counts.mark(kind)
+        started = {shard for _, shard in counts.begun}  # every shard that began a loop
+        marks = [(counts, {s: begun.get(s, 0) for s in started})]
+        handoffs = [rt.handoff] if kind == FETCH else []
+
+    def done() -> bool:
+        for counts, _ in marks:
+            counts.nudge(kind)  # a loop waiting for a token or its timeout goes at once
+        ended = all(counts.since(kind, mark, n) for counts, mark in marks)
+        return ended and not any(h.waiting() for h in handoffs)
+
+    await wait_until(done, within=within, every=0.02)
+
+
+def waiting_on_wake_lists(url: str) -> bool:
+    """Whether a client of the server at ``url`` is blocked in BLPOP: a pool's fetcher
+    waiting on its wake lists (what a test of that wait must see before it goes on; a
+    fixed sleep let a slow host test the fetch that runs before the wait instead)."""
+    with redis.Redis.from_url(url) as r:
+        return any(c["cmd"] == "blpop" for c in r.client_list())

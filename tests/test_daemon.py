@@ -10,7 +10,6 @@ import time
 from functools import partial
 from pathlib import Path
 
-import anyio
 import msgspec
 
 from rota import Client, State
@@ -81,7 +80,7 @@ async def test_second_signal_skips_the_wait(
         job = await client.enqueue("nap", seconds=60)
         await wait_until(lambda: _state(client, job.id, State.RUNNING), within=20)
         proc.send_signal(signal.SIGTERM)
-        await anyio.sleep(0.5)
+        await wait_until(lambda: "pool draining" in _log_events(tmp_path / "worker.log"))
         assert proc.poll() is None  # still waiting for the job (grace is 30 s)
         proc.send_signal(signal.SIGTERM)
         assert await _exit_code(proc, within=10) == 0

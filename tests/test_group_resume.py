@@ -17,7 +17,7 @@ import pytest
 import redis.asyncio
 
 from rota import Client, JobContext, JobSpec, WorkerPool
-from tests.helpers import pool_settings, wait_until
+from tests.helpers import pool_settings, rounds, wait_until
 
 SIZE = 20_000
 
@@ -97,7 +97,12 @@ async def test_a_group_cut_short_waits_and_the_same_call_again_completes_it(
     # The members written run; the group is not complete, so no callback runs.
     async with pool.running(client=client):
         await wait_until(lambda: len(runs) == sent, within=60)
-        await anyio.sleep(0.3)
+
+        async def finished() -> bool:
+            return bool((await client.group_progress(gid)).done == sent)
+
+        await wait_until(finished)  # every finish written
+        await rounds(pool)  # a callback those finishes queued would be fetched by now
     assert not collected
     assert (await client.group_progress(gid)).done == sent
 
@@ -107,7 +112,7 @@ async def test_a_group_cut_short_waits_and_the_same_call_again_completes_it(
     assert again.returncode == 0, err
     async with pool.running(client=client):
         await wait_until(lambda: len(collected) == 1 and len(runs) == SIZE, within=120)
-        await anyio.sleep(0.3)
+        await rounds(pool)  # a second callback queued by a late finish would be fetched
     assert len(collected) == 1
     assert collected[0] == {f"m-{i}": i for i in range(SIZE)}
     assert set(runs.values()) == {1}  # every member ran once, none twice

@@ -9,7 +9,8 @@ from typing import cast
 import anyio
 
 from rota import Client, JobContext, WorkerPool
-from tests.helpers import pool_settings, wait_until
+from rota.worker.rounds import REAP
+from tests.helpers import pool_settings, rounds, wait_until, waiting_on_wake_lists
 from tests.redis_server import RedisServer
 
 
@@ -39,6 +40,7 @@ async def test_prefetched_jobs_keep_their_leases_and_go_back_on_drain(
         await wait_until(lambda: all(runs[j.id] for j in slow))
         await wait_until(lambda: len(rt.handoff.waiting()) == 2)
         await anyio.sleep(1.0)  # longer than the lease: the heartbeat must hold them
+        await rounds(pool, REAP)  # a reaper pass since, which would take them back
         assert sorted(j.id for j in rt.handoff.waiting()) == sorted(j.id for j in rest)
         late = [await client.enqueue("work", seconds=0.01) for _ in range(3)]
         await wait_until(lambda: all(runs[j.id] for j in rest), within=5)
@@ -63,7 +65,7 @@ async def test_an_idle_pool_stops_at_once_and_a_wake_starts_a_job_in_one_write(
         started.append(time.time())
 
     async with pool.running():
-        await anyio.sleep(0.3)  # the fetcher waits on its wake list now
+        await wait_until(lambda: waiting_on_wake_lists(redis_url))  # the fetcher waits
         before = time.time()
         job = await client.enqueue("ping")
         await wait_until(lambda: len(started) == 1, within=2)
@@ -71,7 +73,7 @@ async def test_an_idle_pool_stops_at_once_and_a_wake_starts_a_job_in_one_write(
         assert record[0] is not None and record[1] is not None
         assert int(record[1]) == 1
         assert abs(int(record[0]) / 1000 - before) < 1.0  # the server's clock, not stale
-        await anyio.sleep(0.2)
+        await wait_until(lambda: waiting_on_wake_lists(redis_url))  # its 30 s wait again
         stopping = time.monotonic()
     assert time.monotonic() - stopping < 15  # the 30 s BLPOP was unblocked, not waited out
     assert await client.redis.zcard(client.keys.running("ping")) == 0
@@ -94,7 +96,7 @@ async def test_a_user_refused_client_commands_still_runs_and_stops(
         ran.append(ctx.id)
 
     async with Client.from_url(url, "acl") as client, pool.running():
-        await anyio.sleep(0.2)
+        await wait_until(lambda: waiting_on_wake_lists(fresh_redis_server.url))
         await client.enqueue("ping")
         await wait_until(lambda: len(ran) == 1, within=3)
         stopping = time.monotonic()

@@ -25,7 +25,8 @@ from redis.crc import key_slot
 
 from rota import Client, JobContext, JobSpec, Retry, WorkerPool
 from rota.protocol.keys import LUA_KEYS, lua_prelude
-from tests.helpers import pool_settings, wait_until
+from rota.worker.rounds import BEAT, REAP, TICK
+from tests.helpers import pool_settings, rounds, wait_until
 from tests.redis_server import RedisServer
 from tests.unit.test_key_slots import SAMPLES, _slot
 
@@ -146,7 +147,8 @@ async def _workload(url: str, namespace: str) -> None:
             await wait_until(lambda: _dead_one(client), within=10)
             await client.pause("work")
             await client.resume("work")
-            await anyio.sleep(0.5)  # heartbeats, a reap and the scheduler's promotes
+            for kind in (BEAT, REAP, TICK):  # heartbeats, a reap and the scheduler's promotes
+                await rounds(pool, kind)
         await client.retry("dead")
         await client.delete("retry")
         await client.clear_queue("work")
@@ -166,8 +168,13 @@ async def test_every_key_a_script_touches_is_in_the_namespace_slot(
     assert monitor.ready.wait(5)
     try:
         await _workload(fresh_redis_server.url, namespace)
+        # MONITOR streams in the order Redis ran: once a script after the workload shows,
+        # every command of the workload has too.
+        mark = ("{" + namespace + "}:end-of-workload").encode()
+        with fresh_redis_server.client() as r:
+            r.eval("return redis.call('EXISTS', KEYS[1])", 1, mark)
+        await wait_until(lambda: any(mark in args for args in monitor.from_lua))
     finally:
-        await anyio.sleep(0.2)
         monitor.close()
     commands = monitor.from_lua
     assert len(commands) > 50

@@ -13,7 +13,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 import redis
 import redis.asyncio
@@ -25,7 +24,7 @@ import rota
 from rota import Client, JobContext, WorkerPool
 from rota.wire.conn import Conn, RedisPyConn
 from rota.wire.link import Arg, Link
-from tests.helpers import link_of, pool_settings, wait_until
+from tests.helpers import link_of, pool_settings, wait_until, waiting_on_wake_lists
 from tests.redis_server import RedisServer, free_port
 
 
@@ -182,6 +181,21 @@ async def test_noscript_and_function_errors(redis_url: str) -> None:
             await link.execute_command("GET", k)
 
 
+def _written(link: Link, n: int) -> bool:
+    """Whether ``n`` commands are out of the link's buffers, waiting for their replies."""
+    conn = link._conn
+    if conn is None or conn.transport is None:
+        return False
+    return len(conn.pending) >= n and conn.transport.get_write_buffer_size() == 0
+
+
+def _opening() -> bool:
+    """Whether a link of this loop is still opening a connection."""
+    return any(
+        getattr(t.get_coro(), "__qualname__", "") == "Link._open" for t in asyncio.all_tasks()
+    )
+
+
 async def test_a_cancelled_caller_does_not_desynchronise(
     fresh_redis_server: RedisServer,
 ) -> None:
@@ -190,7 +204,7 @@ async def test_a_cancelled_caller_does_not_desynchronise(
         assert await link.execute_command("PING") == b"PONG"
         sync.execute_command("CLIENT", "PAUSE", 400, "ALL")  # type: ignore[no-untyped-call]  # replies wait
         tasks = [asyncio.create_task(link.execute_command("ECHO", f"m{i}")) for i in range(100)]
-        await asyncio.sleep(0.1)
+        await wait_until(lambda: _written(link, 100))  # sent: only the replies wait
         assert not any(t.done() for t in tasks)
         for task in tasks[::2]:
             task.cancel()
@@ -519,7 +533,7 @@ async def test_a_pool_without_a_link_fetches_and_finishes_through_redis_py(
     ) as client:
         assert link_of(client) is None
         async with pool.running(client=client):
-            await anyio.sleep(0.2)  # the fetcher waits on its wake lists
+            await wait_until(lambda: waiting_on_wake_lists(redis_url))  # the fetcher waits
             first = await client.enqueue("step", 1)
             jobs = await client.enqueue_many(
                 [rota.JobSpec(name="step", args=(n,)) for n in range(2, 60)]
@@ -559,5 +573,5 @@ async def test_closing_a_link_while_it_connects_leaves_no_connection_behind(
             call.cancel()
             await link.aclose()
             assert link._conn is None
-        await asyncio.sleep(0.2)  # an opening left behind would have landed by now
+        await wait_until(lambda: not _opening())  # an opening left behind has landed
         assert len(sync.client_list()) == before

@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 from rota import Client, JobContext, JobSpec, RedisRefused, WorkerPool
 from rota.redis.outage import Condition, condition
 from rota.redis.watch import Watch
-from tests.helpers import fill_up, pool_settings, wait_until
+from tests.helpers import fill_up, pool_settings, rounds, wait_until
 from tests.redis_server import RedisServer, free_port
 from tests.unit.test_outage_waits import events
 
@@ -133,7 +133,7 @@ async def test_a_full_redis_is_drained_by_a_pool_that_starts_during_it(
         assert batch.value.written == 0
         with capture_logs() as logs:
             async with pool.running(client=client):
-                await anyio.sleep(0.3)
+                await rounds(pool)  # a fetch while full and paused
                 assert r.llen("{full}:queue:work") == 3000  # paused
                 await client.resume("work")
                 (dead_id,) = [i.decode() for i in cast(list[bytes], r.zrange("{full}:dead", 0, -1))]

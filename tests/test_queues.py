@@ -10,7 +10,7 @@ import redis
 
 import rota
 from rota import Client, JobContext, JobSpec, State, WorkerPool
-from tests.helpers import pool_settings, wait_until
+from tests.helpers import pool_settings, rounds, wait_until
 
 
 async def test_paused_names_are_not_fetched_until_resumed(
@@ -33,7 +33,7 @@ async def test_paused_names_are_not_fetched_until_resumed(
         await client.enqueue("flowing")
     async with pool.running():
         await wait_until(lambda: ran.count("flowing") == 5)
-        await anyio.sleep(0.3)
+        await rounds(pool)  # a fetch that began after every held job was queued
         assert "held" not in ran
         (q,) = await client.queues(["held"])
         assert (q.size, q.paused) == (5, True)

@@ -17,7 +17,7 @@ from rota.protocol.keys import Keys
 from rota.protocol.shards import new_id_in, shard_of, shard_of_row
 from rota.spec import to_row
 from tests.cli_helpers import rota_json, run_rota
-from tests.helpers import pool_settings, starts_by_priority, wait_until
+from tests.helpers import pool_settings, rounds, starts_by_priority, wait_until
 from tests.redis_server import RedisServer
 from tests.unit.test_shard_tags import K
 
@@ -241,7 +241,7 @@ async def test_pause_holds_in_every_shard(sharded: Client, redis_url: str, names
     await sharded.pause("n")
     await sharded.enqueue_many([JobSpec(name="n", kwargs={"i": i}) for i in range(40)])
     async with pool.running():
-        await anyio.sleep(0.5)
+        await rounds(pool)  # every shard's fetcher looked after the jobs were queued
         assert ran == []
         assert (await sharded.queues(["n"]))[0].paused
         await sharded.resume("n")

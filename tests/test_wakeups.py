@@ -19,7 +19,7 @@ import redis
 from rota import Client, JobContext, JobSpec, WorkerPool
 from rota.protocol.rows import Fetched
 from rota.protocol.scripts import load_all, script
-from tests.helpers import pool_settings, wait_until
+from tests.helpers import pool_settings, rounds, wait_until
 from tests.redis_server import RedisServer
 
 SAFETY_NET = 30.0  # wake_timeout of the pools below: far beyond any assertion here
@@ -184,7 +184,7 @@ async def test_jobs_queued_while_paused_start_on_resume(
         await client.pause("x")
         for _ in range(5):
             await client.enqueue("x")  # the pools take the tokens and find x paused
-        await anyio.sleep(0.3)
+        await rounds(None)  # each pool fetched after the last one was queued
         assert done == []
         await client.resume("x")
         await wait_until(lambda: len(done) == 5, within=1.5)

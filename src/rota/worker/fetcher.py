@@ -31,6 +31,7 @@ from rota.redis.outage import REDIS_ERRORS
 from rota.wire.conn import Conn, hot_path
 from rota.worker.acker import Acker
 from rota.worker.robin import Robin
+from rota.worker.rounds import FETCH, rounds_of
 from rota.worker.runtime import Fetched, PoolRuntime
 from rota.worker.waits import SharedWakes
 
@@ -73,11 +74,14 @@ class Fetcher:
         #: Set when the shards of this one's server wait on their wake lists together
         #: (see rota.worker.waits): this fetcher then waits there, as member ``shard``.
         self.shared: SharedWakes | None = None
+        self.rounds = rounds_of(rt.pool_id)
 
     async def run(self) -> None:
+        self.rounds.nudges[FETCH, self.shard] = self.nudge
         try:
             await self._run()
         finally:
+            del self.rounds.nudges[FETCH, self.shard]  # nothing to nudge any more
             with anyio.CancelScope(shield=True):
                 await self.conn.aclose()
 
@@ -99,9 +103,11 @@ class Fetcher:
                 # other shards. (A share of room / K made calls so small that a job over
                 # six shards cost a quarter more Redis commands than over one.)
                 want = min(want, max(1, handoff.capacity // 2))
+            self.rounds.begin(FETCH, self.shard)
             jobs = await rt.watch.keep_trying(
                 "fetcher", functools.partial(self._lease, want, short)
             )
+            self.rounds.end(FETCH, self.shard)
             if self.shard:
                 for job in jobs:
                     job.shard = self.shard
@@ -167,6 +173,9 @@ class Fetcher:
 
     def _fire(self) -> None:
         self._timer = None
+        self._unblock_soon()
+
+    def _unblock_soon(self) -> None:
         task = asyncio.get_running_loop().create_task(self.unblock())
         self._unblocking.add(task)
         task.add_done_callback(self._unblocking.discard)
@@ -196,6 +205,13 @@ class Fetcher:
             # awaits must not leave an exception behind.
             with contextlib.suppress(*REDIS_ERRORS):
                 await self.rt.redis.client_unblock(self._client_id)
+
+    def nudge(self) -> None:
+        """End a wait on the wake lists now, as a token would (see rota.worker.rounds)."""
+        if self.shared is not None:
+            self.shared.nudge(self.shard)
+        elif self._client_id:
+            self._unblock_soon()
 
     async def _fetch(self, want: int) -> list[Fetched]:
         names, fill = self._choose(want)

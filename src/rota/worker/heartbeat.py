@@ -25,6 +25,7 @@ from rota.protocol.snapshot import BusyWorker, PoolSnapshot
 from rota.redis.outage import MEANING, condition
 from rota.version import __version__
 from rota.worker.acker import Acker
+from rota.worker.rounds import BEAT, REAP, rounds_of
 from rota.worker.runtime import PoolRuntime
 
 __all__ = ["AbortListener", "Heartbeat", "Reaper"]
@@ -41,6 +42,7 @@ class Heartbeat:
         #: Whether each beat reads Redis's memory figures (one heartbeat per server does:
         #: the shards of a pool on one server share their watch).
         self.reads_memory = True
+        self.rounds = rounds_of(rt.pool_id)
 
     def snapshot(self) -> PoolSnapshot:
         rt = self.rt
@@ -72,6 +74,7 @@ class Heartbeat:
         rt = self.rt
         s = rt.settings
         shard = rt.keys.shard  # a pool over several shards beats in each, for its jobs
+        self.rounds.begin(BEAT, shard)
         jobs = [e.job for e in rt.in_flight.values()]
         # Leased ahead of a free worker, or a worker reads its parents' results: held too.
         jobs += rt.handoff.waiting()
@@ -114,6 +117,7 @@ class Heartbeat:
         rt.repeat_cancels()
         if self.reads_memory:
             await rt.watch.check_memory()
+        self.rounds.end(BEAT, shard)
 
     async def stop(self) -> None:
         """Say goodbye: remove this pool's heartbeat at once instead of letting it expire."""
@@ -147,6 +151,7 @@ class Reaper:
     def __init__(self, rt: PoolRuntime) -> None:
         self.rt = rt
         self.passes = 1  # the first to forget names comes after FORGET_EVERY - 1 others
+        self.rounds = rounds_of(rt.pool_id)
 
     async def run(self) -> None:
         while True:
@@ -163,6 +168,7 @@ class Reaper:
             # next one. Without this a lease that expired during an outage shorter than
             # the lease would be reclaimed before its pool could extend it.
             return
+        self.rounds.begin(REAP, rt.keys.shard)
         forget = self.passes % FORGET_EVERY == 0
         self.passes += 1
         reclaimed, buried, forgotten = await calls.reap(
@@ -180,6 +186,7 @@ class Reaper:
             names = await rt.client.forget_idle_names(s.forget_names_after, turn=turn)
             if names:
                 log.info("job names idle too long: forgotten", names=names[:20], count=len(names))
+        self.rounds.end(REAP, rt.keys.shard)
 
 
 class AbortListener:

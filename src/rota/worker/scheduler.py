@@ -30,6 +30,7 @@ from rota.protocol import calls
 from rota.protocol.job import now_ms, reply_text
 from rota.protocol.snapshot import Schedule
 from rota.worker.registry import Periodic
+from rota.worker.rounds import TICK, rounds_of
 from rota.worker.runtime import PoolRuntime
 
 __all__ = ["Scheduler", "listen_for_schedulers"]
@@ -60,6 +61,7 @@ class Scheduler:
         start = datetime.now(UTC)
         self._periodic = [(p, _ms(p.cron.next_after(start))) for p in periodic or []]
         self._last: dict[str, int] = {}
+        self.rounds = rounds_of(rt.pool_id)
         if self._periodic:
             self._tell()
 
@@ -105,13 +107,22 @@ class Scheduler:
             log.info("periodic job enqueued", job_name=p.name, fire_at=fire)
 
     async def run(self) -> None:
+        self.rounds.nudges[TICK, self.rt.keys.shard] = self.wake
+        try:
+            await self._run()
+        finally:
+            del self.rounds.nudges[TICK, self.rt.keys.shard]  # nothing to nudge any more
+
+    async def _run(self) -> None:
         async with anyio.create_task_group() as tg:
             if self.listen:
                 tg.start_soon(listen_for_schedulers, self.rt, [self])
             while True:
                 # A new event before the tick: a token that comes during it ends the wait.
                 self._woken = anyio.Event()
+                self.rounds.begin(TICK, self.rt.keys.shard)
                 wait = await self.rt.watch.keep_trying("scheduler", self.tick)
+                self.rounds.end(TICK, self.rt.keys.shard)
                 if wait > 0:
                     with anyio.move_on_after(wait):
                         await self._woken.wait()

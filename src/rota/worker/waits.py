@@ -59,6 +59,12 @@ class SharedWakes:
             if self._waiting.get(member) is waiter:
                 del self._waiting[member]
 
+    def nudge(self, member: int) -> None:
+        """End ``member``'s wait now, as a token for it would."""
+        waiter = self._waiting.get(member)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
     async def run(self) -> None:
         """BLPOP while a member waits; hand each token to its member."""
         try:

@@ -12,7 +12,6 @@ from typing import Any, Final
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -36,15 +35,11 @@ from rota.web.base import (
     state_of,
 )
 from rota.web.bodies import Error
-from rota.web.limits import authed_limit
 from rota.web.metrics import metrics
-from rota.web.security import (
-    SECURITY_HEADERS,
-    Auth,
-    SecurityMiddleware,
-    json_refusal,
-    wants_json,
-)
+from rota.web.middleware import stack
+from rota.web.middleware.auth import Auth
+from rota.web.middleware.headers import SECURITY_HEADERS
+from rota.web.middleware.limits import authed_limit
 
 __all__ = ["create_app"]
 
@@ -61,10 +56,18 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"ok": True})
 
 
-def _refusal(request: Request, status: int, text: str, auth: Auth) -> Response:
-    """How the security middleware says no: JSON for the API, a page for people."""
+def wants_json(request: Request) -> bool:
+    path = request.url.path
+    if path.startswith(("/api/", "/metrics")) or path == "/healthz":
+        return True
+    return "text/html" not in request.headers.get("accept", "")
+
+
+def _refusal(auth: Auth, request: Request, status: int, text: str) -> Response:
+    """How the security middlewares say no: JSON for the API, a page for people."""
     if wants_json(request):
-        return json_refusal(status, text, auth)
+        challenge = {"www-authenticate": auth.challenge()} if status == 401 else None
+        return JSONResponse(Error(text), status_code=status, headers=challenge)
     headers = {"www-authenticate": auth.challenge()} if status == 401 and auth.basic else None
     if status == 401 and auth.token:
         path = request.url.path
@@ -216,17 +219,14 @@ def create_app(
     state = WebState(settings, auth or Auth(), make_templates(), client, others)
     app = Starlette(
         routes=_routes(),
-        middleware=[
-            Middleware(
-                SecurityMiddleware,
-                auth=state.auth,
-                allowed_hosts=allowed_hosts,
-                render=_refusal,
-                sessions=state.sessions,
-                audit=state.audit,
-                body_limit=authed_limit(settings.max_args_bytes),
-            )
-        ],
+        middleware=stack(
+            state.auth,
+            allowed_hosts,
+            functools.partial(_refusal, state.auth),
+            state.sessions,
+            state.audit,
+            authed_limit(settings.max_args_bytes),
+        ),
         exception_handlers=_HANDLERS,
         lifespan=functools.partial(
             _lifespan,

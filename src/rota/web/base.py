@@ -18,7 +18,7 @@ from rota.config import Settings
 from rota.protocol.job import malformed_time, ms_time, validate_name
 from rota.status import duration
 from rota.web.audit import AuditLog
-from rota.web.security import Auth
+from rota.web.middleware.auth import Auth
 from rota.web.sessions import Sessions
 
 __all__ = [

@@ -24,7 +24,7 @@ from rota.web import views
 from rota.web.base import NS_COOKIE, client_of, found, known_queue, local_path, render, state_of
 from rota.web.charts import bar_chart, duration_chart
 from rota.web.graph import STATES, layout
-from rota.web.security import READ, SESSION_COOKIE
+from rota.web.middleware.auth import READ, SESSION_COOKIE
 
 __all__ = ["routes"]
 

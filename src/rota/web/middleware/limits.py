@@ -15,14 +15,17 @@ Whatever parses a body (JSON, a urlencoded or multipart form) reads it through
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 from urllib.parse import parse_qs
 
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
-from starlette.types import Message, Receive
+from starlette.types import Message, Receive, Scope, Send
 
-__all__ = ["OPEN_LIMIT", "authed_limit", "declared", "form_field", "limited"]
+from rota.web.middleware.headers import Layer, Refuse
+
+__all__ = ["OPEN_LIMIT", "BodyLimit", "authed_limit", "declared", "form_field", "limited"]
 
 #: What a request without credentials may send: the login form is a token and two
 #: hidden fields.
@@ -119,3 +122,25 @@ async def form_field(
             values = None
         value = values[0] if values else None
     return value, replay
+
+
+@dataclass
+class BodyLimit(Layer):
+    """A body declared over ``limit`` is refused before a byte of it is read. Twice in
+    the stack: first with the authenticated limit, before anything else reads; then,
+    ``by_auth``, after authentication, with the open limit for a request without
+    credentials, and the body read through it."""
+
+    limit: int
+    refused: Refuse
+    by_auth: bool = False
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        limit = self.limit if not self.by_auth or scope["state"]["authed"] else OPEN_LIMIT
+        try:
+            declared(Headers(scope=scope), limit)
+        except HTTPException as exc:
+            return await self.refuse(
+                self.refused, exc.status_code, exc.detail, scope, receive, send
+            )
+        await self.app(scope, limited(receive, limit) if self.by_auth else receive, send)

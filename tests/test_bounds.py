@@ -29,7 +29,7 @@ from rota.protocol.job import Reason, now_ms
 from rota.protocol.rows import Fetched
 from rota.protocol.rows import Retry as Again
 from rota.web import create_app
-from rota.web.request_bodies import EnqueueRequest
+from rota.web.jobs import EnqueueRequest
 from rota.worker.registry import Handler
 from rota.worker.runner import _failure
 from tests.helpers import pool_settings, wait_until

@@ -15,9 +15,8 @@ from hypothesis import strategies as st
 from starlette.exceptions import HTTPException
 
 from rota import Client, JobSpec
-from rota.web import views
-from rota.web.actions import _position
-from rota.web.request_bodies import MAX_POSITION, MAX_SEARCH
+from rota.web import sets as views
+from rota.web.sets import MAX_POSITION, MAX_SEARCH, _position
 from tests.web.test_pages import FORM
 
 BULK = [

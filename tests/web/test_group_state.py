@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from rota import Client, JobSpec
-from rota.web.pages import group_state
+from rota.web.flows import group_state
 from tests.web.conftest import BASE
 
 FORM = {"origin": BASE, "sec-fetch-site": "same-origin", "accept": "text/html"}

@@ -24,7 +24,7 @@ from rota.errors import RedisRefused, RedisUnavailable, redis_cause
 from rota.redis.access import acl_refused
 from rota.redis.outage import rota_error
 from rota.redis.redispy import RedisError
-from rota.web import actions, api, cron_switch, openapi, pages
+from rota.web import openapi
 from rota.web.base import (
     ApiError,
     JSONResponse,
@@ -34,7 +34,7 @@ from rota.web.base import (
     render,
     state_of,
 )
-from rota.web.bodies import Error
+from rota.web.declare import Error
 from rota.web.metrics import metrics
 from rota.web.middleware import stack
 from rota.web.middleware.auth import Auth
@@ -179,11 +179,8 @@ async def _lifespan(
 def _routes() -> list[BaseRoute]:
     """The pages, the JSON API, the metrics, the health check and the static files."""
     return [
-        *pages.routes,
-        *actions.routes,
+        *openapi.ROUTES,
         Route("/api/openapi.json", openapi.serve),
-        *cron_switch.routes,
-        *api.routes,
         Route("/metrics", metrics),
         Route("/healthz", healthz),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from rota.web.base import NS_COOKIE, local_path, render, state_of
-from rota.web.declare import Number, Routes
+from rota.web.declare import Number, Routes, is_api, pages
 from rota.web.middleware.auth import READ, SESSION_COOKIE
 
 __all__ = ["routes"]
@@ -21,27 +21,24 @@ _OFFSET: Final = Number("offset", 0, 0, 10**6)
 _LIMIT: Final = Number("limit", 100, 1, 1000, page=100)
 
 
+@routes.form("/audit", "GET")
 @routes.api("/api/audit", "audit", None, 400, params=(_OFFSET, _LIMIT))
 async def audit(request: Request) -> Response | dict[str, object]:
     """The changes made through the web UI and the API, newest first."""
     offset, limit = _OFFSET.read(request), _LIMIT.read(request)
     total, entries = await state_of(request).audit.recent(offset, limit)
-    if request.url.path.startswith("/api/"):
+    if is_api(request):
         return {"total": total, "offset": offset, "entries": entries}
     context = {
         "entries": entries,
         "total": total,
         "offset": offset,
-        "prev_offset": max(0, offset - limit) if offset > 0 else None,
-        "next_offset": offset + limit if offset + limit < total else None,
+        **pages(offset, limit, total),
     }
     return render(request, "audit.html", context)
 
 
-routes.form("/audit", ("GET",))(audit)
-
-
-@routes.form("/ns/{name}", ("GET",))
+@routes.form("/ns/{name}", "GET")
 async def switch_namespace(request: Request) -> Response:
     """Look at another of the namespaces this UI shows (remembered in a cookie)."""
     name = request.path_params["name"]
@@ -52,7 +49,7 @@ async def switch_namespace(request: Request) -> Response:
     return response
 
 
-@routes.form("/login", ("GET", "POST"))
+@routes.form("/login", "GET", "POST")
 async def login(request: Request) -> Response:
     auth = state_of(request).auth
     target = local_path(request.query_params.get("next"), "/")

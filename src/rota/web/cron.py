@@ -1,13 +1,11 @@
 """The periodic jobs of the live pools, and turning one off and on again (see
-:mod:`rota.inspect.cron`): the change is audited and refused to read-only credentials as
-every other one is."""
+:mod:`rota.inspect.cron`), audited and refused to read-only credentials as any change."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 import msgspec
-from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -15,9 +13,9 @@ from rota.inspect import cron as switches
 from rota.protocol.job import validate_name
 from rota.status import CronEntry
 from rota.web.base import ApiError, client_of, with_notice
-from rota.web.declare import Ms, Routes, ms
+from rota.web.declare import Ms, Routes, is_api, ms, said
 
-__all__ = ["Cron", "CronJob", "CronState", "routes"]
+__all__ = ["routes"]
 
 routes = Routes()
 
@@ -34,10 +32,8 @@ class CronJob(msgspec.Struct):
     next_at: Ms
     last_at: Ms | None
     pools: list[str]
-    enabled: Annotated[
-        bool, Meta(description="false: turned off, its fire times pass without a job")
-    ] = True
-    off_since: Annotated[Ms | None, Meta(description="when it was turned off")] = None
+    enabled: Annotated[bool, said("false: turned off, its fire times pass without a job")] = True
+    off_since: Annotated[Ms | None, said("when it was turned off")] = None
 
 
 class Cron(msgspec.Struct):
@@ -49,7 +45,8 @@ class CronState(msgspec.Struct):
     enabled: bool
 
 
-@routes.page("/cron", "cron.html", "cron", Cron)
+@routes.page("/cron", "cron.html")
+@routes.api("/api/cron", "cron", Cron)
 async def cron(request: Request) -> Cron:
     """Periodic jobs: next and last fire times, and whether each is on."""
     # What the live pools' snapshots say (stale pools left out), merged by name. The next
@@ -59,57 +56,51 @@ async def cron(request: Request) -> Cron:
     client = client_of(request)
     seen: dict[str, list[tuple[CronEntry, str]]] = {}
     for pool in await client.pools():
-        if not pool.stale:
-            for c in pool.periodic:
-                seen.setdefault(c.name, []).append((c, pool.id))
+        for c in () if pool.stale else pool.periodic:
+            seen.setdefault(c.name, []).append((c, pool.id))
     off = {name: ms(since) or None for name, since in (await switches.turned_off(client)).items()}
     out = []
     for name, entries in seen.items():
-        first = entries[0][0]
+        first, pools = entries[0][0], [pool for _, pool in entries]
         last = max((c.last_at or 0 for c, _ in entries), default=0)
         nexts = [c.next_at for c, _ in entries]
         upcoming = min((n for n in nexts if n > last), default=max(nexts))
-        pools = [pool for _, pool in entries]
         last_ms = ms(last) if last else None
-        on, since = name not in off, off.get(name)
-        out.append(CronJob(name, first.cron, first.tz, ms(upcoming), last_ms, pools, on, since))
+        on = name not in off
+        out.append(
+            CronJob(name, first.cron, first.tz, ms(upcoming), last_ms, pools, on, off.get(name))
+        )
     out.sort(key=lambda c: (c.next_at, c.name))
-    out += [
-        CronJob(name, "", "", 0, None, [], enabled=False, off_since=since)
-        for name, since in sorted(off.items())
-        if name not in seen
-    ]
-    return Cron(out)
+    gone = [(name, since) for name, since in sorted(off.items()) if name not in seen]
+    return Cron(out + [CronJob(name, "", "", 0, None, [], False, since) for name, since in gone])
 
 
 def _switch(on: bool) -> None:
-    async def switch(request: Request) -> CronState | Response:
-        """Turn a periodic job on or off; 404 for a name that no live pool fires and that
-        is not off."""
-        name: str = request.path_params["name"]
-        try:
-            validate_name(name)
-        except ValueError:
-            name = ""
-        if not name or name not in {c.name for c in (await cron(request)).periodic}:
-            raise ApiError(404, f"no periodic job {request.path_params['name']}")
-        await switches.switch(client_of(request), name, on)
-        if request.url.path.startswith("/api/"):
-            return CronState(name, enabled=on)
-        return RedirectResponse(with_notice("/cron", "cron-on" if on else "cron-off"), 303)
-
-    what = "on again" if on else "off: its fire times pass"
     action = "enable" if on else "disable"
-    summary = f"Turn a periodic job {what} (on every pool)."
-    routes.form(f"/cron/{{name}}/{action}")(switch)
-    routes.api(
+    what = "on again" if on else "off: its fire times pass"
+
+    @routes.form(f"/cron/{{name}}/{action}")
+    @routes.api(
         f"/api/cron/{{name}}/{action}",
         f"cron_{action}",
         CronState,
         404,
-        method="POST",
-        summary=summary,
-    )(switch)
+        post=True,
+        summary=f"Turn a periodic job {what} (on every pool).",
+    )
+    async def switch(request: Request) -> CronState | Response:
+        # 404 for a name that no live pool fires and that is not off
+        name: str = request.path_params["name"]
+        try:
+            validate_name(name)
+        except ValueError:
+            raise ApiError(404, f"no periodic job {name}") from None
+        if name not in {c.name for c in (await cron(request)).periodic}:
+            raise ApiError(404, f"no periodic job {name}")
+        await switches.switch(client_of(request), name, on)
+        if is_api(request):
+            return CronState(name, enabled=on)
+        return RedirectResponse(with_notice("/cron", "cron-on" if on else "cron-off"), 303)
 
 
 _switch(True)

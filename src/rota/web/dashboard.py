@@ -7,20 +7,18 @@ from collections import Counter
 from typing import Annotated, Any, ClassVar, Final
 
 import msgspec
-from msgspec import Meta
 from starlette.requests import Request
 
 from rota import inspect
 from rota.inspect import ServerInfo
 from rota.inspect.figures import MINUTES, leased_names, queue_totals, totals_history
 from rota.protocol.snapshot import PoolIdentity
-from rota.status import Bucket as Counts
 from rota.status import LivePool, RunningJob
 from rota.web.base import client_of, state_of
 from rota.web.charts import bar_chart
-from rota.web.declare import Ms, Number, Routes, mirror
+from rota.web.declare import Ms, Number, Routes, mirror, said
 
-__all__ = ["Bucket", "Busy", "BusyWorker", "Dashboard", "Pool", "Pools", "Redis", "routes"]
+__all__ = ["BusyWorker", "Pool", "routes"]
 
 routes = Routes()
 _MINUTES: Final = Number("minutes", MINUTES, 1, 120)
@@ -53,10 +51,8 @@ class Pool(PoolIdentity, frozen=True, kw_only=True):
     heartbeat_interval: float
     # The snapshot's list of busy workers is replaced by their number, counted from the
     # running sets (exact at the read); ``/api/busy`` lists them.
-    busy: Annotated[int, Meta(description="jobs it is running now")]
-    periodic: Annotated[
-        list[str], Meta(description="the names of the periodic jobs it fires (see /api/cron)")
-    ]
+    busy: Annotated[int, said("jobs it is running now")]
+    periodic: Annotated[list[str], said("the names of the periodic jobs it fires (see /api/cron)")]
     last_heartbeat: Ms
     stale: bool
 
@@ -91,73 +87,53 @@ class Redis(ServerInfo):
     namespace: str
 
 
-def _bucket(bucket: Counts) -> Bucket:
-    counts = bucket.counts
-    return mirror(
-        Bucket, bucket, processed=counts.get("processed", 0), failed=counts.get("failed", 0)
-    )
-
-
 async def _charts(request: Request, data: Any) -> dict[str, Any]:
-    charts = {
-        "minutes": bar_chart(data["minutes"], "minute"),
-        "days": bar_chart(data["days"], "day"),
-    }
-    return {"charts": charts, "api": "/api/dashboard"}
+    return {"charts": {k + "s": bar_chart(data[k + "s"], k) for k in ("minute", "day")}}
 
 
-@routes.page(
-    "/",
-    "dashboard.html",
-    "dashboard",
-    Dashboard,
-    400,
-    api="/api/dashboard",
-    params=(_MINUTES, _DAYS),
-    context=_charts,
-)
+@routes.page("/", "dashboard.html", _charts, api="/api/dashboard")
+@routes.api("/api/dashboard", "dashboard", Dashboard, 400, params=(_MINUTES, _DAYS))
 async def dashboard(request: Request) -> Dashboard:
     """Totals, sizes, and processed/failed per minute and per day."""
     client = client_of(request)
     stats = await client.stats()
     history = await totals_history(client, _MINUTES.read(request), _DAYS.read(request))
     queued, running = await queue_totals(client)
-    sizes = {"queued": queued, "running": running}
-    sizes.update(await client.job_set_sizes())
-    sizes["pools"] = len(await client.pools())
-    sizes["busy"] = sizes["running"]
-    return Dashboard(
-        namespace=client.namespace,
-        totals={k: stats.get(k, 0) for k in ("processed", "failed", "dead", "lost", "aborted")},
-        sizes=sizes,
-        minutes=[_bucket(x) for x in history.minutes],
-        days=[_bucket(x) for x in history.days],
+    sizes = {"queued": queued, "running": running, **await client.job_set_sizes()}
+    sizes.update(pools=len(await client.pools()), busy=running)
+    totals = {k: stats.get(k, 0) for k in ("processed", "failed", "dead", "lost", "aborted")}
+    minutes, days = ([_bucket(x) for x in seen] for seen in (history.minutes, history.days))
+    return Dashboard(client.namespace, totals, sizes, minutes, days)
+
+
+def _bucket(x: Any) -> Bucket:
+    return mirror(
+        Bucket, x, processed=x.counts.get("processed", 0), failed=x.counts.get("failed", 0)
     )
 
 
-@routes.page("/pools", "pools.html", "pools", Pools)
+@routes.page("/pools", "pools.html")
+@routes.api("/api/pools", "pools", Pools)
 async def pools(request: Request) -> Pools:
     """Live pools and their heartbeats."""
     client = client_of(request)
     live = await client.pools()
     busy = Counter(r.pool for r in await client.running(await leased_names(client), live))
-    out = [
-        mirror(Pool, pool, busy=busy[pool.id], periodic=[c.name for c in pool.periodic])
-        for pool in live
-    ]
+    out = [mirror(Pool, p, busy=busy[p.id], periodic=[c.name for c in p.periodic]) for p in live]
     return Pools(out, state_of(request).settings.heartbeat_interval)
 
 
-@routes.page("/busy", "busy.html", "busy", Busy)
+@routes.page("/busy", "busy.html")
+@routes.api("/api/busy", "busy", Busy)
 async def busy(request: Request) -> Busy:
     """Jobs running now, from the running sets."""
     # exact at the read; only the last checkin message comes from the pools' snapshots
     client = client_of(request)
-    running = await client.running(await leased_names(client))
-    return Busy([mirror(BusyWorker, r) for r in running])
+    return Busy([mirror(BusyWorker, r) for r in await client.running(await leased_names(client))])
 
 
-@routes.page("/redis", "redis.html", "redis", Redis)
+@routes.page("/redis", "redis.html")
+@routes.api("/api/redis", "redis", Redis)
 async def redis_info(request: Request) -> Redis:
     """Redis server figures and round trip."""
     client = client_of(request)

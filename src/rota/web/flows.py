@@ -7,7 +7,6 @@ from collections import Counter
 from typing import Annotated, Any, Final
 
 import msgspec
-from msgspec import Meta
 from starlette.requests import Request
 
 from rota import inspect
@@ -15,7 +14,7 @@ from rota.inspect import FINAL_STATES, MISSING, FlowView
 from rota.inspect.flows import flow_view
 from rota.inspect.members import MEMBER_STATES, MemberState, member_state
 from rota.web.base import ApiError, client_of
-from rota.web.declare import REFRESH, Number, Routes, found, is_api, mirror, query
+from rota.web.declare import REFRESH, Number, Routes, found, is_api, mirror, pages, query, said
 from rota.web.graph import STATES, layout
 from rota.web.jobs import GroupProgress
 from rota.workflow import Related
@@ -44,21 +43,21 @@ class Group(GroupProgress, frozen=True):
     """A group's progress, its callback (the job, where the progress has its id), and a
     page of its members."""
 
-    then: Annotated[Related | None, Meta(description="the callback")]  # type: ignore[assignment]
+    then: Annotated[Related | None, said("the callback")]  # type: ignore[assignment]
     offset: int
     limit: int
     members: list[Related]
     failed_members: Annotated[
         list[Related],
-        Meta(description="members that ended dead or aborted, wherever they are (at most 100)"),
+        said("members that ended dead or aborted, wherever they are (at most 100)"),
     ] = msgspec.field(default_factory=list)
-    state: Annotated[
-        MemberState | None, Meta(description="the members' state the page keeps (none: all)")
-    ] = None
-    matching: Annotated[int | None, Meta(description="members in that state")] = None
+    state: Annotated[MemberState | None, said("the members' state the page keeps (none: all)")] = (
+        None
+    )
+    matching: Annotated[int | None, said("members in that state")] = None
     scanned: Annotated[
         int | None,
-        Meta(description="members read to find them: fewer than total when it stopped"),
+        said("members read to find them: fewer than total when it stopped"),
     ] = None
 
 
@@ -81,7 +80,8 @@ async def _graph(request: Request, data: Any) -> dict[str, Any]:
     }
 
 
-@routes.page("/flows/{job_id}", "flow.html", "flow", Flow, 404, context=_graph)
+@routes.page("/flows/{job_id}", "flow.html", _graph)
+@routes.api("/api/flows/{job_id}", "flow", Flow, 404)
 async def flow(request: Request) -> Flow:
     """The graph of the workflow a job belongs to (at most 200 jobs)."""
     job_id = request.path_params["job_id"]
@@ -129,21 +129,12 @@ async def _members(request: Request, data: Any) -> dict[str, Any]:
         "refresh": 0 if data["finished"] and _settled(nodes) else REFRESH,
         "filters": ["all", *MEMBER_STATES],
         "shown": kept or "all",
-        "prev_offset": max(0, offset - 25) if offset > 0 else None,
-        "next_offset": offset + 25 if offset + 25 < listed else None,
+        **pages(offset, 25, listed),
     }
 
 
-@routes.page(
-    "/groups/{group_id}",
-    "group.html",
-    "group",
-    Group,
-    400,
-    404,
-    params=(_OFFSET, _LIMIT, _MEMBERS),
-    context=_members,
-)
+@routes.page("/groups/{group_id}", "group.html", _members)
+@routes.api("/api/groups/{group_id}", "group", Group, 400, 404, params=(_OFFSET, _LIMIT, _MEMBERS))
 async def group(request: Request) -> Group:
     """A group's progress, its callback, and a page of its members (those in a state)."""
     group_id = request.path_params["group_id"]

@@ -19,20 +19,12 @@ from rota.protocol import bounds
 from rota.protocol.job import NAME_RE
 from rota.spec import Enqueued, epoch_seconds, moment_seconds
 from rota.web.base import ApiError, JSONResponse, client_of, with_notice
-from rota.web.declare import REFRESH, Ms, Routes, doc, found, is_api, json_answer, mirror
+from rota.web.declare import REFRESH, Ms, Routes, doc, found, is_api, json_answer, mirror, said
 from rota.web.sets import JOB_SETS, MAX_IDS, RETRYABLE, JobTimes
 from rota.workflow import GroupProgress as Progress
 from rota.workflow import Related
 
-__all__ = [
-    "PRETTY_LIMIT",
-    "Aborted",
-    "EnqueueRequest",
-    "GroupProgress",
-    "JobDetail",
-    "JobProgress",
-    "routes",
-]
+__all__ = ["PRETTY_LIMIT", "EnqueueRequest", "GroupProgress", "JobDetail", "routes"]
 
 routes = Routes()
 NAME_PATTERN: Final = NAME_RE.pattern
@@ -59,41 +51,37 @@ class JobProgress(msgspec.Struct):
 
 class GroupProgress(Progress, frozen=True):
     created_at: Ms | None  # when it was made; seconds in the Python type
-    finished: Annotated[bool, Meta(description="every member complete, dead or aborted")]
+    finished: Annotated[bool, said("every member complete, dead or aborted")]
 
 
 class JobDetail(JobTimes, kw_only=True):
     """Everything about one job: its record's fields (the times in ms), its args and
     result decoded, its log lines and the jobs it is tied to."""
 
-    args: Annotated[Any, Meta(description="the args decoded (null when they are not JSON)")]
+    args: Annotated[Any, said("the args decoded (null when they are not JSON)")]
     args_raw: str | None
     args_pretty: str | None
-    result: Annotated[Any, Meta(description="the result decoded")]
+    result: Annotated[Any, said("the result decoded")]
     result_raw: str | None
     result_pretty: str | None
     progress: JobProgress | None
     progress_raw: str | None
     logs: list[str]
-    parents: Annotated[
-        list[Related], Meta(description="the jobs it waits for, in the order of after")
-    ]
+    parents: Annotated[list[Related], said("the jobs it waits for, in the order of after")]
     children: Annotated[
-        list[Related], Meta(description="the jobs enqueued after it, oldest first (at most 500)")
+        list[Related], said("the jobs enqueued after it, oldest first (at most 500)")
     ]
     children_total: int
-    unserved: Annotated[list[str], Meta(description="unfinished parents' names no pool serves")]
-    callback: Annotated[
-        Related | None, Meta(description="for a member of a group: the group's callback")
-    ]
+    unserved: Annotated[list[str], said("unfinished parents' names no pool serves")]
+    callback: Annotated[Related | None, said("for a member of a group: the group's callback")]
     group_progress: Annotated[
-        GroupProgress | None, Meta(description="the group it is a member or the callback of")
+        GroupProgress | None, said("the group it is a member or the callback of")
     ]
 
 
 class Aborted(msgspec.Struct):
     id: str
-    was: Annotated[str, Meta(description="its state before")]
+    was: Annotated[str, said("its state before")]
 
 
 class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -105,14 +93,14 @@ class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     }
 
     name: Annotated[str, doc(pattern=NAME_PATTERN)]
-    args: Annotated[list[Any] | None, Meta(description="positional args")] = None
-    kwargs: Annotated[dict[str, Any] | None, Meta(description="keyword args")] = None
+    args: Annotated[list[Any] | None, said("positional args")] = None
+    kwargs: Annotated[dict[str, Any] | None, said("keyword args")] = None
     delay: Annotated[float, doc(minimum=0, maximum=MAX_DELAY)] | None = None
     run_at: Annotated[
         Annotated[float, doc(minimum=0, maximum=MAX_EPOCH)]
         | Annotated[str, doc(format="date-time")]
         | None,
-        Meta(description="epoch seconds or an ISO-8601 time (UTC if no offset)"),
+        said("epoch seconds or an ISO-8601 time (UTC if no offset)"),
     ] = None
     unique: Annotated[str, doc(minLength=1, maxLength=MAX_UNIQUE)] | None = None
     job_id: Annotated[
@@ -179,7 +167,8 @@ async def _page(request: Request, data: Any) -> dict[str, Any]:
     return {"job": data, "refresh": refresh, "sets": JOB_SETS, "retryable": RETRYABLE}
 
 
-@routes.page("/jobs/{job_id}", "job.html", "job", "Job", 404, context=_page)
+@routes.page("/jobs/{job_id}", "job.html", _page)
+@routes.api("/api/jobs/{job_id}", "job", "Job", 404)
 async def job(request: Request) -> dict[str, Any]:
     """Everything about one job."""
     # The record's fields, then JobDetail's (replacing the times and args, result and
@@ -229,7 +218,7 @@ _stored("result")
 
 
 @routes.form("/jobs/{job_id}/abort")
-@routes.api("/api/jobs/{job_id}/abort", "abort", Aborted, 404, method="POST")
+@routes.api("/api/jobs/{job_id}/abort", "abort", Aborted, 404, post=True)
 async def abort(request: Request) -> Aborted | Response:
     """Abort a job."""
     job_id = request.path_params["job_id"]
@@ -255,6 +244,7 @@ def _run_at(body: EnqueueRequest) -> float | None:
         raise ApiError(422, str(exc)) from None
 
 
+_CODES: Final = (400, 413, 415, 422)
 _ENQUEUED: Final = {
     "201": json_answer(Enqueued, "enqueued"),
     "200": json_answer(Enqueued, "nothing new: the unique key is held"),
@@ -262,16 +252,7 @@ _ENQUEUED: Final = {
 
 
 @routes.api(
-    "/api/jobs",
-    "enqueue",
-    Enqueued,
-    400,
-    413,
-    415,
-    422,
-    request=EnqueueRequest,
-    answers=_ENQUEUED,
-    method="POST",
+    "/api/jobs", "enqueue", Enqueued, *_CODES, body=EnqueueRequest, answers=_ENQUEUED, post=True
 )
 async def enqueue(request: Request, body: EnqueueRequest) -> Response:
     """Enqueue a job."""

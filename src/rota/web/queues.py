@@ -1,6 +1,6 @@
 """The queues (one per job name): their figures, the jobs waiting in one, a name's
-minutes, and pausing, resuming, limiting and clearing one, from a page's form (a 303 back
-to the page) or the API (JSON)."""
+minutes, and pausing, resuming, limiting and clearing one, from a page's form (a 303
+back to the page) or the API (JSON)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import Annotated, Any, Final
 from urllib.parse import quote
 
 import msgspec
-from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -21,45 +20,45 @@ from rota.protocol import bounds
 from rota.status import QueueInfo
 from rota.web.base import ApiError, client_of, known_queue, local_path, render, with_notice
 from rota.web.charts import bar_chart, duration_chart
-from rota.web.declare import REFRESH, STR, Ms, Number, Routes, doc, is_api, mirror, ms, plain, query
+from rota.web.declare import (
+    REFRESH,
+    STR,
+    Ms,
+    Number,
+    Routes,
+    doc,
+    is_api,
+    mirror,
+    ms,
+    pages,
+    plain,
+    query,
+    said,
+)
 
-__all__ = [
-    "MAX_LIMIT",
-    "Cleared",
-    "LimitRequest",
-    "NameMinute",
-    "NameStats",
-    "Queue",
-    "QueueJobs",
-    "QueueLimit",
-    "QueueRate",
-    "QueueState",
-    "QueuedJob",
-    "Queues",
-    "RateRequest",
-    "routes",
-]
+__all__ = ["routes"]
 
 routes = Routes()
 MAX_LIMIT: Final = int(bounds.HANDLER["max_concurrency"].hi)
-OFFSET: Final = Number("offset", 0, 0, 10**9)
+_OFFSET: Final = Number("offset", 0, 0, 10**9)
 _LIMIT: Final = Number("limit", 100, 1, 1000, page=100)  # a page stays small with 1000s of names
 _JOBS: Final = Number("limit", 25, 1, 500, page=25)
 _MINUTES: Final = Number("minutes", MINUTES, 1, 120)
+_ORDER: Final = query("order", {**STR, "enum": ["oldest", "newest"]}, "default oldest")
 
 
 class Queue(QueueInfo, frozen=True, kw_only=True):
-    done_per_second: Annotated[float, Meta(description="completed per second over the last minute")]
-    served: Annotated[
-        bool, Meta(description="a live pool serves this name (none: its jobs wait for one)")
-    ] = True
+    done_per_second: Annotated[float, said("completed per second over the last minute")]
+    served: Annotated[bool, said("a live pool serves this name (none: its jobs wait for one)")] = (
+        True
+    )
 
 
 class Queues(msgspec.Struct):
     """A page of the queues, the busiest first (queued and running jobs), then by name."""
 
     queues: list[Queue]
-    total: Annotated[int, Meta(description="job names in all")] = 0
+    total: Annotated[int, said("job names in all")] = 0
     offset: int = 0
     limit: int = 100
 
@@ -68,12 +67,10 @@ class NameMinute(msgspec.Struct):
     """One UTC minute of a job name."""
 
     start: Ms
-    processed: Annotated[int, Meta(description="jobs of the name completed")]
-    failed: Annotated[int, Meta(description="failed attempts of the name")]
-    ran_ms: Annotated[int, Meta(description="ms its complete jobs ran, summed")]
-    mean_ms: Annotated[
-        float | None, Meta(description="mean run time of its complete jobs (none: none)")
-    ]
+    processed: Annotated[int, said("jobs of the name completed")]
+    failed: Annotated[int, said("failed attempts of the name")]
+    ran_ms: Annotated[int, said("ms its complete jobs ran, summed")]
+    mean_ms: Annotated[float | None, said("mean run time of its complete jobs (none: none)")]
 
 
 class NameStats(msgspec.Struct):
@@ -118,9 +115,9 @@ class Cleared(msgspec.Struct):
 class RateRequest(msgspec.Struct, forbid_unknown_fields=True):
     rate: Annotated[
         str | None,
-        Meta(
-            description="jobs that may start per second, minute or hour, e.g. '100/s',"
-            " '30/min', '2/hour'; null removes the limit"
+        said(
+            "jobs that may start per second, minute or hour, e.g. '100/s', '30/min', '2/hour';"
+            " null removes the limit"
         ),
     ]
 
@@ -128,23 +125,15 @@ class RateRequest(msgspec.Struct, forbid_unknown_fields=True):
 class LimitRequest(msgspec.Struct, forbid_unknown_fields=True):
     limit: Annotated[
         Annotated[int, doc(minimum=1, maximum=MAX_LIMIT)] | None,
-        Meta(description="most jobs of the name running at once; null: no limit"),
+        said("most jobs of the name running at once; null: no limit"),
     ]
 
 
-def _pages(offset: int, size: int, total: int) -> dict[str, int | None]:
-    return {
-        "prev_offset": max(0, offset - size) if offset > 0 else None,
-        "next_offset": offset + size if offset + size < total else None,
-    }
-
-
-@routes.api("/api/queues", "queues", Queues, 400, params=(OFFSET, _LIMIT))
+@routes.api("/api/queues", "queues", Queues, 400, params=(_OFFSET, _LIMIT))
 async def queues(request: Request) -> Queues:
     """A page of the queues' figures, the busiest first."""
-    # done_per_second: jobs of the name completed per second over the last minute (from
-    # the per-minute counters)
-    client, offset, limit = client_of(request), OFFSET.read(request), _LIMIT.read(request)
+    # done_per_second: completed per second over the last minute, from the per-minute counters
+    client, offset, limit = client_of(request), _OFFSET.read(request), _LIMIT.read(request)
     now = time.time()
     weight = 1 - (now % 60) / 60  # the share of the previous minute inside the last 60 s
     total, page = await client.queue_page(offset, limit)
@@ -162,49 +151,35 @@ async def queues(request: Request) -> Queues:
     return Queues(out, total, offset, limit)
 
 
-@routes.form("/queues", ("GET",))
+@routes.form("/queues", "GET")
 async def queues_page(request: Request, error: str | None = None) -> Response:
     """``error``: what was wrong with a form sent from it (a rate or a limit that does not
     parse), shown above the table with status 400."""
     data = plain(await queues(request))
     offset, size = data["offset"], data["limit"]
-    context = {
-        "data": data,
-        "api": f"/api/queues?offset={offset}&limit={size}",
-        "refresh": REFRESH,
-        "error": error,
-        **_pages(offset, size, data["total"]),
-    }
+    api = f"/api/queues?offset={offset}&limit={size}"
+    context = {"data": data, "api": api, "refresh": REFRESH, "error": error}
+    context.update(pages(offset, size, data["total"]))
     return render(request, "queues.html", context, status=400 if error else 200)
 
 
-async def _stats(request: Request, data: Any) -> dict[str, Any]:
-    """The queue page's charts, and its links."""
+async def _queue(request: Request, data: Any) -> dict[str, Any]:
+    """The queue page's charts and links."""
     stats = await _name_stats(client_of(request), data["name"], _MINUTES.read(request))
-    minutes = plain(stats)["minutes"]
-    offset, total, query_ = data["offset"], data["total"], request.url.query
+    minutes, offset, total = plain(stats)["minutes"], data["offset"], data["total"]
     last = max(0, (total - 1) // 25 * 25)
+    query_ = f"?{request.url.query}" if request.url.query else ""
     return {
-        "api": f"/api/queues/{quote(data['name'])}/jobs" + (f"?{query_}" if query_ else ""),
+        "api": f"/api/queues/{quote(data['name'])}/jobs{query_}",
         "last_offset": last if offset < last else None,
         "charts": {"done": bar_chart(minutes, "minute"), "ran": duration_chart(minutes)},
-        **_pages(offset, 25, total),
+        **pages(offset, 25, total),
     }
 
 
-_ORDER: Final = query("order", {**STR, "enum": ["oldest", "newest"]}, "default oldest")
-
-
-@routes.page(
-    "/queues/{name}",
-    "queue.html",
-    "queue_jobs",
-    QueueJobs,
-    400,
-    404,
-    api="/api/queues/{name}/jobs",
-    params=(OFFSET, _JOBS, _ORDER),
-    context=_stats,
+@routes.page("/queues/{name}", "queue.html", _queue)
+@routes.api(
+    "/api/queues/{name}/jobs", "queue_jobs", QueueJobs, 400, 404, params=(_OFFSET, _JOBS, _ORDER)
 )
 async def queue_jobs(request: Request) -> QueueJobs:
     """A page of the jobs waiting in a queue, the next to run first (or the newest)."""
@@ -212,7 +187,7 @@ async def queue_jobs(request: Request) -> QueueJobs:
     order = request.query_params.get("order", "oldest")
     if order not in ("oldest", "newest") and is_api(request):
         raise ApiError(400, "order: oldest or newest")
-    offset, limit = OFFSET.read(request), _JOBS.read(request)
+    offset, limit = _OFFSET.read(request), _JOBS.read(request)
     view = await inspect.queue_view(client_of(request), name, offset, limit, order == "newest")
     return mirror(QueueJobs, view, jobs=[mirror(QueuedJob, j) for j in view.jobs])
 
@@ -239,17 +214,8 @@ async def _back(request: Request, done: str, n: int | None = None) -> Response:
     return RedirectResponse(with_notice(target, done, n), status_code=303)
 
 
-def _limit(text: str) -> int | None:
-    """A concurrency limit typed in the form: a whole number from 1, or nothing."""
-    if not text:
-        return None
-    if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
-        raise ValueError(f"the limit must be a whole number from 1 to {MAX_LIMIT}, not {text!r}")
-    return int(text)
-
-
 @routes.form("/queues/{name}/pause")
-@routes.api("/api/queues/{name}/pause", "queue_pause", QueueState, 404, method="POST")
+@routes.api("/api/queues/{name}/pause", "queue_pause", QueueState, 404, post=True)
 async def pause(request: Request) -> QueueState | Response:
     """Pause a queue."""
     name = await known_queue(request)
@@ -258,7 +224,7 @@ async def pause(request: Request) -> QueueState | Response:
 
 
 @routes.form("/queues/{name}/resume")
-@routes.api("/api/queues/{name}/resume", "queue_resume", QueueState, 404, method="POST")
+@routes.api("/api/queues/{name}/resume", "queue_resume", QueueState, 404, post=True)
 async def resume(request: Request) -> QueueState | Response:
     """Resume a queue."""
     name = await known_queue(request)
@@ -267,7 +233,7 @@ async def resume(request: Request) -> QueueState | Response:
 
 
 @routes.form("/queues/{name}/clear")
-@routes.api("/api/queues/{name}/clear", "queue_clear", Cleared, 404, method="POST")
+@routes.api("/api/queues/{name}/clear", "queue_clear", Cleared, 404, post=True)
 async def clear(request: Request) -> Cleared | Response:
     """Clear a queue."""
     name = await known_queue(request)
@@ -275,16 +241,11 @@ async def clear(request: Request) -> Cleared | Response:
     return Cleared(name, n) if is_api(request) else await _back(request, "cleared", n)
 
 
+_WRONG: Final = (400, 404, 415, 422)
+
+
 @routes.api(
-    "/api/queues/{name}/rate",
-    "queue_rate",
-    QueueRate,
-    400,
-    404,
-    415,
-    422,
-    request=RateRequest,
-    method="POST",
+    "/api/queues/{name}/rate", "queue_rate", QueueRate, *_WRONG, body=RateRequest, post=True
 )
 async def set_rate(request: Request, body: RateRequest) -> QueueRate:
     """Set or remove the rate limit of a queue (across all pools)."""
@@ -298,15 +259,7 @@ async def set_rate(request: Request, body: RateRequest) -> QueueRate:
 
 
 @routes.api(
-    "/api/queues/{name}/limit",
-    "queue_limit",
-    QueueLimit,
-    400,
-    404,
-    415,
-    422,
-    request=LimitRequest,
-    method="POST",
+    "/api/queues/{name}/limit", "queue_limit", QueueLimit, *_WRONG, body=LimitRequest, post=True
 )
 async def set_limit(request: Request, body: LimitRequest) -> QueueLimit:
     """Set or remove the concurrency limit of a queue (across all pools)."""
@@ -317,22 +270,23 @@ async def set_limit(request: Request, body: LimitRequest) -> QueueLimit:
     return QueueLimit(name, body.limit)
 
 
-def _set_form(what: str) -> None:
-    async def set_form(request: Request) -> Response:
-        name = await known_queue(request)
-        value = (await request.form()).get(what)
-        text = value.strip() if isinstance(value, str) else ""
-        try:
-            if what == "rate":
-                await client_of(request).set_rate(name, text or None)
-            else:
-                await client_of(request).set_limit(name, _limit(text))
-        except ValueError as exc:
-            return await queues_page(request, error=f"{name}: {exc}")
-        return await _back(request, f"{what}-set" if text else f"{what}-removed")
-
-    routes.form(f"/queues/{{name}}/{what}")(set_form)
-
-
-_set_form("rate")
-_set_form("limit")
+@routes.form("/queues/{name}/rate")
+@routes.form("/queues/{name}/limit")
+async def set_form(request: Request) -> Response:
+    """A rate (none: removed) or a concurrency limit (a whole number from 1, or none)
+    typed in the queues page's form."""
+    name, what = await known_queue(request), request.url.path.rpartition("/")[2]
+    value = (await request.form()).get(what)
+    text = value.strip() if isinstance(value, str) else ""
+    try:
+        if what == "rate":
+            await client_of(request).set_rate(name, text or None)
+        elif text and (not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT):
+            raise ValueError(
+                f"the limit must be a whole number from 1 to {MAX_LIMIT}, not {text!r}"
+            )
+        else:
+            await client_of(request).set_limit(name, int(text) if text else None)
+    except ValueError as exc:
+        return await queues_page(request, error=f"{name}: {exc}")
+    return await _back(request, f"{what}-set" if text else f"{what}-removed")

@@ -10,7 +10,7 @@ from rota.inspect import ShardView
 from rota.web.base import client_of
 from rota.web.declare import Routes
 
-__all__ = ["Shards", "routes"]
+__all__ = ["routes"]
 
 routes = Routes()
 
@@ -23,7 +23,8 @@ class Shards(msgspec.Struct):
     shards: list[ShardView]
 
 
-@routes.page("/shards", "shards.html", "shards", Shards)
+@routes.page("/shards", "shards.html")
+@routes.api("/api/shards", "shards", Shards)
 async def shards(request: Request) -> Shards:
     """Each shard of the namespace: its tag, slot, server and the jobs it holds."""
     client = client_of(request)

@@ -28,13 +28,13 @@ def stack(
     body_limit: int,
 ) -> list[Middleware]:
     return [
-        Middleware(SecurityHeaders),
-        Middleware(CsrfToken),
-        Middleware(LoginThrottle, auth=auth),
+        Middleware(SecurityHeaders, refused=refused),
+        Middleware(CsrfToken, refused=refused),
+        Middleware(LoginThrottle, refused=refused, auth=auth),
         Middleware(BodyLimit, limit=body_limit, refused=refused),
         Middleware(HostCheck, allowed=allowed_hosts, refused=refused),
         Middleware(Authenticate, auth=auth, sessions=sessions, refused=refused),
         Middleware(CsrfCheck, auth=auth, body_limit=body_limit, refused=refused),
         Middleware(BodyLimit, limit=body_limit, refused=refused, by_auth=True),
-        Middleware(AuditTrail, audit=audit),
+        Middleware(AuditTrail, refused=refused, audit=audit),
     ]

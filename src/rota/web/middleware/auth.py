@@ -20,7 +20,7 @@ from starlette.datastructures import Headers
 from starlette.types import Message, Receive, Scope, Send
 
 from rota.web.audit import AuditLog, acted_on, who
-from rota.web.middleware.headers import SAFE_METHODS, Layer, Refuse, cookies, on_start
+from rota.web.middleware.headers import SAFE_METHODS, Layer, cookies, on_start
 from rota.web.sessions import DEFAULT_TTL, Sessions
 
 __all__ = ["ADMIN", "READ", "SESSION_COOKIE", "AuditTrail", "Auth", "Authenticate", "same"]
@@ -97,7 +97,6 @@ class Authenticate(Layer):
 
     auth: Auth
     sessions: Sessions | None
-    refused: Refuse
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         state, path = scope["state"], scope["path"]
@@ -117,14 +116,12 @@ class Authenticate(Layer):
         authed = not self.auth.enabled or header_auth or session
         state.update(session=session, header_auth=header_auth, authed=authed)
         if not authed and not (path in _OPEN_PATHS or static):
-            return await self.refuse(
-                self.refused, 401, "authentication required", scope, receive, send
-            )
+            return await self.refuse(scope, receive, send, 401, "authentication required")
         readonly = (header_auth and role == READ) or (session and Sessions.readonly(cookie))
         state["readonly"] = readonly  # the pages leave out their actions
         if readonly and scope["method"] not in SAFE_METHODS and path not in _READONLY_POSTS:
             text = "read-only credentials: a change needs the admin token"
-            return await self.refuse(self.refused, 403, text, scope, receive, send)
+            return await self.refuse(scope, receive, send, 403, text)
         await self.app(scope, receive, send)
 
 

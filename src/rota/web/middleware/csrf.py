@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import Message, Receive, Scope, Send
 
 from rota.web.middleware.auth import Auth, same
-from rota.web.middleware.headers import SAFE_METHODS, Layer, Refuse, cookies, on_start
+from rota.web.middleware.headers import SAFE_METHODS, Layer, cookies, on_start
 from rota.web.middleware.limits import OPEN_LIMIT, form_field
 
 __all__ = ["CSRF_COOKIE", "CsrfCheck", "CsrfToken", "origin_verdict"]
@@ -75,7 +75,6 @@ class CsrfToken(Layer):
 class CsrfCheck(Layer):
     auth: Auth
     body_limit: int
-    refused: Refuse
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] not in SAFE_METHODS:
@@ -89,11 +88,9 @@ class CsrfCheck(Layer):
                         limit = self.body_limit if state["authed"] else OPEN_LIMIT
                         token, receive = await form_field(headers, receive, CSRF_FIELD, limit)
                 except HTTPException as exc:
-                    return await self.refuse(
-                        self.refused, exc.status_code, exc.detail, scope, receive, send
-                    )
+                    return await self.refuse(scope, receive, send, exc.status_code, exc.detail)
                 if state["new_csrf"] or not token or not same(token, state["csrf"]):
                     text = "missing or wrong CSRF token"
             if text:
-                return await self.refuse(self.refused, 403, text, scope, receive, send)
+                return await self.refuse(scope, receive, send, 403, text)
         await self.app(scope, receive, send)

@@ -67,9 +67,11 @@ def on_start(send: Send, hook: Callable[[Message], Awaitable[None]]) -> Send:
 
 @dataclass
 class Layer:
-    """A middleware of the stack: it sees HTTP requests only (:meth:`http`)."""
+    """A middleware of the stack: it sees HTTP requests only (:meth:`http`), and says no
+    as ``refused`` renders it."""
 
     app: ASGIApp
+    refused: Refuse
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -81,9 +83,9 @@ class Layer:
         await self.app(scope, receive, send)
 
     async def refuse(
-        self, refuse: Refuse, status: int, text: str, scope: Scope, receive: Receive, send: Send
+        self, scope: Scope, receive: Receive, send: Send, status: int, text: str
     ) -> None:
-        await refuse(Request(scope), status, text)(scope, receive, send)
+        await self.refused(Request(scope), status, text)(scope, receive, send)
 
 
 class SecurityHeaders(Layer):

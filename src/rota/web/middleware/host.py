@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
-from rota.web.middleware.headers import Layer, Refuse
+from rota.web.middleware.headers import Layer
 
 __all__ = ["HostCheck", "host_name", "is_loopback"]
 
@@ -37,7 +37,6 @@ def host_name(host: str) -> str:
 @dataclass
 class HostCheck(Layer):
     allowed: frozenset[str] | None
-    refused: Refuse
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.allowed is not None:
@@ -45,5 +44,5 @@ class HostCheck(Layer):
             if host_name(host).lower() not in self.allowed:
                 names = ", ".join(sorted(self.allowed))
                 text = f"unknown host: this server answers to {names} only"
-                return await self.refuse(self.refused, 400, text, scope, receive, send)
+                return await self.refuse(scope, receive, send, 400, text)
         await self.app(scope, receive, send)

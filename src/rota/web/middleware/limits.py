@@ -1,16 +1,9 @@
-"""How much of a request body the server reads: a limit checked while it streams in,
-before anything parses it.
-
-Starlette reads a body whole (``request.body()``, ``request.form()``), so a 200 MB
-``POST`` was in memory before any handler could refuse it, and the login form, open to
-anyone, buffered whatever fields were sent. Here a body declared larger than its limit
-(``Content-Length``) is refused before a byte of it is read, and one that streams in
-without a length (chunked) is cut off the moment it passes the limit: either way a 413
-with the headers every answer carries. The limit depends on who asks: a request without
-credentials (the login form, the open paths) may send a few KiB; an authenticated one as
-much as an enqueue may carry (``max_args_bytes``, plus room for the rest of the body).
-Whatever parses a body (JSON, a urlencoded or multipart form) reads it through
-:func:`limited`, so no parser can hold more than the limit.
+"""How much of a request body the server reads, checked while it streams in, before
+anything parses it (Starlette reads a body whole: a 200 MB ``POST`` was in memory before
+a handler could refuse it). A body declared larger than its limit is refused before a
+byte of it is read, one without a length cut off the moment it passes it: a 413 either
+way. A request without credentials may send a few KiB; an authenticated one as much as
+an enqueue may carry (``max_args_bytes``, plus room for the rest of the body).
 """
 
 from __future__ import annotations
@@ -23,7 +16,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import Message, Receive, Scope, Send
 
-from rota.web.middleware.headers import Layer, Refuse
+from rota.web.middleware.headers import Layer
 
 __all__ = ["OPEN_LIMIT", "BodyLimit", "authed_limit", "declared", "form_field", "limited"]
 
@@ -132,7 +125,6 @@ class BodyLimit(Layer):
     credentials, and the body read through it."""
 
     limit: int
-    refused: Refuse
     by_auth: bool = False
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -140,7 +132,5 @@ class BodyLimit(Layer):
         try:
             declared(Headers(scope=scope), limit)
         except HTTPException as exc:
-            return await self.refuse(
-                self.refused, exc.status_code, exc.detail, scope, receive, send
-            )
+            return await self.refuse(scope, receive, send, exc.status_code, exc.detail)
         await self.app(scope, limited(receive, limit) if self.by_auth else receive, send)

@@ -1,13 +1,10 @@
-"""Failed logins, counted per client address.
-
-A wrong ``Authorization`` header or a wrong token in the login form counts: from the 5th
-in a row, the address must wait 1 s, then 2, 4... (at most 5 minutes) before its next
-try, answered 429 with ``Retry-After`` meanwhile, so a token cannot be guessed at full
-speed. Only the admin credentials (the token, Basic) clear the count when right: the
-read-only and metrics tokens and a session cookie, right, leave it as it was, so whoever
-holds the weakest credential cannot guess the strongest at full speed. A count is
-forgotten an hour after its last wait ends. Behind a reverse proxy the address is the
-one it forwards, when the proxy is trusted (``rota web --trusted-proxy``).
+"""Failed logins, counted per client address: from the 5th wrong ``Authorization``
+header or login token in a row, the address waits 1 s, then 2, 4... (at most 5 minutes)
+before its next try, answered 429 with ``Retry-After``, so a token cannot be guessed at
+full speed. Only the admin credentials clear the count when right: whoever holds the
+read-only or metrics token, or a session, cannot guess the admin token at full speed. A
+count is forgotten an hour after its last wait ends. Behind a trusted reverse proxy
+(``rota web --trusted-proxy``) the address is the one it forwards.
 """
 
 from __future__ import annotations
@@ -26,13 +23,9 @@ from starlette.types import Message, Receive, Scope, Send
 from rota.web.middleware.auth import ADMIN, Auth
 from rota.web.middleware.headers import Layer, on_start
 
-__all__ = ["LoginThrottle", "Throttle", "address_of"]
+__all__ = ["LoginThrottle", "Throttle"]
 
 log = structlog.get_logger("rota.web")
-
-
-def address_of(scope: Scope) -> str:
-    return str((scope.get("client") or ("unknown",))[0])
 
 
 class Throttle:
@@ -88,7 +81,7 @@ class LoginThrottle(Layer):
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = Headers(scope=scope)
-        address = address_of(scope)
+        address = str((scope.get("client") or ("unknown",))[0])
         login = scope["path"] == "/login" and scope["method"] == "POST"
         if not (self.auth.enabled and ("authorization" in headers or login)):
             return await self.app(scope, receive, send)
@@ -117,13 +110,10 @@ class LoginThrottle(Layer):
         await self.app(scope, receive, on_start(send, settled) if login else send)
 
     def _settle(self, scope: Scope, headers: Headers, address: str, login: bool) -> None:
-        """Count an attempt before it is evaluated: a failure is reserved on arrival (so
-        many attempts sent together cannot all be evaluated before the first is counted,
-        whenever their bodies come), and cleared only by admin credentials that were
-        checked and right: a bearer header here, a login form by its answer. A right
-        header that opens less (read-only, metrics) is not counted and clears nothing;
-        a read-only login takes back its reservation. An open path answered 200 proves
-        nothing, so it clears nothing."""
+        """Count an attempt on arrival (attempts sent together cannot all be evaluated
+        before the first is counted), cleared only by admin credentials checked right: a
+        header here, a login form by its answer. A right header that opens less is not
+        counted and clears nothing; an open path answered 200 proves nothing."""
         role = self.auth.header_role(headers.get("authorization"), scope["path"])
         if login or role is None:
             self.throttle.failed(address)

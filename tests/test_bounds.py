@@ -24,7 +24,7 @@ from rota.cli import main
 from rota.protocol.bounds import JOB, MAX_DELAY, Bound
 from rota.protocol.job import now_ms
 from rota.web import create_app
-from rota.web.request_bodies import EnqueueRequest
+from rota.web.jobs import EnqueueRequest
 from tests.helpers import pool_settings, wait_until
 from tests.unit.test_bounds import ODD, QUICK, WILD, _in_range, _judge
 

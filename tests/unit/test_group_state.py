@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from rota.web.pages import group_state
+from rota.web.flows import group_state
 
 
 def _group(**changes: Any) -> dict[str, Any]:

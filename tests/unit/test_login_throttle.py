@@ -3,7 +3,7 @@ leaves the count."""
 
 from __future__ import annotations
 
-from rota.web.security import Throttle
+from rota.web.middleware.throttle import Throttle
 
 
 def test_the_wait_doubles_and_a_success_clears_it() -> None:

@@ -9,8 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from starlette.exceptions import HTTPException
 
-from rota.web.actions import _position
-from rota.web.request_bodies import MAX_POSITION
+from rota.web.sets import MAX_POSITION, _position
 
 
 @given(st.text(max_size=30) | st.from_regex(r"\A\s*[0-9]{1,14}\s*\Z"))

@@ -16,8 +16,10 @@ from rota import (
     RunningJob,
     Settings,
 )
-from rota.web import bodies, create_app, request_bodies
-from rota.web.openapi import paths, spec
+from rota.web import create_app, declare
+from rota.web.dashboard import BusyWorker, Pool
+from rota.web.declare import mirror, ms_fields
+from rota.web.openapi import MIRRORS, RESOURCES, paths, spec
 
 
 def test_document_validates() -> None:
@@ -43,11 +45,11 @@ def test_an_api_route_without_its_operation_stops_the_document() -> None:
         paths([Route("/api/new", endpoint)])
 
 
-#: Every type defined in ``rota.web.bodies`` and ``rota.web.request_bodies``; ``JobDetail``
+#: Every type defined in the modules of the resources and ``rota.web.declare``; ``JobDetail``
 #: and ``JobTimes`` are parts of ``Job``, not components of their own.
 OWN: list[type[msgspec.Struct]] = [
     kind
-    for module in (bodies, request_bodies)
+    for module in (*RESOURCES, declare)
     for kind in vars(module).values()
     if isinstance(kind, type) and issubclass(kind, msgspec.Struct)
     if kind.__module__ == module.__name__
@@ -60,17 +62,17 @@ MIRRORING = [kind for kind in OWN if hasattr(kind, "mirrors")]
 
 #: Fields a body carries in place of its type's field of the same name, with another
 #: meaning: a pool's ``busy`` is how many jobs it runs, not the list of them.
-REPLACED = {(bodies.Pool, "busy"), (bodies.Pool, "periodic")}
+REPLACED = {(Pool, "busy"), (Pool, "periodic")}
 
 
 def test_the_bodies_that_mirror_a_type_are_listed() -> None:
-    assert sorted(k.__name__ for k in MIRRORING) == sorted(k.__name__ for k in bodies.MIRRORS)
-    assert {k.mirrors for k in bodies.MIRRORS} == {LivePool, RunningJob}
+    assert sorted(k.__name__ for k in MIRRORING) == sorted(k.__name__ for k in MIRRORS)
+    assert {k.mirrors for k in MIRRORS} == {LivePool, RunningJob}
 
 
-@pytest.mark.parametrize("kind", bodies.MIRRORS, ids=lambda k: k.__name__)
+@pytest.mark.parametrize("kind", MIRRORS, ids=lambda k: k.__name__)
 def test_a_body_carries_every_field_of_the_type_it_mirrors_in_order(
-    kind: type[bodies.Pool | bodies.BusyWorker],
+    kind: type[Pool | BusyWorker],
 ) -> None:
     """A field added to ``LivePool`` or ``RunningJob`` fails here until its body carries
     it, in the same place (the JSON keeps the type's order), as the same type or, for a
@@ -80,7 +82,7 @@ def test_a_body_carries_every_field_of_the_type_it_mirrors_in_order(
     assert carried == list(theirs), f"{kind.__name__} must carry {kind.mirrors.__name__}'s fields"
     own, their = typing.get_type_hints(kind), typing.get_type_hints(kind.mirrors)
     for name in theirs:
-        if name in bodies.ms_fields(kind):
+        if name in ms_fields(kind):
             assert their[name] in (float, float | None), (kind.__name__, name)
         elif (kind, name) not in REPLACED:
             assert own[name] == their[name], (kind.__name__, name)
@@ -90,7 +92,7 @@ def test_the_times_sent_in_ms_are_the_fields_typed_ms() -> None:
     """The fields typed ``Ms`` (which ``mirror`` turns from seconds into ms: see
     test_a_mirrored_body_has_the_times_in_ms) are these, and no other: a field that
     gains or loses the type changes what the API sends."""
-    times = {k.__name__: sorted(bodies.ms_fields(k)) for k in OWN if bodies.ms_fields(k)}
+    times = {k.__name__: sorted(ms_fields(k)) for k in OWN if ms_fields(k)}
     record_times = ["enqueued_at", "finished_at", "run_at", "started_at"]
     assert times == {
         "Bucket": ["start"],
@@ -122,7 +124,7 @@ def test_a_mirrored_body_has_the_times_in_ms() -> None:
         last_heartbeat=1700000002.125,
         stale=False,
     )
-    pool = msgspec.json.encode(bodies.mirror(bodies.Pool, live, busy=1))
+    pool = msgspec.json.encode(mirror(Pool, live, busy=1))
     assert pool == (
         b'{"id":"h:1:x","host":"h","pid":1,"version":"1","namespace":"n","concurrency":2,'
         b'"jobs":["a"],"started_at":1700000000250,"heartbeat_at":1700000001500,'
@@ -130,7 +132,7 @@ def test_a_mirrored_body_has_the_times_in_ms() -> None:
         b'"stale":false}'
     )
     running = RunningJob("j", "a", "h:1:x", 1700000000.75, 1700000030.0, "50", "hi")
-    assert msgspec.json.encode(bodies.mirror(bodies.BusyWorker, running)) == (
+    assert msgspec.json.encode(mirror(BusyWorker, running)) == (
         b'{"job_id":"j","name":"a","pool":"h:1:x","since":1700000000750,'
         b'"deadline":1700000030000,"progress":"50","message":"hi","host":"h","pid":1}'
     )

@@ -12,7 +12,7 @@ import httpx
 
 from rota import Client
 from rota.web.base import SHOWN_LIMIT
-from rota.web.views import PRETTY_LIMIT
+from rota.web.jobs import PRETTY_LIMIT
 
 DEEP: list[Any] = [[]]
 for _ in range(448):

@@ -9,7 +9,7 @@ import httpx
 
 from rota import Client, Settings
 from rota.web import Auth, create_app
-from rota.web.security import CSRF_COOKIE
+from rota.web.middleware.csrf import CSRF_COOKIE
 from tests.web.conftest import BASE
 
 

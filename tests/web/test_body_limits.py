@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from rota.web.security import SECURITY_HEADERS
+from rota.web.middleware.headers import SECURITY_HEADERS
 from tests.cli_helpers import rota_env
 from tests.redis_server import free_port
 from tests.web.test_cli_web import _start, _stop, _wait_for_event

@@ -12,7 +12,8 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect
 from rota import Settings
 from rota.protocol.keys import Keys
 from rota.web import Auth, create_app
-from rota.web.security import CSRF_COOKIE, SESSION_COOKIE
+from rota.web.middleware.auth import SESSION_COOKIE
+from rota.web.middleware.csrf import CSRF_COOKIE
 from tests.web.live import LiveServer
 from tests.web.test_browser import SHOTS
 

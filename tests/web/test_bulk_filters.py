@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from rota import Client, JobSpec
-from rota.web import views
-from rota.web.request_bodies import MAX_POSITION, MAX_SEARCH
+from rota.web import sets as views
+from rota.web.sets import MAX_POSITION, MAX_SEARCH
 from tests.web.test_pages import FORM
 
 BULK = [

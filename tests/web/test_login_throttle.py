@@ -14,7 +14,8 @@ from structlog.testing import capture_logs
 
 from rota import Client, Settings
 from rota.web import Auth, create_app
-from rota.web.security import SESSION_COOKIE, Throttle
+from rota.web.middleware.auth import SESSION_COOKIE
+from rota.web.middleware.throttle import Throttle
 from tests.web.live import LiveServer
 
 BEARER = {"authorization": "Bearer tok-123"}

@@ -13,7 +13,7 @@ from starlette.routing import Route
 
 from rota import Client, Settings
 from rota.web import create_app
-from rota.web.security import SECURITY_HEADERS
+from rota.web.middleware.headers import SECURITY_HEADERS
 
 BODIES = {
     "invalid UTF-8": (b'{"name": "x", "args": ["\xff\xfe"]}', "not valid UTF-8"),

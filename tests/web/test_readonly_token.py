@@ -13,7 +13,8 @@ from rota import Settings
 from rota.cli.common import ExitError
 from rota.cli.web import _credentials
 from rota.web import Auth, create_app
-from rota.web.security import CSRF_COOKIE, SESSION_COOKIE
+from rota.web.middleware.auth import SESSION_COOKIE
+from rota.web.middleware.csrf import CSRF_COOKIE
 from tests.web.live import LiveServer
 from tests.web.test_sessions import CSRF, enqueues, login, logout, reads
 

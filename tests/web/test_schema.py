@@ -33,8 +33,10 @@ from rota import (
     QueueInfo,
     RunningJob,
 )
-from rota.web import bodies, create_app
+from rota.web import create_app
+from rota.web.jobs import JobDetail
 from rota.web.openapi import spec
+from rota.web.sets import SUMMARY, JobTimes
 from tests.helpers import pool_settings
 from tests.redis_server import RedisServer
 from tests.unit.test_web_schema import OWN
@@ -96,7 +98,7 @@ def test_generated_requests_get_no_server_error(live: str, mode: GenerationMode)
 
 
 #: The document's component that carries the fields of each of rota's types, beside
-#: every type of ``rota.web.bodies`` under its own name. ``Job`` is a record with the
+#: every type of the resources' modules under its own name. ``Job`` is a record with the
 #: fields of ``JobDetail`` added, its times among them.
 CARRIED_BY: list[tuple[str, type[msgspec.Struct]]] = [
     ("Queue", QueueInfo),
@@ -105,11 +107,11 @@ CARRIED_BY: list[tuple[str, type[msgspec.Struct]]] = [
     ("GroupProgress", GroupProgress),
     ("Group", GroupProgress),
     ("Job", JobRecord),
-    ("Job", bodies.JobDetail),
-    ("Job", bodies.JobTimes),
+    ("Job", JobDetail),
+    ("Job", JobTimes),
     ("Enqueued", Enqueued),
 ]
-CARRIED_BY += [(k.__name__, k) for k in OWN if k not in (bodies.JobDetail, bodies.JobTimes)]
+CARRIED_BY += [(k.__name__, k) for k in OWN if k not in (JobDetail, JobTimes)]
 #: Options of ``JobSpec`` that ``POST /api/jobs`` does not take: the server picks job
 #: ids, and a unique key is held for the server's ``unique_ttl``.
 NOT_TAKEN = {"job_id", "unique_ttl"}
@@ -130,8 +132,8 @@ def test_served_document_has_every_field_of_the_types(
 
 def test_a_summary_is_a_part_of_the_record_and_enqueue_takes_the_job_options(live: str) -> None:
     document = httpx.get(live + "/api/openapi.json").json()
-    assert set(bodies.SUMMARY) <= set(JobRecord.__struct_fields__)
-    assert _properties(document, "JobSummary") == set(bodies.SUMMARY)
+    assert set(SUMMARY) <= set(JobRecord.__struct_fields__)
+    assert _properties(document, "JobSummary") == set(SUMMARY)
     options = set(JobSpec.__struct_fields__) - NOT_TAKEN
     missing = options - _properties(document, "EnqueueRequest")
     assert not missing, f"POST /api/jobs does not take {sorted(missing)}: take or list them"

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from rota import Client, JobSpec
-from rota.web import views
+from rota.web import sets as views
 from tests.web.test_pages import FORM
 
 

@@ -12,7 +12,8 @@ import redis
 
 from rota import Client, Settings
 from rota.web import Auth, create_app
-from rota.web.security import CSRF_COOKIE, SESSION_COOKIE
+from rota.web.middleware.auth import SESSION_COOKIE
+from rota.web.middleware.csrf import CSRF_COOKIE
 from tests.web.conftest import BASE
 from tests.web.live import IMG, SCRIPT, Seeded
 from tests.web.test_api import snapshot

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 
 from rota import Client
-from rota.web.request_bodies import MAX_IDS
+from rota.web.sets import MAX_IDS
 from tests.web.conftest import BASE
 from tests.web.live import Seeded
 

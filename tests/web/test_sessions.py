@@ -20,7 +20,8 @@ import redis
 from rota import Settings
 from rota.protocol.keys import Keys
 from rota.web import Auth, create_app
-from rota.web.security import CSRF_COOKIE, SESSION_COOKIE
+from rota.web.middleware.auth import SESSION_COOKIE
+from rota.web.middleware.csrf import CSRF_COOKIE
 from tests.cli_helpers import rota_env, run_rota
 from tests.redis_server import RedisServer, free_port
 from tests.test_acl import settings_for

@@ -17,7 +17,8 @@ import pytest
 
 from rota import Client, Settings
 from rota.web import Auth, create_app
-from rota.web.security import SESSION_COOKIE, Throttle
+from rota.web.middleware.auth import SESSION_COOKIE
+from rota.web.middleware.throttle import Throttle
 
 ADMIN, READONLY, METRICS = "tok-admin-1", "tok-look-1", "tok-scrape-1"
 BASIC = ("ops", "pw-1")

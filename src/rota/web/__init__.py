@@ -5,6 +5,6 @@ imports the worker package.
 """
 
 from rota.web.app import create_app
-from rota.web.security import Auth
+from rota.web.middleware.auth import Auth
 
 __all__ = ["Auth", "create_app"]

@@ -1,4 +1,6 @@
-"""The Starlette application: pages, JSON API, metrics, static files, security."""
+"""The Starlette application: the resources' pages and JSON, the OpenAPI document,
+metrics, the health check and static files, behind the security middlewares; and how
+every error is answered."""
 
 from __future__ import annotations
 
@@ -12,10 +14,9 @@ from typing import Any, Final
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from rota import inspect
@@ -24,7 +25,7 @@ from rota.config import Settings
 from rota.errors import RedisRefused, RedisUnavailable, redis_cause
 from rota.redis.access import acl_refused
 from rota.redis.outage import rota_error
-from rota.web import actions, api, cron_switch, openapi, pages
+from rota.web import openapi
 from rota.web.base import (
     ApiError,
     JSONResponse,
@@ -34,21 +35,21 @@ from rota.web.base import (
     render,
     state_of,
 )
-from rota.web.bodies import Error
-from rota.web.limits import authed_limit
+from rota.web.declare import Error
 from rota.web.metrics import metrics
-from rota.web.security import (
-    SECURITY_HEADERS,
-    Auth,
-    SecurityMiddleware,
-    json_refusal,
-    wants_json,
-)
+from rota.web.middleware import stack
+from rota.web.middleware.auth import Auth
+from rota.web.middleware.headers import SECURITY_HEADERS
+from rota.web.middleware.limits import authed_limit
 from rota.wire.redispy import RedisError
 
 __all__ = ["create_app"]
 
 STATIC = Path(__file__).parent / "static"
+_ACL: Final = (
+    "Redis refused this to the web UI's user ({}): it runs with a read-only role; the"
+    " web-operator role of docs/operations.md may retry, delete and pause"
+)
 
 
 async def healthz(request: Request) -> Response:
@@ -61,21 +62,29 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"ok": True})
 
 
-def _refusal(request: Request, status: int, text: str, auth: Auth) -> Response:
-    """How the security middleware says no: JSON for the API, a page for people."""
-    if wants_json(request):
-        return json_refusal(status, text, auth)
-    headers = {"www-authenticate": auth.challenge()} if status == 401 and auth.basic else None
+def _wants_json(request: Request) -> bool:
+    path = request.url.path
+    if path.startswith(("/api/", "/metrics")) or path == "/healthz":
+        return True
+    return "text/html" not in request.headers.get("accept", "")
+
+
+def _refusal(auth: Auth, request: Request, status: int, text: str) -> Response:
+    """How the security middlewares say no: JSON for the API, a page for people (the
+    login form for a 401 when a token opens the server)."""
+    challenge = {"www-authenticate": auth.challenge()} if status == 401 else None
+    if _wants_json(request):
+        return JSONResponse(Error(text), status_code=status, headers=challenge)
+    challenge = challenge if auth.basic else None
     if status == 401 and auth.token:
-        path = request.url.path
-        target = path + (f"?{request.url.query}" if request.url.query else "")
-        context = {"next": target, "error": None}
-        return render(request, "login.html", context, status=401, headers=headers)
-    return render(request, "error.html", {"status": status, "message": text}, status, headers)
+        query = f"?{request.url.query}" if request.url.query else ""
+        context = {"next": request.url.path + query, "error": None}
+        return render(request, "login.html", context, status=401, headers=challenge)
+    return render(request, "error.html", {"status": status, "message": text}, status, challenge)
 
 
 def _error(request: Request, status: int, message: str) -> Response:
-    if wants_json(request):
+    if _wants_json(request):
         return JSONResponse(Error(message), status_code=status)
     return render(request, "error.html", {"status": status, "message": message}, status)
 
@@ -87,19 +96,15 @@ async def _api_error(request: Request, exc: Exception) -> Response:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    messages = {404: "not found", 405: "method not allowed"}
-    detail = exc.detail if exc.detail and exc.detail != _phrase(exc.status_code) else None
-    response = _error(request, exc.status_code, detail or messages.get(exc.status_code, "error"))
-    if exc.headers:
-        response.headers.update(exc.headers)
-    return response
-
-
-def _phrase(status: int) -> str:
     try:
-        return HTTPStatus(status).phrase
+        phrase = HTTPStatus(exc.status_code).phrase
     except ValueError:
-        return ""
+        phrase = ""
+    detail = exc.detail if exc.detail and exc.detail != phrase else None
+    said = {404: "not found", 405: "method not allowed"}.get(exc.status_code, "error")
+    response = _error(request, exc.status_code, detail or said)
+    response.headers.update(exc.headers or {})
+    return response
 
 
 async def _redis_trouble(request: Request, exc: Exception) -> Response:
@@ -110,13 +115,7 @@ async def _redis_trouble(request: Request, exc: Exception) -> Response:
     if isinstance(error, RedisUnavailable):
         return _error(request, 503, await _unavailable(request, error))
     if acl_refused(error):  # an ACL user of a narrow role
-        return _error(
-            request,
-            403,
-            f"Redis refused this to the web UI's user ({redis_cause(error)}): it runs with a"
-            " read-only role; the web-operator role of docs/operations.md may retry, delete"
-            " and pause",
-        )
+        return _error(request, 403, _ACL.format(redis_cause(error)))
     if isinstance(error, RedisRefused) and error.condition:  # its message says what, and why
         return _error(request, 503, f"{error}: try again when it ends")
     raise exc  # a real error: _server_error answers 500 and the server logs it
@@ -145,13 +144,14 @@ async def _server_error(request: Request, exc: Exception) -> Response:
     return response
 
 
-#: What each error is answered with.
+#: What each error is answered with: a Redis refusal (or a bug: 500), the web's own
+#: stores' errors (sessions, audit) too.
 _HANDLERS: Final[dict[Any, Any]] = {
     ApiError: _api_error,
     HTTPException: _http_error,
     RedisUnavailable: _redis_trouble,
-    RedisRefused: _redis_trouble,  # a refusal (or a bug: 500)
-    RedisError: _redis_trouble,  # the web's own stores: sessions, audit
+    RedisRefused: _redis_trouble,
+    RedisError: _redis_trouble,
     Exception: _server_error,
 }
 
@@ -171,20 +171,6 @@ async def _lifespan(
     finally:
         for each in closing:
             await each.close()
-
-
-def _routes() -> list[BaseRoute]:
-    """The pages, the JSON API, the metrics, the health check and the static files."""
-    return [
-        *pages.routes,
-        *actions.routes,
-        Route("/api/openapi.json", openapi.serve),
-        *cron_switch.routes,
-        *api.routes,
-        Route("/metrics", metrics),
-        Route("/healthz", healthz),
-        Mount("/static", StaticFiles(directory=STATIC), name="static"),
-    ]
 
 
 def create_app(
@@ -214,19 +200,17 @@ def create_app(
         if ns != settings.namespace
     }
     state = WebState(settings, auth or Auth(), make_templates(), client, others)
+    refused = functools.partial(_refusal, state.auth)
+    limit = authed_limit(settings.max_args_bytes)
     app = Starlette(
-        routes=_routes(),
-        middleware=[
-            Middleware(
-                SecurityMiddleware,
-                auth=state.auth,
-                allowed_hosts=allowed_hosts,
-                render=_refusal,
-                sessions=state.sessions,
-                audit=state.audit,
-                body_limit=authed_limit(settings.max_args_bytes),
-            )
+        routes=[
+            *openapi.ROUTES,
+            Route("/api/openapi.json", openapi.serve),
+            Route("/metrics", metrics),
+            Route("/healthz", healthz),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
+        middleware=stack(state.auth, allowed_hosts, refused, state.sessions, state.audit, limit),
         exception_handlers=_HANDLERS,
         lifespan=functools.partial(
             _lifespan,

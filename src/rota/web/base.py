@@ -1,10 +1,11 @@
-"""What the pages and the API share: the app's state, rendering, errors, parameters."""
+"""What every endpoint shares: the app's state, the client of the namespace asked for,
+the pages' rendering, errors and parameters."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import jinja2
 import msgspec
@@ -18,34 +19,47 @@ from rota.protocol.job import malformed_time, ms_time, validate_name
 from rota.status import duration
 from rota.version import __version__
 from rota.web.audit import AuditLog
-from rota.web.security import Auth
+from rota.web.middleware.auth import Auth
 from rota.web.sessions import Sessions
 
 __all__ = [
     "NS_COOKIE",
+    "SHOWN_LIMIT",
     "ApiError",
     "JSONResponse",
     "WebState",
     "client_of",
-    "int_param",
-    "local_path",
-    "make_templates",
     "render",
-    "state_of",
 ]
 
-STATIC_VERSION: Final = __version__
-
-T = TypeVar("T")
+#: The cookie that remembers which namespace a browser looks at.
+NS_COOKIE: Final = "rota_ns"
+#: The most characters of one value (args, a result, an error) a page shows; the rest
+#: is a link away, so that a page stays small whatever a job holds.
+SHOWN_LIMIT: Final = 32 * 1024
+_NOTICES: Final = {
+    "paused": "Queue paused.",
+    "resumed": "Queue resumed.",
+    "cleared": "{n} queued jobs deleted.",
+    "retried": "{n} jobs queued again.",
+    "deleted": "{n} jobs deleted.",
+    "none-selected": "No job selected: tick the jobs to act on first.",
+    "aborted": "Abort requested.",
+    "rate-set": "Rate limit set.",
+    "rate-removed": "Rate limit removed.",
+    "limit-set": "Concurrency limit set.",
+    "limit-removed": "Concurrency limit removed.",
+    "cron-off": "Periodic job turned off: its fire times pass without a job.",
+    "cron-on": "Periodic job turned on again.",
+}
 
 
 class ApiError(Exception):
-    """Answer with this status and ``{"error": message}``."""
+    """Answer with this status and ``{"error": message}`` (a page, for a browser)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
-        self.status = status
-        self.message = message
+        self.status, self.message = status, message
 
 
 class JSONResponse(Response):
@@ -53,10 +67,6 @@ class JSONResponse(Response):
 
     def render(self, content: Any) -> bytes:
         return msgspec.json.encode(content)
-
-
-#: The cookie that remembers which namespace a browser looks at.
-NS_COOKIE: Final = "rota_ns"
 
 
 @dataclass
@@ -87,23 +97,14 @@ def state_of(request: Request) -> WebState:
 def client_of(request: Request) -> Client:
     """The client of the namespace the request asks for: ``?ns=`` (an unknown one is a
     404), else the browser's choice (its cookie), else the first."""
-    st = state_of(request)
-    asked = request.query_params.get("ns")
-    if asked is not None:
-        if asked not in st.clients:
-            raise ApiError(
-                404, f"namespace {asked[:80]!r} is not shown here: {', '.join(st.clients)}"
-            )
-        return st.clients[asked]
-    return st.clients.get(request.cookies.get(NS_COOKIE, ""), st.client)
-
-
-def found(value: T | None, message: str) -> T:
-    """``value``; None is a 404 saying ``message`` (a JSON body or a page, as the request
-    asks: see ``rota.web.app``)."""
-    if value is None:
-        raise ApiError(404, message)
-    return value
+    st, asked = state_of(request), request.query_params.get("ns")
+    if asked is not None and asked not in st.clients:
+        raise ApiError(404, f"namespace {asked[:80]!r} is not shown here: {', '.join(st.clients)}")
+    return (
+        st.clients[asked]
+        if asked
+        else st.clients.get(request.cookies.get(NS_COOKIE, ""), st.client)
+    )
 
 
 async def known_queue(request: Request) -> str:
@@ -121,7 +122,7 @@ async def known_queue(request: Request) -> str:
 def int_param(request: Request, name: str, default: int, lo: int, hi: int) -> int:
     """An integer query parameter within [lo, hi]; anything else is a 400."""
     text = request.query_params.get(name)
-    if text is None or text == "":
+    if not text:
         return default
     try:
         value = int(text)
@@ -144,14 +145,9 @@ def with_notice(target: str, done: str, n: int | None = None) -> str:
     return str(url.include_query_params(n=n)) if n is not None else str(url)
 
 
-# -- templates -------------------------------------------------------------------
-
-
 def _when(ms: int | None) -> str:
-    if not ms:
-        return ""
-    moment = ms_time(ms)
-    return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else malformed_time(ms)
+    moment = ms_time(ms) if ms else None
+    return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else malformed_time(ms) if ms else ""
 
 
 def _iso(ms: int | None) -> str:
@@ -159,31 +155,14 @@ def _iso(ms: int | None) -> str:
     return moment.isoformat(timespec="seconds") if moment else ""
 
 
-def _ago(ms: int | None) -> str:
+def _ago(ms: int | None, relative: bool = False) -> str:
+    """How long ago (``relative``: "3s ago", or "in 14h40m" for a time to come)."""
     if not ms or ms_time(ms) is None:  # _when says it is malformed
         return ""
-    return duration(time.time() - ms / 1000)
-
-
-def _relative(ms: int | None) -> str:
-    """ "3s ago" for a time past, "in 14h40m" for one to come (a next run)."""
-    if not ms or ms_time(ms) is None:
-        return ""
     seconds = time.time() - ms / 1000
+    if not relative:
+        return duration(seconds)
     return f"{duration(seconds)} ago" if seconds >= 0 else f"in {duration(-seconds)}"
-
-
-def _num(n: Any) -> str:
-    return f"{n:,}".replace(",", "\u202f") if isinstance(n, int) else str(n)
-
-
-#: The most characters of one value (args, a result, an error) a page shows; the rest
-#: is a link away, so that a page stays small whatever a job holds.
-SHOWN_LIMIT: Final = 32 * 1024
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= SHOWN_LIMIT else text[:SHOWN_LIMIT] + "\n…"
 
 
 def make_templates() -> jinja2.Environment:
@@ -195,9 +174,15 @@ def make_templates() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
-        when=_when, iso=_iso, ago=_ago, relative=_relative, duration=duration, num=_num, cut=_cut
+        when=_when,
+        iso=_iso,
+        ago=_ago,
+        relative=lambda ms: _ago(ms, relative=True),
+        duration=duration,
+        num=lambda n: f"{n:,}".replace(",", "\u202f") if isinstance(n, int) else str(n),
+        cut=lambda text: text if len(text) <= SHOWN_LIMIT else text[:SHOWN_LIMIT] + "\n…",
     )
-    env.globals.update(version=__version__, static_version=STATIC_VERSION, shown_limit=SHOWN_LIMIT)
+    env.globals.update(version=__version__, static_version=__version__, shown_limit=SHOWN_LIMIT)
     return env
 
 
@@ -208,9 +193,8 @@ def render(
     status: int = 200,
     headers: dict[str, str] | None = None,
 ) -> HTMLResponse:
-    st = state_of(request)
-    done = request.query_params.get("done")
-    n = request.query_params.get("n")
+    st, done, n = state_of(request), request.query_params.get("done"), request.query_params.get("n")
+    notice = _NOTICES.get(done or "")
     base = {
         "request": request,
         "path": request.url.path,
@@ -222,34 +206,9 @@ def render(
         # one would offer to log out on the login page it is refused with)
         "logged_in": getattr(request.state, "session", False),
         "readonly": getattr(request.state, "readonly", False),
-        "notice": _notice(done, n),
+        "notice": notice and notice.format(n=int(n) if n and n.isdigit() else 0),
         "api": None,
         "refresh": 0,
     }
     html = st.templates.get_template(name).render({**base, **context})
     return HTMLResponse(html, status_code=status, headers=headers)
-
-
-_NOTICES: Final = {
-    "paused": "Queue paused.",
-    "resumed": "Queue resumed.",
-    "cleared": "{n} queued jobs deleted.",
-    "retried": "{n} jobs queued again.",
-    "deleted": "{n} jobs deleted.",
-    "none-selected": "No job selected: tick the jobs to act on first.",
-    "aborted": "Abort requested.",
-    "rate-set": "Rate limit set.",
-    "rate-removed": "Rate limit removed.",
-    "limit-set": "Concurrency limit set.",
-    "limit-removed": "Concurrency limit removed.",
-    "cron-off": "Periodic job turned off: its fire times pass without a job.",
-    "cron-on": "Periodic job turned on again.",
-}
-
-
-def _notice(done: str | None, n: str | None) -> str | None:
-    text = _NOTICES.get(done or "")
-    if text is None:
-        return None
-    count = int(n) if n and n.isdigit() else 0
-    return text.format(n=count)

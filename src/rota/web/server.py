@@ -14,7 +14,7 @@ from starlette.types import ASGIApp
 
 from rota.config import Settings
 from rota.web.app import create_app
-from rota.web.security import is_loopback
+from rota.web.middleware.host import is_loopback
 
 __all__ = ["hosts_for", "listen", "parse_bind", "run", "serving", "url_of"]
 

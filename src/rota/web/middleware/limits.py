@@ -1,28 +1,24 @@
-"""How much of a request body the server reads: a limit checked while it streams in,
-before anything parses it.
-
-Starlette reads a body whole (``request.body()``, ``request.form()``), so a 200 MB
-``POST`` was in memory before any handler could refuse it, and the login form, open to
-anyone, buffered whatever fields were sent. Here a body declared larger than its limit
-(``Content-Length``) is refused before a byte of it is read, and one that streams in
-without a length (chunked) is cut off the moment it passes the limit: either way a 413
-with the headers every answer carries. The limit depends on who asks: a request without
-credentials (the login form, the open paths) may send a few KiB; an authenticated one as
-much as an enqueue may carry (``max_args_bytes``, plus room for the rest of the body).
-Whatever parses a body (JSON, a urlencoded or multipart form) reads it through
-:func:`limited`, so no parser can hold more than the limit.
+"""How much of a request body the server reads, checked while it streams in, before
+anything parses it (Starlette reads a body whole: a 200 MB ``POST`` was in memory before
+a handler could refuse it). A body declared larger than its limit is refused before a
+byte of it is read, one without a length cut off the moment it passes it: a 413 either
+way. A request without credentials may send a few KiB; an authenticated one as much as
+an enqueue may carry (``max_args_bytes``, plus room for the rest of the body).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 from urllib.parse import parse_qs
 
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
-from starlette.types import Message, Receive
+from starlette.types import Message, Receive, Scope, Send
 
-__all__ = ["OPEN_LIMIT", "authed_limit", "declared", "form_field", "limited"]
+from rota.web.middleware.headers import Layer
+
+__all__ = ["OPEN_LIMIT", "BodyLimit", "authed_limit", "declared", "form_field", "limited"]
 
 #: What a request without credentials may send: the login form is a token and two
 #: hidden fields.
@@ -119,3 +115,22 @@ async def form_field(
             values = None
         value = values[0] if values else None
     return value, replay
+
+
+@dataclass
+class BodyLimit(Layer):
+    """A body declared over ``limit`` is refused before a byte of it is read. Twice in
+    the stack: first with the authenticated limit, before anything else reads; then,
+    ``by_auth``, after authentication, with the open limit for a request without
+    credentials, and the body read through it."""
+
+    limit: int
+    by_auth: bool = False
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        limit = self.limit if not self.by_auth or scope["state"]["authed"] else OPEN_LIMIT
+        try:
+            declared(Headers(scope=scope), limit)
+        except HTTPException as exc:
+            return await self.refuse(scope, receive, send, exc.status_code, exc.detail)
+        await self.app(scope, limited(receive, limit) if self.by_auth else receive, send)

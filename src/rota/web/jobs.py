@@ -1,0 +1,288 @@
+"""One job: everything about it (its page and JSON), its args or result as stored,
+aborting it, and enqueueing one through the API."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Annotated, Any, ClassVar, Final, Literal
+
+import msgspec
+from msgspec import Meta
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from rota import inspect, spec
+from rota.client import JobSpec
+from rota.errors import JobNotFound, PayloadTooLarge
+from rota.protocol import bounds
+from rota.protocol.job import NAME_RE
+from rota.spec import Enqueued, epoch_seconds, moment_seconds
+from rota.web.base import ApiError, JSONResponse, client_of, with_notice
+from rota.web.declare import REFRESH, Ms, Routes, doc, found, is_api, json_answer, mirror, said
+from rota.web.sets import JOB_SETS, MAX_IDS, RETRYABLE, JobTimes
+from rota.workflow import GroupProgress as Progress
+from rota.workflow import Related
+
+__all__ = ["PRETTY_LIMIT", "EnqueueRequest", "GroupProgress", "JobDetail", "routes"]
+
+routes = Routes()
+NAME_PATTERN: Final = NAME_RE.pattern
+# The ranges of the job's options (rota.protocol.bounds): the client's, the CLI's and the
+# API's are one table.
+MAX_DELAY: Final = bounds.MAX_DELAY
+MAX_EPOCH: Final = spec.MAX_EPOCH  # 9999-12-31T23:59:59Z: one rule (rota.spec.epoch_seconds)
+MAX_FAILS: Final = int(bounds.JOB["max_fails"].hi)
+MIN_TIMEOUT: Final = bounds.JOB["timeout"].lo
+MAX_UNIQUE: Final = 1024
+#: The longest indented rendering of a value sent: an 18 KB value nested 900 deep
+#: indents to 16 MB. A value past it is shown as stored (and cut on the page).
+PRETTY_LIMIT: Final = 64 * 1024
+#: Nesting past this depth is not indented: each level adds two spaces to every line.
+_PRETTY_DEPTH: Final = 16
+
+
+class JobProgress(msgspec.Struct):
+    """A running job's last ``ctx.progress``, read."""
+
+    percent: float | None
+    message: str
+
+
+class GroupProgress(Progress, frozen=True):
+    created_at: Ms | None  # when it was made; seconds in the Python type
+    finished: Annotated[bool, said("every member complete, dead or aborted")]
+
+
+class JobDetail(JobTimes, kw_only=True):
+    """Everything about one job: its record's fields (the times in ms), its args and
+    result decoded, its log lines and the jobs it is tied to."""
+
+    args: Annotated[Any, said("the args decoded (null when they are not JSON)")]
+    args_raw: str | None
+    args_pretty: str | None
+    result: Annotated[Any, said("the result decoded")]
+    result_raw: str | None
+    result_pretty: str | None
+    progress: JobProgress | None
+    progress_raw: str | None
+    logs: list[str]
+    parents: Annotated[list[Related], said("the jobs it waits for, in the order of after")]
+    children: Annotated[
+        list[Related], said("the jobs enqueued after it, oldest first (at most 500)")
+    ]
+    children_total: int
+    unserved: Annotated[list[str], said("unfinished parents' names no pool serves")]
+    callback: Annotated[Related | None, said("for a member of a group: the group's callback")]
+    group_progress: Annotated[
+        GroupProgress | None, said("the group it is a member or the callback of")
+    ]
+
+
+class Aborted(msgspec.Struct):
+    id: str
+    was: Annotated[str, said("its state before")]
+
+
+class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A job to enqueue; ``args`` or ``kwargs``, ``delay`` or ``run_at``."""
+
+    #: What the fields' types cannot say, added to the document's schema.
+    rules: ClassVar[dict[str, Any]] = {
+        "not": {"anyOf": [{"required": ["args", "kwargs"]}, {"required": ["delay", "run_at"]}]}
+    }
+
+    name: Annotated[str, doc(pattern=NAME_PATTERN)]
+    args: Annotated[list[Any] | None, said("positional args")] = None
+    kwargs: Annotated[dict[str, Any] | None, said("keyword args")] = None
+    delay: Annotated[float, doc(minimum=0, maximum=MAX_DELAY)] | None = None
+    run_at: Annotated[
+        Annotated[float, doc(minimum=0, maximum=MAX_EPOCH)]
+        | Annotated[str, doc(format="date-time")]
+        | None,
+        said("epoch seconds or an ISO-8601 time (UTC if no offset)"),
+    ] = None
+    unique: Annotated[str, doc(minLength=1, maxLength=MAX_UNIQUE)] | None = None
+    job_id: Annotated[
+        Annotated[str, doc(pattern=NAME_PATTERN)] | None,
+        Meta(
+            description="this job's id (as the Python client's job_id): an id that exists"
+            " enqueues nothing and answers 200 with that job, so a retry is safe"
+        ),
+    ] = None
+    max_fails: Annotated[int, doc(minimum=1, maximum=MAX_FAILS)] | None = None
+    timeout: Annotated[float, doc(minimum=MIN_TIMEOUT, maximum=MAX_DELAY)] | None = None
+    after: Annotated[
+        Annotated[list[Annotated[str, doc(pattern=NAME_PATTERN)]], doc(maxItems=MAX_IDS)] | None,
+        Meta(
+            description="ids of jobs that must complete first; a job id that does not exist"
+            " is a 422 and nothing is enqueued"
+        ),
+    ] = None
+
+
+def _pretty(text: str | None) -> tuple[Any, str | None]:
+    """Decoded JSON and an indented rendering, None when that would pass
+    :data:`PRETTY_LIMIT`; the text itself when it is not JSON (or nests deeper than
+    the decoder goes)."""
+    if text is None:
+        return None, None
+    try:
+        value = msgspec.json.decode(text)
+    except (msgspec.DecodeError, RecursionError):
+        return None, text
+    if len(text) > PRETTY_LIMIT // 2 or _deeper(value, _PRETTY_DEPTH):
+        return value, None
+    pretty = msgspec.json.format(text, indent=2)
+    return value, pretty if len(pretty) <= PRETTY_LIMIT else None
+
+
+def _deeper(value: Any, depth: int) -> bool:
+    """Whether ``value`` nests more than ``depth`` arrays or objects deep (no recursion:
+    a value may nest as deep as the decoder allows)."""
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            if level >= depth:
+                return True
+            stack += [(x, level + 1) for x in item if isinstance(x, list | dict)]
+    return False
+
+
+def _progress(text: str | None) -> JobProgress | None:
+    if not text:
+        return None
+    head, _, message = text.partition(" ")
+    try:
+        return JobProgress(float(head), message)
+    except ValueError:
+        return JobProgress(None, text)
+
+
+async def _page(request: Request, data: Any) -> dict[str, Any]:
+    refresh = REFRESH if data["state"] in ("queued", "running", "waiting") else 0
+    return {"job": data, "refresh": refresh, "sets": JOB_SETS, "retryable": RETRYABLE}
+
+
+@routes.page("/jobs/{job_id}", "job.html", _page)
+@routes.api("/api/jobs/{job_id}", "job", "Job", 404)
+async def job(request: Request) -> dict[str, Any]:
+    """Everything about one job."""
+    # The record's fields, then JobDetail's (replacing the times and args, result and
+    # progress): a record's new field is sent, and documented, without a change here.
+    client, job_id = client_of(request), request.path_params["job_id"]
+    view = found(request, await inspect.job_view(client, job_id), "job", job_id)
+    record, progress = view.record, view.group_progress
+    args, args_text = _pretty(record.args)
+    result, result_text = _pretty(record.result)
+    detail = mirror(  # the record's times, in ms
+        JobDetail,
+        record,
+        args=args,
+        args_raw=record.args,
+        args_pretty=args_text,
+        result=result,
+        result_raw=record.result,
+        result_pretty=result_text,
+        progress=_progress(record.progress),
+        progress_raw=record.progress,
+        logs=view.logs,
+        parents=view.parents,
+        children=view.children,
+        children_total=view.children_total,
+        unserved=await inspect.unserved(client, view.parents),
+        callback=view.callback,
+        group_progress=None if progress is None else mirror(GroupProgress, progress),
+    )
+    return {**msgspec.structs.asdict(record), **msgspec.structs.asdict(detail)}
+
+
+def _stored(field: Literal["args", "result"]) -> None:
+    """A job's args or result as stored (the JSON text), whole: what a job page links
+    to when it shows only the start of a large value."""
+
+    async def read(request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        text = found(request, await client_of(request).stored(job_id, field), "job", job_id)
+        return Response(text or b"null", media_type="application/json")
+
+    summary = f"A job's {field} as stored (JSON text)."
+    routes.api(f"/api/jobs/{{job_id}}/{field}", field, None, 404, summary=summary)(read)
+
+
+_stored("args")
+_stored("result")
+
+
+@routes.form("/jobs/{job_id}/abort")
+@routes.api("/api/jobs/{job_id}/abort", "abort", Aborted, 404, post=True)
+async def abort(request: Request) -> Aborted | Response:
+    """Abort a job."""
+    job_id = request.path_params["job_id"]
+    was = await client_of(request).abort(job_id)
+    found(request, None if was == "missing" else was, "job", job_id)  # the script says so
+    if is_api(request):
+        return Aborted(job_id, was)
+    return RedirectResponse(with_notice(f"/jobs/{job_id}", "aborted"), status_code=303)
+
+
+def _run_at(body: EnqueueRequest) -> float | None:
+    if body.delay is not None and body.run_at is not None:
+        raise ApiError(422, 'give "delay" or "run_at", not both')
+    if body.delay is not None:
+        if not (math.isfinite(body.delay) and 0 <= body.delay <= MAX_DELAY):
+            raise ApiError(422, f"delay: seconds from 0 to {MAX_DELAY:.0f}")
+        return time.time() + body.delay
+    try:
+        if isinstance(body.run_at, str):
+            return epoch_seconds("run_at", moment_seconds("run_at", body.run_at))
+        return None if body.run_at is None else epoch_seconds("run_at", body.run_at)
+    except ValueError as exc:  # the client's rule, and its words
+        raise ApiError(422, str(exc)) from None
+
+
+_CODES: Final = (400, 413, 415, 422)
+_ENQUEUED: Final = {
+    "201": json_answer(Enqueued, "enqueued"),
+    "200": json_answer(Enqueued, "nothing new: the unique key is held"),
+}
+
+
+@routes.api(
+    "/api/jobs", "enqueue", Enqueued, *_CODES, body=EnqueueRequest, answers=_ENQUEUED, post=True
+)
+async def enqueue(request: Request, body: EnqueueRequest) -> Response:
+    """Enqueue a job."""
+    if body.args is not None and body.kwargs is not None:
+        raise ApiError(422, 'give "args" or "kwargs", not both')
+    if body.max_fails is not None and not 1 <= body.max_fails <= MAX_FAILS:
+        raise ApiError(422, f"max_fails: from 1 to {MAX_FAILS}")
+    if body.timeout is not None and not (
+        math.isfinite(body.timeout) and MIN_TIMEOUT <= body.timeout <= MAX_DELAY
+    ):
+        raise ApiError(422, f"timeout: seconds from {MIN_TIMEOUT} to {MAX_DELAY:.0f}")
+    if body.unique is not None and not 1 <= len(body.unique) <= MAX_UNIQUE:
+        raise ApiError(422, f"unique: 1 to {MAX_UNIQUE} characters")
+    if body.after is not None and len(body.after) > MAX_IDS:
+        raise ApiError(422, f"after: at most {MAX_IDS} job ids")
+    spec_ = JobSpec(
+        name=body.name,
+        args=tuple(body.args or ()),
+        kwargs=body.kwargs or {},
+        run_at=_run_at(body),
+        unique=body.unique,
+        job_id=body.job_id,
+        max_fails=body.max_fails,
+        timeout=body.timeout,
+        after=tuple(body.after or ()),
+    )
+    try:
+        (job_,) = await client_of(request).enqueue_many([spec_])
+    except PayloadTooLarge as exc:
+        raise ApiError(413, str(exc)) from None
+    except (JobNotFound, ValueError, TypeError) as exc:  # a missing parent: nothing written
+        raise ApiError(422, str(exc)) from None
+    return JSONResponse(job_, 201 if job_.created else 200)

@@ -1,0 +1,275 @@
+"""The job sets (scheduled, retry, dead, waiting): a page of one, searchable by id and
+name, and retrying or deleting its jobs: from a page (one job, the ticked ones, or all
+a search lists: a 303 back) or the API (some ids, or all)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Final, get_args
+
+import msgspec
+from msgspec import Meta
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from rota.operations import SEARCH_LIMIT
+from rota.protocol.job import JobRecord, JobSet
+from rota.web.base import ApiError, JSONResponse, client_of, local_path, with_notice
+from rota.web.declare import REF, STR, Ms, Number, Routes, doc, is_api, mirror, pages, query, said
+
+__all__ = ["JOB_SETS", "MAX_IDS", "MAX_POSITION", "MAX_SEARCH", "RETRYABLE", "SUMMARY", "routes"]
+
+routes = Routes()
+JOB_SETS: Final[tuple[JobSet, ...]] = get_args(JobSet)
+#: The sets whose jobs can be queued now; a waiting job runs when its parents complete.
+RETRYABLE: Final[tuple[JobSet, ...]] = ("scheduled", "retry", "dead")
+MAX_IDS: Final = 1000
+#: A position in a set (where a search begins or ends), as the pages' ``from``.
+MAX_POSITION: Final = 10**9
+#: The longest search text, as the pages' ``q``.
+MAX_SEARCH: Final = 200
+#: How long a search of a page reads the set before it stops and says where: the page
+#: stays under 300 ms on a set of 100,000 (the next search goes on from there).
+SEARCH_BUDGET: Final = 0.15
+#: The fields of a job record that a page of a job set shows for each job.
+SUMMARY: Final = (
+    *("id", "name", "state", "args", "attempts", "failures", "enqueued_at", "run_at"),
+    *("finished_at", "reason", "error", "after", "pending", "group", "waits_group"),
+)
+_OFFSET: Final = Number("offset", 0, 0, MAX_POSITION)
+_LIMIT: Final = Number("limit", 25, 1, 500, page=25)
+_FROM: Final = Number("from", 0, 0, MAX_POSITION, "where in the set a search begins")
+_SEARCH: Final = query("q", {**STR, "maxLength": MAX_SEARCH}, "part of a job id or name")
+
+
+class JobTimes(msgspec.Struct, kw_only=True):
+    """A job record's times as the JSON API carries them (the record has seconds)."""
+
+    enqueued_at: Ms | None
+    run_at: Ms | None
+    started_at: Ms | None
+    finished_at: Ms | None
+
+
+class JobPage(msgspec.Struct, kw_only=True):
+    set: JobSet
+    q: str
+    total: int
+    offset: int
+    limit: int
+    searched: Annotated[int | None, said("jobs read by a search")]
+    size: Annotated[
+        int | None, said("jobs in the set when searched: a search read them all when equal")
+    ] = None
+    start: Annotated[
+        int, said("where in the set a search began (from): it read start to searched")
+    ] = 0
+    #: Each a projection of a job record (:data:`SUMMARY`), documented as such.
+    jobs: list[
+        Annotated[dict[str, Any], Meta(extra_json_schema={"$ref": REF.format(name="JobSummary")})]
+    ]
+
+
+class Ids(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The jobs to act on: {"ids": [...]} or {"all": true}."""
+
+    #: What the fields' types cannot say, added to the document's schema.
+    rules: ClassVar[dict[str, Any]] = {
+        "oneOf": [
+            {"required": ["ids"]},
+            {"required": ["all"], "properties": {"all": {"const": True}}},
+        ]
+    }
+
+    ids: Annotated[list[str], doc(minItems=1, maxItems=MAX_IDS)] | None = None
+    all: Annotated[bool, said("true: every job of the set")] = False
+
+
+class Retried(msgspec.Struct):
+    retried: int
+
+
+class Deleted(msgspec.Struct):
+    deleted: int
+
+
+def _position(field: object, name: str) -> int | None:
+    """A position in a set from a form field (None when absent or empty): a whole number
+    from 0 to :data:`MAX_POSITION`, else 400 naming the field."""
+    if field is None or field == "":
+        return None
+    text = field.strip() if isinstance(field, str) else ""
+    digits = text.isascii() and text.isdigit() and len(text.lstrip("0")) <= 10  # '²' is a digit
+    if digits and int(text) <= MAX_POSITION:
+        return int(text)
+    shown = repr(field[:40]) if isinstance(field, str) else "a file"
+    raise HTTPException(
+        400, f"{name}: a position in the set, a whole number from 0 to {MAX_POSITION}, not {shown}"
+    )
+
+
+async def _back(request: Request, which: JobSet, done: str, n: int | None = None) -> Response:
+    """A form's answer: back to its page (its ``next``; not a job it deleted), saying what
+    was done."""
+    field = (await request.form()).get("next")
+    target = local_path(field if isinstance(field, str) else None, f"/{which}")
+    job_id = request.path_params.get("job_id")
+    if job_id and done == "deleted" and target.startswith(f"/jobs/{job_id}"):
+        target = f"/{which}"
+    return RedirectResponse(with_notice(target, done, n), status_code=303)
+
+
+async def _act(request: Request, which: JobSet, action: str, ids: list[str] | None) -> Response:
+    """Retry or delete ``ids`` of a set (None: all of it): how many, as JSON or a 303."""
+    client = client_of(request)
+    if ids == []:
+        n = 0
+    elif action == "retry":
+        n = await client.retry(which, ids)
+    else:
+        n = await client.delete(which, ids)
+    request.state.audit_count = n
+    if is_api(request):
+        return JSONResponse(Retried(n) if action == "retry" else Deleted(n))
+    return await _back(request, which, "retried" if action == "retry" else "deleted", n)
+
+
+def _declare(which: JobSet) -> None:
+    """The page of a set, its JSON, and the actions on its jobs (a waiting job runs when
+    its parents complete: it is deleted, never retried)."""
+    actions = ("retry", "delete") if which in RETRYABLE else ("delete",)
+
+    async def context(request: Request, data: Any) -> dict[str, Any]:
+        query_ = f"?{request.url.query}" if request.url.query else ""
+        return {
+            "which": which,
+            "column": {"dead": "Died", "waiting": "Enqueued"}.get(which, "Runs at"),
+            "here": request.url.path + query_,
+            **pages(data["offset"], 25, data["total"]),
+        }
+
+    @routes.page(f"/{which}", "jobs.html", context)
+    @routes.api(
+        f"/api/{which}",
+        f"list_{which}",
+        JobPage,
+        400,
+        params=(_OFFSET, _LIMIT, _SEARCH, _FROM),
+        summary=f"A page of the {which} jobs, searchable by id and name.",
+    )
+    async def read(request: Request) -> JobPage:
+        # q keeps the jobs whose id or name contains it, searched from position ``from``
+        # of the set for at most SEARCH_BUDGET
+        offset, limit, start = _OFFSET.read(request), _LIMIT.read(request), _FROM.read(request)
+        q = request.query_params.get("q", "")
+        if len(q) > MAX_SEARCH and is_api(request):
+            raise ApiError(400, f"q: at most {MAX_SEARCH} characters")
+        q, searched, size = q[:MAX_SEARCH], None, None
+        if not q.strip():
+            page = await client_of(request).page(which, offset, limit)
+            total, jobs, start = page.total, page.jobs, 0
+        else:
+            found = await client_of(request).search(
+                which, q, offset, limit, start=start, budget=SEARCH_BUDGET
+            )
+            total, jobs, searched, size = found.total, found.jobs, found.searched, found.size
+        summaries = [_summary(j) for j in jobs]
+        return JobPage(
+            set=which,
+            q=q,
+            total=total,
+            offset=offset,
+            limit=limit,
+            searched=searched,
+            size=size,
+            start=start,
+            jobs=summaries,
+        )
+
+    @routes.form(f"/{which}/{{job_id}}/{{action}}")
+    async def one(request: Request) -> Response:
+        job_id, action = request.path_params["job_id"], request.path_params["action"]
+        if action not in actions or [job_id] != await client_of(request).in_set(which, [job_id]):
+            raise HTTPException(404, f"no job {job_id} among the {which} jobs")
+        client = client_of(request)
+        if action == "retry":
+            n = await client.retry(which, [job_id])
+        else:
+            n = await client.delete(which, [job_id])
+        return await _back(request, which, "retried" if action == "retry" else "deleted", n)
+
+    for action in actions:
+        _actions(which, action)
+
+
+def _summary(job: JobRecord) -> dict[str, Any]:
+    """The fields of :data:`SUMMARY`, the times in ms."""
+    times = msgspec.structs.asdict(mirror(JobTimes, job))
+    return {f: times[f] if f in times else getattr(job, f) for f in SUMMARY}
+
+
+def _actions(which: JobSet, action: str) -> None:
+    @routes.form(f"/{which}/{action}-all")
+    async def every(request: Request) -> Response:
+        """Every job of the set, or, when the form carries the page's search (``q``),
+        only those that match it: a bulk button under a search acts on what the operator
+        sees listed, never on the whole set; under a search that stopped, on the matching
+        jobs of the part of the set it read (``from``, ``to``). A field out of its range
+        is refused (400, naming it) before anything is done; the audit entry records the
+        filter and how many jobs were acted on."""
+        form = await request.form()
+        q = form.get("q")
+        if q is not None and (not isinstance(q, str) or len(q) > MAX_SEARCH):
+            raise HTTPException(400, f"q: a search text of at most {MAX_SEARCH} characters")
+        q = (q or "").strip()
+        start, end = _position(form.get("from"), "from"), _position(form.get("to"), "to")
+        if not q:
+            return await _act(request, which, action, None)
+        scan = SEARCH_LIMIT if end is None else max(0, end - (start or 0))
+        found = await client_of(request).search(
+            which, q, 0, SEARCH_LIMIT, start=start or 0, scan=scan
+        )
+        given = {"q": q, "from": start, "to": end}
+        request.state.audit_filter = {k: v for k, v in given.items() if v is not None}
+        return await _act(request, which, action, [j.id for j in found.jobs])
+
+    @routes.form(f"/{which}/{action}-selected")
+    async def selected(request: Request) -> Response:
+        """The jobs ticked on a page (the form's ``id`` fields), those of them still in
+        the set, and nothing else: a search or another page does not widen it. The ids
+        go into the audit log's entry."""
+        ticked = (await request.form()).getlist("id")
+        ids = list(dict.fromkeys(i for i in ticked if isinstance(i, str) and i))
+        if len(ids) > MAX_IDS:
+            raise HTTPException(400, f"select at most {MAX_IDS} jobs at once")
+        if not ids:
+            return await _back(request, which, "none-selected")
+        there = request.state.audit_ids = await client_of(request).in_set(which, ids)
+        return await _act(request, which, action, there)
+
+    @routes.api(
+        f"/api/{which}/{action}",
+        f"{which}_{action}",
+        Retried if action == "retry" else Deleted,
+        *(400, 404, 415, 422),
+        body=Ids,
+        post=True,
+        summary=f"{action.capitalize()} {which} jobs: some ids, or all.",
+    )
+    async def api(request: Request, body: Ids) -> Response:
+        if body.all == (body.ids is not None):
+            raise ApiError(422, 'give "ids" (a list of job ids) or "all": true, not both')
+        if body.ids is not None and not 1 <= len(body.ids) <= MAX_IDS:
+            raise ApiError(422, f"ids: give 1 to {MAX_IDS} job ids")
+        ids = None if body.ids is None else list(dict.fromkeys(body.ids))
+        if ids is not None:
+            held = set(await client_of(request).in_set(which, ids))
+            missing = [i for i in ids if i not in held]
+            if missing:
+                raise ApiError(404, f"not among the {which} jobs: {', '.join(missing[:10])}")
+            request.state.audit_ids = ids
+        return await _act(request, which, action, ids)
+
+
+for _which in JOB_SETS:
+    _declare(_which)

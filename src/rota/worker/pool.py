@@ -233,6 +233,7 @@ class WorkerPool:
         return PoolRuntime(
             settings=settings,
             client=client,
+            shard=client.admin.shards[0],  # the others: PoolRuntime.shards
             handlers=handlers,
             state=state,
             force=force,

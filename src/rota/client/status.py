@@ -1,5 +1,5 @@
 """What the operator's reads return: a queue's figures, the jobs running now, a page of
-a job set, stats buckets, the live pools. :class:`rota.operations.Operations` builds them
+a job set, stats buckets, the live pools. :class:`rota.client.shard_ops.ShardOperations` builds them
 from Redis; the CLI and the web UI show them.
 
 Times are floats in seconds since the epoch, as in :class:`rota.JobRecord`. Redis holds

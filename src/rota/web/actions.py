@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from rota.operations import SEARCH_LIMIT
+from rota.client.shard_ops import SEARCH_LIMIT
 from rota.web import views
 from rota.web.base import client_of, known_queue, local_path, with_notice
 from rota.web.pages import queues
@@ -40,19 +40,19 @@ async def queue_action(request: Request) -> Response:
         text = value.strip() if isinstance(value, str) else ""
         try:
             if action == "rate":
-                await client.set_rate(name, text or None)
+                await client.admin.set_rate(name, text or None)
             else:
-                await client.set_limit(name, _limit(text))
+                await client.admin.set_limit(name, _limit(text))
         except ValueError as exc:
             return await queues(request, error=f"{name}: {exc}")
         done = f"{action}-set" if text else f"{action}-removed"
         return RedirectResponse(with_notice(target, done), 303)
     if action == "pause":
-        await client.pause(name)
+        await client.admin.pause(name)
     elif action == "resume":
-        await client.resume(name)
+        await client.admin.resume(name)
     else:
-        n = await client.clear_queue(name)
+        n = await client.admin.clear_queue(name)
     done = {"pause": "paused", "resume": "resumed", "clear": "cleared"}[action]
     return RedirectResponse(with_notice(target, done, n), status_code=303)
 
@@ -71,15 +71,15 @@ def set_action(which: views.JobSet) -> Any:
         job_id, action = request.path_params["job_id"], request.path_params["action"]
         client = client_of(request)
         actions = ("retry", "delete") if which in views.RETRYABLE else ("delete",)
-        if action not in actions or [job_id] != await client.in_set(which, [job_id]):
+        if action not in actions or [job_id] != await client.admin.in_set(which, [job_id]):
             raise HTTPException(404, f"no job {job_id} among the {which} jobs")
         target = await _next(request, f"/{which}")
         if target.startswith(f"/jobs/{job_id}") and action == "delete":
             target = f"/{which}"
         if action == "retry":
-            n = await client.retry(which, [job_id])
+            n = await client.admin.retry(which, [job_id])
         else:
-            n = await client.delete(which, [job_id])
+            n = await client.admin.delete(which, [job_id])
         return RedirectResponse(
             with_notice(target, "retried" if action == "retry" else "deleted", n), 303
         )
@@ -97,9 +97,9 @@ async def _act(
     if ids == []:
         n = 0
     elif action == "retry":
-        n = await client.retry(which, ids)
+        n = await client.admin.retry(which, ids)
     else:
-        n = await client.delete(which, ids)
+        n = await client.admin.delete(which, ids)
     request.state.audit_count = n
     done = "retried" if action == "retry" else "deleted"
     return RedirectResponse(with_notice(target, done, n), status_code=303)
@@ -120,7 +120,7 @@ def set_all_action(which: views.JobSet, action: str) -> Any:
         ids: list[str] | None = None
         if q:
             scan = SEARCH_LIMIT if end is None else max(0, end - (start or 0))
-            found = await client_of(request).search(
+            found = await client_of(request).admin.search(
                 which, q, 0, SEARCH_LIMIT, start=start or 0, scan=scan
             )
             ids = [j.id for j in found.jobs]
@@ -169,7 +169,7 @@ def set_selected_action(which: views.JobSet, action: str) -> Any:
         if not ids:
             target = await _next(request, f"/{which}")
             return RedirectResponse(with_notice(target, "none-selected"), status_code=303)
-        there = await client_of(request).in_set(which, ids)
+        there = await client_of(request).admin.in_set(which, ids)
         request.state.audit_ids = there
         return await _act(request, which, action, there)
 

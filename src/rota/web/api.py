@@ -153,7 +153,7 @@ def stored_value(field: Literal["args", "result"]) -> Callable[[Request], Awaita
 
     async def read(request: Request) -> Response:
         job_id = request.path_params["job_id"]
-        text = found(await client_of(request).stored(job_id, field), f"no job {job_id!r}")
+        text = found(await client_of(request).admin.stored(job_id, field), f"no job {job_id!r}")
         return Response(text or b"null", media_type="application/json")
 
     read.__doc__ = f"A job's {field} as stored (JSON text)."

@@ -16,9 +16,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from rota.client import JobSpec
+from rota.client.spec import epoch_seconds, moment_seconds
 from rota.errors import JobNotFound, PayloadTooLarge
 from rota.protocol import codec
-from rota.spec import epoch_seconds, moment_seconds
 from rota.web import bodies as b
 from rota.web import views
 from rota.web.base import ApiError, JSONResponse, client_of, known_queue
@@ -61,7 +61,7 @@ async def _body(request: Request, kind: type[Any]) -> Any:
 async def pause(request: Request) -> Response:
     """Pause a queue."""
     name = await known_queue(request)
-    await client_of(request).pause(name)
+    await client_of(request).admin.pause(name)
     return JSONResponse(b.QueueState(name, paused=True))
 
 
@@ -69,7 +69,7 @@ async def pause(request: Request) -> Response:
 async def resume(request: Request) -> Response:
     """Resume a queue."""
     name = await known_queue(request)
-    await client_of(request).resume(name)
+    await client_of(request).admin.resume(name)
     return JSONResponse(b.QueueState(name, paused=False))
 
 
@@ -79,10 +79,10 @@ async def set_rate(request: Request) -> Response:
     name = await known_queue(request)
     body: RateRequest = await _body(request, RateRequest)
     try:
-        await client_of(request).set_rate(name, body.rate)
+        await client_of(request).admin.set_rate(name, body.rate)
     except ValueError as exc:
         raise ApiError(422, str(exc)) from None
-    (info,) = await client_of(request).queues([name])
+    (info,) = await client_of(request).admin.queues([name])
     return JSONResponse(b.QueueRate(name, info.rate))
 
 
@@ -93,7 +93,7 @@ async def set_limit(request: Request) -> Response:
     body: LimitRequest = await _body(request, LimitRequest)
     if body.limit is not None and not 1 <= body.limit <= MAX_LIMIT:
         raise ApiError(422, f"limit: give 1 to {MAX_LIMIT} jobs at once, or null for no limit")
-    await client_of(request).set_limit(name, body.limit)
+    await client_of(request).admin.set_limit(name, body.limit)
     return JSONResponse(b.QueueLimit(name, body.limit))
 
 
@@ -101,7 +101,7 @@ async def set_limit(request: Request) -> Response:
 async def clear(request: Request) -> Response:
     """Clear a queue."""
     name = await known_queue(request)
-    return JSONResponse(b.Cleared(name, await client_of(request).clear_queue(name)))
+    return JSONResponse(b.Cleared(name, await client_of(request).admin.clear_queue(name)))
 
 
 def set_action(which: views.JobSet, action: str) -> Any:
@@ -114,15 +114,15 @@ def set_action(which: views.JobSet, action: str) -> Any:
         client = client_of(request)
         ids = None if body.ids is None else list(dict.fromkeys(body.ids))
         if ids is not None:
-            held = set(await client.in_set(which, ids))
+            held = set(await client.admin.in_set(which, ids))
             missing = [i for i in ids if i not in held]
             if missing:
                 raise ApiError(404, f"not among the {which} jobs: {', '.join(missing[:10])}")
             request.state.audit_ids = ids
         if action == "retry":
-            n = request.state.audit_count = await client.retry(which, ids)
+            n = request.state.audit_count = await client.admin.retry(which, ids)
             return JSONResponse(b.Retried(n))
-        n = request.state.audit_count = await client.delete(which, ids)
+        n = request.state.audit_count = await client.admin.delete(which, ids)
         return JSONResponse(b.Deleted(n))
 
     act.__name__ = f"api_{which}_{action}"

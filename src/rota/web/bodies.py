@@ -22,16 +22,16 @@ import msgspec
 from msgspec import Meta
 
 from rota import inspect
+from rota.client.spec import Enqueued
+from rota.client.status import LivePool, QueueInfo, RunningJob
+from rota.client.workflow import GroupProgress as Progress
+from rota.client.workflow import Related
 from rota.inspect import Edge, FlowView, ServerInfo, ShardView
 from rota.inspect.members import MemberState
 from rota.protocol.job import JobSet
 from rota.protocol.snapshot import PoolIdentity
-from rota.spec import Enqueued
-from rota.status import LivePool, QueueInfo, RunningJob
 from rota.web.body_times import MS, REF, Ms, mirror, ms, ms_fields
 from rota.web.request_bodies import REQUESTS
-from rota.workflow import GroupProgress as Progress
-from rota.workflow import Related
 
 __all__ = [
     "BODIES",

@@ -14,7 +14,7 @@ from typing import Annotated, Any, ClassVar, Final
 import msgspec
 from msgspec import Meta
 
-from rota import spec
+from rota.client import spec
 from rota.protocol import bounds
 from rota.protocol.job import NAME_RE
 

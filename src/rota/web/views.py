@@ -15,6 +15,7 @@ import msgspec
 
 from rota import inspect
 from rota.client import Client
+from rota.client.status import Bucket, CronEntry
 from rota.config import Settings
 from rota.inspect import served_names
 from rota.inspect.cron import turned_off
@@ -28,7 +29,6 @@ from rota.inspect.figures import (
 )
 from rota.inspect.flows import flow_view
 from rota.protocol.job import JobRecord, JobSet
-from rota.status import Bucket, CronEntry
 from rota.web import bodies as b
 
 __all__ = [
@@ -112,12 +112,12 @@ def _bucket(bucket: Bucket) -> b.Bucket:
 
 async def dashboard(client: Client, minutes: int = 60, days: int = 30) -> b.Dashboard:
     """Totals, sizes and the processed/failed history per minute and per day."""
-    stats = await client.stats()
+    stats = await client.admin.stats()
     history = await totals_history(client, minutes, days)
     queued, running = await queue_totals(client)
     sizes = {"queued": queued, "running": running}
-    sizes.update(await client.job_set_sizes())
-    sizes["pools"] = len(await client.pools())
+    sizes.update(await client.admin.job_set_sizes())
+    sizes["pools"] = len(await client.admin.pools())
     sizes["busy"] = sizes["running"]
     return b.Dashboard(
         namespace=client.namespace,
@@ -135,7 +135,7 @@ async def queues(client: Client, offset: int = 0, limit: int = 100) -> b.Queues:
     now = time.time()
     weight = 1 - (now % 60) / 60  # the share of the previous minute inside the last 60 s
     out = []
-    total, page = await client.queue_page(offset, limit)
+    total, page = await client.admin.queue_page(offset, limit)
     previous, current = await done_last_minutes(client, [q.name for q in page], now)
     served = await served_names(client)
     for q in page:
@@ -167,8 +167,8 @@ async def queue_jobs(
 
 async def pools(client: Client, settings: Settings) -> b.Pools:
     """Live pools; ``stale``: no heartbeat for more than two of its intervals."""
-    live = await client.pools()
-    busy = Counter(r.pool for r in await client.running(await leased_names(client), live))
+    live = await client.admin.pools()
+    busy = Counter(r.pool for r in await client.admin.running(await leased_names(client), live))
     out = [
         b.mirror(b.Pool, pool, busy=busy[pool.id], periodic=[c.name for c in pool.periodic])
         for pool in live
@@ -183,7 +183,7 @@ async def cron(client: Client, settings: Settings) -> b.Cron:
     as its next). A name turned off that no live pool fires any more is listed too (it
     can be turned on again)."""
     seen: dict[str, list[tuple[CronEntry, str]]] = {}
-    for pool in await client.pools():
+    for pool in await client.admin.pools():
         if not pool.stale:
             for c in pool.periodic:
                 seen.setdefault(c.name, []).append((c, pool.id))
@@ -210,7 +210,7 @@ async def cron(client: Client, settings: Settings) -> b.Cron:
 async def busy(client: Client) -> b.Busy:
     """Jobs running now, from the running sets and the job records (exact at the read;
     only the last checkin message comes from the pools' snapshots)."""
-    running = await client.running(await leased_names(client))
+    running = await client.admin.running(await leased_names(client))
     return b.Busy([b.mirror(b.BusyWorker, r) for r in running])
 
 
@@ -232,10 +232,12 @@ async def job_page(
     from position ``start`` of the set for at most :data:`SEARCH_BUDGET`."""
     searched = size = None
     if not q.strip():
-        page = await client.page(which, offset, limit)
+        page = await client.admin.page(which, offset, limit)
         total, jobs, start = page.total, page.jobs, 0
     else:
-        found = await client.search(which, q, offset, limit, start=start, budget=SEARCH_BUDGET)
+        found = await client.admin.search(
+            which, q, offset, limit, start=start, budget=SEARCH_BUDGET
+        )
         total, jobs, searched, size = found.total, found.jobs, found.searched, found.size
     return b.JobPage(
         set=which,

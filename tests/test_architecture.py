@@ -258,7 +258,7 @@ WEB_STORES = frozenset({"rota.web.sessions", "rota.web.audit"})
 
 def _reaches_redis(source: str) -> list[int]:
     """The lines of ``source`` that call on a connection's ``redis`` attribute
-    (``client.redis.hgetall``, ``client.redis.pipeline``...)."""
+    (``client.admin.shards[0].redis.hgetall``, ``client.admin.shards[0].redis.pipeline``...)."""
     return [
         n.lineno
         for n in ast.walk(ast.parse(source))
@@ -278,7 +278,9 @@ def test_the_web_reads_redis_only_through_the_client_and_inspect() -> None:
         if (lines := _reaches_redis(p.read_text(encoding="utf-8")))
     }
     assert found == {}
-    assert _reaches_redis("async def f(client):\n    await client.redis.get('k')\n") == [2]
+    assert _reaches_redis(
+        "async def f(client):\n    await client.admin.shards[0].redis.get('k')\n"
+    ) == [2]
     assert _reaches_redis("figures = reading.redis\n") == []
 
 
@@ -340,7 +342,7 @@ def _symbol_missing(name: str, modules: list[str]) -> bool:
                 module = importlib.import_module(".".join(parts[:cut]))
                 return not _resolves(module, parts[cut:])
         return True
-    if parts[0][0].islower() and len(parts) > 1:  # ``client.conn``: a Client's conn
+    if parts[0][0].islower() and len(parts) > 1:  # ``client.options``: a Client's conn
         parts[0] = parts[0][0].upper() + parts[0][1:]
     found = (_resolves(importlib.import_module(m), parts) for m in modules)
     return not any(found)
@@ -379,7 +381,7 @@ def test_every_symbol_the_architecture_page_names_exists() -> None:
       ``Settings.__post_init__``) and a decorator (``@documented``) are looked up in the
       modules named in the same paragraph, table row or list item (``src/rota/x.py``; a
       folder ``src/rota/x/``: each of its modules), then in the package root ``rota``.
-    - ``client.conn``: a lowercase first part is an instance of the class of that name
+    - ``client.options``: a lowercase first part is an instance of the class of that name
       capitalised (``Client``); its last part may be an attribute the class's code
       annotates or assigns (``self.conn = ...``).
     - A bare file name (``figures.py``) is a file in a folder that paragraph names, or
@@ -391,9 +393,9 @@ def test_every_symbol_the_architecture_page_names_exists() -> None:
     assert _missing_symbols(PAGE.read_text(encoding="utf-8")) == []
     sample = (
         "`PoolRuntime.run_attempt` (`src/rota/worker/runtime.py`), `PoolRuntime.cancel`,"
-        " `client.conn`, `client.nothing`, `rota.inspect.shard_views`, `rota.inspect.nope`,"
+        " `client.options`, `client.nothing`, `rota.inspect.shard_views`, `rota.inspect.nope`,"
         " `Sharded`, `Unheard`, `EVALSHA`, `timeout`, `runtime.py`, `runtimes.py`\n\n"
-        "| 5 | `src/rota/web/` | `@documented`, `Sharded` (`src/rota/sharding.py`) |\n"
+        "| 5 | `src/rota/web/` | `@documented`, `Shard` (`src/rota/client/shard.py`) |\n"
         "| 6 | `src/rota/cli/` | `@documented`, `figures.py` |\n"
         "- `PoolRuntime` alone\n"
     )

@@ -13,6 +13,7 @@ import redis
 import redis.exceptions
 
 from rota import Client, JobContext, JobSpec, Settings, WorkerPool
+from rota.client import Shard
 from rota.protocol import calls
 from rota.redis.link import Link
 
@@ -25,9 +26,11 @@ def finish_args(now: Any, fields: list[Any], complete_max: int = 100_000) -> lis
     return [now, msgspec.msgpack.encode(text), complete_max]
 
 
-def link_of(client: Client) -> Link | None:
-    """The pipelined Link a client's hot path sends through, None when redis-py serves."""
-    return client.admin.shards[0].conn if isinstance(client.admin.shards[0].conn, Link) else None
+def link_of(client: Client | Shard) -> Link | None:
+    """The pipelined Link a client's (first) shard's hot path sends through, None when
+    redis-py serves."""
+    conn = (client if isinstance(client, Shard) else client.admin.shards[0]).conn
+    return conn if isinstance(conn, Link) else None
 
 
 def pool_settings(redis_url: str, namespace: str, **changes: Any) -> Settings:

@@ -413,7 +413,7 @@ async def test_the_roles_over_four_shards_reach_every_shard(
         await wait_until(lambda: len(ran) == 40, within=15)
         assert await producer.wait(jobs[-1].id, timeout=5) is None
     async with Client.from_settings(settings("web")) as web:
-        assert (await web.stats())["processed"] == 40
+        assert (await web.admin.stats())["processed"] == 40
     async with Client.from_settings(settings("producer", k=1)) as narrow:
         # the rules of one shard: the others are refused
         with pytest.raises(RedisRefused, match=r"^NOPERM "):

@@ -107,7 +107,7 @@ def _imports(tree: ast.Module) -> list[tuple[str, list[str], int]]:
         if isinstance(node, ast.Import):
             out += [(a.name, [], node.lineno) for a in node.names if a.name.startswith("rota")]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "rota":
-            for a in node.names:  # ``from rota import workflow`` imports a module
+            for a in node.names:  # ``from rota import client`` imports a module
                 sub = f"rota.{a.name}"
                 if sub in MODULES:
                     out.append((sub, [], node.lineno))
@@ -154,7 +154,7 @@ def test_a_module_importing_upward_is_caught() -> None:
     tree = ast.parse("from rota.worker.pool import WorkerPool\nimport rota.client\n")
     found = _imports(tree)
     assert [t for t, _, _ in found] == ["rota.worker.pool", "rota.client"]
-    assert _imports(ast.parse("from rota import workflow, __version__"))[0][0] == "rota.workflow"
+    assert _imports(ast.parse("from rota import client, __version__"))[0][0] == "rota.client"
     typed = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import rota.cli\n")
     assert _imports(typed) == []
 
@@ -383,7 +383,7 @@ def test_every_symbol_the_architecture_page_names_exists() -> None:
       folder ``src/rota/x/``: each of its modules), then in the package root ``rota``.
     - ``client.options``: a lowercase first part is an instance of the class of that name
       capitalised (``Client``); its last part may be an attribute the class's code
-      annotates or assigns (``self.conn = ...``).
+      annotates or assigns (``self.options = ...``).
     - A bare file name (``figures.py``) is a file in a folder that paragraph names, or
       beside a file it names.
     - Not checked: bare lowercase words (``enqueue``, ``timeout``: a script, a job's

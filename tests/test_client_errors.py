@@ -82,7 +82,7 @@ async def test_a_read_the_server_refuses_is_not_read_as_no_job(server: RedisServ
         with pytest.raises(RedisRefused, match="NOPERM"):
             await reader.job(job.id)
         with pytest.raises(RedisRefused, match="NOPERM"):
-            await reader.stored(job.id, "args")
+            await reader.admin.stored(job.id, "args")
 
 
 async def test_a_handler_meets_rotas_error_for_a_write_redis_refuses(server: RedisServer) -> None:

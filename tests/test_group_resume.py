@@ -193,7 +193,7 @@ async def test_a_member_without_a_size_is_refused_by_the_script(
     that completes after its first member."""
     row = client._row(JobSpec(name="member"), group="bare", group_size=0)
     with pytest.raises(ValueError, match="has no size"):
-        await client._enqueue_rows([row])
+        await client.admin.shards[0].send([row])
     plain: redis.asyncio.Redis = client.admin.shards[0].redis
     assert not await plain.exists(client.admin.shards[0].keys.group("bare"))
 
@@ -208,7 +208,7 @@ async def test_a_member_given_twice_in_one_call_is_refused_by_the_script(
         for _ in range(2)
     ]
     with pytest.raises(ValueError, match="job twice is given twice"):
-        await client._enqueue_rows(rows)
+        await client.admin.shards[0].send(rows)
     assert not await client.admin.shards[0].redis.exists(
         client.admin.shards[0].keys.group("g2"), client.admin.shards[0].keys.job("twice")
     )

@@ -97,7 +97,12 @@ async def test_runner_marks_a_job_without_handler_unknown_job(
     from rota.worker.runner import run_job
     from rota.worker.runtime import Fetched, PoolRuntime
 
-    rt = PoolRuntime(settings=pool_settings(redis_url, namespace), client=client, handlers={})
+    rt = PoolRuntime(
+        settings=pool_settings(redis_url, namespace),
+        client=client,
+        shard=client.admin.shards[0],
+        handlers={},
+    )
     job = Fetched("j1", "ghost", "1", 1, 0, 0, b"{}", 0, None, None)
     outcome = await run_job(rt, job)
     assert outcome == Dead(

@@ -179,7 +179,7 @@ async def test_a_child_reading_its_parents_results_waits_out_an_outage(
         return 1
 
     async with Client.from_url(aof_server.url, namespace) as client:
-        read = client.admin.dependency_results
+        read = client.admin.shards[0].dependency_results
         outages = 0
 
         async def read_during_an_outage(job_id: str) -> dict[str, object]:
@@ -190,7 +190,7 @@ async def test_a_child_reading_its_parents_results_waits_out_an_outage(
                 threading.Timer(1.5, aof_server.start).start()
             return await read(job_id)
 
-        client.admin.dependency_results = read_during_an_outage  # type: ignore[method-assign]
+        client.admin.shards[0].dependency_results = read_during_an_outage  # type: ignore[method-assign]
         async with pool.running(client=client):
             first = await client.enqueue("parent")
             second = await client.enqueue("child", after=[first.id])
@@ -213,7 +213,7 @@ async def test_an_enqueue_rides_through_a_short_outage_and_raises_after_a_long_o
         job = await client.enqueue("x", job_id="during-the-outage")
         assert job.id == "during-the-outage"
         assert await client.admin.shards[0].redis.llen(client.admin.shards[0].keys.queue("x")) == 2
-        client.options.ride_through = 0.5
+        client.options = client.options.replace(ride_through=0.5)
         aof_server.kill()
         with pytest.raises(RedisUnavailable, match="ride_through"):
             await client.enqueue("x")
@@ -281,7 +281,11 @@ async def test_a_reaper_waits_for_the_beats_a_paused_redis_held_back(
     url, expiry = fresh_redis_server.url, 1500
     async with Client.from_url(url, namespace) as a, Client.from_url(url, namespace) as b:
         await a.enqueue("work")
-        (job,) = (await calls.fetch(b.scope, calls.Lessee(1000, "b", 1 << 20), ["work"], [])).jobs
+        (job,) = (
+            await calls.fetch(
+                b.admin.shards[0].scope, calls.Lessee(1000, "b", 1 << 20), ["work"], []
+            )
+        ).jobs
         held = [("work", job.id, job.token)]
 
         async def beat(client: Client, pool: str) -> None:
@@ -296,17 +300,19 @@ async def test_a_reaper_waits_for_the_beats_a_paused_redis_held_back(
         async with anyio.create_task_group() as tg:
             tg.start_soon(beat, b, "b")  # held back by the pause
             await anyio.sleep(1.7)
-            paused = await calls.reap(a.scope, 3, expiry, 100)  # held back too
+            paused = await calls.reap(a.admin.shards[0].scope, 3, expiry, 100)  # held back too
         assert paused == ([], [], [])
         await beat(a, "a")
         await beat(b, "b")
-        assert await calls.reap(a.scope, 3, expiry, 100) == ([], [], [])
+        assert await calls.reap(a.admin.shards[0].scope, 3, expiry, 100) == ([], [], [])
 
         taken: list[list[str]] = [[], [], []]
 
         async def reaped() -> bool:  # a beats on, b no more
             await beat(a, "a")
-            for seen, now in zip(taken, await calls.reap(a.scope, 3, expiry, 100), strict=True):
+            for seen, now in zip(
+                taken, await calls.reap(a.admin.shards[0].scope, 3, expiry, 100), strict=True
+            ):
                 seen += now
             return taken == [[job.id], [], ["b"]]
 

@@ -146,8 +146,8 @@ async def test_each_client_keeps_the_mode_of_its_own_server(
             assert (await on_bare.enqueue("x")).created  # refused FCALL: EVALSHA from now on
             assert (await on_normal.enqueue("x")).created
             assert [await c.abort("none") for c in (on_bare, on_normal)] == ["missing"] * 2
-            assert not on_bare.script_mode.functions
-            assert on_normal.script_mode.functions
+            assert not on_bare.admin.shards[0].script_mode.functions
+            assert on_normal.admin.shards[0].script_mode.functions
             modes = await _round_trip(normal.url)  # a pool after the refusal
             bare_calls = _calls(bare.client())
     assert [m.functions for m in modes] == [True, True]

@@ -14,9 +14,9 @@ from redis.crc import key_slot
 from structlog.testing import capture_logs
 
 from rota import Client, ConfigError, JobContext, JobSpec, WorkerPool
+from rota.client.spec import to_row
 from rota.protocol.keys import Keys
 from rota.protocol.shards import SLOTS, new_id_in, shard_of, shard_of_row, shard_tags
-from rota.client.spec import to_row
 from tests.cli_helpers import rota_json, run_rota
 from tests.helpers import pool_settings, starts_by_priority, wait_until
 from tests.redis_server import RedisServer

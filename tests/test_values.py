@@ -152,8 +152,9 @@ async def test_from_url_passes_connection_options(redis_url: str, redis_sync: An
         async with Client.from_url(
             redis_url, "opts", username="opt-user", password="opt-pass", socket_timeout=3
         ) as c:
-            assert await c.redis.execute_command("ACL", "WHOAMI") == b"opt-user"  # type: ignore[no-untyped-call]
-            kwargs = c.redis.connection_pool.connection_kwargs
+            redis = c.admin.shards[0].redis
+            assert await redis.execute_command("ACL", "WHOAMI") == b"opt-user"  # type: ignore[no-untyped-call]
+            kwargs = redis.connection_pool.connection_kwargs
             assert kwargs["socket_timeout"] == 3
             link = link_of(c)
             assert link is not None  # the hot-path link connects as the same user

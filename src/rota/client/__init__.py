@@ -1,10 +1,7 @@
 """The client layer: the producer's :class:`Client`, the operator's :class:`Admin`
-(``client.admin``), one :class:`Shard` per hash tag of a namespace, and the routing
-over them (:mod:`rota.client.routing`).
-
-Everything the CLI and the web UI show or change goes through here, so they never need
-the worker package.
-"""
+(``client.admin``), one :class:`Shard` per hash tag of a namespace, and the routing over
+them (:mod:`rota.client.routing`). What the CLI and the web UI show or change goes
+through here, so they never need the worker package."""
 
 from __future__ import annotations
 

@@ -1,14 +1,10 @@
-"""The operator's reads and writes of a namespace, on one object: :class:`Admin`,
-reached as ``client.admin``.
-
-What the web UI and the CLI show and change: queues, job sets, pools, stats, limits,
-a job's stored fields and ties. Each method runs the one-shard read or write of
-:class:`rota.client.shard.Shard` by a rule of :mod:`rota.client.routing`: what names a
-job name (pause, resume, a limit, a rate, clearing a queue) goes to every shard (a
-concurrency limit of n is split n // K, plus one for the first n % K shards, so the
-shards together never run more than n; a rate evenly); what counts is read from every
-shard and merged; what names a job or a group goes to its shard.
-"""
+"""The operator's reads and writes of a namespace on one object, :class:`Admin`
+(``client.admin``): what the web UI and the CLI show and change. Each method runs a
+one-shard read or write of :class:`rota.client.shard.Shard` by a rule of
+:mod:`rota.client.routing`: a job name's change goes to every shard (a concurrency limit
+of n split n // K, plus one for the first n % K shards, so that the shards together never
+run more than n; a rate evenly); what counts is read from every shard and merged; what
+names a job or a group goes to its shard."""
 
 from __future__ import annotations
 
@@ -132,12 +128,8 @@ class Admin:
 
     async def backlog(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
         """Queued and running jobs of each name, one round trip per shard."""
-        busy = dict.fromkeys(names, (0, 0))
-        for counts in await self._route.each(lambda s: s.backlog(names)):
-            for name, (queued, running) in counts.items():
-                q, r = busy[name]
-                busy[name] = (q + queued, r + running)
-        return busy
+        each = await self._route.each(lambda s: s.backlog(names))
+        return {n: (sum(c[n][0] for c in each), sum(c[n][1] for c in each)) for n in names}
 
     async def queue_page(self, offset: int = 0, count: int = 100) -> tuple[int, list[QueueInfo]]:
         """How many job names there are, and the figures of a page of them: the names

@@ -124,9 +124,7 @@ class Client:
             else []
         )
         first = connect_tag(ns) if first is None else first
-        values = dataclasses.asdict(opts)
-        del values["namespace"]
-        return cls(first, ns, owns_redis=True, shard_redis=others, **values)
+        return cls(first, owns_redis=True, shard_redis=others, **dataclasses.asdict(opts))
 
     @property
     def namespace(self) -> str:
@@ -229,9 +227,10 @@ class Client:
                 jobs = await self._durable(rows, replicas)
         except Exception as exc:
             if replicas <= 0 or not rows:
-                jobs = await self._riding(lambda: self._route.by_key(rows, traced), exc)
+                again = lambda: self._route.by_key(rows, traced)  # noqa: E731
             else:
-                jobs = await self._riding(lambda: self._durable(rows, replicas), exc)
+                again = lambda: self._durable(rows, replicas)  # noqa: E731
+            jobs = await riding(again, exc, self.options.ride_through, reached=self._reached)
         self._reached = True
         return jobs
 
@@ -240,12 +239,6 @@ class Client:
         return await self._route.by_key(
             rows, lambda s, sub: durable_send(s, sub, replicas, timeout)
         )
-
-    async def _riding(self, send: Callable[[], Any], first: Exception) -> list[Enqueued]:
-        jobs: list[Enqueued] = await riding(
-            send, first, self.options.ride_through, reached=self._reached
-        )
-        return jobs
 
     def _row(
         self, spec: JobSpec, group: str = "", waits_group: str = "", group_size: int = 0
@@ -261,15 +254,12 @@ class Client:
         """Enqueue ``specs`` so that each runs after the one before completes (and after its
         own ``after``), in one round trip. A step that ends dead or aborted makes the rest
         dead with reason ``dependency_failed``."""
-        linked, placed = await chained(specs, self._route.count, self._shard_holding)
+        linked, placed = await chained(specs, self._route.count, self._route.holding)
         known = PLACED.set(placed)
         try:
             return await self.enqueue_many(linked)
         finally:
             PLACED.reset(known)
-
-    async def _shard_holding(self, job_id: str) -> int:
-        return (await self._route.holding(job_id)).index
 
     async def group(
         self,

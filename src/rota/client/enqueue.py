@@ -1,10 +1,7 @@
-"""What an enqueue does besides sending rows to their shards: waiting for replicas
-(``durable``), riding out a Redis that is away for a while (``ride_through``: the same
-rows sent again enqueue none twice), and the producer's trace span.
-
-:class:`rota.Client` composes these around :meth:`rota.client.routing.Shards.by_key`,
-which sends each row to its shard (:meth:`rota.client.shard.Shard.send`).
-"""
+"""What an enqueue does besides sending rows to their shards (``Shards.by_key``,
+``Shard.send``): waiting for replicas (``durable``), riding out a Redis that is away for
+a while (``ride_through``: the same rows sent again enqueue none twice), and the
+producer's trace span. :class:`rota.Client` composes these."""
 
 from __future__ import annotations
 

@@ -21,8 +21,9 @@ are no others to ask.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from rota.client.enqueue import PLACED
 from rota.client.rules import gather
@@ -35,10 +36,6 @@ from rota.protocol.shards import shard_of, shard_of_row
 __all__ = ["Shards"]
 
 T = TypeVar("T")
-
-
-def _empty(answer: Any) -> bool:
-    return not answer
 
 
 class Shards:
@@ -56,7 +53,7 @@ class Shards:
         self,
         job_id: str,
         read: Callable[[Shard], Awaitable[T]],
-        missing: Callable[[T], bool] = _empty,
+        missing: Callable[[T], bool] = operator.not_,
     ) -> T:
         """``read`` in the shard ``job_id`` names; when it answers ``missing`` (or
         raises JobNotFound) and another shard holds the job, ``read`` there."""
@@ -76,7 +73,7 @@ class Shards:
         has its record; the one its id names when none has."""
         home = self.named(job_id)
         others = [s for s in self.all if s is not home]
-        if not others or await home.has(job_id):
+        if not others or await home.redis.exists(home.keys.job(job_id)):
             return home
         return (await self.holders([job_id])).get(job_id, home)
 
@@ -134,28 +131,24 @@ class Shards:
         """``read(shard, ids)`` by id for many ids (see :meth:`by_id`): each read in the
         shard it names, one round trip per shard and all at once; one found missing
         there (``state`` ``"missing"``) is looked for in the others."""
-        named: dict[Shard, list[int]] = {}
-        for at, job_id in enumerate(ids):
-            named.setdefault(self.named(job_id), []).append(at)
-        out = await self._read_at(ids, named, read)
-        missing = [at for at, row in out.items() if getattr(row, "state", "") == "missing"]
-        holders = await self.holders([ids[at] for at in missing]) if missing else {}
-        moved: dict[Shard, list[int]] = {}
-        for at in missing:
-            if (shard := holders.get(ids[at])) is not None:
-                moved.setdefault(shard, []).append(at)
-        out.update(await self._read_at(ids, moved, read))
+        out = await _read_at(ids, {at: self.named(i) for at, i in enumerate(ids)}, read)
+        missing = [ids[at] for at, row in out.items() if getattr(row, "state", "") == "missing"]
+        held = await self.holders(missing) if missing else {}
+        places = {at: held[i] for at, i in enumerate(ids) if i in held}
+        out.update(await _read_at(ids, places, read))
         return [out[at] for at in range(len(ids))]
 
-    @staticmethod
-    async def _read_at(
-        ids: Sequence[str], places: dict[Shard, list[int]], read: Callable[..., Awaitable[list[T]]]
-    ) -> dict[int, T]:
-        found = await gather(
-            [functools.partial(read, s, [ids[at] for at in at_s]) for s, at_s in places.items()]
-        )
-        return {
-            at: row
-            for at_s, rows in zip(places.values(), found, strict=True)
-            for at, row in zip(at_s, rows, strict=True)
-        }
+
+async def _read_at(
+    ids: Sequence[str], places: dict[int, Shard], read: Callable[..., Awaitable[list[T]]]
+) -> dict[int, T]:
+    """``read`` of the ids at ``places`` (their place in ``ids``: the shard to read in),
+    one call per shard, all at once; the rows by place."""
+    by_shard: dict[Shard, list[int]] = {}
+    for at, shard in places.items():
+        by_shard.setdefault(shard, []).append(at)
+    found = await gather(
+        [functools.partial(read, s, [ids[at] for at in at_s]) for s, at_s in by_shard.items()]
+    )
+    rows = zip(by_shard.values(), found, strict=True)
+    return {at: row for at_s, got in rows for at, row in zip(at_s, got, strict=True)}

@@ -1,12 +1,8 @@
-"""One shard of a namespace: the handle of one hash tag (see :mod:`rota.protocol.shards`)
-and what is read and written in it alone.
-
-A :class:`Shard` holds the redis-py client of the server that owns its tag, the hot
-path's connection to it, its key names, its script mode and the scopes its scripts run
-in. Its methods read and change that shard only: the producer's reads of a job here, the
-operator's in :class:`~rota.client.shard_ops.ShardOperations`. What spans the shards
-(routing by id, by key, to all) is :mod:`rota.client.routing`'s; the worker runs over
-one Shard, so it never needs the client that routes.
+"""One shard of a namespace (see :mod:`rota.protocol.shards`): a :class:`Shard` holds
+the redis-py client of the server that owns its hash tag, the hot path's connection to
+it, its keys, its script mode and scopes, and reads and changes that shard alone (the
+operator's one-shard reads in :mod:`rota.client.shard_ops`). What spans the shards is
+:mod:`rota.client.routing`'s; the worker runs over one Shard, not the client that routes.
 """
 
 from __future__ import annotations
@@ -81,10 +77,6 @@ class Shard(ShardOperations):
         return [Enqueued(i, row.name, c) for (i, c), row in zip(jobs, rows, strict=True)]
 
     # -- one job -----------------------------------------------------------------------
-
-    async def has(self, job_id: str) -> bool:
-        """Whether this shard holds a record of ``job_id``."""
-        return bool(await self.redis.exists(self.keys.job(job_id)))
 
     async def job(self, job_id: str) -> JobRecord | None:
         try:

@@ -1,10 +1,10 @@
-"""The operator's reads and writes of one shard: queues, job sets, pools, stats, limits.
+"""The operator's reads and writes of one shard: queues, job sets, pools, stats, limits,
+read in as few round trips as the data allows.
 
-What the web UI and the CLI show and change, read in as few round trips as the data
-allows. :class:`ShardOperations` is the base of :class:`rota.client.shard.Shard`, which
-provides the connection (``redis``, ``conn``), the key names (``keys``) and the script
-scope; it is kept apart so that a shard's producer reads stay short to read.
-:class:`rota.client.admin.Admin` runs these on every shard and merges them.
+:class:`ShardOperations` is the base of :class:`rota.client.shard.Shard`, which provides
+the connections, the key names and the script scope; it is kept apart so that a shard's
+producer reads stay short to read. :class:`rota.client.admin.Admin` runs these on every
+shard and merges them; what each means for the operator is said there.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import msgspec
 
-from rota.client.status import Bucket, Found, History, LivePool, Page, QueueInfo, RunningJob
+from rota.client.status import Bucket, Found, History, LivePool, QueueInfo, RunningJob
 from rota.protocol import calls
 from rota.protocol.bounds import HANDLER, checked
 from rota.protocol.calls import Scope
@@ -43,17 +43,7 @@ from rota.redis.redispy import Redis
 SEARCH_LIMIT: Final = 50_000
 _SEARCH_CHUNK: Final = 2_000
 
-__all__ = [
-    "SEARCH_LIMIT",
-    "Bucket",
-    "Found",
-    "History",
-    "LivePool",
-    "Page",
-    "QueueInfo",
-    "RunningJob",
-    "ShardOperations",
-]
+__all__ = ["SEARCH_LIMIT", "ShardOperations"]
 
 _CHUNK = 500
 
@@ -75,11 +65,9 @@ class ShardOperations:
         return [JobRecord.from_hash(i, h) for i, h in zip(ids, hashes, strict=True) if h]
 
     async def names(self) -> list[str]:
-        """Every job name ever enqueued or registered, sorted."""
         return sorted(reply_text(n) for n in await self.redis.smembers(self.keys.names))
 
     async def queues(self, names: Sequence[str] | None = None) -> list[QueueInfo]:
-        """Figures of each queue, read in two round trips whatever their number."""
         names = await self.names() if names is None else list(names)
         k = self.keys
         pipe = self.redis.pipeline(transaction=False)
@@ -153,10 +141,9 @@ class ShardOperations:
     async def running(
         self, names: Sequence[str], pools: Sequence[LivePool] | None = None
     ) -> list[RunningJob]:
-        """The jobs running now, longest running first: exact at the moment of the read,
-        where pool snapshots are up to a heartbeat old (only the checkin ``message``
-        comes from them). Reads the running sets, then the records, one pipelined
-        round trip each, and the snapshots (one more, when not given)."""
+        """Exact at the moment of the read, where pool snapshots are up to a heartbeat
+        old (only the checkin ``message`` comes from them): the running sets, then the
+        records, one round trip each, and the snapshots when not given."""
         k = self.keys
         pipe = self.redis.pipeline(transaction=False)
         for name in names:
@@ -187,8 +174,6 @@ class ShardOperations:
         return out
 
     async def job_set_sizes(self) -> dict[str, int]:
-        """How many jobs the scheduled, retry, dead and waiting sets hold, in one round
-        trip."""
         names: tuple[JobSet, ...] = ("scheduled", "retry", "dead", "waiting")
         pipe = self.redis.pipeline(transaction=False)
         for which in names:
@@ -248,20 +233,15 @@ class ShardOperations:
         return Found(len(matched), offset, jobs, min(searched, size), size, start)
 
     async def in_set(self, which: JobSet, ids: Sequence[str]) -> list[str]:
-        """Those of ``ids`` the scheduled, retry, dead or waiting set holds now, in one
-        round trip: what an operator is told about ids that are not there."""
         if not ids:
             return []
         scores = await self.redis.zmscore(self.set_key(which), list(ids))
         return [i for i, score in zip(ids, scores, strict=True) if score is not None]
 
     async def pools(self) -> list[LivePool]:
-        """Live pools, oldest first, each with the time of its last heartbeat and
-        whether it is stale: no heartbeat for more than two of its intervals.
-
-        A pool whose snapshot expired (it stopped beating) but which the reaper has not
-        forgotten yet is left out.
-        """
+        """Stale: no heartbeat for more than two of its intervals. A pool whose snapshot
+        expired (it stopped beating) but which the reaper has not forgotten yet is left
+        out."""
         entries: list[Any] = list(await self.redis.zrange(self.keys.pools, 0, -1, withscores=True))
         if not entries:
             return []
@@ -280,16 +260,12 @@ class ShardOperations:
         return out
 
     async def stats(self) -> dict[str, int]:
-        """Counters since the namespace began: processed, failed, dead, ... and per name."""
         raw = await self.redis.hgetall(self.keys.stats)
         return {reply_text(k): reply_int(v) for k, v in raw.items()}
 
     async def history(
         self, minutes: int = 60, days: int = 30, *, at: float | None = None
     ) -> History:
-        """Counters per minute for the last ``minutes`` minutes and per day for the last
-        ``days`` days (UTC), read in one round trip. ``at``: the present, in epoch seconds.
-        Per-minute buckets are kept 2 hours and per-day ones 90 days."""
         if minutes < 0 or days < 0:
             raise ValueError("minutes and days must not be negative")
         now = datetime.fromtimestamp(time.time() if at is None else at, UTC)
@@ -309,16 +285,12 @@ class ShardOperations:
     # -- operating -----------------------------------------------------------------
 
     async def pause(self, name: str) -> None:
-        """Stop workers from taking jobs of ``name``; running ones finish. Works while
-        Redis is out of memory, as does :meth:`resume`."""
         await calls.pause(self.scope, validate_name(name))
 
     async def resume(self, name: str) -> None:
-        """Let workers take jobs of ``name`` again (and wake a pool that waits for them)."""
         await calls.pause(self.scope, validate_name(name), resume=True)
 
     async def set_limit(self, name: str, limit: int | None) -> None:
-        """Cap how many jobs of ``name`` run at once across all pools (None: no cap)."""
         name = validate_name(name)
         pipe = self.redis.pipeline(transaction=True)
         if limit is None:
@@ -331,12 +303,6 @@ class ShardOperations:
         await pipe.execute()
 
     async def set_rate(self, name: str, rate: str | Rate | None) -> None:
-        """Cap how many jobs of ``name`` start per second, minute or hour across all
-        pools (``"100/s"``, ``"30/min"``, ``"2/hour"``; None: no cap). Starts go one
-        interval apart, after a quiet spell in a burst of up to 100 ms worth of starts
-        (at least two): ``"50/s"`` may start 55 jobs in its first second. Pools waiting for
-        the name are woken, so a raised or removed limit takes effect at once. A pool
-        writes its handlers' ``rate`` when it starts, as for ``set_limit``."""
         validate_name(name)
         pipe = self.redis.pipeline(transaction=True)
         if rate is None:
@@ -348,20 +314,16 @@ class ShardOperations:
         await pipe.execute()
 
     async def retry(self, which: JobSet, ids: Sequence[str] | None = None) -> int:
-        """Move jobs of a set to their queues now: the given ids, or all when None. A
-        waiting job runs when what it waits for completes: it cannot be moved."""
         if which == "waiting":
             raise ValueError("waiting jobs run when their parents complete: retry those")
         z = self.set_key(which)
         return await self._in_chunks(functools.partial(calls.move, self.scope, which), ids, z)
 
     async def delete(self, which: JobSet, ids: Sequence[str] | None = None) -> int:
-        """Delete jobs of a set: the given ids, or all when None."""
         z = self.set_key(which)
         return await self._in_chunks(functools.partial(calls.delete, self.scope, which), ids, z)
 
     async def clear_queue(self, name: str) -> int:
-        """Delete every queued job of ``name``; returns how many."""
         name = validate_name(name)
         total = 0
         while True:

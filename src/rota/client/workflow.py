@@ -173,15 +173,16 @@ def decoded(text: bytes | str) -> Any:
 
 
 async def chained(
-    specs: Sequence[JobSpec], shards: int, locate: Callable[[str], Awaitable[int]]
+    specs: Sequence[JobSpec], shards: int, locate: Callable[[str], Awaitable[Any]]
 ) -> tuple[list[JobSpec], dict[str, int]]:
     """The steps of a chain, each after the one before (and after its own ``after``),
     and the shard of each step and of each job from before that a step waits for first
-    (``locate``: found where it is, one read each, as its id may name another shard)."""
+    (``locate``: the Shard that holds a job, found where it is, one read each, as its id
+    may name another shard)."""
     _no_unique(specs, "chain")
     linked: list[JobSpec] = []
     previous: str | None = None
-    placed = {p: await locate(p) for p in {s.after[0] for s in specs if s.after}}
+    placed = {p: (await locate(p)).index for p in {s.after[0] for s in specs if s.after}}
     for spec in specs:
         after = spec.after if previous is None else (*spec.after, previous)
         # Over several shards a step goes where its first parent is (see

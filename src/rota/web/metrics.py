@@ -32,7 +32,7 @@ from starlette.responses import Response
 
 from rota import inspect
 from rota.client import Client, QueueInfo
-from rota.client.shard_ops import LivePool
+from rota.client.status import LivePool
 from rota.inspect import RedisFigures
 from rota.redis.outage import Condition
 from rota.web.base import client_of

@@ -192,14 +192,18 @@ class Admin:
             *([(score, job_id, i) for score, job_id in got] for i, (_, got) in enumerate(each)),
             key=lambda r: (-r[0] if desc else r[0], r[1]),
         )
-        chosen = list(rows)[offset : offset + count]
+        chosen = [(i, job_id) for _, job_id, i in list(rows)[offset : offset + count]]
+        return Page(sum(t for t, _ in each), offset, await self._records(chosen))
+
+    async def _records(self, chosen: list[tuple[int, str]]) -> list[JobRecord]:
+        """The records of ``chosen`` (a shard's index, a job id), in order, one round
+        trip per shard; one gone since is left out."""
         records: dict[str, JobRecord] = {}
         for i, shard in enumerate(self.shards):
-            ids = [job_id for _, job_id, s in chosen if s == i]
+            ids = [job_id for s, job_id in chosen if s == i]
             if ids:
                 records.update({r.id: r for r in await shard.records(ids)})
-        total = sum(t for t, _ in each)
-        return Page(total, offset, [records[j] for _, j, _ in chosen if j in records])
+        return [records[j] for _, j in chosen if j in records]
 
     async def search(
         self,
@@ -214,17 +218,15 @@ class Admin:
     ) -> Found:
         """A page of the jobs of a set whose id or name contains ``text`` (any case; see
         :meth:`Shard.search`): every shard's set searched from ``start``, each with its
-        share of ``scan`` and ``budget``; the matches of all, the figures added up."""
+        share of ``scan`` and ``budget``; the matches of all, the figures added up, and
+        the records of the page's only."""
         k = self._route.count
         share = None if budget is None else budget / k
-        each = await self._route.each(
-            lambda s: s.search(
-                which, text, 0, offset + count, scan=max(1, scan // k), start=start, budget=share
-            )
-        )
-        jobs = [j for found in each for j in found.jobs][offset : offset + count]
-        searched, size = sum(f.searched for f in each), sum(f.size for f in each)
-        return Found(sum(f.total for f in each), offset, jobs, searched, size, start)
+        each = await self._route.each(lambda s: s.search(which, text, scan // k, start, share))
+        chosen = [(i, job_id) for i, (ids, _, _) in enumerate(each) for job_id in ids]
+        jobs = await self._records(chosen[offset : offset + count])
+        searched, size = sum(f[1] for f in each), sum(f[2] for f in each)
+        return Found(len(chosen), offset, jobs, searched, size, start)
 
     async def in_set(self, which: JobSet, ids: Sequence[str]) -> list[str]:
         """Those of ``ids`` the scheduled, retry, dead or waiting set holds now: what an

@@ -18,7 +18,7 @@ from typing import Any, Self
 
 from rota.client.admin import Admin
 from rota.client.enqueue import PLACED, durable_send, riding, traced
-from rota.client.options import Options
+from rota.client.options import DEFAULTS, Options
 from rota.client.routing import Shards
 from rota.client.shard import Shard
 from rota.client.spec import Enqueued, JobSpec, delay_seconds, moment_seconds, to_row
@@ -62,7 +62,7 @@ class Client:
         shard_redis: Sequence[Redis] = (),
         **options: Any,
     ) -> None:
-        self.options = Options(namespace=namespace, **options)
+        self.options = DEFAULTS.replace(namespace=namespace, **options)
         k = self.options.shards
         links = [redis, *(shard_redis or [redis] * (k - 1))]
         self._route = Shards(

@@ -11,7 +11,7 @@ from typing import Any
 
 from rota.config import Settings, from_environment
 
-__all__ = ["Options"]
+__all__ = ["DEFAULTS", "Options"]
 
 #: The name of each option in :class:`rota.config.Settings` where it differs.
 _SETTING = {"durable": "durable_enqueue"}
@@ -19,17 +19,18 @@ _SETTING = {"durable": "durable_enqueue"}
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Options:
-    """How a client enqueues and over how many shards (see :class:`rota.Client`)."""
+    """How a client enqueues and over how many shards (see :class:`rota.Client`); the
+    defaults are the settings' (:class:`rota.config.Settings`)."""
 
-    namespace: str = "rota"
-    max_args_bytes: int = 512 * 1024
-    unique_ttl: float = 86400.0
+    namespace: str
+    max_args_bytes: int
+    unique_ttl: float
     #: Replicas that acknowledge an enqueue (WAIT) within ``durable_timeout`` seconds.
-    durable: int = 0
-    durable_timeout: float = 2.0
+    durable: int
+    durable_timeout: float
     #: Seconds an enqueue rides out a Redis that is away or refusing (see enqueue_many).
-    ride_through: float = 10.0
-    shards: int = 1
+    ride_through: float
+    shards: int
 
     @classmethod
     def of(cls, settings: Settings) -> Options:
@@ -43,7 +44,7 @@ class Options:
         default, as the pools read them."""
         unset = [_SETTING.get(f, f) for f, value in given.items() if value is None]
         read = from_environment(unset)
-        return cls.of(Settings()).replace(
+        return DEFAULTS.replace(
             **{f: read[_SETTING.get(f, f)] for f in given if _SETTING.get(f, f) in read},
             **{f: value for f, value in given.items() if value is not None},
         )
@@ -53,3 +54,5 @@ class Options:
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(Options))
+#: The options of a client given none: the settings' defaults.
+DEFAULTS = Options.of(Settings())

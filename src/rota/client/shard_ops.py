@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import msgspec
 
-from rota.client.status import Bucket, Found, History, LivePool, QueueInfo, RunningJob
+from rota.client.status import Bucket, History, LivePool, QueueInfo, RunningJob
 from rota.protocol import calls
 from rota.protocol.bounds import HANDLER, checked
 from rota.protocol.calls import Scope
@@ -191,22 +191,16 @@ class ShardOperations:
         return total, [(float(score), reply_text(i)) for i, score in rows]
 
     async def search(
-        self,
-        which: JobSet,
-        text: str,
-        offset: int = 0,
-        count: int = 50,
-        *,
-        scan: int = SEARCH_LIMIT,
-        start: int = 0,
-        budget: float | None = None,
-    ) -> Found:
-        """A page of the jobs of a set whose id or name contains ``text`` (any case),
-        reading the set in its order from position ``start``, at most ``scan`` jobs and,
-        with a ``budget``, for about that many seconds: :attr:`Found.searched` says how
-        far it read, so a search that stopped says so rather than "none", and a later
-        one goes on from there. Only each job's name is read (an id that matches needs
-        no read), in round trips of :data:`_SEARCH_CHUNK`; the page's records last."""
+        self, which: JobSet, text: str, scan: int, start: int, budget: float | None
+    ) -> tuple[list[str], int, int]:
+        """The ids of the jobs of a set whose id or name contains ``text`` (any case), how
+        far it read and the set's size: reading the set in its order from position
+        ``start``, at most ``scan`` (at least one) jobs and, with a ``budget``, for about
+        that many seconds: :attr:`Found.searched` says how far it read, so a search that
+        stopped says so rather than "none", and a later one goes on from there. Only each
+        job's name is read (an id that matches needs no read), in round trips of
+        :data:`_SEARCH_CHUNK`."""
+        scan = max(1, scan)
         needle, z = text.strip().lower(), self.set_key(which)
         deadline = None if budget is None else time.monotonic() + budget
         matched: list[str] = []
@@ -229,8 +223,7 @@ class ShardOperations:
             late = deadline is not None and time.monotonic() >= deadline
             if not ids or searched >= size or searched - start >= scan or late:
                 break
-        jobs = await self.records(matched[offset : offset + count])
-        return Found(len(matched), offset, jobs, min(searched, size), size, start)
+        return matched, min(searched, size), size
 
     async def in_set(self, which: JobSet, ids: Sequence[str]) -> list[str]:
         if not ids:

@@ -8,7 +8,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,8 +117,10 @@ class PoolRuntime:
     #: The producer's client of the pool's namespace: what a handler enqueues through
     #: (``ctx.client``), and the scheduler's periodic jobs.
     client: Client
-    #: The shard this runtime serves: its connection, keys and script calls.
+    #: The shard this runtime serves: its connection, keys and script calls; and the
+    #: namespace's other shards, which the runtimes of :meth:`shards` serve.
     shard: Shard
+    others: Sequence[Shard] = ()
     handlers: Mapping[str, Handler]
     state: Mapping[str, Any] = field(default_factory=dict)
     pool_id: str = field(
@@ -160,7 +162,7 @@ class PoolRuntime:
         this one first: each over its shard, all sharing the workers, the handoff and
         what runs. Shards on this one's server share its watch too."""
         out = [self]
-        for shard in self.client.admin.shards[1:]:
+        for shard in self.others:
             # The same settings, handlers and records of what runs (the same objects).
             rt = dataclasses.replace(self, shard=shard)
             rt.handoff, rt.limiter = self.handoff, self.limiter

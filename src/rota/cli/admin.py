@@ -65,7 +65,7 @@ def _run_at(delay: str | None, at: str | None) -> float | None:
     if delay and at:
         raise click.UsageError("give --in or --at, not both")
     try:
-        if delay:  # 0 to ten years, as a delay everywhere (rota.spec.delay_seconds)
+        if delay:  # 0 to ten years, as a delay everywhere (rota.client.spec.delay_seconds)
             return time.time() + delay_seconds("--in", parse_duration(delay, "--in"))
         return None if not at else moment_seconds("--at", at)
     except ValueError as exc:

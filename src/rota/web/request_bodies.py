@@ -41,7 +41,7 @@ MAX_IDS: Final = 1000
 # The ranges of the job's options and of a name's limit (rota.protocol.bounds): the
 # client's, the CLI's and the API's are one table.
 MAX_DELAY: Final = bounds.MAX_DELAY
-MAX_EPOCH: Final = spec.MAX_EPOCH  # 9999-12-31T23:59:59Z: one rule (rota.spec.epoch_seconds)
+MAX_EPOCH: Final = spec.MAX_EPOCH  # 9999-12-31T23:59:59Z: one rule (rota.client.spec.epoch_seconds)
 MAX_FAILS: Final = int(bounds.JOB["max_fails"].hi)
 MAX_LIMIT: Final = int(bounds.HANDLER["max_concurrency"].hi)
 MIN_TIMEOUT: Final = bounds.JOB["timeout"].lo

@@ -149,7 +149,7 @@ async def cost(url: str, jobs: int, fail: bool = False) -> dict[str, float]:
     host does not move."""
     client = Client.from_url(url, NAMESPACE)
     await client.enqueue_many([JobSpec(name="noop") for _ in range(jobs)])
-    await client.redis.config_resetstat()
+    await client.admin.shards[0].redis.config_resetstat()
     pool, done = _noop_pool(url, jobs, fail, concurrency=1, prefetch=0, keep_none=0)
     calls = 0
 
@@ -164,7 +164,7 @@ async def cost(url: str, jobs: int, fail: bool = False) -> dict[str, float]:
             await done.wait()
         finally:
             sys.setprofile(None)
-    stats = await client.redis.info("commandstats")
+    stats = await client.admin.shards[0].redis.info("commandstats")
     await client.close()
     commands = sum(v["calls"] for k, v in stats.items() if k != "cmdstat_config")
     return {"python_calls_per_job": calls / jobs, "redis_commands_per_job": commands / jobs}

@@ -70,7 +70,10 @@ async def _promote(r: Redis, url: str, jobs: int, size: int) -> list[int]:
         while True:
             now = int(time.time() * 1000)
             moved, *_ = await script("promote")(
-                client.redis, client.keys.prefix, [now, size], client.script_mode
+                client.admin.shards[0].redis,
+                client.admin.shards[0].keys.prefix,
+                [now, size],
+                client.admin.shards[0].script_mode,
             )
             if int(moved) < size:
                 return await _calls(r)
@@ -86,7 +89,10 @@ async def _fetch_finish(r: Redis, url: str, jobs: int, size: int) -> tuple[list[
             now = int(time.time() * 1000)
             args: list[Any] = [now, 30_000, "pool", 1 << 20, size, *["noop"] * size, 0]
             rows, *_ = await script("fetch")(
-                client.redis, client.keys.prefix, args, client.script_mode
+                client.admin.shards[0].redis,
+                client.admin.shards[0].keys.prefix,
+                args,
+                client.admin.shards[0].script_mode,
             )
             fetched += await _calls(r)
             # Flat, seven entries per attempt, as a pool's acker sends them.
@@ -96,7 +102,12 @@ async def _fetch_finish(r: Redis, url: str, jobs: int, size: int) -> tuple[list[
                 for field in (job.id, "noop", job.token, "complete", "", 60_000, "")
             ]
             finish: list[Any] = [now, msgspec.msgpack.encode(outcomes), 100_000]
-            await script("finish")(client.redis, client.keys.prefix, finish, client.script_mode)
+            await script("finish")(
+                client.admin.shards[0].redis,
+                client.admin.shards[0].keys.prefix,
+                finish,
+                client.admin.shards[0].script_mode,
+            )
             finished += await _calls(r)
         return fetched, finished
 

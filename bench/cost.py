@@ -154,13 +154,13 @@ async def _run(url: str, jobs: int, job_line: JobLine | None, fail: bool) -> dic
 
     r = redis.Redis.from_url(url)
     async with Client.from_settings(settings) as client, pool.running():
-        await client.pause(NAME)
+        await client.admin.pause(NAME)
         await client.enqueue_many([JobSpec(name=NAME)] * jobs)
         await anyio.sleep(0.2)  # the pool has settled into its wait
         r.config_resetstat()
         sys.setprofile(profile)
         try:
-            await client.resume(NAME)
+            await client.admin.resume(NAME)
             await done.wait()
         finally:
             sys.setprofile(None)

@@ -71,9 +71,10 @@ async def _measure(url: str, path: str, n: int) -> list[tuple[str, float, int, i
     for mode, run in MODES:
         async with rota.Client.from_url(url, "bench") as client:
             if path == "redis-py":
-                client.conn = RedisPyConn(client.redis)  # through redis-py's pool
-                client.hot = client.scope.on(client.conn)
-            await client.redis.flushall()
+                shard = client.admin.shards[0]
+                shard.conn = RedisPyConn(shard.redis)  # through redis-py's pool
+                shard.hot = shard.scope.on(shard.conn)
+            await client.admin.shards[0].redis.flushall()
             await _one(client, WARM_UP)
             started = time.perf_counter()
             calls, jobs = await run(client, n)

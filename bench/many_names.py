@@ -75,7 +75,7 @@ async def _round(
         pool.job(name=f"noop_{i}")(noop)
     busy = "noop_0"
     async with rota.Client.from_url(url, namespace) as client:
-        await client.pause(busy)
+        await client.admin.pause(busy)
         for i in range(0, jobs, 1000):
             await client.enqueue_many(
                 [rota.JobSpec(name=busy, args=(time.time(),))] * min(1000, jobs - i)
@@ -84,11 +84,11 @@ async def _round(
 
         async def work() -> None:
             nonlocal polls
-            await client.resume(busy)
+            await client.admin.resume(busy)
             await all_ran.wait()
             while True:
                 polls += 1
-                if int(await r.hget(client.keys.stats, "processed") or 0) >= jobs:
+                if int(await r.hget(client.admin.shards[0].keys.stats, "processed") or 0) >= jobs:
                     return
                 await anyio.sleep(0.005)
 

@@ -88,7 +88,7 @@ async def _soak(url: str, args: argparse.Namespace) -> tuple[list[Sample], rota.
             async def produce() -> None:
                 nonlocal enqueued
                 while time.monotonic() < stop:
-                    if await r.llen(client.keys.queue("soak")) > args.backlog:
+                    if await r.llen(client.admin.shards[0].keys.queue("soak")) > args.backlog:
                         await anyio.sleep(0.005)
                         continue
                     specs = [rota.JobSpec(name="soak", args=(enqueued + i,)) for i in range(1000)]
@@ -101,8 +101,8 @@ async def _soak(url: str, args: argparse.Namespace) -> tuple[list[Sample], rota.
                     next_at += 1.0
                     await anyio.sleep(max(0.0, next_at - time.monotonic()))
                     memory = await r.info("memory")
-                    stats = await client.stats()
-                    queued = await r.llen(client.keys.queue("soak"))
+                    stats = await client.admin.stats()
+                    queued = await r.llen(client.admin.shards[0].keys.queue("soak"))
                     s = Sample(
                         time.monotonic() - start,
                         int(memory["used_memory"]),
@@ -120,8 +120,8 @@ async def _soak(url: str, args: argparse.Namespace) -> tuple[list[Sample], rota.
             async with anyio.create_task_group() as tg:
                 tg.start_soon(produce)
                 tg.start_soon(sample)
-            await client.pause("soak")
-            kept = int(await r.zcard(client.keys.prefix + "complete"))
+            await client.admin.pause("soak")
+            kept = int(await r.zcard(client.admin.shards[0].keys.prefix + "complete"))
     finally:
         await r.aclose()
     return samples, settings, kept

@@ -262,17 +262,20 @@ async def _run(
             all_ran.set()
 
     async with rota.Client.from_url(url, namespace) as client:
-        await client.pause(_JOB)
+        await client.admin.pause(_JOB)
         expected = await fill(client) if fill else await _plain(client, jobs)
         polls = 0
 
         async def work() -> None:
             nonlocal polls
-            await client.resume(_JOB)
+            await client.admin.resume(_JOB)
             await all_ran.wait()
             while True:  # until the last outcome is recorded
                 polls += 1
-                if int(await r.hget(client.keys.stats, "processed") or 0) >= expected:
+                if (
+                    int(await r.hget(client.admin.shards[0].keys.stats, "processed") or 0)
+                    >= expected
+                ):
                     return
                 await anyio.sleep(0.005)
 

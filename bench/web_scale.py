@@ -58,15 +58,15 @@ async def _fill(url: str, names: int, jobs: int) -> dict[str, str]:
             dead += [j.id for j, s in zip(enqueued, batch, strict=True) if s.kwargs["n"] % 10 == 2]
             batch = []
     # a tenth made dead, as a pool leaves them (out of their queue, in the dead set)
-    pipe = client.redis.pipeline(transaction=False)
+    pipe = client.admin.shards[0].redis.pipeline(transaction=False)
     for n, job_id in enumerate(dead):
         name = f"job_{(n * 10 + 2) % names:05d}"
-        pipe.lrem(client.keys.queue(name), 1, job_id)
+        pipe.lrem(client.admin.shards[0].keys.queue(name), 1, job_id)
         pipe.hset(
-            client.keys.job(job_id),
+            client.admin.shards[0].keys.job(job_id),
             mapping={"state": "dead", "error": "ValueError: broke", "reason": "error"},
         )
-        pipe.zadd(client.keys.dead, {job_id: now - n})
+        pipe.zadd(client.admin.shards[0].keys.dead, {job_id: now - n})
         if len(pipe) >= 3000:
             await pipe.execute()
     await pipe.execute()
@@ -77,14 +77,16 @@ async def _fill(url: str, names: int, jobs: int) -> dict[str, str]:
     # an hour of per-minute stats for every name
     minute = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
     for m in range(60):
-        key = client.keys.stats_bucket((minute - dt.timedelta(minutes=m)).strftime("%Y%m%d%H%M"))
+        key = client.admin.shards[0].keys.stats_bucket(
+            (minute - dt.timedelta(minutes=m)).strftime("%Y%m%d%H%M")
+        )
         fields: dict[str, int] = {"processed": 10 * names, "failed": names}
         for i in range(names):
             fields[f"processed:job_{i:05d}"] = 10
             fields[f"failed:job_{i:05d}"] = 1
             fields[f"ms:job_{i:05d}"] = 500
-        await client.redis.hset(key, mapping=fields)  # type: ignore[arg-type]
-        await client.redis.expire(key, 7200)
+        await client.admin.shards[0].redis.hset(key, mapping=fields)  # type: ignore[arg-type]
+        await client.admin.shards[0].redis.expire(key, 7200)
     sys.stdout.write(f"filled in {time.perf_counter() - started:.1f} s\n")
     await client.close()
     return {"job": dead[0], "group": group.id, "name": "job_00000"}

@@ -107,9 +107,12 @@ async def _group_run(r: Redis, url: str, jobs: int, concurrency: int) -> tuple[C
             problems.append(f"group counters {progress}")
         if callback is None or callback.state != "complete":
             problems.append(f"callback record {callback}")
-        failed = int(await client.redis.hget(client.keys.stats, "failed") or 0)
+        failed = int(
+            await client.admin.shards[0].redis.hget(client.admin.shards[0].keys.stats, "failed")
+            or 0
+        )
         if failed:
-            retrying = (await client.page("retry", 0, 1)).jobs
+            retrying = (await client.admin.page("retry", 0, 1)).jobs
             why = f" ({retrying[0].error})" if retrying else ""
             problems.append(f"{failed} attempts failed{why}")
         if problems:

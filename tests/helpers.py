@@ -13,6 +13,7 @@ import redis
 import redis.exceptions
 
 from rota import Client, JobContext, JobSpec, Settings, WorkerPool
+from rota.client import Shard
 from rota.protocol import calls
 from rota.wire.link import Link
 from rota.worker.rounds import FETCH, every_pool, rounds_of
@@ -26,9 +27,11 @@ def finish_args(now: Any, fields: list[Any], complete_max: int = 100_000) -> lis
     return [now, msgspec.msgpack.encode(text), complete_max]
 
 
-def link_of(client: Client) -> Link | None:
-    """The pipelined Link a client's hot path sends through, None when redis-py serves."""
-    return client.conn if isinstance(client.conn, Link) else None
+def link_of(client: Client | Shard) -> Link | None:
+    """The pipelined Link a client's (first) shard's hot path sends through, None when
+    redis-py serves."""
+    conn = (client if isinstance(client, Shard) else client.admin.shards[0]).conn
+    return conn if isinstance(conn, Link) else None
 
 
 def pool_settings(redis_url: str, namespace: str, **changes: Any) -> Settings:
@@ -99,7 +102,9 @@ def step_pool(redis_url: str, namespace: str) -> WorkerPool:
 async def lease_tokens(client: Client, name: str, n: int) -> dict[str, str]:
     """Lease up to ``n`` jobs of ``name`` by the fetch script, as a pool would (a lease
     of 30 s): their tokens by id."""
-    reply = await calls.fetch(client.scope, calls.Lessee(30000, "pool-1", 1 << 20), [name] * n, [])
+    reply = await calls.fetch(
+        client.admin.shards[0].scope, calls.Lessee(30000, "pool-1", 1 << 20), [name] * n, []
+    )
     return {job.id: job.token for job in reply.jobs}
 
 
@@ -126,7 +131,7 @@ async def starts_by_priority(
     async with pool.running():
         await wait_until(lambda: len(started) >= starts, within=60)
         for name in priorities:
-            await client.pause(name)
+            await client.admin.pause(name)
     return started
 
 

@@ -144,7 +144,7 @@ async def test_a_worker_role_runs_what_a_producer_role_enqueues(
     assert [r.result if r else None for r in results.values()] == ["42", "10", "8", '"mended"']
     assert tries == {"k": 2}
     # neither role was refused the library
-    assert rt.script_mode.functions and producer.script_mode.functions
+    assert rt.script_mode.functions and producer.admin.shards[0].script_mode.functions
 
 
 async def test_a_worker_role_finishes_a_job_someone_already_waits_on(
@@ -233,35 +233,54 @@ async def test_the_producer_cannot_touch_the_dead_set_or_other_functions(
     server: RedisServer, namespace: str, admin: Client
 ) -> None:
     await admin.enqueue("x")  # loads the library, as a pool would
-    await admin.redis.zadd(admin.keys.dead, {"some-dead-job": 1})
+    await admin.admin.shards[0].redis.zadd(admin.admin.shards[0].keys.dead, {"some-dead-job": 1})
     user, password = make_user(server, "producer", namespace)
     lib = library().name
     with server.client(username=user, password=password) as r:
         refused = [
-            ["DEL", admin.keys.dead],
-            ["UNLINK", admin.keys.dead],
-            ["SET", admin.keys.dead, "x"],
-            ["EXPIRE", admin.keys.dead, "1"],
-            ["ZREM", admin.keys.dead, "some-dead-job"],
-            ["FCALL", f"{lib}_delete", "1", admin.keys.prefix, "dead", "", "0", "some-dead-job"],
-            ["FCALL", f"{lib}_move", "1", admin.keys.prefix, "dead", "0", "some-dead-job"],
+            ["DEL", admin.admin.shards[0].keys.dead],
+            ["UNLINK", admin.admin.shards[0].keys.dead],
+            ["SET", admin.admin.shards[0].keys.dead, "x"],
+            ["EXPIRE", admin.admin.shards[0].keys.dead, "1"],
+            ["ZREM", admin.admin.shards[0].keys.dead, "some-dead-job"],
+            [
+                "FCALL",
+                f"{lib}_delete",
+                "1",
+                admin.admin.shards[0].keys.prefix,
+                "dead",
+                "",
+                "0",
+                "some-dead-job",
+            ],
+            [
+                "FCALL",
+                f"{lib}_move",
+                "1",
+                admin.admin.shards[0].keys.prefix,
+                "dead",
+                "0",
+                "some-dead-job",
+            ],
             ["FLUSHALL"],
             ["KEYS", "*"],
             ["GET", Keys("other").names],
-            ["DEL", admin.keys.pools],
+            ["DEL", admin.admin.shards[0].keys.pools],
         ]
         for command in refused:
             with pytest.raises(redis.exceptions.NoPermissionError, match=r"(?i)no permissions"):
                 r.execute_command(*command)
-    assert await admin.redis.zcard(admin.keys.dead) == 1
+    assert await admin.admin.shards[0].redis.zcard(admin.admin.shards[0].keys.dead) == 1
 
 
 async def test_the_read_only_web_shows_pages_and_cannot_retry(
     server: RedisServer, namespace: str, admin: Client
 ) -> None:
     await admin.enqueue("x")
-    await admin.redis.sadd(admin.keys.names, "idle")  # a queue with no job in it
-    await admin.redis.zadd(admin.keys.dead, {"gone": 1})
+    await admin.admin.shards[0].redis.sadd(
+        admin.admin.shards[0].keys.names, "idle"
+    )  # a queue with no job in it
+    await admin.admin.shards[0].redis.zadd(admin.admin.shards[0].keys.dead, {"gone": 1})
     web = settings_for(server, "web", namespace)
     app = create_app(web)
     transport = httpx.ASGITransport(app=app)
@@ -276,11 +295,11 @@ async def test_the_read_only_web_shows_pages_and_cannot_retry(
         response = await http.post("/api/dead/retry", json={"ids": ["gone"]})
         assert response.status_code == 403, response.text
         assert "read-only" in response.json()["error"]
-    assert await admin.redis.zcard(admin.keys.dead) == 1
+    assert await admin.admin.shards[0].redis.zcard(admin.admin.shards[0].keys.dead) == 1
     # The refused FCALL switched the web's client to EVALSHA, not the admin's.
-    assert not app.state.rota.client.script_mode.functions
+    assert not app.state.rota.client.admin.shards[0].script_mode.functions
     assert (await admin.enqueue("x")).created
-    assert admin.script_mode.functions
+    assert admin.admin.shards[0].script_mode.functions
 
 
 async def test_the_web_operator_retries_and_deletes(
@@ -288,11 +307,17 @@ async def test_the_web_operator_retries_and_deletes(
 ) -> None:
     first = await admin.enqueue("x")
     second = await admin.enqueue("x")
-    await admin.redis.lrem(admin.keys.queue("x"), 0, first.id)
-    await admin.redis.lrem(admin.keys.queue("x"), 0, second.id)
-    await admin.redis.zadd(admin.keys.dead, {first.id: 1, second.id: 2})
-    await admin.redis.hset(admin.keys.job(first.id), "state", "dead")
-    await admin.redis.hset(admin.keys.job(second.id), "state", "dead")
+    await admin.admin.shards[0].redis.lrem(admin.admin.shards[0].keys.queue("x"), 0, first.id)
+    await admin.admin.shards[0].redis.lrem(admin.admin.shards[0].keys.queue("x"), 0, second.id)
+    await admin.admin.shards[0].redis.zadd(
+        admin.admin.shards[0].keys.dead, {first.id: 1, second.id: 2}
+    )
+    await admin.admin.shards[0].redis.hset(
+        admin.admin.shards[0].keys.job(first.id), "state", "dead"
+    )
+    await admin.admin.shards[0].redis.hset(
+        admin.admin.shards[0].keys.job(second.id), "state", "dead"
+    )
     operator = settings_for(server, "web-operator", namespace)
     app = create_app(operator)
     transport = httpx.ASGITransport(app=app)
@@ -305,7 +330,7 @@ async def test_the_web_operator_retries_and_deletes(
         assert retried.status_code == 200, retried.text
         deleted = await http.post("/api/dead/delete", json={"ids": [second.id]})
         assert deleted.status_code == 200, deleted.text
-    assert await admin.redis.zcard(admin.keys.dead) == 0
+    assert await admin.admin.shards[0].redis.zcard(admin.admin.shards[0].keys.dead) == 0
     assert await _state(admin, first.id, State.QUEUED)
     assert await admin.job(second.id) is None
 
@@ -388,7 +413,7 @@ async def test_the_roles_over_four_shards_reach_every_shard(
         await wait_until(lambda: len(ran) == 40, within=15)
         assert await producer.wait(jobs[-1].id, timeout=5) is None
     async with Client.from_settings(settings("web")) as web:
-        assert (await web.stats())["processed"] == 40
+        assert (await web.admin.stats())["processed"] == 40
     async with Client.from_settings(settings("producer", k=1)) as narrow:
         # the rules of one shard: the others are refused
         with pytest.raises(RedisRefused, match=r"^NOPERM "):

@@ -169,10 +169,10 @@ async def test_absurd_retry_delays_never_reach_the_retry_set_and_the_pool_carrie
     two = await client.enqueue("huge")
     with capture_logs() as logs:
         async with pool.running():
-            await wait_until(lambda: redis_sync.zcard(client.keys.retry) == 2)
+            await wait_until(lambda: redis_sync.zcard(client.admin.shards[0].keys.retry) == 2)
             await client.enqueue("after")
             await wait_until(lambda: ran == ["after"])
-    score = redis_sync.zscore(client.keys.retry, two.id)
+    score = redis_sync.zscore(client.admin.shards[0].keys.retry, two.id)
     assert score is not None and 0 < score <= now_ms() + MAX_DELAY * 1000
     record = await client.job(one.id)
     assert record is not None and record.error is not None

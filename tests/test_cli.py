@@ -117,8 +117,8 @@ async def test_status_json_and_table(
 ) -> None:
     for _ in range(3):
         await client.enqueue("nap", seconds=0)
-    await client.set_limit("nap", 2)
-    await client.pause("other")
+    await client.admin.set_limit("nap", 2)
+    await client.admin.pause("other")
     data = rota_json("status", *conn)
     queues = {q["name"]: q for q in data["queues"]}
     assert queues["nap"]["size"] == 3
@@ -159,7 +159,7 @@ async def test_status_json_and_table(
 
 
 async def _busy(client: Client) -> bool:
-    pools = await client.pools()
+    pools = await client.admin.pools()
     return bool(pools) and bool(pools[0].busy)
 
 
@@ -167,18 +167,18 @@ async def test_queue_pause_resume_clear(conn: tuple[str, ...], client: Client) -
     for _ in range(4):
         await client.enqueue("nap")
     assert run_rota("queue", "pause", "nap", *conn).returncode == 0
-    (q,) = await client.queues(["nap"])
+    (q,) = await client.admin.queues(["nap"])
     assert q.paused
     assert run_rota("queue", "resume", "nap", *conn).returncode == 0
-    (q,) = await client.queues(["nap"])
+    (q,) = await client.admin.queues(["nap"])
     assert not q.paused
     refused = run_rota("queue", "clear", "nap", *conn, input="n\n")
     assert refused.returncode == 1
-    (q,) = await client.queues(["nap"])
+    (q,) = await client.admin.queues(["nap"])
     assert q.size == 4
     done = run_rota("queue", "clear", "nap", "--yes", *conn)
     assert (done.returncode, done.stdout.strip()) == (0, "deleted 4 jobs")
-    (q,) = await client.queues(["nap"])
+    (q,) = await client.admin.queues(["nap"])
     assert q.size == 0
 
 
@@ -215,15 +215,15 @@ async def test_dead_list_retry_delete(
     assert run_rota("dead", "retry", *conn).returncode == 2  # neither ids nor --all
     done = run_rota("dead", "retry", ids[0], *conn)
     assert (done.returncode, done.stdout.strip()) == (0, "retried 1 jobs")
-    (q,) = await client.queues(["nap"])
+    (q,) = await client.admin.queues(["nap"])
     assert q.size == 1
     done = run_rota("dead", "delete", ids[1], "--yes", *conn)
     assert done.stdout.strip() == "deleted 1 jobs"
     assert run_rota("dead", "delete", "--all", *conn, input="n\n").returncode == 1
-    assert (await client.page("dead")).total == 3
+    assert (await client.admin.page("dead")).total == 3
     done = run_rota("dead", "delete", "--all", "--yes", *conn)
     assert done.stdout.strip() == "deleted 3 jobs"
-    assert (await client.page("dead")).total == 0
+    assert (await client.admin.page("dead")).total == 0
 
 
 async def test_job_show(conn: tuple[str, ...], client: Client) -> None:

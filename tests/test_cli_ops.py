@@ -103,11 +103,11 @@ async def test_queue_limit_set_and_cleared(conn: tuple[str, ...], client: Client
     await client.enqueue("nap")
     done = await anyio.to_thread.run_sync(_rota, "queue", "limit", "nap", "3", *conn)
     assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "nap: at most 3 at once", "")
-    (q,) = await client.queues(["nap"])
+    (q,) = await client.admin.queues(["nap"])
     assert q.limit == 3
     done = await anyio.to_thread.run_sync(_rota, "queue", "limit", "nap", "--clear", *conn)
     assert (done.returncode, done.stdout.strip()) == (0, "nap: no limit")
-    (q,) = await client.queues(["nap"])
+    (q,) = await client.admin.queues(["nap"])
     assert q.limit is None
 
 
@@ -153,7 +153,7 @@ async def test_pausing_a_name_never_seen_warns_and_pauses(
     done = await anyio.to_thread.run_sync(_rota, "queue", "pause", "nobody_knows_me", *conn)
     assert (done.returncode, done.stdout.strip()) == (0, "paused nobody_knows_me")
     assert done.stderr.startswith("rota: warning: no pool or job has used the name")
-    (q,) = await client.queues(["nobody_knows_me"])
+    (q,) = await client.admin.queues(["nobody_knows_me"])
     assert q.paused
     await client.enqueue("nap")
     known = await anyio.to_thread.run_sync(_rota, "queue", "pause", "nap", *conn)
@@ -202,7 +202,7 @@ async def test_worker_flags_reach_the_pool(
 
 
 async def _pool_concurrency_is(client: Client, n: int) -> bool:
-    return [p.concurrency for p in await client.pools()] == [n]
+    return [p.concurrency for p in await client.admin.pools()] == [n]
 
 
 def test_the_demo_jobs_import_from_the_installed_package(tmp_path: Path) -> None:

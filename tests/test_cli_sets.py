@@ -46,8 +46,8 @@ async def test_scheduled_list_run_now_and_delete(conn: tuple[str, ...], client: 
     # --all off a terminal: no prompt once -y is given
     done = await anyio.to_thread.run_sync(_rota, "scheduled", "retry", "--all", "-y", *conn)
     assert (done.returncode, done.stdout.strip()) == (0, "retried 2 jobs")
-    assert (await client.job_set_sizes())["scheduled"] == 0
-    (q,) = await client.queues(["nap"])
+    assert (await client.admin.job_set_sizes())["scheduled"] == 0
+    (q,) = await client.admin.queues(["nap"])
     assert q.size == 3
 
 
@@ -81,7 +81,7 @@ async def test_retry_set_list_run_now_and_delete(
 
 
 async def _sizes_are(client: Client, **sizes: int) -> bool:
-    have = await client.job_set_sizes()
+    have = await client.admin.job_set_sizes()
     return all(have[k] == v for k, v in sizes.items())
 
 

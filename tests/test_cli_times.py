@@ -54,7 +54,9 @@ async def test_in_takes_compound_durations_and_names_itself_when_wrong(
     before = time.time()
     done = run_rota("enqueue", "report", "--in", "1h30m", "--json", *conn)
     assert done.returncode == 0, done.stderr
-    ids = await client.redis.zrange(client.keys.scheduled, 0, -1, withscores=True)
+    ids = await client.admin.shards[0].redis.zrange(
+        client.admin.shards[0].keys.scheduled, 0, -1, withscores=True
+    )
     assert len(ids) == 1
     assert before + 5400 - 5 <= float(ids[0][1]) / 1000 <= time.time() + 5400
     bad = run_rota("enqueue", "report", "--in", "1h30", *conn)

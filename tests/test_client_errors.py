@@ -27,9 +27,9 @@ def server() -> Iterator[RedisServer]:
 
 async def test_a_stopped_server_is_rota_unavailable(server: RedisServer) -> None:
     async with Client.from_url(server.url, "t", ride_through=0) as client:
-        await client.pause("x")
+        await client.admin.pause("x")
         server.stop()
-        for call in (client.queues(), client.job("a"), client.pause("x")):
+        for call in (client.admin.queues(), client.job("a"), client.admin.pause("x")):
             with pytest.raises(RedisUnavailable, match=r"^Redis cannot be reached: ") as raised:
                 await call
             assert isinstance(raised.value.__cause__, redis.exceptions.ConnectionError)
@@ -41,21 +41,23 @@ async def test_a_stopped_server_is_rota_unavailable(server: RedisServer) -> None
 async def test_a_full_server_is_rota_refused_naming_oom(server: RedisServer) -> None:
     async with Client.from_url(server.url, "t", ride_through=0) as client:
         await client.enqueue("x")
-        await client.redis.config_set("maxmemory", "1")
+        await client.admin.shards[0].redis.config_set("maxmemory", "1")
         with pytest.raises(RedisRefused, match="OOM") as raised:
             await client.enqueue("x")
         assert raised.value.condition == Condition.OUT_OF_MEMORY
         with pytest.raises(RedisRefused, match="OOM") as raised:
-            await client.set_limit("x", 3)  # a write of the operator's too
+            await client.admin.set_limit("x", 3)  # a write of the operator's too
         assert raised.value.condition == Condition.OUT_OF_MEMORY
-        await client.redis.config_set("maxmemory", "0")
+        await client.admin.shards[0].redis.config_set("maxmemory", "0")
 
 
 async def test_an_error_reply_that_waiting_does_not_mend(server: RedisServer) -> None:
     async with Client.from_url(server.url, "t", ride_through=0) as client:
-        await client.redis.set(client.keys.group_members("g"), "not a list")
+        await client.admin.shards[0].redis.set(
+            client.admin.shards[0].keys.group_members("g"), "not a list"
+        )
         with pytest.raises(RedisRefused, match="WRONGTYPE") as raised:
-            await client.group_members("g")
+            await client.admin.group_members("g")
         assert raised.value.condition == ""
         assert isinstance(raised.value.__cause__, redis.exceptions.ResponseError)
 
@@ -65,10 +67,10 @@ async def test_a_read_the_server_refuses_is_not_read_as_no_job(server: RedisServ
     a silent "no such job" that an operator would believe."""
     async with Client.from_url(server.url, "t", ride_through=0) as admin:
         job = await admin.enqueue("x")
-        await admin.redis.set(admin.keys.job("other"), "not a hash")
+        await admin.admin.shards[0].redis.set(admin.admin.shards[0].keys.job("other"), "not a hash")
         assert await admin.job("other") is None
-        assert await admin.stored("other", "args") is None
-        await admin.redis.acl_setuser(
+        assert await admin.admin.stored("other", "args") is None
+        await admin.admin.shards[0].redis.acl_setuser(
             "reader",
             enabled=True,
             passwords=["+pw"],
@@ -80,7 +82,7 @@ async def test_a_read_the_server_refuses_is_not_read_as_no_job(server: RedisServ
         with pytest.raises(RedisRefused, match="NOPERM"):
             await reader.job(job.id)
         with pytest.raises(RedisRefused, match="NOPERM"):
-            await reader.stored(job.id, "args")
+            await reader.admin.stored(job.id, "args")
 
 
 async def test_a_handler_meets_rotas_error_for_a_write_redis_refuses(server: RedisServer) -> None:
@@ -99,7 +101,9 @@ async def test_a_handler_meets_rotas_error_for_a_write_redis_refuses(server: Red
             seen.append("redis-py")
 
     async with Client.from_url(server.url, "t", ride_through=0) as client:
-        await client.redis.set(client.keys.joblog("j1"), "not a list")
+        await client.admin.shards[0].redis.set(
+            client.admin.shards[0].keys.joblog("j1"), "not a list"
+        )
         await client.enqueue("logs", job_id="j1")
         async with pool.running(client=client):
             await wait_until(lambda: _done(client, "j1"))

@@ -63,11 +63,11 @@ async def test_client_from_url_reads_the_rota_variables_it_is_not_given(
     monkeypatch.setenv("ROTA_UNIQUE_TTL", "60")
     monkeypatch.setenv("ROTA_NAMESPACE", namespace)
     async with Client.from_url(redis_url) as client:
-        assert (client.ride_through, client.unique_ttl) == (0.0, 60.0)
+        assert (client.options.ride_through, client.options.unique_ttl) == (0.0, 60.0)
         assert client.namespace == namespace
         job = await client.enqueue("nap")
     async with Client.from_url(redis_url, namespace, ride_through=5.0) as client:
-        assert client.ride_through == 5.0
+        assert client.options.ride_through == 5.0
         assert await client.job(job.id) is not None  # it went to ROTA_NAMESPACE
     monkeypatch.setenv("ROTA_RIDE_THROUGH", "soon")
     with pytest.raises(ConfigError, match="environment variable ROTA_RIDE_THROUGH"):

@@ -67,7 +67,7 @@ async def test_sigterm_drains_and_exits_0(
         "pool stopped",
     ):
         assert event in events, events
-    assert await client.pools() == []
+    assert await client.admin.pools() == []
 
 
 async def test_second_signal_skips_the_wait(
@@ -130,7 +130,7 @@ async def test_supervisor_replaces_a_killed_child_and_recovers_its_jobs(
         await wait_until(lambda: _pool_count(client, 2), within=30)
         jobs = [await client.enqueue("nap", seconds=1.0) for _ in range(8)]
         await wait_until(lambda: _busy_pids(client, 2), within=20)
-        pids = {snap.pid for snap in await client.pools() if snap.busy}
+        pids = {snap.pid for snap in await client.admin.pools() if snap.busy}
         victim = sorted(pids)[0]
         os.kill(victim, signal.SIGKILL)
         killed_at = time.monotonic()
@@ -139,7 +139,7 @@ async def test_supervisor_replaces_a_killed_child_and_recovers_its_jobs(
         assert time.monotonic() - killed_at < 8
         for job in jobs:
             await wait_until(partial(_state, client, job.id, State.COMPLETE), within=30)
-        assert (await client.stats()).get("lost", 0) >= 1
+        assert (await client.admin.stats()).get("lost", 0) >= 1
         proc.send_signal(signal.SIGTERM)
         assert await _exit_code(proc, within=30) == 0
     finally:
@@ -149,15 +149,15 @@ async def test_supervisor_replaces_a_killed_child_and_recovers_its_jobs(
 
 
 async def _pool_count(client: Client, n: int) -> bool:
-    return len(await client.pools()) == n
+    return len(await client.admin.pools()) == n
 
 
 async def _busy_pids(client: Client, n: int) -> bool:
-    return len({snap.pid for snap in await client.pools() if snap.busy}) >= n
+    return len({snap.pid for snap in await client.admin.pools() if snap.busy}) >= n
 
 
 async def _replaced(client: Client, victim: int) -> bool:
-    pids = {snap.pid for snap in await client.pools()}
+    pids = {snap.pid for snap in await client.admin.pools()}
     return victim not in pids and len(pids) == 2
 
 

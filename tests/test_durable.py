@@ -89,7 +89,7 @@ async def test_a_socket_timeout_within_durable_timeout_is_refused_before_any_wri
     ) as client:
         with pytest.raises(ValueError, match=r"durable_timeout \(0.5 s\) must be below"):
             await client.enqueue("work", n=1, durable=True)
-        assert await client.redis.dbsize() == 0
+        assert await client.admin.shards[0].redis.dbsize() == 0
     async with Client.from_url(
         fresh_redis_server.url, namespace, durable_timeout=0.2, socket_timeout=1
     ) as client:

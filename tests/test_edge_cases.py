@@ -77,22 +77,22 @@ async def test_waiters_hear_about_jobs_buried_by_scripts(
         for _ in range(3):
             now = int(time.time() * 1000)
             await script("fetch")(
-                client.redis,
-                client.keys.prefix,
+                client.admin.shards[0].redis,
+                client.admin.shards[0].keys.prefix,
                 [now, 1, "ghost", 10**6, 1, "other"],
-                client.script_mode,
+                client.admin.shards[0].script_mode,
             )
             await anyio.sleep(0.01)
             await script("reap")(
-                client.redis,
-                client.keys.prefix,
+                client.admin.shards[0].redis,
+                client.admin.shards[0].keys.prefix,
                 [int(time.time() * 1000), 3, 15000, 100],
-                client.script_mode,
+                client.admin.shards[0].script_mode,
             )
 
 
 async def _dead(client: Client, n: int) -> bool:
-    return (await client.page("dead")).total == n
+    return (await client.admin.page("dead")).total == n
 
 
 @pytest.mark.one_shard("reads one shard's keys")
@@ -161,11 +161,11 @@ async def test_a_stray_queue_entry_of_a_scheduled_job_does_not_run_it_early(
     record = await client.job(job.id)
     assert record is not None
     assert record.state == State.SCHEDULED
-    assert (await client.stats())["stale_entries"] == 1
+    assert (await client.admin.stats())["stale_entries"] == 1
 
 
 async def _queue_empty(client: Client, name: str) -> bool:
-    (q,) = await client.queues([name])
+    (q,) = await client.admin.queues([name])
     return q.size == 0
 
 

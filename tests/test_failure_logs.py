@@ -76,7 +76,12 @@ async def _state_is(client: Client, job_id: str, state: str) -> bool:
 
 async def _finish(client: Client, rows: list[Any], logs: Any, *extra: Any) -> Any:
     args = [*finish_args(rows[0], rows[1:]), msgspec.msgpack.encode(logs), *extra]
-    return await script("finish")(client.redis, client.keys.prefix, args, client.script_mode)
+    return await script("finish")(
+        client.admin.shards[0].redis,
+        client.admin.shards[0].keys.prefix,
+        args,
+        client.admin.shards[0].script_mode,
+    )
 
 
 async def _leased(client: Client, n: int = 1) -> dict[str, str]:
@@ -94,13 +99,13 @@ async def test_the_finish_writes_the_line_of_a_failed_attempt(
     line = "…" + "é" * 1998 + "!"
     rows = [1, job_id, "work", token, "retry", 10**12, "boom", "error"]
     assert await _finish(client, rows, [job_id, line, "some-other-id", "not written"]) == []
-    assert redis_sync.lrange(client.keys.joblog(job_id), 0, -1) == [line.encode()]
-    assert redis_sync.hget(client.keys.job(job_id), "logged") == b"1"
-    assert not redis_sync.exists(client.keys.joblog("some-other-id"))
+    assert redis_sync.lrange(client.admin.shards[0].keys.joblog(job_id), 0, -1) == [line.encode()]
+    assert redis_sync.hget(client.admin.shards[0].keys.job(job_id), "logged") == b"1"
+    assert not redis_sync.exists(client.admin.shards[0].keys.joblog("some-other-id"))
     # the same outcome sent again (its reply lost) is recognised as recorded, not
     # stale, and its line is not written twice
     assert await _finish(client, rows, [job_id, "again"]) == []
-    assert redis_sync.llen(client.keys.joblog(job_id)) == 1
+    assert redis_sync.llen(client.admin.shards[0].keys.joblog(job_id)) == 1
 
 
 @pytest.mark.one_shard("calls one shard's scripts")
@@ -108,11 +113,11 @@ async def test_the_log_keeps_its_last_hundred_lines_each_bounded(
     client: Client, redis_sync: redis.Redis
 ) -> None:
     (job_id, token), *_ = (await _leased(client)).items()
-    redis_sync.rpush(client.keys.joblog(job_id), *[f"line {i}" for i in range(100)])
+    redis_sync.rpush(client.admin.shards[0].keys.joblog(job_id), *[f"line {i}" for i in range(100)])
     rows = [1, job_id, "work", token, "dead", "", "boom", "error"]
     # a sender that cuts nothing: the line is bounded all the same (8000 bytes)
     assert await _finish(client, rows, [job_id, "x" * 9000]) == []
-    kept = redis_sync.lrange(client.keys.joblog(job_id), 0, -1)
+    kept = redis_sync.lrange(client.admin.shards[0].keys.joblog(job_id), 0, -1)
     assert len(kept) == 100 and kept[0] == b"line 1" and kept[-1] == b"x" * 8000
     record = await client.job(job_id)
     assert record is not None and record.state == "dead"
@@ -125,14 +130,14 @@ async def test_no_line_for_an_outcome_that_keeps_no_failure(
     """Dropped (its log goes with it), aborted while it ran, or complete: no line."""
     tokens = await _leased(client, 3)
     dropped, aborted, done = sorted(tokens)
-    redis_sync.hset(client.keys.job(aborted), "abort", "0")
+    redis_sync.hset(client.admin.shards[0].keys.job(aborted), "abort", "0")
     rows: list[Any] = [1]
     rows += [dropped, "work", tokens[dropped], "drop", "", "boom", "error"]
     rows += [aborted, "work", tokens[aborted], "retry", 10**12, "boom", "error"]
     rows += [done, "work", tokens[done], "complete", "", 0, ""]
     assert await _finish(client, rows, [i for job_id in tokens for i in (job_id, "tb")]) == []
     for job_id in tokens:
-        assert not redis_sync.exists(client.keys.joblog(job_id)), job_id
+        assert not redis_sync.exists(client.admin.shards[0].keys.joblog(job_id)), job_id
 
 
 @pytest.mark.one_shard("calls one shard's scripts")
@@ -155,8 +160,8 @@ async def test_a_malformed_log_argument_is_refused_whole(
         await _finish(client, rows, logs, *extra)
     record = await client.job(job_id)
     assert record is not None and record.state == "running"  # the lease stays
-    assert redis_sync.hget(client.keys.job(job_id), "token") == token.encode()
-    assert not redis_sync.exists(client.keys.joblog(job_id))
+    assert redis_sync.hget(client.admin.shards[0].keys.job(job_id), "token") == token.encode()
+    assert not redis_sync.exists(client.admin.shards[0].keys.joblog(job_id))
 
 
 async def test_a_traceback_through_a_file_named_in_no_utf8_is_kept(

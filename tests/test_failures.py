@@ -45,9 +45,9 @@ async def test_retries_with_backoff_then_dead(
     assert (record.state, record.reason) == ("dead", "error")
     assert record.error == "ValueError: broken on attempt 3"
     assert (record.attempts, record.failures) == (3, 3)
-    dead = await client.page("dead")
+    dead = await client.admin.page("dead")
     assert [j.id for j in dead.jobs] == [job.id]
-    stats = await client.stats()
+    stats = await client.admin.stats()
     assert (stats["failed"], stats["dead"]) == (3, 1)
 
 
@@ -69,8 +69,8 @@ async def test_skip_dead_drops_the_job(client: Client, redis_url: str, namespace
     async with pool.running():
         await wait_until(lambda: len(ran) == 2)
         await wait_until(lambda: _gone(client, job.id))
-    assert (await client.page("dead")).total == 0
-    assert (await client.stats())["failed"] == 2
+    assert (await client.admin.page("dead")).total == 0
+    assert (await client.admin.stats())["failed"] == 2
 
 
 async def _gone(client: Client, job_id: str) -> bool:
@@ -162,7 +162,7 @@ async def test_abort_raised_by_a_handler(client: Client, redis_url: str, namespa
     record = await client.job(job.id)
     assert record is not None
     assert (record.reason, record.error, record.attempts) == ("aborted", "nothing to do", 1)
-    assert (await client.page("dead")).total == 0
+    assert (await client.admin.page("dead")).total == 0
 
 
 async def test_invalid_args_die_at_once_without_retries(

@@ -10,39 +10,41 @@ from tests.helpers import pool_settings, wait_until
 
 
 async def test_only_names_with_nothing_for_long_enough_are_forgotten(client: Client) -> None:
-    await client.redis.sadd(client.keys.names, "old", "queued", "paused", "limited", "rated")
+    await client.admin.shards[0].redis.sadd(
+        client.admin.shards[0].keys.names, "old", "queued", "paused", "limited", "rated"
+    )
     await client.enqueue("queued", 1)
-    await client.pause("paused")
-    await client.set_limit("limited", 2)
-    await client.set_rate("rated", "5/s")
-    assert await client.forget_idle_names(0.2) == []  # first seen idle: noted only
-    assert await client.redis.hkeys(client.keys.idle) == [b"old"]
+    await client.admin.pause("paused")
+    await client.admin.set_limit("limited", 2)
+    await client.admin.set_rate("rated", "5/s")
+    assert await client.admin.forget_idle_names(0.2) == []  # first seen idle: noted only
+    assert await client.admin.shards[0].redis.hkeys(client.admin.shards[0].keys.idle) == [b"old"]
     await anyio.sleep(0.3)
-    assert await client.forget_idle_names(0.2) == ["old"]
-    assert await client.names() == ["limited", "paused", "queued", "rated"]
-    assert await client.redis.hlen(client.keys.idle) == 0
+    assert await client.admin.forget_idle_names(0.2) == ["old"]
+    assert await client.admin.names() == ["limited", "paused", "queued", "rated"]
+    assert await client.admin.shards[0].redis.hlen(client.admin.shards[0].keys.idle) == 0
     # A forgotten name comes back with its next job, as any new name does.
     await client.enqueue("old", 1)
-    assert "old" in await client.names()
+    assert "old" in await client.admin.names()
 
 
 async def test_a_name_busy_again_starts_its_wait_over(client: Client) -> None:
-    await client.redis.sadd(client.keys.names, "blip")
-    await client.forget_idle_names(0.2)
+    await client.admin.shards[0].redis.sadd(client.admin.shards[0].keys.names, "blip")
+    await client.admin.forget_idle_names(0.2)
     job = await client.enqueue("blip", 1)
-    assert await client.forget_idle_names(0.2) == []  # busy: no longer idle
-    assert await client.redis.hlen(client.keys.idle) == 0
+    assert await client.admin.forget_idle_names(0.2) == []  # busy: no longer idle
+    assert await client.admin.shards[0].redis.hlen(client.admin.shards[0].keys.idle) == 0
     assert job.created
-    await client.clear_queue("blip")
-    await client.forget_idle_names(0.2)
+    await client.admin.clear_queue("blip")
+    await client.admin.forget_idle_names(0.2)
     await anyio.sleep(0.3)
-    assert await client.forget_idle_names(0.2) == ["blip"]
+    assert await client.admin.forget_idle_names(0.2) == ["blip"]
 
 
 async def test_a_pool_forgets_idle_names_but_never_its_own(
     client: Client, redis_url: str, namespace: str
 ) -> None:
-    await client.redis.sadd(client.keys.names, "gone")
+    await client.admin.shards[0].redis.sadd(client.admin.shards[0].keys.names, "gone")
     pool = WorkerPool(
         settings=pool_settings(
             redis_url, namespace, heartbeat_interval=0.05, forget_names_after=0.3
@@ -55,20 +57,22 @@ async def test_a_pool_forgets_idle_names_but_never_its_own(
 
     async with pool.running(client=client):
         await wait_until(lambda: _names(client), within=20)
-        assert await client.names() == ["served"]
-    assert await client.forget_idle_names(0.0) == []  # its pool is gone: first noted
+        assert await client.admin.names() == ["served"]
+    assert await client.admin.forget_idle_names(0.0) == []  # its pool is gone: first noted
 
 
 async def _names(client: Client) -> bool:
-    return await client.names() == ["served"]
+    return await client.admin.names() == ["served"]
 
 
 async def test_many_pools_forget_in_turn_not_each(client: Client) -> None:
     """Every pool's reaper asks; one of them per turn reads the names."""
-    await client.redis.sadd(client.keys.names, "old")
-    assert await client.forget_idle_names(0.1, turn=60) == []  # noted idle, turn taken
+    await client.admin.shards[0].redis.sadd(client.admin.shards[0].keys.names, "old")
+    assert await client.admin.forget_idle_names(0.1, turn=60) == []  # noted idle, turn taken
     await anyio.sleep(0.2)
-    assert await client.forget_idle_names(0.1, turn=60) == []  # another pool: not its turn
-    assert await client.names() == ["old"]
-    await client.redis.delete(client.keys.forget_turn)  # the turn passed
-    assert await client.forget_idle_names(0.1, turn=60) == ["old"]
+    assert await client.admin.forget_idle_names(0.1, turn=60) == []  # another pool: not its turn
+    assert await client.admin.names() == ["old"]
+    await client.admin.shards[0].redis.delete(
+        client.admin.shards[0].keys.forget_turn
+    )  # the turn passed
+    assert await client.admin.forget_idle_names(0.1, turn=60) == ["old"]

@@ -123,4 +123,9 @@ async def test_a_full_redis_hovering_at_its_limit_is_one_episode_per_pool(
 
 
 async def _ids(client: Client, name: str) -> list[str]:
-    return [reply_text(x) for x in await client.redis.lrange(client.keys.queue(name), 0, -1)]
+    return [
+        reply_text(x)
+        for x in await client.admin.shards[0].redis.lrange(
+            client.admin.shards[0].keys.queue(name), 0, -1
+        )
+    ]

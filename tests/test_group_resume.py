@@ -57,7 +57,9 @@ async def _cut_short(client: Client, redis_url: str, namespace: str) -> tuple[st
     try:
         deadline = time.monotonic() + 60
         while gid is None and time.monotonic() < deadline and proc.poll() is None:
-            raw = await client.redis.hget(client.keys.job("m-0"), "group")
+            raw = await client.admin.shards[0].redis.hget(
+                client.admin.shards[0].keys.job("m-0"), "group"
+            )
             gid = raw.decode() if isinstance(raw, bytes) else raw
             await anyio.sleep(0.002)
     finally:
@@ -65,7 +67,9 @@ async def _cut_short(client: Client, redis_url: str, namespace: str) -> tuple[st
         _, err = proc.communicate()
     assert gid is not None, err or "the producer wrote nothing"
     await anyio.sleep(0.2)  # what Redis had read of the pipeline runs
-    sent = int(await client.redis.hget(client.keys.group(gid), "sent") or 0)
+    sent = int(
+        await client.admin.shards[0].redis.hget(client.admin.shards[0].keys.group(gid), "sent") or 0
+    )
     return gid, sent
 
 
@@ -138,7 +142,12 @@ async def test_the_same_group_twice_writes_it_once(client: Client, namespace: st
     )
     progress = await client.group_progress("nightly-1")
     assert (progress.total, progress.sent) == (120, 120)
-    assert await client.redis.llen(client.keys.group_members("nightly-1")) == 120
+    assert (
+        await client.admin.shards[0].redis.llen(
+            client.admin.shards[0].keys.group_members("nightly-1")
+        )
+        == 120
+    )
 
 
 async def test_member_ids_make_the_group_id(client: Client) -> None:
@@ -169,11 +178,13 @@ async def test_a_group_that_does_not_match_what_redis_holds_is_refused_whole(
     }
     three = [JobSpec(name="member") for _ in range(3)]
     await client.group(three, JobSpec(name="collect"), group_id="g1")
-    before = await client.redis.dbsize()
+    before = await client.admin.shards[0].redis.dbsize()
     for text, (specs, then) in cases.items():
         with pytest.raises(ValueError, match=text):
             await client.group(specs, then, group_id="g1")
-    assert await client.redis.dbsize() == before  # nothing of a refused call is written
+    assert (
+        await client.admin.shards[0].redis.dbsize() == before
+    )  # nothing of a refused call is written
     with pytest.raises(ValueError, match="given twice"):
         await client.group([JobSpec(name="member", job_id="a"), JobSpec(name="member", job_id="a")])
     with pytest.raises(ValueError, match="invalid group id"):
@@ -185,11 +196,11 @@ async def test_a_member_without_a_size_is_refused_by_the_script(
 ) -> None:
     """Another language's producer that leaves out the size gets an error, not a group
     that completes after its first member."""
-    row = client._enqueue_args(JobSpec(name="member"), group="bare", group_size=0)
+    row = client._row(JobSpec(name="member"), group="bare", group_size=0)
     with pytest.raises(ValueError, match="has no size"):
-        await client._enqueue_rows([row])
-    plain: redis.asyncio.Redis = client.redis
-    assert not await plain.exists(client.keys.group("bare"))
+        await client.admin.shards[0].send([row])
+    plain: redis.asyncio.Redis = client.admin.shards[0].redis
+    assert not await plain.exists(client.admin.shards[0].keys.group("bare"))
 
 
 async def test_a_member_given_twice_in_one_call_is_refused_by_the_script(
@@ -198,9 +209,11 @@ async def test_a_member_given_twice_in_one_call_is_refused_by_the_script(
     """A producer in another language that sends one id twice gets an error, not a group
     that waits for a second member that never comes."""
     rows = [
-        client._enqueue_args(JobSpec(name="member", job_id="twice"), group="g2", group_size=2)
+        client._row(JobSpec(name="member", job_id="twice"), group="g2", group_size=2)
         for _ in range(2)
     ]
     with pytest.raises(ValueError, match="job twice is given twice"):
-        await client._enqueue_rows(rows)
-    assert not await client.redis.exists(client.keys.group("g2"), client.keys.job("twice"))
+        await client.admin.shards[0].send(rows)
+    assert not await client.admin.shards[0].redis.exists(
+        client.admin.shards[0].keys.group("g2"), client.admin.shards[0].keys.job("twice")
+    )

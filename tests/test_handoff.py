@@ -45,10 +45,15 @@ async def test_prefetched_jobs_keep_their_leases_and_go_back_on_drain(
         late = [await client.enqueue("work", seconds=0.01) for _ in range(3)]
         await wait_until(lambda: all(runs[j.id] for j in rest), within=5)
     assert max(runs.values()) == 1, runs
-    queued = cast(list[bytes], await client.redis.lrange(client.keys.queue("work"), 0, -1))
+    queued = cast(
+        list[bytes],
+        await client.admin.shards[0].redis.lrange(client.admin.shards[0].keys.queue("work"), 0, -1),
+    )
     ran = {j.id for j in late if runs[j.id]}
     assert {j.id for j in late} == ran | {q.decode() for q in queued}
-    assert await client.redis.zcard(client.keys.running("work")) == 0
+    assert (
+        await client.admin.shards[0].redis.zcard(client.admin.shards[0].keys.running("work")) == 0
+    )
 
 
 async def test_an_idle_pool_stops_at_once_and_a_wake_starts_a_job_in_one_write(
@@ -69,14 +74,18 @@ async def test_an_idle_pool_stops_at_once_and_a_wake_starts_a_job_in_one_write(
         before = time.time()
         job = await client.enqueue("ping")
         await wait_until(lambda: len(started) == 1, within=2)
-        record = await client.redis.hmget(client.keys.job(job.id), "started_at", "attempts")
+        record = await client.admin.shards[0].redis.hmget(
+            client.admin.shards[0].keys.job(job.id), "started_at", "attempts"
+        )
         assert record[0] is not None and record[1] is not None
         assert int(record[1]) == 1
         assert abs(int(record[0]) / 1000 - before) < 1.0  # the server's clock, not stale
         await wait_until(lambda: waiting_on_wake_lists(redis_url))  # its 30 s wait again
         stopping = time.monotonic()
     assert time.monotonic() - stopping < 15  # the 30 s BLPOP was unblocked, not waited out
-    assert await client.redis.zcard(client.keys.running("ping")) == 0
+    assert (
+        await client.admin.shards[0].redis.zcard(client.admin.shards[0].keys.running("ping")) == 0
+    )
 
 
 async def test_a_user_refused_client_commands_still_runs_and_stops(
@@ -125,7 +134,12 @@ async def test_jobs_given_back_on_drain_keep_their_order(
         await wait_until(lambda: len(rt.handoff.waiting()) == 2)
     queued = [
         q.decode()
-        for q in cast(list[bytes], await client.redis.lrange(client.keys.queue("work"), 0, -1))
+        for q in cast(
+            list[bytes],
+            await client.admin.shards[0].redis.lrange(
+                client.admin.shards[0].keys.queue("work"), 0, -1
+            ),
+        )
     ]
     next_up = queued[::-1]  # fetch pops at the tail
     assert set(next_up[:2]) == {j.id for j in slow}  # cancelled at shutdown: at the front

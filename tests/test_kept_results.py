@@ -34,7 +34,7 @@ def _pool(redis_url: str, namespace: str, **changes: Any) -> WorkerPool:
 
 async def _processed(client: Client, n: int) -> None:
     async def done() -> bool:
-        return (await client.stats()).get("processed", 0) >= n
+        return (await client.admin.stats()).get("processed", 0) >= n
 
     await wait_until(done, within=10)
 
@@ -58,17 +58,18 @@ async def test_a_job_without_result_leaves_no_record_and_one_with_a_result_is_ke
     kept = await client.enqueue("asked")
     async with pool.running():
         await _processed(client, 3)
-    assert not redis_sync.exists(client.keys.job(empty.id))
+    assert not redis_sync.exists(client.admin.shards[0].keys.job(empty.id))
     assert await client.job(empty.id) is None
     record = await client.job(full.id)
     assert record is not None and record.state == "complete"
     assert await client.wait(full.id, timeout=5) == 42  # after the end: read from the record
-    assert 3500_000 < redis_sync.pttl(client.keys.job(full.id)) <= 3600_000
+    assert 3500_000 < redis_sync.pttl(client.admin.shards[0].keys.job(full.id)) <= 3600_000
     record = await client.job(kept.id)
     assert record is not None and record.state == "complete"
-    assert 500_000 < redis_sync.pttl(client.keys.job(kept.id)) <= 600_000
+    assert 500_000 < redis_sync.pttl(client.admin.shards[0].keys.job(kept.id)) <= 600_000
     members = {
-        m.decode() for m in cast(list[bytes], redis_sync.zrange(client.keys.complete, 0, -1))
+        m.decode()
+        for m in cast(list[bytes], redis_sync.zrange(client.admin.shards[0].keys.complete, 0, -1))
     }
     assert members == {full.id, kept.id}
     # The id is free again once its record is gone.
@@ -82,7 +83,7 @@ async def test_a_job_without_result_is_kept_for_its_waiter(
 ) -> None:
     pool = _pool(redis_url, namespace)
 
-    await client.pause("nothing")
+    await client.admin.pause("nothing")
     job = await client.enqueue("nothing")
     got: list[Any] = []
 
@@ -91,8 +92,10 @@ async def test_a_job_without_result_is_kept_for_its_waiter(
 
     async with pool.running(), anyio.create_task_group() as tg:
         tg.start_soon(waiter)
-        await wait_until(lambda: redis_sync.hexists(client.keys.job(job.id), "waiters"))
-        await client.resume("nothing")
+        await wait_until(
+            lambda: redis_sync.hexists(client.admin.shards[0].keys.job(job.id), "waiters")
+        )
+        await client.admin.resume("nothing")
         await wait_until(lambda: bool(got), within=10)
     assert got == [None]
     record = await client.job(job.id)
@@ -110,7 +113,7 @@ async def test_by_default_a_job_without_result_is_kept_a_minute(
     job = await client.enqueue("nothing")
     async with pool.running():
         await _processed(client, 1)
-    assert 50_000 < redis_sync.pttl(client.keys.job(job.id)) <= 60_000
+    assert 50_000 < redis_sync.pttl(client.admin.shards[0].keys.job(job.id)) <= 60_000
     assert await client.wait(job.id, timeout=5) is None  # a wait after the end
 
 
@@ -131,10 +134,13 @@ async def test_the_cap_deletes_the_oldest_kept_jobs_first(
     async with pool.running():
         await _processed(client, 12)
     assert order == [j.id for j in jobs]  # one at a time, in order
-    left = [m.decode() for m in cast(list[bytes], redis_sync.zrange(client.keys.complete, 0, -1))]
+    left = [
+        m.decode()
+        for m in cast(list[bytes], redis_sync.zrange(client.admin.shards[0].keys.complete, 0, -1))
+    ]
     assert set(left) == set(order[-5:])
     for job in jobs[:-5]:
-        assert not redis_sync.exists(client.keys.job(job.id))
+        assert not redis_sync.exists(client.admin.shards[0].keys.job(job.id))
     for i, job in enumerate(jobs[-5:], start=7):
         assert await client.wait(job.id, timeout=5) == i
 

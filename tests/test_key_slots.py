@@ -145,18 +145,18 @@ async def _workload(url: str, namespace: str) -> None:
             await wait_until(lambda: slow.id in ran, within=10)
             await client.abort(slow.id)
             await wait_until(lambda: _dead_one(client), within=10)
-            await client.pause("work")
-            await client.resume("work")
+            await client.admin.pause("work")
+            await client.admin.resume("work")
             for kind in (BEAT, REAP, TICK):  # heartbeats, a reap and the scheduler's promotes
                 await rounds(pool, kind)
-        await client.retry("dead")
-        await client.delete("retry")
-        await client.clear_queue("work")
-        await client.delete("dead")
+        await client.admin.retry("dead")
+        await client.admin.delete("retry")
+        await client.admin.clear_queue("work")
+        await client.admin.delete("dead")
 
 
 async def _dead_one(client: Client) -> bool:
-    return (await client.job_set_sizes())["dead"] > 0
+    return (await client.admin.job_set_sizes())["dead"] > 0
 
 
 @pytest.mark.timeout(60)

@@ -192,18 +192,24 @@ async def test_a_fetch_that_meets_the_key_after_leasing_strands_no_job(
     the names before. Its WRONGTYPE must not strand those (their records running, with
     no lease, in no queue): the call's jobs go back to their queues, as they were."""
     keys = Keys(namespace)
-    await calls.register(client.scope, [("work", 1, "", ""), ("other", 1, 5, "1000/1000")])
+    await calls.register(
+        client.admin.shards[0].scope, [("work", 1, "", ""), ("other", 1, 5, "1000/1000")]
+    )
     work = await client.enqueue("work")
     await client.enqueue("other")
     key = keys.running("other") if suffix == "running:other" else keys.rate_tat
     spoil(redis_sync, key, "string")
     with pytest.raises(redis.exceptions.ResponseError, match="WRONGTYPE"):
-        await calls.fetch(client.scope, calls.Lessee(30_000, "p", 1 << 20), ["work", "other"], [])
+        await calls.fetch(
+            client.admin.shards[0].scope, calls.Lessee(30_000, "p", 1 << 20), ["work", "other"], []
+        )
     assert redis_sync.hget(keys.job(work.id), "state") == b"queued"
     assert redis_sync.lrange(keys.queue("work"), 0, -1) == [work.id.encode()]
     assert redis_sync.zcard(keys.running("work")) == 0
-    assert await repair(client.scope, ["work", "other"])
-    reply = await calls.fetch(client.scope, calls.Lessee(30_000, "p", 1 << 20), ["work"], [])
+    assert await repair(client.admin.shards[0].scope, ["work", "other"])
+    reply = await calls.fetch(
+        client.admin.shards[0].scope, calls.Lessee(30_000, "p", 1 << 20), ["work"], []
+    )
     assert [job.id for job in reply.jobs] == [work.id]
 
 

@@ -27,13 +27,16 @@ def _v2_enqueue(redis_sync: redis.Redis, client: Client, name: str) -> str:
     pipe = redis_sync.pipeline(transaction=True)
     now = int(time.time() * 1000)
     zeros = ("attempts", 0, "failures", 0, "lost", 0, "token", 0)  # v3 leaves them out
-    pipe.hset(client.keys.job(job_id), items=list(zeros))
-    pipe.hset(client.keys.job(job_id), mapping={"name": name, "args": "[]", "state": "queued"})
-    pipe.hset(client.keys.job(job_id), "enqueued_at", now)
-    pipe.lpush(client.keys.queue(name), job_id)
-    pipe.sadd(client.keys.names, name)
-    pipe.sadd(client.keys.ready, name)
-    pipe.lpush(client.keys.wake(name), 1)
+    pipe.hset(client.admin.shards[0].keys.job(job_id), items=list(zeros))
+    pipe.hset(
+        client.admin.shards[0].keys.job(job_id),
+        mapping={"name": name, "args": "[]", "state": "queued"},
+    )
+    pipe.hset(client.admin.shards[0].keys.job(job_id), "enqueued_at", now)
+    pipe.lpush(client.admin.shards[0].keys.queue(name), job_id)
+    pipe.sadd(client.admin.shards[0].keys.names, name)
+    pipe.sadd(client.admin.shards[0].keys.ready, name)
+    pipe.lpush(client.admin.shards[0].keys.wake(name), 1)
     pipe.execute()
     return job_id
 
@@ -48,7 +51,7 @@ async def test_a_new_record_holds_no_zero_counters(client: Client, redis_sync: r
     # is queued; and its id is 17 letters and digits, so that its key fits 32 bytes.
     job = await client.enqueue("flaky", 1)
     assert len(job.id) == 17 and job.id.isalnum()
-    fields = cast(dict[bytes, bytes], redis_sync.hgetall(client.keys.job(job.id)))
+    fields = cast(dict[bytes, bytes], redis_sync.hgetall(client.admin.shards[0].keys.job(job.id)))
     # (a process whose tracing is on, after tests that set a tracer provider, adds the
     # enqueue's trace context)
     assert set(fields) - {b"traceparent", b"tracestate"} == {b"name", b"args", b"enqueued_at"}
@@ -106,7 +109,7 @@ async def test_log_lines_expire_with_the_job_and_cost_nothing_when_absent(
 
         await wait_until(complete, within=10)
     assert await client.job_log(job.id) == ["a line"]
-    assert 500_000 < redis_sync.pttl(client.keys.joblog(job.id)) <= 600_000
+    assert 500_000 < redis_sync.pttl(client.admin.shards[0].keys.joblog(job.id)) <= 600_000
 
 
 async def test_a_finish_expires_a_log_only_where_there_may_be_one(
@@ -114,14 +117,17 @@ async def test_a_finish_expires_a_log_only_where_there_may_be_one(
 ) -> None:
     """One PEXPIRE for a job without lines, two with them."""
     first, logged = [(await client.enqueue("n")).id for _ in range(2)]
-    redis_sync.hset(client.keys.job(logged), "logged", "1")
+    redis_sync.hset(client.admin.shards[0].keys.job(logged), "logged", "1")
     now = int(time.time() * 1000)
     tokens = await lease_tokens(client, "n", 2)
     for job_id, expected in ((first, 1), (logged, 2)):
         before = _pexpires(redis_sync)
         outcome: list[str | int] = [job_id, "n", tokens[job_id], "complete", "", 600_000, ""]
         stale = await script("finish")(
-            client.redis, client.keys.prefix, finish_args(now, outcome), client.script_mode
+            client.admin.shards[0].redis,
+            client.admin.shards[0].keys.prefix,
+            finish_args(now, outcome),
+            client.admin.shards[0].script_mode,
         )
         assert stale == []
         assert _pexpires(redis_sync) - before == expected, job_id
@@ -133,12 +139,16 @@ async def test_a_record_reads_its_state_as_a_state(client: Client, redis_sync: r
     record = await client.job(job.id)
     assert record is not None and record.state is State.QUEUED
     for odd in ("", "half-done"):
-        redis_sync.hset(client.keys.job("odd"), mapping={"name": "flaky", "state": odd})
+        redis_sync.hset(
+            client.admin.shards[0].keys.job("odd"), mapping={"name": "flaky", "state": odd}
+        )
         odd_record = await client.job("odd")
         assert odd_record is not None and odd_record.state is State.UNKNOWN
     # No state: queued when the record has a name (protocol v4), else unknown.
-    redis_sync.hset(client.keys.job("plain"), mapping={"name": "flaky", "args": "[]"})
-    redis_sync.hset(client.keys.job("nameless"), mapping={"args": "[]"})
+    redis_sync.hset(
+        client.admin.shards[0].keys.job("plain"), mapping={"name": "flaky", "args": "[]"}
+    )
+    redis_sync.hset(client.admin.shards[0].keys.job("nameless"), mapping={"args": "[]"})
     assert [(await client.job(i)).state for i in ("plain", "nameless")] == [  # type: ignore[union-attr]
         State.QUEUED,
         State.UNKNOWN,
@@ -165,9 +175,14 @@ async def test_a_finish_refuses_a_flat_array_cut_short(
     ]
     for args, refusal in refused:
         with pytest.raises(redis.exceptions.ResponseError, match=refusal):
-            await script("finish")(client.redis, client.keys.prefix, args, client.script_mode)
+            await script("finish")(
+                client.admin.shards[0].redis,
+                client.admin.shards[0].keys.prefix,
+                args,
+                client.admin.shards[0].script_mode,
+            )
     for job_id in ids:
         record = await client.job(job_id)
         assert record is not None and record.state == State.RUNNING
-        assert redis_sync.zscore(client.keys.running("n"), job_id) is not None
-    assert (await client.stats()).get("processed", 0) == 0
+        assert redis_sync.zscore(client.admin.shards[0].keys.running("n"), job_id) is not None
+    assert (await client.admin.stats()).get("processed", 0) == 0

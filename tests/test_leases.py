@@ -22,10 +22,10 @@ async def lease_by_hand(client: Client, name: str, lease_ms: int = 200) -> list[
     """Lease jobs the way a pool does, as a pool that then dies would leave them."""
     now = int(time.time() * 1000)
     flat, *_ = await script("fetch")(
-        client.redis,
-        client.keys.prefix,
+        client.admin.shards[0].redis,
+        client.admin.shards[0].keys.prefix,
         [now, lease_ms, "ghost-pool", 10**6, 1, name],
-        client.script_mode,
+        client.admin.shards[0].script_mode,
     )
     return list(flat)
 
@@ -35,7 +35,12 @@ async def finish_by_hand(client: Client, job_id: str, token: bytes, *fields: obj
     ids the finish script found stale."""
     now = int(time.time() * 1000)
     args = finish_args(now, [job_id, "work", token, *fields])
-    stale = await script("finish")(client.redis, client.keys.prefix, args, client.script_mode)
+    stale = await script("finish")(
+        client.admin.shards[0].redis,
+        client.admin.shards[0].keys.prefix,
+        args,
+        client.admin.shards[0].script_mode,
+    )
     return [i.decode() for i in stale]
 
 
@@ -53,7 +58,7 @@ async def test_heartbeat_writes_the_snapshot_and_keeps_long_jobs_leased(
         raw = redis_sync.get("{" + namespace + "}:pool:" + pool.runtime.pool_id)  # type: ignore[union-attr]
         assert raw is not None
         snapshots.append(msgspec.json.decode(raw, type=PoolSnapshot))
-        lives.extend(await client.pools())
+        lives.extend(await client.admin.pools())
         await anyio.sleep(1.7)  # well past the 1 s lease: the heartbeat extends it
         return "done"
 
@@ -69,7 +74,7 @@ async def test_heartbeat_writes_the_snapshot_and_keeps_long_jobs_leased(
         namespace,
     )
     assert [(b.job_id, b.name, b.message) for b in snap.busy] == [(job.id, "long", "halfway")]
-    # client.pools(), read just after the snapshot, has its times in seconds; Redis
+    # client.admin.pools(), read just after the snapshot, has its times in seconds; Redis
     # keeps ms (a heartbeat may have written a newer snapshot in between)
     (live,) = lives
     assert (live.id, live.started_at, live.stale) == (rt.pool_id, snap.started_at / 1000, False)
@@ -120,15 +125,15 @@ async def test_a_finish_sent_again_after_it_was_recorded_is_no_stale_one(
     for _ in range(2):
         assert await finish_by_hand(client, job.id, token, *fields) == []
     assert seen() == before
-    assert "stale" not in await client.stats()
+    assert "stale" not in await client.admin.stats()
     if outcome in ("retry", "requeue"):  # the job runs again: the old outcome stays applied
         if outcome == "retry":
-            assert await client.retry("retry", [job.id]) == 1  # due now: back in its queue
+            assert await client.admin.retry("retry", [job.id]) == 1  # due now: back in its queue
         (again,) = (await lease_by_hand(client, "work", lease_ms=60000))[2:3]
         assert int(again) == int(token) + 1
         assert await finish_by_hand(client, job.id, token, *fields) == []
         assert (await client.job(job.id)).state == "running"  # type: ignore[union-attr]
-        assert "stale" not in await client.stats()
+        assert "stale" not in await client.admin.stats()
 
 
 @pytest.mark.one_shard("reads one shard's keys")
@@ -152,7 +157,7 @@ async def test_reaper_requeues_expired_leases_at_the_front(
         # the queued job runs at once; the orphan comes back within a reaper period
         await wait_until(lambda: sorted(order) == [0, 1], within=5)
     assert time.monotonic() - started < 2
-    stats = await client.stats()
+    stats = await client.admin.stats()
     assert stats["lost"] == 1
     assert "failed" not in stats
 
@@ -166,7 +171,10 @@ async def test_stale_finish_is_ignored_and_counted(
     await anyio.sleep(0.01)
     now = int(time.time() * 1000)
     reaped = await script("reap")(
-        client.redis, client.keys.prefix, [now, 3, 15000, 100], client.script_mode
+        client.admin.shards[0].redis,
+        client.admin.shards[0].keys.prefix,
+        [now, 3, 15000, 100],
+        client.admin.shards[0].script_mode,
     )
     assert [i.decode() for i in reaped[0]] == [job.id]
     second = await lease_by_hand(client, "work")
@@ -182,7 +190,7 @@ async def test_stale_finish_is_ignored_and_counted(
     # nothing and is no stale one; the reaped attempt's stays stale
     assert await finish_by_hand(client, job.id, new_token, *complete) == []
     assert await finish_by_hand(client, job.id, old_token, "dead", "", "late", "error") == [job.id]
-    stats = await client.stats()
+    stats = await client.admin.stats()
     assert (stats["processed"], stats["stale"]) == (1, 2)
     record = await client.job(job.id)
     assert record is not None
@@ -197,7 +205,10 @@ async def test_poison_pill_goes_dead_after_max_lost(client: Client, namespace: s
         await anyio.sleep(0.01)
         now = int(time.time() * 1000)
         await script("reap")(
-            client.redis, client.keys.prefix, [now, 3, 15000, 100], client.script_mode
+            client.admin.shards[0].redis,
+            client.admin.shards[0].keys.prefix,
+            [now, 3, 15000, 100],
+            client.admin.shards[0].script_mode,
         )
         record = await client.job(job.id)
         assert record is not None
@@ -205,7 +216,7 @@ async def test_poison_pill_goes_dead_after_max_lost(client: Client, namespace: s
     assert record is not None
     assert (record.state, record.reason) == ("dead", "lost")
     assert "lease expired 3 times" in (record.error or "")
-    assert (await client.page("dead")).total == 1
+    assert (await client.admin.page("dead")).total == 1
 
 
 async def test_reaper_forgets_pools_that_stopped_beating(
@@ -216,7 +227,10 @@ async def test_reaper_forgets_pools_that_stopped_beating(
     redis_sync.set(p + "pool:old", "{}")
     now = int(time.time() * 1000)
     _, _, forgotten = await script("reap")(
-        client.redis, client.keys.prefix, [now, 3, 15000, 100], client.script_mode
+        client.admin.shards[0].redis,
+        client.admin.shards[0].keys.prefix,
+        [now, 3, 15000, 100],
+        client.admin.shards[0].script_mode,
     )
     assert forgotten == [b"old"]
     assert redis_sync.zrange(p + "pools", 0, -1) == [b"fresh"]
@@ -235,8 +249,8 @@ async def test_abort_queued_scheduled_and_running_jobs(
         record = await client.job(jid)
         assert record is not None
         assert (record.state, record.reason) == ("aborted", "aborted")
-    assert (await client.queues(["sleeper"]))[0].size == 0
-    assert (await client.page("scheduled")).total == 0
+    assert (await client.admin.queues(["sleeper"]))[0].size == 0
+    assert (await client.admin.page("scheduled")).total == 0
 
     started = anyio.Event()
     pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=60))
@@ -282,7 +296,7 @@ async def test_wait_returns_results_and_raises_for_failures(
             result.append(await client.wait(good.id, timeout=5))
 
         async def registered() -> bool:  # the wait script ran: the finish will tell it
-            part = await client.part_holding(good.id)
+            part = await client.admin.shard_holding(good.id)
             return bool(await part.redis.hexists(part.keys.job(good.id), "waiters"))
 
         async with anyio.create_task_group() as tg:
@@ -314,7 +328,10 @@ async def test_poison_pill_with_nan_counters_still_goes_dead(
         await anyio.sleep(0.01)
         now = int(time.time() * 1000)
         await script("reap")(
-            client.redis, client.keys.prefix, [now, 3, 15000, 100, "d", "m"], client.script_mode
+            client.admin.shards[0].redis,
+            client.admin.shards[0].keys.prefix,
+            [now, 3, 15000, 100, "d", "m"],
+            client.admin.shards[0].script_mode,
         )
     record = await client.job(job.id)
     assert record is not None

@@ -60,5 +60,5 @@ async def test_max_concurrency_across_two_pools(
     assert max(samples) == 3  # the limit was reached, so the check above means something
     assert seen_in_process <= 3
     assert redis_sync.zcard(running_key) == 0
-    (q,) = await client.queues(["limited"])
+    (q,) = await client.admin.queues(["limited"])
     assert (q.size, q.running, q.limit) == (0, 0, 3)

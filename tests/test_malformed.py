@@ -65,7 +65,7 @@ async def test_planted_garbage_becomes_dead_jobs_with_reasons(
         await wait_until(lambda: len(ran) == 26)
 
     assert set(ran) == {j.id for j in good + more} | {"bad-numbers"}
-    dead = {j.id: j for j in (await client.page("dead", count=100)).jobs}
+    dead = {j.id: j for j in (await client.admin.page("dead", count=100)).jobs}
     reasons = {jid: (j.reason, j.error) for jid, j in dead.items()}
     assert len(dead) == 11, reasons
     assert all(reason == "bad_payload" for reason, _ in reasons.values()), reasons
@@ -82,12 +82,12 @@ async def test_planted_garbage_becomes_dead_jobs_with_reasons(
     assert any(j.raw == "x" * 1024 for j in garbage)
     assert r.get(p + "job:a-string") == b"surprise"  # other data is not destroyed
     # a name no pool handles just waits; a job of a handled queue with another name is dead
-    (nobody,) = await client.queues(["nobody"])
+    (nobody,) = await client.admin.queues(["nobody"])
     assert nobody.size == 1
 
 
 async def _dead_at_least(client: Client, n: int) -> bool:
-    return (await client.page("dead")).total >= n
+    return (await client.admin.page("dead")).total >= n
 
 
 async def test_runner_marks_a_job_without_handler_unknown_job(
@@ -97,7 +97,12 @@ async def test_runner_marks_a_job_without_handler_unknown_job(
     from rota.worker.runner import run_job
     from rota.worker.runtime import Fetched, PoolRuntime
 
-    rt = PoolRuntime(settings=pool_settings(redis_url, namespace), client=client, handlers={})
+    rt = PoolRuntime(
+        settings=pool_settings(redis_url, namespace),
+        client=client,
+        shard=client.admin.shards[0],
+        handlers={},
+    )
     job = Fetched("j1", "ghost", "1", 1, 0, 0, b"{}", 0, None, None)
     outcome = await run_job(rt, job)
     assert outcome == Dead(
@@ -153,7 +158,7 @@ async def test_odd_numbers_in_a_job_hash_do_not_stop_it_or_the_pool(
     record = await client.job("odd-failures")
     assert record is not None
     assert (record.reason, record.attempts, record.failures) == ("error", 2, 2)
-    assert "stale" not in await client.stats()
+    assert "stale" not in await client.admin.stats()
 
 
 async def _state_is(client: Client, job_id: str, state: str) -> bool:
@@ -170,18 +175,31 @@ async def test_a_finish_with_an_unknown_outcome_makes_the_job_dead(client: Clien
     job = await client.enqueue("work", n=1)
     fetch_args: list[str | int] = [0, 30_000, "pool-x", 1024, 1, "work", 0]
     flat, *_ = await script("fetch")(
-        client.redis, client.keys.prefix, fetch_args, client.script_mode
+        client.admin.shards[0].redis,
+        client.admin.shards[0].keys.prefix,
+        fetch_args,
+        client.admin.shards[0].script_mode,
     )
     token = flat[2].decode()
     args = finish_args(1, [job.id, "work", token, "finished-ish", "", "", ""])
-    stale = await script("finish")(client.redis, client.keys.prefix, args, client.script_mode)
+    stale = await script("finish")(
+        client.admin.shards[0].redis,
+        client.admin.shards[0].keys.prefix,
+        args,
+        client.admin.shards[0].script_mode,
+    )
     assert stale == []
     record = await client.job(job.id)
     assert record is not None
     assert (record.state, record.reason) == ("dead", "error")
     assert record.error == "finish: unknown outcome finished-ish"
-    assert await client.redis.zscore(client.keys.dead, job.id) is not None
-    assert await client.redis.zcard(client.keys.running("work")) == 0
+    assert (
+        await client.admin.shards[0].redis.zscore(client.admin.shards[0].keys.dead, job.id)
+        is not None
+    )
+    assert (
+        await client.admin.shards[0].redis.zcard(client.admin.shards[0].keys.running("work")) == 0
+    )
 
 
 @pytest.mark.one_shard("writes one shard's keys and runs the CLI")
@@ -230,7 +248,9 @@ async def test_promote_answers_a_due_time_of_15_digits_as_an_integer(client: Cli
     """Lua's tostring prints 253402300799000 (the last second of 9999, in ms) as
     2.53402300799e+14: the next due time goes as an integer whatever its size."""
     last = 253_402_300_799_000
-    await client.redis.zadd(client.keys.scheduled, {"late": last})
-    await client.redis.hset(client.keys.job("late"), mapping={"name": "work", "args": "{}"})
-    reply = await calls.promote(client.scope, now_ms(), 10)
+    await client.admin.shards[0].redis.zadd(client.admin.shards[0].keys.scheduled, {"late": last})
+    await client.admin.shards[0].redis.hset(
+        client.admin.shards[0].keys.job("late"), mapping={"name": "work", "args": "{}"}
+    )
+    reply = await calls.promote(client.admin.shards[0].scope, now_ms(), 10)
     assert reply == (0, last, [])

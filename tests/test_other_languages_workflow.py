@@ -236,9 +236,11 @@ async def run_pool(
         return result_of(label)
 
     async def all_done() -> bool:
-        sizes = await client.job_set_sizes()
-        queued = await client.redis.llen(client.keys.queue("step"))
-        running = await client.redis.zcard(client.keys.running("step"))
+        sizes = await client.admin.job_set_sizes()
+        queued = await client.admin.shards[0].redis.llen(client.admin.shards[0].keys.queue("step"))
+        running = await client.admin.shards[0].redis.zcard(
+            client.admin.shards[0].keys.running("step")
+        )
         return sizes["waiting"] == 0 and queued == 0 and running == 0 and len(ran) > before
 
     async with pool.running(client=client):
@@ -257,17 +259,17 @@ async def check_ran_in_order(
     assert ra.finished_at is not None and rb.started_at is not None
     assert ra.finished_at <= rb.started_at
     assert json.loads(
-        text(cast(bytes | None, r.hget(client.keys.job(b), "r:" + a))) or ""
+        text(cast(bytes | None, r.hget(client.admin.shards[0].keys.job(b), "r:" + a))) or ""
     ) == result_of("a")
     await check_counts(client, processed=2)
 
 
 async def check_counts(client: Client, processed: int) -> None:
-    stats = await client.stats()
+    stats = await client.admin.stats()
     assert stats.get("processed") == processed
     assert stats.get("processed:step") == processed
     assert not stats.get("failed") and not stats.get("dead")
-    sizes = await client.job_set_sizes()
+    sizes = await client.admin.job_set_sizes()
     assert not any(sizes.values()), sizes
 
 
@@ -355,7 +357,7 @@ async def test_node_enqueues_a_dependent_job_by_plain_commands(
     c = "report-2"
     replies = await node(node_modules, **request, jobs=[job(c, "c", [a])])
     assert replies[0]["attempts"] == 1
-    hc = hash_of(redis_sync, client.keys.job(c))
+    hc = hash_of(redis_sync, client.admin.shards[0].keys.job(c))
     assert int(hc.pop("enqueued_at")) >= before
     assert hc == {
         "name": "step",

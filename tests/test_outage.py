@@ -122,7 +122,7 @@ async def test_a_full_redis_is_drained_by_a_pool_that_starts_during_it(
         await client.enqueue("work", "not an int")  # dead: invalid_args
         async with pool.running(client=client):  # library loaded, names registered
             await wait_until(lambda: r.zcard("{full}:dead") == 1)
-        await client.pause("work")
+        await client.admin.pause("work")
         jobs = await client.enqueue_many([JobSpec(name="work", args=(i,)) for i in range(3000)])
         fill_up(r)
         with pytest.raises(RedisRefused, match="out of memory") as refused:
@@ -135,12 +135,12 @@ async def test_a_full_redis_is_drained_by_a_pool_that_starts_during_it(
             async with pool.running(client=client):
                 await rounds(pool)  # a fetch while full and paused
                 assert r.llen("{full}:queue:work") == 3000  # paused
-                await client.resume("work")
+                await client.admin.resume("work")
                 (dead_id,) = [i.decode() for i in cast(list[bytes], r.zrange("{full}:dead", 0, -1))]
-                assert await client.retry("dead", [dead_id]) == 1
+                assert await client.admin.retry("dead", [dead_id]) == 1
                 await wait_until(lambda: len(runs) == len(jobs), within=30)
                 await wait_until(lambda: r.zcard("{full}:dead") == 1)
-                assert await client.delete("dead", [dead_id]) == 1
+                assert await client.admin.delete("dead", [dead_id]) == 1
                 r.config_set("maxmemory", "0")
                 later = await client.enqueue("work", 7)
                 await wait_until(lambda: later.id in runs)
@@ -199,7 +199,10 @@ async def test_a_pool_starts_on_a_full_redis_without_its_library(server: RedisSe
         (line,) = events(logs, "function library not loaded")
         assert line["cause"] == "Redis is out of memory"
         # EVALSHA of the scripts with their flags, on this client only
-        assert (client.script_mode.functions, client.script_mode.flagged) == (False, True)
+        assert (
+            client.admin.shards[0].script_mode.functions,
+            client.admin.shards[0].script_mode.flagged,
+        ) == (False, True)
 
 
 async def test_a_replica_is_waited_out_and_the_pool_carries_on() -> None:

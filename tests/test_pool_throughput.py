@@ -42,14 +42,14 @@ async def test_ten_thousand_jobs_two_pools_exactly_once(
 
     assert set(ledger) == set(ids)
     assert all(count == 1 for count in ledger.values()), ledger.most_common(3)
-    stats = await client.stats()
+    stats = await client.admin.stats()
     assert stats["processed"] == 10_000
     assert "failed" not in stats
     assert {stats[f"processed:{name}"] for name in NAMES} == {2000}
-    for q in await client.queues():
+    for q in await client.admin.queues():
         assert (q.size, q.running) == (0, 0), q
     for which in ("scheduled", "retry", "dead"):
-        assert (await client.page(which)).total == 0
+        assert (await client.admin.page(which)).total == 0
     left = namespace_keys(redis_sync, namespace)
     assert not [k for k in left if ":job:" in k or ":queue:" in k or ":running:" in k], left
 

@@ -15,20 +15,22 @@ async def test_the_busiest_come_first_from_one_batch_of_counts(
     client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     names = [f"n{i:04d}" for i in range(5000)]
-    await client.redis.sadd(client.keys.names, *names)
+    await client.admin.shards[0].redis.sadd(client.admin.shards[0].keys.names, *names)
     await client.enqueue_many([JobSpec(name=n) for n in ("n4000", "n4000", "n4000", "n0100")])
     # running only, nothing queued: busy all the same
-    await client.redis.zadd(client.keys.running("n2000"), {"a": 1, "b": 2})
+    await client.admin.shards[0].redis.zadd(
+        client.admin.shards[0].keys.running("n2000"), {"a": 1, "b": 2}
+    )
     batches: list[int] = []
-    many = client.conn.execute_many
+    many = client.admin.shards[0].conn.execute_many
 
     async def counted(commands: Iterable[Sequence[Any]]) -> list[Any]:
         commands = list(commands)
         batches.append(len(commands))
         return await many(commands)
 
-    monkeypatch.setattr(client.conn, "execute_many", counted)
-    total, page = await client.queue_page(0, 5)
+    monkeypatch.setattr(client.admin.shards[0].conn, "execute_many", counted)
+    total, page = await client.admin.queue_page(0, 5)
     assert total == 5000
     assert [q.name for q in page] == ["n4000", "n2000", "n0100", "n0000", "n0001"]
     assert 10_000 in batches  # a queue length and a running count per name, at once

@@ -27,7 +27,7 @@ async def test_paused_names_are_not_fetched_until_resumed(
     async def flowing(ctx: JobContext) -> None:
         ran.append(ctx.name)
 
-    await client.pause("held")
+    await client.admin.pause("held")
     for _ in range(5):
         await client.enqueue("held")
         await client.enqueue("flowing")
@@ -35,11 +35,11 @@ async def test_paused_names_are_not_fetched_until_resumed(
         await wait_until(lambda: ran.count("flowing") == 5)
         await rounds(pool)  # a fetch that began after every held job was queued
         assert "held" not in ran
-        (q,) = await client.queues(["held"])
+        (q,) = await client.admin.queues(["held"])
         assert (q.size, q.paused) == (5, True)
-        await client.resume("held")
+        await client.admin.resume("held")
         await wait_until(lambda: ran.count("held") == 5, within=2)
-    (q,) = await client.queues(["held"])
+    (q,) = await client.admin.queues(["held"])
     assert (q.size, q.paused) == (0, False)
 
 
@@ -52,7 +52,7 @@ async def test_unique_key_returns_the_holder_until_it_finishes(
     other = await client.enqueue("report", unique="report:43", n=3)
     assert first.created and not second.created and other.created
     assert second.id == first.id
-    (q,) = await client.queues(["report"])
+    (q,) = await client.admin.queues(["report"])
     assert q.size == 2
     ukey = "{" + namespace + "}:unique:report:42"
     assert redis_sync.get(ukey) == first.id.encode()
@@ -87,7 +87,7 @@ async def test_job_id_makes_enqueue_idempotent(client: Client) -> None:
     a = await client.enqueue("x", job_id="order-7")
     b = await client.enqueue("x", job_id="order-7")
     assert (a.id, a.created, b.id, b.created) == ("order-7", True, "order-7", False)
-    (q,) = await client.queues(["x"])
+    (q,) = await client.admin.queues(["x"])
     assert q.size == 1
 
 
@@ -129,13 +129,13 @@ async def test_queue_figures(client: Client) -> None:
     await client.enqueue("a")
     await anyio.sleep(0.2)
     await client.enqueue("a")
-    await client.set_limit("a", 4)
-    await client.pause("b")
-    (a, b) = await client.queues(["a", "b"])
+    await client.admin.set_limit("a", 4)
+    await client.admin.pause("b")
+    (a, b) = await client.admin.queues(["a", "b"])
     assert (a.name, a.size, a.running, a.limit, a.paused) == ("a", 2, 0, 4, False)
     assert 0.2 <= a.latency < 5
     assert (b.size, b.latency, b.paused, b.limit) == (0, 0.0, True, None)
-    assert await client.names() == ["a"]
+    assert await client.admin.names() == ["a"]
 
 
 async def test_dead_jobs_page_retry_and_delete(
@@ -154,28 +154,28 @@ async def test_dead_jobs_page_retry_and_delete(
     jobs = [await client.enqueue("fragile", i=i) for i in range(7)]
     async with pool.running():
         await wait_until(lambda: _dead_total(client, 7))
-        page = await client.page("dead", offset=0, count=5)
+        page = await client.admin.page("dead", offset=0, count=5)
         assert (page.total, len(page.jobs)) == (7, 5)
-        rest = await client.page("dead", offset=5, count=5)
+        rest = await client.admin.page("dead", offset=5, count=5)
         assert len(rest.jobs) == 2
         assert {j.id for j in page.jobs + rest.jobs} == {j.id for j in jobs}
         assert all(j.reason == "error" for j in page.jobs)
 
         fail = False
-        assert await client.retry("dead", [jobs[0].id, "no-such-id"]) == 1
+        assert await client.admin.retry("dead", [jobs[0].id, "no-such-id"]) == 1
         await wait_until(lambda: ran.count(jobs[0].id) == 2)
-        assert await client.delete("dead", [jobs[1].id]) == 1
+        assert await client.admin.delete("dead", [jobs[1].id]) == 1
         assert await client.job(jobs[1].id) is None
-        assert await client.retry("dead") == 5
+        assert await client.admin.retry("dead") == 5
         await wait_until(lambda: len(ran) == 7 + 1 + 5)
         await wait_until(lambda: _dead_total(client, 0))
 
     with pytest.raises(ValueError, match="unknown job set"):
-        await client.page("nowhere")  # type: ignore[arg-type]
+        await client.admin.page("nowhere")  # type: ignore[arg-type]
 
 
 async def _dead_total(client: Client, n: int) -> bool:
-    return (await client.page("dead")).total == n
+    return (await client.admin.page("dead")).total == n
 
 
 async def test_delete_all_dead_and_clear_queue(
@@ -185,11 +185,11 @@ async def test_delete_all_dead_and_clear_queue(
     for i in range(3):
         redis_sync.hset(p + f"job:d{i}", mapping={"name": "n", "args": "{}", "state": "dead"})
         redis_sync.zadd(p + "dead", {f"d{i}": i})
-    assert await client.delete("dead") == 3
+    assert await client.admin.delete("dead") == 3
     assert redis_sync.exists(p + "job:d0", p + "dead") == 0
     await client.enqueue_many([JobSpec(name="q", kwargs={"i": i}) for i in range(1200)])
-    assert await client.clear_queue("q") == 1200
-    (q,) = await client.queues(["q"])
+    assert await client.admin.clear_queue("q") == 1200
+    (q,) = await client.admin.queues(["q"])
     assert q.size == 0
 
 
@@ -204,7 +204,7 @@ async def test_enqueue_rejects_bad_input(client: Client) -> None:
         await client.enqueue("x", object())
     with pytest.raises(TypeError, match="not both"):
         await client.enqueue("x", 1, a=2)
-    assert await client.names() == []
+    assert await client.admin.names() == []
 
 
 async def test_enqueue_many_applies_each_jobs_options(client: Client) -> None:
@@ -219,12 +219,12 @@ async def test_enqueue_many_applies_each_jobs_options(client: Client) -> None:
     assert [j.created for j in jobs] == [True, False, True, True, False]
     assert jobs[1].id == jobs[0].id
     assert (jobs[3].id, jobs[4].id) == ("fixed-id", "fixed-id")
-    assert await client.names() == ["a", "b", "c"]
-    assert (await client.page("scheduled")).jobs[0].id == jobs[2].id
+    assert await client.admin.names() == ["a", "b", "c"]
+    assert (await client.admin.page("scheduled")).jobs[0].id == jobs[2].id
     record = await client.job("fixed-id")
     assert record is not None
     assert (record.max_fails, record.timeout, record.state) == (2, 1.5, "queued")
-    sizes = {q.name: q.size for q in await client.queues()}
+    sizes = {q.name: q.size for q in await client.admin.queues()}
     assert sizes == {"a": 1, "b": 0, "c": 1}
 
 
@@ -239,11 +239,16 @@ async def test_enqueue_many_queues_each_name_in_the_order_given(
     for name in ("a", "b"):
         given = [first.id] * (name == "a") + [j.id for j in jobs if j.name == name]
         queue = [
-            e.decode() for e in cast(list[bytes], redis_sync.lrange(client.keys.queue(name), 0, -1))
+            e.decode()
+            for e in cast(
+                list[bytes], redis_sync.lrange(client.admin.shards[0].keys.queue(name), 0, -1)
+            )
         ]
         assert queue[::-1] == given
-    assert cast(set[bytes], redis_sync.smembers(client.keys.ready)) == {b"a", b"b"}
-    assert redis_sync.llen(client.keys.wake("b")) == 1  # one token per name and batch
+    assert cast(set[bytes], redis_sync.smembers(client.admin.shards[0].keys.ready)) == {b"a", b"b"}
+    assert (
+        redis_sync.llen(client.admin.shards[0].keys.wake("b")) == 1
+    )  # one token per name and batch
 
 
 @pytest.mark.one_shard
@@ -251,7 +256,11 @@ async def test_enqueue_many_refuses_a_queue_key_that_is_not_a_list(
     client: Client, redis_sync: redis.Redis
 ) -> None:
     # Checked before anything is written: no record is left outside every queue.
-    redis_sync.set(client.keys.queue("broken"), "x")
+    redis_sync.set(client.admin.shards[0].keys.queue("broken"), "x")
     with pytest.raises(rota.RedisRefused, match="queue broken is a string"):
         await client.enqueue_many([JobSpec(name="broken", job_id=f"b{i}") for i in range(3)])
-    assert [redis_sync.exists(client.keys.job(f"b{i}")) for i in range(3)] == [0, 0, 0]
+    assert [redis_sync.exists(client.admin.shards[0].keys.job(f"b{i}")) for i in range(3)] == [
+        0,
+        0,
+        0,
+    ]

@@ -60,7 +60,7 @@ async def test_three_pools_share_one_rate(
         assert max(other) < starts[0] + 5
         await wait_until(lambda: len(starts) == 500, within=30, every=0.2)
         span = max(starts) - min(starts)
-        (q,) = [q for q in await client.queues() if q.name == "limited"]
+        (q,) = [q for q in await client.admin.queues() if q.name == "limited"]
         assert q.rate == "50/s"
     assert 9.5 <= span <= 10.5, span
     # Without polling: about one fetch per start in each pool (they all wake when the
@@ -88,21 +88,21 @@ async def test_set_rate_at_run_time_and_clear_it(
     await client.enqueue("tick")  # the name is known
     async with pool.running():
         await wait_until(lambda: len(starts) == 1)
-        await client.set_rate("tick", "5/s")
-        (q,) = await client.queues(["tick"])
+        await client.admin.set_rate("tick", "5/s")
+        (q,) = await client.admin.queues(["tick"])
         assert q.rate == "5/s"
         await client.enqueue_many([JobSpec(name="tick") for _ in range(10)])
         await wait_until(lambda: len(starts) == 11, within=10)
         # 10 starts at 5/s: about 1.6 s from the second to the last (a burst of 2 first)
         assert starts[-1] - starts[1] >= 1.0, starts
-        await client.set_rate("tick", None)
-        assert (await client.queues(["tick"]))[0].rate is None
+        await client.admin.set_rate("tick", None)
+        assert (await client.admin.queues(["tick"]))[0].rate is None
         begun = time.time()
         await client.enqueue_many([JobSpec(name="tick") for _ in range(50)])
         await wait_until(lambda: len(starts) == 61, within=10)
         assert max(starts) - begun < 5  # no longer held to 5/s (10 s for 50)
     with pytest.raises(ValueError, match="rate: "):
-        await client.set_rate("tick", "often")
+        await client.admin.set_rate("tick", "often")
 
 
 async def test_a_pool_writes_its_handlers_rates(
@@ -114,7 +114,7 @@ async def test_a_pool_writes_its_handlers_rates(
     async def slow(ctx: JobContext) -> None: ...
 
     async with pool.running():
-        (q,) = await client.queues(["slow"])
+        (q,) = await client.admin.queues(["slow"])
         assert q.rate == "2/min"
 
 
@@ -126,7 +126,7 @@ async def test_the_cli_sets_and_clears_a_rate(
     await client.enqueue("mail")
     done = run_rota("queue", "rate", "mail", "20/min", *conn)
     assert (done.returncode, done.stdout.strip()) == (0, "mail: at most 20/min start")
-    assert (await client.queues(["mail"]))[0].rate == "20/min"
+    assert (await client.admin.queues(["mail"]))[0].rate == "20/min"
     status = rota_json("status", *conn)
     assert [q["rate"] for q in status["queues"]] == ["20/min"]
     bad = run_rota("queue", "rate", "mail", "often", *conn)
@@ -136,7 +136,7 @@ async def test_the_cli_sets_and_clears_a_rate(
     assert both.returncode == 2
     cleared = run_rota("queue", "rate", "mail", "--clear", *conn)
     assert (cleared.returncode, cleared.stdout.strip()) == (0, "mail: no rate limit")
-    assert (await client.queues(["mail"]))[0].rate is None
+    assert (await client.admin.queues(["mail"]))[0].rate is None
 
 
 @pytest.mark.one_shard("calls one shard's fetch script")
@@ -148,16 +148,21 @@ async def test_a_pool_whose_clock_is_behind_takes_no_slot_another_took(
     a moment before another's that ran first) reads a next start up to one interval
     ahead of its now. It is a start to wait for, not garbage to reset: a reset gave that
     pool the slots the first had just taken, past the rate."""
-    redis_sync.hset(client.keys.rates, "r", "1/1000")  # one a second
+    redis_sync.hset(client.admin.shards[0].keys.rates, "r", "1/1000")  # one a second
     await client.enqueue_many([JobSpec(name="r") for _ in range(10)])
     now = int(time.time() * 1000)
 
     async def fetch(at: int) -> None:
         args: list[str | int] = [at, 30000, "pool-1", 1 << 20, 1, "r", 0]
-        await script("fetch")(client.redis, client.keys.prefix, args, client.script_mode)
+        await script("fetch")(
+            client.admin.shards[0].redis,
+            client.admin.shards[0].keys.prefix,
+            args,
+            client.admin.shards[0].script_mode,
+        )
 
     await fetch(now)
-    first = redis_sync.zcard(client.keys.running("r"))
+    first = redis_sync.zcard(client.admin.shards[0].keys.running("r"))
     assert first >= 1
     await fetch(now - behind_ms)
-    assert redis_sync.zcard(client.keys.running("r")) == first
+    assert redis_sync.zcard(client.admin.shards[0].keys.running("r")) == first

@@ -21,12 +21,19 @@ def _now() -> int:
 
 
 def _ready(redis_sync: redis.Redis, client: Client) -> set[str]:
-    return {m.decode() for m in cast(set[bytes], redis_sync.smembers(client.keys.ready))}
+    return {
+        m.decode() for m in cast(set[bytes], redis_sync.smembers(client.admin.shards[0].keys.ready))
+    }
 
 
 async def _fetch(client: Client, robin: list[str], fill: list[str]) -> list[Any]:
     args: list[str | int] = [_now(), 30000, "pool-1", 1 << 20, len(robin), *robin, len(fill), *fill]
-    flat, *_ = await script("fetch")(client.redis, client.keys.prefix, args, client.script_mode)
+    flat, *_ = await script("fetch")(
+        client.admin.shards[0].redis,
+        client.admin.shards[0].keys.prefix,
+        args,
+        client.admin.shards[0].script_mode,
+    )
     return list(flat)
 
 
@@ -41,17 +48,17 @@ async def test_scripts_keep_the_ready_set(client: Client, redis_sync: redis.Redi
     await client.enqueue_in(60, "c")  # scheduled: its queue is empty
     assert _ready(redis_sync, client) == {"a", "b"}
 
-    await client.pause("b")
+    await client.admin.pause("b")
     assert _ready(redis_sync, client) == {"a"}
     assert len(Fetched.parse(await _fetch(client, ["b"], ["a"]))) == 1  # b is paused: a fills
     assert _ready(redis_sync, client) == set()  # a is empty now
-    await client.resume("b")
+    await client.admin.resume("b")
     assert _ready(redis_sync, client) == {"b"}
 
-    await client.set_limit("b", 1)
+    await client.admin.set_limit("b", 1)
     assert len(Fetched.parse(await _fetch(client, ["b", "b"], []))) == 1  # one under the limit
     assert _ready(redis_sync, client) == set()  # at its limit, one job still queued
-    await client.set_limit("b", None)
+    await client.admin.set_limit("b", None)
     assert _ready(redis_sync, client) == {"b"}
 
 
@@ -67,7 +74,7 @@ async def test_a_fetch_costs_the_same_whatever_the_number_of_idle_names(
     # One RPOP of 20 entries for the busy name (the fill wants what is missing), none per
     # idle name; the 10 entries left stay queued.
     assert _calls(redis_sync, "rpop") - rpop == 1
-    assert redis_sync.llen(client.keys.queue("n250")) == 10
+    assert redis_sync.llen(client.admin.shards[0].keys.queue("n250")) == 10
     assert _calls(redis_sync, "sismember") - sismember == 1  # the paused check of n250
 
 
@@ -83,7 +90,7 @@ async def test_entries_popped_and_not_leased_go_back_in_their_order(
     leased = [job.id for job in Fetched.parse(await _fetch(client, ["x"] * 4, ["a", "b"]))]
     assert leased == [ids["a"][0], ids["b"][0], ids["a"][1], ids["b"][1]]  # oldest first
     for name in ("a", "b"):
-        queue = cast(list[bytes], redis_sync.lrange(client.keys.queue(name), 0, -1))
+        queue = cast(list[bytes], redis_sync.lrange(client.admin.shards[0].keys.queue(name), 0, -1))
         assert [e.decode() for e in reversed(queue)] == ids[name][2:]  # the tail is next
     assert _ready(redis_sync, client) == {"a", "b"}
 
@@ -94,11 +101,17 @@ async def test_a_usual_reaper_pass_visits_only_names_with_leases(
     for i in range(200):
         await client.enqueue(f"n{i}")
     await _fetch(client, ["n7"], [])  # one lease: n7 joins the leased set
-    assert {m.decode() for m in cast(set[bytes], redis_sync.smembers(client.keys.leased))} == {"n7"}
+    assert {
+        m.decode()
+        for m in cast(set[bytes], redis_sync.smembers(client.admin.shards[0].keys.leased))
+    } == {"n7"}
     before = _calls(redis_sync, "zrangebyscore")
     now = _now()
     await script("reap")(
-        client.redis, client.keys.prefix, [now, 3, 15000, 100, "leased"], client.script_mode
+        client.admin.shards[0].redis,
+        client.admin.shards[0].keys.prefix,
+        [now, 3, 15000, 100, "leased"],
+        client.admin.shards[0].script_mode,
     )
     # n7's leases and the pools, each read up to now and past the year 9999 (a deadline
     # no time names: reclaimed too)

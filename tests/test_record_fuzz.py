@@ -152,8 +152,8 @@ async def test_no_record_stops_a_pool_the_cli_or_the_web(
 ) -> None:
     plant(redis_sync, "{" + namespace + "}:")
     # what a pool runs every few seconds, at once: a script that fails half-way fails
-    await calls.reap(client.scope, 3, 60_000, 100)
-    await calls.trim_dead(client.scope, now_ms(), 60_000, 10_000, 100)
+    await calls.reap(client.admin.shards[0].scope, 3, 60_000, 100)
+    await calls.trim_dead(client.admin.shards[0].scope, now_ms(), 60_000, 10_000, 100)
     settings = pool_settings(redis_url, namespace, keep_result=60)
     pool = WorkerPool(settings=settings)
 

@@ -49,7 +49,7 @@ async def _finished(client: Client, job_id: str) -> bool:
 
 
 async def _held(client: Client, key: str, member: str) -> bool:
-    return await client.redis.zscore(key, member) is not None
+    return await client.admin.shards[0].redis.zscore(key, member) is not None
 
 
 async def test_a_reaper_leaves_leases_alone_right_after_an_outage(
@@ -69,18 +69,28 @@ async def test_a_reaper_leaves_leases_alone_right_after_an_outage(
     async with Client.from_url(redis_server.url, namespace) as client, pool.running() as rt:
         try:
             job = await client.enqueue("held")
-            running = client.keys.running("held")
+            running = client.admin.shards[0].keys.running("held")
             await wait_until(lambda: _held(client, running, job.id))
-            await client.redis.zadd(running, {job.id: 1})  # expired long ago
+            await client.admin.shards[0].redis.zadd(running, {job.id: 1})  # expired long ago
             await rt.watch.failed("fetcher", redis.exceptions.ConnectionError("gone"))
             rt.watch.ok("fetcher")  # Redis is back this instant
             reaper = Reaper(rt)
             await reaper.reap()
-            assert await client.redis.zscore(running, job.id) == 1  # not reclaimed
-            assert await client.redis.hget(client.keys.job(job.id), "lost") is None
+            assert await client.admin.shards[0].redis.zscore(running, job.id) == 1  # not reclaimed
+            assert (
+                await client.admin.shards[0].redis.hget(
+                    client.admin.shards[0].keys.job(job.id), "lost"
+                )
+                is None
+            )
             rt.watch.last_failure = time.monotonic() - 61  # a heartbeat interval of calm
             await reaper.reap()
-            assert await client.redis.hget(client.keys.job(job.id), "lost") == b"1"
+            assert (
+                await client.admin.shards[0].redis.hget(
+                    client.admin.shards[0].keys.job(job.id), "lost"
+                )
+                == b"1"
+            )
         finally:
             release.set()
 
@@ -99,16 +109,16 @@ async def test_a_pool_forgotten_by_a_reaper_keeps_the_operators_limit(
         pass
 
     async with Client.from_url(redis_server.url, namespace) as client, pool.running() as rt:
-        k = client.keys
-        assert await client.redis.hget(k.limits, "limited") == b"3"
-        await client.set_limit("limited", 1)
-        await client.redis.hset(k.priorities, "limited", 9)
+        k = client.admin.shards[0].keys
+        assert await client.admin.shards[0].redis.hget(k.limits, "limited") == b"3"
+        await client.admin.set_limit("limited", 1)
+        await client.admin.shards[0].redis.hset(k.priorities, "limited", 9)
         with capture_logs() as logs:
-            await client.redis.zrem(k.pools, rt.pool_id)  # what a reaper does
+            await client.admin.shards[0].redis.zrem(k.pools, rt.pool_id)  # what a reaper does
             await wait_until(lambda: _held(client, k.pools, rt.pool_id))
             await wait_until(lambda: any("late" in e["event"] for e in logs))
-        assert await client.redis.hget(k.limits, "limited") == b"1"
-        assert await client.redis.hget(k.priorities, "limited") == b"9"
+        assert await client.admin.shards[0].redis.hget(k.limits, "limited") == b"1"
+        assert await client.admin.shards[0].redis.hget(k.priorities, "limited") == b"9"
         assert not [e for e in logs if "Redis had lost" in e["event"]]
 
 
@@ -130,7 +140,7 @@ async def test_a_restart_within_the_lease_runs_nothing_twice_and_keeps_the_limit
 
     async with Client.from_url(aof_server.url, namespace) as client:
         async with pools[0].running(), pools[1].running():
-            await client.set_limit("work", 2)
+            await client.admin.set_limit("work", 2)
             jobs = [await client.enqueue("work", i) for i in range(40)]
             await wait_until(lambda: len(starts) >= 4)
             aof_server.kill()
@@ -138,8 +148,11 @@ async def test_a_restart_within_the_lease_runs_nothing_twice_and_keeps_the_limit
             aof_server.start()
             for job in jobs:
                 assert await client.wait(job.id, timeout=30) is not None
-            assert await client.redis.hget(client.keys.limits, "work") == b"2"
-        stats = await client.redis.hgetall(client.keys.stats)
+            assert (
+                await client.admin.shards[0].redis.hget(client.admin.shards[0].keys.limits, "work")
+                == b"2"
+            )
+        stats = await client.admin.shards[0].redis.hgetall(client.admin.shards[0].keys.stats)
     assert sorted(starts.values()) == [1] * 40, starts
     assert int(stats.get(b"lost", 0)) == 0, stats
 
@@ -166,7 +179,7 @@ async def test_a_child_reading_its_parents_results_waits_out_an_outage(
         return 1
 
     async with Client.from_url(aof_server.url, namespace) as client:
-        read = client.dependency_results
+        read = client.admin.shards[0].dependency_results
         outages = 0
 
         async def read_during_an_outage(job_id: str) -> dict[str, object]:
@@ -177,7 +190,7 @@ async def test_a_child_reading_its_parents_results_waits_out_an_outage(
                 threading.Timer(1.5, aof_server.start).start()
             return await read(job_id)
 
-        client.dependency_results = read_during_an_outage  # type: ignore[method-assign]
+        client.admin.shards[0].dependency_results = read_during_an_outage  # type: ignore[method-assign]
         async with pool.running(client=client):
             first = await client.enqueue("parent")
             second = await client.enqueue("child", after=[first.id])
@@ -199,8 +212,8 @@ async def test_an_enqueue_rides_through_a_short_outage_and_raises_after_a_long_o
         threading.Timer(1.0, aof_server.start).start()
         job = await client.enqueue("x", job_id="during-the-outage")
         assert job.id == "during-the-outage"
-        assert await client.redis.llen(client.keys.queue("x")) == 2
-        client.ride_through = 0.5
+        assert await client.admin.shards[0].redis.llen(client.admin.shards[0].keys.queue("x")) == 2
+        client.options = client.options.replace(ride_through=0.5)
         aof_server.kill()
         with pytest.raises(RedisUnavailable, match="ride_through"):
             await client.enqueue("x")
@@ -250,7 +263,7 @@ async def test_a_paused_redis_makes_no_live_pool_dead(
                     await anyio.to_thread.run_sync(_pause, fresh_redis_server, how, 2.0)
                     await anyio.sleep(1.0)  # three heartbeat intervals
                 await wait_until(lambda: len(runs) == len(jobs), within=30)
-        stats = await client.stats()
+        stats = await client.admin.stats()
     forgotten = [e for e in logs if e["event"].startswith("pool stopped beating")]
     reclaimed = [e for e in logs if e["event"].startswith("lease expired")]
     assert (forgotten, reclaimed) == ([], [])
@@ -268,13 +281,17 @@ async def test_a_reaper_waits_for_the_beats_a_paused_redis_held_back(
     url, expiry = fresh_redis_server.url, 1500
     async with Client.from_url(url, namespace) as a, Client.from_url(url, namespace) as b:
         await a.enqueue("work")
-        (job,) = (await calls.fetch(b.scope, calls.Lessee(1000, "b", 1 << 20), ["work"], [])).jobs
+        (job,) = (
+            await calls.fetch(
+                b.admin.shards[0].scope, calls.Lessee(1000, "b", 1 << 20), ["work"], []
+            )
+        ).jobs
         held = [("work", job.id, job.token)]
 
         async def beat(client: Client, pool: str) -> None:
             deadline = now_ms() + 1000
             mine = held if pool == "b" else []
-            await calls.heartbeat(client.scope, pool, b"{}", expiry, deadline, mine)
+            await calls.heartbeat(client.admin.shards[0].scope, pool, b"{}", expiry, deadline, mine)
 
         await beat(a, "a")
         await beat(b, "b")
@@ -283,17 +300,19 @@ async def test_a_reaper_waits_for_the_beats_a_paused_redis_held_back(
         async with anyio.create_task_group() as tg:
             tg.start_soon(beat, b, "b")  # held back by the pause
             await anyio.sleep(1.7)
-            paused = await calls.reap(a.scope, 3, expiry, 100)  # held back too
+            paused = await calls.reap(a.admin.shards[0].scope, 3, expiry, 100)  # held back too
         assert paused == ([], [], [])
         await beat(a, "a")
         await beat(b, "b")
-        assert await calls.reap(a.scope, 3, expiry, 100) == ([], [], [])
+        assert await calls.reap(a.admin.shards[0].scope, 3, expiry, 100) == ([], [], [])
 
         taken: list[list[str]] = [[], [], []]
 
         async def reaped() -> bool:  # a beats on, b no more
             await beat(a, "a")
-            for seen, now in zip(taken, await calls.reap(a.scope, 3, expiry, 100), strict=True):
+            for seen, now in zip(
+                taken, await calls.reap(a.admin.shards[0].scope, 3, expiry, 100), strict=True
+            ):
                 seen += now
             return taken == [[job.id], [], ["b"]]
 

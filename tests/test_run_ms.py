@@ -22,7 +22,7 @@ async def test_complete_jobs_add_their_run_time_to_the_minute(
     tokens = await lease_tokens(client, "resize", 3)
     tokens_mail = await lease_tokens(client, "mail", 1)
     started = {
-        i: int(redis_sync.hget(client.keys.job(i), "started_at") or 0)
+        i: int(redis_sync.hget(client.admin.shards[0].keys.job(i), "started_at") or 0)
         for i in [*tokens, *tokens_mail]
     }
     now = max(started.values()) + 60_000 - max(started.values()) % 60_000 + 5_000
@@ -36,10 +36,18 @@ async def test_complete_jobs_add_their_run_time_to_the_minute(
     for i, token in tokens_mail.items():
         rows += [i, "mail", token, "complete", "", 0, ""]
     args = finish_args(rows[0], rows[1:])
-    assert await script("finish")(client.redis, client.keys.prefix, args, client.script_mode) == []
+    assert (
+        await script("finish")(
+            client.admin.shards[0].redis,
+            client.admin.shards[0].keys.prefix,
+            args,
+            client.admin.shards[0].script_mode,
+        )
+        == []
+    )
 
     minute = dt.datetime.fromtimestamp(now / 1000, dt.UTC).strftime("%Y%m%d%H%M")
-    raw = redis_sync.hgetall(client.keys.stats_bucket(minute))
+    raw = redis_sync.hgetall(client.admin.shards[0].keys.stats_bucket(minute))
     bucket = {reply_text(k): int(v) for k, v in raw.items()}
     ran = sum(now - started[i] for i in tokens if i != failing)
     assert bucket["ms:resize"] == ran  # the failed attempt is not a duration of a complete job
@@ -48,6 +56,6 @@ async def test_complete_jobs_add_their_run_time_to_the_minute(
     assert bucket["ms:mail"] == sum(now - started[i] for i in tokens_mail)
     # kept per minute only: the total and the day's hash have no durations
     day = minute[:8]
-    for key in (client.keys.stats, client.keys.stats_bucket(day)):
+    for key in (client.admin.shards[0].keys.stats, client.admin.shards[0].keys.stats_bucket(day)):
         assert not [f for f in redis_sync.hkeys(key) if reply_text(f).startswith("ms")]
-    assert redis_sync.ttl(client.keys.stats_bucket(minute)) > 0
+    assert redis_sync.ttl(client.admin.shards[0].keys.stats_bucket(minute)) > 0

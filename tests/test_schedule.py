@@ -26,7 +26,7 @@ async def test_job_scheduled_one_second_ahead_starts_on_time(
         record = await client.job(job.id)
         assert record is not None and record.state == State.SCHEDULED
         assert record.run_at is not None
-        assert (await client.page("scheduled")).total == 1
+        assert (await client.admin.page("scheduled")).total == 1
         await wait_until(lambda: len(started) == 1, within=5)
     late = started[0] - record.run_at
     assert late >= 0
@@ -68,7 +68,7 @@ async def test_a_pool_moves_due_jobs_of_names_it_does_not_handle(
 
 
 async def _queued(client: Client, name: str) -> bool:
-    (q,) = await client.queues([name])
+    (q,) = await client.admin.queues([name])
     return q.size == 1
 
 

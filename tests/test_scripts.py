@@ -44,13 +44,13 @@ async def _round_trip(url: str, *, functions: bool = True) -> list[ScriptMode]:
         return a + b
 
     async with Client.from_url(url, NAMESPACE) as client:
-        client.script_mode.use_functions(functions)
+        client.admin.shards[0].script_mode.use_functions(functions)
         async with pool.running(client=None if functions else client) as rt:
             job = await client.enqueue("add", 1, 2)
             more = await client.enqueue_many([JobSpec(name="add", args=(i, i)) for i in range(3)])
             assert await client.wait(job.id, timeout=5) == 3
             assert [await client.wait(j.id, timeout=5) for j in more] == [0, 2, 4]
-    return [client.script_mode, rt.script_mode]
+    return [client.admin.shards[0].script_mode, rt.script_mode]
 
 
 async def test_calls_go_by_fcall_of_one_library(fresh_redis_server: RedisServer) -> None:
@@ -74,7 +74,7 @@ async def test_a_lost_library_is_loaded_again(fresh_redis_server: RedisServer) -
         jobs = await client.enqueue_many([JobSpec(name="x")] * 3)  # one pipeline
         assert all(job.created for job in jobs)
     assert _libraries(r) == [library().name]
-    assert client.script_mode.functions
+    assert client.admin.shards[0].script_mode.functions
 
 
 def test_library_and_function_names_carry_a_digest_of_the_code(
@@ -120,7 +120,7 @@ async def test_the_scripts_survive_a_script_flush(fresh_redis_server: RedisServe
     r.script_flush()
     await _round_trip(fresh_redis_server.url, functions=False)
     async with Client.from_url(fresh_redis_server.url, NAMESPACE) as client:
-        client.script_mode.use_functions(False)
+        client.admin.shards[0].script_mode.use_functions(False)
         r.script_flush()
         jobs = await client.enqueue_many([JobSpec(name="x")] * 3)
         assert all(job.created for job in jobs)
@@ -146,8 +146,8 @@ async def test_each_client_keeps_the_mode_of_its_own_server(
             assert (await on_bare.enqueue("x")).created  # refused FCALL: EVALSHA from now on
             assert (await on_normal.enqueue("x")).created
             assert [await c.abort("none") for c in (on_bare, on_normal)] == ["missing"] * 2
-            assert not on_bare.script_mode.functions
-            assert on_normal.script_mode.functions
+            assert not on_bare.admin.shards[0].script_mode.functions
+            assert on_normal.admin.shards[0].script_mode.functions
             modes = await _round_trip(normal.url)  # a pool after the refusal
             bare_calls = _calls(bare.client())
     assert [m.functions for m in modes] == [True, True]

@@ -20,16 +20,16 @@ async def scheduled(client: Client) -> list[str]:
 
 
 async def test_a_search_reads_the_whole_set(client: Client, scheduled: list[str]) -> None:
-    found = await client.search("scheduled", "NEEDLE")
+    found = await client.admin.search("scheduled", "NEEDLE")
     assert (found.total, found.searched, found.size, found.complete) == (1, 1200, 1200, True)
     assert [j.id for j in found.jobs] == ["j1199"]
-    by_id = await client.search("scheduled", "j11", offset=10, count=5)
+    by_id = await client.admin.search("scheduled", "j11", offset=10, count=5)
     assert by_id.total == 100
     assert [j.id for j in by_id.jobs] == [f"j11{i:02d}" for i in range(10, 15)]
 
 
 async def test_a_search_that_stops_says_where(client: Client, scheduled: list[str]) -> None:
-    found = await client.search("scheduled", "needle", scan=700)
+    found = await client.admin.search("scheduled", "needle", scan=700)
     assert (found.total, found.searched, found.size, found.complete) == (0, 700, 1200, False)
 
 

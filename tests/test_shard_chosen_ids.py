@@ -46,9 +46,9 @@ async def test_chains_and_groups_of_chosen_ids_run_over_four_shards(
         # Each drawn id names the shard its chain went to, the one of its first step,
         # not the one its parent's chosen id names.
         assert shard_of("mixed-3", K) != shard_of("mixed-0", K)
-        home = client.parts[shard_of("mixed-0", K)]
+        home = client.admin.shards[shard_of("mixed-0", K)]
         for job in mixed:
-            assert await home.alone.job(job.id) is not None
+            assert await home.job(job.id) is not None
         assert {shard_of(mixed[1].id, K), shard_of(mixed[3].id, K)} == {shard_of("mixed-0", K)}
         group = await client.group(
             [_spec(f"g{i}", f"invoice-9-line-{i}") for i in range(8)],
@@ -72,5 +72,5 @@ async def test_chains_and_groups_of_chosen_ids_run_over_four_shards(
         for job in chain:
             record = await client.job(job.id)
             assert record is not None and record.state == "complete"
-        assert await client.dependency_results(chain[-1].id) == {ids[-2]: ids[-2].upper()}
+        assert await client.admin.dependency_results(chain[-1].id) == {ids[-2]: ids[-2].upper()}
         assert (await client.group_progress(group.id)).done == 8

@@ -13,9 +13,9 @@ import redis
 from structlog.testing import capture_logs
 
 from rota import Client, ConfigError, JobContext, JobSpec, WorkerPool
+from rota.client.spec import to_row
 from rota.protocol.keys import Keys
 from rota.protocol.shards import new_id_in, shard_of, shard_of_row
-from rota.spec import to_row
 from tests.cli_helpers import rota_json, run_rota
 from tests.helpers import pool_settings, rounds, starts_by_priority, wait_until
 from tests.redis_server import RedisServer
@@ -48,7 +48,7 @@ async def test_jobs_spread_over_every_shard_and_each_is_found_by_its_id(
         assert redis_sync.exists(Keys(namespace, shard, K).job(job.id))
         record = await sharded.job(job.id)
         assert record is not None and record.name == "n"
-    sizes = await sharded.queues(["n"])
+    sizes = await sharded.admin.queues(["n"])
     assert sizes[0].size == 400
 
 
@@ -68,7 +68,7 @@ async def test_a_unique_key_is_exact_across_shards(
                 tg.start_soon(one, (sharded, other)[i % 2])
     created = [j for j in got if j.created]
     assert len(created) == 1 and {j.id for j in got} == {created[0].id}
-    assert (await sharded.queues(["n"]))[0].size == 1
+    assert (await sharded.admin.queues(["n"]))[0].size == 1
     # An id chosen by rota for a job routed by its unique key names the same shard.
     assert shard_of(created[0].id, K) == shard_of("order-7", K)
 
@@ -96,9 +96,9 @@ async def test_related_jobs_are_read_in_their_shards_at_once(
     assert {shard_of(j.id, K) for j in jobs} == set(range(K))
     await sharded.enqueue("b", job_id="mine-1", unique="u-9")  # its id names another shard
     ids = [j.id for j in jobs] + ["mine-1", "nobody"]
-    await sharded.related(ids)  # the connections made (their handshakes are commands too)
+    await sharded.admin.related(ids)  # the connections made (their handshakes are commands too)
     before = int(redis_sync.info("stats")["total_commands_processed"])
-    ties = await sharded.related(ids)
+    ties = await sharded.admin.related(ids)
     sent = int(redis_sync.info("stats")["total_commands_processed"]) - before
     assert [(t.id, t.name, t.state) for t in ties] == [
         *((j.id, "a", "queued") for j in jobs),
@@ -124,7 +124,7 @@ async def test_many_ties_away_from_the_shard_their_id_names_are_all_found(
             chosen.append(job_id)
     assert len(chosen) >= 4
     ids = [*chosen, "nobody-1", *reversed(chosen), "nobody-2"]
-    ties = await sharded.related(ids)
+    ties = await sharded.admin.related(ids)
     assert [(t.id, t.state) for t in ties] == [
         (i, "missing" if i.startswith("nobody") else "queued") for i in ids
     ]
@@ -145,8 +145,8 @@ async def test_a_pool_runs_every_job_of_every_shard_once(
     async with pool.running():
         await wait_until(lambda: len(ran) == 600, within=30)
     assert set(ran.values()) == {1}
-    assert (await sharded.stats())["processed"] == 600
-    assert (await sharded.queues(["n"]))[0].size == 0
+    assert (await sharded.admin.stats())["processed"] == 600
+    assert (await sharded.admin.queues(["n"]))[0].size == 0
 
 
 async def test_flows_groups_retries_schedules_and_aborts_hold_over_shards(
@@ -217,14 +217,14 @@ async def test_a_limit_is_split_so_the_shards_never_run_more_than_it(
     async with pool.running():
         await wait_until(_drained(sharded, "capped"), within=30)
     assert most == 6  # 2 + 2 + 1 + 1 over four shards, and reached
-    assert (await sharded.queues(["capped"]))[0].limit == 6
+    assert (await sharded.admin.queues(["capped"]))[0].limit == 6
     with pytest.raises(ValueError, match="at least 4"):
-        await sharded.set_limit("capped", 3)
+        await sharded.admin.set_limit("capped", 3)
 
 
 def _drained(client: Client, name: str) -> Any:
     async def check() -> bool:
-        q = (await client.queues([name]))[0]
+        q = (await client.admin.queues([name]))[0]
         return q.size == 0 and q.running == 0
 
     return check
@@ -238,13 +238,13 @@ async def test_pause_holds_in_every_shard(sharded: Client, redis_url: str, names
     async def n(ctx: JobContext, i: int) -> None:
         ran.append(i)
 
-    await sharded.pause("n")
+    await sharded.admin.pause("n")
     await sharded.enqueue_many([JobSpec(name="n", kwargs={"i": i}) for i in range(40)])
     async with pool.running():
         await rounds(pool)  # every shard's fetcher looked after the jobs were queued
         assert ran == []
-        assert (await sharded.queues(["n"]))[0].paused
-        await sharded.resume("n")
+        assert (await sharded.admin.queues(["n"]))[0].paused
+        await sharded.admin.resume("n")
         await wait_until(lambda: len(ran) == 40, within=10)
 
 
@@ -291,19 +291,19 @@ async def test_a_dead_job_of_any_shard_is_listed_retried_and_deleted(
     jobs = await sharded.enqueue_many([JobSpec(name="bad", kwargs={"i": i}) for i in range(30)])
     async with pool.running():
         await wait_until(lambda: _size(sharded, "dead", 30), within=15)
-    page = await sharded.page("dead", 0, 50)
+    page = await sharded.admin.page("dead", 0, 50)
     assert page.total == 30 and {j.id for j in page.jobs} == {j.id for j in jobs}
-    found = await sharded.search("dead", "bad")
+    found = await sharded.admin.search("dead", "bad")
     assert found.total == 30
-    assert await sharded.in_set("dead", [jobs[0].id, "nope"]) == [jobs[0].id]
-    assert await sharded.delete("dead", [jobs[0].id]) == 1
-    assert await sharded.retry("dead") == 29
-    assert (await sharded.job_set_sizes())["dead"] == 0
-    assert (await sharded.queues(["bad"]))[0].size == 29
+    assert await sharded.admin.in_set("dead", [jobs[0].id, "nope"]) == [jobs[0].id]
+    assert await sharded.admin.delete("dead", [jobs[0].id]) == 1
+    assert await sharded.admin.retry("dead") == 29
+    assert (await sharded.admin.job_set_sizes())["dead"] == 0
+    assert (await sharded.admin.queues(["bad"]))[0].size == 29
 
 
 async def _size(client: Client, which: str, n: int) -> bool:
-    return (await client.job_set_sizes())[which] == n
+    return (await client.admin.job_set_sizes())[which] == n
 
 
 async def test_a_job_after_parents_of_different_shards_is_refused(sharded: Client) -> None:
@@ -341,7 +341,7 @@ async def test_long_jobs_of_every_shard_keep_their_leases(
     assert set(ran.values()) == {1} and len(ran) == 12
     # No shard took another's jobs for lost ones.
     assert not [e for e in logs if "lease" in e["event"]], logs
-    stats = await sharded.stats()
+    stats = await sharded.admin.stats()
     assert stats["processed"] == 12 and stats.get("lost", 0) == 0
 
 
@@ -358,14 +358,14 @@ async def test_the_cli_follows_the_namespace_s_recorded_shard_count(
     where = ("--redis-url", redis_url, "--namespace", namespace)
     listed = rota_json("shards", *where)
     assert [s["queued"] for s in listed["shards"]] == [
-        (await part.alone.queues(["n"]))[0].size for part in sharded.parts
+        (await part.queues(["n"]))[0].size for part in sharded.admin.shards
     ]
     assert sum(s["queued"] for s in listed["shards"]) == 40
     done = run_rota("queue", "pause", "n", *where)
     assert done.returncode == 0, done.stderr
-    assert all([(await part.alone.queues(["n"]))[0].paused for part in sharded.parts])
+    assert all([(await part.queues(["n"]))[0].paused for part in sharded.admin.shards])
     assert run_rota("queue", "clear", "n", "--yes", *where).returncode == 0
-    assert (await sharded.queues(["n"]))[0].size == 0
+    assert (await sharded.admin.queues(["n"]))[0].size == 0
 
 
 async def test_every_shard_s_heartbeat_tells_the_pool_s_periodic_jobs(
@@ -378,7 +378,7 @@ async def test_every_shard_s_heartbeat_tells_the_pool_s_periodic_jobs(
     pool.periodic("0 0 1 1 *", name="yearly")(_noop)
 
     async def told() -> bool:
-        snapshots = [await part.alone.pools() for part in sharded.parts]
+        snapshots = [await part.pools() for part in sharded.admin.shards]
         return all([p.name for p in live[0].periodic] == ["yearly"] for live in snapshots)
 
     async with pool.running():

@@ -81,6 +81,6 @@ async def test_the_client_takes_the_pools_settings() -> None:
     # bad_payload is refused at once.
     pool = make_pool()
     async with rota.testing.pool_client(pool, max_args_bytes=100) as client:
-        assert client.max_args_bytes == 100
+        assert client.options.max_args_bytes == 100
         with pytest.raises(rota.PayloadTooLarge, match="over the limit of 100"):
             await client.enqueue("greet", name="x" * 200)

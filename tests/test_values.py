@@ -152,8 +152,9 @@ async def test_from_url_passes_connection_options(redis_url: str, redis_sync: An
         async with Client.from_url(
             redis_url, "opts", username="opt-user", password="opt-pass", socket_timeout=3
         ) as c:
-            assert await c.redis.execute_command("ACL", "WHOAMI") == b"opt-user"  # type: ignore[no-untyped-call]
-            kwargs = c.redis.connection_pool.connection_kwargs
+            redis = c.admin.shards[0].redis
+            assert await redis.execute_command("ACL", "WHOAMI") == b"opt-user"  # type: ignore[no-untyped-call]
+            kwargs = redis.connection_pool.connection_kwargs
             assert kwargs["socket_timeout"] == 3
             link = link_of(c)
             assert link is not None  # the hot-path link connects as the same user
@@ -180,7 +181,7 @@ async def test_a_time_in_milliseconds_is_refused_not_scheduled_for_year_56841(
     years, as the HTTP API does."""
     with pytest.raises(ValueError, match=r"(run_at|delay): .*(1970 to 9999|from 0 to 315360000)"):
         await enqueue(client)
-    assert await client.redis.zcard(client.keys.scheduled) == 0
+    assert await client.admin.shards[0].redis.zcard(client.admin.shards[0].keys.scheduled) == 0
 
 
 async def test_a_wait_that_times_out_says_which_job_and_for_how_long(client: Client) -> None:
@@ -194,4 +195,4 @@ async def test_a_timeout_below_a_millisecond_is_refused(client: Client, seconds:
     """``"timeout": 1e-320`` is a positive number, and no time a job can run in."""
     with pytest.raises(ValueError, match=r"timeout must be at least 0\.001 seconds"):
         await client.enqueue("x", timeout=seconds)
-    assert await client.redis.llen(client.keys.queue("x")) == 0
+    assert await client.admin.shards[0].redis.llen(client.admin.shards[0].keys.queue("x")) == 0

@@ -37,7 +37,7 @@ async def _enqueue(client: Client, n: int) -> str:
     """Enqueue ``n`` jobs of name x, one at a time; their wake list's key."""
     for _ in range(n):
         await client.enqueue("x")
-    return client.keys.wake("x")
+    return client.admin.shards[0].keys.wake("x")
 
 
 @pytest.mark.one_shard("reads one shard's wake lists")
@@ -46,7 +46,7 @@ async def test_every_enqueue_pushes_a_token_up_to_ten(
 ) -> None:
     wake = await _enqueue(client, 3)
     assert redis_sync.llen(wake) == 3  # a queue that holds jobs still gets tokens
-    assert redis_sync.smembers(client.keys.names) == {b"x"}
+    assert redis_sync.smembers(client.admin.shards[0].keys.names) == {b"x"}
     await _enqueue(client, 12)
     assert redis_sync.llen(wake) == 10
     redis_sync.delete(wake)
@@ -57,7 +57,10 @@ async def test_every_enqueue_pushes_a_token_up_to_ten(
 async def _fetch(client: Client, n: int, name: str) -> tuple[list[Any], list[Any]]:
     args: list[str | int] = [_now(), 30000, "pool-1", 1 << 20, n, *[name] * n, 0]
     flat, buried, _ = await script("fetch")(
-        client.redis, client.keys.prefix, args, client.script_mode
+        client.admin.shards[0].redis,
+        client.admin.shards[0].keys.prefix,
+        args,
+        client.admin.shards[0].script_mode,
     )
     return flat, buried
 
@@ -72,7 +75,7 @@ async def test_a_fetch_passes_the_wake_on_only_when_a_job_can_follow(
     assert len(Fetched.parse(flat)) == 1
     assert redis_sync.llen(wake) == 1  # two left: wake one more pool
     redis_sync.delete(wake)
-    await client.set_limit("x", 2)
+    await client.admin.set_limit("x", 2)
     flat, _ = await _fetch(client, 1, "x")
     assert len(Fetched.parse(flat)) == 1
     assert redis_sync.llen(wake) == 0  # the limit is reached: the next finish wakes
@@ -82,9 +85,9 @@ async def test_a_fetch_passes_the_wake_on_only_when_a_job_can_follow(
 async def test_a_fetch_cut_short_by_bad_entries_wakes_the_queue(
     client: Client, redis_sync: redis.Redis
 ) -> None:
-    queue, wake = client.keys.queue("x"), client.keys.wake("x")
+    queue, wake = client.admin.shards[0].keys.queue("x"), client.admin.shards[0].keys.wake("x")
     redis_sync.lpush(queue, *[f"not an id {i}" for i in range(150)])
-    redis_sync.sadd(client.keys.ready, "x")  # as a producer of plain commands does
+    redis_sync.sadd(client.admin.shards[0].keys.ready, "x")  # as a producer of plain commands does
     job = await client.enqueue("x")  # behind the bad entries
     redis_sync.delete(wake)
     flat, buried = await _fetch(client, 1, "x")
@@ -149,12 +152,16 @@ async def test_a_burst_wakes_a_second_pool_when_the_first_takes_other_work(
         enqueue = script("enqueue")
         # The raw pipeline below is not mended: learn first how this server takes scripts
         # (FCALL, or EVALSHA on a server without functions) and load them.
-        await load_all(client.redis, client.script_mode)
+        await load_all(client.admin.shards[0].redis, client.admin.shards[0].script_mode)
         jobs = [_enqueue_args("x"), _enqueue_args("x"), _enqueue_args("y")]
         start = time.monotonic()
-        async with client.redis.pipeline(transaction=True) as pipe:
+        async with client.admin.shards[0].redis.pipeline(transaction=True) as pipe:
             for args in jobs:
-                pipe.execute_command(*client.script_mode.command(enqueue, client.keys.prefix, args))
+                pipe.execute_command(
+                    *client.admin.shards[0].script_mode.command(
+                        enqueue, client.admin.shards[0].keys.prefix, args
+                    )
+                )
             await pipe.execute()
         await wait_until(lambda: len(done) == 2, within=8)
         assert max(done.values()) - start < 8
@@ -181,12 +188,12 @@ async def test_jobs_queued_while_paused_start_on_resume(
     fresh_redis_server: RedisServer,
 ) -> None:
     async with _two_pools_of_x(fresh_redis_server, 0.0) as (client, done):
-        await client.pause("x")
+        await client.admin.pause("x")
         for _ in range(5):
             await client.enqueue("x")  # the pools take the tokens and find x paused
         await rounds(None)  # each pool fetched after the last one was queued
         assert done == []
-        await client.resume("x")
+        await client.admin.resume("x")
         await wait_until(lambda: len(done) == 5, within=1.5)
 
 
@@ -194,7 +201,7 @@ async def test_a_freed_slot_of_a_limited_name_wakes_a_waiting_pool(
     fresh_redis_server: RedisServer,
 ) -> None:
     async with _two_pools_of_x(fresh_redis_server, 0.1) as (client, done):
-        await client.set_limit("x", 1)
+        await client.admin.set_limit("x", 1)
         for _ in range(6):
             await client.enqueue("x")
         await wait_until(lambda: len(done) == 6, within=3.0)

@@ -58,19 +58,19 @@ async def test_a_diamond_runs_in_order_and_the_last_sees_both_results(
     c = await client.enqueue("step", label="c", after=[a.id])
     d = await client.enqueue("step", label="d", after=[b.id, c.id])
     assert await states(client, b.id, c.id, d.id) == ["waiting"] * 3
-    assert (await client.job_set_sizes())["waiting"] == 3
-    assert {j.id for j in (await client.page("waiting")).jobs} == {b.id, c.id, d.id}
+    assert (await client.admin.job_set_sizes())["waiting"] == 3
+    assert {j.id for j in (await client.admin.page("waiting")).jobs} == {b.id, c.id, d.id}
     async with pool.running(client=client):
         await wait_until(lambda: len(seen["order"]) == 4)
         await wait_until(lambda: _all(client, [a.id, b.id, c.id, d.id], "complete"))
-    assert (await client.job_set_sizes())["waiting"] == 0
+    assert (await client.admin.job_set_sizes())["waiting"] == 0
     order = seen["order"]
     assert order[0] == "a" and order[-1] == "d" and sorted(order[1:3]) == ["b", "c"]
     assert seen["parents"]["d"] == {b.id: "B", c.id: "C"}
     assert list(seen["parents"]["d"]) == [b.id, c.id]  # in the order of after=
     assert seen["parents"]["b"] == {a.id: "A"}
     assert seen["parents"]["a"] == {}
-    assert await client.children(a.id) == sorted([b.id, c.id])
+    assert await client.admin.children(a.id) == sorted([b.id, c.id])
     record = await client.job(d.id)
     assert record is not None and set(record.after) == {b.id, c.id}
 
@@ -99,7 +99,7 @@ async def test_a_dead_parent_fails_exactly_its_descendants(
         record = await client.job(job_id)
         assert record is not None and record.reason == "dependency_failed"
         assert record.error is not None and f"parent {parent} ended dead" in record.error
-    dead = await client.page("dead")
+    dead = await client.admin.page("dead")
     assert {j.id for j in dead.jobs} == {a.id, b.id, c.id, both.id}
 
 
@@ -111,11 +111,11 @@ async def test_a_child_enqueued_after_a_dead_parent_is_counted_dead(
     a = await client.enqueue("step", label="a")
     async with pool.running(client=client):
         await wait_until(lambda: _all(client, [a.id], "dead"))
-    before = await client.stats()
+    before = await client.admin.stats()
     late = await client.enqueue("step", label="late", after=[a.id])
     batch = await client.enqueue_many([step("late2", after=(a.id,))])
     assert await _all(client, [late.id, batch[0].id], "dead")
-    after = await client.stats()
+    after = await client.admin.stats()
     assert after.get("dead", 0) - before.get("dead", 0) == 2
     assert after.get("failed", 0) - before.get("failed", 0) == 2
     assert after.get("dead:step", 0) - before.get("dead:step", 0) == 2
@@ -141,8 +141,12 @@ async def test_a_group_calls_back_once_with_every_result(
     progress = await client.group_progress(g.id)
     assert (progress.total, progress.done, progress.failed) == (1000, 0, 0)
     # a member waits for nothing: its handler reads no parent results
-    assert not await client.redis.hexists(client.keys.job(g.jobs[0].id), "deps")
-    assert await client.redis.hexists(client.keys.job(g.then.id), "deps")
+    assert not await client.admin.shards[0].redis.hexists(
+        client.admin.shards[0].keys.job(g.jobs[0].id), "deps"
+    )
+    assert await client.admin.shards[0].redis.hexists(
+        client.admin.shards[0].keys.job(g.then.id), "deps"
+    )
     assert await states(client, g.then.id) == ["waiting"]
     then_id = g.then.id
     async with pool.running(client=client):
@@ -161,7 +165,7 @@ async def test_a_group_calls_back_once_with_every_result(
         g.then.id,
     )
     assert progress.finished
-    assert await client.group_members(g.id, 0, 3) == [j.id for j in g.jobs[:3]]
+    assert await client.admin.group_members(g.id, 0, 3) == [j.id for j in g.jobs[:3]]
 
 
 async def test_a_failed_member_makes_the_callback_dead(
@@ -227,7 +231,7 @@ async def test_retrying_a_dead_parent_rearms_its_children(
     async with pool.running(client=client):
         await wait_until(lambda: _all(client, [a.id, b.id, c.id], "dead"))
         seen["fail"].clear()
-        assert await client.retry("dead", [a.id]) == 3  # a, and b and c wait again
+        assert await client.admin.retry("dead", [a.id]) == 3  # a, and b and c wait again
         await wait_until(lambda: _all(client, [a.id, b.id, c.id], "complete"))
     assert seen["order"] == ["a", "a", "b", "c"]
 
@@ -251,5 +255,5 @@ async def test_aborting_a_waiting_parent_fails_its_child(client: Client, namespa
     b = await client.enqueue("step", label="b", after=[a.id])
     assert await client.abort(a.id) == "waiting"
     assert await states(client, a.id, b.id) == ["aborted", "dead"]
-    assert (await client.job_set_sizes())["waiting"] == 0
+    assert (await client.admin.job_set_sizes())["waiting"] == 0
     await anyio.lowlevel.checkpoint()

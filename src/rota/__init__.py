@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rota.client import Client, Enqueued, JobSpec, Page, QueueInfo, RunningJob
+from rota.client import Admin, Client, Enqueued, JobSpec, Page, QueueInfo, RunningJob, Shard
+from rota.client.status import Bucket, CronEntry, Found, History, LivePool, PoolJob
+from rota.client.workflow import Group, GroupProgress, Related
 from rota.config import Settings, load_settings
 from rota.errors import (
     Abort,
@@ -25,9 +27,7 @@ from rota.errors import (
     RotaError,
 )
 from rota.protocol.job import JobRecord, Reason, State
-from rota.status import Bucket, CronEntry, Found, History, LivePool, PoolJob
 from rota.version import __version__
-from rota.workflow import Group, GroupProgress, Related
 
 if TYPE_CHECKING:
     from rota.worker.context import JobContext
@@ -46,7 +46,10 @@ __all__ = [  # noqa: RUF022 (grouped by use, as the comments say)
     "Reason",
     "Related",
     "State",
-    # -- operating: what the client's views of queues, pools and history return
+    # -- operating: client.admin, its shards, and what its views of queues, pools and
+    # history return
+    "Admin",
+    "Shard",
     "Bucket",
     "CronEntry",
     "Found",

@@ -162,7 +162,7 @@ def admin(url: str, namespace: str, call: str, *args: Any) -> Any:
 
     async def run() -> Any:
         async with Client.from_url(url, namespace) as client:
-            return await getattr(client, call)(*args)
+            return await getattr(client.admin, call)(*args)
 
     return anyio.run(run)
 

@@ -42,8 +42,8 @@ async def test_a_cluster_client_prints_its_url_with_the_password_masked(
     url = cluster_group.url.replace("://", "://app:s3cret@")
     ns = "repr" + os.urandom(3).hex()
     async with Client.from_url(url, ns, shards=K) as client:
-        assert "owner=?" in repr(client.redis)  # nothing sent yet
-        for part in client.parts:
+        assert "owner=?" in repr(client.admin.shards[0].redis)  # nothing sent yet
+        for part in client.admin.shards:
             await part.redis.ping()
             pool = part.redis.connection_pool
             for shown in (repr(part.redis), str(part.redis), repr(pool), repr(part.conn)):

@@ -82,11 +82,11 @@ async def _run(cluster: ClusterGroup, shards: int) -> dict[int, tuple[int, int, 
         async with pool.running():
             await wait_until(lambda: len(ran) == JOBS, within=90)
         assert set(ran.values()) == {1}  # none lost, none run twice
-        assert (await client.stats())["processed"] == JOBS
-        queue = (await client.queues(["work"]))[0]
+        assert (await client.admin.stats())["processed"] == JOBS
+        queue = (await client.admin.queues(["work"]))[0]
         assert (queue.size, queue.running) == (0, 0)
         # Each part talked to the primary that owns its shard's slot.
-        for part in client.parts:
+        for part in client.admin.shards:
             owner = cluster.owner(key_slot(part.keys.prefix.encode()))
             link = link_of(part)
             assert link is not None and link.port == owner.port

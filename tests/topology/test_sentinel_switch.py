@@ -114,7 +114,7 @@ def test_the_sentinel_with_the_newest_configuration_names_the_primary(
 
             async def located() -> tuple[str, int]:
                 async with Client.from_url(f"{url}/{SERVICE}", namespace) as client:
-                    pool = client.redis.connection_pool
+                    pool = client.admin.shards[0].redis.connection_pool
                     where: tuple[str, int] = await pool.locate()  # type: ignore[attr-defined]
                     await client.enqueue("work", 1)
                     return where

@@ -40,13 +40,6 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("cli", "web", "examples", "__main__"),
 )
 
-#: The client layer's modules still at the package root: they count as the folder
-#: ``client/`` until they move into it (then this list goes).
-CLIENT_MODULES = frozenset(
-    {"enqueue", "operations", "reads", "scripted", "shard_rules", "sharding", "spec"}
-    | {"status", "workflow"}
-)
-
 SOURCES = sorted(SRC.rglob("*.py"))
 
 
@@ -63,8 +56,7 @@ PACKAGES = frozenset(_module(p) for p in SOURCES if p.name == "__init__.py")
 
 def _folder(module: str) -> str:
     """The folder of ``module`` under ``rota/`` (a root module's own name): its layer."""
-    name = module.split(".")[1] if "." in module else ""
-    return "client" if name in CLIENT_MODULES else name
+    return module.split(".")[1] if "." in module else ""
 
 
 def _floor(folder: str) -> int | None:
@@ -97,7 +89,7 @@ def _imports(tree: ast.Module) -> list[tuple[str, list[str], int]]:
         if isinstance(node, ast.Import):
             out += [(a.name, [], node.lineno) for a in node.names if a.name.startswith("rota")]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "rota":
-            for a in node.names:  # ``from rota import workflow`` imports a module
+            for a in node.names:  # ``from rota import client`` imports a module
                 sub = f"rota.{a.name}"
                 if sub in MODULES:
                     out.append((sub, [], node.lineno))
@@ -144,7 +136,7 @@ def test_a_module_importing_upward_is_caught() -> None:
     tree = ast.parse("from rota.worker.pool import WorkerPool\nimport rota.client\n")
     found = _imports(tree)
     assert [t for t, _, _ in found] == ["rota.worker.pool", "rota.client"]
-    assert _imports(ast.parse("from rota import workflow, __version__"))[0][0] == "rota.workflow"
+    assert _imports(ast.parse("from rota import client, __version__"))[0][0] == "rota.client"
     typed = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import rota.cli\n")
     assert _imports(typed) == []
 
@@ -293,7 +285,7 @@ WEB_STORES = frozenset({"rota.web.sessions", "rota.web.audit"})
 
 def _reaches_redis(source: str) -> list[int]:
     """The lines of ``source`` that call on a connection's ``redis`` attribute
-    (``client.redis.hgetall``, ``client.redis.pipeline``...)."""
+    (``client.admin.shards[0].redis.hgetall``, ``client.admin.shards[0].redis.pipeline``...)."""
     return [
         n.lineno
         for n in ast.walk(ast.parse(source))
@@ -313,7 +305,9 @@ def test_the_web_reads_redis_only_through_the_client_and_inspect() -> None:
         if (lines := _reaches_redis(p.read_text(encoding="utf-8")))
     }
     assert found == {}
-    assert _reaches_redis("async def f(client):\n    await client.redis.get('k')\n") == [2]
+    assert _reaches_redis(
+        "async def f(client):\n    await client.admin.shards[0].redis.get('k')\n"
+    ) == [2]
     assert _reaches_redis("figures = reading.redis\n") == []
 
 
@@ -375,7 +369,7 @@ def _symbol_missing(name: str, modules: list[str]) -> bool:
                 module = importlib.import_module(".".join(parts[:cut]))
                 return not _resolves(module, parts[cut:])
         return True
-    if parts[0][0].islower() and len(parts) > 1:  # ``client.conn``: a Client's conn
+    if parts[0][0].islower() and len(parts) > 1:  # ``client.options``: a Client's conn
         parts[0] = parts[0][0].upper() + parts[0][1:]
     found = (_resolves(importlib.import_module(m), parts) for m in modules)
     return not any(found)
@@ -414,9 +408,9 @@ def test_every_symbol_the_architecture_page_names_exists() -> None:
       ``Settings.__post_init__``) and a decorator (``@documented``) are looked up in the
       modules named in the same paragraph, table row or list item (``src/rota/x.py``; a
       folder ``src/rota/x/``: each of its modules), then in the package root ``rota``.
-    - ``client.conn``: a lowercase first part is an instance of the class of that name
+    - ``client.options``: a lowercase first part is an instance of the class of that name
       capitalised (``Client``); its last part may be an attribute the class's code
-      annotates or assigns (``self.conn = ...``).
+      annotates or assigns (``self.options = ...``).
     - A bare file name (``figures.py``) is a file in a folder that paragraph names, or
       beside a file it names.
     - Not checked: bare lowercase words (``enqueue``, ``timeout``: a script, a job's
@@ -426,9 +420,9 @@ def test_every_symbol_the_architecture_page_names_exists() -> None:
     assert _missing_symbols(PAGE.read_text(encoding="utf-8")) == []
     sample = (
         "`PoolRuntime.run_attempt` (`src/rota/worker/runtime.py`), `PoolRuntime.cancel`,"
-        " `client.conn`, `client.nothing`, `rota.inspect.shard_views`, `rota.inspect.nope`,"
+        " `client.options`, `client.nothing`, `rota.inspect.shard_views`, `rota.inspect.nope`,"
         " `Sharded`, `Unheard`, `EVALSHA`, `timeout`, `runtime.py`, `runtimes.py`\n\n"
-        "| 5 | `src/rota/web/` | `@documented`, `Sharded` (`src/rota/sharding.py`) |\n"
+        "| 5 | `src/rota/web/` | `@documented`, `Shard` (`src/rota/client/shard.py`) |\n"
         "| 6 | `src/rota/cli/` | `@documented`, `figures.py` |\n"
         "- `PoolRuntime` alone\n"
     )

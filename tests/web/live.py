@@ -116,9 +116,9 @@ async def enqueue_examples(client: Client) -> Seeded:
 
 async def settled(client: Client, s: Seeded) -> bool:
     """Every example job has reached the state it stays in."""
-    dead = await client.page("dead", 0, 100)
-    retry = await client.page("retry", 0, 100)
-    stats = await client.stats()
+    dead = await client.admin.page("dead", 0, 100)
+    retry = await client.admin.page("retry", 0, 100)
+    stats = await client.admin.stats()
     return (
         dead.total >= len(s.dead) + len(s.flaky)
         and retry.total >= len(s.retry)

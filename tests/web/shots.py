@@ -70,10 +70,10 @@ async def _history(client: Client, name: str) -> None:
     """The last hour of ``name`` per minute, as the finish script keeps it."""
     rng = random.Random(7)
     now = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
-    pipe = client.redis.pipeline(transaction=False)
+    pipe = client.admin.shards[0].redis.pipeline(transaction=False)
     for i in range(1, 60):
         t = now - dt.timedelta(minutes=i)
-        key = client.keys.stats_bucket(t.strftime("%Y%m%d%H%M"))
+        key = client.admin.shards[0].keys.stats_bucket(t.strftime("%Y%m%d%H%M"))
         done = int(300 + 200 * abs((i % 20) - 10) / 10 + rng.randint(0, 60))
         failed = rng.choice([0, 0, 0, 1, 2, 5]) + (40 if 24 <= i <= 26 else 0)
         mean = 60 + rng.randint(0, 25) + (180 if 24 <= i <= 26 else 0)
@@ -99,16 +99,18 @@ async def _fill(url: str) -> str:
 
     async def settled() -> bool:
         progress = await client.group_progress(group.id)
-        stats = await client.stats()
+        stats = await client.admin.stats()
         return (
             progress.done + progress.failed == 18 and stats.get("processed:resize_image", 0) >= 120
         )
 
     await wait_until(settled, within=60)
-    await client.pause("resize_image")
+    await client.admin.pause("resize_image")
     for i in range(120, 160):
         await client.enqueue("resize_image", n=i)
-    await client.redis.hset(client.keys.cron_off, "expire_carts", now_ms())
+    await client.admin.shards[0].redis.hset(
+        client.admin.shards[0].keys.cron_off, "expire_carts", now_ms()
+    )
     await anyio.sleep(1.5)  # a heartbeat with the schedules
     await client.close()
     return group.id

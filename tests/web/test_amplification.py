@@ -33,7 +33,7 @@ async def test_a_deep_value_makes_neither_a_large_page_nor_a_large_answer(
     http: httpx.AsyncClient, client: Client
 ) -> None:
     job_id = await _enqueue(http, TEN_DEEP)
-    stored = await client.stored(job_id, "args")
+    stored = await client.admin.stored(job_id, "args")
     assert stored is not None and 8_000 < len(stored) < 10_000
     api = await http.get(f"/api/jobs/{job_id}")
     assert api.status_code == 200

@@ -62,8 +62,8 @@ async def test_dashboard(http: httpx.AsyncClient, seeded: Seeded) -> None:
 async def test_queues(http: httpx.AsyncClient, client: Client) -> None:
     for i in range(3):
         await client.enqueue("mail", i)
-    await client.set_limit("mail", 4)
-    await client.pause("mail")
+    await client.admin.set_limit("mail", 4)
+    await client.admin.pause("mail")
     await anyio.sleep(0.01)
     queues = (await http.get("/api/queues")).json()["queues"]
     assert len(queues) == 1
@@ -79,10 +79,10 @@ async def test_queue_actions(
         await client.enqueue("mail", i)
     response = await http.post("/api/queues/mail/pause")
     assert response.json() == {"name": "mail", "paused": True}
-    assert (await client.queues())[0].paused
+    assert (await client.admin.queues())[0].paused
     response = await http.post("/api/queues/mail/resume")
     assert response.json() == {"name": "mail", "paused": False}
-    assert not (await client.queues())[0].paused
+    assert not (await client.admin.queues())[0].paused
     before = snapshot(redis_sync, namespace)
     for path in (
         "/api/queues/nosuch/pause",
@@ -95,7 +95,7 @@ async def test_queue_actions(
     assert snapshot(redis_sync, namespace) == before
     response = await http.post("/api/queues/mail/clear")
     assert response.json() == {"name": "mail", "deleted": 3}
-    assert (await client.queues())[0].size == 0
+    assert (await client.admin.queues())[0].size == 0
 
 
 async def test_pools_and_busy_workers(
@@ -198,10 +198,10 @@ async def test_set_actions(
     assert response.json() == {"retried": 2}
     response = await http.post("/api/scheduled/delete", json={"all": True})
     assert response.json() == {"deleted": 2}
-    assert (await client.page("scheduled")).total == 0
+    assert (await client.admin.page("scheduled")).total == 0
     response = await http.post("/api/dead/retry", json={"all": True})
     assert response.json() == {"retried": 4}
-    assert (await client.page("dead")).total == 0
+    assert (await client.admin.page("dead")).total == 0
 
 
 async def test_set_actions_refused_change_nothing(
@@ -391,13 +391,13 @@ async def test_busy_is_exact_between_heartbeats(
         assert all(w["deadline"] > w["since"] > 0 for w in workers)
         # the Python API has the same times in seconds, the JSON in ms (a lease may have
         # been extended between the two reads)
-        running = {r.job_id: r for r in await client.running()}
+        running = {r.job_id: r for r in await client.admin.running()}
         for w in workers:
             r = running[w["job_id"]]
             assert (w["since"], abs(r.since - time.time()) < 60) == (round(r.since * 1000), True)
             assert round(r.deadline * 1000) >= w["deadline"]
         (p,) = (await http.get("/api/pools")).json()["pools"]
-        (live,) = await client.pools()
+        (live,) = await client.admin.pools()
         for key in ("started_at", "heartbeat_at", "last_heartbeat"):
             assert p[key] == round(getattr(live, key) * 1000), key
         assert abs(live.last_heartbeat - time.time()) < 60
@@ -412,7 +412,7 @@ async def _pool_count(http: httpx.AsyncClient) -> bool:
 
 
 async def _running(client: Client, n: int) -> bool:
-    return sum(q.running for q in await client.queues()) == n
+    return sum(q.running for q in await client.admin.queues()) == n
 
 
 async def test_set_a_rate_and_a_limit_by_the_api(http: httpx.AsyncClient, client: Client) -> None:
@@ -428,5 +428,5 @@ async def test_set_a_rate_and_a_limit_by_the_api(http: httpx.AsyncClient, client
     error_of(await http.post("/api/queues/nope/rate", json={"rate": "1/s"}), 404)
     await http.post("/api/queues/mail/rate", json={"rate": None})
     await http.post("/api/queues/mail/limit", json={"limit": None})
-    (info,) = await client.queues(["mail"])
+    (info,) = await client.admin.queues(["mail"])
     assert (info.rate, info.limit) == (None, None)

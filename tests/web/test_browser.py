@@ -166,12 +166,12 @@ def test_figures_refresh_in_place(live: Live, watched: Watched) -> None:
     page.evaluate("window.stillHere = true")
     row = page.locator("tr", has=page.locator("td.name", has_text=re.compile("^mail$")))
     expect(row).to_contain_text("active")
-    live.call(live.client.pause, "mail")
+    live.call(live.client.admin.pause, "mail")
     try:
         expect(row).to_contain_text("paused", timeout=20_000)  # refreshed every 5 s
         assert page.evaluate("window.stillHere") is True  # no reload: the region was swapped
     finally:
-        live.call(live.client.resume, "mail")
+        live.call(live.client.admin.resume, "mail")
     page.goto(live.url + "/redis")
     rtt = page.locator("#browser-rtt")
     expect(rtt).to_have_text(re.compile(r"^\d+(\.\d)?$"), timeout=10_000)
@@ -213,14 +213,14 @@ def test_set_and_remove_a_rate_limit_on_the_queue_page(live: Live, watched: Watc
         row.get_by_role("button", name="Set rate").click()
     expect(page.locator(".notice")).to_have_text("Rate limit set.")
     expect(row.locator('td[data-label="Rate limit"]')).to_have_text("20/min")
-    assert [q.rate for q in live.call(live.client.queues, ["mail"])] == ["20/min"]
+    assert [q.rate for q in live.call(live.client.admin.queues, ["mail"])] == ["20/min"]
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=SHOTS / "queues-rate.png", full_page=True)
     row.get_by_label("rate limit of mail").fill("")
     with page.expect_navigation():
         row.get_by_role("button", name="Set rate").click()
     expect(page.locator(".notice")).to_have_text("Rate limit removed.")
-    assert [q.rate for q in live.call(live.client.queues, ["mail"])] == [None]
+    assert [q.rate for q in live.call(live.client.admin.queues, ["mail"])] == [None]
     assert watched.errors == []
 
 
@@ -284,7 +284,7 @@ def test_cross_site_post_is_refused(live: Live, watched: Watched, forger_host: s
         server.shutdown()
         server.server_close()
         thread.join(5)
-    queues = {q.name: q for q in live.call(live.client.queues)}
+    queues = {q.name: q for q in live.call(live.client.admin.queues)}
     assert queues["mail"].paused is False
 
 

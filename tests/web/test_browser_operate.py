@@ -122,7 +122,9 @@ def test_a_queues_jobs_page_by_page(site: Site, tab: Tab, browser: Browser) -> N
     # a job that runs leaves the list; the page follows by itself
     page.goto(site.url + "/queues/letters")
     page.evaluate("window.stillHere = true")
-    site.call(site.client.redis.rpop, site.client.keys.queue("letters"))
+    site.call(
+        site.client.admin.shards[0].redis.rpop, site.client.admin.shards[0].keys.queue("letters")
+    )
     expect(page.locator("#queue-summary")).to_contain_text("29 jobs waiting", timeout=20_000)
     assert page.evaluate("window.stillHere") is True
     assert _job_ids(page) == ids[1:26]
@@ -139,9 +141,13 @@ async def _dead(client: Client, name: str, n: int) -> list[str]:
     ids = []
     for i in range(n):
         job = await client.enqueue(name, i)
-        await client.redis.lrem(client.keys.queue(name), 0, job.id)
-        await client.redis.hset(client.keys.job(job.id), mapping={"state": "dead", "error": "E"})
-        await client.redis.zadd(client.keys.dead, {job.id: 1700000000000 + i})
+        await client.admin.shards[0].redis.lrem(client.admin.shards[0].keys.queue(name), 0, job.id)
+        await client.admin.shards[0].redis.hset(
+            client.admin.shards[0].keys.job(job.id), mapping={"state": "dead", "error": "E"}
+        )
+        await client.admin.shards[0].redis.zadd(
+            client.admin.shards[0].keys.dead, {job.id: 1700000000000 + i}
+        )
         ids.append(job.id)
     return ids
 
@@ -215,7 +221,7 @@ def test_a_job_whose_parent_no_pool_serves_says_so(site: Site, tab: Tab, browser
     async def stray(ctx: JobContext, n: int) -> None:
         pass
 
-    site.call(site.client.pause, "stray")  # queued, and served once the pool runs
+    site.call(site.client.admin.pause, "stray")  # queued, and served once the pool runs
     parent = site.call(site.client.enqueue, "stray", 1)
     kid = site.call(site.client.enqueue, "kid", 1, after=[parent.id])
     page = tab.page
@@ -268,9 +274,13 @@ def test_a_group_whose_callback_was_aborted_says_so(site: Site, tab: Tab) -> Non
 async def _dead_now(client: Client, name: str) -> str:
     """A job made dead now: the newest of ``/dead``, listed first."""
     job = await client.enqueue(name)
-    await client.redis.lrem(client.keys.queue(name), 0, job.id)
-    await client.redis.hset(client.keys.job(job.id), mapping={"state": "dead", "error": "E"})
-    await client.redis.zadd(client.keys.dead, {job.id: 1900000000000})
+    await client.admin.shards[0].redis.lrem(client.admin.shards[0].keys.queue(name), 0, job.id)
+    await client.admin.shards[0].redis.hset(
+        client.admin.shards[0].keys.job(job.id), mapping={"state": "dead", "error": "E"}
+    )
+    await client.admin.shards[0].redis.zadd(
+        client.admin.shards[0].keys.dead, {job.id: 1900000000000}
+    )
     return job.id
 
 
@@ -339,7 +349,9 @@ async def _group_in_states(client: Client) -> tuple[str, dict[str, list[str]]]:
     states = ["queued"] * 29 + ["dead"] * 3 + ["aborted"] + ["running"] * 2 + ["complete"] * 5
     for job_id, state in zip(ids, states, strict=True):
         if state != "queued":
-            await client.redis.hset(client.keys.job(job_id), "state", state)
+            await client.admin.shards[0].redis.hset(
+                client.admin.shards[0].keys.job(job_id), "state", state
+            )
     by: dict[str, list[str]] = {"dead": ids[29:33], "running": ids[33:35]}
     by |= {"complete": ids[35:], "waiting": ids[:29]}
     return g.id, by

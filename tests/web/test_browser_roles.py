@@ -25,10 +25,12 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 async def _seed(client: Client) -> str:
     job = await client.enqueue("mail", to="ada")
-    keys = client.keys
-    await client.redis.lrem(keys.queue("mail"), 0, job.id)
-    await client.redis.hset(keys.job(job.id), mapping={"state": "dead", "error": "E: boom"})
-    await client.redis.zadd(keys.dead, {job.id: 1})
+    keys = client.admin.shards[0].keys
+    await client.admin.shards[0].redis.lrem(keys.queue("mail"), 0, job.id)
+    await client.admin.shards[0].redis.hset(
+        keys.job(job.id), mapping={"state": "dead", "error": "E: boom"}
+    )
+    await client.admin.shards[0].redis.zadd(keys.dead, {job.id: 1})
     return job.id
 
 
@@ -67,6 +69,11 @@ def test_a_read_only_ui_shows_the_dead_job_and_says_why_it_cannot_retry(
                 page.screenshot(path=SHOTS / "read-only-refusal.png", full_page=True)
                 page.goto(server.url + "/dead")
                 expect(row).to_have_count(1)
-            assert portal.call(admin.redis.zscore, admin.keys.dead, dead_id) == 1
+            assert (
+                portal.call(
+                    admin.admin.shards[0].redis.zscore, admin.admin.shards[0].keys.dead, dead_id
+                )
+                == 1
+            )
         finally:
             portal.call(admin.close)

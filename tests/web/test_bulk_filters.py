@@ -39,7 +39,7 @@ BAD_POSITIONS = [
 
 
 async def _sizes(client: Client) -> dict[str, int]:
-    return {w: (await client.page(w, 0, 1)).total for w in views.JOB_SETS}
+    return {w: (await client.admin.page(w, 0, 1)).total for w in views.JOB_SETS}
 
 
 @pytest.fixture
@@ -48,8 +48,10 @@ async def jobs(client: Client) -> None:
     for which in views.JOB_SETS:
         (job,) = await client.enqueue_many([JobSpec(name="j", delay=3600, job_id=f"j-{which}")])
         if which != "scheduled":
-            await client.redis.zrem(client.keys.scheduled, job.id)
-            await client.redis.zadd(getattr(client.keys, which), {job.id: 1})
+            await client.admin.shards[0].redis.zrem(client.admin.shards[0].keys.scheduled, job.id)
+            await client.admin.shards[0].redis.zadd(
+                getattr(client.admin.shards[0].keys, which), {job.id: 1}
+            )
 
 
 @pytest.mark.parametrize("path", BULK)

@@ -28,12 +28,13 @@ async def test_the_dashboard_reads_the_totals_of_each_bucket_only(
     await client.enqueue("n7")
     (leased,) = await lease_tokens(client, "n7", 1)  # a job running, as a pool leases it
     minute = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
-    key = client.keys.stats_bucket(minute.strftime("%Y%m%d%H%M"))
+    key = client.admin.shards[0].keys.stats_bucket(minute.strftime("%Y%m%d%H%M"))
     fields = {"processed": 600, "failed": 30}
     for name in names:
         fields |= {f"processed:{name}": 2, f"failed:{name}": 0, f"ms:{name}": 40}
     redis_sync.hset(key, mapping=fields)  # type: ignore[arg-type]
-    redis_sync.hset(client.keys.stats_bucket(minute.strftime("%Y%m%d")), mapping=fields)  # type: ignore[arg-type]
+    day = client.admin.shards[0].keys.stats_bucket(minute.strftime("%Y%m%d"))
+    redis_sync.hset(day, mapping=fields)  # type: ignore[arg-type]
     redis_sync.config_resetstat()
     data = (await http.get("/api/dashboard")).json()
     calls = _calls(redis_sync)

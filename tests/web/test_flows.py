@@ -68,7 +68,7 @@ async def test_enqueue_after(http: httpx.AsyncClient, client: Client) -> None:
     )
     record = await client.job(later.json()["id"])
     assert record is not None and record.state == "waiting" and record.run_at is not None
-    assert (await client.job_set_sizes())["waiting"] == 2
+    assert (await client.admin.job_set_sizes())["waiting"] == 2
     empty = await http.post("/api/jobs", json={"name": "step", "after": []})
     record = await client.job(empty.json()["id"])
     assert record is not None and record.state == "queued"
@@ -153,7 +153,7 @@ async def test_a_diamond_in_the_api_before_and_after_a_pool_runs_it(
     assert await _metric(http, "waiting") == 0
 
     # a parent whose record is gone (expired) is still named, as missing
-    redis_sync.delete(client.keys.job(a.id))
+    redis_sync.delete(client.admin.shards[0].keys.job(a.id))
     job_b = (await http.get(f"/api/jobs/{b.id}")).json()
     assert job_b["parents"] == [{"id": a.id, "name": None, "state": "missing"}]
     flow = (await http.get(f"/api/flows/{b.id}")).json()
@@ -272,7 +272,7 @@ async def test_waiting_jobs_are_deleted_never_retried(
     assert await client.job(b.id) is None
     done = await http.post(f"/waiting/{c.id}/delete", data={"next": "/waiting"}, headers=FORM)
     assert done.headers["location"] == "/waiting?done=deleted&n=1"
-    assert (await client.job_set_sizes())["waiting"] == 0
+    assert (await client.admin.job_set_sizes())["waiting"] == 0
 
 
 async def test_pages(http: httpx.AsyncClient, client: Client) -> None:
@@ -320,12 +320,14 @@ async def test_the_group_page_says_what_a_dead_member_means(
 ) -> None:
     """It said "running" beside a dead callback while other members had still to run."""
     g = await client.group([step(f"m{i}") for i in range(3)], then=step("after"), group_id="gd")
-    await client.redis.hincrby(client.keys.group(g.id), "failed", 1)  # as a dead member does
+    await client.admin.shards[0].redis.hincrby(
+        client.admin.shards[0].keys.group(g.id), "failed", 1
+    )  # as a dead member does
     page = await http.get(f"/groups/{g.id}", headers=FORM)
     state = re.search(r'id="group-state">([^<]*)<', page.text)
     assert state is not None and "the callback will not run" in state.group(1)
     assert "running" not in state.group(1)
-    await client.redis.hset(client.keys.group(g.id), "sent", 2)
+    await client.admin.shards[0].redis.hset(client.admin.shards[0].keys.group(g.id), "sent", 2)
     page = await http.get(f"/groups/{g.id}", headers=FORM)
     assert 'id="group-state">incomplete' in page.text
 
@@ -337,8 +339,8 @@ async def test_a_dead_member_past_the_first_page_is_listed(
     aborted members wherever they are."""
     g = await client.group([step(f"m{i}") for i in range(150)], then=step("after"))
     dead = g.jobs[130].id
-    await client.redis.hset(client.keys.job(dead), "state", "dead")
-    await client.redis.hincrby(client.keys.group(g.id), "failed", 1)
+    await client.admin.shards[0].redis.hset(client.admin.shards[0].keys.job(dead), "state", "dead")
+    await client.admin.shards[0].redis.hincrby(client.admin.shards[0].keys.group(g.id), "failed", 1)
     data = (await http.get(f"/api/groups/{g.id}", params={"limit": 100})).json()
     assert dead not in [m["id"] for m in data["members"]]
     assert [m["id"] for m in data["failed_members"]] == [dead]

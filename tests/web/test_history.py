@@ -28,7 +28,7 @@ async def test_buckets_line_up_with_utc_minutes_and_days(
     redis_sync.hset(key + "20310228", mapping={"processed": 40, "failed": 5})
     redis_sync.hset(key + "20310131", mapping={"processed": 99})  # 29 days earlier: left out
 
-    history = await client.history(minutes=3, days=29, at=now.timestamp())
+    history = await client.admin.history(minutes=3, days=29, at=now.timestamp())
 
     assert [b.start for b in history.minutes] == [
         _s(dt.datetime(2031, 2, 28, 23, 59, tzinfo=dt.UTC)),
@@ -47,13 +47,13 @@ async def test_buckets_line_up_with_utc_minutes_and_days(
     assert history.days[0].start == _s(dt.datetime(2031, 2, 1, tzinfo=dt.UTC))
     assert all(b.counts == {} for b in history.days[:-2])
 
-    wider = await client.history(minutes=4, days=0, at=now.timestamp())
+    wider = await client.admin.history(minutes=4, days=0, at=now.timestamp())
     assert wider.minutes[0].counts == {"failed": 2}  # the field that is not a number is skipped
     assert wider.days == []
 
 
 async def test_history_counts_what_pools_did(client: Client, seeded: Seeded) -> None:
-    history = await client.history()
+    history = await client.admin.history()
     assert (len(history.minutes), len(history.days)) == (60, 30)
     recent = history.minutes[-2:]
     assert sum(b.counts.get("processed", 0) for b in recent) == len(seeded.complete)
@@ -65,4 +65,4 @@ async def test_history_counts_what_pools_did(client: Client, seeded: Seeded) -> 
 
 async def test_history_rejects_negative_spans(client: Client) -> None:
     with pytest.raises(ValueError, match="minutes and days must not be negative"):
-        await client.history(minutes=-1)
+        await client.admin.history(minutes=-1)

@@ -41,7 +41,7 @@ async def test_the_shards_view_reads_two_commands_a_name(
     await _names(client, 100, 400)
     second, text = await _cost(http, redis_sync, "/api/shards")
     # 300 names more: at most LLEN and ZCARD of each on each shard (it was 8 and more)
-    assert second - first <= 2 * 300 * len(client.parts), (first, second)
+    assert second - first <= 2 * 300 * len(client.admin.shards), (first, second)
     shards = httpx.Response(200, text=text).json()["shards"]
     assert sum(s["queued"] for s in shards) == 400
 
@@ -67,7 +67,7 @@ async def test_a_scrape_details_the_names_with_the_most_jobs_only(
     second, more = await _cost(http, redis_sync, "/metrics")
     assert len(_named(more)) == NAMES
     assert abs(len(more) - len(text)) < 200  # the same series, another count or two
-    assert second - first <= 2 * 300 * len(client.parts), (first, second)
+    assert second - first <= 2 * 300 * len(client.admin.shards), (first, second)
     every = (await http.get("/metrics", params={"names": "all"})).text
     assert len(_named(every)) == NAMES + 351
     refused = await http.get("/metrics", params={"names": "some"})

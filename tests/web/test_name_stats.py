@@ -24,10 +24,12 @@ async def test_a_name_has_its_minutes(
     now = dt.datetime.fromtimestamp(time.time(), dt.UTC).replace(second=0, microsecond=0)
     before = now - dt.timedelta(minutes=3)
     redis_sync.hset(
-        client.keys.stats_bucket(_minute(before)),
+        client.admin.shards[0].keys.stats_bucket(_minute(before)),
         mapping={"processed:mail": 4, "failed:mail": 1, "ms:mail": 1000, "processed:other": 9},
     )
-    redis_sync.hset(client.keys.stats_bucket(_minute(now)), mapping={"failed:mail": 2})
+    redis_sync.hset(
+        client.admin.shards[0].keys.stats_bucket(_minute(now)), mapping={"failed:mail": 2}
+    )
     reply = await http.get("/api/queues/mail/stats")
     assert reply.status_code == 200
     data = reply.json()

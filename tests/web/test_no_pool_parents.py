@@ -30,12 +30,16 @@ def _pool(redis_url: str, namespace: str) -> WorkerPool:
 async def test_a_parent_no_pool_serves_is_flagged(
     http: httpx.AsyncClient, client: Client, redis_url: str, namespace: str
 ) -> None:
-    await client.pause("served")  # its job stays queued while its pool runs
+    await client.admin.pause("served")  # its job stays queued while its pool runs
     orphan = await client.enqueue("orphan", 1)
     served = await client.enqueue("served", 1)
     done = await client.enqueue("finished", 1)
-    await client.redis.hset(client.keys.job(done.id), "state", "complete")
-    await client.redis.lrem(client.keys.queue("finished"), 0, done.id)
+    await client.admin.shards[0].redis.hset(
+        client.admin.shards[0].keys.job(done.id), "state", "complete"
+    )
+    await client.admin.shards[0].redis.lrem(
+        client.admin.shards[0].keys.queue("finished"), 0, done.id
+    )
     kid = await client.enqueue("child", 1, after=[orphan.id, served.id, done.id])
     async with _pool(redis_url, namespace).running(client=client):
         job = (await http.get(f"/api/jobs/{kid.id}")).json()
@@ -55,7 +59,7 @@ async def test_a_parent_no_pool_serves_is_flagged(
 async def test_parents_that_pools_serve_are_not_flagged(
     http: httpx.AsyncClient, client: Client, redis_url: str, namespace: str
 ) -> None:
-    await client.pause("served")
+    await client.admin.pause("served")
     served = await client.enqueue("served", 1)
     kid = await client.enqueue("child", 1, after=[served.id])
     async with _pool(redis_url, namespace).running(client=client):

@@ -21,14 +21,14 @@ async def test_queue_buttons(http: httpx.AsyncClient, client: Client) -> None:
         await client.enqueue("mail", i)
     done = await http.post("/queues/mail/pause", data={"next": "/queues"}, headers=FORM)
     assert (done.status_code, done.headers["location"]) == (303, "/queues?done=paused")
-    assert (await client.queues())[0].paused
+    assert (await client.admin.queues())[0].paused
     page = await http.get(done.headers["location"], headers=FORM)
     assert "Queue paused." in page.text and "Resume" in page.text
     done = await http.post("/queues/mail/resume", data={"next": "/queues"}, headers=FORM)
-    assert not (await client.queues())[0].paused
+    assert not (await client.admin.queues())[0].paused
     done = await http.post("/queues/mail/clear", data={"next": "/queues"}, headers=FORM)
     assert done.headers["location"] == "/queues?done=cleared&n=3"
-    assert (await client.queues())[0].size == 0
+    assert (await client.admin.queues())[0].size == 0
 
 
 async def test_dead_buttons(http: httpx.AsyncClient, client: Client, seeded: Seeded) -> None:
@@ -49,7 +49,7 @@ async def test_dead_buttons(http: httpx.AsyncClient, client: Client, seeded: See
     page = await http.get("/dead?done=retried&n=4", headers=FORM)
     assert "4 jobs queued again." in page.text
     await http.post("/retry/delete-all", data={"next": "/retry"}, headers=FORM)
-    assert (await client.page("retry")).total == 0
+    assert (await client.admin.page("retry")).total == 0
 
 
 async def test_abort_button(http: httpx.AsyncClient, client: Client) -> None:
@@ -95,17 +95,21 @@ async def test_bulk_buttons_under_a_search_act_on_the_matching_jobs_only(
     on those. It used to delete every dead job (4 named ``ok`` among 21 gone)."""
     for i in range(21):
         await client.enqueue("ok" if i < 4 else "boom", i, job_id=f"d{i:02d}", max_fails=1)
-    await client.redis.zadd(client.keys.dead, {f"d{i:02d}": i for i in range(21)})
-    await client.redis.delete(client.keys.queue("ok"), client.keys.queue("boom"))
+    await client.admin.shards[0].redis.zadd(
+        client.admin.shards[0].keys.dead, {f"d{i:02d}": i for i in range(21)}
+    )
+    await client.admin.shards[0].redis.delete(
+        client.admin.shards[0].keys.queue("ok"), client.admin.shards[0].keys.queue("boom")
+    )
     page = await http.get("/dead?q=ok", headers=FORM)
     assert "Delete the 4 matching" in page.text and "Delete all" not in page.text
     done = await http.post("/dead/delete-all", data={"next": "/dead?q=ok", "q": "ok"}, headers=FORM)
     assert done.headers["location"] == "/dead?q=ok&done=deleted&n=4"
-    left = await client.page("dead", 0, 100)
+    left = await client.admin.page("dead", 0, 100)
     assert left.total == 17 and {j.name for j in left.jobs} == {"boom"}
     done = await http.post("/dead/retry-all", data={"next": "/dead", "q": "nothing"}, headers=FORM)
     assert done.headers["location"] == "/dead?done=retried&n=0"
-    assert (await client.page("dead")).total == 17
+    assert (await client.admin.page("dead")).total == 17
 
 
 async def test_rate_and_limit_forms_and_what_they_refuse(
@@ -117,7 +121,7 @@ async def test_rate_and_limit_forms_and_what_they_refuse(
     three = {"limit": "3", "next": "/queues"}
     done = await http.post("/queues/mail/limit", data=three, headers=FORM)
     assert done.headers["location"] == "/queues?done=limit-set"
-    assert (await client.queues())[0].limit == 3
+    assert (await client.admin.queues())[0].limit == 3
     assert "Concurrency limit set." in (await http.get(done.headers["location"], headers=FORM)).text
     for field, value, words in (
         ("rate", "often", "often"),
@@ -131,11 +135,11 @@ async def test_rate_and_limit_forms_and_what_they_refuse(
         assert refused.status_code == 400
         assert 'id="form-error"' in refused.text and words in refused.text
         assert 'action="/queues/mail/rate"' in refused.text
-    assert (await client.queues())[0].limit == 3
+    assert (await client.admin.queues())[0].limit == 3
     none = {"limit": "", "next": "/queues"}
     done = await http.post("/queues/mail/limit", data=none, headers=FORM)
     assert done.headers["location"] == "/queues?done=limit-removed"
-    assert (await client.queues())[0].limit is None
+    assert (await client.admin.queues())[0].limit is None
 
 
 async def test_queues_are_paged_server_side_the_busiest_first(
@@ -143,7 +147,7 @@ async def test_queues_are_paged_server_side_the_busiest_first(
 ) -> None:
     """5,000 names made /queues 8 MB of HTML; a page now holds 100 of them."""
     names = [f"n{i:04d}" for i in range(250)]
-    await client.redis.sadd(client.keys.names, *names)
+    await client.admin.shards[0].redis.sadd(client.admin.shards[0].keys.names, *names)
     for _ in range(3):
         await client.enqueue("n0200", 1)
     await client.enqueue("n0100", 1)
@@ -162,7 +166,7 @@ async def test_queues_are_paged_server_side_the_busiest_first(
 async def test_a_queue_no_pool_serves_says_so(
     http: httpx.AsyncClient, client: Client, redis_url: str, namespace: str
 ) -> None:
-    await client.pause("served")  # its job stays queued while its pool runs
+    await client.admin.pause("served")  # its job stays queued while its pool runs
     await client.enqueue("served", 1)
     await client.enqueue("orphan", 1)
     pool = WorkerPool(settings=pool_settings(redis_url, namespace))

@@ -56,7 +56,7 @@ async def test_a_queue_lists_its_jobs_the_next_to_run_first(
     newest = await http.get("/api/queues/mail/jobs", params={"order": "newest", "limit": 3})
     assert [j["id"] for j in newest.json()["jobs"]] == ids[:-4:-1]
     # a job fetched from the queue is no longer listed
-    await client.redis.rpop(client.keys.queue("mail"))
+    await client.admin.shards[0].redis.rpop(client.admin.shards[0].keys.queue("mail"))
     data = (await http.get("/api/queues/mail/jobs", params={"limit": 2})).json()
     assert data["total"] == 29 and [j["id"] for j in data["jobs"]] == ids[1:3]
 
@@ -89,9 +89,11 @@ async def test_unknown_queues_and_bad_parameters_are_refused(
 async def test_a_page_deep_in_a_queue_of_100_000_reads_only_that_page(
     http: httpx.AsyncClient, client: Client, redis_sync: redis.Redis
 ) -> None:
-    keys = client.keys
+    keys = client.admin.shards[0].keys
     n = 100_000
-    await client.redis.eval(_FILL, 3, keys.job(""), keys.queue("big"), keys.names, "big", n)
+    await client.admin.shards[0].redis.eval(
+        _FILL, 3, keys.job(""), keys.queue("big"), keys.names, "big", n
+    )
     before = _calls(redis_sync)
     deep = await http.get("/api/queues/big/jobs", params={"offset": 99_990, "limit": 25})
     after = _calls(redis_sync)
@@ -121,7 +123,7 @@ async def test_the_queues_page_links_each_queue_to_its_jobs(
     http: httpx.AsyncClient, client: Client
 ) -> None:
     ids = [(await client.enqueue("mail", i)).id for i in range(3)]
-    await client.pause("mail")
+    await client.admin.pause("mail")
     listing = await http.get("/queues", headers=FORM)
     assert '<a href="/queues/mail">mail</a>' in listing.text
     page = await http.get("/queues/mail", headers=FORM)

@@ -28,16 +28,16 @@ async def many(client: Client) -> None:
 async def test_a_search_out_of_time_says_where_and_goes_on_from_there(
     client: Client, many: None
 ) -> None:
-    found = await client.search("scheduled", "needle", budget=0)
+    found = await client.admin.search("scheduled", "needle", budget=0)
     assert (found.total, found.start, found.size, found.complete) == (0, 0, 5001, False)
     assert 0 < found.searched < 5001  # a round trip's worth, then it stopped
     reads = 1
     while found.searched < found.size:
-        found = await client.search("scheduled", "needle", start=found.searched, budget=0)
+        found = await client.admin.search("scheduled", "needle", start=found.searched, budget=0)
         reads += 1
     assert reads > 1 and found.total == 1 and [j.id for j in found.jobs] == ["m05000"]
     assert not found.complete  # it read the end of the set only
-    whole = await client.search("scheduled", "needle")  # no budget: the whole set
+    whole = await client.admin.search("scheduled", "needle")  # no budget: the whole set
     assert (whole.total, whole.searched, whole.complete) == (1, 5001, True)
 
 
@@ -74,4 +74,4 @@ async def test_a_bulk_button_under_a_stopped_search_acts_on_what_it_read(
     assert (fields["q"], fields["from"], fields["to"]) == ("m0", "0", str(read))
     done = await http.post("/scheduled/delete-all", data=fields, headers=FORM)
     assert done.status_code == 303 and f"n={read}" in done.headers["location"]
-    assert (await client.page("scheduled")).total == 5001 - read  # the rest untouched
+    assert (await client.admin.page("scheduled")).total == 5001 - read  # the rest untouched

@@ -115,7 +115,7 @@ async def test_same_origin_and_api_posts_pass(http: httpx.AsyncClient, client: C
     response = await http.post("/queues/mail/resume", data={"next": "/queues"}, headers=same)
     assert response.status_code == 303
     assert response.headers["location"] == "/queues?done=resumed"
-    assert not (await client.queues())[0].paused
+    assert not (await client.admin.queues())[0].paused
 
 
 async def test_basic_auth(basic: httpx.AsyncClient, client: Client) -> None:
@@ -135,7 +135,7 @@ async def test_basic_auth(basic: httpx.AsyncClient, client: Client) -> None:
     ok = await basic.post("/api/queues/mail/pause", headers=_basic("ada", "s3cret:x"))
     assert ok.status_code == 200
     assert (await basic.post("/api/queues/mail/resume")).status_code == 401
-    assert (await client.queues())[0].paused
+    assert (await client.admin.queues())[0].paused
 
 
 async def test_token_bearer_and_login_cookie(

@@ -54,7 +54,7 @@ async def test_nothing_selected_changes_nothing(
 ) -> None:
     done = await http.post("/retry/retry-selected", data={"next": "/retry"}, headers=FORM)
     assert done.headers["location"] == "/retry?done=none-selected"
-    assert (await client.page("retry")).total == len(seeded.retry)
+    assert (await client.admin.page("retry")).total == len(seeded.retry)
     page = await http.get(done.headers["location"], headers=FORM)
     assert "No job selected" in page.text
     # a waiting job is never retried: there is no such button
@@ -66,7 +66,7 @@ async def test_nothing_selected_changes_nothing(
     too_many = {"id": [f"j{i}" for i in range(MAX_IDS + 1)]}
     refused = await http.post("/scheduled/delete-selected", data=too_many, headers=FORM)
     assert refused.status_code == 400
-    assert (await client.page("scheduled")).total == len(seeded.scheduled)
+    assert (await client.admin.page("scheduled")).total == len(seeded.scheduled)
     log = (await http.get("/api/audit")).json()["entries"]
     assert [(e["path"], e.get("ids")) for e in log] == [
         ("/waiting/delete-selected", [job.id]),

@@ -21,13 +21,13 @@ from rota.cli.common import (
 from rota.cli.operate import name_argument
 from rota.cli.output import age, echo_json, print_table, relative, when
 from rota.client import Client, JobSpec
+from rota.client.spec import delay_seconds, moment_seconds
+from rota.client.status import duration
 from rota.config import Settings
 from rota.errors import JobNotFound, PayloadTooLarge, RedisRefused, RedisUnavailable
 from rota.protocol import codec
 from rota.protocol.bounds import Bound
 from rota.protocol.keys import validate_namespace
-from rota.spec import delay_seconds, moment_seconds
-from rota.status import duration
 
 __all__ = ["enqueue", "status"]
 
@@ -65,7 +65,7 @@ def _run_at(delay: str | None, at: str | None) -> float | None:
     if delay and at:
         raise click.UsageError("give --in or --at, not both")
     try:
-        if delay:  # 0 to ten years, as a delay everywhere (rota.spec.delay_seconds)
+        if delay:  # 0 to ten years, as a delay everywhere (rota.client.spec.delay_seconds)
             return time.time() + delay_seconds("--in", parse_duration(delay, "--in"))
         return None if not at else moment_seconds("--at", at)
     except ValueError as exc:
@@ -193,7 +193,7 @@ async def _warn_if_unregistered(client: Client, name: str) -> None:
     the priorities (an enqueue-only ACL role), or whose Redis went away after the
     enqueue, gets no warning, and the job all the same."""
     try:
-        (info,) = await client.queues([name])
+        (info,) = await client.admin.queues([name])
     except (RedisRefused, RedisUnavailable):
         return
     if info.priority is None:
@@ -205,11 +205,11 @@ async def _warn_if_unregistered(client: Client, name: str) -> None:
 
 
 async def _status(client: Client, settings: Settings) -> dict[str, Any]:
-    queues = await client.queues()
-    pools = await client.pools()
-    running = await client.running([q.name for q in queues], pools)
+    queues = await client.admin.queues()
+    pools = await client.admin.pools()
+    running = await client.admin.running([q.name for q in queues], pools)
     busy = Counter(r.pool for r in running)
-    stats = await client.stats()
+    stats = await client.admin.stats()
     return {
         "namespace": settings.namespace,
         "queues": [msgspec.structs.asdict(q) for q in queues],

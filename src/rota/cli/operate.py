@@ -38,7 +38,7 @@ name_argument = click.argument("name", callback=_name)
 
 
 async def _warn_if_unknown(client: Client, name: str, doing: str) -> None:
-    if name not in await client.names():
+    if name not in await client.admin.names():
         click.echo(
             f"rota: warning: no pool or job has used the name {name!r} yet (a typo?); "
             f"{doing} anyway",
@@ -72,7 +72,7 @@ def _switch(verb: Literal["pause", "resume"], help: str) -> click.Command:
     @with_client
     async def switch(client: Client, settings: Settings, name: str) -> None:
         await _warn_if_unknown(client, name, f"{verb}d")
-        await (client.pause if verb == "pause" else client.resume)(name)
+        await (client.admin.pause if verb == "pause" else client.admin.resume)(name)
         click.echo(f"{verb}d {name}")
 
     return switch
@@ -95,10 +95,10 @@ queue.add_command(_switch("resume", "Let workers take jobs of NAME again."))
 @with_client
 async def clear(client: Client, settings: Settings, name: str, yes: bool) -> None:
     """Delete every queued job of NAME."""
-    (info,) = await client.queues([name])
+    (info,) = await client.admin.queues([name])
     if not yes:
         click.confirm(f"delete the {info.size} queued jobs of {name}?", abort=True)
-    click.echo(f"deleted {await client.clear_queue(name)} jobs")
+    click.echo(f"deleted {await client.admin.clear_queue(name)} jobs")
 
 
 @queue.command()
@@ -116,7 +116,7 @@ async def limit(
     if (count is None) == (not clear_):
         raise click.UsageError("give N or --clear")
     await _warn_if_unknown(client, name, "capped" if count else "cleared")
-    await client.set_limit(name, count)
+    await client.admin.set_limit(name, count)
     click.echo(f"{name}: at most {count} at once" if count else f"{name}: no limit")
 
 

@@ -13,8 +13,8 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from rota.client.status import duration
 from rota.protocol.job import malformed_time, utc_time
-from rota.status import duration
 
 __all__ = ["age", "echo_json", "local_time", "print_table", "relative", "when"]
 

@@ -38,7 +38,7 @@ async def rate(
     if clear == (rate is not None):
         raise ExitError("give a RATE such as 100/s, or --clear, not both")
     try:
-        await client.set_rate(name, None if clear else rate)
+        await client.admin.set_rate(name, None if clear else rate)
     except ValueError as exc:
         raise ExitError(str(exc)) from None
     click.echo(f"{name}: no rate limit" if clear else f"{name}: at most {rate} start")

@@ -103,7 +103,7 @@ def _chosen(ids: tuple[str, ...], all_: bool) -> list[str] | None:
 async def _present(client: Client, which: JobSet, ids: list[str] | None) -> list[str] | None:
     """The ids the set holds (None: all); those it does not hold are reported once the
     others are done (:func:`_report_missing`)."""
-    return None if ids is None else await client.in_set(which, ids)
+    return None if ids is None else await client.admin.in_set(which, ids)
 
 
 def _report_missing(which: JobSet, ids: list[str] | None, present: list[str] | None) -> None:
@@ -132,15 +132,15 @@ def _action(which: JobSet, verb: Literal["retry", "delete"], help: str) -> click
         present = await _present(client, which, chosen)
         if present != [] and not yes and (present is None or verb == "delete"):
             if present is None:
-                what = f"all {(await client.job_set_sizes())[which]}"
+                what = f"all {(await client.admin.job_set_sizes())[which]}"
             else:
                 what = str(len(present))
             click.confirm(f"{verb} {what} {which} jobs?", abort=True)
         if present != []:
             if verb == "retry":
-                click.echo(f"retried {await client.retry(which, present)} jobs")
+                click.echo(f"retried {await client.admin.retry(which, present)} jobs")
             else:
-                click.echo(f"deleted {await client.delete(which, present)} jobs")
+                click.echo(f"deleted {await client.admin.delete(which, present)} jobs")
         _report_missing(which, chosen, present)
 
     return act
@@ -149,7 +149,7 @@ def _action(which: JobSet, verb: Literal["retry", "delete"], help: str) -> click
 async def _list_found(
     client: Client, view: _View, text: str, offset: int, limit: int, as_json: bool
 ) -> None:
-    found = await client.search(view.which, text, offset, limit)
+    found = await client.admin.search(view.which, text, offset, limit)
     if as_json:
         jobs = [msgspec.structs.asdict(j) for j in found.jobs]
         echo_json(
@@ -201,7 +201,7 @@ def _make_group(view: _View) -> click.Group:
         if search:
             await _list_found(client, view, search, offset, limit, as_json)
             return
-        page = await client.page(which, offset=offset, count=limit)
+        page = await client.admin.page(which, offset=offset, count=limit)
         if as_json:
             jobs = [msgspec.structs.asdict(j) for j in page.jobs]
             echo_json({"total": page.total, "offset": page.offset, "jobs": jobs})

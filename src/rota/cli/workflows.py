@@ -11,10 +11,10 @@ import msgspec
 from rota.cli.common import ExitError, connection_options, page_options, with_client
 from rota.cli.output import echo_json, print_table, when
 from rota.client import Client
+from rota.client.workflow import Related
 from rota.config import Settings
 from rota.inspect import JobView, group_view
 from rota.protocol.job import JobRecord
-from rota.workflow import Related
 
 __all__ = ["group", "relations"]
 

@@ -104,7 +104,7 @@ async def remind(client: Client, url: str, every: float) -> None:
     while True:
         await anyio.sleep(every)
         try:
-            done = (await client.stats()).get("processed", 0)
+            done = (await client.admin.stats()).get("processed", 0)
         except Exception:  # a reminder never stops the demo
             done = -1
         log.info("demo running: open the web UI, Ctrl-C stops", web_ui=url, processed=done)

@@ -17,6 +17,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 import msgspec
 from msgspec import Meta
 
+from rota.client.workflow import (
+    MISSING,
+    RELATED_FIELDS,
+    GroupProgress,
+    Related,
+    pipelined,
+    read_related,
+)
 from rota.inspect.members import MEMBER_STATES, MemberState, members_in_state
 from rota.inspect.queues import QueuedJob, QueueView, queue_view, served_names
 from rota.inspect.servers import (
@@ -39,17 +47,9 @@ from rota.protocol.job import (
 )
 from rota.protocol.shards import shard_of
 from rota.redis.outage import guarded
-from rota.workflow import (
-    MISSING,
-    RELATED_FIELDS,
-    GroupProgress,
-    Related,
-    pipelined,
-    read_related,
-)
 
 if TYPE_CHECKING:
-    from rota.client import Client
+    from rota.client import Client, Shard
 
 __all__ = [
     "CHILDREN_LIMIT",
@@ -162,7 +162,7 @@ async def job_view(
     """A job, its log and its ties, reading at most ``children`` of its children (None:
     all). Two round trips (three for a member of a group with a callback); None when
     there is no such job."""
-    part = await client.part_holding(job_id)  # the client itself with one shard
+    part = await client.admin.shard_holding(job_id)
     k = part.keys
     pipe = part.redis.pipeline(transaction=False)
     pipe.hgetall(k.job(job_id))
@@ -189,7 +189,7 @@ async def job_view(
     order = {i: _enqueued(row) for i, row in zip(parents + shown, rows, strict=False)}
     callback = None
     if record.group and progress is not None and progress.then:
-        (callback,) = await client.related([progress.then])
+        (callback,) = await client.admin.related([progress.then])
     return JobView(
         record=record,
         logs=[reply_text(x) for x in raw_logs or ()],
@@ -206,9 +206,9 @@ async def _elsewhere(client: Client, found: list[Related]) -> list[Related]:
     them: a tie routed by a unique key, or with an id chosen by a producer, may live in
     another shard. Nothing more to read with one shard."""
     missing = [r.id for r in found if r.state == MISSING]
-    if len(client.parts) == 1 or not missing:
+    if len(client.admin.shards) == 1 or not missing:
         return found
-    again = {r.id: r for r in await client.related(missing)}
+    again = {r.id: r for r in await client.admin.related(missing)}
     return [again.get(r.id, r) for r in found]
 
 
@@ -230,9 +230,9 @@ async def group_view(
     its failed members when some failed, of all its members for a state); None when
     there is no such group (never enqueued, or expired 7 days after its last member
     finished)."""
-    client = group_part(client, group_id)  # a group and its members share a shard
-    k = client.keys
-    pipe = client.redis.pipeline(transaction=False)
+    shard = group_part(client, group_id)  # a group and its members share a shard
+    k = shard.keys
+    pipe = shard.redis.pipeline(transaction=False)
     pipe.hmget(k.group(group_id), *GroupProgress.FIELDS)
     pipe.lrange(k.group_members(group_id), offset, offset + limit - 1)
     raw, members = await pipe.execute(raise_on_error=False)
@@ -242,26 +242,26 @@ async def group_view(
     ids = [reply_text(m) for m in pipelined(members) or ()]
     matching = scanned = None
     if state is not None:
-        kept, matching, scanned = await members_in_state(client, group_id, state, offset, limit)
+        kept, matching, scanned = await members_in_state(shard, group_id, state, offset, limit)
         ids = [r.id for r in kept]
-    found = await client.related(ids + ([progress.then] if progress.then else []))
+    found = await shard.related(ids + ([progress.then] if progress.then else []))
     return GroupView(
         progress=progress,
         then=found[-1] if progress.then else None,
         offset=offset,
         limit=limit,
         members=found[: len(ids)],
-        failed_members=await _failed_members(client, group_id) if progress.failed else [],
+        failed_members=await _failed_members(shard, group_id) if progress.failed else [],
         state=state,
         matching=matching,
         scanned=scanned,
     )
 
 
-def group_part(client: Client, group_id: str) -> Client:
-    """The part of ``client`` (a client of one shard) that holds group ``group_id``, its
-    members and its callback: the shard its id names (see :mod:`rota.protocol.shards`)."""
-    return client.parts[shard_of(group_id, client.shard_count)]
+def group_part(client: Client, group_id: str) -> Shard:
+    """The shard of ``client`` that holds group ``group_id``, its members and its
+    callback: the shard its id names (see :mod:`rota.protocol.shards`)."""
+    return client.admin.shards[shard_of(group_id, len(client.admin.shards))]
 
 
 #: The most members read to find the dead or aborted ones of a group, and the most listed.
@@ -269,13 +269,13 @@ _FAILED_SCAN: Final = 20_000
 _FAILED_SHOWN: Final = 100
 
 
-async def _failed_members(client: Client, group_id: str) -> list[Related]:
+async def _failed_members(shard: Shard, group_id: str) -> list[Related]:
     """The members of a group that ended dead or aborted, wherever they are in its list
     (a page of members hid them past its end), read 500 at a time."""
     out: list[Related] = []
     for start in range(0, _FAILED_SCAN, 500):
-        chunk = await client.group_members(group_id, start, 500)
-        out += [r for r in await client.related(chunk) if r.state in ("dead", "aborted")]
+        chunk = await shard.group_members(group_id, start, 500)
+        out += [r for r in await shard.related(chunk) if r.state in ("dead", "aborted")]
         if len(chunk) < 500 or len(out) >= _FAILED_SHOWN:
             break
     return out[:_FAILED_SHOWN]

@@ -20,13 +20,15 @@ __all__ = ["switch", "turned_off"]
 
 async def turned_off(client: Client) -> dict[str, float]:
     """The periodic jobs turned off: name -> since when (seconds; 0: unknown)."""
-    raw = await client.redis.hgetall(client.keys.cron_off)
+    shard = client.admin.shards[0]
+    raw = await shard.redis.hgetall(shard.keys.cron_off)
     return {reply_text(k): field_seconds(v) or 0.0 for k, v in raw.items()}
 
 
 async def switch(client: Client, name: str, on: bool) -> None:
     """Turn the periodic job ``name`` on (again) or off, on every pool."""
+    shard = client.admin.shards[0]
     if on:
-        await client.redis.hdel(client.keys.cron_off, name)
+        await shard.redis.hdel(shard.keys.cron_off, name)
     else:
-        await client.redis.hset(client.keys.cron_off, name, now_ms())
+        await shard.redis.hset(shard.keys.cron_off, name, now_ms())

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
+from rota.client.rules import gather
+from rota.client.status import Bucket, History
 from rota.protocol.job import field_int, reply_text
-from rota.shard_rules import gather
-from rota.status import Bucket, History
 
 if TYPE_CHECKING:
-    from rota.client import Client
+    from rota.client import Client, Shard
 
 __all__ = [
     "MINUTES",
@@ -47,16 +47,16 @@ def _minutes(at: float | None, count: int) -> list[datetime]:
 async def _fields(client: Client, buckets: list[str], fields: Sequence[str]) -> list[list[int]]:
     """``fields`` of each stats bucket (``YYYYmmddHHMM`` or ``YYYYmmdd``), one HMGET
     each, added up over every shard (each counts the jobs it ran)."""
-    if len(client.parts) == 1:
-        return await _shard_fields(client, buckets, fields)
+    if len(client.admin.shards) == 1:
+        return await _shard_fields(client.admin.shards[0], buckets, fields)
     each = await gather(
-        [functools.partial(_shard_fields, part, buckets, fields) for part in client.parts]
+        [functools.partial(_shard_fields, part, buckets, fields) for part in client.admin.shards]
     )
     return [[sum(vs) for vs in zip(*rows, strict=True)] for rows in zip(*each, strict=True)]
 
 
 async def _shard_fields(
-    client: Client, buckets: list[str], fields: Sequence[str]
+    client: Shard, buckets: list[str], fields: Sequence[str]
 ) -> list[list[int]]:
     """:func:`_fields` of one shard."""
     pipe = client.redis.pipeline(transaction=False)
@@ -116,7 +116,7 @@ async def leased_names(client: Client) -> list[str]:
     leases a job adds its name): the only running sets worth reading. Over every
     shard."""
     each = await gather(
-        [functools.partial(part.redis.smembers, part.keys.leased) for part in client.parts]
+        [functools.partial(part.redis.smembers, part.keys.leased) for part in client.admin.shards]
     )
     return sorted({reply_text(n) for names in each for n in names})
 
@@ -124,12 +124,14 @@ async def leased_names(client: Client) -> list[str]:
 async def queue_totals(client: Client) -> tuple[int, int]:
     """Jobs queued, over every job name (one figure per name), and jobs running, over
     the names that may hold leases: added up over every shard."""
-    names = await client.names()
-    each = await gather([functools.partial(_shard_totals, part, names) for part in client.parts])
+    names = await client.admin.names()
+    each = await gather(
+        [functools.partial(_shard_totals, part, names) for part in client.admin.shards]
+    )
     return sum(q for q, _ in each), sum(r for _, r in each)
 
 
-async def _shard_totals(client: Client, names: list[str]) -> tuple[int, int]:
+async def _shard_totals(client: Shard, names: list[str]) -> tuple[int, int]:
     """:func:`queue_totals` of one shard, over the names its own running sets lease."""
     leased = [reply_text(n) for n in await client.redis.smembers(client.keys.leased)]
     pipe = client.redis.pipeline(transaction=False)

@@ -6,15 +6,15 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+from rota.client.rules import gather
+from rota.client.workflow import Related, pipelined, read_related
 from rota.inspect import FLOW_LIMIT, MISSING, Edge, FlowView, group_part, unserved
 from rota.protocol.job import field_text, reply_text
 from rota.protocol.shards import shard_of
 from rota.redis.outage import guarded
-from rota.shard_rules import gather
-from rota.workflow import Related, pipelined, read_related
 
 if TYPE_CHECKING:
-    from rota.client import Client
+    from rota.client import Client, Shard
 
 __all__ = ["flow_view"]
 
@@ -84,10 +84,10 @@ async def _rows(client: Client, ids: list[str]) -> list[Any]:
     """Each job's fields and children, two rows a job: over several shards, read in the
     shard each id names (a pipeline each, at once), then in the shard that holds those
     not found there (an id a producer chose)."""
-    if len(client.parts) == 1:
-        return await _shard_rows(client, ids)
-    k = client.shard_count
-    home = {i: client.parts[shard_of(i, k)] for i in ids}
+    if len(client.admin.shards) == 1:
+        return await _shard_rows(client.admin.shards[0], ids)
+    k = len(client.admin.shards)
+    home = {i: client.admin.shards[shard_of(i, k)] for i in ids}
     got: dict[str, tuple[Any, Any]] = {}
     parts = list(dict.fromkeys(home.values()))
     each = await gather(
@@ -98,14 +98,14 @@ async def _rows(client: Client, ids: list[str]) -> list[Any]:
         got.update({i: (rows[2 * n], rows[2 * n + 1]) for n, i in enumerate(mine)})
     for i in ids:
         if read_related(i, got[i][0]).state == MISSING:
-            part = await client.part_holding(i)
+            part = await client.admin.shard_holding(i)
             if part is not home[i]:
                 row, kids = await _shard_rows(part, [i])
                 got[i] = (row, kids)
     return [row for i in ids for row in got[i]]
 
 
-async def _shard_rows(client: Client, ids: list[str]) -> list[Any]:
+async def _shard_rows(client: Shard, ids: list[str]) -> list[Any]:
     """:func:`_rows` of one shard."""
     k = client.keys
     pipe = client.redis.pipeline(transaction=False)
@@ -147,7 +147,7 @@ async def _groups(
 
 
 async def _shard_groups(
-    client: Client, wanted_then: list[str], wanted_members: list[str], limit: int
+    client: Shard, wanted_then: list[str], wanted_members: list[str], limit: int
 ) -> tuple[dict[str, str | None], dict[str, list[str]]]:
     """The callbacks and members of groups of one shard, in one round trip."""
     k = client.keys

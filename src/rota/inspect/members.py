@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final, Literal
 
+from rota.client.workflow import RELATED_FIELDS, Related, read_related
 from rota.protocol.job import reply_text
-from rota.workflow import RELATED_FIELDS, Related, read_related
 
 if TYPE_CHECKING:
-    from rota.client import Client
+    from rota.client import Shard
 
 __all__ = ["MEMBER_SCAN", "MEMBER_STATES", "MemberState", "member_state", "members_in_state"]
 
@@ -28,7 +28,7 @@ _CHUNK: Final = 2_000
 
 
 async def members_in_state(
-    client: Client, group_id: str, state: MemberState, offset: int, limit: int
+    client: Shard, group_id: str, state: MemberState, offset: int, limit: int
 ) -> tuple[list[Related], int, int]:
     """A page of the members of a group in ``state``, in the order they were enqueued;
     how many there are; how many members were read (all of them, or

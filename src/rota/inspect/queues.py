@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Annotated, Final, Literal
 import msgspec
 from msgspec import Meta
 
+from rota.client.rules import gather
+from rota.client.workflow import MISSING
 from rota.protocol.job import field_seconds, field_text, reply_text, state_text
 from rota.redis.outage import guarded
-from rota.shard_rules import gather
-from rota.workflow import MISSING
 
 if TYPE_CHECKING:
-    from rota.client import Client
+    from rota.client import Client, Shard
 
 __all__ = ["EXACT_DEPTH", "QueueView", "QueuedJob", "queue_view", "served_names"]
 
@@ -54,7 +54,7 @@ class QueueView(msgspec.Struct, kw_only=True):
 
 async def served_names(client: Client) -> set[str]:
     """The job names some live pool serves (its jobs wait for one while none does)."""
-    return {name for pool in await client.pools() for name in pool.jobs}
+    return {name for pool in await client.admin.pools() for name in pool.jobs}
 
 
 @guarded
@@ -74,15 +74,15 @@ async def queue_view(
     over the shards (the page is where the offset points, give or take a few jobs, for
     the reads of ``K`` pages)."""
     served = name in await served_names(client)
-    if len(client.parts) == 1:
-        return await _shard_queue(client, name, offset, limit, newest, served)
-    k = len(client.parts)
+    if len(client.admin.shards) == 1:
+        return await _shard_queue(client.admin.shards[0], name, offset, limit, newest, served)
+    k = len(client.admin.shards)
     exact = offset + limit <= EXACT_DEPTH
     start, count = (0, offset + limit) if exact else (offset // k, limit)
     each = await gather(
         [
             functools.partial(_shard_queue, part, name, start, count, newest, served)
-            for part in client.parts
+            for part in client.admin.shards
         ]
     )
     # One order over the shards, the same from either end: by enqueue time, then shard,
@@ -106,7 +106,7 @@ async def queue_view(
 
 
 async def _shard_queue(
-    client: Client, name: str, offset: int, limit: int, newest: bool, served: bool
+    client: Shard, name: str, offset: int, limit: int, newest: bool, served: bool
 ) -> QueueView:
     """:func:`queue_view` of one shard."""
     k = client.keys

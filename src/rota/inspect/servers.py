@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 import msgspec
 from msgspec import Meta
 
+from rota.client.rules import gather
 from rota.errors import RedisRefused, RedisUnavailable, redis_cause
 from rota.redis.outage import REDIS_ERRORS, Condition, guarded, out_of_memory, rota_error
 from rota.redis.topology import server_of
-from rota.shard_rules import gather
 from rota.wire.redispy import ReplyError, key_slot
 
 if TYPE_CHECKING:
-    from rota.client import Client
+    from rota.client import Client, Shard
 
 __all__ = [
     "INFO_FIELDS",
@@ -106,20 +106,20 @@ async def shard_views(client: Client) -> list[ShardView]:
     queued and running (over every job name) and in each set. One shard is the
     namespace's whole. The shards are read at once; one whose server cannot be reached
     now (or refuses for a while) is shown away, with why, beside the others."""
-    named = await gather([functools.partial(_names_or_away, part) for part in client.parts])
+    named = await gather([functools.partial(_names_or_away, part) for part in client.admin.shards])
     names = sorted({n for found in named if isinstance(found, list) for n in found})
     return await gather(
         [
             functools.partial(_shard_view, part, names, found if isinstance(found, str) else "")
-            for part, found in zip(client.parts, named, strict=True)
+            for part, found in zip(client.admin.shards, named, strict=True)
         ]
     )
 
 
-async def _names_or_away(part: Client) -> list[str] | str:
+async def _names_or_away(part: Shard) -> list[str] | str:
     """The job names ``part``'s shard knows, or why its server cannot say now."""
     try:
-        return await part.alone.names()
+        return await part.names()
     except REDIS_ERRORS as exc:
         why = away_cause(exc)
         if why is None:
@@ -127,7 +127,7 @@ async def _names_or_away(part: Client) -> list[str] | str:
         return why
 
 
-async def _shard_view(part: Client, names: list[str], away: str) -> ShardView:
+async def _shard_view(part: Shard, names: list[str], away: str) -> ShardView:
     """One shard's view: its sets' sizes, and its queued and running jobs counted with
     two commands a name (not the seven and more of its queues' whole figures: 5,000
     names were 40,000 commands a view); a shard whose server cannot be read now is
@@ -136,9 +136,8 @@ async def _shard_view(part: Client, names: list[str], away: str) -> ShardView:
     counts: list[tuple[int, int]] = []
     if not away:
         try:
-            one = part.alone  # its own figures, not the namespace's
-            sizes = await one.job_set_sizes()
-            counts = list((await one.backlog(names)).values())
+            sizes = await part.job_set_sizes()  # its own figures, not the namespace's
+            counts = list((await part.backlog(names)).values())
         except REDIS_ERRORS as exc:
             away = away_cause(exc) or ""
             if not away:
@@ -174,14 +173,14 @@ async def shards_away(client: Client) -> dict[int, str]:
     (all asked at once), each with why (see :func:`away_cause`): what a command that
     needs every shard names when it cannot be served."""
 
-    async def probe(part: Client) -> str | None:
+    async def probe(part: Shard) -> str | None:
         try:
             await part.redis.ping()
         except REDIS_ERRORS as exc:
             return away_cause(exc)  # None: it answered, with a refusal of its own
         return None
 
-    found = await gather([functools.partial(probe, part) for part in client.parts])
+    found = await gather([functools.partial(probe, part) for part in client.admin.shards])
     return {i: why for i, why in enumerate(found) if why is not None}
 
 
@@ -189,10 +188,10 @@ def away_line(client: Client, away: dict[int, str]) -> str:
     """One line naming the shards away (of :func:`shards_away`) and why."""
     which = ", ".join(map(str, away))
     first = next(iter(away.values()))
-    left = len(client.parts) - len(away)
+    left = len(client.admin.shards) - len(away)
     return (
         f"shard{'s' if len(away) > 1 else ''} {which} of namespace {client.namespace!r}"
-        f" cannot be read now ({first}); the other {left} of {len(client.parts)} answer:"
+        f" cannot be read now ({first}); the other {left} of {len(client.admin.shards)} answer:"
         " try again when it is back"
     )
 
@@ -201,7 +200,7 @@ async def backlog(client: Client, names: list[str]) -> dict[str, tuple[int, int]
     """Queued and running jobs of each name over every shard (the shards read at once,
     two commands a name each): what ``/metrics`` ranks the names by."""
     out = dict.fromkeys(names, (0, 0))
-    for counts in await gather([functools.partial(p.alone.backlog, names) for p in client.parts]):
+    for counts in await gather([functools.partial(p.backlog, names) for p in client.admin.shards]):
         for name, (queued, running) in counts.items():
             out[name] = (out[name][0] + queued, out[name][1] + running)
     return out
@@ -215,20 +214,20 @@ async def ping(client: Client) -> float:
     return max(await gather([functools.partial(_ping, p) for p in _servers(client)]))
 
 
-async def _ping(client: Client) -> float:
+async def _ping(client: Shard) -> float:
     started = time.perf_counter()
     await client.redis.ping()
     return time.perf_counter() - started
 
 
-def _servers(client: Client) -> list[Client]:
-    """One part of ``client`` per server its shards are on (the client itself with one
-    shard): in a cluster the shards spread over the nodes, on one server they share it.
-    A part whose server is not located yet ("?") counts as a server of its own."""
-    if len(client.parts) == 1:
-        return [client]
-    first: dict[object, Client] = {}
-    for part in client.parts:
+def _servers(client: Client) -> list[Shard]:
+    """One shard of ``client`` per server its shards are on: in a cluster the shards
+    spread over the nodes, on one server they share it. A shard whose server is not
+    located yet ("?") counts as a server of its own."""
+    if len(client.admin.shards) == 1:
+        return [client.admin.shards[0]]
+    first: dict[object, Shard] = {}
+    for part in client.admin.shards:
         where = server_of(part.redis)
         first.setdefault(where if where != "?" else id(part), part)
     return list(first.values())
@@ -239,7 +238,7 @@ async def server_info(client: Client) -> ServerInfo:
     """Server figures from INFO and the round trip of one PING, measured here: of the
     server of the namespace's first shard (see :func:`shard_views` for every shard's)."""
     ping_ms = await ping(client) * 1000
-    info = await client.redis.info()
+    info = await client.admin.shards[0].redis.info()
     fields: dict[str, Any] = {k: info[k] for k in INFO_FIELDS if k in info}
     for k in ("redis_version", "valkey_version", "used_memory_human", "maxmemory_policy", "os"):
         if k in fields:
@@ -266,7 +265,7 @@ async def redis_figures(client: Client) -> RedisFigures | None:
     )
 
 
-async def _figures(client: Client) -> RedisFigures | None:
+async def _figures(client: Shard) -> RedisFigures | None:
     """:func:`redis_figures` of one server."""
     pipe = client.redis.pipeline(transaction=False)
     pipe.info("memory")

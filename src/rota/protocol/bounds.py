@@ -103,7 +103,7 @@ HANDLER: Final[dict[str, Bound]] = {
     "keep_result": Bound(0, TEN_YEARS),
 }
 
-#: A job's options at enqueue (rota.spec.JobSpec; the HTTP API's fields alike).
+#: A job's options at enqueue (rota.client.spec.JobSpec; the HTTP API's fields alike).
 JOB: Final[dict[str, Bound]] = {
     "delay": Bound(0, MAX_DELAY),
     "timeout": HANDLER["timeout"],

@@ -126,7 +126,7 @@ EXTRA_FIELDS: Final = ("max_fails", "timeout", "deps", "traceparent", "tracestat
 # The readers of a hash's fields (bytes as redis-py returns them, or text), lenient as
 # every reader of records is: a field that is not a number reads as absent (0 or None).
 
-#: The latest time a record may name: 9999-12-31T23:59:59Z in ms (``rota.spec.MAX_EPOCH``;
+#: The latest time a record may name: 9999-12-31T23:59:59Z in ms (``rota.client.spec.MAX_EPOCH``;
 #: ``MAX_MS`` of ``lua/_base.lua``). A due time past it is no time rota waits for.
 MAX_MS: Final = 253_402_300_799_000
 

@@ -72,15 +72,15 @@ async def pool_client(
 async def _forget(client: Client) -> None:
     """Delete every key of the test's namespace from a Redis that is not ours (a scan:
     this runs once, after a test)."""
-    pattern = client.keys.prefix + "*"  # a namespace has no glob characters
+    pattern = client.admin.shards[0].keys.prefix + "*"  # a namespace has no glob characters
     batch: list[bytes] = []
-    async for key in client.redis.scan_iter(match=pattern, count=1000):
+    async for key in client.admin.shards[0].redis.scan_iter(match=pattern, count=1000):
         batch.append(key)
         if len(batch) >= 1000:
-            await client.redis.unlink(*batch)
+            await client.admin.shards[0].redis.unlink(*batch)
             batch.clear()
     if batch:
-        await client.redis.unlink(*batch)
+        await client.admin.shards[0].redis.unlink(*batch)
 
 
 async def run_job(

@@ -82,9 +82,9 @@ class AuditLog:
         """Add an entry (its time is added here)."""
         client = self._client
         text = msgspec.json.encode({"at": int(time.time() * 1000), **entry})
-        key = client.keys.web_audit
+        key = client.admin.shards[0].keys.web_audit
         try:
-            pipe = client.redis.pipeline(transaction=False)
+            pipe = client.admin.shards[0].redis.pipeline(transaction=False)
             pipe.lpush(key, text)
             pipe.ltrim(key, 0, KEEP - 1)
             await pipe.execute()
@@ -94,9 +94,9 @@ class AuditLog:
     async def recent(self, offset: int = 0, count: int = 100) -> tuple[int, list[dict[str, Any]]]:
         """How many entries there are, and a page of them, newest first."""
         client = self._client
-        pipe = client.redis.pipeline(transaction=False)
-        pipe.llen(client.keys.web_audit)
-        pipe.lrange(client.keys.web_audit, offset, offset + count - 1)
+        pipe = client.admin.shards[0].redis.pipeline(transaction=False)
+        pipe.llen(client.admin.shards[0].keys.web_audit)
+        pipe.lrange(client.admin.shards[0].keys.web_audit, offset, offset + count - 1)
         total, raw = await pipe.execute()
         entries = []
         for item in raw:

@@ -14,9 +14,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from rota.client import Client
+from rota.client.status import duration
 from rota.config import Settings
 from rota.protocol.job import malformed_time, ms_time, validate_name
-from rota.status import duration
 from rota.version import __version__
 from rota.web.audit import AuditLog
 from rota.web.middleware.auth import Auth
@@ -114,7 +114,7 @@ async def known_queue(request: Request) -> str:
         validate_name(name)
     except ValueError:
         raise ApiError(404, f"no queue {name!r}") from None
-    if name not in await client_of(request).names():
+    if name not in await client_of(request).admin.names():
         raise ApiError(404, f"no queue {name!r}")
     return name
 

@@ -9,9 +9,9 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from rota.client.status import CronEntry
 from rota.inspect import cron as switches
 from rota.protocol.job import validate_name
-from rota.status import CronEntry
 from rota.web.base import ApiError, client_of, with_notice
 from rota.web.declare import Ms, Routes, is_api, ms, said
 
@@ -55,7 +55,7 @@ async def cron(request: Request) -> Cron:
     # fires any more is listed too (it can be turned on again).
     client = client_of(request)
     seen: dict[str, list[tuple[CronEntry, str]]] = {}
-    for pool in await client.pools():
+    for pool in await client.admin.pools():
         for c in () if pool.stale else pool.periodic:
             seen.setdefault(c.name, []).append((c, pool.id))
     off = {name: ms(since) or None for name, since in (await switches.turned_off(client)).items()}

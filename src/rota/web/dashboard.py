@@ -10,10 +10,10 @@ import msgspec
 from starlette.requests import Request
 
 from rota import inspect
+from rota.client.status import LivePool, RunningJob
 from rota.inspect import ServerInfo
 from rota.inspect.figures import MINUTES, leased_names, queue_totals, totals_history
 from rota.protocol.snapshot import PoolIdentity
-from rota.status import LivePool, RunningJob
 from rota.web.base import client_of, state_of
 from rota.web.charts import bar_chart
 from rota.web.declare import Ms, Number, Routes, mirror, said
@@ -96,11 +96,11 @@ async def _charts(request: Request, data: Any) -> dict[str, Any]:
 async def dashboard(request: Request) -> Dashboard:
     """Totals, sizes, and processed/failed per minute and per day."""
     client = client_of(request)
-    stats = await client.stats()
+    stats = await client.admin.stats()
     history = await totals_history(client, _MINUTES.read(request), _DAYS.read(request))
     queued, running = await queue_totals(client)
-    sizes = {"queued": queued, "running": running, **await client.job_set_sizes()}
-    sizes.update(pools=len(await client.pools()), busy=running)
+    sizes = {"queued": queued, "running": running, **await client.admin.job_set_sizes()}
+    sizes.update(pools=len(await client.admin.pools()), busy=running)
     totals = {k: stats.get(k, 0) for k in ("processed", "failed", "dead", "lost", "aborted")}
     minutes, days = ([_bucket(x) for x in seen] for seen in (history.minutes, history.days))
     return Dashboard(client.namespace, totals, sizes, minutes, days)
@@ -117,8 +117,8 @@ def _bucket(x: Any) -> Bucket:
 async def pools(request: Request) -> Pools:
     """Live pools and their heartbeats."""
     client = client_of(request)
-    live = await client.pools()
-    busy = Counter(r.pool for r in await client.running(await leased_names(client), live))
+    live = await client.admin.pools()
+    busy = Counter(r.pool for r in await client.admin.running(await leased_names(client), live))
     out = [mirror(Pool, p, busy=busy[p.id], periodic=[c.name for c in p.periodic]) for p in live]
     return Pools(out, state_of(request).settings.heartbeat_interval)
 
@@ -129,7 +129,9 @@ async def busy(request: Request) -> Busy:
     """Jobs running now, from the running sets."""
     # exact at the read; only the last checkin message comes from the pools' snapshots
     client = client_of(request)
-    return Busy([mirror(BusyWorker, r) for r in await client.running(await leased_names(client))])
+    return Busy(
+        [mirror(BusyWorker, r) for r in await client.admin.running(await leased_names(client))]
+    )
 
 
 @routes.page("/redis", "redis.html")

@@ -10,6 +10,7 @@ import msgspec
 from starlette.requests import Request
 
 from rota import inspect
+from rota.client.workflow import Related
 from rota.inspect import FINAL_STATES, MISSING, FlowView
 from rota.inspect.flows import flow_view
 from rota.inspect.members import MEMBER_STATES, MemberState, member_state
@@ -17,7 +18,6 @@ from rota.web.base import ApiError, client_of
 from rota.web.declare import REFRESH, Number, Routes, found, is_api, mirror, pages, query, said
 from rota.web.graph import STATES, layout
 from rota.web.jobs import GroupProgress
-from rota.workflow import Related
 
 __all__ = ["Flow", "Group", "group_state", "routes"]
 

@@ -12,17 +12,17 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from rota import inspect, spec
-from rota.client import JobSpec
+from rota import inspect
+from rota.client import JobSpec, spec
+from rota.client.spec import Enqueued, epoch_seconds, moment_seconds
+from rota.client.workflow import GroupProgress as Progress
+from rota.client.workflow import Related
 from rota.errors import JobNotFound, PayloadTooLarge
 from rota.protocol import bounds
 from rota.protocol.job import NAME_RE
-from rota.spec import Enqueued, epoch_seconds, moment_seconds
 from rota.web.base import ApiError, JSONResponse, client_of, with_notice
 from rota.web.declare import REFRESH, Ms, Routes, doc, found, is_api, json_answer, mirror, said
 from rota.web.sets import JOB_SETS, MAX_IDS, RETRYABLE, JobTimes
-from rota.workflow import GroupProgress as Progress
-from rota.workflow import Related
 
 __all__ = ["PRETTY_LIMIT", "EnqueueRequest", "GroupProgress", "JobDetail", "routes"]
 
@@ -31,7 +31,7 @@ NAME_PATTERN: Final = NAME_RE.pattern
 # The ranges of the job's options (rota.protocol.bounds): the client's, the CLI's and the
 # API's are one table.
 MAX_DELAY: Final = bounds.MAX_DELAY
-MAX_EPOCH: Final = spec.MAX_EPOCH  # 9999-12-31T23:59:59Z: one rule (rota.spec.epoch_seconds)
+MAX_EPOCH: Final = spec.MAX_EPOCH  # 9999-12-31T23:59:59Z: one rule (rota.client.spec.epoch_seconds)
 MAX_FAILS: Final = int(bounds.JOB["max_fails"].hi)
 MIN_TIMEOUT: Final = bounds.JOB["timeout"].lo
 MAX_UNIQUE: Final = 1024
@@ -206,7 +206,7 @@ def _stored(field: Literal["args", "result"]) -> None:
 
     async def read(request: Request) -> Response:
         job_id = request.path_params["job_id"]
-        text = found(request, await client_of(request).stored(job_id, field), "job", job_id)
+        text = found(request, await client_of(request).admin.stored(job_id, field), "job", job_id)
         return Response(text or b"null", media_type="application/json")
 
     summary = f"A job's {field} as stored (JSON text)."

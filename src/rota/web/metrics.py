@@ -32,8 +32,8 @@ from starlette.responses import Response
 
 from rota import inspect
 from rota.client import Client, QueueInfo
+from rota.client.status import LivePool
 from rota.inspect import RedisFigures
-from rota.operations import LivePool
 from rota.redis.outage import Condition
 from rota.web.base import client_of
 
@@ -76,13 +76,13 @@ async def read(client: Client, detailed: int | None = NAMES) -> Reading:
     started = time.perf_counter()
     roundtrip = await inspect.ping(client)
     figures = await inspect.redis_figures(client)
-    names = await client.names()
+    names = await client.admin.names()
     counts = await inspect.backlog(client, names)
     ranked = sorted(names, key=lambda n: (-sum(counts[n]), n))
-    queues = await client.queues(ranked if detailed is None else ranked[:detailed])
-    stats = await client.stats()
-    pools = await client.pools()
-    sets = await client.job_set_sizes()
+    queues = await client.admin.queues(ranked if detailed is None else ranked[:detailed])
+    stats = await client.admin.stats()
+    pools = await client.admin.pools()
+    sets = await client.admin.job_set_sizes()
     return Reading(
         client.namespace,
         queues,

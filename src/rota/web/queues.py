@@ -14,10 +14,10 @@ from starlette.responses import RedirectResponse, Response
 
 from rota import inspect
 from rota.client import Client
+from rota.client.status import QueueInfo
 from rota.inspect import served_names
 from rota.inspect.figures import MINUTES, done_last_minutes, name_minutes
 from rota.protocol import bounds
-from rota.status import QueueInfo
 from rota.web.base import ApiError, client_of, known_queue, local_path, render, with_notice
 from rota.web.charts import bar_chart, duration_chart
 from rota.web.declare import (
@@ -136,7 +136,7 @@ async def queues(request: Request) -> Queues:
     client, offset, limit = client_of(request), _OFFSET.read(request), _LIMIT.read(request)
     now = time.time()
     weight = 1 - (now % 60) / 60  # the share of the previous minute inside the last 60 s
-    total, page = await client.queue_page(offset, limit)
+    total, page = await client.admin.queue_page(offset, limit)
     previous, current = await done_last_minutes(client, [q.name for q in page], now)
     served = await served_names(client)
     out = [
@@ -219,7 +219,7 @@ async def _back(request: Request, done: str, n: int | None = None) -> Response:
 async def pause(request: Request) -> QueueState | Response:
     """Pause a queue."""
     name = await known_queue(request)
-    await client_of(request).pause(name)
+    await client_of(request).admin.pause(name)
     return QueueState(name, paused=True) if is_api(request) else await _back(request, "paused")
 
 
@@ -228,7 +228,7 @@ async def pause(request: Request) -> QueueState | Response:
 async def resume(request: Request) -> QueueState | Response:
     """Resume a queue."""
     name = await known_queue(request)
-    await client_of(request).resume(name)
+    await client_of(request).admin.resume(name)
     return QueueState(name, paused=False) if is_api(request) else await _back(request, "resumed")
 
 
@@ -237,7 +237,7 @@ async def resume(request: Request) -> QueueState | Response:
 async def clear(request: Request) -> Cleared | Response:
     """Clear a queue."""
     name = await known_queue(request)
-    n = await client_of(request).clear_queue(name)
+    n = await client_of(request).admin.clear_queue(name)
     return Cleared(name, n) if is_api(request) else await _back(request, "cleared", n)
 
 
@@ -251,10 +251,10 @@ async def set_rate(request: Request, body: RateRequest) -> QueueRate:
     """Set or remove the rate limit of a queue (across all pools)."""
     name = await known_queue(request)
     try:
-        await client_of(request).set_rate(name, body.rate)
+        await client_of(request).admin.set_rate(name, body.rate)
     except ValueError as exc:
         raise ApiError(422, str(exc)) from None
-    (info,) = await client_of(request).queues([name])
+    (info,) = await client_of(request).admin.queues([name])
     return QueueRate(name, info.rate)
 
 
@@ -266,7 +266,7 @@ async def set_limit(request: Request, body: LimitRequest) -> QueueLimit:
     name = await known_queue(request)
     if body.limit is not None and not 1 <= body.limit <= MAX_LIMIT:
         raise ApiError(422, f"limit: give 1 to {MAX_LIMIT} jobs at once, or null for no limit")
-    await client_of(request).set_limit(name, body.limit)
+    await client_of(request).admin.set_limit(name, body.limit)
     return QueueLimit(name, body.limit)
 
 
@@ -280,13 +280,13 @@ async def set_form(request: Request) -> Response:
     text = value.strip() if isinstance(value, str) else ""
     try:
         if what == "rate":
-            await client_of(request).set_rate(name, text or None)
+            await client_of(request).admin.set_rate(name, text or None)
         elif text and (not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT):
             raise ValueError(
                 f"the limit must be a whole number from 1 to {MAX_LIMIT}, not {text!r}"
             )
         else:
-            await client_of(request).set_limit(name, int(text) if text else None)
+            await client_of(request).admin.set_limit(name, int(text) if text else None)
     except ValueError as exc:
         return await queues_page(request, error=f"{name}: {exc}")
     return await _back(request, f"{what}-set" if text else f"{what}-removed")

@@ -97,7 +97,9 @@ class Sessions:
             return True
         client = self._client
         try:
-            ended = await client.redis.zscore(client.keys.web_sessions_ended, read[0])
+            ended = await client.admin.shards[0].redis.zscore(
+                client.admin.shards[0].keys.web_sessions_ended, read[0]
+            )
         except REDIS_ERRORS:
             return True  # see the module's docstring
         return ended is None
@@ -111,16 +113,18 @@ class Sessions:
             return
         sid, expires = read
         client = self._client
-        key = client.keys.web_sessions_ended
+        key = client.admin.shards[0].keys.web_sessions_ended
         now_ms = int(time.time() * 1000)
         try:
-            pipe = client.redis.pipeline(transaction=False)
+            pipe = client.admin.shards[0].redis.pipeline(transaction=False)
             pipe.zadd(key, {sid: expires * 1000})
             pipe.zremrangebyscore(key, "-inf", now_ms)  # sessions past their end anyway
             pipe.zrange(key, -1, -1, withscores=True)  # the latest end
             latest = (await pipe.execute())[-1]
             last_ms = int(latest[0][1]) if latest else expires * 1000
-            await client.redis.pexpire(key, max(last_ms, expires * 1000) - now_ms + 60_000)
+            await client.admin.shards[0].redis.pexpire(
+                key, max(last_ms, expires * 1000) - now_ms + 60_000
+            )
         except REDIS_ERRORS as exc:
             log.warning("logout: the session could not be ended in Redis", error=str(exc))
 

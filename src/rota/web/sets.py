@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from rota.operations import SEARCH_LIMIT
+from rota.client.shard_ops import SEARCH_LIMIT
 from rota.protocol.job import JobRecord, JobSet
 from rota.web.base import ApiError, JSONResponse, client_of, local_path, with_notice
 from rota.web.declare import REF, STR, Ms, Number, Routes, doc, is_api, mirror, pages, query, said
@@ -125,9 +125,9 @@ async def _act(request: Request, which: JobSet, action: str, ids: list[str] | No
     if ids == []:
         n = 0
     elif action == "retry":
-        n = await client.retry(which, ids)
+        n = await client.admin.retry(which, ids)
     else:
-        n = await client.delete(which, ids)
+        n = await client.admin.delete(which, ids)
     request.state.audit_count = n
     if is_api(request):
         return JSONResponse(Retried(n) if action == "retry" else Deleted(n))
@@ -166,10 +166,10 @@ def _declare(which: JobSet) -> None:
             raise ApiError(400, f"q: at most {MAX_SEARCH} characters")
         q, searched, size = q[:MAX_SEARCH], None, None
         if not q.strip():
-            page = await client_of(request).page(which, offset, limit)
+            page = await client_of(request).admin.page(which, offset, limit)
             total, jobs, start = page.total, page.jobs, 0
         else:
-            found = await client_of(request).search(
+            found = await client_of(request).admin.search(
                 which, q, offset, limit, start=start, budget=SEARCH_BUDGET
             )
             total, jobs, searched, size = found.total, found.jobs, found.searched, found.size
@@ -189,13 +189,15 @@ def _declare(which: JobSet) -> None:
     @routes.form(f"/{which}/{{job_id}}/{{action}}")
     async def one(request: Request) -> Response:
         job_id, action = request.path_params["job_id"], request.path_params["action"]
-        if action not in actions or [job_id] != await client_of(request).in_set(which, [job_id]):
+        if action not in actions or [job_id] != await client_of(request).admin.in_set(
+            which, [job_id]
+        ):
             raise HTTPException(404, f"no job {job_id} among the {which} jobs")
         client = client_of(request)
         if action == "retry":
-            n = await client.retry(which, [job_id])
+            n = await client.admin.retry(which, [job_id])
         else:
-            n = await client.delete(which, [job_id])
+            n = await client.admin.delete(which, [job_id])
         return await _back(request, which, "retried" if action == "retry" else "deleted", n)
 
     for action in actions:
@@ -226,7 +228,7 @@ def _actions(which: JobSet, action: str) -> None:
         if not q:
             return await _act(request, which, action, None)
         scan = SEARCH_LIMIT if end is None else max(0, end - (start or 0))
-        found = await client_of(request).search(
+        found = await client_of(request).admin.search(
             which, q, 0, SEARCH_LIMIT, start=start or 0, scan=scan
         )
         given = {"q": q, "from": start, "to": end}
@@ -244,7 +246,7 @@ def _actions(which: JobSet, action: str) -> None:
             raise HTTPException(400, f"select at most {MAX_IDS} jobs at once")
         if not ids:
             return await _back(request, which, "none-selected")
-        there = request.state.audit_ids = await client_of(request).in_set(which, ids)
+        there = request.state.audit_ids = await client_of(request).admin.in_set(which, ids)
         return await _act(request, which, action, there)
 
     @routes.api(
@@ -263,7 +265,7 @@ def _actions(which: JobSet, action: str) -> None:
             raise ApiError(422, f"ids: give 1 to {MAX_IDS} job ids")
         ids = None if body.ids is None else list(dict.fromkeys(body.ids))
         if ids is not None:
-            held = set(await client_of(request).in_set(which, ids))
+            held = set(await client_of(request).admin.in_set(which, ids))
             missing = [i for i in ids if i not in held]
             if missing:
                 raise ApiError(404, f"not among the {which} jobs: {', '.join(missing[:10])}")

@@ -166,7 +166,7 @@ class Acker:
             parts = [(False, batch)]
         refused: list[Outcome] = []
         error: BaseException | None = None
-        scope, most = self.rt.client.hot, self.rt.settings.complete_max_count
+        scope, most = self.rt.shard.hot, self.rt.settings.complete_max_count
         for keeps, part in parts:
             try:
                 stale = await calls.finish(scope, part, complete_max=most, kept=keeps)

@@ -80,7 +80,7 @@ class JobContext:
     @property
     def client(self) -> Client:
         """The client of the pool's namespace (every shard of it)."""
-        return self._runtime.client.root
+        return self._runtime.client
 
     @property
     def shutting_down(self) -> bool:
@@ -111,7 +111,7 @@ class JobContext:
         text = f"{max(0.0, min(100.0, float(percent))):g}"
         if message:
             text += " " + message[:_MAX_LOG_LINE]
-        here = self._runtime.client  # the client of the job's shard
+        here = self._runtime.shard  # the job's shard
         write = here.redis.hset(here.keys.job(self.id), "progress", text)
         await self._unless_refused("progress", write)
 
@@ -119,7 +119,7 @@ class JobContext:
         """Keep a line in the job's own log (the last 100 are kept, and expire with the
         job; ``client.job_log(id)``, the job page and ``rota job show`` read them). For
         the process's log, use :attr:`logger`."""
-        here = self._runtime.client  # the client of the job's shard
+        here = self._runtime.shard  # the job's shard
         key = here.keys.joblog(self.id)
         async with here.redis.pipeline(transaction=False) as pipe:
             pipe.rpush(key, message[:_MAX_LOG_LINE])

@@ -46,7 +46,7 @@ class Fetcher:
         #: The shard this fetcher leases from (a pool runs one fetcher per shard); its
         #: jobs carry it, so that their outcomes go back to it.
         self.shard = rt.keys.shard
-        self.shards = rt.client.shard_count
+        self.shards = rt.shard.total
         self.robin = robin
         self.acker = acker
         self.wake_keys = [rt.keys.wake(name) for name in rt.handlers]
@@ -65,7 +65,7 @@ class Fetcher:
         # A connection of its own: its BLPOP blocks it, and the fetch that follows a
         # wake-up needs no pool checkout (see rota.wire.conn).
         self.conn: Conn = hot_path(rt.redis)
-        self.scope = rt.client.scope.on(self.conn)
+        self.scope = rt.shard.scope.on(self.conn)
         s = rt.settings
         self.lessee = calls.Lessee(int(s.lease * 1000), rt.pool_id, s.max_args_bytes)
         # The names whose finish deletes the job's record (keep_result 0): what frees a

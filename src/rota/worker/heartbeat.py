@@ -83,7 +83,7 @@ class Heartbeat:
         if self.acker is not None:  # run, its outcome not written yet: held too
             held += self.acker.unsent()
         lost, aborts, fresh = await calls.heartbeat(
-            rt.client.scope,
+            rt.shard.scope,
             rt.pool_id,
             codec.encode_json(self.snapshot()),
             int(s.heartbeat_interval * 3000),
@@ -172,7 +172,7 @@ class Reaper:
         forget = self.passes % FORGET_EVERY == 0
         self.passes += 1
         reclaimed, buried, forgotten = await calls.reap(
-            rt.client.scope, s.max_lost, int(s.heartbeat_interval * 3000), 1000
+            rt.shard.scope, s.max_lost, int(s.heartbeat_interval * 3000), 1000
         )
         for job_id in reclaimed:
             log.warning("lease expired: job requeued", job_id=job_id, reason="lost")
@@ -183,7 +183,7 @@ class Reaper:
         if forget and s.forget_names_after > 0:
             # One pool per FORGET_EVERY passes' interval does it for the namespace.
             turn = s.heartbeat_interval * FORGET_EVERY * 0.9
-            names = await rt.client.forget_idle_names(s.forget_names_after, turn=turn)
+            names = await rt.shard.forget_idle_names(s.forget_names_after, turn=turn)
             if names:
                 log.info("job names idle too long: forgotten", names=names[:20], count=len(names))
         self.rounds.end(REAP, rt.keys.shard)

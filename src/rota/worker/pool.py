@@ -233,6 +233,8 @@ class WorkerPool:
         return PoolRuntime(
             settings=settings,
             client=client,
+            shard=client.admin.shards[0],
+            others=client.admin.shards[1:],
             handlers=handlers,
             state=state,
             force=force,

@@ -19,12 +19,12 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
+from rota.client.rules import recorded_shards
 from rota.config import describe
 from rota.protocol.job import Reason
 from rota.protocol.rows import Dead, Requeue
 from rota.redis.outage import MEANING, condition
 from rota.redis.sentinel import follow_primary
-from rota.shard_rules import recorded_shards
 from rota.version import __version__
 from rota.worker.acker import Acker
 from rota.worker.fetcher import Fetcher
@@ -193,7 +193,7 @@ class PoolRun:
         if (
             i
             and not self._count_checked.is_set()
-            and await recorded_shards(shard.redis, shard.keys) != shard.client.shard_count
+            and await recorded_shards(shard.redis, shard.keys) != shard.shard.total
         ):
             await self._count_checked.wait()
         await shard.register()

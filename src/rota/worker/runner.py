@@ -185,7 +185,7 @@ async def _parent_results(rt: PoolRuntime, job: Fetched) -> dict[str, Any]:
     rt.preparing[job.id] = job
     try:
         return await rt.watch.keep_trying(
-            "parent results", lambda: rt.client.dependency_results(job.id), replies=False
+            "parent results", lambda: rt.shard.dependency_results(job.id), replies=False
         )
     finally:
         del rt.preparing[job.id]

@@ -8,7 +8,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +16,8 @@ from typing import Any
 import anyio
 import structlog
 
-from rota.client import Client
+from rota.client import Client, Shard
+from rota.client.rules import check_shards, split_limit, split_rate
 from rota.config import Settings
 from rota.errors import ConfigError
 from rota.logging import JobLine
@@ -29,7 +30,6 @@ from rota.protocol.rows import Fetched
 from rota.protocol.scripts import ScriptMode, load_all
 from rota.protocol.snapshot import Schedule
 from rota.redis.watch import SETTLE, Watch
-from rota.shard_rules import check_shards, split_limit, split_rate
 from rota.urls import redacted
 from rota.wire.redispy import Redis
 from rota.worker.handoff import Handoff
@@ -114,7 +114,13 @@ class PoolRuntime:
     """Everything the fetcher, workers, acker and scheduler of one pool share."""
 
     settings: Settings
+    #: The producer's client of the pool's namespace: what a handler enqueues through
+    #: (``ctx.client``), and the scheduler's periodic jobs.
     client: Client
+    #: The shard this runtime serves: its connection, keys and script calls; and the
+    #: namespace's other shards, which the runtimes of :meth:`shards` serve.
+    shard: Shard
+    others: Sequence[Shard] = ()
     handlers: Mapping[str, Handler]
     state: Mapping[str, Any] = field(default_factory=dict)
     pool_id: str = field(
@@ -148,19 +154,19 @@ class PoolRuntime:
         # An episode ends after two heartbeats' memory checks without a refusal between.
         settle = max(SETTLE, 2 * self.settings.heartbeat_interval)
         where = redacted(self.settings.redis_url)
-        self.watch = Watch(self.pool_id, self.client.redis, where=where, settle=settle)
+        self.watch = Watch(self.pool_id, self.shard.redis, where=where, settle=settle)
         self.watch.repairs.append(self.repair)
 
     def shards(self) -> list[PoolRuntime]:
         """One runtime per shard of the namespace (see :mod:`rota.protocol.shards`),
-        this one first: each over its shard's client, all sharing the workers, the
-        handoff and what runs. Shards on this one's server share its watch too."""
+        this one first: each over its shard, all sharing the workers, the handoff and
+        what runs. Shards on this one's server share its watch too."""
         out = [self]
-        for part in self.client.parts[1:]:
+        for shard in self.others:
             # The same settings, handlers and records of what runs (the same objects).
-            rt = dataclasses.replace(self, client=part)
+            rt = dataclasses.replace(self, shard=shard)
             rt.handoff, rt.limiter = self.handoff, self.limiter
-            if part.redis is self.client.redis:
+            if shard.redis is self.shard.redis:
                 rt.watch = self.watch
                 self.watch.repairs.append(rt.repair)
             out.append(rt)
@@ -175,7 +181,7 @@ class PoolRuntime:
         forgotten (a late heartbeat after an outage), not Redis's data."""
         await load_all(self.redis, self.script_mode)
         await self.repair()  # a key of another type would fail the scripts from the start
-        k, shard = self.client.shard_count, self.keys.shard
+        k, shard = self.shard.total, self.shard.index
         if shard == 0:
             await check_shards(self.redis, self.keys, k)
             for name, h in self.handlers.items():
@@ -195,12 +201,12 @@ class PoolRuntime:
             )
             for name, h in self.handlers.items()
         ]
-        return await calls.register(self.client.scope, names, keep=keep)
+        return await calls.register(self.shard.scope, names, keep=keep)
 
     async def repair(self) -> bool:
         """Move away the keys of this shard that hold another type than rota reads (see
         :mod:`rota.protocol.repair`), one warning line per key: whether any moved."""
-        moved = await repair(self.client.scope, list(self.handlers))
+        moved = await repair(self.shard.scope, list(self.handlers))
         for m in moved:
             log.warning(
                 "key of another type moved to its quarantine key: the pool carries on",
@@ -218,16 +224,16 @@ class PoolRuntime:
 
     @property
     def redis(self) -> Redis:
-        return self.client.redis
+        return self.shard.redis
 
     @property
     def keys(self) -> Keys:
-        return self.client.keys
+        return self.shard.keys
 
     @property
     def script_mode(self) -> ScriptMode:
-        """How scripts are called on the client's server (see ScriptMode)."""
-        return self.client.script_mode
+        """How scripts are called on the shard's server (see ScriptMode)."""
+        return self.shard.script_mode
 
     def lease_deadline(self) -> int:
         return now_ms() + int(self.settings.lease * 1000)

@@ -136,14 +136,14 @@ class Scheduler:
         time (0: more are due now)."""
         rt = self.rt
         now = now_ms()
-        moved, due, buried = await calls.promote(rt.client.scope, now, _LIMIT)
+        moved, due, buried = await calls.promote(rt.shard.scope, now, _LIMIT)
         for job_id in buried:
             log.warning("job due past the year 9999 made dead", job_id=job_id)
         if now >= self._next_trim:
             self._next_trim = now + _TRIM_EVERY_MS
             s = rt.settings
             max_age = int(s.dead_max_age * 1000)
-            await calls.trim_dead(rt.client.scope, now, max_age, s.dead_max_count, _LIMIT)
+            await calls.trim_dead(rt.shard.scope, now, max_age, s.dead_max_count, _LIMIT)
         next_fire = await self.fire_periodic(now_ms())
         if moved >= _LIMIT:
             return 0  # more are due: go again at once

@@ -1,6 +1,7 @@
 """What the operator's reads return: a queue's figures, the jobs running now, a page of
-a job set, stats buckets, the live pools. :class:`rota.operations.Operations` builds them
-from Redis; the CLI and the web UI show them.
+a job set, stats buckets, the live pools. Each shard builds them from Redis
+(:mod:`rota.client.shard_ops`), :class:`rota.Admin` merges them, the CLI and the web UI
+show them.
 
 Times are floats in seconds since the epoch, as in :class:`rota.JobRecord`. Redis holds
 them in ms (lease scores, stats bucket names, the pools' snapshots), and so does the web

@@ -1,9 +1,10 @@
-"""The operator's side of the client: queues, job sets, pools, stats, limits.
+"""The operator's reads and writes of one shard: queues, job sets, pools, stats, limits,
+read in as few round trips as the data allows.
 
-What the web UI and the CLI show and change, read in as few round trips as the data
-allows. :class:`Operations` is a base of :class:`rota.Client`, which provides the
-connection (``redis``) and the key names (``keys``); it is kept apart so that the
-producer's side (enqueue, wait, read a job) stays short to read.
+:class:`ShardOperations` is the base of :class:`rota.client.shard.Shard`, which provides
+the connections, the key names and the script scope; it is kept apart so that a shard's
+producer reads stay short to read. :class:`rota.client.admin.Admin` runs these on every
+shard and merges them; what each means for the operator is said there.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from typing import Any, Final
 
 import msgspec
 
+from rota.client.status import Bucket, History, LivePool, QueueInfo, RunningJob
 from rota.protocol import calls
 from rota.protocol.bounds import HANDLER, checked
+from rota.protocol.calls import Scope
 from rota.protocol.job import (
     JobRecord,
     JobSet,
@@ -29,35 +32,32 @@ from rota.protocol.job import (
     reply_text,
     validate_name,
 )
+from rota.protocol.keys import Keys
 from rota.protocol.rate import Rate, parse_rate
 from rota.protocol.snapshot import PoolSnapshot
-from rota.scripted import Scripted
-from rota.status import Bucket, Found, History, LivePool, Page, QueueInfo, RunningJob
+from rota.wire.conn import Conn
+from rota.wire.redispy import Redis
 
 #: A search reads at most this many jobs of a set by default (the dead set keeps 10,000
 #: by default), the names of :data:`_SEARCH_CHUNK` a round trip.
 SEARCH_LIMIT: Final = 50_000
 _SEARCH_CHUNK: Final = 2_000
 
-__all__ = [
-    "SEARCH_LIMIT",
-    "Bucket",
-    "Found",
-    "History",
-    "LivePool",
-    "Operations",
-    "Page",
-    "QueueInfo",
-    "RunningJob",
-]
+__all__ = ["SEARCH_LIMIT", "ShardOperations"]
 
 _CHUNK = 500
 
 
-class Operations(Scripted):
-    """Read and operate the queues and job sets of one namespace."""
+class ShardOperations:
+    """Read and operate the queues and job sets of one shard (see the module)."""
 
-    async def _records(self, ids: Sequence[str]) -> list[JobRecord]:
+    redis: Redis
+    #: The bare connection when there is one (cheap for thousands of commands at once).
+    conn: Conn
+    keys: Keys
+    scope: Scope
+
+    async def records(self, ids: Sequence[str]) -> list[JobRecord]:
         pipe = self.redis.pipeline(transaction=False)
         for job_id in ids:
             pipe.hgetall(self.keys.job(job_id))
@@ -65,11 +65,9 @@ class Operations(Scripted):
         return [JobRecord.from_hash(i, h) for i, h in zip(ids, hashes, strict=True) if h]
 
     async def names(self) -> list[str]:
-        """Every job name ever enqueued or registered, sorted."""
         return sorted(reply_text(n) for n in await self.redis.smembers(self.keys.names))
 
     async def queues(self, names: Sequence[str] | None = None) -> list[QueueInfo]:
-        """Figures of each queue, read in two round trips whatever their number."""
         names = await self.names() if names is None else list(names)
         k = self.keys
         pipe = self.redis.pipeline(transaction=False)
@@ -133,18 +131,6 @@ class Operations(Scripted):
             forgotten += await calls.forget_names(self.scope, now, cutoff, names[i : i + chunk])
         return forgotten
 
-    async def queue_page(self, offset: int = 0, count: int = 100) -> tuple[int, list[QueueInfo]]:
-        """How many job names there are, and the figures of a page of them: the names
-        with queued or running jobs first (most first), then the others by name. Two
-        reads of every name's counts, one full read of the page's: a page stays cheap
-        with thousands of names: those two go through :attr:`conn` (the bare connection
-        when there is one), where redis-py's pipeline costs ~20 µs a command (5,000 names
-        took 200 ms)."""
-        names = await self.names()
-        busy = {n: q + r for n, (q, r) in (await self.backlog(names)).items()}
-        ordered = sorted(names, key=lambda n: (-busy[n], n))
-        return len(names), await self.queues(ordered[offset : offset + count])
-
     async def backlog(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
         """Queued and running jobs of each name, in one round trip on :attr:`conn`."""
         k = self.keys
@@ -153,14 +139,11 @@ class Operations(Scripted):
         return {n: (counts[2 * i], counts[2 * i + 1]) for i, n in enumerate(names)}
 
     async def running(
-        self, names: Sequence[str] | None = None, pools: Sequence[LivePool] | None = None
+        self, names: Sequence[str], pools: Sequence[LivePool] | None = None
     ) -> list[RunningJob]:
-        """The jobs running now, longest running first: exact at the moment of the read,
-        where pool snapshots are up to a heartbeat old (only the checkin ``message``
-        comes from them). Reads the running sets, then the records, one pipelined
-        round trip each, and the snapshots (two more: to list the names, and to read the
-        pools, when not given)."""
-        names = await self.names() if names is None else list(names)
+        """Exact at the moment of the read, where pool snapshots are up to a heartbeat
+        old (only the checkin ``message`` comes from them): the running sets, then the
+        records, one round trip each, and the snapshots when not given."""
         k = self.keys
         pipe = self.redis.pipeline(transaction=False)
         for name in names:
@@ -191,42 +174,34 @@ class Operations(Scripted):
         return out
 
     async def job_set_sizes(self) -> dict[str, int]:
-        """How many jobs the scheduled, retry, dead and waiting sets hold, in one round
-        trip."""
         names: tuple[JobSet, ...] = ("scheduled", "retry", "dead", "waiting")
         pipe = self.redis.pipeline(transaction=False)
         for which in names:
-            pipe.zcard(self._set_key(which))
+            pipe.zcard(self.set_key(which))
         return dict(zip(names, await pipe.execute(), strict=True))
 
-    async def page(self, which: JobSet, offset: int = 0, count: int = 50) -> Page:
-        """A page of the scheduled, retry, dead or waiting set."""
-        z = self._set_key(which)
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.zcard(z)
-        pipe.zrange(z, offset, offset + count - 1, desc=which == "dead")  # dead: newest first
-        total, ids = await pipe.execute()
-        jobs = await self._records([reply_text(i) for i in ids])
-        return Page(total, offset, jobs)
+    async def scored(self, which: JobSet, stop: int) -> tuple[int, list[tuple[float, str]]]:
+        """The size of a job set and its first ``stop`` entries, with scores (the dead
+        set newest first): what a page over every shard merges."""
+        z = self.set_key(which)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zcard(z)
+            pipe.zrange(z, 0, stop - 1, desc=which == "dead", withscores=True)
+            total, rows = await pipe.execute()
+        return total, [(float(score), reply_text(i)) for i, score in rows]
 
     async def search(
-        self,
-        which: JobSet,
-        text: str,
-        offset: int = 0,
-        count: int = 50,
-        *,
-        scan: int = SEARCH_LIMIT,
-        start: int = 0,
-        budget: float | None = None,
-    ) -> Found:
-        """A page of the jobs of a set whose id or name contains ``text`` (any case),
-        reading the set in its order from position ``start``, at most ``scan`` jobs and,
-        with a ``budget``, for about that many seconds: :attr:`Found.searched` says how
-        far it read, so a search that stopped says so rather than "none", and a later
-        one goes on from there. Only each job's name is read (an id that matches needs
-        no read), in round trips of :data:`_SEARCH_CHUNK`; the page's records last."""
-        needle, z = text.strip().lower(), self._set_key(which)
+        self, which: JobSet, text: str, scan: int, start: int, budget: float | None
+    ) -> tuple[list[str], int, int]:
+        """The ids of the jobs of a set whose id or name contains ``text`` (any case), how
+        far it read and the set's size: reading the set in its order from position
+        ``start``, at most ``scan`` (at least one) jobs and, with a ``budget``, for about
+        that many seconds: :attr:`Found.searched` says how far it read, so a search that
+        stopped says so rather than "none", and a later one goes on from there. Only each
+        job's name is read (an id that matches needs no read), in round trips of
+        :data:`_SEARCH_CHUNK`."""
+        scan = max(1, scan)
+        needle, z = text.strip().lower(), self.set_key(which)
         deadline = None if budget is None else time.monotonic() + budget
         matched: list[str] = []
         searched = start = max(0, start)
@@ -248,24 +223,18 @@ class Operations(Scripted):
             late = deadline is not None and time.monotonic() >= deadline
             if not ids or searched >= size or searched - start >= scan or late:
                 break
-        jobs = await self._records(matched[offset : offset + count])
-        return Found(len(matched), offset, jobs, min(searched, size), size, start)
+        return matched, min(searched, size), size
 
     async def in_set(self, which: JobSet, ids: Sequence[str]) -> list[str]:
-        """Those of ``ids`` the scheduled, retry, dead or waiting set holds now, in one
-        round trip: what an operator is told about ids that are not there."""
         if not ids:
             return []
-        scores = await self.redis.zmscore(self._set_key(which), list(ids))
+        scores = await self.redis.zmscore(self.set_key(which), list(ids))
         return [i for i, score in zip(ids, scores, strict=True) if score is not None]
 
     async def pools(self) -> list[LivePool]:
-        """Live pools, oldest first, each with the time of its last heartbeat and
-        whether it is stale: no heartbeat for more than two of its intervals.
-
-        A pool whose snapshot expired (it stopped beating) but which the reaper has not
-        forgotten yet is left out.
-        """
+        """Stale: no heartbeat for more than two of its intervals. A pool whose snapshot
+        expired (it stopped beating) but which the reaper has not forgotten yet is left
+        out."""
         entries: list[Any] = list(await self.redis.zrange(self.keys.pools, 0, -1, withscores=True))
         if not entries:
             return []
@@ -284,16 +253,12 @@ class Operations(Scripted):
         return out
 
     async def stats(self) -> dict[str, int]:
-        """Counters since the namespace began: processed, failed, dead, ... and per name."""
         raw = await self.redis.hgetall(self.keys.stats)
         return {reply_text(k): reply_int(v) for k, v in raw.items()}
 
     async def history(
         self, minutes: int = 60, days: int = 30, *, at: float | None = None
     ) -> History:
-        """Counters per minute for the last ``minutes`` minutes and per day for the last
-        ``days`` days (UTC), read in one round trip. ``at``: the present, in epoch seconds.
-        Per-minute buckets are kept 2 hours and per-day ones 90 days."""
         if minutes < 0 or days < 0:
             raise ValueError("minutes and days must not be negative")
         now = datetime.fromtimestamp(time.time() if at is None else at, UTC)
@@ -313,16 +278,12 @@ class Operations(Scripted):
     # -- operating -----------------------------------------------------------------
 
     async def pause(self, name: str) -> None:
-        """Stop workers from taking jobs of ``name``; running ones finish. Works while
-        Redis is out of memory, as does :meth:`resume`."""
         await calls.pause(self.scope, validate_name(name))
 
     async def resume(self, name: str) -> None:
-        """Let workers take jobs of ``name`` again (and wake a pool that waits for them)."""
         await calls.pause(self.scope, validate_name(name), resume=True)
 
     async def set_limit(self, name: str, limit: int | None) -> None:
-        """Cap how many jobs of ``name`` run at once across all pools (None: no cap)."""
         name = validate_name(name)
         pipe = self.redis.pipeline(transaction=True)
         if limit is None:
@@ -335,12 +296,6 @@ class Operations(Scripted):
         await pipe.execute()
 
     async def set_rate(self, name: str, rate: str | Rate | None) -> None:
-        """Cap how many jobs of ``name`` start per second, minute or hour across all
-        pools (``"100/s"``, ``"30/min"``, ``"2/hour"``; None: no cap). Starts go one
-        interval apart, after a quiet spell in a burst of up to 100 ms worth of starts
-        (at least two): ``"50/s"`` may start 55 jobs in its first second. Pools waiting for
-        the name are woken, so a raised or removed limit takes effect at once. A pool
-        writes its handlers' ``rate`` when it starts, as for ``set_limit``."""
         validate_name(name)
         pipe = self.redis.pipeline(transaction=True)
         if rate is None:
@@ -352,20 +307,16 @@ class Operations(Scripted):
         await pipe.execute()
 
     async def retry(self, which: JobSet, ids: Sequence[str] | None = None) -> int:
-        """Move jobs of a set to their queues now: the given ids, or all when None. A
-        waiting job runs when what it waits for completes: it cannot be moved."""
         if which == "waiting":
             raise ValueError("waiting jobs run when their parents complete: retry those")
-        z = self._set_key(which)
+        z = self.set_key(which)
         return await self._in_chunks(functools.partial(calls.move, self.scope, which), ids, z)
 
     async def delete(self, which: JobSet, ids: Sequence[str] | None = None) -> int:
-        """Delete jobs of a set: the given ids, or all when None."""
-        z = self._set_key(which)
+        z = self.set_key(which)
         return await self._in_chunks(functools.partial(calls.delete, self.scope, which), ids, z)
 
     async def clear_queue(self, name: str) -> int:
-        """Delete every queued job of ``name``; returns how many."""
         name = validate_name(name)
         total = 0
         while True:
@@ -386,7 +337,7 @@ class Operations(Scripted):
             done += await call(ids[i : i + _CHUNK])
         return done
 
-    def _set_key(self, which: JobSet) -> str:
+    def set_key(self, which: JobSet) -> str:
         k = self.keys
         sets = {"scheduled": k.scheduled, "retry": k.retry, "dead": k.dead, "waiting": k.waiting}
         if which not in sets:

@@ -1,6 +1,6 @@
-"""What holds for every shard of a namespace, beside :class:`rota.sharding.Sharded`:
-the shard count a namespace records, the split of limits and rates between its shards,
-one call run on each shard at once, and how their figures add up."""
+"""What holds for every shard of a namespace, beside :mod:`rota.client.routing`: the
+shard count a namespace records, the split of limits and rates between its shards, one
+call run on each shard at once, and how their figures add up."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from typing import Any, TypeVar
 import anyio
 import structlog
 
+from rota.client.status import Bucket, QueueInfo
 from rota.errors import ConfigError
 from rota.protocol.job import opt_int
 from rota.protocol.keys import Keys
-from rota.protocol.rate import Rate, parse_rate
+from rota.protocol.rate import Rate
 from rota.protocol.shards import MAX_SHARDS
-from rota.status import Bucket, QueueInfo
 from rota.wire.redispy import REDIS_ERRORS, Redis, wrong_type
 
 __all__ = [
@@ -146,7 +146,6 @@ def merge_queue(rows: Sequence[QueueInfo], shards: int) -> QueueInfo:
     the oldest of all, a rate is its shards' parts together."""
     first = rows[0]
     limits = [r.limit for r in rows if r.limit is not None]
-    rate = Rate.from_stored(parse_rate(first.rate).stored) if first.rate else None
     return QueueInfo(
         first.name,
         sum(r.size for r in rows),
@@ -155,5 +154,12 @@ def merge_queue(rows: Sequence[QueueInfo], shards: int) -> QueueInfo:
         sum(limits) if limits else None,
         any(r.paused for r in rows),
         next((r.priority for r in rows if r.priority is not None), None),
-        None if rate is None else str(Rate(rate.count * shards, rate.period_ms)),
+        first.rate and _times(first.rate, shards),
     )
+
+
+def _times(rate: str, shards: int) -> str:
+    """A shard's rate as read (``"25/s"``, ``"2.5/1500ms"``) times ``shards``."""
+    count, _, per = rate.partition("/")
+    total = float(count) * shards
+    return f"{int(total) if total == int(total) else total!r}/{per}"

@@ -1,0 +1,154 @@
+"""How a namespace's shards are one namespace again: the routing rules, in one table.
+
+======== ================================================================ ==============
+rule     where a call goes                                                 used by
+======== ================================================================ ==============
+by id    the shard a job's id names; for an id a producer chose (routed    job, wait,
+         by its unique key or group), the others that hold it when that    abort, a job's
+         one has none                                                      log and ties
+by group the shard a group's id names                                      a group's reads
+to all   every shard at once, the answers merged (a job name's pause,      the operator's
+         limit, rate; every count, page and search)                        (Admin)
+by key   each enqueue row to the shard of its group, its unique key, its   enqueue,
+         first parent, else its id (:func:`rota.protocol.shards.           chain, group
+         shard_of_row`)
+======== ================================================================ ==============
+
+One shard goes through the same rules: its id names it, "every shard" is it, and there
+are no others to ask.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+from rota.client.enqueue import PLACED
+from rota.client.rules import gather
+from rota.client.shard import Shard
+from rota.client.spec import Enqueued
+from rota.errors import JobNotFound
+from rota.protocol.rows import EnqueueRow
+from rota.protocol.shards import shard_of, shard_of_row
+
+__all__ = ["Shards"]
+
+T = TypeVar("T")
+
+
+class Shards:
+    """The shards of one namespace, in order, and the rules above over them."""
+
+    def __init__(self, shards: Sequence[Shard]) -> None:
+        self.all = tuple(shards)
+        self.count = len(self.all)
+
+    def named(self, some_id: str) -> Shard:
+        """The shard an id names (a job's, a group's)."""
+        return self.all[shard_of(some_id, self.count)]
+
+    async def by_id(
+        self,
+        job_id: str,
+        read: Callable[[Shard], Awaitable[T]],
+        missing: Callable[[T], bool] = operator.not_,
+    ) -> T:
+        """``read`` in the shard ``job_id`` names; when it answers ``missing`` (or
+        raises JobNotFound) and another shard holds the job, ``read`` there."""
+        try:
+            answer = await read(self.named(job_id))
+        except JobNotFound:
+            if (there := (await self.holders([job_id])).get(job_id)) is None:
+                raise
+            return await read(there)
+        if missing(answer) and (there := (await self.holders([job_id])).get(job_id)):
+            return await read(there)
+        return answer
+
+    async def holding(self, job_id: str) -> Shard:
+        """The shard that holds ``job_id``: the one its id names when it has the job (one
+        read, none when there are no others to ask), else the one of the others that
+        has its record; the one its id names when none has."""
+        home = self.named(job_id)
+        others = [s for s in self.all if s is not home]
+        if not others or await home.redis.exists(home.keys.job(job_id)):
+            return home
+        return (await self.holders([job_id])).get(job_id, home)
+
+    async def holders(self, ids: Sequence[str]) -> dict[str, Shard]:
+        """The shard that holds each of ``ids`` that the shard its id names does not:
+        every other shard asked at once, one pipeline each whatever the number of ids;
+        an id none holds is left out."""
+
+        async def ask(shard: Shard) -> list[tuple[str, Shard]]:
+            asked = [i for i in ids if self.named(i) is not shard]
+            if not asked:
+                return []
+            async with shard.redis.pipeline(transaction=False) as pipe:
+                for job_id in asked:
+                    pipe.exists(shard.keys.job(job_id))
+                found = await pipe.execute()
+            return [(i, shard) for i, n in zip(asked, found, strict=True) if n]
+
+        each = await self.each(ask)
+        return {i: shard for held in each for i, shard in held}
+
+    async def each(self, call: Callable[[Shard], Awaitable[T]]) -> list[T]:
+        """``call`` on every shard at once, the results in shard order."""
+        return await gather([functools.partial(call, shard) for shard in self.all])
+
+    async def by_key(
+        self,
+        rows: list[EnqueueRow],
+        send: Callable[[Shard, list[EnqueueRow]], Awaitable[list[Enqueued]]],
+    ) -> list[Enqueued]:
+        """Send each row to its shard, every shard's rows at once, and answer in the
+        rows' order. A row after another of the same call goes where that one goes (its
+        chosen id may name another shard), as does one after a job a caller placed
+        (:data:`rota.client.enqueue.PLACED`)."""
+        k = self.count
+        by_shard: dict[int, list[int]] = {}
+        went = dict(PLACED.get() or {})  # the shard of each row so far (and known), by id
+        for i, row in enumerate(rows):
+            went[row.id] = shard = shard_of_row(row, k, went)
+            by_shard.setdefault(shard, []).append(i)
+        sent = await gather(
+            [
+                functools.partial(send, self.all[shard], [rows[i] for i in index])
+                for shard, index in by_shard.items()
+            ]
+        )
+        placed = {
+            i: job
+            for index, jobs in zip(by_shard.values(), sent, strict=True)
+            for i, job in zip(index, jobs, strict=True)
+        }
+        return [placed[i] for i in range(len(rows))]
+
+    async def related(self, ids: Sequence[str], read: Callable[..., Awaitable[list[T]]]) -> list[T]:
+        """``read(shard, ids)`` by id for many ids (see :meth:`by_id`): each read in the
+        shard it names, one round trip per shard and all at once; one found missing
+        there (``state`` ``"missing"``) is looked for in the others."""
+        out = await _read_at(ids, {at: self.named(i) for at, i in enumerate(ids)}, read)
+        missing = [ids[at] for at, row in out.items() if getattr(row, "state", "") == "missing"]
+        held = await self.holders(missing) if missing else {}
+        places = {at: held[i] for at, i in enumerate(ids) if i in held}
+        out.update(await _read_at(ids, places, read))
+        return [out[at] for at in range(len(ids))]
+
+
+async def _read_at(
+    ids: Sequence[str], places: dict[int, Shard], read: Callable[..., Awaitable[list[T]]]
+) -> dict[int, T]:
+    """``read`` of the ids at ``places`` (their place in ``ids``: the shard to read in),
+    one call per shard, all at once; the rows by place."""
+    by_shard: dict[Shard, list[int]] = {}
+    for at, shard in places.items():
+        by_shard.setdefault(shard, []).append(at)
+    found = await gather(
+        [functools.partial(read, s, [ids[at] for at in at_s]) for s, at_s in by_shard.items()]
+    )
+    rows = zip(by_shard.values(), found, strict=True)
+    return {at: row for at_s, got in rows for at, row in zip(at_s, got, strict=True)}

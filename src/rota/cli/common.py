@@ -11,7 +11,7 @@ from typing import Any, ParamSpec, TypeVar
 import anyio
 import click
 
-from rota import inspect
+from rota import admin_servers, inspect
 from rota.client import Client
 from rota.config import Settings, load_settings
 from rota.errors import ConfigError, RedisRefused, RedisUnavailable, redis_cause
@@ -20,8 +20,6 @@ from rota.redis.access import explain
 from rota.redis.connection import redacted
 from rota.redis.outage import MEANING, Condition, rota_error
 from rota.redis.redispy import RedisError
-from rota.redis.topology import owner_lost
-from rota.shard_rules import recorded_shards
 
 __all__ = [
     "ExitError",
@@ -194,10 +192,10 @@ async def _naming_shards(client: Client, call: Awaitable[T]) -> T:
     try:
         return await call
     except RedisError as exc:  # rota's (a subclass), or redis-py's of a read of its own
-        if len(client.parts) == 1 or inspect.away_cause(exc) is None:
+        if client.shard_count == 1 or inspect.away_cause(exc) is None:
             raise
         away = await inspect.shards_away(client)
-        if not away or len(away) == len(client.parts):
+        if not away or len(away) == client.shard_count:
             raise
         raise ExitError(inspect.away_line(client, away), code=1) from None
 
@@ -252,9 +250,9 @@ async def _as_recorded(client: Client, settings: Settings) -> Settings:
     away, the configured count serves (:func:`check_redis` let it through: others
     answer)."""
     try:
-        recorded = await recorded_shards(client.redis, client.keys)
+        recorded = await admin_servers.recorded_shard_count(client)
     except RedisError as exc:  # redis-py's: read without the client's guard
-        if len(client.parts) == 1 or inspect.away_cause(exc) is None:
+        if client.shard_count == 1 or inspect.away_cause(exc) is None:
             raise
         return settings
     if recorded is None or recorded == settings.shards:
@@ -269,14 +267,14 @@ async def check_redis(client: Client, settings: Settings) -> None:
     try:
         await inspect.ping(client)
     except (RedisRefused, RedisUnavailable) as exc:
-        if len(client.parts) > 1 and inspect.away_cause(exc) is not None:
+        if client.shard_count > 1 and inspect.away_cause(exc) is not None:
             away = await inspect.shards_away(client)
-            if len(away) < len(client.parts):
+            if len(away) < client.shard_count:
                 return
         if isinstance(exc, RedisRefused) and exc.condition:  # LOADING, BUSY...
             raise ExitError(f"{exc}: try again when it ends", 1) from None
-        lost = owner_lost(client.redis)
-        if isinstance(exc, RedisUnavailable) and lost is not None and len(client.parts) == 1:
+        lost = admin_servers.lost_owner(client)
+        if isinstance(exc, RedisUnavailable) and lost is not None and client.shard_count == 1:
             raise ExitError(
                 f"shard 0 of namespace {client.namespace!r} cannot be reached: the cluster"
                 f" names {lost} its primary, which does not answer ({redis_cause(exc)});"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 import msgspec
 from msgspec import Meta
 
+from rota import admin_reads
 from rota.inspect.members import MEMBER_STATES, MemberState, members_in_state
 from rota.inspect.queues import QueuedJob, QueueView, queue_view, served_names
 from rota.inspect.servers import (
@@ -37,16 +38,8 @@ from rota.protocol.job import (
     field_int,
     reply_text,
 )
-from rota.protocol.shards import shard_of
 from rota.redis.outage import guarded
-from rota.workflow import (
-    MISSING,
-    RELATED_FIELDS,
-    GroupProgress,
-    Related,
-    pipelined,
-    read_related,
-)
+from rota.workflow import MISSING, GroupProgress, Related, pipelined, read_related
 
 if TYPE_CHECKING:
     from rota.client import Client
@@ -70,7 +63,6 @@ __all__ = [
     "away_cause",
     "away_line",
     "backlog",
-    "group_part",
     "group_view",
     "job_view",
     "ping",
@@ -162,13 +154,8 @@ async def job_view(
     """A job, its log and its ties, reading at most ``children`` of its children (None:
     all). Two round trips (three for a member of a group with a callback); None when
     there is no such job."""
-    part = await client.part_holding(job_id)  # the client itself with one shard
-    k = part.keys
-    pipe = part.redis.pipeline(transaction=False)
-    pipe.hgetall(k.job(job_id))
-    pipe.lrange(k.joblog(job_id), 0, -1)
-    pipe.smembers(k.children(job_id))
-    h, raw_logs, raw_kids = (pipelined(v) for v in await pipe.execute(raise_on_error=False))
+    shard = await admin_reads.shard_holding(client, job_id)
+    h, raw_logs, raw_kids = await admin_reads.job_and_ties(shard, job_id)
     if not h:
         return None
     record = JobRecord.from_hash(job_id, h)
@@ -176,12 +163,7 @@ async def job_view(
     parents = list(dict.fromkeys(record.after))
     shown = kids if children is None else kids[:children]
     gid = record.group or record.waits_group
-    pipe = part.redis.pipeline(transaction=False)
-    for i in parents + shown:
-        pipe.hmget(k.job(i), *RELATED_FIELDS)
-    if gid:
-        pipe.hmget(k.group(gid), *GroupProgress.FIELDS)
-    rows = await pipe.execute(raise_on_error=False)
+    rows = await admin_reads.related_rows(shard, parents + shown, gid)
     progress = GroupProgress.read(gid, pipelined(rows[-1])) if gid else None
     found = await _elsewhere(
         client, [read_related(i, row) for i, row in zip(parents + shown, rows, strict=False)]
@@ -206,7 +188,7 @@ async def _elsewhere(client: Client, found: list[Related]) -> list[Related]:
     them: a tie routed by a unique key, or with an id chosen by a producer, may live in
     another shard. Nothing more to read with one shard."""
     missing = [r.id for r in found if r.state == MISSING]
-    if len(client.parts) == 1 or not missing:
+    if client.shard_count == 1 or not missing:
         return found
     again = {r.id: r for r in await client.related(missing)}
     return [again.get(r.id, r) for r in found]
@@ -230,38 +212,27 @@ async def group_view(
     its failed members when some failed, of all its members for a state); None when
     there is no such group (never enqueued, or expired 7 days after its last member
     finished)."""
-    client = group_part(client, group_id)  # a group and its members share a shard
-    k = client.keys
-    pipe = client.redis.pipeline(transaction=False)
-    pipe.hmget(k.group(group_id), *GroupProgress.FIELDS)
-    pipe.lrange(k.group_members(group_id), offset, offset + limit - 1)
-    raw, members = await pipe.execute(raise_on_error=False)
-    progress = GroupProgress.read(group_id, pipelined(raw))
+    shard = admin_reads.group_shard(client, group_id)  # a group and its members share it
+    raw, ids = await admin_reads.group_head(shard, group_id, offset, limit)
+    progress = GroupProgress.read(group_id, raw)
     if progress is None:
         return None
-    ids = [reply_text(m) for m in pipelined(members) or ()]
     matching = scanned = None
     if state is not None:
-        kept, matching, scanned = await members_in_state(client, group_id, state, offset, limit)
+        kept, matching, scanned = await members_in_state(shard, group_id, state, offset, limit)
         ids = [r.id for r in kept]
-    found = await client.related(ids + ([progress.then] if progress.then else []))
+    found = await admin_reads.shard_related(shard, ids + ([progress.then] if progress.then else []))
     return GroupView(
         progress=progress,
         then=found[-1] if progress.then else None,
         offset=offset,
         limit=limit,
         members=found[: len(ids)],
-        failed_members=await _failed_members(client, group_id) if progress.failed else [],
+        failed_members=await _failed_members(shard, group_id) if progress.failed else [],
         state=state,
         matching=matching,
         scanned=scanned,
     )
-
-
-def group_part(client: Client, group_id: str) -> Client:
-    """The part of ``client`` (a client of one shard) that holds group ``group_id``, its
-    members and its callback: the shard its id names (see :mod:`rota.protocol.shards`)."""
-    return client.parts[shard_of(group_id, client.shard_count)]
 
 
 #: The most members read to find the dead or aborted ones of a group, and the most listed.
@@ -269,13 +240,13 @@ _FAILED_SCAN: Final = 20_000
 _FAILED_SHOWN: Final = 100
 
 
-async def _failed_members(client: Client, group_id: str) -> list[Related]:
+async def _failed_members(shard: admin_reads.ShardHandle, group_id: str) -> list[Related]:
     """The members of a group that ended dead or aborted, wherever they are in its list
     (a page of members hid them past its end), read 500 at a time."""
     out: list[Related] = []
     for start in range(0, _FAILED_SCAN, 500):
-        chunk = await client.group_members(group_id, start, 500)
-        out += [r for r in await client.related(chunk) if r.state in ("dead", "aborted")]
+        chunk = await admin_reads.member_rows(shard, group_id, start, 500)
+        out += [r for r in chunk if r.state in ("dead", "aborted")]
         if len(chunk) < 500 or len(out) >= _FAILED_SHOWN:
             break
     return out[:_FAILED_SHOWN]

@@ -129,9 +129,9 @@ async def _unavailable(request: Request, error: RedisUnavailable) -> str:
         client = client_of(request)
     except ApiError:
         client = state_of(request).client
-    if len(client.parts) > 1:
+    if client.shard_count > 1:
         away = await inspect.shards_away(client)
-        if 0 < len(away) < len(client.parts):
+        if 0 < len(away) < client.shard_count:
             return inspect.away_line(client, away)
     return f"Redis is unavailable: {redis_cause(error)}"
 

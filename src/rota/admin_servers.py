@@ -1,0 +1,110 @@
+"""The operator's reads of the servers a namespace is on, by name (see
+:mod:`rota.admin_reads` for why they are named): where each shard lives, whether its
+server answers, its figures, and the shard count the namespace recorded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from rota.admin_reads import ShardHandle, shards_of
+from rota.protocol.job import reply_text
+from rota.redis.topology import owner_lost, server_of
+from rota.shard_rules import recorded_shards
+
+if TYPE_CHECKING:
+    from rota.client import Client
+
+__all__ = [
+    "info",
+    "lost_owner",
+    "memory_and_role",
+    "one_per_server",
+    "ping_shard",
+    "recorded_shard_count",
+    "shard_backlog",
+    "shard_names",
+    "shard_place",
+    "shard_sizes",
+]
+
+
+async def shard_names(shard: ShardHandle) -> list[str]:
+    """The job names one shard knows, sorted."""
+    return sorted(reply_text(n) for n in await shard.redis.smembers(shard.keys.names))
+
+
+async def shard_sizes(shard: ShardHandle) -> dict[str, int]:
+    """How many jobs one shard's scheduled, retry, dead and waiting sets hold, in one
+    round trip."""
+    k = shard.keys
+    pipe = shard.redis.pipeline(transaction=False)
+    for key in (k.scheduled, k.retry, k.dead, k.waiting):
+        pipe.zcard(key)
+    return dict(zip(("scheduled", "retry", "dead", "waiting"), await pipe.execute(), strict=True))
+
+
+async def shard_backlog(shard: ShardHandle, names: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """Queued and running jobs of each name in one shard, in one round trip on its
+    bare connection."""
+    k = shard.keys
+    reads = [(c, key(n)) for n in names for c, key in (("LLEN", k.queue), ("ZCARD", k.running))]
+    counts = [c if isinstance(c, int) else 0 for c in await shard.conn.execute_many(reads)]
+    return {n: (counts[2 * i], counts[2 * i + 1]) for i, n in enumerate(names)}
+
+
+def shard_place(shard: ShardHandle) -> tuple[int, str, str]:
+    """A shard's number, the prefix of its keys (``"{tag}:"``) and its server
+    (``host:port``; ``"?"`` while not located yet), without a read."""
+    return shard.keys.shard, shard.keys.prefix, server_of(shard.redis)
+
+
+async def ping_shard(shard: ShardHandle) -> float:
+    """The round trip of one PING to a shard's server, in seconds."""
+    started = time.perf_counter()
+    await shard.redis.ping()
+    return time.perf_counter() - started
+
+
+def one_per_server(client: Client) -> list[ShardHandle]:
+    """One shard per server the namespace's shards are on: in a cluster the shards
+    spread over the nodes, on one server they share it. A shard whose server is not
+    located yet ("?") counts as a server of its own."""
+    shards = shards_of(client)
+    if len(shards) == 1:
+        return list(shards)
+    first: dict[object, ShardHandle] = {}
+    for shard in shards:
+        where = server_of(shard.redis)
+        first.setdefault(where if where != "?" else id(shard), shard)
+    return list(first.values())
+
+
+async def info(client: Client) -> dict[str, Any]:
+    """``INFO`` of the server of the namespace's first shard."""
+    return dict(await shards_of(client)[0].redis.info())
+
+
+async def memory_and_role(shard: ShardHandle) -> tuple[Any, Any]:
+    """``INFO memory`` and ``INFO replication`` of a shard's server, in one round trip
+    (an error reply in place of a refused one)."""
+    pipe = shard.redis.pipeline(transaction=False)
+    pipe.info("memory")
+    pipe.info("replication")
+    memory, replication = await pipe.execute(raise_on_error=False)
+    return memory, replication
+
+
+async def recorded_shard_count(client: Client) -> int | None:
+    """How many shards the namespace spans, as its first pool recorded it (see
+    :func:`rota.shard_rules.recorded_shards`); redis-py's errors, unguarded."""
+    first = shards_of(client)[0]
+    return await recorded_shards(first.redis, first.keys)
+
+
+def lost_owner(client: Client) -> str | None:
+    """In a cluster, the primary of the first shard's slot, found unreachable since the
+    cluster named it (see :func:`rota.redis.topology.owner_lost`)."""
+    return owner_lost(shards_of(client)[0].redis)

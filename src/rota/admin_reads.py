@@ -45,7 +45,6 @@ __all__ = [
     "related_rows",
     "session_ended",
     "shard_holding",
-    "shard_related",
     "shards_of",
     "stats_fields",
 ]
@@ -102,14 +101,6 @@ async def related_rows(shard: ShardHandle, ids: list[str], group_id: str | None)
     if group_id:
         pipe.hmget(shard.keys.group(group_id), *GroupProgress.FIELDS)
     return list(await pipe.execute(raise_on_error=False))
-
-
-async def shard_related(shard: ShardHandle, ids: Sequence[str]) -> list[Related]:
-    """Each job's name and state as one shard holds them, in one round trip."""
-    if not ids:
-        return []
-    rows = await related_rows(shard, list(ids), None)
-    return [read_related(i, row) for i, row in zip(ids, rows, strict=True)]
 
 
 async def group_head(

@@ -221,7 +221,9 @@ async def group_view(
     if state is not None:
         kept, matching, scanned = await members_in_state(shard, group_id, state, offset, limit)
         ids = [r.id for r in kept]
-    found = await admin_reads.shard_related(shard, ids + ([progress.then] if progress.then else []))
+    wanted = ids + ([progress.then] if progress.then else [])
+    rows = await admin_reads.related_rows(shard, wanted, None)  # none: no round trip
+    found = [read_related(i, row) for i, row in zip(wanted, rows, strict=True)]
     return GroupView(
         progress=progress,
         then=found[-1] if progress.then else None,

@@ -32,8 +32,8 @@ async def members_in_state(
 ) -> tuple[list[Related], int, int]:
     """A page of the members of a group (in ``shard``, which holds it) in ``state``, in
     the order they were enqueued; how many there are; how many members were read (all
-    of them, or :data:`MEMBER_SCAN`). Each member's name and state, 2,000 a round trip, through the
-    bare connection (cheap for thousands of commands)."""
+    of them, or :data:`MEMBER_SCAN`). Each member's name and state, 2,000 a round trip,
+    through the bare connection (cheap for thousands of commands)."""
     keep = MEMBER_STATES[state]
     found: list[Related] = []
     read = 0

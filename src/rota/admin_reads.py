@@ -39,6 +39,7 @@ __all__ = [
     "group_shard",
     "job_and_ties",
     "leased_names",
+    "member_ids",
     "member_rows",
     "queue_rows",
     "queue_totals",
@@ -114,13 +115,17 @@ async def group_head(
     return pipelined(raw), [reply_text(m) for m in pipelined(members) or ()]
 
 
+async def member_ids(shard: ShardHandle, group_id: str, offset: int, count: int) -> list[str]:
+    """Ids of ``count`` members of a group from ``offset``, in the order they joined."""
+    raw = await shard.redis.lrange(shard.keys.group_members(group_id), offset, offset + count - 1)
+    return [reply_text(i) for i in raw]
+
+
 async def member_rows(shard: ShardHandle, group_id: str, offset: int, count: int) -> list[Related]:
-    """``count`` members of a group from ``offset``, in the order they joined, then each
-    one's name and state through the bare connection (cheap for thousands of commands):
-    two round trips."""
+    """:func:`member_ids`, then each one's name and state through the bare connection
+    (cheap for thousands of commands): two round trips."""
+    ids = await member_ids(shard, group_id, offset, count)
     k = shard.keys
-    raw = await shard.redis.lrange(k.group_members(group_id), offset, offset + count - 1)
-    ids = [reply_text(i) for i in raw]
     rows = await shard.conn.execute_many([("HMGET", k.job(i), *RELATED_FIELDS) for i in ids])
     return list(map(read_related, ids, rows))
 

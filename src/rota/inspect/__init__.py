@@ -247,8 +247,9 @@ async def _failed_members(shard: admin_reads.ShardHandle, group_id: str) -> list
     (a page of members hid them past its end), read 500 at a time."""
     out: list[Related] = []
     for start in range(0, _FAILED_SCAN, 500):
-        chunk = await admin_reads.member_rows(shard, group_id, start, 500)
-        out += [r for r in chunk if r.state in ("dead", "aborted")]
+        chunk = await admin_reads.member_ids(shard, group_id, start, 500)
+        rows = await admin_reads.related_rows(shard, chunk, None)
+        out += [r for r in map(read_related, chunk, rows) if r.state in ("dead", "aborted")]
         if len(chunk) < 500 or len(out) >= _FAILED_SHOWN:
             break
     return out[:_FAILED_SHOWN]

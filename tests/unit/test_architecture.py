@@ -241,6 +241,40 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
     assert circles == [], "import circles:\n" + "\n".join(" -> ".join(c) for c in circles)
 
 
+#: The attributes of a client and of its shards that hold Redis: its redis-py client, keys,
+#: connections, script calls and shards. Above the client layer, named reads instead.
+HANDLES = frozenset({"redis", "keys", "conn", "scope", "parts", "alone", "part_holding"})
+#: The modules above the client layer, and its read models.
+ABOVE = ("rota.inspect", "rota.web", "rota.cli", "rota.daemon", "rota.testing")
+
+
+def _reaches_redis(source: str) -> list[int]:
+    """The lines of ``source`` that read one of :data:`HANDLES` of any expression
+    (``client.redis.hgetall``, ``part.keys``, ``client.parts``...)."""
+    return [
+        n.lineno
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, ast.Attribute) and n.attr in HANDLES
+    ]
+
+
+def test_only_the_client_layer_touches_the_clients_redis() -> None:
+    """The web, the CLI, the read models of rota.inspect, the daemon and the test helpers
+    call the client's methods and the named reads of rota.client.admin_reads (and
+    rota.client.admin_servers); a new read of Redis goes there, where every one of them can
+    use it, and the shards' layout can change under it."""
+    found = {
+        _module(p): lines
+        for p in SOURCES
+        if _within(_module(p), *ABOVE)
+        if (lines := _reaches_redis(p.read_text(encoding="utf-8")))
+    }
+    assert found == {}
+    assert _reaches_redis("async def f(client):\n    await client.redis.get('k')\n") == [2]
+    assert _reaches_redis("n = len(client.parts)\nk = shard.keys.job('a')\n") == [1, 2]
+    assert _reaches_redis("figures = reading.server\nredis = client.names()\n") == []
+
+
 def folder_graph() -> dict[str, set[str]]:
     """The folders each folder imports from, type-checking imports included."""
     graph: dict[str, set[str]] = {}
@@ -277,38 +311,6 @@ def test_the_folders_are_the_layers() -> None:
     assert _circles({"cli": {"web"}, "web": {"examples"}, "examples": {"cli"}}) == [
         ["cli", "web", "examples", "cli"]
     ]
-
-
-#: The web modules that keep their own records in Redis: the logins, the audit log.
-WEB_STORES = frozenset({"rota.web.sessions", "rota.web.audit"})
-
-
-def _reaches_redis(source: str) -> list[int]:
-    """The lines of ``source`` that call on a connection's ``redis`` attribute
-    (``client.admin.shards[0].redis.hgetall``, ``client.admin.shards[0].redis.pipeline``...)."""
-    return [
-        n.lineno
-        for n in ast.walk(ast.parse(source))
-        if isinstance(n, ast.Attribute)
-        and isinstance(n.value, ast.Attribute)
-        and n.value.attr == "redis"
-    ]
-
-
-def test_the_web_reads_redis_only_through_the_client_and_inspect() -> None:
-    """The web maps the read models of rota.inspect and the client's reads to bodies; a
-    new read of Redis goes to rota.inspect, where the CLI can use it too."""
-    found = {
-        _module(p): lines
-        for p in SOURCES
-        if _within(_module(p), "rota.web") and _module(p) not in WEB_STORES
-        if (lines := _reaches_redis(p.read_text(encoding="utf-8")))
-    }
-    assert found == {}
-    assert _reaches_redis(
-        "async def f(client):\n    await client.admin.shards[0].redis.get('k')\n"
-    ) == [2]
-    assert _reaches_redis("figures = reading.redis\n") == []
 
 
 # -- the code the architecture page names -------------------------------------------------

@@ -12,14 +12,12 @@ import anyio
 import click
 
 from rota import inspect
-from rota.client import Client
-from rota.client.rules import recorded_shards
+from rota.client import Client, admin_servers
 from rota.config import Settings, load_settings
 from rota.errors import ConfigError, RedisRefused, RedisUnavailable, redis_cause
 from rota.protocol.bounds import Bound, check
 from rota.redis.access import explain
 from rota.redis.outage import MEANING, Condition, rota_error
-from rota.redis.topology import owner_lost
 from rota.urls import redacted
 from rota.wire.redispy import RedisError
 
@@ -252,7 +250,7 @@ async def _as_recorded(client: Client, settings: Settings) -> Settings:
     away, the configured count serves (:func:`check_redis` let it through: others
     answer)."""
     try:
-        recorded = await recorded_shards(client.admin.shards[0].redis, client.admin.shards[0].keys)
+        recorded = await admin_servers.recorded_shard_count(client)
     except RedisError as exc:  # redis-py's: read without the client's guard
         if len(client.admin.shards) == 1 or inspect.away_cause(exc) is None:
             raise
@@ -275,7 +273,7 @@ async def check_redis(client: Client, settings: Settings) -> None:
                 return
         if isinstance(exc, RedisRefused) and exc.condition:  # LOADING, BUSY...
             raise ExitError(f"{exc}: try again when it ends", 1) from None
-        lost = owner_lost(client.admin.shards[0].redis)
+        lost = admin_servers.lost_owner(client)
         if isinstance(exc, RedisUnavailable) and lost is not None and len(client.admin.shards) == 1:
             raise ExitError(
                 f"shard 0 of namespace {client.namespace!r} cannot be reached: the cluster"

@@ -17,14 +17,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 import msgspec
 from msgspec import Meta
 
-from rota.client.workflow import (
-    MISSING,
-    RELATED_FIELDS,
-    GroupProgress,
-    Related,
-    pipelined,
-    read_related,
-)
+from rota.client import admin_reads
+from rota.client.workflow import MISSING, GroupProgress, Related, pipelined, read_related
 from rota.inspect.members import MEMBER_STATES, MemberState, members_in_state
 from rota.inspect.queues import QueuedJob, QueueView, queue_view, served_names
 from rota.inspect.servers import (
@@ -45,11 +39,11 @@ from rota.protocol.job import (
     field_int,
     reply_text,
 )
-from rota.protocol.shards import shard_of
 from rota.redis.outage import guarded
 
 if TYPE_CHECKING:
-    from rota.client import Client, Shard
+    from rota.client import Client
+    from rota.client.shard import Shard
 
 __all__ = [
     "CHILDREN_LIMIT",
@@ -70,7 +64,6 @@ __all__ = [
     "away_cause",
     "away_line",
     "backlog",
-    "group_part",
     "group_view",
     "job_view",
     "ping",
@@ -162,13 +155,8 @@ async def job_view(
     """A job, its log and its ties, reading at most ``children`` of its children (None:
     all). Two round trips (three for a member of a group with a callback); None when
     there is no such job."""
-    part = await client.admin.shard_holding(job_id)
-    k = part.keys
-    pipe = part.redis.pipeline(transaction=False)
-    pipe.hgetall(k.job(job_id))
-    pipe.lrange(k.joblog(job_id), 0, -1)
-    pipe.smembers(k.children(job_id))
-    h, raw_logs, raw_kids = (pipelined(v) for v in await pipe.execute(raise_on_error=False))
+    shard = await admin_reads.shard_holding(client, job_id)
+    h, raw_logs, raw_kids = await admin_reads.job_and_ties(shard, job_id)
     if not h:
         return None
     record = JobRecord.from_hash(job_id, h)
@@ -176,12 +164,7 @@ async def job_view(
     parents = list(dict.fromkeys(record.after))
     shown = kids if children is None else kids[:children]
     gid = record.group or record.waits_group
-    pipe = part.redis.pipeline(transaction=False)
-    for i in parents + shown:
-        pipe.hmget(k.job(i), *RELATED_FIELDS)
-    if gid:
-        pipe.hmget(k.group(gid), *GroupProgress.FIELDS)
-    rows = await pipe.execute(raise_on_error=False)
+    rows = await admin_reads.related_rows(shard, parents + shown, gid)
     progress = GroupProgress.read(gid, pipelined(rows[-1])) if gid else None
     found = await _elsewhere(
         client, [read_related(i, row) for i, row in zip(parents + shown, rows, strict=False)]
@@ -230,21 +213,18 @@ async def group_view(
     its failed members when some failed, of all its members for a state); None when
     there is no such group (never enqueued, or expired 7 days after its last member
     finished)."""
-    shard = group_part(client, group_id)  # a group and its members share a shard
-    k = shard.keys
-    pipe = shard.redis.pipeline(transaction=False)
-    pipe.hmget(k.group(group_id), *GroupProgress.FIELDS)
-    pipe.lrange(k.group_members(group_id), offset, offset + limit - 1)
-    raw, members = await pipe.execute(raise_on_error=False)
-    progress = GroupProgress.read(group_id, pipelined(raw))
+    shard = admin_reads.group_shard(client, group_id)  # a group and its members share it
+    raw, ids = await admin_reads.group_head(shard, group_id, offset, limit)
+    progress = GroupProgress.read(group_id, raw)
     if progress is None:
         return None
-    ids = [reply_text(m) for m in pipelined(members) or ()]
     matching = scanned = None
     if state is not None:
         kept, matching, scanned = await members_in_state(shard, group_id, state, offset, limit)
         ids = [r.id for r in kept]
-    found = await shard.related(ids + ([progress.then] if progress.then else []))
+    wanted = ids + ([progress.then] if progress.then else [])
+    rows = await admin_reads.related_rows(shard, wanted, None)  # none: no round trip
+    found = [read_related(i, row) for i, row in zip(wanted, rows, strict=True)]
     return GroupView(
         progress=progress,
         then=found[-1] if progress.then else None,
@@ -258,12 +238,6 @@ async def group_view(
     )
 
 
-def group_part(client: Client, group_id: str) -> Shard:
-    """The shard of ``client`` that holds group ``group_id``, its members and its
-    callback: the shard its id names (see :mod:`rota.protocol.shards`)."""
-    return client.admin.shards[shard_of(group_id, len(client.admin.shards))]
-
-
 #: The most members read to find the dead or aborted ones of a group, and the most listed.
 _FAILED_SCAN: Final = 20_000
 _FAILED_SHOWN: Final = 100
@@ -274,8 +248,9 @@ async def _failed_members(shard: Shard, group_id: str) -> list[Related]:
     (a page of members hid them past its end), read 500 at a time."""
     out: list[Related] = []
     for start in range(0, _FAILED_SCAN, 500):
-        chunk = await shard.group_members(group_id, start, 500)
-        out += [r for r in await shard.related(chunk) if r.state in ("dead", "aborted")]
+        chunk = await admin_reads.member_ids(shard, group_id, start, 500)
+        rows = await admin_reads.related_rows(shard, chunk, None)
+        out += [r for r in map(read_related, chunk, rows) if r.state in ("dead", "aborted")]
         if len(chunk) < 500 or len(out) >= _FAILED_SHOWN:
             break
     return out[:_FAILED_SHOWN]

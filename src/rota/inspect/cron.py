@@ -8,27 +8,7 @@ takes effect at its next fire time. Kept in Redis, it outlives the pools and the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from rota.protocol.job import field_seconds, now_ms, reply_text
-
-if TYPE_CHECKING:
-    from rota.client import Client
+from rota.client.admin_reads import cron_rows as turned_off
+from rota.client.admin_reads import cron_switch as switch
 
 __all__ = ["switch", "turned_off"]
-
-
-async def turned_off(client: Client) -> dict[str, float]:
-    """The periodic jobs turned off: name -> since when (seconds; 0: unknown)."""
-    shard = client.admin.shards[0]
-    raw = await shard.redis.hgetall(shard.keys.cron_off)
-    return {reply_text(k): field_seconds(v) or 0.0 for k, v in raw.items()}
-
-
-async def switch(client: Client, name: str, on: bool) -> None:
-    """Turn the periodic job ``name`` on (again) or off, on every pool."""
-    shard = client.admin.shards[0]
-    if on:
-        await shard.redis.hdel(shard.keys.cron_off, name)
-    else:
-        await shard.redis.hset(shard.keys.cron_off, name, now_ms())

@@ -4,17 +4,17 @@ the graph per round trip."""
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from rota.client import admin_reads
 from rota.client.rules import gather
 from rota.client.workflow import Related, pipelined, read_related
-from rota.inspect import FLOW_LIMIT, MISSING, Edge, FlowView, group_part, unserved
+from rota.inspect import FLOW_LIMIT, MISSING, Edge, FlowView, unserved
 from rota.protocol.job import field_text, reply_text
-from rota.protocol.shards import shard_of
 from rota.redis.outage import guarded
 
 if TYPE_CHECKING:
-    from rota.client import Client, Shard
+    from rota.client import Client
 
 __all__ = ["flow_view"]
 
@@ -67,7 +67,7 @@ async def _level(
     client: Client, frontier: list[str], nodes: dict[str, Related]
 ) -> dict[str, _Links]:
     """Read one level of the graph: each job's node (into ``nodes``) and its links."""
-    rows = await _rows(client, frontier)
+    rows = await admin_reads.flow_rows(client, frontier)
     links: dict[str, _Links] = {}
     for n, i in enumerate(frontier):
         node = nodes[i] = read_related(i, rows[2 * n])
@@ -78,41 +78,6 @@ async def _level(
         kids = sorted(reply_text(c) for c in pipelined(rows[2 * n + 1]) or ())
         links[i] = (after, kids, field_text(row[3]) or None, field_text(row[4]) or None)
     return links
-
-
-async def _rows(client: Client, ids: list[str]) -> list[Any]:
-    """Each job's fields and children, two rows a job: over several shards, read in the
-    shard each id names (a pipeline each, at once), then in the shard that holds those
-    not found there (an id a producer chose)."""
-    if len(client.admin.shards) == 1:
-        return await _shard_rows(client.admin.shards[0], ids)
-    k = len(client.admin.shards)
-    home = {i: client.admin.shards[shard_of(i, k)] for i in ids}
-    got: dict[str, tuple[Any, Any]] = {}
-    parts = list(dict.fromkeys(home.values()))
-    each = await gather(
-        [functools.partial(_shard_rows, p, [i for i in ids if home[i] is p]) for p in parts]
-    )
-    for p, rows in zip(parts, each, strict=True):
-        mine = [i for i in ids if home[i] is p]
-        got.update({i: (rows[2 * n], rows[2 * n + 1]) for n, i in enumerate(mine)})
-    for i in ids:
-        if read_related(i, got[i][0]).state == MISSING:
-            part = await client.admin.shard_holding(i)
-            if part is not home[i]:
-                row, kids = await _shard_rows(part, [i])
-                got[i] = (row, kids)
-    return [row for i in ids for row in got[i]]
-
-
-async def _shard_rows(client: Shard, ids: list[str]) -> list[Any]:
-    """:func:`_rows` of one shard."""
-    k = client.keys
-    pipe = client.redis.pipeline(transaction=False)
-    for i in ids:
-        pipe.hmget(k.job(i), "name", "state", "after", "group", "waits_group")
-        pipe.smembers(k.children(i))
-    return list(await pipe.execute(raise_on_error=False))
 
 
 async def _groups(
@@ -128,38 +93,22 @@ async def _groups(
     wanted_members = {w for *_, w in links.values() if w and w not in members}
     if not (wanted_then or wanted_members):
         return
-    parts = list(dict.fromkeys(group_part(client, g) for g in wanted_then | wanted_members))
+    home = {g: admin_reads.group_shard(client, g) for g in wanted_then | wanted_members}
     each = await gather(
         [
             functools.partial(
-                _shard_groups,
-                part,
-                sorted(g for g in wanted_then if group_part(client, g) is part),
-                sorted(g for g in wanted_members if group_part(client, g) is part),
+                admin_reads.group_links,
+                shard,
+                sorted(g for g in wanted_then if home[g] is shard),
+                sorted(g for g in wanted_members if home[g] is shard),
                 limit,
             )
-            for part in parts
+            for shard in dict.fromkeys(home.values())
         ]
     )
     for found_thens, found_members in each:
         thens.update(found_thens)
         members.update(found_members)
-
-
-async def _shard_groups(
-    client: Shard, wanted_then: list[str], wanted_members: list[str], limit: int
-) -> tuple[dict[str, str | None], dict[str, list[str]]]:
-    """The callbacks and members of groups of one shard, in one round trip."""
-    k = client.keys
-    pipe = client.redis.pipeline(transaction=False)
-    for g in wanted_then:
-        pipe.hget(k.group(g), "then")
-    for g in wanted_members:
-        pipe.lrange(k.group_members(g), 0, limit - 1)
-    answers = iter(await pipe.execute(raise_on_error=False))
-    thens = {g: field_text(pipelined(next(answers))) or None for g in wanted_then}
-    members = {g: [reply_text(m) for m in pipelined(next(answers)) or ()] for g in wanted_members}
-    return thens, members
 
 
 def _edges(

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final, Literal
 
-from rota.client.workflow import RELATED_FIELDS, Related, read_related
-from rota.protocol.job import reply_text
+from rota.client import admin_reads
+from rota.client.workflow import Related
 
 if TYPE_CHECKING:
-    from rota.client import Shard
+    from rota.client.shard import Shard
 
 __all__ = ["MEMBER_SCAN", "MEMBER_STATES", "MemberState", "member_state", "members_in_state"]
 
@@ -28,22 +28,20 @@ _CHUNK: Final = 2_000
 
 
 async def members_in_state(
-    client: Shard, group_id: str, state: MemberState, offset: int, limit: int
+    shard: Shard, group_id: str, state: MemberState, offset: int, limit: int
 ) -> tuple[list[Related], int, int]:
-    """A page of the members of a group in ``state``, in the order they were enqueued;
-    how many there are; how many members were read (all of them, or
-    :data:`MEMBER_SCAN`). Each member's name and state, 2,000 a round trip, through the
-    bare connection (cheap for thousands of commands)."""
-    keep, k = MEMBER_STATES[state], client.keys
+    """A page of the members of a group (in ``shard``, which holds it) in ``state``, in
+    the order they were enqueued; how many there are; how many members were read (all
+    of them, or :data:`MEMBER_SCAN`). Each member's name and state, 2,000 a round trip,
+    through the bare connection (cheap for thousands of commands)."""
+    keep = MEMBER_STATES[state]
     found: list[Related] = []
     read = 0
     while read < MEMBER_SCAN:
-        raw = await client.redis.lrange(k.group_members(group_id), read, read + _CHUNK - 1)
-        ids = [reply_text(i) for i in raw]
-        rows = await client.conn.execute_many([("HMGET", k.job(i), *RELATED_FIELDS) for i in ids])
-        found += [r for r in map(read_related, ids, rows) if r.state in keep]
-        read += len(ids)
-        if len(ids) < _CHUNK:
+        chunk = await admin_reads.member_rows(shard, group_id, read, _CHUNK)
+        found += [r for r in chunk if r.state in keep]
+        read += len(chunk)
+        if len(chunk) < _CHUNK:
             break
     return found[offset : offset + limit], len(found), read
 

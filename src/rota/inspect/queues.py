@@ -9,13 +9,15 @@ from typing import TYPE_CHECKING, Annotated, Final, Literal
 import msgspec
 from msgspec import Meta
 
+from rota.client import admin_reads
 from rota.client.rules import gather
+from rota.client.shard import Shard
 from rota.client.workflow import MISSING
-from rota.protocol.job import field_seconds, field_text, reply_text, state_text
+from rota.protocol.job import field_seconds, field_text, state_text
 from rota.redis.outage import guarded
 
 if TYPE_CHECKING:
-    from rota.client import Client, Shard
+    from rota.client import Client
 
 __all__ = ["EXACT_DEPTH", "QueueView", "QueuedJob", "queue_view", "served_names"]
 
@@ -74,15 +76,16 @@ async def queue_view(
     over the shards (the page is where the offset points, give or take a few jobs, for
     the reads of ``K`` pages)."""
     served = name in await served_names(client)
-    if len(client.admin.shards) == 1:
-        return await _shard_queue(client.admin.shards[0], name, offset, limit, newest, served)
-    k = len(client.admin.shards)
+    shards = admin_reads.shards_of(client)
+    if len(shards) == 1:
+        return await _shard_queue(shards[0], name, offset, limit, newest, served)
+    k = len(shards)
     exact = offset + limit <= EXACT_DEPTH
     start, count = (0, offset + limit) if exact else (offset // k, limit)
     each = await gather(
         [
-            functools.partial(_shard_queue, part, name, start, count, newest, served)
-            for part in client.admin.shards
+            functools.partial(_shard_queue, shard, name, start, count, newest, served)
+            for shard in shards
         ]
     )
     # One order over the shards, the same from either end: by enqueue time, then shard,
@@ -106,35 +109,15 @@ async def queue_view(
 
 
 async def _shard_queue(
-    client: Shard, name: str, offset: int, limit: int, newest: bool, served: bool
+    shard: Shard, name: str, offset: int, limit: int, newest: bool, served: bool
 ) -> QueueView:
     """:func:`queue_view` of one shard."""
-    k = client.keys
-    pipe = client.redis.pipeline(transaction=False)
-    pipe.llen(k.queue(name))
-    if newest:
-        pipe.lrange(k.queue(name), offset, offset + limit - 1)
-    else:
-        pipe.lrange(k.queue(name), -offset - limit, -offset - 1)
-    pipe.sismember(k.paused, name)
-    total, raw, paused = await pipe.execute()
-    ids = [reply_text(i) for i in (raw if newest else reversed(raw))]
-    pipe = client.redis.pipeline(transaction=False)
-    for i in ids:
-        pipe.hmget(k.job(i), "name", "state", "enqueued_at")
-        pipe.hstrlen(k.job(i), "args")
-    # A record that is no hash (written by others) answers errors: read as missing.
-    rows = await pipe.execute(raise_on_error=False) if ids else []
-    fields = [(None,) * 3 if isinstance(f, Exception) else f for f in rows[0::2]]
-    sizes = [n if isinstance(n, int) else 0 for n in rows[1::2]]
-    shown = [i for i, size in zip(ids, sizes, strict=True) if 0 < size <= ARGS_READ]
-    pipe = client.redis.pipeline(transaction=False)
-    for i in shown:
-        pipe.hget(k.job(i), "args")
-    args = dict(zip(shown, await pipe.execute() if shown else [], strict=True))
+    total, paused, rows = await admin_reads.queue_rows(
+        shard, name, offset, limit, newest, ARGS_READ
+    )
     jobs = []
-    for i, (job_name, state, enqueued), size in zip(ids, fields, sizes, strict=True):
-        text = field_text(args.get(i))
+    for i, job_name, state, enqueued, size, args in rows:
+        text = field_text(args)
         gone = job_name is None and state is None
         jobs.append(
             QueuedJob(
@@ -149,10 +132,10 @@ async def _shard_queue(
     return QueueView(
         name=name,
         order="newest" if newest else "oldest",
-        total=int(total),
+        total=total,
         offset=offset,
         limit=limit,
-        paused=bool(paused),
+        paused=paused,
         served=served,
         jobs=jobs,
     )

@@ -9,20 +9,21 @@ or all on one. The web UI, ``/metrics`` and the CLI read these here.
 from __future__ import annotations
 
 import functools
-import time
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import msgspec
 from msgspec import Meta
 
+from rota.client import admin_servers
+from rota.client.admin_reads import shards_of
 from rota.client.rules import gather
 from rota.errors import RedisRefused, RedisUnavailable, redis_cause
 from rota.redis.outage import REDIS_ERRORS, Condition, guarded, out_of_memory, rota_error
-from rota.redis.topology import server_of
 from rota.wire.redispy import ReplyError, key_slot
 
 if TYPE_CHECKING:
-    from rota.client import Client, Shard
+    from rota.client import Client
+    from rota.client.shard import Shard
 
 __all__ = [
     "INFO_FIELDS",
@@ -106,20 +107,21 @@ async def shard_views(client: Client) -> list[ShardView]:
     queued and running (over every job name) and in each set. One shard is the
     namespace's whole. The shards are read at once; one whose server cannot be reached
     now (or refuses for a while) is shown away, with why, beside the others."""
-    named = await gather([functools.partial(_names_or_away, part) for part in client.admin.shards])
+    shards = shards_of(client)
+    named = await gather([functools.partial(_names_or_away, shard) for shard in shards])
     names = sorted({n for found in named if isinstance(found, list) for n in found})
     return await gather(
         [
-            functools.partial(_shard_view, part, names, found if isinstance(found, str) else "")
-            for part, found in zip(client.admin.shards, named, strict=True)
+            functools.partial(_shard_view, shard, names, found if isinstance(found, str) else "")
+            for shard, found in zip(shards, named, strict=True)
         ]
     )
 
 
-async def _names_or_away(part: Shard) -> list[str] | str:
-    """The job names ``part``'s shard knows, or why its server cannot say now."""
+async def _names_or_away(shard: Shard) -> list[str] | str:
+    """The job names ``shard`` knows, or why its server cannot say now."""
     try:
-        return await part.names()
+        return await shard.names()
     except REDIS_ERRORS as exc:
         why = away_cause(exc)
         if why is None:
@@ -127,7 +129,7 @@ async def _names_or_away(part: Shard) -> list[str] | str:
         return why
 
 
-async def _shard_view(part: Shard, names: list[str], away: str) -> ShardView:
+async def _shard_view(shard: Shard, names: list[str], away: str) -> ShardView:
     """One shard's view: its sets' sizes, and its queued and running jobs counted with
     two commands a name (not the seven and more of its queues' whole figures: 5,000
     names were 40,000 commands a view); a shard whose server cannot be read now is
@@ -136,18 +138,18 @@ async def _shard_view(part: Shard, names: list[str], away: str) -> ShardView:
     counts: list[tuple[int, int]] = []
     if not away:
         try:
-            sizes = await part.job_set_sizes()  # its own figures, not the namespace's
-            counts = list((await part.backlog(names)).values())
+            sizes = await shard.job_set_sizes()  # its own, not the namespace's
+            counts = list((await shard.backlog(names)).values())
         except REDIS_ERRORS as exc:
             away = away_cause(exc) or ""
             if not away:
                 raise
-    prefix = part.keys.prefix  # "{tag}:"
+    number, prefix, server = admin_servers.shard_place(shard)  # prefix: "{tag}:"
     return ShardView(
-        shard=part.keys.shard,
+        shard=number,
         tag=prefix[:-1],
         slot=key_slot(prefix.encode()),
-        server=server_of(part.redis),
+        server=server,
         queued=sum(q for q, _ in counts),
         running=sum(r for _, r in counts),
         scheduled=sizes.get("scheduled", 0),
@@ -173,14 +175,14 @@ async def shards_away(client: Client) -> dict[int, str]:
     (all asked at once), each with why (see :func:`away_cause`): what a command that
     needs every shard names when it cannot be served."""
 
-    async def probe(part: Shard) -> str | None:
+    async def probe(shard: Shard) -> str | None:
         try:
-            await part.redis.ping()
+            await admin_servers.ping_shard(shard)
         except REDIS_ERRORS as exc:
             return away_cause(exc)  # None: it answered, with a refusal of its own
         return None
 
-    found = await gather([functools.partial(probe, part) for part in client.admin.shards])
+    found = await gather([functools.partial(probe, shard) for shard in shards_of(client)])
     return {i: why for i, why in enumerate(found) if why is not None}
 
 
@@ -200,7 +202,8 @@ async def backlog(client: Client, names: list[str]) -> dict[str, tuple[int, int]
     """Queued and running jobs of each name over every shard (the shards read at once,
     two commands a name each): what ``/metrics`` ranks the names by."""
     out = dict.fromkeys(names, (0, 0))
-    for counts in await gather([functools.partial(p.backlog, names) for p in client.admin.shards]):
+    each = [functools.partial(s.backlog, names) for s in shards_of(client)]
+    for counts in await gather(each):
         for name, (queued, running) in counts.items():
             out[name] = (out[name][0] + queued, out[name][1] + running)
     return out
@@ -211,26 +214,8 @@ async def ping(client: Client) -> float:
     """The round trip of one PING, in seconds: whether Redis answers, and how fast.
     Over several shards, the slowest of a PING to each shard's server (all at once):
     the namespace answers when every shard does."""
-    return max(await gather([functools.partial(_ping, p) for p in _servers(client)]))
-
-
-async def _ping(client: Shard) -> float:
-    started = time.perf_counter()
-    await client.redis.ping()
-    return time.perf_counter() - started
-
-
-def _servers(client: Client) -> list[Shard]:
-    """One shard of ``client`` per server its shards are on: in a cluster the shards
-    spread over the nodes, on one server they share it. A shard whose server is not
-    located yet ("?") counts as a server of its own."""
-    if len(client.admin.shards) == 1:
-        return [client.admin.shards[0]]
-    first: dict[object, Shard] = {}
-    for part in client.admin.shards:
-        where = server_of(part.redis)
-        first.setdefault(where if where != "?" else id(part), part)
-    return list(first.values())
+    each = admin_servers.one_per_server(client)
+    return max(await gather([functools.partial(admin_servers.ping_shard, s) for s in each]))
 
 
 @guarded
@@ -238,7 +223,7 @@ async def server_info(client: Client) -> ServerInfo:
     """Server figures from INFO and the round trip of one PING, measured here: of the
     server of the namespace's first shard (see :func:`shard_views` for every shard's)."""
     ping_ms = await ping(client) * 1000
-    info = await client.admin.shards[0].redis.info()
+    info = await admin_servers.info(client)
     fields: dict[str, Any] = {k: info[k] for k in INFO_FIELDS if k in info}
     for k in ("redis_version", "valkey_version", "used_memory_human", "maxmemory_policy", "os"):
         if k in fields:
@@ -252,7 +237,9 @@ async def redis_figures(client: Client) -> RedisFigures | None:
     Redis refuses ``INFO`` (an ACL without it). INFO runs on a full Redis and on a
     replica. Over several shards, of every server they are on: memory added up,
     every refusal of any."""
-    each = await gather([functools.partial(_figures, p) for p in _servers(client)])
+    each = await gather(
+        [functools.partial(_figures, s) for s in admin_servers.one_per_server(client)]
+    )
     if any(f is None for f in each):
         return None
     found = [f for f in each if f is not None]
@@ -265,12 +252,9 @@ async def redis_figures(client: Client) -> RedisFigures | None:
     )
 
 
-async def _figures(client: Shard) -> RedisFigures | None:
+async def _figures(shard: Shard) -> RedisFigures | None:
     """:func:`redis_figures` of one server."""
-    pipe = client.redis.pipeline(transaction=False)
-    pipe.info("memory")
-    pipe.info("replication")
-    memory, replication = await pipe.execute(raise_on_error=False)
+    memory, replication = await admin_servers.memory_and_role(shard)
     if isinstance(memory, ReplyError) or isinstance(replication, ReplyError):
         return None
     refusing: set[Condition] = set()

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from rota.client import Client
+from rota.client import Client, admin_reads
 from rota.testing.embedded import embedded_redis
 from rota.worker.pool import WorkerPool
 from rota.worker.runtime import PoolRuntime
@@ -63,24 +63,10 @@ async def pool_client(
                         yield client
                 finally:
                     if redis_url is not None:
-                        await _forget(client)
+                        await admin_reads.forget_namespace(client)
         finally:
             pool.configure(previous)
             pool.handlers = handlers
-
-
-async def _forget(client: Client) -> None:
-    """Delete every key of the test's namespace from a Redis that is not ours (a scan:
-    this runs once, after a test)."""
-    pattern = client.admin.shards[0].keys.prefix + "*"  # a namespace has no glob characters
-    batch: list[bytes] = []
-    async for key in client.admin.shards[0].redis.scan_iter(match=pattern, count=1000):
-        batch.append(key)
-        if len(batch) >= 1000:
-            await client.admin.shards[0].redis.unlink(*batch)
-            batch.clear()
-    if batch:
-        await client.admin.shards[0].redis.unlink(*batch)
 
 
 async def run_job(

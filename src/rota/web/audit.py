@@ -29,6 +29,7 @@ import msgspec
 import structlog
 from starlette.datastructures import Headers
 
+from rota.client import admin_reads
 from rota.wire.redispy import REDIS_ERRORS
 
 if TYPE_CHECKING:
@@ -80,28 +81,19 @@ class AuditLog:
 
     async def record(self, **entry: Any) -> None:
         """Add an entry (its time is added here)."""
-        client = self._client
         text = msgspec.json.encode({"at": int(time.time() * 1000), **entry})
-        key = client.admin.shards[0].keys.web_audit
         try:
-            pipe = client.admin.shards[0].redis.pipeline(transaction=False)
-            pipe.lpush(key, text)
-            pipe.ltrim(key, 0, KEEP - 1)
-            await pipe.execute()
+            await admin_reads.audit_push(self._client, text, KEEP)
         except REDIS_ERRORS as exc:
             log.warning("the audit log could not be written", error=str(exc), **entry)
 
     async def recent(self, offset: int = 0, count: int = 100) -> tuple[int, list[dict[str, Any]]]:
         """How many entries there are, and a page of them, newest first."""
-        client = self._client
-        pipe = client.admin.shards[0].redis.pipeline(transaction=False)
-        pipe.llen(client.admin.shards[0].keys.web_audit)
-        pipe.lrange(client.admin.shards[0].keys.web_audit, offset, offset + count - 1)
-        total, raw = await pipe.execute()
+        total, raw = await admin_reads.audit_page(self._client, offset, count)
         entries = []
         for item in raw:
             try:
                 entries.append(msgspec.json.decode(item))
             except msgspec.DecodeError:
                 entries.append({"raw": item.decode(errors="replace")})
-        return int(total), entries
+        return total, entries

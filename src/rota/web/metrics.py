@@ -64,7 +64,7 @@ class Reading:
     sets: dict[str, int]
     roundtrip: float
     scrape_seconds: float
-    redis: RedisFigures | None = None  # None: Redis refused INFO
+    server: RedisFigures | None = None  # None: Redis refused INFO
     names: int = 0  # job names of the namespace, detailed in `queues` or not
     queued: int = 0  # jobs queued, over every name
     running: int = 0  # jobs running, over every name
@@ -157,8 +157,8 @@ class RotaCollector(Collector):
         yield _gauge(
             "rota_scrape_duration_seconds", "Time spent reading Redis.", ns, r.scrape_seconds
         )
-        if r.redis is not None:
-            yield from _redis_families(r.namespace, r.redis)
+        if r.server is not None:
+            yield from _redis_families(r.namespace, r.server)
 
 
 def _redis_families(namespace: str, figures: RedisFigures) -> Iterator[Metric]:

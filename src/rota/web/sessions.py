@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Final
 
 import structlog
 
+from rota.client import admin_reads
 from rota.wire.redispy import REDIS_ERRORS
 
 if TYPE_CHECKING:
@@ -95,14 +96,10 @@ class Sessions:
             return False
         if self._client is None:
             return True
-        client = self._client
         try:
-            ended = await client.admin.shards[0].redis.zscore(
-                client.admin.shards[0].keys.web_sessions_ended, read[0]
-            )
+            return not await admin_reads.session_ended(self._client, read[0])
         except REDIS_ERRORS:
             return True  # see the module's docstring
-        return ended is None
 
     async def end(self, value: str | None) -> None:
         """End the session of a cookie (logout): Redis keeps its id until the session's
@@ -112,19 +109,8 @@ class Sessions:
         if read is None or self._client is None:
             return
         sid, expires = read
-        client = self._client
-        key = client.admin.shards[0].keys.web_sessions_ended
-        now_ms = int(time.time() * 1000)
         try:
-            pipe = client.admin.shards[0].redis.pipeline(transaction=False)
-            pipe.zadd(key, {sid: expires * 1000})
-            pipe.zremrangebyscore(key, "-inf", now_ms)  # sessions past their end anyway
-            pipe.zrange(key, -1, -1, withscores=True)  # the latest end
-            latest = (await pipe.execute())[-1]
-            last_ms = int(latest[0][1]) if latest else expires * 1000
-            await client.admin.shards[0].redis.pexpire(
-                key, max(last_ms, expires * 1000) - now_ms + 60_000
-            )
+            await admin_reads.end_session(self._client, sid, expires)
         except REDIS_ERRORS as exc:
             log.warning("logout: the session could not be ended in Redis", error=str(exc))
 

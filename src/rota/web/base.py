@@ -119,20 +119,6 @@ async def known_queue(request: Request) -> str:
     return name
 
 
-def int_param(request: Request, name: str, default: int, lo: int, hi: int) -> int:
-    """An integer query parameter within [lo, hi]; anything else is a 400."""
-    text = request.query_params.get(name)
-    if not text:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ApiError(400, f"{name}: not an integer: {text[:40]!r}") from None
-    if not lo <= value <= hi:
-        raise ApiError(400, f"{name}: must be between {lo} and {hi}, got {value}")
-    return value
-
-
 def local_path(target: str | None, default: str) -> str:
     """``target`` if it is a path on this server (never another site), else ``default``."""
     if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:

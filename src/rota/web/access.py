@@ -29,13 +29,8 @@ async def audit(request: Request) -> Response | dict[str, object]:
     total, entries = await state_of(request).audit.recent(offset, limit)
     if is_api(request):
         return {"total": total, "offset": offset, "entries": entries}
-    context = {
-        "entries": entries,
-        "total": total,
-        "offset": offset,
-        **pages(offset, limit, total),
-    }
-    return render(request, "audit.html", context)
+    context = {"entries": entries, "total": total, "offset": offset}
+    return render(request, "audit.html", {**context, **pages(offset, limit, total)})
 
 
 @routes.form("/ns/{name}", "GET")

@@ -84,9 +84,8 @@ def _refusal(auth: Auth, request: Request, status: int, text: str) -> Response:
 
 
 def _error(request: Request, status: int, message: str) -> Response:
-    if _wants_json(request):
-        return JSONResponse(Error(message), status_code=status)
-    return render(request, "error.html", {"status": status, "message": message}, status)
+    """An error of a route, answered as the middlewares' refusals are."""
+    return _refusal(state_of(request).auth, request, status, message)
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:

@@ -11,7 +11,7 @@ import jinja2
 import msgspec
 from starlette.datastructures import URL
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from rota.client import Client
 from rota.client.status import duration
@@ -119,20 +119,6 @@ async def known_queue(request: Request) -> str:
     return name
 
 
-def int_param(request: Request, name: str, default: int, lo: int, hi: int) -> int:
-    """An integer query parameter within [lo, hi]; anything else is a 400."""
-    text = request.query_params.get(name)
-    if not text:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ApiError(400, f"{name}: not an integer: {text[:40]!r}") from None
-    if not lo <= value <= hi:
-        raise ApiError(400, f"{name}: must be between {lo} and {hi}, got {value}")
-    return value
-
-
 def local_path(target: str | None, default: str) -> str:
     """``target`` if it is a path on this server (never another site), else ``default``."""
     if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
@@ -143,6 +129,18 @@ def local_path(target: str | None, default: str) -> str:
 def with_notice(target: str, done: str, n: int | None = None) -> str:
     url = URL(target).include_query_params(done=done)
     return str(url.include_query_params(n=n)) if n is not None else str(url)
+
+
+async def back(
+    request: Request, default: str, done: str, n: int | None = None, gone: str | None = None
+) -> Response:
+    """A form's answer: a 303 back to the page it came from (its ``next``, a path on this
+    server; else ``default``, and ``default`` too for a page under ``gone``, which the
+    action removed), saying what was done."""
+    field = (await request.form()).get("next")
+    target = local_path(field if isinstance(field, str) else None, default)
+    target = default if gone is not None and target.startswith(gone) else target
+    return RedirectResponse(with_notice(target, done, n), status_code=303)
 
 
 def _when(ms: int | None) -> str:

@@ -27,27 +27,21 @@ def _nice_max(value: int) -> int:
         step *= 10
 
 
-def _labels(buckets: list[dict[str, Any]], fmt: str) -> list[str]:
-    """The times under a chart: its first, middle and last buckets'."""
-    out = []
-    if buckets:
-        for i in sorted({0, len(buckets) // 2, len(buckets) - 1}):
-            stamp = dt.datetime.fromtimestamp(buckets[i]["start"] / 1000, dt.UTC)
-            out.append(stamp.strftime(fmt))
-    return out
+def _label(bucket: dict[str, Any], fmt: str) -> str:
+    return dt.datetime.fromtimestamp(bucket["start"] / 1000, dt.UTC).strftime(fmt)
 
 
-def _slot(i: int, n: int) -> dict[str, float]:
-    """The place of bar ``i`` of ``n``: its slot (hovered for its title) and the bar
-    inside it."""
-    slot = WIDTH / n
-    gap = slot * 0.15
-    return {
-        "x": round(i * slot + gap / 2, 2),
-        "w": round(slot - gap, 2),
-        "slot_x": round(i * slot, 2),
-        "slot_w": round(slot, 2),
-    }
+def _chart(buckets: list[dict[str, Any]], fmt: str, bars: list[dict[str, Any]]) -> dict[str, Any]:
+    """A chart of ``bars``, each given its slot (hovered for its title) and the place of
+    the bar inside it, and the times under it: its first, middle and last buckets'."""
+    slot = WIDTH / max(1, len(buckets))
+    for i, bar in enumerate(bars):
+        x, gap = i * slot, slot * 0.15
+        bar.update(x=round(x + gap / 2, 2), w=round(slot - gap, 2))
+        bar.update(slot_x=round(x, 2), slot_w=round(slot, 2))
+    ends = sorted({0, len(buckets) // 2, len(buckets) - 1}) if buckets else []
+    labels = [_label(buckets[i], fmt) for i in ends]
+    return {"width": WIDTH, "height": HEIGHT, "bars": bars, "labels": labels}
 
 
 def _ms_text(ms: float) -> str:
@@ -57,35 +51,23 @@ def _ms_text(ms: float) -> str:
 def duration_chart(minutes: list[dict[str, Any]]) -> dict[str, Any]:
     """Bars of the mean run time of a name's complete jobs per minute (``mean_ms``, None
     for a minute without any), oldest first."""
-    n = max(1, len(minutes))
     means = [m["mean_ms"] for m in minutes if m["mean_ms"] is not None]
     top = _nice_max(math.ceil(max(means, default=0)))
     bars = []
-    for i, m in enumerate(minutes):
-        label = dt.datetime.fromtimestamp(m["start"] / 1000, dt.UTC).strftime("%H:%M")
-        mean = m["mean_ms"]
+    for m in minutes:
+        mean, label = m["mean_ms"], _label(m, "%H:%M")
         h = HEIGHT * mean / top if mean is not None else 0.0
         title = (
             f"{label} UTC: mean {_ms_text(mean)} over {m['processed']} jobs"
             if mean is not None
             else f"{label} UTC: no job completed"
         )
-        bars.append(
-            {
-                **_slot(i, n),
-                "y": round(HEIGHT - h, 2),
-                "h": round(h, 2),
-                "title": title,
-            }
-        )
+        bars.append({"y": round(HEIGHT - h, 2), "h": round(h, 2), "title": title})
     done = sum(m["processed"] for m in minutes)
     ran = sum(m["ran_ms"] for m in minutes)
     return {
-        "width": WIDTH,
-        "height": HEIGHT,
+        **_chart(minutes, "%H:%M", bars),
         "max": _ms_text(top),
-        "bars": bars,
-        "labels": _labels(minutes, "%H:%M"),
         "mean": _ms_text(ran / done) if done else None,
         "slowest": _ms_text(max(means)) if means else None,
     }
@@ -94,31 +76,23 @@ def duration_chart(minutes: list[dict[str, Any]]) -> dict[str, Any]:
 def bar_chart(buckets: list[dict[str, Any]], unit: str) -> dict[str, Any]:
     """Stacked bars (processed below, failed above) for buckets of one ``unit``
     ('minute' or 'day'), oldest first."""
-    n = max(1, len(buckets))
     top = _nice_max(max((b["processed"] + b["failed"] for b in buckets), default=0))
     fmt = "%H:%M" if unit == "minute" else "%b %d"
     bars = []
-    for i, b in enumerate(buckets):
-        hp = HEIGHT * b["processed"] / top
-        hf = HEIGHT * b["failed"] / top
-        label = dt.datetime.fromtimestamp(b["start"] / 1000, dt.UTC).strftime(fmt)
+    for b in buckets:
+        hp, hf = HEIGHT * b["processed"] / top, HEIGHT * b["failed"] / top
         bars.append(
             {
-                **_slot(i, n),
                 "yp": round(HEIGHT - hp, 2),
                 "hp": round(hp, 2),
                 "yf": round(HEIGHT - hp - hf, 2),
                 "hf": round(hf, 2),
-                "title": f"{label} UTC: {b['processed']} processed, {b['failed']} failed",
+                "title": f"{_label(b, fmt)} UTC: {b['processed']} processed, {b['failed']} failed",
             }
         )
-    labels = _labels(buckets, fmt)
     return {
-        "width": WIDTH,
-        "height": HEIGHT,
+        **_chart(buckets, fmt, bars),
         "max": top,
-        "bars": bars,
-        "labels": labels,
         "processed": sum(b["processed"] for b in buckets),
         "failed": sum(b["failed"] for b in buckets),
     }

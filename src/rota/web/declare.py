@@ -24,7 +24,7 @@ from starlette.routing import BaseRoute, Route
 
 from rota.protocol import codec
 from rota.protocol.job import MAX_MS
-from rota.web.base import ApiError, JSONResponse, int_param, render
+from rota.web.base import ApiError, JSONResponse, render
 
 __all__ = ["REF", "REFRESH", "Error", "Ms", "Number", "Operation", "Routes", "mirror", "ms"]
 
@@ -145,13 +145,20 @@ class Number(NamedTuple):
     page: int | None = None
 
     def read(self, request: Request) -> int:
-        if is_api(request):
-            return int_param(request, self.name, self.default, self.lo, self.hi)
+        text = request.query_params.get(self.name) or str(self.default)
         try:
-            value = int(request.query_params.get(self.name, self.default))
+            value = int(text)
         except ValueError:
+            if is_api(request):
+                raise ApiError(400, f"{self.name}: not an integer: {text[:40]!r}") from None
             value = self.default
-        return self.page if self.page is not None else max(self.lo, min(self.hi, value))
+        if not is_api(request):
+            return self.page if self.page is not None else max(self.lo, min(self.hi, value))
+        if not self.lo <= value <= self.hi:
+            raise ApiError(
+                400, f"{self.name}: must be between {self.lo} and {self.hi}, got {value}"
+            )
+        return value
 
     def schema(self) -> Schema:
         text = f"{self.about} (default {self.default})" if self.about else f"default {self.default}"

@@ -48,16 +48,14 @@ class Group(GroupProgress, frozen=True):
     limit: int
     members: list[Related]
     failed_members: Annotated[
-        list[Related],
-        said("members that ended dead or aborted, wherever they are (at most 100)"),
+        list[Related], said("members that ended dead or aborted, wherever they are (at most 100)")
     ] = msgspec.field(default_factory=list)
     state: Annotated[MemberState | None, said("the members' state the page keeps (none: all)")] = (
         None
     )
     matching: Annotated[int | None, said("members in that state")] = None
     scanned: Annotated[
-        int | None,
-        said("members read to find them: fewer than total when it stopped"),
+        int | None, said("members read to find them: fewer than total when it stopped")
     ] = None
 
 

@@ -31,15 +31,8 @@ MAX_ROWS: Final = 10
 
 #: Every state a node can show, in the legend's order.
 STATES: Final = (
-    "waiting",
-    "scheduled",
-    "queued",
-    "running",
-    "retry",
-    "complete",
-    "dead",
-    "aborted",
-    "missing",
+    *("waiting", "scheduled", "queued", "running", "retry"),
+    *("complete", "dead", "aborted", "missing"),
 )
 
 

@@ -5,12 +5,12 @@ back to the page) or the API (JSON)."""
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, TypeVar
 from urllib.parse import quote
 
 import msgspec
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 
 from rota import inspect
 from rota.client import Client
@@ -18,7 +18,7 @@ from rota.client.status import QueueInfo
 from rota.inspect import served_names
 from rota.inspect.figures import MINUTES, done_last_minutes, name_minutes
 from rota.protocol import bounds
-from rota.web.base import ApiError, client_of, known_queue, local_path, render, with_notice
+from rota.web.base import ApiError, back, client_of, known_queue, render
 from rota.web.charts import bar_chart, duration_chart
 from rota.web.declare import (
     REFRESH,
@@ -39,6 +39,7 @@ from rota.web.declare import (
 __all__ = ["routes"]
 
 routes = Routes()
+B = TypeVar("B", bound=msgspec.Struct)
 MAX_LIMIT: Final = int(bounds.HANDLER["max_concurrency"].hi)
 _OFFSET: Final = Number("offset", 0, 0, 10**9)
 _LIMIT: Final = Number("limit", 100, 1, 1000, page=100)  # a page stays small with 1000s of names
@@ -207,11 +208,9 @@ async def _name_stats(client: Client, name: str, minutes: int) -> NameStats:
     return NameStats(name, out)
 
 
-async def _back(request: Request, done: str, n: int | None = None) -> Response:
-    """A form's answer: back to the page it came from (its ``next``), saying what was done."""
-    target = (await request.form()).get("next")
-    target = local_path(target if isinstance(target, str) else None, "/queues")
-    return RedirectResponse(with_notice(target, done, n), status_code=303)
+async def _done(request: Request, body: B, done: str, n: int | None = None) -> B | Response:
+    """The API's answer, or the form's: back to its page, saying what was done."""
+    return body if is_api(request) else await back(request, "/queues", done, n)
 
 
 @routes.form("/queues/{name}/pause")
@@ -220,7 +219,7 @@ async def pause(request: Request) -> QueueState | Response:
     """Pause a queue."""
     name = await known_queue(request)
     await client_of(request).admin.pause(name)
-    return QueueState(name, paused=True) if is_api(request) else await _back(request, "paused")
+    return await _done(request, QueueState(name, paused=True), "paused")
 
 
 @routes.form("/queues/{name}/resume")
@@ -229,7 +228,7 @@ async def resume(request: Request) -> QueueState | Response:
     """Resume a queue."""
     name = await known_queue(request)
     await client_of(request).admin.resume(name)
-    return QueueState(name, paused=False) if is_api(request) else await _back(request, "resumed")
+    return await _done(request, QueueState(name, paused=False), "resumed")
 
 
 @routes.form("/queues/{name}/clear")
@@ -238,7 +237,7 @@ async def clear(request: Request) -> Cleared | Response:
     """Clear a queue."""
     name = await known_queue(request)
     n = await client_of(request).admin.clear_queue(name)
-    return Cleared(name, n) if is_api(request) else await _back(request, "cleared", n)
+    return await _done(request, Cleared(name, n), "cleared", n)
 
 
 _WRONG: Final = (400, 404, 415, 422)
@@ -289,4 +288,4 @@ async def set_form(request: Request) -> Response:
             await client_of(request).admin.set_limit(name, int(text) if text else None)
     except ValueError as exc:
         return await queues_page(request, error=f"{name}: {exc}")
-    return await _back(request, f"{what}-set" if text else f"{what}-removed")
+    return await back(request, "/queues", f"{what}-set" if text else f"{what}-removed")

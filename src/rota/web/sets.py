@@ -10,11 +10,11 @@ import msgspec
 from msgspec import Meta
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 
 from rota.client.shard_ops import SEARCH_LIMIT
 from rota.protocol.job import JobRecord, JobSet
-from rota.web.base import ApiError, JSONResponse, client_of, local_path, with_notice
+from rota.web.base import ApiError, JSONResponse, back, client_of
 from rota.web.declare import REF, STR, Ms, Number, Routes, doc, is_api, mirror, pages, query, said
 
 __all__ = ["JOB_SETS", "MAX_IDS", "MAX_POSITION", "MAX_SEARCH", "RETRYABLE", "SUMMARY", "routes"]
@@ -36,6 +36,8 @@ SUMMARY: Final = (
     *("id", "name", "state", "args", "attempts", "failures", "enqueued_at", "run_at"),
     *("finished_at", "reason", "error", "after", "pending", "group", "waits_group"),
 )
+#: What a page's notice says was done.
+_DONE: Final = {"retry": "retried", "delete": "deleted"}
 _OFFSET: Final = Number("offset", 0, 0, MAX_POSITION)
 _LIMIT: Final = Number("limit", 25, 1, 500, page=25)
 _FROM: Final = Number("from", 0, 0, MAX_POSITION, "where in the set a search begins")
@@ -108,30 +110,27 @@ def _position(field: object, name: str) -> int | None:
     )
 
 
-async def _back(request: Request, which: JobSet, done: str, n: int | None = None) -> Response:
-    """A form's answer: back to its page (its ``next``; not a job it deleted), saying what
-    was done."""
-    field = (await request.form()).get("next")
-    target = local_path(field if isinstance(field, str) else None, f"/{which}")
-    job_id = request.path_params.get("job_id")
-    if job_id and done == "deleted" and target.startswith(f"/jobs/{job_id}"):
-        target = f"/{which}"
-    return RedirectResponse(with_notice(target, done, n), status_code=303)
+async def _apply(request: Request, which: JobSet, action: str, ids: list[str] | None) -> int:
+    """Retry or delete ``ids`` of a set (None: all of it); how many."""
+    client = client_of(request)
+    if action == "retry":
+        return await client.admin.retry(which, ids)
+    return await client.admin.delete(which, ids)
 
 
 async def _act(request: Request, which: JobSet, action: str, ids: list[str] | None) -> Response:
-    """Retry or delete ``ids`` of a set (None: all of it): how many, as JSON or a 303."""
-    client = client_of(request)
-    if ids == []:
-        n = 0
-    elif action == "retry":
-        n = await client.admin.retry(which, ids)
-    else:
-        n = await client.admin.delete(which, ids)
-    request.state.audit_count = n
+    """Retry or delete ``ids`` of a set (None: all of it): how many, as JSON or a 303
+    back to the page (never to a job it deleted)."""
+    n = request.state.audit_count = 0 if ids == [] else await _apply(request, which, action, ids)
     if is_api(request):
         return JSONResponse(Retried(n) if action == "retry" else Deleted(n))
-    return await _back(request, which, "retried" if action == "retry" else "deleted", n)
+    return await back(request, f"/{which}", _DONE[action], n, _gone(request, action))
+
+
+def _gone(request: Request, action: str) -> str | None:
+    """The page of the job a form deletes: no page to go back to."""
+    job_id = request.path_params.get("job_id")
+    return f"/jobs/{job_id}" if job_id and action == "delete" else None
 
 
 def _declare(which: JobSet) -> None:
@@ -193,12 +192,8 @@ def _declare(which: JobSet) -> None:
             which, [job_id]
         ):
             raise HTTPException(404, f"no job {job_id} among the {which} jobs")
-        client = client_of(request)
-        if action == "retry":
-            n = await client.admin.retry(which, [job_id])
-        else:
-            n = await client.admin.delete(which, [job_id])
-        return await _back(request, which, "retried" if action == "retry" else "deleted", n)
+        n = await _apply(request, which, action, [job_id])
+        return await back(request, f"/{which}", _DONE[action], n, _gone(request, action))
 
     for action in actions:
         _actions(which, action)
@@ -245,7 +240,7 @@ def _actions(which: JobSet, action: str) -> None:
         if len(ids) > MAX_IDS:
             raise HTTPException(400, f"select at most {MAX_IDS} jobs at once")
         if not ids:
-            return await _back(request, which, "none-selected")
+            return await back(request, f"/{which}", "none-selected")
         there = request.state.audit_ids = await client_of(request).admin.in_set(which, ids)
         return await _act(request, which, action, there)
 

@@ -29,6 +29,7 @@ from rota.client.enqueue import PLACED
 from rota.client.rules import gather
 from rota.client.shard import Shard
 from rota.client.spec import Enqueued
+from rota.client.workflow import MISSING
 from rota.errors import JobNotFound
 from rota.protocol.rows import EnqueueRow
 from rota.protocol.shards import shard_of, shard_of_row
@@ -127,13 +128,18 @@ class Shards:
         }
         return [placed[i] for i in range(len(rows))]
 
-    async def related(self, ids: Sequence[str], read: Callable[..., Awaitable[list[T]]]) -> list[T]:
+    async def related(
+        self,
+        ids: Sequence[str],
+        read: Callable[..., Awaitable[list[T]]],
+        missing: Callable[[T], bool] = lambda row: getattr(row, "state", "") == MISSING,
+    ) -> list[T]:
         """``read(shard, ids)`` by id for many ids (see :meth:`by_id`): each read in the
-        shard it names, one round trip per shard and all at once; one found missing
-        there (``state`` ``"missing"``) is looked for in the others."""
+        shard it names, one round trip per shard and all at once; one found ``missing``
+        there (by default: its ``state`` is ``"missing"``) is looked for in the others."""
         out = await _read_at(ids, {at: self.named(i) for at, i in enumerate(ids)}, read)
-        missing = [ids[at] for at, row in out.items() if getattr(row, "state", "") == "missing"]
-        held = await self.holders(missing) if missing else {}
+        lost = [ids[at] for at, row in out.items() if missing(row)]
+        held = await self.holders(lost) if lost else {}
         places = {at: held[i] for at, i in enumerate(ids) if i in held}
         out.update(await _read_at(ids, places, read))
         return [out[at] for at in range(len(ids))]

@@ -68,31 +68,42 @@ def _each(client: Client, call: Callable[[Shard], Awaitable[T]]) -> Awaitable[li
 async def job_and_ties(shard: Shard, job_id: str) -> tuple[Any, Any, Any]:
     """A job's record (its hash), log lines and children, in one round trip."""
     k = shard.keys
-    pipe = shard.redis.pipeline(transaction=False)
-    pipe.hgetall(k.job(job_id))
-    pipe.lrange(k.joblog(job_id), 0, -1)
-    pipe.smembers(k.children(job_id))
-    h, logs, kids = (pipelined(v) for v in await pipe.execute(raise_on_error=False))
+    replies = await shard.piped(
+        lambda p: (
+            p.hgetall(k.job(job_id)),
+            p.lrange(k.joblog(job_id), 0, -1),
+            p.smembers(k.children(job_id)),
+        ),
+        errors=False,
+    )
+    h, logs, kids = (pipelined(v) for v in replies)
     return h, logs, kids
 
 
 async def related_rows(shard: Shard, ids: list[str], group_id: str | None) -> list[Any]:
     """Each job's ``HMGET`` of ``RELATED_FIELDS``, then (with ``group_id``) the group's
     progress fields, in one round trip."""
-    pipe = shard.redis.pipeline(transaction=False)
-    for i in ids:
-        pipe.hmget(shard.keys.job(i), *RELATED_FIELDS)
-    if group_id:
-        pipe.hmget(shard.keys.group(group_id), *GroupProgress.FIELDS)
-    return list(await pipe.execute(raise_on_error=False))
+    k = shard.keys
+    group = [k.group(group_id)] if group_id else []
+    return await shard.piped(
+        lambda p: (
+            [p.hmget(k.job(i), *RELATED_FIELDS) for i in ids]
+            + [p.hmget(g, *GroupProgress.FIELDS) for g in group]
+        ),
+        errors=False,
+    )
 
 
 async def group_head(shard: Shard, group_id: str, offset: int, limit: int) -> tuple[Any, list[str]]:
     """A group's progress fields and a page of its members' ids, in one round trip."""
-    pipe = shard.redis.pipeline(transaction=False)
-    pipe.hmget(shard.keys.group(group_id), *GroupProgress.FIELDS)
-    pipe.lrange(shard.keys.group_members(group_id), offset, offset + limit - 1)
-    raw, members = await pipe.execute(raise_on_error=False)
+    k, last = shard.keys, offset + limit - 1
+    raw, members = await shard.piped(
+        lambda p: (
+            p.hmget(k.group(group_id), *GroupProgress.FIELDS),
+            p.lrange(k.group_members(group_id), offset, last),
+        ),
+        errors=False,
+    )
     return pipelined(raw), [reply_text(m) for m in pipelined(members) or ()]
 
 
@@ -116,11 +127,9 @@ async def flow_rows(client: Client, ids: list[str]) -> list[tuple[Any, Any]]:
 
 async def _flow_rows(shard: Shard, ids: list[str]) -> list[tuple[Any, Any]]:
     """:func:`flow_rows` of one shard."""
-    pipe = shard.redis.pipeline(transaction=False)
-    for i in ids:
-        pipe.hmget(shard.keys.job(i), "name", "state", "after", "group", "waits_group")
-        pipe.smembers(shard.keys.children(i))
-    rows = await pipe.execute(raise_on_error=False)
+    k, fields = shard.keys, ("name", "state", "after", "group", "waits_group")
+    read = lambda p: [(p.hmget(k.job(i), *fields), p.smembers(k.children(i))) for i in ids]  # noqa: E731
+    rows = await shard.piped(read, errors=False)
     return list(zip(rows[0::2], rows[1::2], strict=True))
 
 
@@ -130,12 +139,15 @@ async def group_links(
     """The callbacks and (the first ``limit``) members of groups of one shard, in one
     round trip."""
     k = shard.keys
-    pipe = shard.redis.pipeline(transaction=False)
-    for g in wanted_then:
-        pipe.hget(k.group(g), "then")
-    for g in wanted_members:
-        pipe.lrange(k.group_members(g), 0, limit - 1)
-    answers = iter(await pipe.execute(raise_on_error=False))
+    answers = iter(
+        await shard.piped(
+            lambda p: (
+                [p.hget(k.group(g), "then") for g in wanted_then]
+                + [p.lrange(k.group_members(g), 0, limit - 1) for g in wanted_members]
+            ),
+            errors=False,
+        )
+    )
     thens = {g: field_text(pipelined(next(answers))) or None for g in wanted_then}
     members = {g: [reply_text(m) for m in pipelined(next(answers)) or ()] for g in wanted_members}
     return thens, members
@@ -155,31 +167,27 @@ async def queue_rows(
     :func:`rota.inspect.queue_view`), the queue's length and whether it is paused:
     one ``LRANGE`` counted from the end the page starts at, the page's fields and args'
     lengths, then the args up to ``longest`` bytes (three round trips)."""
-    k = shard.keys
-    pipe = shard.redis.pipeline(transaction=False)
-    pipe.llen(k.queue(name))
-    if newest:
-        pipe.lrange(k.queue(name), offset, offset + limit - 1)
-    else:
-        pipe.lrange(k.queue(name), -offset - limit, -offset - 1)
-    pipe.sismember(k.paused, name)
-    total, raw, paused = await pipe.execute()
+    k, q = shard.keys, shard.keys.queue(name)
+    page = (offset, offset + limit - 1) if newest else (-offset - limit, -offset - 1)
+    total, raw, paused = await shard.piped(
+        lambda p: (p.llen(q), p.lrange(q, *page), p.sismember(k.paused, name))
+    )
     ids = [reply_text(i) for i in (raw if newest else reversed(raw))]
-    pipe = shard.redis.pipeline(transaction=False)
-    for i in ids:
-        pipe.hmget(k.job(i), "name", "state", "enqueued_at")
-        pipe.hstrlen(k.job(i), "args")
+    jobs = [k.job(i) for i in ids]
     # A record that is no hash (written by others) answers errors: read as missing.
-    rows = await pipe.execute(raise_on_error=False) if ids else []
+    rows = await shard.piped(
+        lambda p: [
+            (p.hmget(j, "name", "state", "enqueued_at"), p.hstrlen(j, "args")) for j in jobs
+        ],
+        errors=False,
+    )
     fields = [(None,) * 3 if isinstance(f, Exception) else f for f in rows[0::2]]
     sizes = [n if isinstance(n, int) else 0 for n in rows[1::2]]
     shown = [i for i, size in zip(ids, sizes, strict=True) if 0 < size <= longest]
-    pipe = shard.redis.pipeline(transaction=False)
-    for i in shown:
-        pipe.hget(k.job(i), "args")
-    args = dict(zip(shown, await pipe.execute() if shown else [], strict=True))
-    jobs = [(i, *f, size, args.get(i)) for i, f, size in zip(ids, fields, sizes, strict=True)]
-    return int(total), bool(paused), jobs
+    texts = await shard.piped(lambda p: [p.hget(k.job(i), "args") for i in shown])
+    args = dict(zip(shown, texts, strict=True))
+    rows = [(i, *f, size, args.get(i)) for i, f, size in zip(ids, fields, sizes, strict=True)]
+    return int(total), bool(paused), rows
 
 
 async def stats_fields(
@@ -193,10 +201,9 @@ async def stats_fields(
 
 async def _fields(shard: Shard, buckets: list[str], fields: Sequence[str]) -> list[list[int]]:
     """:func:`stats_fields` of one shard."""
-    pipe = shard.redis.pipeline(transaction=False)
-    for bucket in buckets:
-        pipe.hmget(shard.keys.stats_bucket(bucket), fields)
-    rows = await pipe.execute() if buckets else []
+    rows = await shard.piped(
+        lambda p: [p.hmget(shard.keys.stats_bucket(b), fields) for b in buckets]
+    )
     return [[field_int(v) for v in row] for row in rows]
 
 
@@ -220,12 +227,9 @@ async def _totals(shard: Shard, names: list[str]) -> tuple[int, int]:
     """:func:`queue_totals` of one shard, over the names its own running sets lease."""
     k = shard.keys
     leased = [reply_text(n) for n in await shard.redis.smembers(k.leased)]
-    pipe = shard.redis.pipeline(transaction=False)
-    for name in names:
-        pipe.llen(k.queue(name))
-    for name in leased:
-        pipe.zcard(k.running(name))
-    counts = await pipe.execute() if names or leased else []
+    counts = await shard.piped(
+        lambda p: [p.llen(k.queue(n)) for n in names] + [p.zcard(k.running(n)) for n in leased]
+    )
     return sum(counts[: len(names)]), sum(counts[len(names) :])
 
 
@@ -261,11 +265,13 @@ async def end_session(client: Client, sid: str, expires: int) -> None:
     first = client.admin.shards[0]
     key, ends = first.keys.web_sessions_ended, expires * 1000
     now = now_ms()
-    pipe = first.redis.pipeline(transaction=False)
-    pipe.zadd(key, {sid: ends})
-    pipe.zremrangebyscore(key, "-inf", now)  # sessions past their end anyway
-    pipe.zrange(key, -1, -1, withscores=True)  # the latest end
-    latest = (await pipe.execute())[-1]
+    *_, latest = await first.piped(
+        lambda p: (
+            p.zadd(key, {sid: ends}),
+            p.zremrangebyscore(key, "-inf", now),  # sessions past their end anyway
+            p.zrange(key, -1, -1, withscores=True),  # the latest end
+        )
+    )
     last_ms = int(latest[0][1]) if latest else ends
     await first.redis.pexpire(key, max(last_ms, ends) - now + 60_000)
 
@@ -273,20 +279,18 @@ async def end_session(client: Client, sid: str, expires: int) -> None:
 async def audit_push(client: Client, entry: bytes, keep: int) -> None:
     """Add an entry to the audit log, which keeps the ``keep`` newest."""
     first = client.admin.shards[0]
-    pipe = first.redis.pipeline(transaction=False)
-    pipe.lpush(first.keys.web_audit, entry)
-    pipe.ltrim(first.keys.web_audit, 0, keep - 1)
-    await pipe.execute()
+    key = first.keys.web_audit
+    await first.piped(lambda p: (p.lpush(key, entry), p.ltrim(key, 0, keep - 1)))
 
 
 async def audit_page(client: Client, offset: int, count: int) -> tuple[int, list[bytes]]:
     """How many entries the audit log holds, and ``count`` of them from ``offset``,
     newest first, in one round trip."""
     first = client.admin.shards[0]
-    pipe = first.redis.pipeline(transaction=False)
-    pipe.llen(first.keys.web_audit)
-    pipe.lrange(first.keys.web_audit, offset, offset + count - 1)
-    total, raw = await pipe.execute()
+    key = first.keys.web_audit
+    total, raw = await first.piped(
+        lambda p: (p.llen(key), p.lrange(key, offset, offset + count - 1))
+    )
     return int(total), list(raw)
 
 

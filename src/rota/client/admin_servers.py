@@ -58,10 +58,8 @@ async def info(client: Client) -> dict[str, Any]:
 async def memory_and_role(shard: Shard) -> tuple[Any, Any]:
     """``INFO memory`` and ``INFO replication`` of a shard's server, in one round trip
     (an error reply in place of a refused one)."""
-    pipe = shard.redis.pipeline(transaction=False)
-    pipe.info("memory")
-    pipe.info("replication")
-    memory, replication = await pipe.execute(raise_on_error=False)
+    read = lambda p: (p.info("memory"), p.info("replication"))  # noqa: E731
+    memory, replication = await shard.piped(read, errors=False)
     return memory, replication
 
 

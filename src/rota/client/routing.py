@@ -87,10 +87,7 @@ class Shards:
             asked = [i for i in ids if self.named(i) is not shard]
             if not asked:
                 return []
-            async with shard.redis.pipeline(transaction=False) as pipe:
-                for job_id in asked:
-                    pipe.exists(shard.keys.job(job_id))
-                found = await pipe.execute()
+            found = await shard.piped(lambda p: [p.exists(shard.keys.job(i)) for i in asked])
             return [(i, shard) for i, n in zip(asked, found, strict=True) if n]
 
         each = await self.each(ask)

@@ -96,34 +96,25 @@ class Client:
         """A client for the namespace of ``settings``, connected as they say (URL, TLS
         files, ACL user and password: see :mod:`rota.redis.access`); ``options`` go to the
         connection, as in :meth:`from_url`."""
-        options.setdefault("namespace", settings.namespace)  # a cluster serves its slot
-        opts = Options.of(settings)
         return cls._connected(
-            opts,
+            Options.of(settings),
             settings.redis_url,
             lambda tag: connect_to(settings, **{**options, "namespace": tag}),
-            first=connect_to(settings, **options),
         )
 
     @classmethod
-    def _connected(
-        cls,
-        opts: Options,
-        url: str,
-        connect_tag: Callable[[str], Redis],
-        first: Redis | None = None,
-    ) -> Client:
+    def _connected(cls, opts: Options, url: str, connect_tag: Callable[[str], Redis]) -> Client:
         """A client of its own connections: in a cluster, one per shard, each to the owner
-        of its shard's slot (``connect_tag`` of the shard's tag); elsewhere one, as every
-        shard is on the one server."""
+        of its shard's slot (``connect_tag`` of the shard's tag, the namespace's for the
+        first); elsewhere one, as every shard is on the one server."""
         ns, k = opts.namespace, opts.shards
-        others = (
-            [connect_tag(shard_tag(ns, i, k)) for i in range(1, k)]
-            if url.startswith(CLUSTER)
-            else []
+        others = range(1, k) if url.startswith(CLUSTER) else ()
+        return cls(
+            connect_tag(ns),
+            owns_redis=True,
+            shard_redis=[connect_tag(shard_tag(ns, i, k)) for i in others],
+            **dataclasses.asdict(opts),
         )
-        first = connect_tag(ns) if first is None else first
-        return cls(first, owns_redis=True, shard_redis=others, **dataclasses.asdict(opts))
 
     @property
     def namespace(self) -> str:
@@ -219,25 +210,19 @@ class Client:
         """
         rows = [self._row(spec) for spec in specs]
         replicas = self.options.durable if durable is None else int(durable)
-        try:  # the usual case, without a wrapper: it gets through at once
-            if replicas <= 0 or not rows:
-                jobs = await self._route.by_key(rows, traced)
-            else:
-                jobs = await self._durable(rows, replicas)
+        timeout = self.options.durable_timeout
+        send = (
+            traced
+            if replicas <= 0 or not rows
+            else lambda s, sub: durable_send(s, sub, replicas, timeout)
+        )
+        try:  # the usual case: it gets through at once
+            jobs = await self._route.by_key(rows, send)
         except Exception as exc:
-            if replicas <= 0 or not rows:
-                again = lambda: self._route.by_key(rows, traced)  # noqa: E731
-            else:
-                again = lambda: self._durable(rows, replicas)  # noqa: E731
+            again = lambda: self._route.by_key(rows, send)  # noqa: E731
             jobs = await riding(again, exc, self.options.ride_through, reached=self._reached)
         self._reached = True
         return jobs
-
-    async def _durable(self, rows: list[EnqueueRow], replicas: int) -> list[Enqueued]:
-        timeout = self.options.durable_timeout
-        return await self._route.by_key(
-            rows, lambda s, sub: durable_send(s, sub, replicas, timeout)
-        )
 
     def _row(
         self, spec: JobSpec, group: str = "", waits_group: str = "", group_size: int = 0

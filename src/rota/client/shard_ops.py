@@ -19,7 +19,6 @@ import msgspec
 
 from rota.client.status import Bucket, History, LivePool, QueueInfo, RunningJob
 from rota.protocol import calls
-from rota.protocol.bounds import HANDLER, checked
 from rota.protocol.calls import Scope
 from rota.protocol.job import (
     JobRecord,
@@ -33,7 +32,7 @@ from rota.protocol.job import (
     validate_name,
 )
 from rota.protocol.keys import Keys
-from rota.protocol.rate import Rate, parse_rate
+from rota.protocol.rate import Rate
 from rota.protocol.snapshot import PoolSnapshot
 from rota.wire.conn import Conn
 from rota.wire.redispy import Pipeline, Redis
@@ -272,31 +271,25 @@ class ShardOperations:
 
     # -- operating -----------------------------------------------------------------
 
-    async def pause(self, name: str) -> None:
-        await calls.pause(self.scope, validate_name(name))
-
-    async def resume(self, name: str) -> None:
-        await calls.pause(self.scope, validate_name(name), resume=True)
-
     async def set_limit(self, name: str, limit: int | None) -> None:
-        name = validate_name(name)
+        """(``name`` and ``limit`` checked by :meth:`Admin.set_limit`.)"""
         pipe = self.redis.pipeline(transaction=True)
         if limit is None:
             pipe.hdel(self.keys.limits, name)
         else:
-            pipe.hset(self.keys.limits, name, checked("limit", limit, HANDLER["max_concurrency"]))
+            pipe.hset(self.keys.limits, name, limit)
         # A name at its old limit left the ready set; fetches look at it again (and put
         # it out again if it still has no room, or no jobs).
         pipe.sadd(self.keys.ready, name)
         await pipe.execute()
 
-    async def set_rate(self, name: str, rate: str | Rate | None) -> None:
-        validate_name(name)
+    async def set_rate(self, name: str, rate: Rate | None) -> None:
+        """(``name`` checked by :meth:`Admin.set_rate`.)"""
         pipe = self.redis.pipeline(transaction=True)
         if rate is None:
             pipe.hdel(self.keys.rates, name)
         else:
-            pipe.hset(self.keys.rates, name, parse_rate(rate).stored)
+            pipe.hset(self.keys.rates, name, rate.stored)
         pipe.lpush(self.keys.wake(name), "1")
         pipe.ltrim(self.keys.wake(name), 0, 9)
         await pipe.execute()

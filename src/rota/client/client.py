@@ -12,12 +12,12 @@ import dataclasses
 import inspect
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Self
 
 from rota.client.admin import Admin
-from rota.client.enqueue import PLACED, durable_send, riding, traced
+from rota.client.enqueue import durable_send, riding, traced
 from rota.client.options import DEFAULTS, Options
 from rota.client.routing import Shards
 from rota.client.shard import Shard
@@ -38,6 +38,8 @@ __all__ = ["Client"]
 
 _OPTIONS = frozenset({"unique", "unique_ttl", "job_id", "max_fails", "timeout", "after"})
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Options))
+#: The shards of jobs enqueued before, by id (see :meth:`Client._enqueue`).
+_Placed = Mapping[str, int] | None
 
 
 class Client:
@@ -163,7 +165,7 @@ class Client:
             timeout=timeout,
             after=tuple(after),
         )
-        return (await self.enqueue_many([spec], durable=durable))[0]
+        return (await self._enqueue([spec], durable))[0]
 
     async def enqueue_in(self, delay: float, name: str, /, *args: Any, **kwargs: Any) -> Enqueued:
         """Enqueue a job to run ``delay`` seconds from now."""
@@ -186,7 +188,7 @@ class Client:
         if "after" in options:
             options["after"] = tuple(options["after"])
         spec = JobSpec(name=name, args=args, kwargs=kwargs, run_at=at, **options)
-        return (await self.enqueue_many([spec]))[0]
+        return (await self._enqueue([spec], None))[0]
 
     async def enqueue_many(
         self, specs: Iterable[JobSpec], *, durable: bool | int | None = None
@@ -208,6 +210,13 @@ class Client:
         nothing; such a job then reads ``created=False``). After that the call raises
         :class:`~rota.RedisUnavailable` or :class:`~rota.RedisRefused`.
         """
+        return await self._enqueue(specs, durable)
+
+    async def _enqueue(
+        self, specs: Iterable[JobSpec], durable: bool | int | None, placed: _Placed = None
+    ) -> list[Enqueued]:
+        """:meth:`enqueue_many`, rows after jobs a caller ``placed`` (by id: the shard)
+        going where those are (see :meth:`Shards.by_key`)."""
         rows = [self._row(spec) for spec in specs]
         replicas = self.options.durable if durable is None else int(durable)
         timeout = self.options.durable_timeout
@@ -217,9 +226,9 @@ class Client:
             else lambda s, sub: durable_send(s, sub, replicas, timeout)
         )
         try:  # the usual case: it gets through at once
-            jobs = await self._route.by_key(rows, send)
+            jobs = await self._route.by_key(rows, send, placed)
         except Exception as exc:
-            again = lambda: self._route.by_key(rows, send)  # noqa: E731
+            again = lambda: self._route.by_key(rows, send, placed)  # noqa: E731
             jobs = await riding(again, exc, self.options.ride_through, reached=self._reached)
         self._reached = True
         return jobs
@@ -239,11 +248,7 @@ class Client:
         own ``after``), in one round trip. A step that ends dead or aborted makes the rest
         dead with reason ``dependency_failed``."""
         linked, placed = await chained(specs, self._route.count, self._route.holding)
-        known = PLACED.set(placed)
-        try:
-            return await self.enqueue_many(linked)
-        finally:
-            PLACED.reset(known)
+        return await self._enqueue(linked, None, placed)
 
     async def group(
         self,

@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
-from rota.client.enqueue import PLACED
 from rota.client.rules import gather
 from rota.client.shard import Shard
 from rota.client.spec import Enqueued
@@ -101,13 +100,14 @@ class Shards:
         self,
         rows: list[EnqueueRow],
         send: Callable[[Shard, list[EnqueueRow]], Awaitable[list[Enqueued]]],
+        placed: Mapping[str, int] | None = None,
     ) -> list[Enqueued]:
         """Send each row to its shard, every shard's rows at once, and answer in the
         rows' order. A row after another of the same call goes where that one goes (its
         chosen id may name another shard), as does one after a job a caller placed
-        (:data:`rota.client.enqueue.PLACED`)."""
+        (``placed``: the shards of such jobs, by id)."""
         places: dict[int, Shard] = {}
-        went = dict(PLACED.get() or {})  # the shard of each row so far (and known), by id
+        went = dict(placed or {})  # the shard of each row so far (and known), by id
         for i, row in enumerate(rows):
             went[row.id] = shard = shard_of_row(row, self.count, went)
             places[i] = self.all[shard]

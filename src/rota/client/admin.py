@@ -199,12 +199,9 @@ class Admin:
 
     async def _records(self, chosen: list[tuple[int, str]]) -> list[JobRecord]:
         """The records of ``chosen`` (a shard's index, a job id), in order, one round
-        trip per shard; one gone since is left out."""
-        records: dict[str, JobRecord] = {}
-        for i, shard in enumerate(self.shards):
-            ids = [job_id for s, job_id in chosen if s == i]
-            if ids:
-                records.update({r.id: r for r in await shard.records(ids)})
+        trip per shard that holds some, all at once; one gone since is left out."""
+        each = await self._route.each(lambda s: s.records([j for i, j in chosen if i == s.index]))
+        records = {r.id: r for found in each for r in found}
         return [records[j] for _, j in chosen if j in records]
 
     async def search(

@@ -18,6 +18,7 @@ from rota.client.shard import Shard
 from rota.client.shard_ops import SEARCH_LIMIT
 from rota.client.status import Found, History, LivePool, Page, QueueInfo, RunningJob
 from rota.client.workflow import Related
+from rota.protocol import calls
 from rota.protocol.bounds import HANDLER, checked
 from rota.protocol.job import JobRecord, JobSet, validate_name
 from rota.protocol.rate import Rate, parse_rate
@@ -70,11 +71,11 @@ class Admin:
     async def pause(self, name: str) -> None:
         """Stop workers from taking jobs of ``name``; running ones finish. Works while
         Redis is out of memory, as does :meth:`resume`."""
-        await self._route.each(lambda s: s.pause(name))
+        await self._route.each(lambda s: calls.pause(s.scope, validate_name(name)))
 
     async def resume(self, name: str) -> None:
         """Let workers take jobs of ``name`` again (and wake a pool that waits for them)."""
-        await self._route.each(lambda s: s.resume(name))
+        await self._route.each(lambda s: calls.pause(s.scope, validate_name(name), resume=True))
 
     async def set_limit(self, name: str, limit: int | None) -> None:
         """Cap how many jobs of ``name`` run at once across all pools (None: no cap).
@@ -99,6 +100,7 @@ class Admin:
         the name are woken, so a raised or removed limit takes effect at once. A pool
         writes its handlers' ``rate`` when it starts, as for ``set_limit``. Over K
         shards each gets an even part."""
+        validate_name(name)
         part = None if rate is None else split_rate(parse_rate(rate), self._route.count)
         await self._route.each(lambda s: s.set_rate(name, part))
 
@@ -197,12 +199,9 @@ class Admin:
 
     async def _records(self, chosen: list[tuple[int, str]]) -> list[JobRecord]:
         """The records of ``chosen`` (a shard's index, a job id), in order, one round
-        trip per shard; one gone since is left out."""
-        records: dict[str, JobRecord] = {}
-        for i, shard in enumerate(self.shards):
-            ids = [job_id for s, job_id in chosen if s == i]
-            if ids:
-                records.update({r.id: r for r in await shard.records(ids)})
+        trip per shard that holds some, all at once; one gone since is left out."""
+        each = await self._route.each(lambda s: s.records([j for i, j in chosen if i == s.index]))
+        records = {r.id: r for found in each for r in found}
         return [records[j] for _, j in chosen if j in records]
 
     async def search(

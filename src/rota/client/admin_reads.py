@@ -9,11 +9,10 @@ web's cost tests count the round trips); the servers' reads are in
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from rota.client.rules import gather
+from rota.client.routing import Shards
 from rota.client.workflow import (
     MISSING,
     RELATED_FIELDS,
@@ -23,7 +22,6 @@ from rota.client.workflow import (
     read_related,
 )
 from rota.protocol.job import field_int, field_seconds, field_text, now_ms, reply_text
-from rota.protocol.shards import shard_of
 
 if TYPE_CHECKING:
     from rota.client import Client
@@ -42,34 +40,26 @@ __all__ = [
     "group_shard",
     "job_and_ties",
     "leased_names",
-    "member_ids",
     "member_rows",
     "queue_rows",
     "queue_totals",
     "related_rows",
     "session_ended",
-    "shard_holding",
-    "shards_of",
     "stats_fields",
 ]
 
-
-def shards_of(client: Client) -> Sequence[Shard]:
-    """The shards of ``client``'s namespace in order; the first holds the namespace's
-    own records (the periodic jobs turned off, the logins, the audit log)."""
-    return client.admin.shards
+T = TypeVar("T")
 
 
 def group_shard(client: Client, group_id: str) -> Shard:
     """The shard that holds group ``group_id``, its members and its callback: the one
     its id names (see :mod:`rota.protocol.shards`)."""
-    shards = shards_of(client)
-    return shards[shard_of(group_id, len(shards))]
+    return Shards(client.admin.shards).named(group_id)
 
 
-async def shard_holding(client: Client, job_id: str) -> Shard:
-    """The shard that holds ``job_id`` (the first with one shard, without a read)."""
-    return await client.admin.shard_holding(job_id)
+def _each(client: Client, call: Callable[[Shard], Awaitable[T]]) -> Awaitable[list[T]]:
+    """``call`` on every shard of ``client``'s namespace at once, in shard order."""
+    return Shards(client.admin.shards).each(call)
 
 
 # -- a job, a group, a flow ------------------------------------------------------------
@@ -78,81 +68,69 @@ async def shard_holding(client: Client, job_id: str) -> Shard:
 async def job_and_ties(shard: Shard, job_id: str) -> tuple[Any, Any, Any]:
     """A job's record (its hash), log lines and children, in one round trip."""
     k = shard.keys
-    pipe = shard.redis.pipeline(transaction=False)
-    pipe.hgetall(k.job(job_id))
-    pipe.lrange(k.joblog(job_id), 0, -1)
-    pipe.smembers(k.children(job_id))
-    h, logs, kids = (pipelined(v) for v in await pipe.execute(raise_on_error=False))
+    replies = await shard.piped(
+        lambda p: (
+            p.hgetall(k.job(job_id)),
+            p.lrange(k.joblog(job_id), 0, -1),
+            p.smembers(k.children(job_id)),
+        ),
+        errors=False,
+    )
+    h, logs, kids = (pipelined(v) for v in replies)
     return h, logs, kids
 
 
 async def related_rows(shard: Shard, ids: list[str], group_id: str | None) -> list[Any]:
     """Each job's ``HMGET`` of ``RELATED_FIELDS``, then (with ``group_id``) the group's
     progress fields, in one round trip."""
-    pipe = shard.redis.pipeline(transaction=False)
-    for i in ids:
-        pipe.hmget(shard.keys.job(i), *RELATED_FIELDS)
-    if group_id:
-        pipe.hmget(shard.keys.group(group_id), *GroupProgress.FIELDS)
-    return list(await pipe.execute(raise_on_error=False))
+    k = shard.keys
+    group = [k.group(group_id)] if group_id else []
+    return await shard.piped(
+        lambda p: (
+            [p.hmget(k.job(i), *RELATED_FIELDS) for i in ids]
+            + [p.hmget(g, *GroupProgress.FIELDS) for g in group]
+        ),
+        errors=False,
+    )
 
 
 async def group_head(shard: Shard, group_id: str, offset: int, limit: int) -> tuple[Any, list[str]]:
     """A group's progress fields and a page of its members' ids, in one round trip."""
-    pipe = shard.redis.pipeline(transaction=False)
-    pipe.hmget(shard.keys.group(group_id), *GroupProgress.FIELDS)
-    pipe.lrange(shard.keys.group_members(group_id), offset, offset + limit - 1)
-    raw, members = await pipe.execute(raise_on_error=False)
+    k, last = shard.keys, offset + limit - 1
+    raw, members = await shard.piped(
+        lambda p: (
+            p.hmget(k.group(group_id), *GroupProgress.FIELDS),
+            p.lrange(k.group_members(group_id), offset, last),
+        ),
+        errors=False,
+    )
     return pipelined(raw), [reply_text(m) for m in pipelined(members) or ()]
 
 
-async def member_ids(shard: Shard, group_id: str, offset: int, count: int) -> list[str]:
-    """Ids of ``count`` members of a group from ``offset``, in the order they joined."""
-    raw = await shard.redis.lrange(shard.keys.group_members(group_id), offset, offset + count - 1)
-    return [reply_text(i) for i in raw]
-
-
 async def member_rows(shard: Shard, group_id: str, offset: int, count: int) -> list[Related]:
-    """:func:`member_ids`, then each one's name and state through the bare connection
-    (cheap for thousands of commands): two round trips."""
-    ids = await member_ids(shard, group_id, offset, count)
+    """:meth:`Shard.group_members`, then each one's name and state through the bare
+    connection (cheap for thousands of commands): two round trips."""
+    ids = await shard.group_members(group_id, offset, count)
     k = shard.keys
     rows = await shard.conn.execute_many([("HMGET", k.job(i), *RELATED_FIELDS) for i in ids])
     return list(map(read_related, ids, rows))
 
 
-async def flow_rows(client: Client, ids: list[str]) -> list[Any]:
-    """Each job's fields and children, two rows a job: over several shards, read in the
-    shard each id names (a pipeline each, at once), then in the shard that holds those
-    not found there (an id a producer chose)."""
-    shards = shards_of(client)
-    if len(shards) == 1:
-        return await _flow_rows(shards[0], ids)
-    home = {i: shards[shard_of(i, len(shards))] for i in ids}
-    got: dict[str, tuple[Any, Any]] = {}
-    asked = list(dict.fromkeys(home.values()))
-    each = await gather(
-        [functools.partial(_flow_rows, s, [i for i in ids if home[i] is s]) for s in asked]
+async def flow_rows(client: Client, ids: list[str]) -> list[tuple[Any, Any]]:
+    """Each job's fields and children: read in the shard each id names (a pipeline
+    each, at once), then in the shard that holds those not found there (an id a
+    producer chose), as :meth:`Shards.related` reads."""
+    return await Shards(client.admin.shards).related(
+        ids, _flow_rows, lambda row: read_related("", row[0]).state == MISSING
     )
-    for s, rows in zip(asked, each, strict=True):
-        mine = [i for i in ids if home[i] is s]
-        got.update({i: (rows[2 * n], rows[2 * n + 1]) for n, i in enumerate(mine)})
-    for i in ids:
-        if read_related(i, got[i][0]).state == MISSING:
-            holder = await shard_holding(client, i)
-            if holder is not home[i]:
-                row, kids = await _flow_rows(holder, [i])
-                got[i] = (row, kids)
-    return [row for i in ids for row in got[i]]
 
 
-async def _flow_rows(shard: Shard, ids: list[str]) -> list[Any]:
+async def _flow_rows(shard: Shard, ids: list[str]) -> list[tuple[Any, Any]]:
     """:func:`flow_rows` of one shard."""
-    pipe = shard.redis.pipeline(transaction=False)
-    for i in ids:
-        pipe.hmget(shard.keys.job(i), "name", "state", "after", "group", "waits_group")
-        pipe.smembers(shard.keys.children(i))
-    return list(await pipe.execute(raise_on_error=False))
+    k, fields = shard.keys, ("name", "state", "after", "group", "waits_group")
+    read = lambda p: [(p.hmget(k.job(i), *fields), p.smembers(k.children(i))) for i in ids]  # noqa: E731
+    rows = await shard.piped(read, errors=False)
+    return list(zip(rows[0::2], rows[1::2], strict=True))
 
 
 async def group_links(
@@ -161,12 +139,15 @@ async def group_links(
     """The callbacks and (the first ``limit``) members of groups of one shard, in one
     round trip."""
     k = shard.keys
-    pipe = shard.redis.pipeline(transaction=False)
-    for g in wanted_then:
-        pipe.hget(k.group(g), "then")
-    for g in wanted_members:
-        pipe.lrange(k.group_members(g), 0, limit - 1)
-    answers = iter(await pipe.execute(raise_on_error=False))
+    answers = iter(
+        await shard.piped(
+            lambda p: (
+                [p.hget(k.group(g), "then") for g in wanted_then]
+                + [p.lrange(k.group_members(g), 0, limit - 1) for g in wanted_members]
+            ),
+            errors=False,
+        )
+    )
     thens = {g: field_text(pipelined(next(answers))) or None for g in wanted_then}
     members = {g: [reply_text(m) for m in pipelined(next(answers)) or ()] for g in wanted_members}
     return thens, members
@@ -186,31 +167,27 @@ async def queue_rows(
     :func:`rota.inspect.queue_view`), the queue's length and whether it is paused:
     one ``LRANGE`` counted from the end the page starts at, the page's fields and args'
     lengths, then the args up to ``longest`` bytes (three round trips)."""
-    k = shard.keys
-    pipe = shard.redis.pipeline(transaction=False)
-    pipe.llen(k.queue(name))
-    if newest:
-        pipe.lrange(k.queue(name), offset, offset + limit - 1)
-    else:
-        pipe.lrange(k.queue(name), -offset - limit, -offset - 1)
-    pipe.sismember(k.paused, name)
-    total, raw, paused = await pipe.execute()
+    k, q = shard.keys, shard.keys.queue(name)
+    page = (offset, offset + limit - 1) if newest else (-offset - limit, -offset - 1)
+    total, raw, paused = await shard.piped(
+        lambda p: (p.llen(q), p.lrange(q, *page), p.sismember(k.paused, name))
+    )
     ids = [reply_text(i) for i in (raw if newest else reversed(raw))]
-    pipe = shard.redis.pipeline(transaction=False)
-    for i in ids:
-        pipe.hmget(k.job(i), "name", "state", "enqueued_at")
-        pipe.hstrlen(k.job(i), "args")
+    jobs = [k.job(i) for i in ids]
     # A record that is no hash (written by others) answers errors: read as missing.
-    rows = await pipe.execute(raise_on_error=False) if ids else []
+    rows = await shard.piped(
+        lambda p: [
+            (p.hmget(j, "name", "state", "enqueued_at"), p.hstrlen(j, "args")) for j in jobs
+        ],
+        errors=False,
+    )
     fields = [(None,) * 3 if isinstance(f, Exception) else f for f in rows[0::2]]
     sizes = [n if isinstance(n, int) else 0 for n in rows[1::2]]
     shown = [i for i, size in zip(ids, sizes, strict=True) if 0 < size <= longest]
-    pipe = shard.redis.pipeline(transaction=False)
-    for i in shown:
-        pipe.hget(k.job(i), "args")
-    args = dict(zip(shown, await pipe.execute() if shown else [], strict=True))
-    jobs = [(i, *f, size, args.get(i)) for i, f, size in zip(ids, fields, sizes, strict=True)]
-    return int(total), bool(paused), jobs
+    texts = await shard.piped(lambda p: [p.hget(k.job(i), "args") for i in shown])
+    args = dict(zip(shown, texts, strict=True))
+    rows = [(i, *f, size, args.get(i)) for i, f, size in zip(ids, fields, sizes, strict=True)]
+    return int(total), bool(paused), rows
 
 
 async def stats_fields(
@@ -218,18 +195,15 @@ async def stats_fields(
 ) -> list[list[int]]:
     """``fields`` of each stats bucket (``YYYYmmddHHMM`` or ``YYYYmmdd``), one HMGET
     each, added up over every shard (each counts the jobs it ran)."""
-    each = await gather([functools.partial(_fields, s, buckets, fields) for s in shards_of(client)])
-    if len(each) == 1:
-        return each[0]
+    each = await _each(client, lambda s: _fields(s, buckets, fields))
     return [[sum(vs) for vs in zip(*rows, strict=True)] for rows in zip(*each, strict=True)]
 
 
 async def _fields(shard: Shard, buckets: list[str], fields: Sequence[str]) -> list[list[int]]:
     """:func:`stats_fields` of one shard."""
-    pipe = shard.redis.pipeline(transaction=False)
-    for bucket in buckets:
-        pipe.hmget(shard.keys.stats_bucket(bucket), fields)
-    rows = await pipe.execute() if buckets else []
+    rows = await shard.piped(
+        lambda p: [p.hmget(shard.keys.stats_bucket(b), fields) for b in buckets]
+    )
     return [[field_int(v) for v in row] for row in rows]
 
 
@@ -237,9 +211,7 @@ async def leased_names(client: Client) -> list[str]:
     """The job names whose running set may hold leases (``Keys.leased``: the fetch that
     leases a job adds its name): the only running sets worth reading. Over every
     shard."""
-    each = await gather(
-        [functools.partial(s.redis.smembers, s.keys.leased) for s in shards_of(client)]
-    )
+    each = await _each(client, lambda s: s.redis.smembers(s.keys.leased))
     return sorted({reply_text(n) for names in each for n in names})
 
 
@@ -247,7 +219,7 @@ async def queue_totals(client: Client) -> tuple[int, int]:
     """Jobs queued, over every job name (one figure per name), and jobs running, over
     the names that may hold leases: added up over every shard."""
     names = await client.admin.names()
-    each = await gather([functools.partial(_totals, s, names) for s in shards_of(client)])
+    each = await _each(client, lambda s: _totals(s, names))
     return sum(q for q, _ in each), sum(r for _, r in each)
 
 
@@ -255,12 +227,9 @@ async def _totals(shard: Shard, names: list[str]) -> tuple[int, int]:
     """:func:`queue_totals` of one shard, over the names its own running sets lease."""
     k = shard.keys
     leased = [reply_text(n) for n in await shard.redis.smembers(k.leased)]
-    pipe = shard.redis.pipeline(transaction=False)
-    for name in names:
-        pipe.llen(k.queue(name))
-    for name in leased:
-        pipe.zcard(k.running(name))
-    counts = await pipe.execute() if names or leased else []
+    counts = await shard.piped(
+        lambda p: [p.llen(k.queue(n)) for n in names] + [p.zcard(k.running(n)) for n in leased]
+    )
     return sum(counts[: len(names)]), sum(counts[len(names) :])
 
 
@@ -269,14 +238,14 @@ async def _totals(shard: Shard, names: list[str]) -> tuple[int, int]:
 
 async def cron_rows(client: Client) -> dict[str, float]:
     """The periodic jobs turned off: name -> since when (seconds; 0: unknown)."""
-    first = shards_of(client)[0]
+    first = client.admin.shards[0]
     raw = await first.redis.hgetall(first.keys.cron_off)
     return {reply_text(k): field_seconds(v) or 0.0 for k, v in raw.items()}
 
 
 async def cron_switch(client: Client, name: str, on: bool) -> None:
     """Turn the periodic job ``name`` on (again) or off, on every pool."""
-    first = shards_of(client)[0]
+    first = client.admin.shards[0]
     if on:
         await first.redis.hdel(first.keys.cron_off, name)
     else:
@@ -285,7 +254,7 @@ async def cron_switch(client: Client, name: str, on: bool) -> None:
 
 async def session_ended(client: Client, sid: str) -> bool:
     """Whether the login ``sid`` was ended (a logout) before its signed end."""
-    first = shards_of(client)[0]
+    first = client.admin.shards[0]
     return await first.redis.zscore(first.keys.web_sessions_ended, sid) is not None
 
 
@@ -293,41 +262,41 @@ async def end_session(client: Client, sid: str, expires: int) -> None:
     """End the login ``sid`` (signed to end at ``expires``, epoch seconds): its id is
     kept until then, the set as long as its latest entry; the entries past their end
     are dropped."""
-    first = shards_of(client)[0]
+    first = client.admin.shards[0]
     key, ends = first.keys.web_sessions_ended, expires * 1000
     now = now_ms()
-    pipe = first.redis.pipeline(transaction=False)
-    pipe.zadd(key, {sid: ends})
-    pipe.zremrangebyscore(key, "-inf", now)  # sessions past their end anyway
-    pipe.zrange(key, -1, -1, withscores=True)  # the latest end
-    latest = (await pipe.execute())[-1]
+    *_, latest = await first.piped(
+        lambda p: (
+            p.zadd(key, {sid: ends}),
+            p.zremrangebyscore(key, "-inf", now),  # sessions past their end anyway
+            p.zrange(key, -1, -1, withscores=True),  # the latest end
+        )
+    )
     last_ms = int(latest[0][1]) if latest else ends
     await first.redis.pexpire(key, max(last_ms, ends) - now + 60_000)
 
 
 async def audit_push(client: Client, entry: bytes, keep: int) -> None:
     """Add an entry to the audit log, which keeps the ``keep`` newest."""
-    first = shards_of(client)[0]
-    pipe = first.redis.pipeline(transaction=False)
-    pipe.lpush(first.keys.web_audit, entry)
-    pipe.ltrim(first.keys.web_audit, 0, keep - 1)
-    await pipe.execute()
+    first = client.admin.shards[0]
+    key = first.keys.web_audit
+    await first.piped(lambda p: (p.lpush(key, entry), p.ltrim(key, 0, keep - 1)))
 
 
 async def audit_page(client: Client, offset: int, count: int) -> tuple[int, list[bytes]]:
     """How many entries the audit log holds, and ``count`` of them from ``offset``,
     newest first, in one round trip."""
-    first = shards_of(client)[0]
-    pipe = first.redis.pipeline(transaction=False)
-    pipe.llen(first.keys.web_audit)
-    pipe.lrange(first.keys.web_audit, offset, offset + count - 1)
-    total, raw = await pipe.execute()
+    first = client.admin.shards[0]
+    key = first.keys.web_audit
+    total, raw = await first.piped(
+        lambda p: (p.llen(key), p.lrange(key, offset, offset + count - 1))
+    )
     return int(total), list(raw)
 
 
 async def forget_namespace(client: Client) -> None:
     """Delete every key of the namespace (a scan: for a test's namespace, once)."""
-    first = shards_of(client)[0]
+    first = client.admin.shards[0]
     batch: list[bytes] = []
     async for key in first.redis.scan_iter(match=first.keys.prefix + "*", count=1000):
         batch.append(key)  # (a namespace has no glob characters)

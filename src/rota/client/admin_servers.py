@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from rota.client.admin_reads import shards_of
 from rota.client.rules import recorded_shards
 from rota.client.shard import Shard
 from rota.redis.topology import owner_lost, server_of
@@ -44,11 +43,8 @@ def one_per_server(client: Client) -> list[Shard]:
     """One shard per server the namespace's shards are on: in a cluster the shards
     spread over the nodes, on one server they share it. A shard whose server is not
     located yet ("?") counts as a server of its own."""
-    shards = shards_of(client)
-    if len(shards) == 1:
-        return list(shards)
     first: dict[object, Shard] = {}
-    for shard in shards:
+    for shard in client.admin.shards:
         where = server_of(shard.redis)
         first.setdefault(where if where != "?" else id(shard), shard)
     return list(first.values())
@@ -56,27 +52,25 @@ def one_per_server(client: Client) -> list[Shard]:
 
 async def info(client: Client) -> dict[str, Any]:
     """``INFO`` of the server of the namespace's first shard."""
-    return dict(await shards_of(client)[0].redis.info())
+    return dict(await client.admin.shards[0].redis.info())
 
 
 async def memory_and_role(shard: Shard) -> tuple[Any, Any]:
     """``INFO memory`` and ``INFO replication`` of a shard's server, in one round trip
     (an error reply in place of a refused one)."""
-    pipe = shard.redis.pipeline(transaction=False)
-    pipe.info("memory")
-    pipe.info("replication")
-    memory, replication = await pipe.execute(raise_on_error=False)
+    read = lambda p: (p.info("memory"), p.info("replication"))  # noqa: E731
+    memory, replication = await shard.piped(read, errors=False)
     return memory, replication
 
 
 async def recorded_shard_count(client: Client) -> int | None:
     """How many shards the namespace spans, as its first pool recorded it (see
-    :func:`rota.shard_rules.recorded_shards`); redis-py's errors, unguarded."""
-    first = shards_of(client)[0]
+    :func:`rota.client.rules.recorded_shards`); redis-py's errors, unguarded."""
+    first = client.admin.shards[0]
     return await recorded_shards(first.redis, first.keys)
 
 
 def lost_owner(client: Client) -> str | None:
     """In a cluster, the primary of the first shard's slot, found unreachable since the
     cluster named it (see :func:`rota.redis.topology.owner_lost`)."""
-    return owner_lost(shards_of(client)[0].redis)
+    return owner_lost(client.admin.shards[0].redis)

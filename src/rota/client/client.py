@@ -12,12 +12,12 @@ import dataclasses
 import inspect
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Self
 
 from rota.client.admin import Admin
-from rota.client.enqueue import PLACED, durable_send, riding, traced
+from rota.client.enqueue import durable_send, riding, traced
 from rota.client.options import DEFAULTS, Options
 from rota.client.routing import Shards
 from rota.client.shard import Shard
@@ -38,6 +38,8 @@ __all__ = ["Client"]
 
 _OPTIONS = frozenset({"unique", "unique_ttl", "job_id", "max_fails", "timeout", "after"})
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Options))
+#: The shards of jobs enqueued before, by id (see :meth:`Client._enqueue`).
+_Placed = Mapping[str, int] | None
 
 
 class Client:
@@ -96,34 +98,25 @@ class Client:
         """A client for the namespace of ``settings``, connected as they say (URL, TLS
         files, ACL user and password: see :mod:`rota.redis.access`); ``options`` go to the
         connection, as in :meth:`from_url`."""
-        options.setdefault("namespace", settings.namespace)  # a cluster serves its slot
-        opts = Options.of(settings)
         return cls._connected(
-            opts,
+            Options.of(settings),
             settings.redis_url,
             lambda tag: connect_to(settings, **{**options, "namespace": tag}),
-            first=connect_to(settings, **options),
         )
 
     @classmethod
-    def _connected(
-        cls,
-        opts: Options,
-        url: str,
-        connect_tag: Callable[[str], Redis],
-        first: Redis | None = None,
-    ) -> Client:
+    def _connected(cls, opts: Options, url: str, connect_tag: Callable[[str], Redis]) -> Client:
         """A client of its own connections: in a cluster, one per shard, each to the owner
-        of its shard's slot (``connect_tag`` of the shard's tag); elsewhere one, as every
-        shard is on the one server."""
+        of its shard's slot (``connect_tag`` of the shard's tag, the namespace's for the
+        first); elsewhere one, as every shard is on the one server."""
         ns, k = opts.namespace, opts.shards
-        others = (
-            [connect_tag(shard_tag(ns, i, k)) for i in range(1, k)]
-            if url.startswith(CLUSTER)
-            else []
+        others = range(1, k) if url.startswith(CLUSTER) else ()
+        return cls(
+            connect_tag(ns),
+            owns_redis=True,
+            shard_redis=[connect_tag(shard_tag(ns, i, k)) for i in others],
+            **dataclasses.asdict(opts),
         )
-        first = connect_tag(ns) if first is None else first
-        return cls(first, owns_redis=True, shard_redis=others, **dataclasses.asdict(opts))
 
     @property
     def namespace(self) -> str:
@@ -172,7 +165,7 @@ class Client:
             timeout=timeout,
             after=tuple(after),
         )
-        return (await self.enqueue_many([spec], durable=durable))[0]
+        return (await self._enqueue([spec], durable))[0]
 
     async def enqueue_in(self, delay: float, name: str, /, *args: Any, **kwargs: Any) -> Enqueued:
         """Enqueue a job to run ``delay`` seconds from now."""
@@ -195,7 +188,7 @@ class Client:
         if "after" in options:
             options["after"] = tuple(options["after"])
         spec = JobSpec(name=name, args=args, kwargs=kwargs, run_at=at, **options)
-        return (await self.enqueue_many([spec]))[0]
+        return (await self._enqueue([spec], None))[0]
 
     async def enqueue_many(
         self, specs: Iterable[JobSpec], *, durable: bool | int | None = None
@@ -217,27 +210,28 @@ class Client:
         nothing; such a job then reads ``created=False``). After that the call raises
         :class:`~rota.RedisUnavailable` or :class:`~rota.RedisRefused`.
         """
+        return await self._enqueue(specs, durable)
+
+    async def _enqueue(
+        self, specs: Iterable[JobSpec], durable: bool | int | None, placed: _Placed = None
+    ) -> list[Enqueued]:
+        """:meth:`enqueue_many`, rows after jobs a caller ``placed`` (by id: the shard)
+        going where those are (see :meth:`Shards.by_key`)."""
         rows = [self._row(spec) for spec in specs]
         replicas = self.options.durable if durable is None else int(durable)
-        try:  # the usual case, without a wrapper: it gets through at once
-            if replicas <= 0 or not rows:
-                jobs = await self._route.by_key(rows, traced)
-            else:
-                jobs = await self._durable(rows, replicas)
+        timeout = self.options.durable_timeout
+        send = (
+            traced
+            if replicas <= 0 or not rows
+            else lambda s, sub: durable_send(s, sub, replicas, timeout)
+        )
+        try:  # the usual case: it gets through at once
+            jobs = await self._route.by_key(rows, send, placed)
         except Exception as exc:
-            if replicas <= 0 or not rows:
-                again = lambda: self._route.by_key(rows, traced)  # noqa: E731
-            else:
-                again = lambda: self._durable(rows, replicas)  # noqa: E731
+            again = lambda: self._route.by_key(rows, send, placed)  # noqa: E731
             jobs = await riding(again, exc, self.options.ride_through, reached=self._reached)
         self._reached = True
         return jobs
-
-    async def _durable(self, rows: list[EnqueueRow], replicas: int) -> list[Enqueued]:
-        timeout = self.options.durable_timeout
-        return await self._route.by_key(
-            rows, lambda s, sub: durable_send(s, sub, replicas, timeout)
-        )
 
     def _row(
         self, spec: JobSpec, group: str = "", waits_group: str = "", group_size: int = 0
@@ -254,11 +248,7 @@ class Client:
         own ``after``), in one round trip. A step that ends dead or aborted makes the rest
         dead with reason ``dependency_failed``."""
         linked, placed = await chained(specs, self._route.count, self._route.holding)
-        known = PLACED.set(placed)
-        try:
-            return await self.enqueue_many(linked)
-        finally:
-            PLACED.reset(known)
+        return await self._enqueue(linked, None, placed)
 
     async def group(
         self,

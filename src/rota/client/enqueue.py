@@ -6,8 +6,7 @@ producer's trace span. :class:`rota.Client` composes these."""
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import anyio
@@ -21,13 +20,9 @@ from rota.redis.outage import MEANING, Condition, backoff, condition
 from rota.redis.topology import wait_replicas
 from rota.wire.redispy import Redis
 
-__all__ = ["PLACED", "durable_send", "riding", "traced"]
+__all__ = ["durable_send", "riding", "traced"]
 
 T = TypeVar("T")
-
-#: The shards of jobs a caller found before it enqueues jobs after them (a chain after
-#: a job whose chosen id names another shard than its own): see Shards.by_key.
-PLACED: ContextVar[Mapping[str, int] | None] = ContextVar("rota_placed", default=None)
 
 #: Conditions an enqueue does not ride through: they last until an operator acts.
 _LASTING = (Condition.OUT_OF_MEMORY, Condition.MISCONF)

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
-from rota.client.enqueue import PLACED
 from rota.client.rules import gather
 from rota.client.shard import Shard
 from rota.client.spec import Enqueued
+from rota.client.workflow import MISSING
 from rota.errors import JobNotFound
 from rota.protocol.rows import EnqueueRow
 from rota.protocol.shards import shard_of, shard_of_row
@@ -86,10 +86,7 @@ class Shards:
             asked = [i for i in ids if self.named(i) is not shard]
             if not asked:
                 return []
-            async with shard.redis.pipeline(transaction=False) as pipe:
-                for job_id in asked:
-                    pipe.exists(shard.keys.job(job_id))
-                found = await pipe.execute()
+            found = await shard.piped(lambda p: [p.exists(shard.keys.job(i)) for i in asked])
             return [(i, shard) for i, n in zip(asked, found, strict=True) if n]
 
         each = await self.each(ask)
@@ -103,52 +100,46 @@ class Shards:
         self,
         rows: list[EnqueueRow],
         send: Callable[[Shard, list[EnqueueRow]], Awaitable[list[Enqueued]]],
+        placed: Mapping[str, int] | None = None,
     ) -> list[Enqueued]:
         """Send each row to its shard, every shard's rows at once, and answer in the
         rows' order. A row after another of the same call goes where that one goes (its
         chosen id may name another shard), as does one after a job a caller placed
-        (:data:`rota.client.enqueue.PLACED`)."""
-        k = self.count
-        by_shard: dict[int, list[int]] = {}
-        went = dict(PLACED.get() or {})  # the shard of each row so far (and known), by id
+        (``placed``: the shards of such jobs, by id)."""
+        places: dict[int, Shard] = {}
+        went = dict(placed or {})  # the shard of each row so far (and known), by id
         for i, row in enumerate(rows):
-            went[row.id] = shard = shard_of_row(row, k, went)
-            by_shard.setdefault(shard, []).append(i)
-        sent = await gather(
-            [
-                functools.partial(send, self.all[shard], [rows[i] for i in index])
-                for shard, index in by_shard.items()
-            ]
-        )
-        placed = {
-            i: job
-            for index, jobs in zip(by_shard.values(), sent, strict=True)
-            for i, job in zip(index, jobs, strict=True)
-        }
-        return [placed[i] for i in range(len(rows))]
+            went[row.id] = shard = shard_of_row(row, self.count, went)
+            places[i] = self.all[shard]
+        sent = await _at(places, lambda s, at: send(s, [rows[i] for i in at]))
+        return [sent[i] for i in range(len(rows))]
 
-    async def related(self, ids: Sequence[str], read: Callable[..., Awaitable[list[T]]]) -> list[T]:
+    async def related(
+        self,
+        ids: Sequence[str],
+        read: Callable[..., Awaitable[list[T]]],
+        missing: Callable[[T], bool] = lambda row: getattr(row, "state", "") == MISSING,
+    ) -> list[T]:
         """``read(shard, ids)`` by id for many ids (see :meth:`by_id`): each read in the
-        shard it names, one round trip per shard and all at once; one found missing
-        there (``state`` ``"missing"``) is looked for in the others."""
-        out = await _read_at(ids, {at: self.named(i) for at, i in enumerate(ids)}, read)
-        missing = [ids[at] for at, row in out.items() if getattr(row, "state", "") == "missing"]
-        held = await self.holders(missing) if missing else {}
+        shard it names, one round trip per shard and all at once; one found ``missing``
+        there (by default: its ``state`` is ``"missing"``) is looked for in the others."""
+        of = lambda s, at: read(s, [ids[i] for i in at])  # noqa: E731
+        out = await _at({at: self.named(i) for at, i in enumerate(ids)}, of)
+        lost = [ids[at] for at, row in out.items() if missing(row)]
+        held = await self.holders(lost) if lost else {}
         places = {at: held[i] for at, i in enumerate(ids) if i in held}
-        out.update(await _read_at(ids, places, read))
+        out.update(await _at(places, of))
         return [out[at] for at in range(len(ids))]
 
 
-async def _read_at(
-    ids: Sequence[str], places: dict[int, Shard], read: Callable[..., Awaitable[list[T]]]
+async def _at(
+    places: dict[int, Shard], call: Callable[[Shard, list[int]], Awaitable[list[T]]]
 ) -> dict[int, T]:
-    """``read`` of the ids at ``places`` (their place in ``ids``: the shard to read in),
-    one call per shard, all at once; the rows by place."""
+    """``call(shard, places)`` with the places (in a list of rows or ids) each shard
+    serves, one call per shard, all at once; the answers by place."""
     by_shard: dict[Shard, list[int]] = {}
     for at, shard in places.items():
         by_shard.setdefault(shard, []).append(at)
-    found = await gather(
-        [functools.partial(read, s, [ids[at] for at in at_s]) for s, at_s in by_shard.items()]
-    )
+    found = await gather([functools.partial(call, s, at_s) for s, at_s in by_shard.items()])
     rows = zip(by_shard.values(), found, strict=True)
     return {at: row for at_s, got in rows for at, row in zip(at_s, got, strict=True)}

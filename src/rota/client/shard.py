@@ -131,12 +131,8 @@ class Shard(ShardOperations):
 
     async def related(self, ids: Sequence[str]) -> list[Related]:
         """Each job's name and state, in one round trip."""
-        if not ids:
-            return []
-        pipe = self.redis.pipeline(transaction=False)
-        for job_id in ids:
-            pipe.hmget(self.keys.job(job_id), *RELATED_FIELDS)
-        rows = await pipe.execute(raise_on_error=False)
+        jobs = [self.keys.job(i) for i in ids]
+        rows = await self.piped(lambda p: [p.hmget(j, *RELATED_FIELDS) for j in jobs], errors=False)
         return [read_related(i, row) for i, row in zip(ids, rows, strict=True)]
 
     async def group_progress(self, group_id: str) -> GroupProgress:
@@ -169,10 +165,9 @@ class Shard(ShardOperations):
         out.update({k[2:]: decoded(v) for k, v in raw.items() if k.startswith("r:")})
         gid = raw.get("waits_group")
         if gid:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.lrange(self.keys.group_members(reply_text(gid)), 0, -1)
-                pipe.hgetall(self.keys.group_results(reply_text(gid)))
-                order, results = await pipe.execute()
+            k, g = self.keys, reply_text(gid)
+            read = lambda p: (p.lrange(k.group_members(g), 0, -1), p.hgetall(k.group_results(g)))  # noqa: E731
+            order, results = await self.piped(read)
             members = {reply_text(k): v for k, v in results.items()}
             out.update(
                 {

@@ -19,7 +19,6 @@ import msgspec
 
 from rota.client.status import Bucket, History, LivePool, QueueInfo, RunningJob
 from rota.protocol import calls
-from rota.protocol.bounds import HANDLER, checked
 from rota.protocol.calls import Scope
 from rota.protocol.job import (
     JobRecord,
@@ -33,10 +32,10 @@ from rota.protocol.job import (
     validate_name,
 )
 from rota.protocol.keys import Keys
-from rota.protocol.rate import Rate, parse_rate
+from rota.protocol.rate import Rate
 from rota.protocol.snapshot import PoolSnapshot
 from rota.wire.conn import Conn
-from rota.wire.redispy import Redis
+from rota.wire.redispy import Pipeline, Redis
 
 #: A search reads at most this many jobs of a set by default (the dead set keeps 10,000
 #: by default), the names of :data:`_SEARCH_CHUNK` a round trip.
@@ -57,18 +56,22 @@ class ShardOperations:
     keys: Keys
     scope: Scope
 
-    async def records(self, ids: Sequence[str]) -> list[JobRecord]:
+    async def piped(self, build: Callable[[Pipeline], object], *, errors: bool = True) -> list[Any]:
+        """The replies of the commands ``build`` puts on a pipeline of :attr:`redis`: one
+        round trip, none for no command. ``errors=False``: an error reply is answered in
+        its place, not raised (see :func:`rota.client.workflow.pipelined`)."""
         pipe = self.redis.pipeline(transaction=False)
-        for job_id in ids:
-            pipe.hgetall(self.keys.job(job_id))
-        hashes = await pipe.execute()
+        build(pipe)
+        return list(await pipe.execute(raise_on_error=errors))
+
+    async def records(self, ids: Sequence[str]) -> list[JobRecord]:
+        hashes = await self.piped(lambda p: [p.hgetall(self.keys.job(i)) for i in ids])
         return [JobRecord.from_hash(i, h) for i, h in zip(ids, hashes, strict=True) if h]
 
     async def names(self) -> list[str]:
         return sorted(reply_text(n) for n in await self.redis.smembers(self.keys.names))
 
-    async def queues(self, names: Sequence[str] | None = None) -> list[QueueInfo]:
-        names = await self.names() if names is None else list(names)
+    async def queues(self, names: Sequence[str]) -> list[QueueInfo]:
         k = self.keys
         pipe = self.redis.pipeline(transaction=False)
         for name in names:
@@ -84,10 +87,12 @@ class ShardOperations:
         # Only the queues that hold a job are read (no placeholder command for an empty
         # one: a read-only ACL role may run nothing but reads).
         held = [reply_text(job_id) for job_id in oldest if job_id]
-        pipe = self.redis.pipeline(transaction=False)
-        for job_id in held:
-            pipe.hget(k.job(job_id), "enqueued_at")
-        read = iter(await pipe.execute(raise_on_error=False) if held else [])  # no hash: error
+        # (A record that is no hash answers an error.)
+        read = iter(
+            await self.piped(
+                lambda p: [p.hget(k.job(i), "enqueued_at") for i in held], errors=False
+            )
+        )
         enqueued: list[Any] = [next(read) if job_id else None for job_id in oldest]
         now = now_ms()
         out = []
@@ -145,20 +150,18 @@ class ShardOperations:
         old (only the checkin ``message`` comes from them): the running sets, then the
         records, one round trip each, and the snapshots when not given."""
         k = self.keys
-        pipe = self.redis.pipeline(transaction=False)
-        for name in names:
-            pipe.zrange(k.running(name), 0, -1, withscores=True)
+        sets = await self.piped(
+            lambda p: [p.zrange(k.running(n), 0, -1, withscores=True) for n in names]
+        )
         leases = [
             (reply_text(i), name, float(score) / 1000)
-            for name, rows in zip(names, await pipe.execute() if names else [], strict=True)
+            for name, rows in zip(names, sets, strict=True)
             for i, score in rows
         ]
         if not leases:
             return []
-        pipe = self.redis.pipeline(transaction=False)
-        for job_id, _, _ in leases:
-            pipe.hmget(k.job(job_id), "state", "pool", "started_at", "progress")
-        rows = await pipe.execute()
+        fields = ("state", "pool", "started_at", "progress")
+        rows = await self.piped(lambda p: [p.hmget(k.job(i), *fields) for i, _, _ in leases])
         if pools is None:
             pools = await self.pools()
         said = {(p.id, b.job_id): b.message for p in pools for b in p.busy}
@@ -170,24 +173,20 @@ class ShardOperations:
             since = field_seconds(row[2]) or 0.0
             message = said.get((pool, job_id), "")
             out.append(RunningJob(job_id, name, pool, since, deadline, progress, message))
-        out.sort(key=lambda r: (r.since, r.job_id))
-        return out
+        return out  # (in no order: Admin.running sorts every shard's)
 
     async def job_set_sizes(self) -> dict[str, int]:
         names: tuple[JobSet, ...] = ("scheduled", "retry", "dead", "waiting")
-        pipe = self.redis.pipeline(transaction=False)
-        for which in names:
-            pipe.zcard(self.set_key(which))
-        return dict(zip(names, await pipe.execute(), strict=True))
+        sizes = await self.piped(lambda p: [p.zcard(self.set_key(which)) for which in names])
+        return dict(zip(names, sizes, strict=True))
 
     async def scored(self, which: JobSet, stop: int) -> tuple[int, list[tuple[float, str]]]:
         """The size of a job set and its first ``stop`` entries, with scores (the dead
         set newest first): what a page over every shard merges."""
         z = self.set_key(which)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zcard(z)
-            pipe.zrange(z, 0, stop - 1, desc=which == "dead", withscores=True)
-            total, rows = await pipe.execute()
+        total, rows = await self.piped(
+            lambda p: (p.zcard(z), p.zrange(z, 0, stop - 1, desc=which == "dead", withscores=True))
+        )
         return total, [(float(score), reply_text(i)) for i, score in rows]
 
     async def search(
@@ -205,13 +204,11 @@ class ShardOperations:
         deadline = None if budget is None else time.monotonic() + budget
         matched: list[str] = []
         searched = start = max(0, start)
+        desc = which == "dead"  # newest first, as its pages
         while True:
-            take = min(_SEARCH_CHUNK, start + scan - searched)
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.zcard(z)
-            reverse = which == "dead"  # newest first, as its pages
-            pipe.zrange(z, searched, searched + take - 1, desc=reverse)
-            size, raw = await pipe.execute()
+            last = searched + min(_SEARCH_CHUNK, start + scan - searched) - 1
+            read = lambda p: (p.zcard(z), p.zrange(z, searched, last, desc=desc))  # noqa: B023, E731
+            size, raw = await self.piped(read)
             ids = [reply_text(i) for i in raw]
             names = await self.conn.execute_many([("HGET", self.keys.job(i), "name") for i in ids])
             for job_id, name in zip(ids, names, strict=True):
@@ -249,8 +246,7 @@ class ShardOperations:
             if snap is not None:
                 stale = now - reply_int(beat) > snap.heartbeat_interval * 2000  # any score
                 out.append(LivePool.read(snap, reply_int(beat), stale))
-        out.sort(key=lambda p: p.started_at)
-        return out
+        return out  # (in no order: Admin.pools sorts every shard's)
 
     async def stats(self) -> dict[str, int]:
         raw = await self.redis.hgetall(self.keys.stats)
@@ -266,42 +262,34 @@ class ShardOperations:
         day = minute.replace(hour=0, minute=0)
         starts = [minute - timedelta(minutes=i) for i in range(minutes - 1, -1, -1)]
         starts += [day - timedelta(days=i) for i in range(days - 1, -1, -1)]
-        pipe = self.redis.pipeline(transaction=False)
-        for i, t in enumerate(starts):
-            pipe.hgetall(
-                self.keys.stats_bucket(t.strftime("%Y%m%d%H%M" if i < minutes else "%Y%m%d"))
-            )
-        rows = await pipe.execute()
+        named = [
+            t.strftime("%Y%m%d%H%M" if i < minutes else "%Y%m%d") for i, t in enumerate(starts)
+        ]
+        rows = await self.piped(lambda p: [p.hgetall(self.keys.stats_bucket(n)) for n in named])
         buckets = [Bucket(t.timestamp(), _counts(row)) for t, row in zip(starts, rows, strict=True)]
         return History(buckets[:minutes], buckets[minutes:])
 
     # -- operating -----------------------------------------------------------------
 
-    async def pause(self, name: str) -> None:
-        await calls.pause(self.scope, validate_name(name))
-
-    async def resume(self, name: str) -> None:
-        await calls.pause(self.scope, validate_name(name), resume=True)
-
     async def set_limit(self, name: str, limit: int | None) -> None:
-        name = validate_name(name)
+        """(``name`` and ``limit`` checked by :meth:`Admin.set_limit`.)"""
         pipe = self.redis.pipeline(transaction=True)
         if limit is None:
             pipe.hdel(self.keys.limits, name)
         else:
-            pipe.hset(self.keys.limits, name, checked("limit", limit, HANDLER["max_concurrency"]))
+            pipe.hset(self.keys.limits, name, limit)
         # A name at its old limit left the ready set; fetches look at it again (and put
         # it out again if it still has no room, or no jobs).
         pipe.sadd(self.keys.ready, name)
         await pipe.execute()
 
-    async def set_rate(self, name: str, rate: str | Rate | None) -> None:
-        validate_name(name)
+    async def set_rate(self, name: str, rate: Rate | None) -> None:
+        """(``name`` checked by :meth:`Admin.set_rate`.)"""
         pipe = self.redis.pipeline(transaction=True)
         if rate is None:
             pipe.hdel(self.keys.rates, name)
         else:
-            pipe.hset(self.keys.rates, name, parse_rate(rate).stored)
+            pipe.hset(self.keys.rates, name, rate.stored)
         pipe.lpush(self.keys.wake(name), "1")
         pipe.ltrim(self.keys.wake(name), 0, 9)
         await pipe.execute()

@@ -155,7 +155,7 @@ async def job_view(
     """A job, its log and its ties, reading at most ``children`` of its children (None:
     all). Two round trips (three for a member of a group with a callback); None when
     there is no such job."""
-    shard = await admin_reads.shard_holding(client, job_id)
+    shard = await client.admin.shard_holding(job_id)
     h, raw_logs, raw_kids = await admin_reads.job_and_ties(shard, job_id)
     if not h:
         return None
@@ -248,7 +248,7 @@ async def _failed_members(shard: Shard, group_id: str) -> list[Related]:
     (a page of members hid them past its end), read 500 at a time."""
     out: list[Related] = []
     for start in range(0, _FAILED_SCAN, 500):
-        chunk = await admin_reads.member_ids(shard, group_id, start, 500)
+        chunk = await shard.group_members(group_id, start, 500)
         rows = await admin_reads.related_rows(shard, chunk, None)
         out += [r for r in map(read_related, chunk, rows) if r.state in ("dead", "aborted")]
         if len(chunk) < 500 or len(out) >= _FAILED_SHOWN:

@@ -69,13 +69,12 @@ async def _level(
     """Read one level of the graph: each job's node (into ``nodes``) and its links."""
     rows = await admin_reads.flow_rows(client, frontier)
     links: dict[str, _Links] = {}
-    for n, i in enumerate(frontier):
-        node = nodes[i] = read_related(i, rows[2 * n])
+    for i, (row, raw_kids) in zip(frontier, rows, strict=True):
+        node = nodes[i] = read_related(i, row)
         if node.state == MISSING:
             continue
-        row = rows[2 * n]  # a record: read_related found one
-        after = (field_text(row[2]) or "").split()
-        kids = sorted(reply_text(c) for c in pipelined(rows[2 * n + 1]) or ())
+        after = (field_text(row[2]) or "").split()  # a record: read_related found one
+        kids = sorted(reply_text(c) for c in pipelined(raw_kids) or ())
         links[i] = (after, kids, field_text(row[3]) or None, field_text(row[4]) or None)
     return links
 

@@ -76,7 +76,7 @@ async def queue_view(
     over the shards (the page is where the offset points, give or take a few jobs, for
     the reads of ``K`` pages)."""
     served = name in await served_names(client)
-    shards = admin_reads.shards_of(client)
+    shards = client.admin.shards
     if len(shards) == 1:
         return await _shard_queue(shards[0], name, offset, limit, newest, served)
     k = len(shards)

@@ -15,7 +15,6 @@ import msgspec
 from msgspec import Meta
 
 from rota.client import admin_servers
-from rota.client.admin_reads import shards_of
 from rota.client.rules import gather
 from rota.errors import RedisRefused, RedisUnavailable, redis_cause
 from rota.redis.outage import REDIS_ERRORS, Condition, guarded, out_of_memory, rota_error
@@ -107,7 +106,7 @@ async def shard_views(client: Client) -> list[ShardView]:
     queued and running (over every job name) and in each set. One shard is the
     namespace's whole. The shards are read at once; one whose server cannot be reached
     now (or refuses for a while) is shown away, with why, beside the others."""
-    shards = shards_of(client)
+    shards = client.admin.shards
     named = await gather([functools.partial(_names_or_away, shard) for shard in shards])
     names = sorted({n for found in named if isinstance(found, list) for n in found})
     return await gather(
@@ -182,7 +181,7 @@ async def shards_away(client: Client) -> dict[int, str]:
             return away_cause(exc)  # None: it answered, with a refusal of its own
         return None
 
-    found = await gather([functools.partial(probe, shard) for shard in shards_of(client)])
+    found = await gather([functools.partial(probe, shard) for shard in client.admin.shards])
     return {i: why for i, why in enumerate(found) if why is not None}
 
 
@@ -202,7 +201,7 @@ async def backlog(client: Client, names: list[str]) -> dict[str, tuple[int, int]
     """Queued and running jobs of each name over every shard (the shards read at once,
     two commands a name each): what ``/metrics`` ranks the names by."""
     out = dict.fromkeys(names, (0, 0))
-    each = [functools.partial(s.backlog, names) for s in shards_of(client)]
+    each = [functools.partial(s.backlog, names) for s in client.admin.shards]
     for counts in await gather(each):
         for name, (queued, running) in counts.items():
             out[name] = (out[name][0] + queued, out[name][1] + running)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.crc import key_slot
@@ -26,6 +27,7 @@ __all__ = [
     "NoPermissionError",
     "NoScriptError",
     "OutOfMemoryError",
+    "Pipeline",
     "Redis",
     "RedisError",
     "ReplyError",

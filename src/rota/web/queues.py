@@ -213,22 +213,25 @@ async def _done(request: Request, body: B, done: str, n: int | None = None) -> B
     return body if is_api(request) else await back(request, "/queues", done, n)
 
 
+async def _switch(request: Request, paused: bool) -> QueueState | Response:
+    """Pause or resume a queue, and answer with its state."""
+    name, admin = await known_queue(request), client_of(request).admin
+    await (admin.pause if paused else admin.resume)(name)
+    return await _done(request, QueueState(name, paused), "paused" if paused else "resumed")
+
+
 @routes.form("/queues/{name}/pause")
 @routes.api("/api/queues/{name}/pause", "queue_pause", QueueState, 404, post=True)
 async def pause(request: Request) -> QueueState | Response:
     """Pause a queue."""
-    name = await known_queue(request)
-    await client_of(request).admin.pause(name)
-    return await _done(request, QueueState(name, paused=True), "paused")
+    return await _switch(request, paused=True)
 
 
 @routes.form("/queues/{name}/resume")
 @routes.api("/api/queues/{name}/resume", "queue_resume", QueueState, 404, post=True)
 async def resume(request: Request) -> QueueState | Response:
     """Resume a queue."""
-    name = await known_queue(request)
-    await client_of(request).admin.resume(name)
-    return await _done(request, QueueState(name, paused=False), "resumed")
+    return await _switch(request, paused=False)
 
 
 @routes.form("/queues/{name}/clear")

@@ -79,7 +79,11 @@ async def test_heartbeat_writes_the_snapshot_and_keeps_long_jobs_leased(
     (live,) = lives
     assert (live.id, live.started_at, live.stale) == (rt.pool_id, snap.started_at / 1000, False)
     assert abs(live.heartbeat_at - snap.heartbeat_at / 1000) < 5
-    assert live.busy == [PoolJob(job.id, "long", snap.busy[0].since / 1000, "halfway")]
+    heard = snap.busy[0].heard_at  # its checkin, at its start or just after
+    assert snap.busy[0].since <= heard <= snap.heartbeat_at
+    assert live.busy == [
+        PoolJob(job.id, "long", snap.busy[0].since / 1000, "halfway", heard / 1000)
+    ]
     assert abs(live.busy[0].since - time.time()) < 60
     record = await client.job(job.id)
     assert record is not None

@@ -147,6 +147,12 @@ def test_handler_options_are_within_range_or_refused_at_registration(
         ({"keep_result": math.nan}, r"job 'nap': keep_result: must be a finite number"),
         ({"max_fails": True}, r"job 'nap': max_fails: must be a whole number from 1"),
         ({"backoff": 30}, r"job 'nap': backoff: must be a function, got 30"),
+        (
+            {"idle_timeout": math.nan},
+            r"^job 'nap': idle_timeout: must be a finite number, got nan$",
+        ),
+        ({"idle_timeout": 0}, r"^job 'nap': idle_timeout: must be from 0\.01 to 315360000, got 0$"),
+        ({"idle_timeout": 1e300}, r"^job 'nap': idle_timeout: must be from 0\.01 to 315360000"),
     ],
 )
 def test_a_handler_option_out_of_range_is_refused_not_ignored(

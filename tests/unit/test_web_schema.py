@@ -97,7 +97,7 @@ def test_the_times_sent_in_ms_are_the_fields_typed_ms() -> None:
     assert times == {
         "Bucket": ["start"],
         "Pool": ["heartbeat_at", "last_heartbeat", "started_at"],
-        "BusyWorker": ["deadline", "since"],
+        "BusyWorker": ["deadline", "heard_at", "since"],
         "JobTimes": record_times,
         "QueuedJob": ["enqueued_at"],
         "JobDetail": record_times,
@@ -131,8 +131,9 @@ def test_a_mirrored_body_has_the_times_in_ms() -> None:
         b'"heartbeat_interval":5.0,"busy":1,"periodic":[],"last_heartbeat":1700000002125,'
         b'"stale":false}'
     )
-    running = RunningJob("j", "a", "h:1:x", 1700000000.75, 1700000030.0, "50", "hi")
-    assert msgspec.json.encode(mirror(BusyWorker, running)) == (
+    running = RunningJob("j", "a", "h:1:x", 1700000000.75, 1700000030.0, "50", "hi", 1700000001.5)
+    assert msgspec.json.encode(mirror(BusyWorker, running, silent=2.5)) == (
         b'{"job_id":"j","name":"a","pool":"h:1:x","since":1700000000750,'
-        b'"deadline":1700000030000,"progress":"50","message":"hi","host":"h","pid":1}'
+        b'"deadline":1700000030000,"progress":"50","message":"hi",'
+        b'"heard_at":1700000001500,"host":"h","pid":1,"silent":2.5}'
     )

@@ -117,6 +117,9 @@ async def test_pools_and_busy_workers(
         assert (worker["job_id"], worker["name"]) == (job.id, "slow")
         assert worker["message"].startswith("step ")
         assert worker["since"] <= time.time() * 1000
+        # it checks in every 0.2 s: heard from since its start, silent for a heartbeat or so
+        assert worker["since"] <= worker["heard_at"] <= time.time() * 1000
+        assert 0 <= worker["silent"] < 2
         (p,) = (await http.get("/api/pools")).json()["pools"]
         assert p["stale"] is False
         assert p["concurrency"] == 10
@@ -389,6 +392,8 @@ async def test_busy_is_exact_between_heartbeats(
         assert sorted(w["job_id"] for w in workers) == sorted(j.id for j in jobs)
         assert {w["name"] for w in workers} == {"slow"}
         assert all(w["deadline"] > w["since"] > 0 for w in workers)
+        # started after the pool's only snapshot: silent since their start, as it tells
+        assert all(w["heard_at"] == w["since"] for w in workers)
         # the Python API has the same times in seconds, the JSON in ms (a lease may have
         # been extended between the two reads)
         running = {r.job_id: r for r in await client.admin.running()}

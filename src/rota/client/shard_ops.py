@@ -147,8 +147,8 @@ class ShardOperations:
         self, names: Sequence[str], pools: Sequence[LivePool] | None = None
     ) -> list[RunningJob]:
         """Exact at the moment of the read, where pool snapshots are up to a heartbeat
-        old (only the checkin ``message`` comes from them): the running sets, then the
-        records, one round trip each, and the snapshots when not given."""
+        old (only the checkin ``message`` and ``heard_at`` come from them): the running
+        sets, then the records, one round trip each, and the snapshots when not given."""
         k = self.keys
         sets = await self.piped(
             lambda p: [p.zrange(k.running(n), 0, -1, withscores=True) for n in names]
@@ -164,15 +164,16 @@ class ShardOperations:
         rows = await self.piped(lambda p: [p.hmget(k.job(i), *fields) for i, _, _ in leases])
         if pools is None:
             pools = await self.pools()
-        said = {(p.id, b.job_id): b.message for p in pools for b in p.busy}
+        said = {(p.id, b.job_id): (b.message, b.heard_at) for p in pools for b in p.busy}
         out = []
         for (job_id, name, deadline), row in zip(leases, rows, strict=True):
             state, pool, progress = (field_text(v) or "" for v in (row[0], row[1], row[3]))
             if state != "running":  # finished between the two reads
                 continue
             since = field_seconds(row[2]) or 0.0
-            message = said.get((pool, job_id), "")
-            out.append(RunningJob(job_id, name, pool, since, deadline, progress, message))
+            message, heard_at = said.get((pool, job_id), ("", 0.0))
+            heard_at = max(heard_at, since)  # none since its start: silent since then
+            out.append(RunningJob(job_id, name, pool, since, deadline, progress, message, heard_at))
         return out  # (in no order: Admin.running sorts every shard's)
 
     async def job_set_sizes(self) -> dict[str, int]:

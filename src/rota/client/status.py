@@ -52,7 +52,9 @@ class RunningJob(msgspec.Struct, frozen=True):
     start of its current lease; ``deadline``: when the lease ends unless its pool
     extends it (both in seconds since the epoch); ``progress``: what the handler last
     reported with ``ctx.progress``; ``message``: its last ``ctx.checkin``, as its pool's
-    latest snapshot tells it."""
+    latest snapshot tells it; ``heard_at``: its last sign of life (a checkin or a
+    progress report, as that snapshot tells it, else its start): how long it has been
+    silent, which a handler's ``idle_timeout`` bounds."""
 
     job_id: str
     name: str
@@ -61,6 +63,10 @@ class RunningJob(msgspec.Struct, frozen=True):
     deadline: Annotated[float, Meta(description="end of the lease unless its pool extends it")]
     progress: Annotated[str, Meta(description="the handler's last ctx.progress")] = ""
     message: Annotated[str, Meta(description="its last checkin, from its pool's snapshot")] = ""
+    heard_at: Annotated[
+        float,
+        Meta(description="its last checkin or progress (from its pool's snapshot), else its start"),
+    ] = 0.0
 
     @property
     def host(self) -> str:
@@ -117,12 +123,14 @@ class History(msgspec.Struct, frozen=True):
 
 class PoolJob(msgspec.Struct, frozen=True):
     """A job a live pool is running, as its latest snapshot tells: since when (seconds
-    since the epoch), and its last checkin message."""
+    since the epoch), its last checkin message, and its last sign of life (a checkin
+    or a progress report; 0.0: none since it started)."""
 
     job_id: str
     name: str
     since: float
     message: str = ""
+    heard_at: float = 0.0
 
 
 class CronEntry(msgspec.Struct, frozen=True):
@@ -159,7 +167,10 @@ class LivePool(PoolIdentity, frozen=True, kw_only=True):
             **{f: getattr(s, f) for f in PoolIdentity.__struct_fields__},
             started_at=s.started_at / 1000,
             heartbeat_at=s.heartbeat_at / 1000,
-            busy=[PoolJob(b.job_id, b.name, b.since / 1000, b.message) for b in s.busy],
+            busy=[
+                PoolJob(b.job_id, b.name, b.since / 1000, b.message, b.heard_at / 1000)
+                for b in s.busy
+            ],
             heartbeat_interval=s.heartbeat_interval,
             periodic=[
                 CronEntry(c.name, c.cron, c.tz, c.next_at / 1000, (c.last_at / 1000) or None)

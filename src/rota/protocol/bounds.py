@@ -101,6 +101,8 @@ HANDLER: Final[dict[str, Bound]] = {
     "timeout": Bound(0.001, TEN_YEARS),
     "max_concurrency": _count(1, 1_000_000),
     "keep_result": Bound(0, TEN_YEARS),
+    # The longest an attempt may go without a checkin or progress report (s).
+    "idle_timeout": Bound(0.01, TEN_YEARS),
 }
 
 #: A job's options at enqueue (rota.client.spec.JobSpec; the HTTP API's fields alike).

@@ -105,6 +105,8 @@ class Reason(StrEnum):
     UNKNOWN_JOB = "unknown_job"
     BAD_PAYLOAD = "bad_payload"
     DEPENDENCY_FAILED = "dependency_failed"
+    #: The attempt went ``idle_timeout`` seconds without a checkin or a progress report.
+    IDLE = "idle"
 
 
 #: The fields the fetch script returns for each leased job, in this order (after the id).

@@ -8,12 +8,14 @@ __all__ = ["BusyWorker", "PoolIdentity", "PoolSnapshot", "Schedule"]
 
 
 class BusyWorker(msgspec.Struct, frozen=True):
-    """A job a pool is running: since when, and the last checkin message."""
+    """A job a pool is running: since when, the last checkin message, and the last
+    sign of life (a checkin or a progress report; 0: none since it started)."""
 
     job_id: str
     name: str
     since: int
     message: str = ""
+    heard_at: int = 0
 
 
 class Schedule(msgspec.Struct, frozen=True):

@@ -3,6 +3,7 @@ jobs running now, and Redis's own figures."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Annotated, Any, ClassVar, Final
 
@@ -75,8 +76,10 @@ class BusyWorker(msgspec.Struct, kw_only=True):
     deadline: Ms
     progress: str
     message: str
+    heard_at: Ms
     host: str
     pid: int
+    silent: Annotated[float, said("seconds since its last checkin or progress, else its start")]
 
 
 class Busy(msgspec.Struct):
@@ -129,9 +132,14 @@ async def busy(request: Request) -> Busy:
     """Jobs running now, from the running sets."""
     # exact at the read; only the last checkin message comes from the pools' snapshots
     client = client_of(request)
-    return Busy(
-        [mirror(BusyWorker, r) for r in await client.admin.running(await leased_names(client))]
-    )
+    running = await client.admin.running(await leased_names(client))
+    now = time.time()
+    return Busy([mirror(BusyWorker, r, silent=_silent(now, r.heard_at)) for r in running])
+
+
+def _silent(now: float, heard_at: float) -> float:
+    """Seconds since ``heard_at``, to the tenth (never below 0: clocks of two hosts)."""
+    return round(max(0.0, now - heard_at), 1)
 
 
 @routes.page("/redis", "redis.html")

@@ -89,6 +89,7 @@ class JobContext:
     @property
     def cancel_reason(self) -> str | None:
         """Why the attempt is being cancelled: ``"timeout"`` (its deadline passed),
+        ``"idle"`` (no checkin nor progress for the handler's ``idle_timeout``),
         ``"abort"`` (``client.abort``), ``"shutdown"`` (the pool stops), ``"left"`` (a
         second signal leaves the handler's thread running), or None. The
         handler's await is cancelled in each case; middleware reads this (in a
@@ -98,7 +99,8 @@ class JobContext:
         return None if entry is None else entry.reason
 
     async def checkin(self, message: str = "") -> bool:
-        """Tell the pool this job is alive (extends its lease) and what it is doing.
+        """Tell the pool this job is alive (extends its lease, and starts the handler's
+        ``idle_timeout`` again) and what it is doing.
 
         Returns True when the pool is shutting down, so a long job can stop early and
         raise :class:`rota.Retry` to continue later.
@@ -107,10 +109,12 @@ class JobContext:
         return self.shutting_down
 
     async def progress(self, percent: float, message: str = "") -> None:
-        """Record how far the job is (0-100), readable with ``client.job(id).progress``."""
+        """Record how far the job is (0-100), readable with ``client.job(id).progress``;
+        a sign of life too: the handler's ``idle_timeout`` starts again."""
         text = f"{max(0.0, min(100.0, float(percent))):g}"
         if message:
             text += " " + message[:_MAX_LOG_LINE]
+        self._runtime.heard(self.id)  # a sign of life: the idle clock starts again
         here = self._runtime.shard  # the job's shard
         write = here.redis.hset(here.keys.job(self.id), "progress", text)
         await self._unless_refused("progress", write)

@@ -46,7 +46,10 @@ class Heartbeat:
 
     def snapshot(self) -> PoolSnapshot:
         rt = self.rt
-        busy = [BusyWorker(e.job.id, e.job.name, e.since, e.message) for e in rt.in_flight.values()]
+        busy = [
+            BusyWorker(e.job.id, e.job.name, e.since, e.message, e.heard_at)
+            for e in rt.in_flight.values()
+        ]
         return PoolSnapshot(
             id=rt.pool_id,
             host=self.host,

@@ -113,6 +113,7 @@ class WorkerPool:
         backoff: Backoff = ...,
         keep_result: float | None = ...,
         middleware: tuple[Middleware, ...] = ...,
+        idle_timeout: float | None = ...,
     ) -> Callable[[F], F]: ...
 
     def job(self, func: Any = None, /, **options: Any) -> Any:  # type: ignore[misc]
@@ -124,7 +125,9 @@ class WorkerPool:
         start per second, minute or hour across every pool (``"100/s"``, ``"30/min"``,
         ``"2/hour"``); ``backoff(n)`` seconds before retry n; ``keep_result`` seconds (0
         deletes a complete job; set here, it also applies to the jobs that return None,
-        which the pool otherwise keeps ``keep_none`` seconds).
+        which the pool otherwise keeps ``keep_none`` seconds); ``idle_timeout`` seconds
+        an attempt may go without ``ctx.checkin`` or ``ctx.progress`` before it is
+        cancelled as ``idle`` and retried like a timed-out one.
         """
 
         def register(f: F) -> F:

@@ -93,6 +93,9 @@ class Handler:
     backoff: Backoff = default_backoff
     keep_result: float | None = None
     middleware: tuple[Middleware, ...] = ()
+    #: Seconds an attempt may go without ``ctx.checkin`` or ``ctx.progress`` before it
+    #: is cancelled as ``idle`` (None: never).
+    idle_timeout: float | None = None
     is_async: bool = field(init=False)
     wants_ctx: bool = field(init=False)
     _signature: inspect.Signature = field(init=False, repr=False)

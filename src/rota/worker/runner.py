@@ -224,6 +224,8 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome | None:
     if timeout is not None:
         loop = asyncio.get_running_loop()
         timer = loop.call_at(loop.time() + timeout, entry.cancel, "timeout")
+    if handler.idle_timeout is not None:  # whichever comes first cancels: its reason says
+        entry.watch_idle(handler.idle_timeout)
     try:
         result = await _call(rt, job, handler, ctx, args, kwargs)()
     except asyncio.CancelledError:
@@ -240,6 +242,8 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome | None:
     finally:
         if timer is not None:
             timer.cancel()
+        if entry.idle_timer is not None:
+            entry.unwatch()
         rt.in_flight.pop(job.id, None)
         entry.settle()  # the handler swallowed the cancellation: take it back
     return _complete(rt, job, handler, result)
@@ -288,6 +292,9 @@ def _cancelled(
         return Aborted.of(job, _keep_ms(rt.settings.keep_result), "abort requested")
     if reason == "timeout" and timeout is not None:
         return _failure(job, handler, Reason.TIMEOUT, f"timed out after {timeout:g} s")
+    if reason == "idle" and handler.idle_timeout is not None:
+        error = f"idle: no checkin nor progress for {handler.idle_timeout:g} s"
+        return _failure(job, handler, Reason.IDLE, error)
     return _failure(job, handler, Reason.ERROR, f"cancelled: {reason}")
 
 

@@ -71,19 +71,53 @@ class InFlight:
     cancelling: int
     message: str = ""
     #: Why the attempt is being cancelled: ``"timeout"`` (its deadline passed),
-    #: ``"abort"``, ``"shutdown"``, ``"left"`` (a second signal leaves its handler's
-    #: thread running: see rota.worker.threads), or None (it is not).
+    #: ``"idle"`` (no checkin nor progress for its idle timeout), ``"abort"``,
+    #: ``"shutdown"``, ``"left"`` (a second signal leaves its handler's thread running:
+    #: see rota.worker.threads), or None (it is not).
     reason: str | None = None
     settled: bool = False
     lease_lost: bool = False  # said once, when the heartbeat learns it
     #: How many times this entry cancelled its task, and when it last did (monotonic).
     cancels: int = 0
     cancelled_at: float = 0.0
+    #: The attempt's last sign of life, a checkin or a progress report (ms since the
+    #: epoch; 0: none yet, its start is ``since``), and the same on the monotonic clock,
+    #: which its idle watch reads (see :meth:`watch_idle`).
+    heard_at: int = 0
+    heard: float = 0.0
+    idle: float = 0.0
+    idle_timer: asyncio.TimerHandle | None = None
 
     def cancel(self, reason: str) -> None:
         if self.reason is None and not self.settled:
             self.reason = reason
             self._cancel()
+
+    def watch_idle(self, idle: float) -> None:
+        """Cancel the attempt (reason ``idle``) once it has gone ``idle`` seconds without
+        a sign of life (:meth:`hear`), counted from now. One timer handle per attempt,
+        moved on when it finds a sign of life newer than its own start: a checkin costs
+        a clock read, not a timer. An attempt without an idle timeout has none."""
+        self.idle, self.heard = idle, time.monotonic()
+        self.idle_timer = asyncio.get_running_loop().call_later(idle, self._idle_check)
+
+    def hear(self) -> None:
+        """A sign of life of the attempt: its idle clock starts again."""
+        self.heard, self.heard_at = time.monotonic(), now_ms()
+
+    def unwatch(self) -> None:
+        """Stop the idle watch (the attempt ended)."""
+        if self.idle_timer is not None:
+            self.idle_timer.cancel()
+            self.idle_timer = None
+
+    def _idle_check(self) -> None:
+        left = self.heard + self.idle - time.monotonic()
+        if left > 0:
+            self.idle_timer = asyncio.get_running_loop().call_later(left, self._idle_check)
+        else:
+            self.idle_timer = None
+            self.cancel("idle")
 
     def repeat(self, after: float) -> None:
         """Cancel the task again when this entry cancelled it ``after`` seconds ago or
@@ -251,11 +285,18 @@ class PoolRuntime:
         for entry in list(self.in_flight.values()):
             entry.repeat(self.settings.heartbeat_interval)
 
+    def heard(self, job_id: str) -> None:
+        """A sign of life of a running job other than a checkin (a progress report)."""
+        entry = self.in_flight.get(job_id)
+        if entry is not None:
+            entry.hear()
+
     async def checkin(self, ctx: Any, message: str) -> None:
         entry = self.in_flight.get(ctx.id)
         if entry is None:
             return
         entry.message = message[:200]
+        entry.hear()
         await self.redis.zadd(
             self.keys.running(entry.job.name), {entry.job.id: self.lease_deadline()}, xx=True
         )

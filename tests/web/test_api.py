@@ -120,6 +120,8 @@ async def test_pools_and_busy_workers(
         # it checks in every 0.2 s: heard from since its start, silent for a heartbeat or so
         assert worker["since"] <= worker["heard_at"] <= time.time() * 1000
         assert 0 <= worker["silent"] < 2
+        page = (await http.get("/busy")).text
+        assert '<td data-label="Silent"' in page and job.id in page
         (p,) = (await http.get("/api/pools")).json()["pools"]
         assert p["stale"] is False
         assert p["concurrency"] == 10

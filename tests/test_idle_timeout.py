@@ -1,6 +1,7 @@
 """A handler's ``idle_timeout``: an attempt that goes that long without ``ctx.checkin``
-nor ``ctx.progress`` is cancelled with reason ``idle`` and retried by ``max_fails``; the
-per-attempt ``timeout`` beside it still applies, and whichever comes first says why."""
+nor ``ctx.progress`` is cancelled with reason ``idle`` (in the record, the API, the web
+and the log line) and retried by ``max_fails``; the per-attempt ``timeout`` beside it
+still applies, and whichever comes first says why."""
 
 from __future__ import annotations
 
@@ -10,12 +11,16 @@ from typing import Any
 
 import anyio
 import anyio.from_thread
+import httpx
 import pytest
 
 from rota import Client, JobContext, State, WorkerPool
+from rota.web import create_app
 from tests.helpers import pool_settings, wait_until
 
 pytestmark = pytest.mark.timeout(60)
+
+BASE = "http://127.0.0.1:5040"  # a host the web's middleware takes
 
 
 def _pool(redis_url: str, namespace: str, **changes: Any) -> WorkerPool:
@@ -83,6 +88,10 @@ async def test_an_attempt_gone_silent_is_cancelled_as_idle_retried_then_dead(
     assert record.error == "idle: no checkin nor progress for 1 s"
     outcomes = [(f["attempt"], f["outcome"], f.get("reason")) for f in lines]
     assert outcomes == [(1, "retry", "idle"), (2, "dead", "idle")]
+    app = create_app(pool_settings(redis_url, namespace), client=client)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+        assert (await http.get(f"/api/jobs/{job.id}")).json()["reason"] == "idle"
+        assert '<span class="badge bad">idle</span>' in (await http.get(f"/jobs/{job.id}")).text
 
 
 async def test_progress_restarts_the_idle_clock_too(

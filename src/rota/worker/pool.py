@@ -113,6 +113,7 @@ class WorkerPool:
         backoff: Backoff = ...,
         keep_result: float | None = ...,
         middleware: tuple[Middleware, ...] = ...,
+        expires_in: float | None = ...,
     ) -> Callable[[F], F]: ...
 
     def job(self, func: Any = None, /, **options: Any) -> Any:  # type: ignore[misc]
@@ -124,7 +125,9 @@ class WorkerPool:
         start per second, minute or hour across every pool (``"100/s"``, ``"30/min"``,
         ``"2/hour"``); ``backoff(n)`` seconds before retry n; ``keep_result`` seconds (0
         deletes a complete job; set here, it also applies to the jobs that return None,
-        which the pool otherwise keeps ``keep_none`` seconds).
+        which the pool otherwise keeps ``keep_none`` seconds); ``expires_in`` seconds
+        from its enqueue after which a job that gives no expiry of its own never starts
+        (it ends dead, reason ``expired``).
         """
 
         def register(f: F) -> F:

@@ -93,6 +93,9 @@ class Handler:
     backoff: Backoff = default_backoff
     keep_result: float | None = None
     middleware: tuple[Middleware, ...] = ()
+    #: Seconds from its enqueue after which a job that gives no expiry of its own never
+    #: starts (reason expired); applied by the fetch script (see ``Fetcher``).
+    expires_in: float | None = None
     is_async: bool = field(init=False)
     wants_ctx: bool = field(init=False)
     _signature: inspect.Signature = field(init=False, repr=False)

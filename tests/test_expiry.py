@@ -10,11 +10,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 import redis
 
 from rota import Client, JobContext, JobSpec, Retry, State, WorkerPool
 from rota.protocol.job import Reason
+from rota.web import create_app
+from tests.cli_helpers import rota_json
 from tests.helpers import pool_settings, rounds, wait_until
 
 pytestmark = pytest.mark.timeout(90)
@@ -212,3 +215,32 @@ async def test_a_malformed_expiry_is_no_expiry(
     redis_sync.hset("{" + namespace + "}:job:" + job.id, "expires", raw)
     async with pool.running():
         await wait_until(lambda: ran == [job.id])
+
+
+async def test_the_cli_and_the_http_api_take_an_expiry(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    conn = ("--redis-url", redis_url, "--namespace", namespace)
+    by_cli = rota_json("enqueue", "nap", "--expires-in", "5m", *conn)
+    at_cli = rota_json("enqueue", "nap", "--expires-at", "2030-01-01T00:00:00", *conn)
+    app = create_app(pool_settings(redis_url, namespace), client=client)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:5040") as http:
+        by_http = await http.post("/api/jobs", json={"name": "nap", "expires_in": 60})
+        at_http = await http.post(
+            "/api/jobs", json={"name": "nap", "expires_at": "2030-01-01T00:00:00Z"}
+        )
+        both = await http.post("/api/jobs", json={"name": "nap", "expires_in": 1, "expires_at": 1})
+    assert (by_http.status_code, at_http.status_code, both.status_code) == (201, 201, 422)
+    assert both.json()["error"] == "expires_in and expires_at: give one of them, not both"
+    now = time.time()
+    expected = {
+        by_cli["id"]: now + 300,
+        by_http.json()["id"]: now + 60,
+        at_cli["id"]: 1893456000.0,
+        at_http.json()["id"]: 1893456000.0,
+    }
+    for job_id, at in expected.items():
+        record = await client.job(job_id)
+        assert record is not None and record.expires is not None
+        assert abs(record.expires - at) < 30, (job_id, record.expires, at)

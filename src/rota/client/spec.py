@@ -57,9 +57,10 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     timeout: float | None = None
     after: tuple[str, ...] = ()  # ids of jobs that must complete first
     #: Not started by then, it never starts (reason expired): seconds from now, or a
-    #: time (a datetime, naive as UTC, or seconds since the epoch); one of them at most.
+    #: time (a datetime or ISO-8601 text, naive as UTC, or seconds since the epoch); one
+    #: of them at most.
     expires_in: float | None = None
-    expires_at: datetime | float | None = None
+    expires_at: datetime | float | str | None = None
 
 
 def to_row(
@@ -118,7 +119,7 @@ def _expires(spec: JobSpec, now: int) -> int:
     if isinstance(at, datetime | str):
         seconds = epoch_seconds("expires_at", moment_seconds("expires_at", at))
     else:
-        seconds = epoch_seconds("expires_at", at)  # type: ignore[arg-type]
+        seconds = epoch_seconds("expires_at", at)  # type: ignore[arg-type]  # None: not here
     return max(1, int(seconds * 1000))
 
 

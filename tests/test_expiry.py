@@ -244,3 +244,32 @@ async def test_the_cli_and_the_http_api_take_an_expiry(
         record = await client.job(job_id)
         assert record is not None and record.expires is not None
         assert abs(record.expires - at) < 30, (job_id, record.expires, at)
+
+
+async def test_a_job_that_expires_while_it_waits_in_the_pool_ends_then_unstarted(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    ran: list[str] = []
+    settings = pool_settings(redis_url, namespace, concurrency=1, prefetch=1)
+    pool = WorkerPool(settings=settings)
+
+    @pool.job
+    async def step(ctx: JobContext, hold: float) -> None:
+        ran.append(ctx.id)
+        await anyio.sleep(hold)
+
+    async with pool.running():
+        warm = await client.enqueue("step", hold=0)  # short jobs: the pool leases ahead
+        await wait_until(lambda: ran == [warm.id])
+        await rounds(pool)
+        _, held = await client.enqueue_many(
+            [
+                JobSpec(name="step", kwargs={"hold": 1.5}),
+                JobSpec(name="step", kwargs={"hold": 0}, expires_in=0.5),
+            ]
+        )
+        await wait_until(lambda: _reason(client, held.id), within=5)
+    record = await client.job(held.id)
+    assert record is not None and record.expires is not None and record.finished_at is not None
+    assert record.attempts == 1  # leased in time, then ended by the pool, not the fetch
+    assert record.finished_at - record.expires < 0.5 and held.id not in ran

@@ -23,6 +23,22 @@ from tests.helpers import pool_settings, rounds, wait_until
 pytestmark = pytest.mark.timeout(90)
 
 
+def _recording(
+    redis_url: str, namespace: str, settings: dict[str, Any] | None = None, **options: Any
+) -> tuple[WorkerPool, list[str]]:
+    """A pool whose handler ``step`` (with ``options``) records the ids it starts, then
+    sleeps ``hold`` seconds."""
+    ran: list[str] = []
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, **(settings or {})))
+
+    async def step(ctx: JobContext, hold: float = 0) -> None:
+        ran.append(ctx.id)
+        await anyio.sleep(hold)
+
+    pool.job(**options)(step)
+    return pool, ran
+
+
 async def test_jobs_behind_a_backlog_end_expired_in_time_and_never_start(
     client: Client, redis_url: str, namespace: str
 ) -> None:
@@ -61,18 +77,13 @@ async def test_jobs_behind_a_backlog_end_expired_in_time_and_never_start(
 async def test_a_fetch_ends_an_expired_job_and_leases_the_next_one_in_its_place(
     client: Client, redis_url: str, namespace: str
 ) -> None:
-    ran: list[int] = []
-    pool = WorkerPool(settings=pool_settings(redis_url, namespace, concurrency=1))
-
-    @pool.job
-    async def step(n: int) -> None:
-        ran.append(n)
-
-    gone = await client.enqueue("step", n=1, expires_at=time.time() - 1)
-    await client.enqueue("step", n=2, expires_in=60)
-    await client.enqueue("step", n=3)
+    # One job per fetch: the expired one is ended (by the fetch unless the scheduler
+    # came first) and the same call leases the next in its slot.
+    pool, ran = _recording(redis_url, namespace, {"concurrency": 1, "fetch_batch": 1})
+    gone = await client.enqueue("step", expires_at=time.time() - 1)
+    kept = [await client.enqueue("step", expires_in=60), await client.enqueue("step")]
     async with pool.running():
-        await wait_until(lambda: ran == [2, 3])
+        await wait_until(lambda: ran == [k.id for k in kept])
     record = await client.job(gone.id)
     assert record is not None and (record.state, record.reason) == (State.DEAD, "expired")
     assert "before it started" in (record.error or "")
@@ -81,15 +92,9 @@ async def test_a_fetch_ends_an_expired_job_and_leases_the_next_one_in_its_place(
 async def test_the_handler_default_applies_when_the_enqueue_gives_none(
     client: Client, redis_url: str, namespace: str
 ) -> None:
-    ran: list[str] = []
-    pool = WorkerPool(settings=pool_settings(redis_url, namespace))
-
-    @pool.job(expires_in=0.2)
-    async def brief(ctx: JobContext) -> None:
-        ran.append(ctx.id)
-
-    old = await client.enqueue("brief")
-    own = await client.enqueue("brief", expires_in=60)  # its own wins over the default
+    pool, ran = _recording(redis_url, namespace, expires_in=0.2)
+    old = await client.enqueue("step")
+    own = await client.enqueue("step", expires_in=60)  # its own wins over the default
     await anyio.sleep(0.4)
     async with pool.running():
         await wait_until(lambda: ran == [own.id])
@@ -102,14 +107,8 @@ async def test_the_handler_default_applies_when_the_enqueue_gives_none(
 async def test_a_skip_dead_handler_drops_its_expired_jobs(
     client: Client, redis_url: str, namespace: str
 ) -> None:
-    pool = WorkerPool(settings=pool_settings(redis_url, namespace))
-    ran: list[str] = []
-
-    @pool.job(skip_dead=True)
-    async def quiet(ctx: JobContext) -> None:
-        ran.append(ctx.id)
-
-    gone = await client.enqueue("quiet", expires_at=datetime.now(UTC).replace(year=2020))
+    pool, ran = _recording(redis_url, namespace, skip_dead=True)
+    gone = await client.enqueue("step", expires_at=datetime.now(UTC).replace(year=2020))
     async with pool.running():
         await rounds(pool, n=2)
     assert ran == [] and await client.job(gone.id) is None
@@ -155,13 +154,7 @@ async def _reason(client: Client, job_id: str) -> bool:
 async def test_an_expired_parent_fails_its_dependents(
     client: Client, redis_url: str, namespace: str
 ) -> None:
-    ran: list[str] = []
-    pool = WorkerPool(settings=pool_settings(redis_url, namespace))
-
-    @pool.job
-    async def step(ctx: JobContext) -> None:
-        ran.append(ctx.id)
-
+    pool, ran = _recording(redis_url, namespace)
     parent = await client.enqueue("step", expires_at=1.0)
     child = await client.enqueue("step", after=[parent.id])
     async with pool.running():
@@ -204,13 +197,7 @@ def test_a_handler_default_out_of_range_is_refused() -> None:
 async def test_a_malformed_expiry_is_no_expiry(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis, raw: str
 ) -> None:
-    ran: list[str] = []
-    pool = WorkerPool(settings=pool_settings(redis_url, namespace))
-
-    @pool.job
-    async def step(ctx: JobContext) -> None:
-        ran.append(ctx.id)
-
+    pool, ran = _recording(redis_url, namespace)
     job = await client.enqueue("step")
     redis_sync.hset("{" + namespace + "}:job:" + job.id, "expires", raw)
     async with pool.running():
@@ -249,15 +236,7 @@ async def test_the_cli_and_the_http_api_take_an_expiry(
 async def test_a_job_that_expires_while_it_waits_in_the_pool_ends_then_unstarted(
     client: Client, redis_url: str, namespace: str
 ) -> None:
-    ran: list[str] = []
-    settings = pool_settings(redis_url, namespace, concurrency=1, prefetch=1)
-    pool = WorkerPool(settings=settings)
-
-    @pool.job
-    async def step(ctx: JobContext, hold: float) -> None:
-        ran.append(ctx.id)
-        await anyio.sleep(hold)
-
+    pool, ran = _recording(redis_url, namespace, {"concurrency": 1, "prefetch": 1})
     async with pool.running():
         warm = await client.enqueue("step", hold=0)  # short jobs: the pool leases ahead
         await wait_until(lambda: ran == [warm.id])

@@ -85,6 +85,12 @@ class Aborted(msgspec.Struct):
     was: Annotated[str, said("its state before")]
 
 
+#: A time an enqueue names: epoch seconds or ISO-8601 text (run_at, expires_at).
+_Moment = (
+    Annotated[float, doc(minimum=0, maximum=MAX_EPOCH)] | Annotated[str, doc(format="date-time")]
+)
+
+
 class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A job to enqueue; ``args`` or ``kwargs``, ``delay`` or ``run_at``."""
 
@@ -98,10 +104,7 @@ class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     kwargs: Annotated[dict[str, Any] | None, said("keyword args")] = None
     delay: Annotated[float, doc(minimum=0, maximum=MAX_DELAY)] | None = None
     run_at: Annotated[
-        Annotated[float, doc(minimum=0, maximum=MAX_EPOCH)]
-        | Annotated[str, doc(format="date-time")]
-        | None,
-        said("epoch seconds or an ISO-8601 time (UTC if no offset)"),
+        _Moment | None, said("epoch seconds or an ISO-8601 time (UTC if no offset)")
     ] = None
     unique: Annotated[str, doc(minLength=1, maxLength=MAX_UNIQUE)] | None = None
     job_id: Annotated[
@@ -118,10 +121,7 @@ class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         said("seconds from now: not started by then, it never starts (it ends dead, expired)"),
     ] = None
     expires_at: Annotated[
-        Annotated[float, doc(minimum=0, maximum=MAX_EPOCH)]
-        | Annotated[str, doc(format="date-time")]
-        | None,
-        said("as expires_in, a time: epoch seconds or ISO-8601 (UTC if no offset)"),
+        _Moment | None, said("as expires_in, a time: epoch seconds or ISO-8601 (UTC if no offset)")
     ] = None
     after: Annotated[
         Annotated[list[Annotated[str, doc(pattern=NAME_PATTERN)]], doc(maxItems=MAX_IDS)] | None,

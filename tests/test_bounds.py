@@ -96,6 +96,8 @@ NOWHERE = ["--redis-url", "redis://127.0.0.1:1/0"]
         ),
         (["enqueue", "nap", "--timeout", "36500d"], "timeout must be at least 0.001 seconds"),
         (["enqueue", "nap", "--in", "36500d"], "--in: seconds from 0 to 315360000"),
+        (["enqueue", "nap", "--expires-in", "36500d"], "expires_in: must be from 0.001 to"),
+        (["enqueue", "nap", "--expires-at", "noon"], "expires_at: 'noon' is not an ISO-8601"),
     ],
 )
 def test_cli_flags_out_of_range_exit_2_naming_the_flag(
@@ -119,7 +121,7 @@ def _documented(field: str) -> Bound:
 
 
 @QUICK
-@given(field=st.sampled_from(["delay", "timeout", "max_fails"]), value=JSON_WILD)
+@given(field=st.sampled_from(["delay", "timeout", "max_fails", "expires_in"]), value=JSON_WILD)
 def test_http_fields_are_within_their_documented_range_or_refused_naming_them(
     redis_url: str, namespace: str, field: str, value: Any
 ) -> None:

@@ -32,7 +32,7 @@ SCORES = (float("inf"), float("-inf"), 1e300, 1.7e15, 253402300800000, -1e300)
 #: The numeric fields of a job hash (docs/protocol.md, "The job hash").
 JOB_FIELDS = (
     "enqueued_at", "attempts", "failures", "lost", "token", "run_at", "max_fails",
-    "timeout", "max_lost", "started_at", "finished_at", "pending", "abort",
+    "timeout", "max_lost", "started_at", "finished_at", "pending", "abort", "expires",
 )  # fmt: skip
 SETS = ("scheduled", "retry", "dead", "complete", "waiting", "running:work", "pools")
 

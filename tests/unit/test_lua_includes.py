@@ -49,7 +49,7 @@ def test_the_library_holds_every_helper_once_in_include_order() -> None:
     texts = _texts()
     starts = [code.index(texts[h]) for h in helpers().order]
     assert starts == sorted(starts)
-    assert helpers().order == ("_base", "_counts", "_wake", "_graph", "_enqueue")
+    assert helpers().order == ("_base", "_counts", "_wake", "_graph", "_enqueue", "_expiry")
     assert code.count("local function bury(") == 1
     assert "\nenter(KEYS[1])\n" in code and "set_prefix(KEYS[1])\n" not in code
 

@@ -84,6 +84,7 @@ def test_the_enqueue_script_takes_only_the_arguments_in_use() -> None:
     assert enqueue_args(_row(after="p1 p2"))[9:] == ["p1 p2"]
     traced = enqueue_args(_row(traceparent="00-a-b-01", tracestate="k=v"))
     assert traced[9:] == ["", "00-a-b-01", "k=v"]
+    assert enqueue_args(_row(expires=5))[9:] == ["", "", "", 5]
 
 
 def test_a_batch_entry_is_strings_and_its_tail_only_when_used() -> None:
@@ -93,17 +94,18 @@ def test_a_batch_entry_is_strings_and_its_tail_only_when_used() -> None:
     assert batch_entry(_row(group="g", group_size=7))[8:] == ["", "g", "", "", "", "7"]
     assert batch_entry(_row(waits_group="g"))[8:] == ["", "", "g"]
     assert batch_entry(_row(traceparent="t"))[8:] == ["", "", "", "t", ""]
+    assert batch_entry(_row(expires=5))[8:] == ["", "", "", "", "", "0", "5"]
 
 
 def test_a_fetched_row_is_the_id_then_fetch_fields_and_the_extra_fields_when_set() -> None:
-    extra = [b"", b"nan", b"1", b"00-t-s-01", b"k=v"]
+    extra = [b"", b"nan", b"1", b"00-t-s-01", b"k=v", b"1700000000000"]
     flat = [b"j1", b"send", b"tok", b"2", b"1", b"0", b"[]", b"5", b"1", *extra]
     plain = [b"j2", b"send", b"tok", b"1", b"", b"", b"[1]", b"6", b""]
     assert len(plain) == 1 + len(FETCH_FIELDS) and len(extra) == len(EXTRA_FIELDS)
     job, other = Fetched.parse(flat + plain)
     assert (job.id, job.attempts, job.failures, job.enqueued_at) == ("j1", 2, 1, 5)
     assert job.max_fails is None and job.timeout is None and job.deps
-    assert job.trace == ("00-t-s-01", "k=v")
+    assert job.trace == ("00-t-s-01", "k=v") and job.expires == 1_700_000_000_000
     assert (other.id, other.attempts, other.args, other.enqueued_at) == ("j2", 1, b"[1]", 6)
     assert other.max_fails is None and other.timeout is None and not other.deps
-    assert other.trace == ("", "")
+    assert other.trace == ("", "") and other.expires == 0

@@ -118,6 +118,16 @@ def _args(args_json: str | None, pairs: tuple[str, ...]) -> tuple[tuple[Any, ...
     metavar="DURATION",
     help="How long one attempt may run: 30s, 5m, 1h30m (instead of its handler's).",
 )
+@click.option(
+    "--expires-in",
+    metavar="DURATION",
+    help="Not started within this (30s, 5m, 1h30m), it never starts: it ends dead (expired).",
+)
+@click.option(
+    "--expires-at",
+    metavar="TIME",
+    help="Not started by this ISO-8601 time (UTC without an offset), it never starts.",
+)
 @click.option("--job-id", help="Its id (an id that exists enqueues nothing).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @connection_options
@@ -134,6 +144,8 @@ def enqueue(
     after: tuple[str, ...],
     max_fails: int | None,
     attempt_timeout: str | None,
+    expires_in: str | None,
+    expires_at: str | None,
     job_id: str | None,
     as_json: bool,
 ) -> None:
@@ -162,6 +174,8 @@ def enqueue(
         max_fails=max_fails,
         timeout=None if attempt_timeout is None else parse_duration(attempt_timeout, "--timeout"),
         job_id=job_id,
+        expires_in=None if expires_in is None else parse_duration(expires_in, "--expires-in"),
+        expires_at=expires_at,
     )
     _enqueue(redis_url, namespace, config_file, spec=spec, as_json=as_json)
 

@@ -36,7 +36,9 @@ from rota.wire.redispy import Redis
 
 __all__ = ["Client"]
 
-_OPTIONS = frozenset({"unique", "unique_ttl", "job_id", "max_fails", "timeout", "after"})
+_OPTIONS = frozenset(
+    {"unique", "unique_ttl", "job_id", "max_fails", "timeout", "after", "expires_in", "expires_at"}
+)
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Options))
 #: The shards of jobs enqueued before, by id (see :meth:`Client._enqueue`).
 _Placed = Mapping[str, int] | None
@@ -142,6 +144,8 @@ class Client:
         timeout: float | None = None,  # noqa: ASYNC109 - the job's timeout, not this call's
         after: Sequence[str] = (),
         durable: bool | int | None = None,
+        expires_in: float | None = None,
+        expires_at: datetime | float | None = None,
         **kwargs: Any,
     ) -> Enqueued:
         """Enqueue a job now. Keyword arguments other than the options are the job's args.
@@ -151,7 +155,10 @@ class Client:
         of jobs that must complete first; the job waits (state ``waiting``) until the
         last of them completes, and ends dead (``dependency_failed``) if one ends dead or
         aborted; a parent that does not exist raises :class:`~rota.JobNotFound`.
-        ``durable``: see :meth:`enqueue_many`. Handlers whose parameters share an
+        ``durable``: see :meth:`enqueue_many`. ``expires_in`` (seconds from now) or
+        ``expires_at`` (a datetime, naive as UTC, or epoch seconds): a job not started
+        by then never starts; it ends dead with reason ``expired`` (the handler's
+        ``expires_in`` applies when neither is given). Handlers whose parameters share an
         option's name are enqueued with :class:`JobSpec`.
         """
         spec = JobSpec(
@@ -164,6 +171,8 @@ class Client:
             max_fails=max_fails,
             timeout=timeout,
             after=tuple(after),
+            expires_in=expires_in,
+            expires_at=expires_at,
         )
         return (await self._enqueue([spec], durable))[0]
 

@@ -56,6 +56,11 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     max_fails: int | None = None
     timeout: float | None = None
     after: tuple[str, ...] = ()  # ids of jobs that must complete first
+    #: Not started by then, it never starts (reason expired): seconds from now, or a
+    #: time (a datetime or ISO-8601 text, naive as UTC, or seconds since the epoch); one
+    #: of them at most.
+    expires_in: float | None = None
+    expires_at: datetime | float | str | None = None
 
 
 def to_row(
@@ -78,6 +83,9 @@ def to_row(
     now = now_ms()
     ttl = unique_ttl if spec.unique_ttl is None else spec.unique_ttl
     _check(spec, ttl)
+    expires = 0
+    if spec.expires_in is not None or spec.expires_at is not None:  # no call for most jobs
+        expires = _expires(spec, now)
     return EnqueueRow(
         spec.job_id or new_id(),
         spec.name,
@@ -92,7 +100,27 @@ def to_row(
         group,
         waits_group,
         group_size=group_size,
+        expires=expires,
     )
+
+
+def _expires(spec: JobSpec, now: int) -> int:
+    """When the job expires (ms since the epoch), its options checked: ``expires_in``
+    within ``rota.protocol.bounds.JOB``, ``expires_at`` a time from 1970 to 9999 (one
+    in the past expires the job at once)."""
+    if spec.expires_in is not None and spec.expires_at is not None:
+        raise ValueError("expires_in and expires_at: give one of them, not both")
+    if spec.expires_in is not None:
+        wrong = check("expires_in", spec.expires_in, JOB["expires_in"])
+        if wrong is not None:
+            raise ValueError(wrong)
+        return now + max(1, round(spec.expires_in * 1000))
+    at = spec.expires_at
+    if isinstance(at, datetime | str):
+        seconds = epoch_seconds("expires_at", moment_seconds("expires_at", at))
+    else:
+        seconds = epoch_seconds("expires_at", at)  # type: ignore[arg-type]  # None: not here
+    return max(1, int(seconds * 1000))
 
 
 #: The last second a time may name: 9999-12-31T23:59:59Z (what every entry point takes).

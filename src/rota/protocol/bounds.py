@@ -103,6 +103,7 @@ HANDLER: Final[dict[str, Bound]] = {
     "keep_result": Bound(0, TEN_YEARS),
     # The longest an attempt may go without a checkin or progress report (s).
     "idle_timeout": Bound(0.01, TEN_YEARS),
+    "expires_in": Bound(0.001, TEN_YEARS),  # a default for its jobs, from their enqueue
 }
 
 #: A job's options at enqueue (rota.client.spec.JobSpec; the HTTP API's fields alike).
@@ -111,6 +112,7 @@ JOB: Final[dict[str, Bound]] = {
     "timeout": HANDLER["timeout"],
     "max_fails": HANDLER["max_fails"],
     "unique_ttl": SETTINGS["unique_ttl"],
+    "expires_in": HANDLER["expires_in"],  # expires_at: a time, 1970 to 9999 (spec.py)
 }
 
 

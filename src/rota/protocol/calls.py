@@ -91,6 +91,8 @@ def enqueue_args(row: EnqueueRow) -> list[Arg]:
     """The ``enqueue`` script's arguments (it takes no group: those go by batch), less
     the tail that says "none": each argument costs Redis about a tenth of what the whole
     call's script does, and a plain job needs only its first four."""
+    if row.expires:
+        return [*row[:10], row.traceparent, row.tracestate, row.expires]
     if row.traceparent:
         return [*row[:10], row.traceparent, row.tracestate]
     if row.after:
@@ -106,7 +108,10 @@ def batch_entry(row: EnqueueRow) -> list[str]:
     """The entry of ``enqueue_batch``: strings, its optional tail only when used."""
     entry = [row.id, row.name, row.args.decode(), str(row.run_at), row.unique]
     entry += (str(row.unique_ttl), str(row.max_fails), str(row.timeout))
-    if row.group:
+    if row.expires:
+        entry += [*row[9:12], row.traceparent, row.tracestate, str(row.group_size)]
+        entry.append(str(row.expires))
+    elif row.group:
         entry += [*row[9:12], row.traceparent, row.tracestate, str(row.group_size)]
     elif row.traceparent:
         entry += [*row[9:12], row.traceparent, row.tracestate]
@@ -166,6 +171,9 @@ class Lessee(NamedTuple):
     lease_ms: int
     pool_id: str
     max_args_bytes: int
+    #: Per name whose handler sets either: name, its default expiry (ms after the
+    #: enqueue; "" for none), "1" when it keeps no dead jobs (see ``lua/fetch.lua``).
+    rules: tuple[Arg, ...] = ()
 
 
 async def fetch(
@@ -183,10 +191,10 @@ async def fetch(
     runs the fetch the moment the BLPOP returns, which saves the round trip between them
     on the way from an enqueue to a start; the fetch then reads the server's clock. A
     fetch that found its script missing there is sent again on its own."""
-    lease_ms, pool_id, max_args_bytes = lessee
-    # The trailing 1 asks for the ready set's names in the reply.
+    lease_ms, pool_id, max_args_bytes, rules = lessee
+    # The 1 asks for the ready set's names in the reply.
     args: list[Arg] = [0 if wait else now_ms(), lease_ms, pool_id, max_args_bytes]
-    args += (len(names), *names, len(fill), *fill, 1)
+    args += (len(names), *names, len(fill), *fill, 1, *rules)
     fetching = script("fetch")
     if wait is None:
         reply = await fetching(scope.conn, scope.prefix, args, scope.mode)
@@ -310,10 +318,12 @@ class PromoteReply(NamedTuple):
     buried: list[str]  # ids made dead: their due time was past the year 9999
 
 
-async def promote(scope: Scope, now: int, limit: int) -> PromoteReply:
-    """Move due scheduled and retrying jobs to their queues, ``limit`` per set, and make
-    dead those due past :data:`~rota.protocol.job.MAX_MS` (see ``lua/promote.lua``)."""
-    moved, next_due, *buried = await scope.call("promote", [now, limit])
+async def promote(scope: Scope, now: int, limit: int, dropping: Sequence[str] = ()) -> PromoteReply:
+    """Move due scheduled and retrying jobs to their queues, ``limit`` per set, make
+    dead those due past :data:`~rota.protocol.job.MAX_MS`, and end those that expired
+    (deleted for the names of ``dropping``, whose handlers keep no dead jobs; see
+    ``lua/promote.lua``)."""
+    moved, next_due, *buried = await scope.call("promote", [now, limit, *dropping])
     ids = [reply_text(i) for i in buried[0]] if buried else []
     return PromoteReply(reply_int(moved), reply_int(next_due, -1), ids)
 

@@ -107,6 +107,7 @@ class Reason(StrEnum):
     DEPENDENCY_FAILED = "dependency_failed"
     #: The attempt went ``idle_timeout`` seconds without a checkin or a progress report.
     IDLE = "idle"
+    EXPIRED = "expired"  # not started before its expiry (expires_in, expires_at)
 
 
 #: The fields the fetch script returns for each leased job, in this order (after the id).
@@ -122,7 +123,7 @@ FETCH_FIELDS: Final = (
 )
 
 #: What the fetch script adds after a job's ``extra`` entry when any of them is set.
-EXTRA_FIELDS: Final = ("max_fails", "timeout", "deps", "traceparent", "tracestate")
+EXTRA_FIELDS: Final = ("max_fails", "timeout", "deps", "traceparent", "tracestate", "expires")
 
 
 # The readers of a hash's fields (bytes as redis-py returns them, or text), lenient as
@@ -244,7 +245,7 @@ def _state(value: bytes | None, name: bytes | None) -> State:
 
 
 _COUNTS: Final = ("attempts", "failures", "lost", "pending", "max_fails", "timeout")
-_TIMES: Final = ("enqueued_at", "run_at", "started_at", "finished_at")
+_TIMES: Final = ("enqueued_at", "run_at", "started_at", "finished_at", "expires")
 _NUMBERS: Final = tuple((f, f.encode(), f in _TIMES) for f in (*_COUNTS, *_TIMES))
 
 
@@ -304,6 +305,10 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
             " (written by others): name=value, each read as absent"
         ),
     ] = ()
+    expires: Annotated[
+        float | None,
+        Meta(description="when it expires unstarted (epoch seconds; none: it never does)"),
+    ] = None
 
     @classmethod
     def from_hash(cls, job_id: str, h: Mapping[Any, Any]) -> JobRecord:
@@ -334,6 +339,7 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
             group=field_text(g(b"group")),
             waits_group=field_text(g(b"waits_group")),
             malformed=_malformed(h),
+            expires=field_seconds(g(b"expires")),
         )
 
     @property

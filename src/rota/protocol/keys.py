@@ -64,6 +64,7 @@ _FIXED_KEYS: Final[dict[str, str]] = {
     "abort": "abort",
     "never": "never",
     "idle": "idle",  # job name -> when it was first seen with nothing (forget_names)
+    "expiring": "expiring",  # job id -> its expiry (ms), for jobs enqueued with one
 }
 
 LUA_KEYS: Final[dict[str, str]] = {**_PARAM_KEYS, **_FIXED_KEYS}
@@ -202,6 +203,12 @@ class Keys:
         """Kept complete jobs: id -> time it completed (ms); the oldest beyond
         ``complete_max_count`` are deleted by the finish that adds more."""
         return self.prefix + "complete"
+
+    @property
+    def expiring(self) -> str:
+        """Jobs enqueued with an expiry: id -> the expiry (ms), read by the promote
+        script to end those not started in time."""
+        return self.prefix + "expiring"
 
     @property
     def waiting(self) -> str:

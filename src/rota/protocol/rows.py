@@ -69,6 +69,7 @@ class EnqueueRow(NamedTuple):
     traceparent: str = ""  # the W3C trace context of the enqueue
     tracestate: str = ""
     group_size: int = 0  # how many members its group has (a member only)
+    expires: int = 0  # ms since the epoch after which it never starts; 0: never
 
 
 _WIDTH: Final = 1 + len(FETCH_FIELDS)
@@ -108,6 +109,7 @@ class Fetched:
     deps: bool = False  # it waited for other jobs: their results are in its record
     trace: tuple[str, str] = ("", "")  # the enqueue's traceparent and tracestate
     shard: int = 0  # the shard of its namespace it was leased from (rota.protocol.shards)
+    expires: int = 0  # ms: it must not start from then on (its record's or its handler's)
 
     @classmethod
     def parse(cls, flat: list[bytes]) -> list[Fetched]:
@@ -135,9 +137,9 @@ class Fetched:
                     continue
                 except ValueError:
                     pass  # a counter that is not a number: read leniently below
-            max_fails = timeout = deps = parent = state = b""
+            max_fails = timeout = deps = parent = state = expires = b""
             if extra:
-                (max_fails, timeout, deps, parent, state) = flat[i : i + _EXTRA]
+                (max_fails, timeout, deps, parent, state, expires) = flat[i : i + _EXTRA]
                 i += _EXTRA
             out.append(
                 cls(
@@ -155,6 +157,7 @@ class Fetched:
                     (parent.decode(errors="replace"), state.decode(errors="replace"))
                     if parent
                     else ("", ""),
+                    expires=_int(expires),
                 )
             )
         return out

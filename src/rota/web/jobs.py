@@ -34,6 +34,7 @@ MAX_DELAY: Final = bounds.MAX_DELAY
 MAX_EPOCH: Final = spec.MAX_EPOCH  # 9999-12-31T23:59:59Z: one rule (rota.client.spec.epoch_seconds)
 MAX_FAILS: Final = int(bounds.JOB["max_fails"].hi)
 MIN_TIMEOUT: Final = bounds.JOB["timeout"].lo
+MIN_EXPIRES: Final = bounds.JOB["expires_in"].lo
 MAX_UNIQUE: Final = 1024
 #: The longest indented rendering of a value sent: an 18 KB value nested 900 deep
 #: indents to 16 MB. A value past it is shown as stored (and cut on the page).
@@ -84,6 +85,12 @@ class Aborted(msgspec.Struct):
     was: Annotated[str, said("its state before")]
 
 
+#: A time an enqueue names: epoch seconds or ISO-8601 text (run_at, expires_at).
+_Moment = (
+    Annotated[float, doc(minimum=0, maximum=MAX_EPOCH)] | Annotated[str, doc(format="date-time")]
+)
+
+
 class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A job to enqueue; ``args`` or ``kwargs``, ``delay`` or ``run_at``."""
 
@@ -97,10 +104,7 @@ class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     kwargs: Annotated[dict[str, Any] | None, said("keyword args")] = None
     delay: Annotated[float, doc(minimum=0, maximum=MAX_DELAY)] | None = None
     run_at: Annotated[
-        Annotated[float, doc(minimum=0, maximum=MAX_EPOCH)]
-        | Annotated[str, doc(format="date-time")]
-        | None,
-        said("epoch seconds or an ISO-8601 time (UTC if no offset)"),
+        _Moment | None, said("epoch seconds or an ISO-8601 time (UTC if no offset)")
     ] = None
     unique: Annotated[str, doc(minLength=1, maxLength=MAX_UNIQUE)] | None = None
     job_id: Annotated[
@@ -112,6 +116,13 @@ class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ] = None
     max_fails: Annotated[int, doc(minimum=1, maximum=MAX_FAILS)] | None = None
     timeout: Annotated[float, doc(minimum=MIN_TIMEOUT, maximum=MAX_DELAY)] | None = None
+    expires_in: Annotated[
+        Annotated[float, doc(minimum=MIN_EXPIRES, maximum=MAX_DELAY)] | None,
+        said("seconds from now: not started by then, it never starts (it ends dead, expired)"),
+    ] = None
+    expires_at: Annotated[
+        _Moment | None, said("as expires_in, a time: epoch seconds or ISO-8601 (UTC if no offset)")
+    ] = None
     after: Annotated[
         Annotated[list[Annotated[str, doc(pattern=NAME_PATTERN)]], doc(maxItems=MAX_IDS)] | None,
         Meta(
@@ -278,6 +289,8 @@ async def enqueue(request: Request, body: EnqueueRequest) -> Response:
         max_fails=body.max_fails,
         timeout=body.timeout,
         after=tuple(body.after or ()),
+        expires_in=body.expires_in,
+        expires_at=body.expires_at,
     )
     try:
         (job_,) = await client_of(request).enqueue_many([spec_])

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+from collections.abc import Mapping
 
 import anyio
 import structlog
@@ -30,12 +31,28 @@ from rota.protocol.job import now_ms
 from rota.redis.outage import REDIS_ERRORS
 from rota.wire.conn import Conn, hot_path
 from rota.worker.acker import Acker
+from rota.worker.registry import Handler
 from rota.worker.robin import Robin
 from rota.worker.rounds import FETCH, rounds_of
+from rota.worker.runner import expired
 from rota.worker.runtime import Fetched, PoolRuntime
 from rota.worker.waits import SharedWakes
 
-__all__ = ["Fetcher"]
+__all__ = ["Fetcher", "expiry_rules"]
+
+
+def expiry_rules(handlers: Mapping[str, Handler]) -> tuple[str, ...]:
+    """The fetch script's rules: name, default expiry (ms; "" for none), "1" when dead
+    jobs are dropped, for each handler with either. The handler's ``expires_in`` is the
+    one place its default lives: the fetch applies it to a job whose record has no
+    expiry, from the job's ``enqueued_at`` (a producer does not know the handlers)."""
+    rules: list[str] = []
+    for name, h in handlers.items():
+        if h.expires_in is not None or h.skip_dead:
+            default = "" if h.expires_in is None else str(max(1, round(h.expires_in * 1000)))
+            rules += (name, default, "1" if h.skip_dead else "")
+    return tuple(rules)
+
 
 log = structlog.get_logger("rota.pool")
 
@@ -67,7 +84,9 @@ class Fetcher:
         self.conn: Conn = hot_path(rt.redis)
         self.scope = rt.shard.scope.on(self.conn)
         s = rt.settings
-        self.lessee = calls.Lessee(int(s.lease * 1000), rt.pool_id, s.max_args_bytes)
+        self.lessee = calls.Lessee(
+            int(s.lease * 1000), rt.pool_id, s.max_args_bytes, expiry_rules(rt.handlers)
+        )
         # The names whose finish deletes the job's record (keep_result 0): what frees a
         # full Redis.
         self.freeing = {name for name, h in rt.handlers.items() if rt.keep_result(h) == 0}
@@ -113,7 +132,20 @@ class Fetcher:
                     job.shard = self.shard
             for job in jobs:
                 handoff.put(job)
+                if job.expires:
+                    self._expire_later(job)
             short = len(jobs) < want
+
+    def _expire_later(self, job: Fetched) -> None:
+        """End ``job`` when it expires if it still waits in the handoff then (a pool
+        leases ahead of its workers): it never starts, and ends on time, not when a
+        worker is free."""
+        delay = max(0.0, (job.expires - now_ms()) / 1000)
+        asyncio.get_running_loop().call_later(delay, self._expire, job)
+
+    def _expire(self, job: Fetched) -> None:
+        if self.acker is not None and self.rt.handoff.withdraw(job):
+            self.acker.add(expired(job, self.rt.handlers.get(job.name)))
 
     async def _lease(self, want: int, short: bool) -> list[Fetched]:
         """Lease up to ``want`` jobs; after a ``short`` fetch, wait on the wake lists first.

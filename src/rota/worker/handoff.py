@@ -146,6 +146,16 @@ class Handoff:
                 return
         self._jobs.append(job)
 
+    def withdraw(self, job: Fetched) -> bool:
+        """Take back ``job`` before a worker starts it (it expired); False when a worker
+        has taken it already, or the handoff closed."""
+        try:
+            self._jobs.remove(job)
+        except ValueError:
+            return False
+        self._wake_fetcher()
+        return True
+
     def waiting(self) -> list[Fetched]:
         """Jobs leased and not started (the heartbeat extends their leases too)."""
         return list(self._jobs)

@@ -114,6 +114,7 @@ class WorkerPool:
         keep_result: float | None = ...,
         middleware: tuple[Middleware, ...] = ...,
         idle_timeout: float | None = ...,
+        expires_in: float | None = ...,
     ) -> Callable[[F], F]: ...
 
     def job(self, func: Any = None, /, **options: Any) -> Any:  # type: ignore[misc]
@@ -127,7 +128,9 @@ class WorkerPool:
         deletes a complete job; set here, it also applies to the jobs that return None,
         which the pool otherwise keeps ``keep_none`` seconds); ``idle_timeout`` seconds
         an attempt may go without ``ctx.checkin`` or ``ctx.progress`` before it is
-        cancelled as ``idle`` and retried like a timed-out one.
+        cancelled as ``idle`` and retried like a timed-out one; ``expires_in`` seconds
+        from its enqueue after which a job that gives no expiry of its own never starts
+        (it ends dead, reason ``expired``).
         """
 
         def register(f: F) -> F:

@@ -96,6 +96,9 @@ class Handler:
     #: Seconds an attempt may go without ``ctx.checkin`` or ``ctx.progress`` before it
     #: is cancelled as ``idle`` (None: never).
     idle_timeout: float | None = None
+    #: Seconds from its enqueue after which a job that gives no expiry of its own never
+    #: starts (reason expired); applied by the fetch script (see ``Fetcher``).
+    expires_in: float | None = None
     is_async: bool = field(init=False)
     wants_ctx: bool = field(init=False)
     _signature: inspect.Signature = field(init=False, repr=False)

@@ -24,7 +24,7 @@ from rota.worker.registry import Handler, default_backoff
 from rota.worker.runtime import Fetched, InFlight, PoolRuntime, worker_task
 from rota.worker.tracebacks import describe
 
-__all__ = ["run_job"]
+__all__ = ["expired", "run_job"]
 
 log = structlog.get_logger("rota.job")
 
@@ -191,10 +191,21 @@ async def _parent_results(rt: PoolRuntime, job: Fetched) -> dict[str, Any]:
         del rt.preparing[job.id]
 
 
+def expired(job: Fetched, handler: Handler | None) -> Outcome:
+    """The outcome of a leased job whose expiry came before a worker started it: dead
+    with reason expired, as the fetch script ends one (dropped for a ``skip_dead``
+    handler)."""
+    error = f"expired at {job.expires} ms, before it started"
+    drop = handler is not None and handler.skip_dead
+    return (Drop if drop else Dead).of(job, Reason.EXPIRED, error)
+
+
 async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome | None:
     handler = rt.handlers.get(job.name)
     if handler is None:
         return Dead.of(job, Reason.UNKNOWN_JOB, f"no handler for job name {job.name!r}")
+    if job.expires and now_ms() >= job.expires:  # it expired while it waited in the pool
+        return expired(job, handler)
     try:
         decoded = codec.decode_args(job.args)
         args, kwargs = handler.bind(decoded)

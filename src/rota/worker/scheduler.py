@@ -136,7 +136,8 @@ class Scheduler:
         time (0: more are due now)."""
         rt = self.rt
         now = now_ms()
-        moved, due, buried = await calls.promote(rt.shard.scope, now, _LIMIT)
+        dropping = [name for name, h in rt.handlers.items() if h.skip_dead]
+        moved, due, buried = await calls.promote(rt.shard.scope, now, _LIMIT, dropping)
         for job_id in buried:
             log.warning("job due past the year 9999 made dead", job_id=job_id)
         if now >= self._next_trim:

@@ -1,5 +1,5 @@
 -- include:
--- Shared helpers, part 1 of 5: base. Each file's first line names the helpers it uses;
+-- Shared helpers, part 1 of 6: base. Each file's first line names the helpers it uses;
 -- a script is sent with those (and theirs), each after the helpers it includes, after
 -- the key helpers (key_job, K_DEAD, ...) rendered from protocol/keys.py and before the
 -- script's own file (protocol/includes.py, protocol/render.py).
@@ -89,11 +89,11 @@ local function server_ms()
 end
 
 -- What a fetch reads of a job, by position: a job hash is read whole (HGETALL returns
--- only the fields it holds, one pass over a small hash, where an HMGET of these 13 looks
+-- only the fields it holds, one pass over a small hash, where an HMGET of these 14 looks
 -- each up and returns every absent one: most are absent), then placed by this table.
 local READ_AT = {name = 1, state = 2, token = 3, attempts = 4, failures = 5, lost = 6,
   enqueued_at = 7, max_fails = 8, timeout = 9, deps = 10, traceparent = 11, tracestate = 12,
-  args = 13}
+  args = 13, expires = 14}
 
 -- A count read from a job hash: a whole number from 0 to 2^53, else 0 (garbage).
 local function whole(v)

@@ -1,5 +1,5 @@
 -- include: _base
--- Shared helpers, part 2 of 5: counters, the calendar of their buckets, and the start of
+-- Shared helpers, part 2 of 6: counters, the calendar of their buckets, and the start of
 -- a call (enter). Counters are gathered per call and written once, at its end.
 --
 -- Keys:

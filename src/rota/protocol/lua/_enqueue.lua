@@ -1,16 +1,18 @@
 -- include: _base _wake _graph
--- Shared helpers, part 5 of 5: enqueue one job (the enqueue and enqueue_batch scripts).
+-- Shared helpers, part 5 of 6: enqueue one job (the enqueue and enqueue_batch scripts).
 --
 -- Keys:
 --   job:<id>      hash    the new record: name, args (JSON text), enqueued_at, and when set
 --                         unique_key, max_fails, timeout, traceparent, tracestate, state
---                         (absent: queued), run_at, and the workflow fields of _graph.lua
+--                         (absent: queued), run_at, expires, and the workflow fields of
+--                         _graph.lua
 --   unique:<key>  string  the id of the job holding a unique key, with its TTL (ms)
 --   queue:<name>  list    the queued ids of a name: LPUSH at the head, fetched from the tail
 --   names         set     every job name known
 --   ready         set     as in _wake.lua
 --   scheduled     zset    job ids scored by run_at (ms)
 --   waiting       zset    as in _graph.lua
+--   expiring      zset    job ids scored by their expiry (ms), for the promote script
 
 -- Push the ids a batch queued, one LPUSH per name (and per thousand ids), in the order
 -- they came, as one LPUSH each would have: the last at the head. A push that starts a
@@ -34,9 +36,11 @@ end
 -- once at the end of a batch ({push = {}, names = {}, ready = {}, scheduler = false}:
 -- push maps a name to the ids to push, names a name to whether it must be added, ready
 -- lists the names whose queue it started; see push_batch); nil does it at once. `deps`: what it waits for
--- (see dependencies), nil for nothing. Returns id, created (two values: no table per job).
+-- (see dependencies), nil for nothing. `expires`: when it expires (ms), nil or '' for
+-- never (so is anything that is no time: see _expiry.lua). Returns id, created (two
+-- values: no table per job).
 local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, timeout, batch,
-    deps, trace)
+    deps, trace, expires)
   run_at, uttl = tonumber(run_at) or 0, tonumber(uttl) or 0
   if uttl <= 0 then
     uttl = 86400000
@@ -66,6 +70,19 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
   end
   if timeout ~= '' then
     fields[#fields + 1] = 'timeout'; fields[#fields + 1] = timeout
+  end
+  expires = tonumber(expires or '')
+  if expires and expires > 0 and expires <= MAX_MS then
+    -- Indexed, and the schedulers told, so that it ends when it expires even if its
+    -- queue is long (the promote script); a fetch checks the field too.
+    expires = str(math.floor(expires))
+    fields[#fields + 1] = 'expires'; fields[#fields + 1] = expires
+    redis.call('ZADD', K_EXPIRING, expires, id)
+    if batch then
+      batch.scheduler = true
+    else
+      wake_scheduler()
+    end
   end
   if trace then
     fields[#fields + 1] = 'traceparent'; fields[#fields + 1] = trace[1]

@@ -1,5 +1,5 @@
 -- include: _base _counts _wake
--- Shared helpers, part 4 of 5: the workflow graph (jobs that wait for others, groups
+-- Shared helpers, part 4 of 6: the workflow graph (jobs that wait for others, groups
 -- and their callbacks), and bury, which makes a job dead and fails what waits for it.
 --
 -- Keys:

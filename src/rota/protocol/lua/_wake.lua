@@ -1,5 +1,5 @@
 -- include:
--- Shared helpers, part 3 of 5: queues and wake-ups: what makes a job runnable known to
+-- Shared helpers, part 3 of 6: queues and wake-ups: what makes a job runnable known to
 -- the pools that wait for it, and a finished job known to the clients that wait on it.
 --
 -- Keys:

@@ -1,4 +1,4 @@
--- include: _base _counts _wake _graph
+-- include: _base _counts _wake _graph _expiry
 -- Lease up to n jobs in one call, visiting job names in the order given (the pool's
 -- weighted round robin); names that are empty, paused or at their concurrency limit are
 -- skipped and the batch is filled from the remaining names: those given, then the
@@ -8,14 +8,20 @@
 -- to run; a name found empty, paused or at its limit leaves the set.
 -- KEYS[1] namespace prefix
 -- ARGV now_ms (0: the server's time), lease_ms, pool_id, max_args_bytes, n, name_1 .. name_n,
---      [m, fill_1 .. fill_m, [tell]]
+--      [m, fill_1 .. fill_m, [tell, [rules]]]
 --      tell: '1' to have the ready set's names in the reply (a pool then sends as fill
 --      only the names it knows to be ready)
+--      rules: name, default expiry (ms after enqueued_at; '' for none), drop ('1': its
+--      handler keeps no dead jobs) per name whose handler says either
+-- A job whose expiry has passed (see _expiry.lua) is not leased: it ends with reason
+-- expired, and the call goes on to the next entry.
 -- Returns {jobs, buried, due} ({jobs, buried, due, ready} with tell): jobs is flat: per job
 -- the id, then FETCH_FIELDS of protocol/job.py, the last of them 'extra': '' for a job
--- with none of max_fails, timeout, deps, traceparent and tracestate (most jobs), else '1'
--- and those five follow (EXTRA_FIELDS): each entry of a reply costs Redis about what a
--- small command's argument does, so five empty ones per job are left out; buried lists
+-- with none of max_fails, timeout, deps, traceparent, tracestate and an expiry (most
+-- jobs), else '1' and those six follow (EXTRA_FIELDS; the expiry in ms, its record's or
+-- its handler's default, so that a pool does not start a job that expires while it waits
+-- in the pool): each entry of a reply costs Redis about what a small command's argument
+-- does, so six empty ones per job are left out; buried lists
 -- the ids of entries made dead as bad payloads; due is the earliest time (ms) a rate-limited name
 -- that still has jobs may start one, '0' for none; ready, the names of the ready set at
 -- the end of the call.
@@ -34,6 +40,10 @@ for _, name in ipairs(redis.call('SMEMBERS', K_READY)) do
   ready[name] = true
 end
 local tell = ARGV[7 + n + m] == '1'
+local rules = {} -- name -> {default expiry (ms) or nil, drop}
+for i = 8 + n + m, #ARGV - 2, 3 do
+  rules[ARGV[i]] = {tonumber(ARGV[i + 1]), ARGV[i + 2] == '1'}
+end
 -- The fill: the names given, then the fill names, those of the ready set only.
 local fill = {}
 for i = 1, n do
@@ -50,7 +60,7 @@ for i = 1, m do
 end
 local deadline = str(now + lease)
 local now_text = str(now)
-local MAX_BURY = 100
+local MAX_BURY = 100 -- entries made dead (bad payloads, expired jobs) per call at most
 -- Each job hash is read whole (one HGETALL, see READ_AT): the args with the rest, their
 -- size checked here (an HSTRLEN first would cost a command per job to spare the copy of
 -- a value over the limit, which only a producer that skipped every check can write).
@@ -153,6 +163,21 @@ local function reject(id, name, err)
   nburied = nburied + 1
 end
 
+-- Whether the job (its fields f) expired before this start: then it is ended so; else
+-- its expiry is f.at (nil: none). Read only for a job with an expiry field or of a name
+-- with rules: the others cost nothing.
+local function expired(id, name, f)
+  local r = rules[name]
+  local at = expiry_of(f[14], f[7], r and r[1])
+  if not at or at > now then
+    f.at = at
+    return false
+  end
+  expire_job(id, name, at, now, r and r[2])
+  nburied = nburied + 1
+  return true
+end
+
 -- Queue entries are popped several at a time (RPOP with a count, Redis 6.2): as many
 -- as this call may still lease from the name, at most its slots. Entries popped and not
 -- used go back to the tail in their order before the call ends (give_back), so no other
@@ -240,6 +265,8 @@ local function take(name)
         count('stale_entries', name, 1)
       elseif f[1] ~= name then
         reject(id, name, 'job name ' .. tostring(f[1] or '(none)') .. ' does not match queue ' .. name)
+      elseif (f[14] or rules[name]) and expired(id, name, f) then
+        -- Ended, not leased: the loop takes the next entry for this slot.
       elseif size > max_args then
         reject(id, name, 'args of ' .. size .. ' bytes exceed the limit of ' .. max_args .. ' bytes')
       elseif not f[13] then
@@ -274,13 +301,14 @@ local function take(name)
         out[k + 6] = f[6] or '0'
         out[k + 7] = f[13]
         out[k + 8] = f[7] or '0'
-        if f[8] or f[9] or f[10] or f[11] or f[12] then
+        if f[8] or f[9] or f[10] or f[11] or f[12] or f.at then
           out[k + 9] = '1'
           out[k + 10] = f[8] or ''
           out[k + 11] = f[9] or ''
           out[k + 12] = f[10] or ''
           out[k + 13] = f[11] or ''
           out[k + 14] = f[12] or ''
+          out[k + 15] = f.at and ms_text(f.at) or ''
         else
           out[k + 9] = ''
         end

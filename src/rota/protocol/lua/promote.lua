@@ -1,12 +1,41 @@
--- include: _base _counts _wake _graph
--- Move due jobs from the scheduled and retry sets into their queues.
+-- include: _base _counts _wake _graph _expiry
+-- Move due jobs from the scheduled and retry sets into their queues, and end the jobs
+-- whose expiry has passed before they started (reason expired, see _expiry.lua): those
+-- of the expiring set that are queued, scheduled or retrying, and due ones that expired.
 -- KEYS[1] namespace prefix
--- ARGV now_ms, limit (per set)
+-- ARGV now_ms, limit (per set), then optionally the names whose handler keeps no dead
+--      jobs (an expired job of theirs is deleted, not kept dead)
 -- Returns {moved, next_due_ms, buried}; next_due_ms is -1 when both sets are empty, an
 -- integer without exponent otherwise. A job whose due time is past MAX_MS (+inf, 1e300, a
 -- time in µs: no time rota waits for) is made dead as a bad payload; buried: their ids.
 local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local moved = 0
+local drop = {}
+for i = 3, #ARGV do
+  drop[ARGV[i]] = true
+end
+-- The expiring set's entries whose time has come leave it; a job that has not started
+-- (queued: its queue entry is stale from now on, scheduled or retrying) ends expired.
+-- A running, finished or waiting one is left to its finish or to the fetch.
+local gone = redis.call('ZRANGEBYSCORE', K_EXPIRING, '-inf', now, 'LIMIT', 0, limit)
+call_chunked('ZREM', K_EXPIRING, gone)
+for _, id in ipairs(gone) do
+  local ok, f = pcall(redis.call, 'HMGET', key_job(id), 'name', 'state', 'expires')
+  local at = ok and f[1] and expiry_of(f[3], nil, nil)
+  local state = ok and f[2]
+  -- (A queued job of a dropping handler is left to the fetch: deleted here, its queue
+  -- entry would read as a bad payload.)
+  local queued = not state or state == 'queued'
+  if at and at <= now and (queued and not drop[f[1]] or state == 'scheduled'
+      or state == 'retry') then
+    if state == 'scheduled' then
+      redis.call('ZREM', K_SCHEDULED, id)
+    elseif state == 'retry' then
+      redis.call('ZREM', K_RETRY, id)
+    end
+    expire_job(id, f[1], at, now, drop[f[1]])
+  end
+end
 local woken = {}
 local buried = {}
 for _, z in ipairs({K_SCHEDULED, K_RETRY}) do
@@ -23,9 +52,13 @@ for _, z in ipairs({K_SCHEDULED, K_RETRY}) do
   for _, id in ipairs(ids) do
     local jk = key_job(id)
     -- HGET fails on a key that is not a hash: no record, as when the key is missing.
-    local ok, name = pcall(redis.call, 'HGET', jk, 'name')
-    if not ok or not name or name == '' then
-      bury(id, ok and name, 'bad_payload', 'scheduled job has no record or no name', now, nil)
+    local ok, f = pcall(redis.call, 'HMGET', jk, 'name', 'expires')
+    local name = ok and f[1]
+    local at = name and f[2] and expiry_of(f[2], nil, nil)
+    if not name or name == '' then
+      bury(id, name, 'bad_payload', 'scheduled job has no record or no name', now, nil)
+    elseif at and at <= now then
+      expire_job(id, name, at, now, drop[name])
     else
       redis.call('HSET', jk, 'state', 'queued')
       redis.call('LPUSH', key_queue(name), id)
@@ -42,7 +75,7 @@ end
 call_chunked('SADD', K_NAMES, names)
 call_chunked('SADD', K_READY, names)
 local next_due = -1
-for _, z in ipairs({K_SCHEDULED, K_RETRY}) do
+for _, z in ipairs({K_SCHEDULED, K_RETRY, K_EXPIRING}) do
   local first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')
   if first[2] then
     local due = tonumber(first[2]) or 0

@@ -59,7 +59,7 @@ if cursor == '0' then
     {K_WAITING, 'zset'}, {K_POOLS, 'zset'}, {K_NAMES, 'set'}, {K_PAUSED, 'set'},
     {K_READY, 'set'}, {K_LEASED, 'set'}, {K_LIMITS, 'hash'}, {K_RATES, 'hash'},
     {K_RATE_TAT, 'hash'}, {K_PRIORITIES, 'hash'}, {K_BEATS, 'hash'}, {K_STATS, 'hash'},
-    {K_IDLE, 'hash'}, {K_SCHED_WAKE, 'list'}, {K_NEVER, 'none'},
+    {K_IDLE, 'hash'}, {K_SCHED_WAKE, 'list'}, {K_NEVER, 'none'}, {K_EXPIRING, 'zset'},
   }
   for _, entry in ipairs(fixed) do
     check(entry[1], entry[2])

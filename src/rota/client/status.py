@@ -122,9 +122,8 @@ class History(msgspec.Struct, frozen=True):
 
 
 class PoolJob(msgspec.Struct, frozen=True):
-    """A job a live pool is running, as its latest snapshot tells: since when (seconds
-    since the epoch), its last checkin message, and its last sign of life (a checkin
-    or a progress report; 0.0: none since it started)."""
+    """A job a live pool is running, as its latest snapshot tells
+    (:class:`rota.protocol.snapshot.BusyWorker`), its times in seconds since the epoch."""
 
     job_id: str
     name: str

@@ -45,7 +45,7 @@ KILL_EVERY = 1.0
 #: Redis goes away this long after the jobs with an expiry are enqueued, for DOWN s.
 RESTART_AFTER = 2.5
 DOWN = 1.0
-#: The longest an expired job may stay unended past its expiry: a lease (a job leased
+#: The longest a job with an expiry of its own may stay unended past it: a lease (a job leased
 #: by a killed pool comes back when its lease lapses), the outage, and the sweeps.
 LATE = 8.0
 
@@ -190,7 +190,7 @@ def test_expiry_through_sigkills_and_a_redis_restart_no_expired_job_starts_none_
 
         outcome: dict[str, list[str]] = {"completed": [], "expired": [], "other": []}
         late_starts, bad_expired, ends_late = [], [], []
-        lateness = []
+        lateness: dict[bool, list[float]] = {True: [], False: []}  # by: in {ns}:expiring
         for j in (j for group in expiring.values() for j in group):
             rec = audit.recs[j]
             if j in lapsing:  # the handler's default, which the record does not hold
@@ -208,8 +208,12 @@ def test_expiry_through_sigkills_and_a_redis_restart_no_expired_job_starts_none_
             elif rec.get("state") == "dead" and rec.get("reason") == "expired":
                 outcome["expired"].append(j)
                 finished = int(rec["finished_at"]) / 1000
-                lateness.append(finished - expires)
-                if not finished >= expires or finished - expires > LATE:
+                # A job's own expiry is in {ns}:expiring: it ends on time, however long
+                # the queue. A handler's default only the fetch and the pools know: the
+                # job ends when a fetch reaches it, which may be later.
+                own = j not in lapsing
+                lateness[own].append(finished - expires)
+                if finished < expires or (own and finished - expires > LATE):
                     ends_late.append(j)
                 # An attempt of an expired job failed on purpose, or ran in a process
                 # killed before its finish was accepted: none ran to an accepted end.
@@ -261,7 +265,8 @@ def test_expiry_through_sigkills_and_a_redis_restart_no_expired_job_starts_none_
                 "expired_by_kind": {k: ends(k)[1] for k in expiring},
                 "started_late": len(late_starts),
                 "lost": len(outcome["other"]),
-                "max_end_after_expiry_s": round(max(lateness, default=0.0), 2),
+                "max_end_after_own_expiry_s": round(max(lateness[True], default=0.0), 2),
+                "max_end_after_default_expiry_s": round(max(lateness[False], default=0.0), 2),
                 "duplicate_runs": audit.duplicate_runs,
                 "elapsed_s": round(elapsed, 1),
             },

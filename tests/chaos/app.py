@@ -27,9 +27,11 @@ _LEDGER = os.environ.get("CHAOS_LEDGER")
 _FD = os.open(_LEDGER, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if _LEDGER else -1
 
 
-def note(kind: str, ctx: rota.JobContext) -> None:
+def note(kind: str, ctx: rota.JobContext, at: float | None = None) -> None:
+    """One ledger line, at ``at`` (epoch seconds) or now."""
     if _FD >= 0:
-        os.write(_FD, f"{kind} {ctx.id} {ctx.attempt} {_PID} {time.time():.6f}\n".encode())
+        t = time.time() if at is None else at
+        os.write(_FD, f"{kind} {ctx.id} {ctx.attempt} {_PID} {t:.6f}\n".encode())
 
 
 pool = rota.WorkerPool()
@@ -98,3 +100,32 @@ async def flow(ctx: rota.JobContext, ms: float) -> list[Any]:
     await anyio.sleep(ms / 1000)
     note("done", ctx)
     return [_PID, ctx.attempt, int(ctx.token), dict(ctx.parent_results)]
+
+
+#: Seconds before a retry of ``brief`` and ``lapsing``: short, so that a job with an
+#: expiry can expire while it waits in the retry set, or come back in time.
+BRIEF_RETRY = 1.0
+#: The expiry ``lapsing`` gives its jobs that have none of their own (seconds).
+LAPSE = 1.0
+
+
+async def _brief(ctx: rota.JobContext, ms: float, fails: int = 0) -> None:
+    """``work`` for jobs with an expiry: its start line holds the pool's start of the
+    attempt (``ctx.started_at``), the moment the pool weighed the expiry, so a test
+    compares the very time the pool decided on; its first ``fails`` attempts fail."""
+    note("start", ctx, ctx.started_at)
+    if ctx.attempt <= fails:
+        raise RuntimeError(f"attempt {ctx.attempt} fails on purpose")
+    await anyio.sleep(ms / 1000)
+    note("done", ctx)
+
+
+def _retry(failures: int) -> float:
+    return BRIEF_RETRY
+
+
+brief = pool.job(name="brief", max_fails=3, backoff=_retry)(_brief)
+#: ``brief`` whose jobs expire ``LAPSE`` s after their enqueue unless they say otherwise:
+#: an expiry only the pools know (no ``{ns}:expiring`` entry), so only the fetch and
+#: the pool end these jobs.
+lapsing = pool.job(name="lapsing", max_fails=3, backoff=_retry, expires_in=LAPSE)(_brief)

@@ -204,8 +204,6 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome | None:
     handler = rt.handlers.get(job.name)
     if handler is None:
         return Dead.of(job, Reason.UNKNOWN_JOB, f"no handler for job name {job.name!r}")
-    if job.expires and now_ms() >= job.expires:  # it expired while it waited in the pool
-        return expired(job, handler)
     try:
         decoded = codec.decode_args(job.args)
         args, kwargs = handler.bind(decoded)
@@ -220,6 +218,11 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome | None:
         except REDIS_ERRORS as exc:  # an error reply: no outage, and no waiting mends it
             return _failure(job, handler, Reason.ERROR, f"parent results not read: {exc}")
     started = now_ms()
+    # The expiry is weighed against the attempt's start itself, after every wait before
+    # it (in the pool, and for the parents' results, read through an outage if need
+    # be): a job never starts at or after its expiry, and its start time says so.
+    if job.expires and started >= job.expires:
+        return expired(job, handler)
     # The context is made when the handler or a middleware takes it: a plain handler's
     # attempt makes none.
     ctx = None

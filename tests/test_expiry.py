@@ -252,3 +252,30 @@ async def test_a_job_that_expires_while_it_waits_in_the_pool_ends_then_unstarted
     assert record is not None and record.expires is not None and record.finished_at is not None
     assert record.attempts == 1  # leased in time, then ended by the pool, not the fetch
     assert record.finished_at - record.expires < 0.5 and held.id not in ran
+
+
+async def test_stale_and_hand_written_expiring_entries_end_nothing_and_leave(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    # Due entries of the expiring set whose job is gone, finished, no hash, or holds an
+    # expiry that is no time or still ahead: the promote script drops each and ends no
+    # job, and the pool serves the namespace as before.
+    pool, ran = _recording(redis_url, namespace, keep_result=60)
+    prefix = "{" + namespace + "}:"
+    done = await client.enqueue("step")
+    async with pool.running():
+        await wait_until(lambda: ran == [done.id])
+    odd = await client.enqueue("step")
+    later = await client.enqueue("step", expires_in=60)
+    redis_sync.hset(prefix + "job:" + odd.id, "expires", "nan")
+    redis_sync.set(prefix + "job:string", "x")
+    past = time.time() * 1000 - 5000
+    entries = [done.id, odd.id, later.id, "deleted", "string", ""]
+    redis_sync.zadd(prefix + "expiring", dict.fromkeys(entries, past))
+    async with pool.running():
+        await wait_until(lambda: sorted(ran) == sorted([done.id, odd.id, later.id]))
+        await rounds(pool)
+    assert redis_sync.zcard(prefix + "expiring") == 0
+    assert (await client.admin.job_set_sizes())["dead"] == 0
+    record = await client.job(done.id)
+    assert record is not None and record.state == State.COMPLETE

@@ -108,11 +108,10 @@ def batch_entry(row: EnqueueRow) -> list[str]:
     """The entry of ``enqueue_batch``: strings, its optional tail only when used."""
     entry = [row.id, row.name, row.args.decode(), str(row.run_at), row.unique]
     entry += (str(row.unique_ttl), str(row.max_fails), str(row.timeout))
-    if row.expires:
+    if row.group or row.expires:
         entry += [*row[9:12], row.traceparent, row.tracestate, str(row.group_size)]
-        entry.append(str(row.expires))
-    elif row.group:
-        entry += [*row[9:12], row.traceparent, row.tracestate, str(row.group_size)]
+        if row.expires:
+            entry.append(str(row.expires))
     elif row.traceparent:
         entry += [*row[9:12], row.traceparent, row.tracestate]
     elif row.after or row.waits_group:

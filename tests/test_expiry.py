@@ -200,6 +200,8 @@ async def test_a_malformed_expiry_is_no_expiry(
     pool, ran = _recording(redis_url, namespace)
     job = await client.enqueue("step")
     redis_sync.hset("{" + namespace + "}:job:" + job.id, "expires", raw)
+    record = await client.job(job.id)
+    assert record is not None and record.expires is None
     async with pool.running():
         await wait_until(lambda: ran == [job.id])
 

@@ -244,6 +244,14 @@ def _state(value: bytes | None, name: bytes | None) -> State:
     return _STATES.get(state_text(value, name), State.UNKNOWN)
 
 
+def _expiry(ms: bytes | None) -> float | None:
+    """A record's expiry as the scripts read it (``expiry_of`` in ``lua/_expiry.lua``): a
+    time past 0 and up to :data:`MAX_MS`, else none, so that a record never shows an
+    expiry its job does not have."""
+    value = opt_int(ms)
+    return value / 1000 if value is not None and 0 < value <= MAX_MS else None
+
+
 _COUNTS: Final = ("attempts", "failures", "lost", "pending", "max_fails", "timeout")
 _TIMES: Final = ("enqueued_at", "run_at", "started_at", "finished_at", "expires")
 _NUMBERS: Final = tuple((f, f.encode(), f in _TIMES) for f in (*_COUNTS, *_TIMES))
@@ -339,7 +347,7 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
             group=field_text(g(b"group")),
             waits_group=field_text(g(b"waits_group")),
             malformed=_malformed(h),
-            expires=field_seconds(g(b"expires")),
+            expires=_expiry(g(b"expires")),
         )
 
     @property

@@ -20,6 +20,7 @@ import redis
 
 from rota import Client, JobSpec
 from rota.protocol.shards import shard_of, shard_tags
+from rota.testing.embedded import last_lines
 
 REPO = Path(__file__).resolve().parents[2]
 APP = "tests.chaos.app:pool"
@@ -122,11 +123,7 @@ class Worker:
         return self.killed_at
 
     def tail(self, lines: int = 25) -> str:
-        try:
-            text = self.log.read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
+        return last_lines(self.log, lines)
 
     def __repr__(self) -> str:
         return f"Worker(pid={self.pid}, returncode={self.proc.poll()})"

@@ -3,6 +3,7 @@ action, and refusals that change nothing."""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -437,3 +438,33 @@ async def test_set_a_rate_and_a_limit_by_the_api(http: httpx.AsyncClient, client
     await http.post("/api/queues/mail/limit", json={"limit": None})
     (info,) = await client.admin.queues(["mail"])
     assert (info.rate, info.limit) == (None, None)
+
+
+@pytest.mark.parametrize("heard_at", [-(2**63), 2**64 - 1, "soon", 1.5e300])
+async def test_busy_survives_a_snapshot_with_a_bad_heard_at(
+    http: httpx.AsyncClient,
+    client: Client,
+    redis_url: str,
+    namespace: str,
+    redis_sync: redis.Redis,
+    heard_at: Any,
+) -> None:
+    """A pool snapshot is written by another process: a heard_at out of any range (or of
+    another type) shows on the busy page and its API as a finite silence, never a 500."""
+    pool = example_pool(redis_url, namespace, heartbeat_interval=60.0, lease=120.0)
+    async with pool.running():
+        await wait_until(lambda: _pool_count(http), within=10)
+        job = await client.enqueue("slow", seconds=30)
+        await wait_until(lambda: _running(client, 1), within=10)
+        (p,) = (await http.get("/api/pools")).json()["pools"]
+        key = "{" + namespace + "}:pool:" + p["id"]
+        snapshot = json.loads(redis_sync.get(key) or b"{}")
+        snapshot["busy"] = [{"job_id": job.id, "name": "slow", "since": 1, "heard_at": heard_at}]
+        redis_sync.set(key, json.dumps(snapshot), keepttl=True)
+        answer = await http.get("/api/busy")
+        assert answer.status_code == 200
+        (worker,) = answer.json()["workers"]
+        assert worker["job_id"] == job.id and 0 <= worker["silent"] < 1e17
+        page = await http.get("/busy", headers={"accept": "text/html"})
+        assert page.status_code == 200 and job.id in page.text
+        await client.abort(job.id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -21,12 +22,12 @@ from rota.cli.common import (
 from rota.cli.operate import name_argument
 from rota.cli.output import age, echo_json, print_table, relative, when
 from rota.client import Client, JobSpec
-from rota.client.spec import delay_seconds, moment_seconds
+from rota.client.spec import delay_seconds, moment_seconds, to_row
 from rota.client.status import duration
 from rota.config import Settings
 from rota.errors import JobNotFound, PayloadTooLarge, RedisRefused, RedisUnavailable
 from rota.protocol import codec
-from rota.protocol.bounds import Bound
+from rota.protocol.bounds import JOB, Bound
 from rota.protocol.keys import validate_namespace
 
 __all__ = ["enqueue", "status"]
@@ -177,6 +178,10 @@ def enqueue(
         expires_in=None if expires_in is None else parse_duration(expires_in, "--expires-in"),
         expires_at=expires_at,
     )
+    try:  # every option as the client checks it (the args' size aside: a setting's)
+        to_row(spec, max_args_bytes=sys.maxsize, unique_ttl=JOB["unique_ttl"].hi)
+    except (ValueError, TypeError) as exc:
+        raise ExitError(str(exc), code=2) from None
     _enqueue(redis_url, namespace, config_file, spec=spec, as_json=as_json)
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "embedded_redis",
     "find_redis_server",
     "free_port",
+    "last_lines",
 ]
 
 
@@ -183,11 +184,7 @@ class RedisServer:
             return sock.recv(16).startswith(b"+PONG")
 
     def log_tail(self, lines: int = 20) -> str:
-        try:
-            text = self.logfile.read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
+        return last_lines(self.logfile, lines)
 
     def stop(self) -> None:
         """Stop gracefully: SIGTERM, then SIGKILL if still alive after 5 s."""
@@ -240,3 +237,13 @@ def embedded_redis(timeout: float = 10.0) -> Iterator[str]:
         raise EmbeddedRedisError(f"redis-server did not start: {exc}") from None
     with server:
         yield server.url
+
+
+def last_lines(path: Path, lines: int) -> str:
+    """The last ``lines`` lines of a process's log, to show where it stopped; ``(no
+    log)`` when the file cannot be read (it never started, or was removed)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])

@@ -31,7 +31,6 @@ from rota.protocol.job import NAME_RE, JobRecord
 from rota.version import __version__
 from rota.web import access, cron, dashboard, flows, jobs, queues, sets, shards
 from rota.web.base import JSONResponse
-from rota.web.dashboard import BusyWorker, Pool
 from rota.web.declare import REF, Error, Operation, Schema, json_answer, ms_fields, ref
 from rota.web.jobs import JobDetail
 from rota.web.sets import SUMMARY, JobTimes
@@ -44,8 +43,14 @@ RESOURCES: Final = (dashboard, queues, jobs, sets, flows, cron, shards, access)
 ROUTES: Final[list[BaseRoute]] = [route for module in RESOURCES for route in module.routes]
 
 ID_PATTERN: Final = r"^[A-Za-z0-9_.:\-]{1,200}$"
-#: The bodies that mirror one of rota's types (``mirrors``).
-MIRRORS: Final[tuple[type[Pool | BusyWorker], ...]] = (Pool, BusyWorker)
+#: The bodies that mirror one of rota's types (``mirrors``), as their modules declare
+#: them: a new one is described as its type without a list to add it to.
+MIRRORS: Final[tuple[Any, ...]] = tuple(
+    kind
+    for module in RESOURCES
+    for kind in vars(module).values()
+    if isinstance(kind, type) and kind.__module__ == module.__name__ and hasattr(kind, "mirrors")
+)
 #: The pattern of each path parameter.
 _PATTERNS: Final = {"name": NAME_RE.pattern, "job_id": ID_PATTERN, "group_id": ID_PATTERN}
 _ERRORS: Final = {

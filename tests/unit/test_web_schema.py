@@ -93,7 +93,7 @@ def test_the_times_sent_in_ms_are_the_fields_typed_ms() -> None:
     test_a_mirrored_body_has_the_times_in_ms) are these, and no other: a field that
     gains or loses the type changes what the API sends."""
     times = {k.__name__: sorted(ms_fields(k)) for k in OWN if ms_fields(k)}
-    record_times = ["enqueued_at", "finished_at", "run_at", "started_at"]
+    record_times = ["enqueued_at", "expires", "finished_at", "run_at", "started_at"]
     assert times == {
         "Bucket": ["start"],
         "Pool": ["heartbeat_at", "last_heartbeat", "started_at"],

@@ -51,6 +51,7 @@ class JobTimes(msgspec.Struct, kw_only=True):
     run_at: Ms | None
     started_at: Ms | None
     finished_at: Ms | None
+    expires: Ms | None = None
 
 
 class JobPage(msgspec.Struct, kw_only=True):

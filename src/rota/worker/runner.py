@@ -256,7 +256,8 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome | None:
     finally:
         if timer is not None:
             timer.cancel()
-        entry.unwatch()
+        if entry.idle_timer is not None:  # checked here: no call for an attempt without one
+            entry.unwatch()
         rt.in_flight.pop(job.id, None)
         entry.settle()  # the handler swallowed the cancellation: take it back
     return _complete(rt, job, handler, result)

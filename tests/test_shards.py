@@ -533,3 +533,41 @@ async def test_a_rate_holds_within_five_percent_over_the_shards(
     first = starts[0]
     within = sum(1 for t in starts if t < first + 4.0)
     assert 760 <= within <= 840, within
+
+
+async def test_a_stored_field_a_job_lacks_is_read_in_its_shard_alone(
+    sharded: Client, redis_sync: redis.Redis
+) -> None:
+    """A job without a result answers b"" from the shard its id names: the other shards
+    are asked only when that one has no such job (None)."""
+
+    def exists_calls() -> int:
+        row = redis_sync.info("commandstats").get("cmdstat_exists")
+        return int(row["calls"]) if row else 0
+
+    job = await sharded.enqueue("n")
+    before = exists_calls()
+    assert await sharded.admin.stored(job.id, "result") == b""
+    assert exists_calls() == before
+    assert await sharded.admin.stored("no-such-job", "result") is None
+    assert exists_calls() == before + K - 1
+
+
+async def test_waiting_for_a_job_with_a_falsy_result_asks_no_other_shard(
+    sharded: Client, redis_sync: redis.Redis, redis_url: str, namespace: str
+) -> None:
+    """A result of 0 (or None, or []) is the job's answer, not a sign that another shard
+    holds it."""
+    settings = pool_settings(redis_url, namespace, shards=K, keep_result=60)
+    pool = WorkerPool(settings=settings)
+
+    @pool.job
+    async def quiet(ctx: JobContext) -> int:
+        return 0
+
+    job = await sharded.enqueue("quiet")
+    async with pool.running():
+        assert await sharded.wait(job.id, timeout=10) == 0
+    before = redis_sync.info("commandstats").get("cmdstat_exists", {"calls": 0})["calls"]
+    assert await sharded.wait(job.id, timeout=10) == 0
+    assert redis_sync.info("commandstats").get("cmdstat_exists", {"calls": 0})["calls"] == before

@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from rota.protocol.job import now_ms
 from rota.worker.handoff import PREFETCH_BELOW, Handoff
 from rota.worker.runtime import Fetched
 
@@ -175,3 +176,24 @@ async def test_while_a_fetch_is_under_way_another_waits_for_a_useful_batch() -> 
     idle = Handoff(concurrency=40)
     idle.running = 39
     assert await idle.wait_room() == 1
+
+
+async def test_a_waiting_job_expires_there_and_a_taken_one_drops_its_timer() -> None:
+    """The expiry timer of a job waiting in the line ends it at its expiry; a worker
+    that takes a job first cancels its timer (no handle keeps a started job until its
+    expiry, which may be hours away)."""
+    h = Handoff(concurrency=1)
+    ended: list[Fetched] = []
+    soon, late = _job(1), _job(2)
+    soon.expires = now_ms() + 30
+    late.expires = now_ms() + 3_600_000
+    h.put(late, ended.append)
+    h.put(soon, lambda job: ended.append(job) if h.withdraw(job) else None)
+    assert await h.take() is late
+    assert [t.when() for t in h._expiring.values()] == [pytest.approx(_loop_in(0.03), abs=0.03)]
+    await asyncio.sleep(0.1)
+    assert ended == [soon] and h.waiting() == [] and h._expiring == {}
+
+
+def _loop_in(seconds: float) -> float:
+    return asyncio.get_running_loop().time() + seconds

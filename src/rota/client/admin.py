@@ -47,7 +47,9 @@ class Admin:
     async def stored(self, job_id: str, field: Literal["args", "result"]) -> bytes | None:
         """A job's args or result as stored (JSON text, byte for byte), ``b""`` for a
         job without one; None when there is no such job."""
-        return await self._route.by_id(job_id, lambda s: s.stored(job_id, field))
+        # b"" is a job of its shard without one: only None sends the read to the others.
+        read = lambda s: s.stored(job_id, field)  # noqa: E731
+        return await self._route.by_id(job_id, read, lambda found: found is None)
 
     async def dependency_results(self, job_id: str) -> dict[str, Any]:
         """The results of the jobs ``job_id`` waited for, by id (see

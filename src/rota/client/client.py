@@ -305,7 +305,9 @@ class Client:
         that is :class:`JobNotFound` too.
         """
         try:
-            return await self._route.by_id(job_id, lambda s: s.wait(job_id, timeout))
+            # Only JobNotFound means missing: a result of None, 0 or [] is an answer.
+            read = lambda s: s.wait(job_id, timeout)  # noqa: E731
+            return await self._route.by_id(job_id, read, lambda _: False)
         except TimeoutError as exc:
             if str(exc):
                 raise

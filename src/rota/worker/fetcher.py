@@ -131,19 +131,12 @@ class Fetcher:
                 for job in jobs:
                     job.shard = self.shard
             for job in jobs:
-                handoff.put(job)
-                if job.expires:
-                    self._expire_later(job)
+                handoff.put(job, self._expire)
             short = len(jobs) < want
 
-    def _expire_later(self, job: Fetched) -> None:
-        """End ``job`` when it expires if it still waits in the handoff then (a pool
-        leases ahead of its workers): it never starts, and ends on time, not when a
-        worker is free."""
-        delay = max(0.0, (job.expires - now_ms()) / 1000)
-        asyncio.get_running_loop().call_later(delay, self._expire, job)
-
     def _expire(self, job: Fetched) -> None:
+        """End ``job``, expired while it waits in the handoff: it never starts, and ends
+        on time, not when a worker is free."""
         if self.acker is not None and self.rt.handoff.withdraw(job):
             self.acker.add(expired(job, self.rt.handlers.get(job.name)))
 

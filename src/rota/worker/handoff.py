@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
+
+from rota.protocol.job import now_ms
 
 if TYPE_CHECKING:
     from rota.protocol.rows import Fetched
@@ -34,6 +37,7 @@ _EWMA: Final = 0.05
 class Handoff:
     __slots__ = (
         "_closed",
+        "_expiring",
         "_idle",
         "_jobs",
         "_loop",
@@ -64,6 +68,9 @@ class Handoff:
         #: theirs).
         self._room_waiters: deque[asyncio.Future[None]] = deque()
         self._closed = False
+        #: The expiry timers of the jobs waiting here, by ``id(job)``: a worker that takes
+        #: one cancels its timer, so that no handle keeps a started job until its expiry.
+        self._expiring: dict[int, asyncio.TimerHandle] = {}
 
     # -- the fetcher's side ------------------------------------------------------------
 
@@ -136,8 +143,10 @@ class Handoff:
         if reserved:
             self._wake_fetcher()
 
-    def put(self, job: Fetched) -> None:
-        """Give a leased job to an idle worker, or keep it until one is free."""
+    def put(self, job: Fetched, expire: Callable[[Fetched], None] | None = None) -> None:
+        """Give a leased job to an idle worker, or keep it until one is free; ``expire``
+        is called with a job kept here that still waits at its expiry (a pool leases
+        ahead of its workers)."""
         while self._idle:
             waiter = self._idle.popleft()
             if not waiter.done():
@@ -145,6 +154,10 @@ class Handoff:
                 waiter.set_result(job)
                 return
         self._jobs.append(job)
+        if expire is not None and job.expires:
+            delay = max(0.0, (job.expires - now_ms()) / 1000)
+            loop = asyncio.get_running_loop()
+            self._expiring[id(job)] = loop.call_later(delay, expire, job)
 
     def withdraw(self, job: Fetched) -> bool:
         """Take back ``job`` before a worker starts it (it expired); False when a worker
@@ -153,6 +166,8 @@ class Handoff:
             self._jobs.remove(job)
         except ValueError:
             return False
+        if (timer := self._expiring.pop(id(job), None)) is not None:
+            timer.cancel()
         self._wake_fetcher()
         return True
 
@@ -166,6 +181,9 @@ class Handoff:
         self._closed = True
         jobs = list(self._jobs)
         self._jobs.clear()
+        for timer in self._expiring.values():
+            timer.cancel()
+        self._expiring.clear()
         while self._idle:
             waiter = self._idle.popleft()
             if not waiter.done():
@@ -179,6 +197,8 @@ class Handoff:
         if self._jobs:
             self.running += 1
             job = self._jobs.popleft()
+            if self._expiring and (timer := self._expiring.pop(id(job), None)) is not None:
+                timer.cancel()
             if not self._jobs:
                 self._wake_fetcher()
             # Let the fetcher and the acker run between jobs: a worker whose handlers

@@ -256,7 +256,7 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome | None:
     finally:
         if timer is not None:
             timer.cancel()
-        if entry.idle_timer is not None:
+        if entry.idle_timer is not None:  # checked here: no call for an attempt without one
             entry.unwatch()
         rt.in_flight.pop(job.id, None)
         entry.settle()  # the handler swallowed the cancellation: take it back

@@ -105,10 +105,7 @@ class Shards:
         """Send each row to its shard, every shard's rows at once, and answer in the
         rows' order. A row after another of the same call goes where that one goes (its
         chosen id may name another shard), as does one after a job a caller placed
-        (``placed``: the shards of such jobs, by id). Over one shard every row goes
-        to it: no per-row routing."""
-        if self.count == 1 and rows:
-            return await send(self.all[0], rows)
+        (``placed``: the shards of such jobs, by id)."""
         places: dict[int, Shard] = {}
         went = dict(placed or {})  # the shard of each row so far (and known), by id
         for i, row in enumerate(rows):

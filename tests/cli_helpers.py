@@ -57,3 +57,17 @@ def start_worker(
         return subprocess.Popen(
             command, cwd=REPO, env=env or rota_env(), stdout=out, stderr=subprocess.STDOUT
         )
+
+
+def log_events(log: Path) -> list[dict[str, Any]]:
+    """The JSON events of a worker's or web's log file, skipping lines that are not JSON
+    objects (a traceback, a line cut short by a kill)."""
+    out = []
+    for line in log.read_bytes().splitlines():
+        try:
+            event = msgspec.json.decode(line)
+        except msgspec.DecodeError:
+            continue
+        if isinstance(event, dict):
+            out.append(event)
+    return out

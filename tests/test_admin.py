@@ -52,3 +52,19 @@ async def test_an_operator_s_method_on_the_client_warns_and_answers_as_admin_s(
     with pytest.warns(DeprecationWarning, match=r"client\.admin\.queues"):
         (again,) = await client.queues(["work"])  # type: ignore[attr-defined]
     assert (again.name, again.size, again.paused) == ("work", 1, True)
+
+
+@pytest.mark.parametrize("name", _MOVED)
+async def test_each_alias_warns_and_hands_its_call_to_admin_s_method_of_its_name(
+    client: Client, name: str
+) -> None:
+    """Not only the two above: an alias that warned but called another Admin method (or
+    none) would be caught here, by the call Admin's method itself refuses."""
+    with (
+        pytest.warns(
+            DeprecationWarning,
+            match=rf"\AClient\.{name} is deprecated: use client\.admin\.{name}\Z",
+        ),
+        pytest.raises(TypeError, match=rf"\AAdmin\.{name}\(\) got an unexpected keyword argument"),
+    ):
+        await getattr(client, name)(not_an_argument=1)

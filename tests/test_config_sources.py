@@ -5,26 +5,18 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
+from typing import Any
 
-import msgspec
 import pytest
 
 from rota import Client, ConfigError, JobContext, Settings, WorkerPool
 from rota.config import describe
-from tests.cli_helpers import rota_env, start_worker
+from tests.cli_helpers import log_events, rota_env, start_worker
 from tests.helpers import wait_until
 
 
-def _settings_lines(log: Path) -> list[dict[str, str]]:
-    lines = []
-    for line in log.read_bytes().splitlines():
-        try:
-            event = msgspec.json.decode(line)
-        except msgspec.DecodeError:
-            continue
-        if isinstance(event, dict) and event.get("event") == "settings":
-            lines.append(event)
-    return lines
+def _settings_lines(log: Path) -> list[dict[str, Any]]:
+    return [e for e in log_events(log) if e.get("event") == "settings"]
 
 
 @pytest.mark.parametrize("processes", ["1", "2"])

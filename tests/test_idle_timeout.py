@@ -32,6 +32,21 @@ async def _ended(client: Client, job_id: str, state: str) -> bool:
     return record is not None and record.state == state
 
 
+async def _silent_one_ends_idle_the_other_completes(
+    client: Client, pool: WorkerPool, silent_name: str, talking_name: str, result: str
+) -> None:
+    """Runs one job of each handler side by side: the silent one is dead as ``idle``, the
+    one that keeps talking completes with ``result``."""
+    silent, talking = await client.enqueue(silent_name), await client.enqueue(talking_name)
+    async with pool.running():
+        await wait_until(lambda: _ended(client, silent.id, State.DEAD), within=15)
+        await wait_until(lambda: _ended(client, talking.id, State.COMPLETE), within=15)
+    record = await client.job(silent.id)
+    assert record is not None and record.reason == "idle"
+    record = await client.job(talking.id)
+    assert record is not None and record.result_value == result
+
+
 async def test_an_attempt_that_checks_in_in_time_completes(
     client: Client, redis_url: str, namespace: str
 ) -> None:
@@ -111,14 +126,7 @@ async def test_progress_restarts_the_idle_clock_too(
         await anyio.sleep(2)
         return "never"
 
-    job, silent = await client.enqueue("reports"), await client.enqueue("mute")
-    async with pool.running():
-        await wait_until(lambda: _ended(client, job.id, State.COMPLETE), within=15)
-        await wait_until(lambda: _ended(client, silent.id, State.DEAD), within=15)
-    record = await client.job(job.id)
-    assert record is not None and record.result_value == "reported"
-    record = await client.job(silent.id)
-    assert record is not None and record.reason == "idle"
+    await _silent_one_ends_idle_the_other_completes(client, pool, "mute", "reports", "reported")
 
 
 @pytest.mark.parametrize(
@@ -162,14 +170,7 @@ async def test_a_plain_def_handler_is_left_as_a_timeout_leaves_it_unless_it_chec
             anyio.from_thread.run(ctx.checkin, "still here")
         return "talked"
 
-    silent, talking = await client.enqueue("blocks"), await client.enqueue("talks")
-    async with pool.running():
-        await wait_until(lambda: _ended(client, silent.id, State.DEAD), within=15)
-        await wait_until(lambda: _ended(client, talking.id, State.COMPLETE), within=15)
-    record = await client.job(silent.id)
-    assert record is not None and record.reason == "idle"
-    record = await client.job(talking.id)
-    assert record is not None and record.result_value == "talked"
+    await _silent_one_ends_idle_the_other_completes(client, pool, "blocks", "talks", "talked")
 
 
 async def test_how_long_a_running_job_has_been_silent_is_read_from_its_pools_snapshot(

@@ -58,6 +58,8 @@ def no_servers() -> Iterator[None]:
 
     def init(self: subprocess.Popen[Any], args: Any, *rest: Any, **options: Any) -> None:
         program = _program(args)
+        if options.get("executable") is not None:  # the program run; args[0] is its name
+            program = os.path.basename(os.fsdecode(options["executable"]))
         if program.startswith(_PROGRAMS):
             raise ServerRefused(f"a unit test runs no {program}: move it out of tests/unit")
         popen_init(self, args, *rest, **options)

@@ -1,5 +1,6 @@
-"""No edge of a workflow graph passes behind a box: an edge with columns between its
-ends (a wide layer's, or a skipped layer's) runs in a gap between rows."""
+"""The flow page's layout puts each job right of its parents, and no edge of a workflow
+graph passes behind a box: an edge with columns between its ends (a wide layer's, or a
+skipped layer's) runs in a gap between rows."""
 
 from __future__ import annotations
 
@@ -7,6 +8,29 @@ import re
 from typing import Any
 
 from rota.web.graph import layout
+
+
+def _steps(ids: str) -> list[dict[str, Any]]:
+    """One completed job per letter of ``ids``."""
+    return [{"id": i, "name": "step", "state": "complete"} for i in ids]
+
+
+def _edges(pairs: str) -> list[dict[str, Any]]:
+    """``"ab bd"``: the edges a -> b and b -> d."""
+    return [{"from": p[0], "to": p[1]} for p in pairs.split()]
+
+
+def test_layout_puts_each_job_right_of_its_parents() -> None:
+    nodes = _steps("abcd")
+    g = layout(nodes, _edges("ab ac bd cd"), focus="a")
+    x = {n["id"]: n["x"] for n in g["nodes"]}
+    assert x["a"] < x["b"] == x["c"] < x["d"]
+    assert g["layers"] == 3 and len(g["edges"]) == 4
+    assert [n["id"] for n in g["nodes"] if n["focus"]] == ["a"]
+    wide = layout([{"id": str(i), "name": "", "state": "queued"} for i in range(25)], [])
+    assert len({n["x"] for n in wide["nodes"]}) == 3  # one layer in columns of 10
+    looped = layout(nodes[:2], _edges("ab ba"))
+    assert len(looped["nodes"]) == 2  # a cycle (never built by rota) is still drawn
 
 
 def _points(d: str) -> list[tuple[float, float]]:
@@ -74,19 +98,6 @@ def test_a_groups_members_in_columns_join_the_callback_between_the_boxes() -> No
 def test_an_edge_that_skips_a_layer_goes_around_its_boxes() -> None:
     # a -> b -> c -> d (and two more such chains) and a -> d: the edge a -> d passes the
     # layers of b and c, level with their middle boxes
-    nodes = [{"id": i, "name": "step", "state": "complete"} for i in "abcdefgh"]
-    edges = [
-        {"from": "a", "to": "b"},
-        {"from": "b", "to": "c"},
-        {"from": "c", "to": "d"},
-        {"from": "a", "to": "d"},
-        {"from": "a", "to": "e"},
-        {"from": "e", "to": "f"},
-        {"from": "f", "to": "d"},
-        {"from": "a", "to": "g"},
-        {"from": "g", "to": "h"},
-        {"from": "h", "to": "d"},
-    ]
-    g = layout(nodes, edges)
+    g = layout(_steps("abcdefgh"), _edges("ab bc cd ad ae ef fd ag gh hd"))
     assert g["layers"] == 4
     assert _crossings(g) == []

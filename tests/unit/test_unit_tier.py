@@ -23,6 +23,10 @@ def test_a_server_program_cannot_be_run_here() -> None:
         subprocess.Popen(["/usr/bin/redis-server", "--port", "0"])
     with pytest.raises(ServerRefused, match="a unit test runs no valkey-server"):
         subprocess.run(["valkey-server", "--version"], check=False)
+    with pytest.raises(ServerRefused, match="a unit test runs no redis-sentinel"):
+        subprocess.run("redis-sentinel --port 0", shell=True, check=False)
+    with pytest.raises(ServerRefused, match="a unit test runs no redis-server"):
+        subprocess.run(["server", "--port", "0"], executable="/usr/bin/redis-server", check=False)
 
 
 def test_other_programs_run() -> None:

@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
 
 from rota.config import SECRETS
-from tests.cli_helpers import REPO, rota_env, run_rota
+from tests.cli_helpers import REPO, log_events, rota_env, run_rota
 from tests.redis_server import free_port
 
 
@@ -78,22 +77,10 @@ def test_a_url_that_is_not_redis_exits_2() -> None:
     assert done.stderr.startswith("rota: --redis-url: ") and len(done.stderr.splitlines()) == 1
 
 
-def _events(log: Path) -> list[dict[str, Any]]:
-    out = []
-    for line in log.read_bytes().splitlines():
-        try:
-            event = msgspec.json.decode(line)
-        except msgspec.DecodeError:
-            continue
-        if isinstance(event, dict):
-            out.append(event)
-    return out
-
-
 def _wait_for_event(proc: subprocess.Popen[bytes], log: Path, name: str) -> dict[str, Any]:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        for event in _events(log):
+        for event in log_events(log):
             if event.get("event") == name:
                 return event
         assert proc.poll() is None, log.read_text()[-3000:]
@@ -148,7 +135,7 @@ def test_rota_web_serves_until_sigint(tmp_path: Path, redis_url: str, namespace:
     finally:
         code = _stop(proc)
     assert code == 0, log.read_text()[-3000:]
-    assert any(e.get("event") == "web stopped" for e in _events(log))
+    assert any(e.get("event") == "web stopped" for e in log_events(log))
 
 
 def test_demo_serves_the_ui(tmp_path: Path) -> None:
@@ -169,4 +156,4 @@ def test_demo_serves_the_ui(tmp_path: Path) -> None:
     finally:
         code = _stop(proc)
     assert code == 0, log.read_text()[-3000:]
-    assert any(e.get("event") == "demo stopped" for e in _events(log))
+    assert any(e.get("event") == "demo stopped" for e in log_events(log))

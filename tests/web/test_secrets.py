@@ -17,9 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.cli_helpers import rota_env, run_rota
+from tests.cli_helpers import log_events, rota_env, run_rota
 from tests.redis_server import RedisServer, free_port
-from tests.web.test_cli_web import _events, _start, _stop, _wait_for_event
+from tests.web.test_cli_web import _start, _stop, _wait_for_event
 
 PASSWORD = "hunter2-do-not-log"
 
@@ -159,7 +159,7 @@ def test_the_demo_and_failed_connections_never_show_the_password(
         _wait_for_event(proc, log, "web UI")
     finally:
         assert _stop(proc) == 0
-    (started,) = [e for e in _events(log) if e.get("event") == "demo started"]
+    (started,) = [e for e in log_events(log) if e.get("event") == "demo started"]
     assert started["redis_url"] == f"redis://:***@127.0.0.1:{locked.port}/0"
     assert PASSWORD not in log.read_text()
 

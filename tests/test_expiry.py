@@ -281,3 +281,49 @@ async def test_stale_and_hand_written_expiring_entries_end_nothing_and_leave(
     assert (await client.admin.job_set_sizes())["dead"] == 0
     record = await client.job(done.id)
     assert record is not None and record.state == State.COMPLETE
+
+
+async def test_a_job_that_ends_or_is_deleted_leaves_the_expiring_set_at_once(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    # Entries of jobs that can no longer start would otherwise stay until their expiry
+    # (an hour here, years at most): the set would grow with every job ever enqueued
+    # with one. Each way a job ends takes its entry out; a job that may still start
+    # (retrying) keeps it.
+    prefix = "{" + namespace + "}:"
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=60))
+    outcomes: dict[str, str] = {}
+
+    @pool.job(max_fails=1)
+    async def once(ctx: JobContext, how: str) -> None:
+        outcomes[ctx.id] = how
+        if how == "fail":
+            raise ValueError("fails for good")
+
+    @pool.job(max_fails=1, skip_dead=True)
+    async def dropped(ctx: JobContext) -> None:
+        outcomes[ctx.id] = "drop"
+        raise ValueError("fails, kept nowhere")
+
+    @pool.job(max_fails=3)
+    async def again(ctx: JobContext) -> None:
+        outcomes[ctx.id] = "again"
+        raise Retry(delay=3600)
+
+    ran = [
+        await client.enqueue("once", how="complete", expires_in=3600),
+        await client.enqueue("once", how="fail", expires_in=3600),
+        await client.enqueue("dropped", expires_in=3600),
+    ]
+    retrying = await client.enqueue("again", expires_in=3600)
+    aborted = await client.enqueue_in(600, "once", how="abort", expires_in=3600)
+    deleted = await client.enqueue_in(600, "once", how="delete", expires_in=3600)
+    assert redis_sync.zcard(prefix + "expiring") == 6
+    assert await client.abort(aborted.id) == "scheduled"
+    assert await client.admin.delete("scheduled", [deleted.id]) == 1
+    async with pool.running():
+        await wait_until(lambda: len(outcomes) == 4)
+        await wait_until(lambda: redis_sync.zscore(prefix + "retry", retrying.id) is not None)
+    left = redis_sync.zrange(prefix + "expiring", 0, -1)
+    assert left == [retrying.id.encode()]
+    assert {r.id for r in ran} <= outcomes.keys()

@@ -62,7 +62,7 @@ def test_a_script_that_calls_a_helper_it_did_not_include_fails_the_check() -> No
     # Including it mends it; a helper reached only through another include does not.
     plan(_with("wait", broken.replace("-- include: _base", "-- include: _base _wake")))
     delete = _texts()["delete"].replace("-- include: _base _graph", "-- include: _graph")
-    with pytest.raises(IncludeError, match=r"delete\.lua uses is_hash, release_unique, sane_id"):
+    with pytest.raises(IncludeError, match=r"delete\.lua uses is_hash, release_holds, sane_id"):
         plan(_with("delete", delete))
 
 

@@ -8,9 +8,11 @@
 -- whatever a call gathers is emptied by the next enter() (see _counts.lua).
 --
 -- Keys (each name is the namespace prefix, then what is shown):
---   job:<id>      hash    a job's record: read here only for 'unique_key' (release_unique)
+--   job:<id>      hash    a job's record: read here only for 'unique_key' and 'expires'
+--                         (release_holds)
 --   unique:<key>  string  the id of the live job holding a unique key: deleted when that
 --                         job lets it go
+--   expiring      zset    job ids scored by their expiry (see _expiry.lua)
 --   running:<name> zset   a running set (whatever key add_leases is given): lease deadline
 --                         (ms) -> job id
 
@@ -149,17 +151,24 @@ local function sane_id(id)
   return #id <= 200 and string.find(id, '^[%w%-%._:]+$') ~= nil
 end
 
--- Free the job's unique key if the job still holds it. `u`: the job's unique_key field
--- when the caller read it already (false when absent), nil to read it here.
-local function release_unique(jk, id, u)
+-- Free what a job holds while it may still start: its unique key (if it still holds it)
+-- and its entry in the expiring set (see _expiry.lua), so that a job that ended or was
+-- deleted leaves neither behind until their time. `u`, `e`: the job's unique_key and
+-- expires fields when the caller read them already (false when absent), nil to read
+-- them here.
+local function release_holds(jk, id, u, e)
   if u == nil then
-    u = redis.call('HGET', jk, 'unique_key')
+    local f = redis.call('HMGET', jk, 'unique_key', 'expires')
+    u, e = f[1], f[2]
   end
   if u and u ~= '' then
     local uk = key_unique(u)
     if redis.call('GET', uk) == id then
       redis.call('DEL', uk)
     end
+  end
+  if e then
+    redis.call('ZREM', K_EXPIRING, id)
   end
 end
 

@@ -38,7 +38,7 @@ local function expire_job(id, name, at, now, drop)
   end
   local jk = key_job(id)
   local d = redis.call('HMGET', jk, 'children', 'group', 'waiters')
-  release_unique(jk, id)
+  release_holds(jk, id)
   if d[3] then
     redis.call('PUBLISH', key_done(id), 'dead')
   end

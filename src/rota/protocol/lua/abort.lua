@@ -28,7 +28,7 @@ redis.call('ZREM', K_RETRY, id)
 redis.call('ZREM', K_WAITING, id)
 redis.call('HSET', jk, 'state', 'aborted', 'reason', 'aborted', 'error', 'aborted before it ran',
   'finished_at', now)
-release_unique(jk, id)
+release_holds(jk, id)
 notify(jk, id, 'aborted')
 if keep > 0 then
   redis.call('PEXPIRE', jk, keep)

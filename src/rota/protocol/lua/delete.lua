@@ -11,7 +11,7 @@ local function forget(id)
   if sane_id(id) then
     local jk = key_job(id)
     if is_hash(jk) then
-      release_unique(jk, id)
+      release_holds(jk, id)
       -- A job deleted before it completed never will: what waits for it ends dead.
       local f = redis.call('HMGET', jk, 'state', 'children', 'group')
       if (f[2] or f[3]) and f[1] ~= 'complete' and f[1] ~= 'dead' and f[1] ~= 'aborted' then

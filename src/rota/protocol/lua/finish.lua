@@ -75,7 +75,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
   -- One read fences the outcome and holds all it needs. It fails on a key that is not a
   -- hash and finds no token for a missing job: either way the outcome is stale.
   local ok, f = pcall(redis.call, 'HMGET', jk, 'token', 'abort', 'waiters', 'unique_key',
-    'children', 'group', 'logged', 'started_at', 'finished_token')
+    'children', 'group', 'logged', 'started_at', 'finished_token', 'expires')
   if not ok or f[1] ~= token then
     if ok and f[9] == token then
       return -- this attempt's outcome, recorded already: the reply to it was lost
@@ -110,7 +110,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
     if a == '' and not (f[3] or f[5] or f[6]) then
       keep = tonumber(c) or keep -- nothing to read but that it ran: kept only when asked
     end
-    release_unique(jk, id, f[4])
+    release_holds(jk, id, f[4], f[10])
     if keep > 0 then -- a record deleted now is not written first
       if a ~= '' then
         redis.call('HSET', jk, 'token', retired, 'finished_token', token, 'state', 'complete',
@@ -143,7 +143,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
     bury(id, name, c, b, now, {'token', retired, 'finished_token', token, 'failures',
       failed_once_more(jk)})
   elseif outcome == 'drop' then
-    release_unique(jk, id, f[4])
+    release_holds(jk, id, f[4], f[10])
     redis.call('DEL', jk, key_joblog(id))
     count('failed', name, 1)
     end_dependents(id, 'dead (dropped)', f[5], f[6], now)
@@ -153,7 +153,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
       redis.call('HSET', jk, 'token', retired, 'finished_token', token, 'state', 'aborted',
         'reason', 'aborted', 'error', b, 'finished_at', str(now))
     end
-    release_unique(jk, id, f[4])
+    release_holds(jk, id, f[4], f[10])
     keep_or_delete(jk, id, keep, logged)
     count('aborted', name, 1)
     end_dependents(id, 'aborted', f[5], f[6], now)

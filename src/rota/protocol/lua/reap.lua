@@ -51,7 +51,7 @@ for _, name in ipairs(redis.call('SMEMBERS', K_LEASED)) do
         if f[4] then
           redis.call('HSET', jk, 'state', 'aborted', 'reason', 'aborted',
             'error', 'aborted while its lease was lost', 'finished_at', now)
-          release_unique(jk, id)
+          release_holds(jk, id)
           notify(jk, id, 'aborted')
           count('aborted', name, 1)
           local d = redis.call('HMGET', jk, 'children', 'group')

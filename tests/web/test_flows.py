@@ -54,6 +54,7 @@ async def _metric(http: httpx.AsyncClient, which: str) -> float:
     raise AssertionError(f"no rota_jobs_in_set{{set={which!r}}}")
 
 
+@pytest.mark.one_shard("a unique key and parents may name different shards")
 async def test_enqueue_after(http: httpx.AsyncClient, client: Client) -> None:
     first = (await http.post("/api/jobs", json={"name": "step", "kwargs": {"label": "a"}})).json()
     response = await http.post(
@@ -74,6 +75,7 @@ async def test_enqueue_after(http: httpx.AsyncClient, client: Client) -> None:
     assert record is not None and record.state == "queued"
 
 
+@pytest.mark.one_shard("a parent that does not exist names a shard of its own")
 async def test_enqueue_after_a_missing_parent_is_a_422_that_writes_nothing(
     http: httpx.AsyncClient, client: Client, redis_sync: redis.Redis, namespace: str
 ) -> None:
@@ -153,7 +155,7 @@ async def test_a_diamond_in_the_api_before_and_after_a_pool_runs_it(
     assert await _metric(http, "waiting") == 0
 
     # a parent whose record is gone (expired) is still named, as missing
-    redis_sync.delete(client.admin.shards[0].keys.job(a.id))
+    redis_sync.delete((await client.admin.shard_holding(a.id)).keys.job(a.id))
     job_b = (await http.get(f"/api/jobs/{b.id}")).json()
     assert job_b["parents"] == [{"id": a.id, "name": None, "state": "missing"}]
     flow = (await http.get(f"/api/flows/{b.id}")).json()
@@ -320,14 +322,13 @@ async def test_the_group_page_says_what_a_dead_member_means(
 ) -> None:
     """It said "running" beside a dead callback while other members had still to run."""
     g = await client.group([step(f"m{i}") for i in range(3)], then=step("after"), group_id="gd")
-    await client.admin.shards[0].redis.hincrby(
-        client.admin.shards[0].keys.group(g.id), "failed", 1
-    )  # as a dead member does
+    shard = await client.admin.shard_holding(g.jobs[0].id)  # a group's shard is its members'
+    await shard.redis.hincrby(shard.keys.group(g.id), "failed", 1)  # as a dead member does
     page = await http.get(f"/groups/{g.id}", headers=FORM)
     state = re.search(r'id="group-state">([^<]*)<', page.text)
     assert state is not None and "the callback will not run" in state.group(1)
     assert "running" not in state.group(1)
-    await client.admin.shards[0].redis.hset(client.admin.shards[0].keys.group(g.id), "sent", 2)
+    await shard.redis.hset(shard.keys.group(g.id), "sent", 2)
     page = await http.get(f"/groups/{g.id}", headers=FORM)
     assert 'id="group-state">incomplete' in page.text
 
@@ -339,8 +340,9 @@ async def test_a_dead_member_past_the_first_page_is_listed(
     aborted members wherever they are."""
     g = await client.group([step(f"m{i}") for i in range(150)], then=step("after"))
     dead = g.jobs[130].id
-    await client.admin.shards[0].redis.hset(client.admin.shards[0].keys.job(dead), "state", "dead")
-    await client.admin.shards[0].redis.hincrby(client.admin.shards[0].keys.group(g.id), "failed", 1)
+    shard = await client.admin.shard_holding(dead)  # a group's shard is its members'
+    await shard.redis.hset(shard.keys.job(dead), "state", "dead")
+    await shard.redis.hincrby(shard.keys.group(g.id), "failed", 1)
     data = (await http.get(f"/api/groups/{g.id}", params={"limit": 100})).json()
     assert dead not in [m["id"] for m in data["members"]]
     assert [m["id"] for m in data["failed_members"]] == [dead]

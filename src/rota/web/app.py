@@ -88,12 +88,11 @@ def _error(request: Request, status: int, message: str) -> Response:
     return _refusal(state_of(request).auth, request, status, message)
 
 
-async def _api_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, ApiError)
-    return _error(request, exc.status, exc.message)
-
-
 async def _http_error(request: Request, exc: Exception) -> Response:
+    """An :class:`ApiError` in its words; an ``HTTPException`` in its detail, else in
+    a word for its status (Starlette's default detail is the status's phrase)."""
+    if isinstance(exc, ApiError):
+        return _error(request, exc.status, exc.message)
     assert isinstance(exc, HTTPException)
     try:
         phrase = HTTPStatus(exc.status_code).phrase
@@ -146,7 +145,7 @@ async def _server_error(request: Request, exc: Exception) -> Response:
 #: What each error is answered with: a Redis refusal (or a bug: 500), the web's own
 #: stores' errors (sessions, audit) too.
 _HANDLERS: Final[dict[Any, Any]] = {
-    ApiError: _api_error,
+    ApiError: _http_error,
     HTTPException: _http_error,
     RedisUnavailable: _redis_trouble,
     RedisRefused: _redis_trouble,

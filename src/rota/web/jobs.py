@@ -179,7 +179,7 @@ async def _page(request: Request, data: Any) -> dict[str, Any]:
 
 
 @routes.page("/jobs/{job_id}", "job.html", _page)
-@routes.api("/api/jobs/{job_id}", "job", "Job", 404)
+@routes.api("/api/jobs/{job_id}", "job", "Job")
 async def job(request: Request) -> dict[str, Any]:
     """Everything about one job."""
     # The record's fields, then JobDetail's (replacing the times and args, result and
@@ -221,7 +221,7 @@ def _stored(field: Literal["args", "result"]) -> None:
         return Response(text or b"null", media_type="application/json")
 
     summary = f"A job's {field} as stored (JSON text)."
-    routes.api(f"/api/jobs/{{job_id}}/{field}", field, None, 404, summary=summary)(read)
+    routes.api(f"/api/jobs/{{job_id}}/{field}", field, None, summary=summary)(read)
 
 
 _stored("args")
@@ -229,7 +229,7 @@ _stored("result")
 
 
 @routes.form("/jobs/{job_id}/abort")
-@routes.api("/api/jobs/{job_id}/abort", "abort", Aborted, 404, post=True)
+@routes.api("/api/jobs/{job_id}/abort", "abort", Aborted, post=True)
 async def abort(request: Request) -> Aborted | Response:
     """Abort a job."""
     job_id = request.path_params["job_id"]
@@ -255,7 +255,6 @@ def _run_at(body: EnqueueRequest) -> float | None:
         raise ApiError(422, str(exc)) from None
 
 
-_CODES: Final = (400, 413, 415, 422)
 _ENQUEUED: Final = {
     "201": json_answer(Enqueued, "enqueued"),
     "200": json_answer(Enqueued, "nothing new: the unique key is held"),
@@ -263,7 +262,7 @@ _ENQUEUED: Final = {
 
 
 @routes.api(
-    "/api/jobs", "enqueue", Enqueued, *_CODES, body=EnqueueRequest, answers=_ENQUEUED, post=True
+    "/api/jobs", "enqueue", Enqueued, 413, body=EnqueueRequest, answers=_ENQUEUED, post=True
 )
 async def enqueue(request: Request, body: EnqueueRequest) -> Response:
     """Enqueue a job."""

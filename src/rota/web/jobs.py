@@ -132,6 +132,12 @@ class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ] = None
 
 
+def _shown(field: str, text: str | None) -> dict[str, Any]:
+    """A stored value's fields of :class:`JobDetail`: decoded, as stored, indented."""
+    value, pretty = _pretty(text)
+    return {field: value, f"{field}_raw": text, f"{field}_pretty": pretty}
+
+
 def _pretty(text: str | None) -> tuple[Any, str | None]:
     """Decoded JSON and an indented rendering, None when that would pass
     :data:`PRETTY_LIMIT`; the text itself when it is not JSON (or nests deeper than
@@ -187,23 +193,14 @@ async def job(request: Request) -> dict[str, Any]:
     client, job_id = client_of(request), request.path_params["job_id"]
     view = found(request, await inspect.job_view(client, job_id), "job", job_id)
     record, progress = view.record, view.group_progress
-    args, args_text = _pretty(record.args)
-    result, result_text = _pretty(record.result)
     detail = mirror(  # the record's times, in ms
         JobDetail,
         record,
-        args=args,
-        args_raw=record.args,
-        args_pretty=args_text,
-        result=result,
-        result_raw=record.result,
-        result_pretty=result_text,
+        **_shown("args", record.args),
+        **_shown("result", record.result),
         progress=_progress(record.progress),
         progress_raw=record.progress,
-        logs=view.logs,
-        parents=view.parents,
-        children=view.children,
-        children_total=view.children_total,
+        **{f: getattr(view, f) for f in ("logs", "parents", "children", "children_total")},
         unserved=await inspect.unserved(client, view.parents),
         callback=view.callback,
         group_progress=None if progress is None else mirror(GroupProgress, progress),

@@ -69,9 +69,10 @@ def _wants_json(request: Request) -> bool:
     return "text/html" not in request.headers.get("accept", "")
 
 
-def _refusal(auth: Auth, request: Request, status: int, text: str) -> Response:
+def _error(request: Request, status: int, text: str) -> Response:
     """How the security middlewares say no: JSON for the API, a page for people (the
-    login form for a 401 when a token opens the server)."""
+    login form for a 401 when a token opens the server); the errors of the routes too."""
+    auth = state_of(request).auth
     challenge = {"www-authenticate": auth.challenge()} if status == 401 else None
     if _wants_json(request):
         return JSONResponse(Error(text), status_code=status, headers=challenge)
@@ -81,11 +82,6 @@ def _refusal(auth: Auth, request: Request, status: int, text: str) -> Response:
         context = {"next": request.url.path + query, "error": None}
         return render(request, "login.html", context, status=401, headers=challenge)
     return render(request, "error.html", {"status": status, "message": text}, status, challenge)
-
-
-def _error(request: Request, status: int, message: str) -> Response:
-    """An error of a route, answered as the middlewares' refusals are."""
-    return _refusal(state_of(request).auth, request, status, message)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -198,7 +194,6 @@ def create_app(
         if ns != settings.namespace
     }
     state = WebState(settings, auth or Auth(), make_templates(), client, others)
-    refused = functools.partial(_refusal, state.auth)
     limit = authed_limit(settings.max_args_bytes)
     app = Starlette(
         routes=[
@@ -208,7 +203,7 @@ def create_app(
             Route("/healthz", healthz),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
-        middleware=stack(state.auth, allowed_hosts, refused, state.sessions, state.audit, limit),
+        middleware=stack(state.auth, allowed_hosts, _error, state.sessions, state.audit, limit),
         exception_handlers=_HANDLERS,
         lifespan=functools.partial(
             _lifespan,

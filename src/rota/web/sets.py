@@ -14,19 +14,7 @@ from starlette.responses import Response
 from rota.client.shard_ops import SEARCH_LIMIT
 from rota.protocol.job import JobRecord, JobSet
 from rota.web.base import ApiError, JSONResponse, back, client_of
-from rota.web.declare import (
-    Ms,
-    Number,
-    Routes,
-    answer,
-    doc,
-    is_api,
-    mirror,
-    pages,
-    query,
-    ref,
-    said,
-)
+from rota.web.declare import Ms, Number, Routes, doc, is_api, mirror, pages, query, ref, said
 
 __all__ = ["JOB_SETS", "MAX_IDS", "MAX_POSITION", "MAX_SEARCH", "RETRYABLE", "SUMMARY", "routes"]
 
@@ -97,8 +85,12 @@ class Ids(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     all: Annotated[bool, said("true: every job of the set")] = False
 
 
-Retried = answer("Retried", __name__, retried=int)
-Deleted = answer("Deleted", __name__, deleted=int)
+class Retried(msgspec.Struct):
+    retried: int
+
+
+class Deleted(msgspec.Struct):
+    deleted: int
 
 
 def _position(field: object, name: str) -> int | None:

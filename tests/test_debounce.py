@@ -8,12 +8,16 @@ import math
 import time
 
 import anyio
+import httpx
+import msgspec
 import pytest
 import redis
 
 from rota import Client, Debounce, JobContext, JobSpec, WorkerPool
 from rota.protocol.keys import Keys
 from rota.protocol.shards import shard_of
+from rota.web import create_app
+from tests.cli_helpers import rota_env, run_rota
 from tests.conftest import SHARDS
 from tests.helpers import pool_settings, wait_until
 
@@ -215,3 +219,48 @@ async def test_debounce_options_are_checked(
 ) -> None:
     with pytest.raises(ValueError, match=match):
         await client.enqueue_many([JobSpec(name="n", debounce=debounce, **also)])  # type: ignore[arg-type]
+
+
+async def test_the_cli_debounces(client: Client, redis_url: str, namespace: str) -> None:
+    conn = ("--redis-url", redis_url, "--namespace", namespace)
+    env = rota_env(ROTA_SHARDS=str(SHARDS))
+    key = ("--debounce-key", "cli", "--debounce-window", "10m")
+    first = run_rota("enqueue", "nap", "n=1", *key, "--json", *conn, env=env)
+    assert first.returncode == 0, first.stderr
+    made = msgspec.json.decode(first.stdout)
+    assert made["created"] is True
+    again = run_rota("enqueue", "nap", "n=2", *key, "--debounce-mode", "replace", *conn, env=env)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith(made["id"]) and "debounced" in again.stdout
+    record = await client.job(made["id"])
+    assert record is not None and record.state == "scheduled"
+    assert (record.args_value, record.absorbed, record.debounce_key) == ({"n": 2}, 1, "cli")
+    assert record.run_at is not None and record.enqueued_at is not None
+    assert record.run_at - record.enqueued_at >= 600
+    bad = run_rota("enqueue", "nap", *key[:2], "--debounce-window", "0", *conn, env=env)
+    assert bad.returncode == 2 and "debounce_window: must be from 0.001" in bad.stderr
+
+
+async def test_the_http_api_debounces_and_the_job_page_shows_it(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    app = create_app(pool_settings(redis_url, namespace), client=client)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:5040") as http:
+        body = {"name": "mail", "kwargs": {"n": 1}, "debounce_key": "web", "debounce_window": 60}
+        first = await http.post("/api/jobs", json=body)
+        assert first.status_code == 201, first.text
+        job_id = first.json()["id"]
+        body |= {"kwargs": {"n": 2}, "debounce_mode": "replace", "debounce_move": False}
+        second = await http.post("/api/jobs", json=body)
+        assert second.status_code == 200 and second.json()["id"] == job_id
+        job = (await http.get(f"/api/jobs/{job_id}")).json()
+        assert (job["debounce_key"], job["absorbed"], job["args"]) == ("web", 1, {"n": 2})
+        page = await http.get(f"/jobs/{job_id}", headers={"accept": "text/html"})
+        assert page.status_code == 200
+        assert 'id="job-debounce-key">web<' in page.text
+        assert "1 enqueue of its key" in page.text
+        alone = await http.post("/api/jobs", json={"name": "mail", "debounce_key": "web"})
+        assert alone.status_code == 422 and "debounce_window" in alone.json()["error"]
+        wide = await http.post("/api/jobs", json={**body, "debounce_window": 1e9})
+        assert wide.status_code == 422 and "debounce_window" in wide.json()["error"]

@@ -202,6 +202,8 @@ async def _enqueue(client: Client, settings: Settings, spec: JobSpec, as_json: b
     if as_json:
         shown = {"id": job.id, "name": job.name, "created": job.created}
         echo_json(shown if run_at is None else {**shown, "run_at": run_at})
+    elif not job.created and spec.debounce is not None:
+        click.echo(f"{job.id} (debounced: its pending job took this enqueue in)")
     elif not job.created:
         click.echo(f"{job.id} (already enqueued: nothing new)")
     elif run_at is not None:  # `--in 60000000` is 694 days: say so

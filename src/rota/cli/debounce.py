@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
 from rota.cli.common import ExitError, parse_duration
-from rota.client.debounce import MODES, Debounce
+from rota.client.debounce import MODES, Debounce, Mode
 
 __all__ = ["debounce_options"]
 
@@ -36,12 +36,8 @@ def debounce_options(f: Callable[..., T]) -> Callable[..., T]:
             if debounce_key is None or debounce_window is None:
                 raise ExitError("--debounce-key and --debounce-window go together", code=2)
             window = parse_duration(debounce_window, "--debounce-window")
-            debounce = Debounce(
-                debounce_key,
-                window,
-                debounce_mode,
-                move=not debounce_keep_time,  # type: ignore[arg-type]
-            )
+            mode = cast(Mode, debounce_mode)  # one of MODES: click.Choice
+            debounce = Debounce(debounce_key, window, mode, move=not debounce_keep_time)
         return f(*args, debounce=debounce, **kwargs)
 
     for option in reversed(

@@ -15,7 +15,7 @@ import msgspec
 
 from rota.protocol.bounds import JOB, check
 
-__all__ = ["MAX_DEBOUNCE_KEY", "MODES", "Debounce", "checked_debounce"]
+__all__ = ["MAX_DEBOUNCE_KEY", "MODES", "Debounce", "Mode", "checked_debounce"]
 
 #: The modes of a debounce, as the enqueue scripts take them.
 MODES: Final = ("first", "extend", "replace")

@@ -4,7 +4,8 @@
 R times in turn (the kinds interleaved, so that the host's drift touches each alike),
 enqueues N jobs one ``await`` at a time of each kind:
 
-- ``plain``: ``client.enqueue("noop", i)``;
+- ``plain``: ``client.enqueue("noop", i)``, and ``client.enqueue_in(60, ...)`` (a
+  scheduled job, what a debounced enqueue makes);
 - ``debounced, new key``: each enqueue a key of its own (it makes the pending job:
   a scheduled job and its debounce key);
 - ``debounced, absorbed (first|extend|replace)``: every enqueue the same key, taken in
@@ -20,23 +21,33 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import rota
 from bench import positive_int
 from bench.redis_server import RedisServer
+from rota.client.debounce import Mode
 
 WARM_UP = 300
 
-#: Each kind: its label, and the debounce of its i-th enqueue (None: plain).
-KINDS: list[tuple[str, Callable[[int], rota.Debounce | None]]] = [
-    ("plain", lambda i: None),
-    ("debounced, new key", lambda i: rota.Debounce(f"k{i}", 60, "extend")),
-    ("debounced, absorbed (first)", lambda i: rota.Debounce("one", 60, "first")),
-    ("debounced, absorbed (extend)", lambda i: rota.Debounce("one", 60, "extend")),
-    ("debounced, absorbed (replace)", lambda i: rota.Debounce("one", 60, "replace")),
+Enqueue = Callable[[rota.Client, int], Awaitable[rota.Enqueued]]
+
+
+def _debounced(key: Callable[[int], str], mode: Mode) -> Enqueue:
+    return lambda c, i: c.enqueue("noop", i, debounce=rota.Debounce(key(i), 60, mode))
+
+
+#: Each kind: its label, and its i-th enqueue.
+KINDS: list[tuple[str, Enqueue]] = [
+    ("plain", lambda c, i: c.enqueue("noop", i)),
+    ("plain, scheduled (enqueue_in 60 s)", lambda c, i: c.enqueue_in(60, "noop", i)),
+    ("debounced, new key", _debounced(lambda i: f"k{i}", "extend")),
+    ("debounced, absorbed (first)", _debounced(lambda i: "one", "first")),
+    ("debounced, absorbed (extend)", _debounced(lambda i: "one", "extend")),
+    ("debounced, absorbed (replace)", _debounced(lambda i: "one", "replace")),
 ]
 
 
@@ -49,18 +60,21 @@ async def _stats(client: rota.Client) -> tuple[int, int, int]:
     return int(fcall["calls"]), int(fcall["usec"]), others
 
 
-async def _measure(url: str, n: int, debounce: Callable[[int], rota.Debounce | None]) -> tuple:
+Row = tuple[float, float, float]  # client µs, Redis µs and other commands, per call
+
+
+async def _measure(url: str, n: int, enqueue: Enqueue) -> Row:
     async with rota.Client.from_url(url, "bench") as client:
         redis = client.admin.shards[0].redis
         await redis.flushall()
         for i in range(WARM_UP):
-            await client.enqueue("noop", i, debounce=debounce(-1 - i))
+            await enqueue(client, -1 - i)
         await redis.flushall()
         await redis.config_resetstat()
         before = await _stats(client)
         started = time.perf_counter()
         for i in range(n):
-            await client.enqueue("noop", i, debounce=debounce(i))
+            await enqueue(client, i)
         elapsed = time.perf_counter() - started
         after = await _stats(client)
     calls = max(1, after[0] - before[0])
@@ -71,11 +85,11 @@ async def _measure(url: str, n: int, debounce: Callable[[int], rota.Debounce | N
     )
 
 
-async def _run(url: str, n: int, reps: int) -> dict[str, list[tuple[float, float, float]]]:
-    out: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _ in KINDS}
+async def _run(url: str, n: int, reps: int) -> dict[str, list[Row]]:
+    out: dict[str, list[Row]] = {label: [] for label, _ in KINDS}
     for _ in range(reps):
-        for label, debounce in KINDS:
-            out[label].append(await _measure(url, n, debounce))
+        for label, enqueue in KINDS:
+            out[label].append(await _measure(url, n, enqueue))
     return out
 
 
@@ -88,16 +102,17 @@ def main(argv: list[str] | None = None) -> int:
         results = asyncio.run(_run(server.url, args.jobs, args.reps))
     plain = statistics.median(r[0] for r in results["plain"])
     plain_redis = statistics.median(r[1] for r in results["plain"])
-    print(f"{args.jobs:,} enqueues one at a time per kind, median of {args.reps} runs")
-    print("| kind | client µs/call | vs plain | Redis µs/call | vs plain | commands/call |")
-    print("|---|---:|---:|---:|---:|---:|")
+    out = sys.stdout.write
+    out(f"{args.jobs:,} enqueues one at a time per kind, median of {args.reps} runs\n")
+    out("| kind | client µs/call | vs plain | Redis µs/call | vs plain | commands/call |\n")
+    out("|---|---:|---:|---:|---:|---:|\n")
     for label, rows in results.items():
         client_us = statistics.median(r[0] for r in rows)
         redis_us = statistics.median(r[1] for r in rows)
         commands = statistics.median(r[2] for r in rows)
-        print(
+        out(
             f"| {label} | {client_us:.1f} | {client_us / plain:.2f}x | {redis_us:.1f}"
-            f" | {redis_us / plain_redis:.2f}x | {commands:.1f} |"
+            f" | {redis_us / plain_redis:.2f}x | {commands:.1f} |\n"
         )
     return 0
 

@@ -1,5 +1,6 @@
 -- include: _base
--- Shared helpers, beside part 5 (_enqueue.lua): debounce by key (the enqueue and enqueue_batch scripts).
+-- Shared helpers, beside part 5 (_enqueue.lua): debounce by key, for the enqueue and
+-- enqueue_batch scripts.
 -- A debounced enqueue either makes a new job, scheduled at now + window (the pending
 -- job), or is absorbed by the pending job of its key: kept as it is (mode 'first'), its
 -- run time moved to now + window ('extend'), or its args replaced ('replace', the run

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from rota import Client, Debounce, JobContext, JobSpec, WorkerPool
+from rota.client.spec import to_row
 from rota.protocol.keys import Keys
 from rota.protocol.shards import shard_of
 from rota.web import create_app
@@ -150,7 +151,16 @@ async def test_deleting_the_pending_job_frees_the_key(client: Client, where: str
 
 @pytest.mark.parametrize(
     "garbage",
-    ["hash", "list", "missing id", "bad id", "a queued job", "another name", "no set entry"],
+    [
+        "hash",
+        "list",
+        "missing id",
+        "bad id",
+        "a queued job",
+        "another name",
+        "no set entry",
+        "a job key of another type",
+    ],
 )
 async def test_garbage_at_a_debounce_key_never_stops_an_enqueue(
     client: Client, redis_sync: redis.Redis, namespace: str, garbage: str
@@ -172,6 +182,9 @@ async def test_garbage_at_a_debounce_key_never_stops_an_enqueue(
         redis_sync.set(dk, other.id)
     elif garbage == "another name":  # a pending job of another key and name
         redis_sync.set(dk, pending.id)
+    elif garbage == "a job key of another type":
+        redis_sync.set(dk, "strjob")
+        redis_sync.set(Keys(namespace, shard_of("g", SHARDS), SHARDS).job("strjob"), "x")
     else:  # a job that says scheduled but is in no scheduled set
         redis_sync.set(dk, pending.id)
         redis_sync.hset(jk, "debounce_key", "g")
@@ -185,6 +198,19 @@ async def test_garbage_at_a_debounce_key_never_stops_an_enqueue(
     assert again.id == made.id and not again.created
     record = await client.job(made.id)
     assert record is not None and record.absorbed == 1 and record.args_value == [2]
+
+
+async def test_a_producer_whose_clock_is_behind_moves_no_run_time_back(client: Client) -> None:
+    db = Debounce("clock", 60, "replace")
+    first = await client.enqueue("c", 1, debounce=db)
+    record = await client.job(first.id)
+    assert record is not None and record.run_at is not None
+    row = to_row(JobSpec(name="c", args=(2,), debounce=db), 1 << 20, 86400)
+    behind = row._replace(now=row.now - 30_000)  # its clock 30 s behind
+    (taken,) = await client.admin.shards[shard_of("clock", SHARDS)].send([behind])
+    assert taken.id == first.id and not taken.created
+    after = await client.job(first.id)
+    assert after is not None and after.run_at == record.run_at and after.args_value == [2]
 
 
 async def test_enqueue_many_debounces_within_one_call(client: Client) -> None:

@@ -21,7 +21,7 @@ import redis
 import redis.exceptions
 from structlog.testing import capture_logs
 
-from rota import Client, JobContext, JobSpec, RedisRefused, Settings, State, WorkerPool
+from rota import Client, Debounce, JobContext, JobSpec, RedisRefused, Settings, State, WorkerPool
 from rota.acl import ROLES, rules, setuser
 from rota.protocol.keys import Keys
 from rota.protocol.render import library
@@ -133,11 +133,16 @@ async def test_a_worker_role_runs_what_a_producer_role_enqueues(
         unique = await producer.enqueue("double", 1, unique="once")
         again = await producer.enqueue("double", 1, unique="once")
         assert again.id == unique.id and not again.created
+        for n in (2, 3):  # a debounced enqueue, then one its pending job takes in
+            debounced = await producer.enqueue(
+                "double", n, debounce=Debounce("acl", 0.2, "replace")
+            )
+        assert not debounced.created
         with server.client(username=producer_settings.redis_username,
                            password=producer_settings.redis_password) as r:  # fmt: skip
             plain_enqueue(r, namespace, "plain-1", "double", "[4]")
         assert await producer.wait(now.id, timeout=15) == 42  # the producer may wait
-        for job_id in (now.id, retried.id, later.id, unique.id, "plain-1"):
+        for job_id in (now.id, retried.id, later.id, unique.id, "plain-1", debounced.id):
             await wait_until(functools.partial(_state, admin, job_id, State.COMPLETE), within=15)
         await wait_until(lambda: _state(admin, dead.id, State.DEAD), within=15)
     results = {j: (await admin.job(j)) for j in (now.id, later.id, "plain-1", retried.id)}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from bench import many_names, memory_soak
+from bench import debounce_cost, many_names, memory_soak
 
 
 def test_many_names_measures_each_count_of_names(capsys: pytest.CaptureFixture[str]) -> None:
@@ -29,3 +29,12 @@ def test_memory_soak_reports_the_memory_of_a_sustained_run(
     assert re.search(r"^[\d,]+ jobs completed in \d+ s", out, re.M), out
     assert "used_memory at each quarter" in out
     assert "complete jobs kept ({ns}:complete): " in out
+
+
+def test_debounce_cost_prints_a_row_per_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    assert debounce_cost.main(["--jobs", "50", "--reps", "1"]) == 0
+    out = capsys.readouterr().out
+    for kind in ("plain", "debounced, new key", "debounced, absorbed (replace)"):
+        row = re.search(rf"^\| {re.escape(kind)} \| ([\d.]+) \| [\d.]+x \| ([\d.]+) \|", out, re.M)
+        assert row, out
+        assert float(row[1]) > 0 and float(row[2]) > 0

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from rota import Client, JobSpec, Retry, Settings, WorkerPool
+from rota import Client, Debounce, JobSpec, Retry, Settings, WorkerPool
 from rota.cli import main
 from rota.protocol.bounds import JOB, MAX_DELAY, Bound
 from rota.protocol.job import now_ms
@@ -54,7 +54,10 @@ def test_enqueue_options_are_within_range_or_refused_naming_them(
     redis_url: str, namespace: str, option: str, value: Any
 ) -> None:
     extra: dict[str, Any] = {"unique": "k"} if option == "unique_ttl" else {}
-    spec = JobSpec(name="nap", **{option: value, **extra})
+    given = {option: value}
+    if option == "debounce_window":  # an option of Debounce (None: no debounce)
+        given = {"debounce": None if value is None else Debounce("k", value)}
+    spec = JobSpec(name="nap", **{**given, **extra})
     taken, _ = _judge(
         lambda: _enqueue(redis_url, namespace, spec), (option,), (ValueError, TypeError)
     )
@@ -98,6 +101,11 @@ NOWHERE = ["--redis-url", "redis://127.0.0.1:1/0"]
         (["enqueue", "nap", "--in", "36500d"], "--in: seconds from 0 to 315360000"),
         (["enqueue", "nap", "--expires-in", "36500d"], "expires_in: must be from 0.001 to"),
         (["enqueue", "nap", "--expires-at", "noon"], "expires_at: 'noon' is not an ISO-8601"),
+        (
+            ["enqueue", "nap", "--debounce-key", "k", "--debounce-window", "31d"],
+            "debounce_window: must be from 0.001 to 2592000",
+        ),
+        (["enqueue", "nap", "--debounce-key", "k"], "--debounce-key and --debounce-window go"),
     ],
 )
 def test_cli_flags_out_of_range_exit_2_naming_the_flag(
@@ -121,7 +129,10 @@ def _documented(field: str) -> Bound:
 
 
 @QUICK
-@given(field=st.sampled_from(["delay", "timeout", "max_fails", "expires_in"]), value=JSON_WILD)
+@given(
+    field=st.sampled_from(["delay", "timeout", "max_fails", "expires_in", "debounce_window"]),
+    value=JSON_WILD,
+)
 def test_http_fields_are_within_their_documented_range_or_refused_naming_them(
     redis_url: str, namespace: str, field: str, value: Any
 ) -> None:
@@ -132,9 +143,10 @@ def test_http_fields_are_within_their_documented_range_or_refused_naming_them(
     async def go() -> httpx.Response:
         client = Client.from_url(redis_url, namespace)
         try:
-            return await _post(
-                pool_settings(redis_url, namespace), client, {"name": "nap", field: value}
-            )
+            body = {"name": "nap", field: value}
+            if field == "debounce_window" and value is not None:
+                body["debounce_key"] = "k"  # the window goes with a key
+            return await _post(pool_settings(redis_url, namespace), client, body)
         finally:
             await client.close()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rota.client import Admin, Client, Enqueued, JobSpec, Page, QueueInfo, RunningJob, Shard
+from rota.client.debounce import Debounce
 from rota.client.status import Bucket, CronEntry, Found, History, LivePool, PoolJob
 from rota.client.workflow import Group, GroupProgress, Related
 from rota.config import Settings, load_settings
@@ -43,6 +44,7 @@ __all__ = [  # noqa: RUF022 (grouped by use, as the comments say)
     "GroupProgress",
     "JobRecord",
     "JobSpec",
+    "Debounce",
     "Reason",
     "Related",
     "State",

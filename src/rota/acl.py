@@ -43,13 +43,13 @@ _SCRIPTS: Final = ("+fcall", "+fcall_ro", "+evalsha", "+script|load", "+function
 
 
 # The keys an enqueue writes (see the Lua of enqueue and its helpers): the job, its
-# queue and wake list, the names, the scheduled and waiting sets, unique keys, counters,
-# and a workflow's children and groups; ``never`` is the no-op write of Redis 6.2; the
-# prefix itself is the one key a function call names (KEYS[1]).
+# queue and wake list, the names, the scheduled and waiting sets, unique and debounce
+# keys, counters, and a workflow's children and groups; ``never`` is the no-op write of
+# Redis 6.2; the prefix itself is the one key a function call names (KEYS[1]).
 def _producer_writes(k: Keys) -> list[str]:
     return [
         k.job("*"), k.queue("*"), k.wake("*"), k.names, k.ready, k.scheduled, k.sched_wake,
-        k.waiting, k.unique("*"), k.stats, k.stats_bucket("*"), k.children("*"),
+        k.waiting, k.unique("*"), k.debounce("*"), k.stats, k.stats_bucket("*"), k.children("*"),
         k.group("*"), k.group_members("*"), k.never, k.prefix,
     ]  # fmt: skip
 

@@ -34,7 +34,7 @@ def test_each_script_carries_only_the_helpers_it_includes() -> None:
     assert needs["wait"] == ("_base",)
     assert needs["pause"] == ("_wake",)
     assert needs["forget_names"] == ()
-    assert needs["enqueue"] == ("_base", "_counts", "_wake", "_graph", "_enqueue")
+    assert needs["enqueue"] == ("_base", "_counts", "_debounce", "_wake", "_graph", "_enqueue")
     wait = script_source("wait")
     assert "local function is_hash(" in wait
     assert "local function wake(" not in wait
@@ -49,7 +49,8 @@ def test_the_library_holds_every_helper_once_in_include_order() -> None:
     texts = _texts()
     starts = [code.index(texts[h]) for h in helpers().order]
     assert starts == sorted(starts)
-    assert helpers().order == ("_base", "_counts", "_wake", "_graph", "_enqueue", "_expiry")
+    order = ("_base", "_counts", "_debounce", "_wake", "_graph", "_enqueue", "_expiry")
+    assert helpers().order == order
     assert code.count("local function bury(") == 1
     assert "\nenter(KEYS[1])\n" in code and "set_prefix(KEYS[1])\n" not in code
 

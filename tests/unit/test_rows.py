@@ -21,6 +21,7 @@ from rota.protocol.rows import (
     Requeue,
     Retry,
 )
+from rota.protocol.shards import shard_of, shard_of_row
 
 JOB = Fetched("j1", "send", "tok", 1, 0, 0, b"[]", 0, None, None)
 
@@ -85,6 +86,10 @@ def test_the_enqueue_script_takes_only_the_arguments_in_use() -> None:
     traced = enqueue_args(_row(traceparent="00-a-b-01", tracestate="k=v"))
     assert traced[9:] == ["", "00-a-b-01", "k=v"]
     assert enqueue_args(_row(expires=5))[9:] == ["", "", "", 5]
+    debounced = _row(debounce_key="k", debounce_ms=1000, debounce_mode="replace")
+    assert enqueue_args(debounced)[9:] == ["", "", "", 0, "k", 1000, "replace", "1"]
+    kept = enqueue_args(debounced._replace(debounce_move=False, expires=5))
+    assert kept[12:] == [5, "k", 1000, "replace", "0"]
 
 
 def test_a_batch_entry_is_strings_and_its_tail_only_when_used() -> None:
@@ -95,6 +100,18 @@ def test_a_batch_entry_is_strings_and_its_tail_only_when_used() -> None:
     assert batch_entry(_row(waits_group="g"))[8:] == ["", "", "g"]
     assert batch_entry(_row(traceparent="t"))[8:] == ["", "", "", "t", ""]
     assert batch_entry(_row(expires=5))[8:] == ["", "", "", "", "", "0", "5"]
+    debounced = _row(debounce_key="k", debounce_ms=1000, debounce_mode="first")
+    tail = ["k", "1000", "first", "1"]
+    assert batch_entry(debounced)[8:] == ["", "", "", "", "", "0", "", *tail]
+    assert batch_entry(debounced._replace(expires=5))[14:] == ["5", *tail]
+    assert batch_entry(debounced._replace(traceparent="t"))[8:] == [
+        "", "", "", "t", "", "0", "", *tail,
+    ]  # fmt: skip
+
+
+def test_a_debounced_row_goes_to_the_shard_of_its_key() -> None:
+    row = _row(debounce_key="doc:7", debounce_ms=1000, debounce_mode="extend")
+    assert {shard_of_row(row._replace(id=f"id{i}"), 8) for i in range(50)} == {shard_of("doc:7", 8)}
 
 
 def test_a_fetched_row_is_the_id_then_fetch_fields_and_the_extra_fields_when_set() -> None:

@@ -114,7 +114,8 @@ CARRIED_BY: list[tuple[str, type[msgspec.Struct]]] = [
 CARRIED_BY += [(k.__name__, k) for k in OWN if k not in (JobDetail, JobTimes)]
 #: Options of ``JobSpec`` that ``POST /api/jobs`` does not take: the server picks job
 #: ids, and a unique key is held for the server's ``unique_ttl``.
-NOT_TAKEN = {"job_id", "unique_ttl"}
+# ``debounce`` is taken as its fields: debounce_key, debounce_window, debounce_mode...
+NOT_TAKEN = {"job_id", "unique_ttl", "debounce"}
 
 
 def _properties(document: dict[str, Any], component: str) -> set[str]:

@@ -19,9 +19,10 @@ from rota.cli.common import (
     parse_duration,
     with_client,
 )
+from rota.cli.debounce import debounce_options
 from rota.cli.operate import name_argument
 from rota.cli.output import age, echo_json, print_table, relative, when
-from rota.client import Client, JobSpec
+from rota.client import Client, Debounce, JobSpec
 from rota.client.spec import delay_seconds, moment_seconds, to_row
 from rota.client.status import duration
 from rota.config import Settings
@@ -131,6 +132,7 @@ def _args(args_json: str | None, pairs: tuple[str, ...]) -> tuple[tuple[Any, ...
 )
 @click.option("--job-id", help="Its id (an id that exists enqueues nothing).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@debounce_options
 @connection_options
 def enqueue(
     redis_url: str | None,
@@ -149,6 +151,7 @@ def enqueue(
     expires_at: str | None,
     job_id: str | None,
     as_json: bool,
+    debounce: Debounce | None,
 ) -> None:
     """Enqueue a job NAME with args given as KEY=VALUE pairs or --args JSON.
 
@@ -160,7 +163,8 @@ def enqueue(
     --args '{"ver": "1.10"}' gives every argument as JSON at once.
 
     With --after, the job waits until every job named completes, and ends dead if one
-    of them ends dead or aborted."""
+    of them ends dead or aborted. With --debounce-key and --debounce-window, enqueues of
+    one key within the window become one job (see --debounce-mode)."""
     # What was typed is read before Redis is reached: a mistake in it is told as itself,
     # not as the Redis that could not be reached meanwhile.
     args, kwargs = _args(args_json, pairs)
@@ -177,6 +181,7 @@ def enqueue(
         job_id=job_id,
         expires_in=None if expires_in is None else parse_duration(expires_in, "--expires-in"),
         expires_at=expires_at,
+        debounce=debounce,
     )
     try:  # every option as the client checks it (the args' size aside: a setting's)
         to_row(spec, max_args_bytes=sys.maxsize, unique_ttl=JOB["unique_ttl"].hi)
@@ -197,6 +202,8 @@ async def _enqueue(client: Client, settings: Settings, spec: JobSpec, as_json: b
     if as_json:
         shown = {"id": job.id, "name": job.name, "created": job.created}
         echo_json(shown if run_at is None else {**shown, "run_at": run_at})
+    elif not job.created and spec.debounce is not None:
+        click.echo(f"{job.id} (debounced: its pending job took this enqueue in)")
     elif not job.created:
         click.echo(f"{job.id} (already enqueued: nothing new)")
     elif run_at is not None:  # `--in 60000000` is 694 days: say so

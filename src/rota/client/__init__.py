@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from rota.client.admin import Admin
 from rota.client.client import Client
+from rota.client.debounce import Debounce
 from rota.client.options import Options
 from rota.client.shard import Shard
 from rota.client.spec import Enqueued, JobSpec
@@ -17,6 +18,7 @@ __all__ = [
     "Admin",
     "Bucket",
     "Client",
+    "Debounce",
     "Enqueued",
     "History",
     "JobSet",

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any, Self
 
 from rota.client.admin import Admin
+from rota.client.debounce import Debounce
 from rota.client.enqueue import durable_send, riding, traced
 from rota.client.options import DEFAULTS, Options
 from rota.client.routing import Shards
@@ -38,6 +39,7 @@ __all__ = ["Client"]
 
 _OPTIONS = frozenset(
     {"unique", "unique_ttl", "job_id", "max_fails", "timeout", "after", "expires_in", "expires_at"}
+    | {"debounce"}
 )
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Options))
 #: The shards of jobs enqueued before, by id (see :meth:`Client._enqueue`).
@@ -146,6 +148,7 @@ class Client:
         durable: bool | int | None = None,
         expires_in: float | None = None,
         expires_at: datetime | float | None = None,
+        debounce: Debounce | None = None,
         **kwargs: Any,
     ) -> Enqueued:
         """Enqueue a job now. Keyword arguments other than the options are the job's args.
@@ -158,7 +161,8 @@ class Client:
         ``durable``: see :meth:`enqueue_many`. ``expires_in`` (seconds from now) or
         ``expires_at`` (a datetime, naive as UTC, or epoch seconds): a job not started
         by then never starts; it ends dead with reason ``expired`` (the handler's
-        ``expires_in`` applies when neither is given). Handlers whose parameters share an
+        ``expires_in`` applies when neither is given). ``debounce``: many enqueues of a
+        key become one job (:class:`~rota.Debounce`). Handlers whose parameters share an
         option's name are enqueued with :class:`JobSpec`.
         """
         spec = JobSpec(
@@ -173,6 +177,7 @@ class Client:
             after=tuple(after),
             expires_in=expires_in,
             expires_at=expires_at,
+            debounce=debounce,
         )
         return (await self._enqueue([spec], durable))[0]
 

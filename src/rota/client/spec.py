@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import msgspec
 
+from rota.client.debounce import Debounce, checked_debounce
 from rota.errors import PayloadTooLarge
 from rota.protocol import codec
 from rota.protocol.bounds import JOB, MAX_DELAY, check
@@ -61,6 +62,8 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     #: of them at most.
     expires_in: float | None = None
     expires_at: datetime | float | str | None = None
+    #: Debounce by key (see :class:`rota.client.debounce.Debounce`).
+    debounce: Debounce | None = None
 
 
 def to_row(
@@ -86,7 +89,7 @@ def to_row(
     expires = 0
     if spec.expires_in is not None or spec.expires_at is not None:  # no call for most jobs
         expires = _expires(spec, now)
-    return EnqueueRow(
+    row = EnqueueRow(
         spec.job_id or new_id(),
         spec.name,
         payload,
@@ -101,6 +104,20 @@ def to_row(
         waits_group,
         group_size=group_size,
         expires=expires,
+    )
+    return row if spec.debounce is None else _debounced(row, spec.debounce)
+
+
+def _debounced(row: EnqueueRow, debounce: Debounce) -> EnqueueRow:
+    """``row`` debounced as ``debounce`` says, checked (see :mod:`rota.client.debounce`)."""
+    db = checked_debounce(
+        debounce,
+        unique=bool(row.unique),
+        scheduled=bool(row.run_at),
+        linked=bool(row.after or row.group or row.waits_group),
+    )
+    return row._replace(
+        debounce_key=db.key, debounce_ms=db.window_ms, debounce_mode=db.mode, debounce_move=db.move
     )
 
 

@@ -113,6 +113,7 @@ JOB: Final[dict[str, Bound]] = {
     "max_fails": HANDLER["max_fails"],
     "unique_ttl": SETTINGS["unique_ttl"],
     "expires_in": HANDLER["expires_in"],  # expires_at: a time, 1970 to 9999 (spec.py)
+    "debounce_window": Bound(0.001, 30 * DAY),  # rota.client.debounce
 }
 
 

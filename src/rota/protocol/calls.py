@@ -91,6 +91,8 @@ def enqueue_args(row: EnqueueRow) -> list[Arg]:
     """The ``enqueue`` script's arguments (it takes no group: those go by batch), less
     the tail that says "none": each argument costs Redis about a tenth of what the whole
     call's script does, and a plain job needs only its first four."""
+    if row.debounce_key:
+        return [*row[:10], row.traceparent, row.tracestate, row.expires, *_debounce(row)]
     if row.expires:
         return [*row[:10], row.traceparent, row.tracestate, row.expires]
     if row.traceparent:
@@ -116,7 +118,16 @@ def batch_entry(row: EnqueueRow) -> list[str]:
         entry += [*row[9:12], row.traceparent, row.tracestate]
     elif row.after or row.waits_group:
         entry += row[9:12]
+    if row.debounce_key:  # items 16-19, after the whole tail (items 9-15)
+        tail = [*row[9:12], row.traceparent, row.tracestate, str(row.group_size)]
+        entry += [*tail, str(row.expires) if row.expires else ""][len(entry) - 8 :]
+        entry += [str(a) for a in _debounce(row)]
     return entry
+
+
+def _debounce(row: EnqueueRow) -> tuple[str, int, str, str]:
+    """The debounce arguments of the enqueue scripts (see ``lua/_debounce.lua``)."""
+    return row.debounce_key, row.debounce_ms, row.debounce_mode, "1" if row.debounce_move else "0"
 
 
 async def enqueue(scope: Scope, row: EnqueueRow) -> tuple[str, bool]:

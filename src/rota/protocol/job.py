@@ -317,6 +317,10 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
         float | None,
         Meta(description="when it expires unstarted (epoch seconds; none: it never does)"),
     ] = None
+    debounce_key: Annotated[str | None, Meta(description="its debounce key (see Debounce)")] = None
+    absorbed: Annotated[
+        int, Meta(description="how many enqueues of its debounce key it took in")
+    ] = 0
 
     @classmethod
     def from_hash(cls, job_id: str, h: Mapping[Any, Any]) -> JobRecord:
@@ -348,6 +352,8 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
             waits_group=field_text(g(b"waits_group")),
             malformed=_malformed(h),
             expires=_expiry(g(b"expires")),
+            debounce_key=field_text(g(b"debounce_key")),
+            absorbed=field_int(g(b"absorbed")),
         )
 
     @property

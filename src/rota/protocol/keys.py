@@ -29,6 +29,7 @@ _PARAM_KEYS: Final[dict[str, str]] = {
     "queue": "queue:",
     "running": "running:",
     "unique": "unique:",
+    "debounce": "debounce:",
     "pool": "pool:",
     "stats_bucket": "stats:",
     "wake": "wake:",
@@ -116,6 +117,10 @@ class Keys:
 
     def unique(self, key: str) -> str:
         return self.prefix + "unique:" + key
+
+    def debounce(self, key: str) -> str:
+        """The id of the pending job of a debounce key (see ``lua/_debounce.lua``)."""
+        return self.prefix + "debounce:" + key
 
     def pool(self, pool_id: str) -> str:
         return self.prefix + "pool:" + pool_id

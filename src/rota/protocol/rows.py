@@ -70,6 +70,10 @@ class EnqueueRow(NamedTuple):
     tracestate: str = ""
     group_size: int = 0  # how many members its group has (a member only)
     expires: int = 0  # ms since the epoch after which it never starts; 0: never
+    debounce_key: str = ""  # its debounce key (see lua/_debounce.lua); "": none
+    debounce_ms: int = 0  # the debounce window (ms)
+    debounce_mode: str = ""  # "first", "extend" or "replace"
+    debounce_move: bool = True  # a replace moves the run time too
 
 
 _WIDTH: Final = 1 + len(FETCH_FIELDS)

@@ -11,7 +11,8 @@ Enqueue routes and never coordinates: a job goes to the shard of its *route*, on
 to one node. The route is, in this order:
 
 1. its group's id, for a member or the callback of a group (a group lives in one shard);
-2. its unique key (so uniqueness stays exact: the lock and the job share a shard);
+2. its unique key (so uniqueness stays exact: the lock and the job share a shard), or
+   its debounce key (the pending job and its key share a shard, for the same reason);
 3. its first parent's shard, for a job that waits for others (a flow follows its root):
    the shard a parent enqueued in the same call went to (or that a chain found holds
    a parent from before), else the one its id names;
@@ -83,7 +84,7 @@ def shard_tag(namespace: str, shard: int, shards: int) -> str:
 
 
 def shard_of(route: str, shards: int) -> int:
-    """The shard that ``route`` (a job id, unique key or group id) names."""
+    """The shard that ``route`` (a job id, unique or debounce key, group id) names."""
     return crc32(route.encode()) % shards if shards > 1 else 0
 
 
@@ -110,6 +111,8 @@ def shard_of_row(row: EnqueueRow, shards: int, placed: Mapping[str, int] | None 
                 " unique key, or no parents"
             )
         return shard
+    if row.debounce_key:  # never with parents (rota.client.debounce)
+        return shard_of(row.debounce_key, shards)
     if row.after:
         parents = {shard_of_parent(p) for p in row.after.split()}
         if len(parents) > 1:

@@ -14,6 +14,7 @@ from starlette.responses import RedirectResponse, Response
 
 from rota import inspect
 from rota.client import JobSpec, spec
+from rota.client.debounce import MAX_DEBOUNCE_KEY, Debounce
 from rota.client.spec import Enqueued, epoch_seconds, moment_seconds
 from rota.client.workflow import GroupProgress as Progress
 from rota.client.workflow import Related
@@ -35,6 +36,7 @@ MAX_EPOCH: Final = spec.MAX_EPOCH  # 9999-12-31T23:59:59Z: one rule (rota.client
 MAX_FAILS: Final = int(bounds.JOB["max_fails"].hi)
 MIN_TIMEOUT: Final = bounds.JOB["timeout"].lo
 MIN_EXPIRES: Final = bounds.JOB["expires_in"].lo
+DEBOUNCE: Final = bounds.JOB["debounce_window"]
 MAX_UNIQUE: Final = 1024
 #: The longest indented rendering of a value sent: an 18 KB value nested 900 deep
 #: indents to 16 MB. A value past it is shown as stored (and cut on the page).
@@ -130,6 +132,19 @@ class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             " is a 422 and nothing is enqueued"
         ),
     ] = None
+    debounce_key: Annotated[
+        Annotated[str, doc(minLength=1, maxLength=MAX_DEBOUNCE_KEY)] | None,
+        said("enqueues of this key within debounce_window become one job (200: absorbed)"),
+    ] = None
+    debounce_window: Annotated[
+        Annotated[float, doc(minimum=DEBOUNCE.lo, maximum=DEBOUNCE.hi)] | None,
+        said("seconds: the debounced job is due this long after (required with the key)"),
+    ] = None
+    debounce_mode: Annotated[
+        Literal["first", "extend", "replace"],
+        said("first: keep the pending job; extend: move its run time; replace: new args too"),
+    ] = "extend"
+    debounce_move: Annotated[bool, said("false: a replace keeps the pending job's run time")] = True
 
 
 def _shown(field: str, text: str | None) -> dict[str, Any]:
@@ -252,9 +267,20 @@ def _run_at(body: EnqueueRequest) -> float | None:
         raise ApiError(422, str(exc)) from None
 
 
+def _debounce(body: EnqueueRequest) -> Debounce | None:
+    """The body's debounce (checked with the rest by the client: a 422 names it)."""
+    if body.debounce_key is None and body.debounce_window is None:
+        return None
+    if body.debounce_key is None or body.debounce_window is None:
+        raise ApiError(422, 'give "debounce_key" and "debounce_window" together')
+    return Debounce(body.debounce_key, body.debounce_window, body.debounce_mode, body.debounce_move)
+
+
 _ENQUEUED: Final = {
     "201": json_answer(Enqueued, "enqueued"),
-    "200": json_answer(Enqueued, "nothing new: the unique key is held"),
+    "200": json_answer(
+        Enqueued, "nothing new: the unique key is held, or the debounce key's pending job took it"
+    ),
 }
 
 
@@ -276,6 +302,7 @@ async def enqueue(request: Request, body: EnqueueRequest) -> Response:
     if body.after is not None and len(body.after) > MAX_IDS:
         raise ApiError(422, f"after: at most {MAX_IDS} job ids")
     spec_ = JobSpec(
+        debounce=_debounce(body),
         name=body.name,
         args=tuple(body.args or ()),
         kwargs=body.kwargs or {},

@@ -247,6 +247,16 @@ async def test_debounce_options_are_checked(
         await client.enqueue_many([JobSpec(name="n", debounce=debounce, **also)])  # type: ignore[arg-type]
 
 
+async def test_a_chain_refuses_a_debounced_step_and_writes_nothing(client: Client) -> None:
+    # A taken-in first step returns the pending job's id: the next step would wait for
+    # a job that was never created.
+    steps = [JobSpec(name="c", debounce=Debounce("chained", 60)), JobSpec(name="d")]
+    with pytest.raises(ValueError, match="chain: debounced jobs are not supported"):
+        await client.chain(steps)
+    sizes = await client.admin.job_set_sizes()
+    assert sizes["scheduled"] == sizes["waiting"] == 0, sizes
+
+
 async def test_the_cli_debounces(client: Client, redis_url: str, namespace: str) -> None:
     conn = ("--redis-url", redis_url, "--namespace", namespace)
     env = rota_env(ROTA_SHARDS=str(SHARDS))

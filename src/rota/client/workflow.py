@@ -118,11 +118,14 @@ class GroupProgress(msgspec.Struct, frozen=True):
 
 
 def _no_unique(specs: Sequence[JobSpec], what: str) -> None:
-    # A held unique key makes the enqueue return another job's id: the next step would
-    # wait for a job that was never created.
+    # A held unique key, or a debounce key whose pending job takes the enqueue in, makes
+    # the enqueue return another job's id: the next step would wait for a job that was
+    # never created.
     for spec in specs:
         if spec.unique is not None:
             raise ValueError(f"{what}: unique keys are not supported inside a {what}")
+        if spec.debounce is not None:
+            raise ValueError(f"{what}: debounced jobs are not supported inside a {what}")
 
 
 def _group_id(specs: Sequence[JobSpec]) -> str:

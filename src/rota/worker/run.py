@@ -29,6 +29,7 @@ from rota.version import __version__
 from rota.worker.acker import Acker
 from rota.worker.fetcher import Fetcher
 from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
+from rota.worker.isolation import check_target
 from rota.worker.loopwatch import LoopWatch
 from rota.worker.registry import Periodic
 from rota.worker.robin import Robin
@@ -131,6 +132,11 @@ class PoolRun:
             async with anyio.create_task_group() as bg:
                 if rt.settings.loop_block_warn:
                     bg.start_soon(LoopWatch(rt).run)
+                if rt.children is not None:  # the isolated handlers' child processes
+                    for handler in rt.handlers.values():
+                        if handler.isolated:
+                            check_target(handler)
+                    await bg.start(rt.children.serve, rt.stopping)
                 for i in range(len(self.shards)):
                     bg.start_soon(self._start_shard, i)
                 await self._first_shards_ready()

@@ -94,6 +94,11 @@ class Fetcher:
         #: (see rota.worker.waits): this fetcher then waits there, as member ``shard``.
         self.shared: SharedWakes | None = None
         self.rounds = rounds_of(rt.pool_id)
+        #: The names of the isolated handlers, leased within the children's room.
+        self.isolated = frozenset(name for name, h in rt.handlers.items() if h.isolated)
+        # Set when the children's room frees up during a fetch: a fetch sent behind a
+        # wait left their names out, so the next one goes at once, with no wait.
+        self._room_freed = False
 
     async def run(self) -> None:
         self.rounds.nudges[FETCH, self.shard] = self.nudge
@@ -123,6 +128,7 @@ class Fetcher:
                 # six shards cost a quarter more Redis commands than over one.)
                 want = min(want, max(1, handoff.capacity // 2))
             self.rounds.begin(FETCH, self.shard)
+            self._room_freed = False
             jobs = await rt.watch.keep_trying(
                 "fetcher", functools.partial(self._lease, want, short)
             )
@@ -130,15 +136,19 @@ class Fetcher:
             if self.shard:
                 for job in jobs:
                     job.shard = self.shard
+            if self.isolated and rt.children is not None:
+                rt.children.leased(sum(1 for job in jobs if job.name in self.isolated))
             for job in jobs:
                 handoff.put(job, self._expire)
-            short = len(jobs) < want
+            short = len(jobs) < want and not self._room_freed
 
     def _expire(self, job: Fetched) -> None:
         """End ``job``, expired while it waits in the handoff: it never starts, and ends
         on time, not when a worker is free."""
         if self.acker is not None and self.rt.handoff.withdraw(job):
             self.acker.add(expired(job, self.rt.handlers.get(job.name)))
+            if job.name in self.isolated and self.rt.children is not None:
+                self.rt.children.ended()
 
     async def _lease(self, want: int, short: bool) -> list[Fetched]:
         """Lease up to ``want`` jobs; after a ``short`` fetch, wait on the wake lists first.
@@ -231,6 +241,11 @@ class Fetcher:
             with contextlib.suppress(*REDIS_ERRORS):
                 await self.rt.redis.client_unblock(self._client_id)
 
+    def room_freed(self) -> None:
+        """The children have room for isolated jobs again: fetch them now."""
+        self._room_freed = True
+        self.nudge()
+
     def nudge(self) -> None:
         """End a wait on the wake lists now, as a token would (see rota.worker.rounds)."""
         if self.shared is not None:
@@ -266,6 +281,22 @@ class Fetcher:
             # jobs whose finish frees memory (see Acker.wait_room).
             names = [n for n in names if n in self.freeing]
             fill = [n for n in fill if n in self.freeing]
+        if self.isolated and self.rt.children is not None:
+            names, fill = self._within_room(names, fill, self.rt.children.room())
+        return names, fill
+
+    def _within_room(
+        self, names: list[str], fill: list[str], room: int
+    ) -> tuple[list[str], list[str]]:
+        """The batch cut to the children's room: no isolated name without room, and with
+        room a batch no longer than it (the script fills a batch from the names given,
+        so every job of it could be isolated). Never a fill of isolated names."""
+        isolated = self.isolated
+        fill = [n for n in fill if n not in isolated]
+        if room <= 0:
+            return [n for n in names if n not in isolated], fill
+        if any(n in isolated for n in names):
+            return names[:room], fill
         return names, fill
 
     def _read(self, reply: calls.FetchReply) -> list[Fetched]:

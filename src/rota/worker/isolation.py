@@ -21,7 +21,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -148,6 +148,27 @@ class Children:
         self._free = anyio.Semaphore(self.size)
         self._tg: TaskGroup | None = None
         self._stopping = False
+        #: The isolated jobs the pool holds (leased, not ended): the fetcher leases no
+        #: more than :meth:`room` leaves, so that jobs waiting for a child never take
+        #: every worker from the other handlers' jobs.
+        self.held = 0
+        #: Called when room frees up again (the fetchers' nudges: see rota.worker.run).
+        self.on_room: list[Callable[[], None]] = []
+
+    def room(self) -> int:
+        """How many more isolated jobs the pool may lease: a child's worth each, and as
+        many again waiting, so that a child that ends a job finds the next one here."""
+        return 2 * self.size - self.held
+
+    def leased(self, count: int) -> None:
+        self.held += count
+
+    def ended(self) -> None:
+        """An isolated job the pool held has ended (or gone back)."""
+        self.held -= 1
+        if self.room() == 1:  # it was full: a fetcher may wait on its wake lists
+            for nudge in self.on_room:
+                nudge()
 
     async def serve(self, stopping: anyio.Event, *, task_status: TaskStatus[None]) -> None:
         """Start the children, tell them when the pool stops (their ``ctx.checkin``

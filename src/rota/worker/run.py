@@ -77,6 +77,8 @@ class PoolRun:
             self.wakes = SharedWakes(rt, [f.wake_keys for f in first])
             for fetcher in first:
                 fetcher.shared = self.wakes
+        if rt.children is not None:  # room for isolated jobs again: fetch them now
+            rt.children.on_room.extend(f.room_freed for f in self.fetchers)
         self._fetching = anyio.CancelScope()
         self._background = anyio.CancelScope()
         # Set in ``finally``: when a task of the pool crashes, the drain must not wait
@@ -231,6 +233,8 @@ class PoolRun:
 
     async def _worker(self) -> None:
         shards, ackers, handoff = self.shards, self.ackers, self.rt.handoff
+        children = self.rt.children
+        isolated = {name for name, h in self.rt.handlers.items() if h.isolated}
         worker_task.set(asyncio.current_task())  # type: ignore[arg-type]
         while (job := await handoff.take()) is not None:
             start = time.perf_counter()
@@ -244,6 +248,8 @@ class PoolRun:
                 except Exception as exc:  # a bug must not take the pool down
                     log.exception("job attempt failed inside rota", job_id=job.id)
                     acker.add(Dead.of(job, Reason.ERROR, f"internal error: {exc!r}"))
+            if children is not None and job.name in isolated:
+                children.ended()
             handoff.done(time.perf_counter() - start)
 
     # -- drain ----------------------------------------------------------------------

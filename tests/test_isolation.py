@@ -209,6 +209,27 @@ async def test_past_grace_the_child_is_killed_and_its_job_goes_back(
     assert record is not None and record.state == "queued" and record.failures == 0
 
 
+async def test_queued_isolated_jobs_leave_workers_to_the_other_jobs(
+    client: Client, redis_url: str, namespace: str, tmp_path: Path
+) -> None:
+    """The pool leases isolated jobs within its children's room (a child's worth and
+    as many waiting): a backlog of them never takes every worker. Here one child, three
+    workers, and long isolated jobs: two of them held, the third worker free."""
+    pool = _pool(redis_url, namespace, child_processes=1, concurrency=3, grace=0.2)
+    pool.job(isolated=True)(jobs.sleeps)
+
+    @pool.job
+    async def quick() -> str:
+        return "quick"
+
+    for i in range(5):
+        await client.enqueue("sleeps", str(tmp_path / str(i)), 60)
+    async with pool.running():
+        await wait_until(lambda: any(tmp_path.iterdir()))  # one runs in the child
+        after = await client.enqueue("quick")
+        assert await client.wait(after.id, timeout=20) == "quick"
+
+
 def test_the_pool_size_defaults_to_the_cpu_count() -> None:
     assert Children(0, 0).size == (os.cpu_count() or 1)
     assert Children(3, 0).size == 3

@@ -3,6 +3,8 @@ anything else is refused when it is registered, in one line naming the job."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from rota import WorkerPool
@@ -50,8 +52,9 @@ def test_isolated_is_a_bool() -> None:
     [("child_processes", -1), ("child_processes", 1025), ("child_memory_mb", 10)],
 )
 def test_the_child_settings_have_a_range(setting: str, value: int) -> None:
+    overrides: dict[str, Any] = {setting: value}
     with pytest.raises(ConfigError, match=f"{setting}: must be"):
-        WorkerPool(**{setting: value})
+        WorkerPool(**overrides)
 
 
 def test_crashed_is_a_reason() -> None:

@@ -42,10 +42,10 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 async def measure(
-    url: str, *, isolated: bool, cpu_jobs: int, cpu_ms: float, rate: float, namespace: str
+    url: str, *, isolated: bool, cpu_jobs: int, rounds: int, rate: float, namespace: str
 ) -> dict[str, Any]:
-    """One pass: the figures of the async jobs and of the CPU jobs."""
-    rounds = isolation_jobs.calibrate(cpu_ms)
+    """One pass: the figures of the async jobs and of the CPU jobs (``rounds`` of
+    :func:`bench.isolation_jobs.cpu` each)."""
     settings = rota.Settings(
         redis_url=url, namespace=namespace, concurrency=10, keep_result=0, keep_none=0
     )
@@ -114,6 +114,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 async def _main(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
+    rounds = isolation_jobs.calibrate(args.cpu_ms)  # once: both passes do the same work
     with RedisServer() as server:
         for i, isolated in enumerate((False, True)):
             rows.append(
@@ -121,7 +122,7 @@ async def _main(args: argparse.Namespace) -> list[dict[str, Any]]:
                     server.url,
                     isolated=isolated,
                     cpu_jobs=args.cpu_jobs,
-                    cpu_ms=args.cpu_ms,
+                    rounds=rounds,
                     rate=args.ticks_per_s,
                     namespace=f"bench-isolation-{i}",
                 )

@@ -20,7 +20,6 @@ it (its heap is in no state to be trusted with the next job).
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import logging
 import os
@@ -39,13 +38,8 @@ from rota.errors import Abort, InvalidArgs, Retry
 from rota.protocol.codec import encode_json
 from rota.worker.registry import Handler
 
-__all__ = ["NICE", "ChildContext", "main", "resolve"]
+__all__ = ["ChildContext", "main", "resolve"]
 
-#: How much lower than the pool's a child's scheduling priority is (``nice``): when the
-#: children keep every core busy, the pool's event loop (and a Redis on the same host)
-#: still runs as soon as it has work, so short jobs start on time; a child loses nothing
-#: on a machine with idle cores.
-NICE = 10
 #: The most of a traceback sent back (the job's log keeps as much).
 _TRACEBACK_CHARS = 4000
 _decoder = msgspec.json.Decoder()
@@ -190,8 +184,6 @@ def main(argv: list[str] | None = None) -> None:
     memory_mb = int(args[0]) if args else 0
     out = _Out(os.fdopen(os.dup(1), "wb"))
     os.dup2(2, 1)  # what a handler prints goes to stderr, not into the pool's pipe
-    with contextlib.suppress(OSError):
-        os.nice(NICE)
     logging.basicConfig(level=logging.DEBUG, handlers=[_Forward(out)], force=True)
     structlog.configure(
         processors=[structlog.processors.add_log_level, _forwarding_processor(out)],
@@ -203,12 +195,13 @@ def main(argv: list[str] | None = None) -> None:
     def read() -> None:
         for line in sys.stdin.buffer:
             msg = _decoder.decode(line)
-            if msg["t"] == "stopping":
+            if msg["t"] == "stopping" or msg.get("stopping"):
                 stopping.set()
-            else:
-                stopping.set() if msg.get("stopping") else None
+            if msg["t"] == "run":
                 runs.put(msg)
-        runs.put(None)  # the pool closed the pipe: leave
+        # The pool closed the pipe, or died (SIGKILL): leave now, even in the middle of
+        # a job, whose lease the pool no longer holds.
+        os._exit(0)
 
     threading.Thread(target=read, name="rota-child-reader", daemon=True).start()
     if memory_mb:
@@ -216,8 +209,8 @@ def main(argv: list[str] | None = None) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     handlers: dict[str, Handler] = {}
     out.send({"t": "ready", "pid": os.getpid()})
-    while (msg := runs.get()) is not None:
-        _run(out, stopping, handlers, msg)
+    while True:
+        _run(out, stopping, handlers, runs.get())
 
 
 if __name__ == "__main__":

@@ -206,6 +206,11 @@ class Children:
             stdout=subprocess.PIPE,
             stderr=None,
             env=env,
+            # A session of its own: a terminal's Ctrl-C (SIGINT to the foreground process
+            # group) reaches the pool, which drains its children, not the children
+            # themselves; and where the kernel groups CPU shares by session (autogroup),
+            # the children's work is not squeezed into the pool's one share.
+            start_new_session=True,
         )
         child = _Child(proc)
         ready = await child.receive()

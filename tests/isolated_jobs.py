@@ -22,6 +22,7 @@ __all__ = [
     "retries",
     "sleeps",
     "spin",
+    "until_stopping",
     "waits_for_kill",
 ]
 
@@ -76,6 +77,14 @@ def sleeps(path: str, seconds: float) -> str:
     _mark(path)
     time.sleep(seconds)
     return "slept"
+
+
+def until_stopping(ctx: Any, path: str) -> str:
+    """Writes its pid to ``path``, then checks in until the pool says it stops."""
+    _mark(path)
+    while not ctx.checkin("working"):
+        time.sleep(0.01)
+    return f"stopping seen: {ctx.shutting_down}"
 
 
 def boom(message: str) -> None:

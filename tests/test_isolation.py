@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +29,29 @@ def _pool(redis_url: str, namespace: str, **changes: Any) -> WorkerPool:
 
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie nobody reaped yet runs no more)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
         return False
-    return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 async def _pid_in(path: Path) -> int:
     await wait_until(lambda: path.exists() and path.read_text() != "", within=20)
     return int(await anyio.Path(path).read_text())
+
+
+async def _stopped_while_running(
+    client: Client, pool: WorkerPool, tmp_path: Path, name: str, *args: Any
+) -> tuple[str, int]:
+    """Enqueue a job of ``name`` (its first argument the path its child writes its pid
+    to), and stop the pool once the job runs in its child: the job's id, the child's pid."""
+    mark = tmp_path / "pid"
+    job = await client.enqueue(name, str(mark), *args)
+    async with pool.running():
+        pid = await _pid_in(mark)
+    return job.id, pid
 
 
 async def _ended(client: Client, job_id: str) -> tuple[str | None, str | None, str | None]:
@@ -187,12 +201,18 @@ async def test_shutdown_lets_children_finish_within_grace(
 ) -> None:
     pool = _pool(redis_url, namespace, grace=10)
     pool.job(isolated=True)(jobs.sleeps)
-    mark = tmp_path / "pid"
-    job = await client.enqueue("sleeps", str(mark), 0.5)
-    async with pool.running():
-        pid = await _pid_in(mark)
-    assert await client.wait(job.id, timeout=5) == "slept"
+    job_id, pid = await _stopped_while_running(client, pool, tmp_path, "sleeps", 0.5)
+    assert await client.wait(job_id, timeout=5) == "slept"
     await wait_until(lambda: not _alive(pid), within=10)  # the pool killed its children
+
+
+async def test_a_child_checking_in_learns_that_the_pool_stops(
+    client: Client, redis_url: str, namespace: str, tmp_path: Path
+) -> None:
+    pool = _pool(redis_url, namespace, grace=10)
+    pool.job(isolated=True)(jobs.until_stopping)
+    job_id, _ = await _stopped_while_running(client, pool, tmp_path, "until_stopping")
+    assert await client.wait(job_id, timeout=5) == "stopping seen: True"
 
 
 async def test_past_grace_the_child_is_killed_and_its_job_goes_back(
@@ -200,12 +220,9 @@ async def test_past_grace_the_child_is_killed_and_its_job_goes_back(
 ) -> None:
     pool = _pool(redis_url, namespace, grace=0.2)
     pool.job(isolated=True)(jobs.waits_for_kill)
-    mark = tmp_path / "pid"
-    job = await client.enqueue("waits_for_kill", str(mark))
-    async with pool.running():
-        pid = await _pid_in(mark)
+    job_id, pid = await _stopped_while_running(client, pool, tmp_path, "waits_for_kill")
     await wait_until(lambda: not _alive(pid), within=10)
-    record = await client.job(job.id)
+    record = await client.job(job_id)
     assert record is not None and record.state == "queued" and record.failures == 0
 
 
@@ -228,6 +245,37 @@ async def test_queued_isolated_jobs_leave_workers_to_the_other_jobs(
         await wait_until(lambda: any(tmp_path.iterdir()))  # one runs in the child
         after = await client.enqueue("quick")
         assert await client.wait(after.id, timeout=20) == "quick"
+
+
+_POOL_SCRIPT = """
+import sys
+import anyio
+from rota import Settings, WorkerPool
+from tests import isolated_jobs
+
+settings = Settings(redis_url=sys.argv[1], namespace=sys.argv[2], child_processes=1)
+pool = WorkerPool(settings=settings)
+pool.job(isolated=True)(isolated_jobs.waits_for_kill)
+anyio.run(pool.run)
+"""
+
+
+async def test_a_child_whose_pool_is_killed_exits(
+    client: Client, redis_url: str, namespace: str, tmp_path: Path
+) -> None:
+    """SIGKILL of the pool leaves no child computing for nobody: its pipe closes."""
+    script = tmp_path / "pool.py"
+    script.write_text(_POOL_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    mark = tmp_path / "pid"
+    await client.enqueue("waits_for_kill", str(mark))
+    async with await anyio.open_process(
+        [sys.executable, str(script), redis_url, namespace], env=env, stdout=None, stderr=None
+    ) as pool_process:
+        child = await _pid_in(mark)
+        pool_process.kill()
+        await pool_process.wait()
+    await wait_until(lambda: not _alive(child), within=10)
 
 
 def test_the_pool_size_defaults_to_the_cpu_count() -> None:

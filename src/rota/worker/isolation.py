@@ -213,7 +213,11 @@ class Children:
             start_new_session=True,
         )
         child = _Child(proc)
-        ready = await child.receive()
+        try:
+            ready = await child.receive()
+        except BaseException:  # cancelled while it starts: no child left behind
+            await child.kill()
+            raise
         if ready is None:
             why = await child.death()
             await child.kill()
@@ -227,7 +231,15 @@ class Children:
         except Exception as exc:  # the next attempt starts one of its own
             log.warning("child process not started", error=str(exc))
             return
-        self._idle.append(child)
+        await self._keep(child)
+
+    async def _keep(self, child: _Child) -> None:
+        """Keep ``child`` for the next attempt, unless the pool has its ``size`` of them
+        (one started on demand while a replacement was starting too)."""
+        if len(self._idle) + len(self._busy) < self.size:
+            self._idle.append(child)
+        else:
+            await child.kill()
 
     async def _take(self) -> _Child:
         while self._idle:
@@ -235,7 +247,6 @@ class Children:
             if child.proc.returncode is None:
                 return child
             await child.kill()  # died while idle: a fresh one instead
-            self._soon_replace()
         return await self._spawn()
 
     def _soon_replace(self) -> None:
@@ -256,7 +267,7 @@ class Children:
             finally:
                 del self._busy[child.pid]
                 if keep and child.proc.returncode is None:
-                    self._idle.append(child)
+                    await self._keep(child)
                 else:
                     await child.kill()
                     self._soon_replace()

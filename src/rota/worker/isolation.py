@@ -268,9 +268,11 @@ class Children:
                 del self._busy[child.pid]
                 if keep and child.proc.returncode is None:
                     await self._keep(child)
+                elif self._tg is not None:  # the outcome does not wait for its end
+                    self._tg.start_soon(child.kill)
+                    self._soon_replace()
                 else:
                     await child.kill()
-                    self._soon_replace()
 
     async def _attempt(
         self, child: _Child, handler: Handler, ctx: JobContext, job: Fetched

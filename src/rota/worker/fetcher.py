@@ -99,6 +99,7 @@ class Fetcher:
         # Set when the children's room frees up during a fetch: a fetch sent behind a
         # wait left their names out, so the next one goes at once, with no wait.
         self._room_freed = False
+        self._asked = 0  # how many jobs the last fetch asked for (isolated names only)
 
     async def run(self) -> None:
         self.rounds.nudges[FETCH, self.shard] = self.nudge
@@ -140,7 +141,10 @@ class Fetcher:
                 rt.children.leased(sum(1 for job in jobs if job.name in self.isolated))
             for job in jobs:
                 handoff.put(job, self._expire)
-            short = len(jobs) < want and not self._room_freed
+            # With isolated names the batch asked for may be smaller than ``want`` (cut to
+            # the children's room): short is finding less than was asked.
+            asked = self._asked if self.isolated else want
+            short = (len(jobs) < asked or not asked) and not self._room_freed
 
     def _expire(self, job: Fetched) -> None:
         """End ``job``, expired while it waits in the handoff: it never starts, and ends
@@ -283,18 +287,26 @@ class Fetcher:
             fill = [n for n in fill if n in self.freeing]
         if self.isolated and self.rt.children is not None:
             names, fill = self._within_room(names, fill, self.rt.children.room())
+            self._asked = len(names)
         return names, fill
 
     def _within_room(
         self, names: list[str], fill: list[str], room: int
     ) -> tuple[list[str], list[str]]:
-        """The batch cut to the children's room: no isolated name without room, and with
-        room a batch no longer than it (the script fills a batch from the names given,
-        so every job of it could be isolated). Never a fill of isolated names."""
+        """The batch cut to the children's room. Without room, the robin's turns of
+        isolated names go to the other names (the fill's, in turn); with room, the batch
+        is no longer than it when it holds an isolated name (the script fills a batch
+        from the names given, so every job of it could be isolated). Never a fill of
+        isolated names."""
         isolated = self.isolated
         fill = [n for n in fill if n not in isolated]
         if room <= 0:
-            return [n for n in names if n not in isolated], fill
+            others = [n for n in names if n not in isolated] + fill
+            if not others:
+                return [], fill
+            return [
+                n if n not in isolated else others[i % len(others)] for i, n in enumerate(names)
+            ], fill
         if any(n in isolated for n in names):
             return names[:room], fill
         return names, fill

@@ -1,5 +1,6 @@
 """An isolated handler must be a plain ``def`` a child process can import by its path:
-anything else is refused when it is registered, in one line naming the job."""
+anything else is refused when it is registered, in one line naming the job; and the
+fetcher leases isolated jobs within the children's room (``within_room``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from rota import WorkerPool
 from rota.errors import ConfigError
 from rota.protocol.job import Reason
+from rota.worker.fetcher import within_room
 from rota.worker.registry import Handler
 from tests import isolated_jobs
 
@@ -59,3 +61,29 @@ def test_the_child_settings_have_a_range(setting: str, value: int) -> None:
 
 def test_crashed_is_a_reason() -> None:
     assert Reason("crashed") is Reason.CRASHED
+
+
+ISOLATED = frozenset({"cpu"})
+
+
+def test_without_room_the_isolated_turns_go_to_the_other_names() -> None:
+    names, fill = within_room(["cpu", "tick", "cpu"], ["cpu", "mail"], 0, ISOLATED)
+    assert (names, fill) == (["tick", "tick", "mail"], ["mail"])
+
+
+def test_without_room_and_no_other_name_nothing_is_asked() -> None:
+    assert within_room(["cpu", "cpu"], ["cpu"], 0, ISOLATED) == ([], [])
+
+
+def test_with_room_a_batch_holding_an_isolated_name_is_cut_to_it() -> None:
+    assert within_room(["tick", "cpu", "tick", "cpu"], ["mail"], 1, ISOLATED) == (
+        ["tick"],
+        ["mail"],
+    )
+
+
+def test_a_batch_without_an_isolated_name_is_left_whole() -> None:
+    assert within_room(["tick", "mail"], ["cpu", "mail"], 2, ISOLATED) == (
+        ["tick", "mail"],
+        ["mail"],
+    )

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 from collections.abc import Mapping
 
 import anyio
@@ -38,7 +39,7 @@ from rota.worker.runner import expired
 from rota.worker.runtime import Fetched, PoolRuntime
 from rota.worker.waits import SharedWakes
 
-__all__ = ["Fetcher", "expiry_rules"]
+__all__ = ["Fetcher", "expiry_rules", "within_room"]
 
 
 def expiry_rules(handlers: Mapping[str, Handler]) -> tuple[str, ...]:
@@ -52,6 +53,27 @@ def expiry_rules(handlers: Mapping[str, Handler]) -> tuple[str, ...]:
             default = "" if h.expires_in is None else str(max(1, round(h.expires_in * 1000)))
             rules += (name, default, "1" if h.skip_dead else "")
     return tuple(rules)
+
+
+def within_room(
+    names: list[str], fill: list[str], room: int, isolated: frozenset[str]
+) -> tuple[list[str], list[str]]:
+    """A fetch's names and fill cut to the isolated handlers' children's room
+    (:meth:`rota.worker.isolation.Children.room`). Without room, the robin's turns of
+    ``isolated`` names go to the other names (the fill's, in turn); with room, the batch
+    is no longer than it when it holds an isolated name (the script fills a batch from
+    the names given, so every job of it could be isolated). Never a fill of isolated
+    names."""
+    fill = [n for n in fill if n not in isolated]
+    if room <= 0:
+        others = [n for n in names if n not in isolated] + fill
+        if not others:
+            return [], fill
+        turn = itertools.cycle(others)
+        return [next(turn) if n in isolated else n for n in names], fill
+    if any(n in isolated for n in names):
+        return names[:room], fill
+    return names, fill
 
 
 log = structlog.get_logger("rota.pool")
@@ -286,29 +308,8 @@ class Fetcher:
             names = [n for n in names if n in self.freeing]
             fill = [n for n in fill if n in self.freeing]
         if self.isolated and self.rt.children is not None:
-            names, fill = self._within_room(names, fill, self.rt.children.room())
+            names, fill = within_room(names, fill, self.rt.children.room(), self.isolated)
             self._asked = len(names)
-        return names, fill
-
-    def _within_room(
-        self, names: list[str], fill: list[str], room: int
-    ) -> tuple[list[str], list[str]]:
-        """The batch cut to the children's room. Without room, the robin's turns of
-        isolated names go to the other names (the fill's, in turn); with room, the batch
-        is no longer than it when it holds an isolated name (the script fills a batch
-        from the names given, so every job of it could be isolated). Never a fill of
-        isolated names."""
-        isolated = self.isolated
-        fill = [n for n in fill if n not in isolated]
-        if room <= 0:
-            others = [n for n in names if n not in isolated] + fill
-            if not others:
-                return [], fill
-            return [
-                n if n not in isolated else others[i % len(others)] for i, n in enumerate(names)
-            ], fill
-        if any(n in isolated for n in names):
-            return names[:room], fill
         return names, fill
 
     def _read(self, reply: calls.FetchReply) -> list[Fetched]:

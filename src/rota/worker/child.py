@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 import os
 import queue
 import resource
@@ -111,7 +112,9 @@ class ChildContext:
         return self._stopping.is_set()
 
     def progress(self, percent: float, message: str = "") -> None:
-        self._out.send({"t": "progress", "percent": float(percent), "message": str(message)})
+        value = float(percent)
+        value = value if math.isfinite(value) else 0.0  # JSON has no NaN
+        self._out.send({"t": "progress", "percent": value, "message": str(message)})
 
     def job_log(self, message: str) -> None:
         self._out.send({"t": "joblog", "message": str(message)})

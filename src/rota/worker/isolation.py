@@ -16,7 +16,6 @@ Everything crosses the pipes as JSON lines; nothing is pickled.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import signal
 import subprocess
@@ -321,8 +320,7 @@ async def _relay(ctx: JobContext, pid: int, msg: Any) -> None:
             method = getattr(logger, msg["level"], None) or logger.info
             method(msg["event"], **fields)
         elif kind == "progress":
-            percent = msg["percent"]
-            await ctx.progress(percent if math.isfinite(percent) else 0.0, msg["message"])
+            await ctx.progress(msg["percent"], msg["message"])
         elif kind == "checkin":
             await ctx.checkin(msg["message"])
         elif kind == "joblog":

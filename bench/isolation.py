@@ -27,11 +27,11 @@ import time
 from typing import Any
 
 import anyio
-import structlog
 
 import rota
 from bench import isolation_jobs, positive_int
 from bench.redis_server import RedisServer
+from rota.logging import configure_logging
 
 __all__ = ["main", "measure"]
 
@@ -84,10 +84,15 @@ async def measure(
         await client.enqueue_many(
             [rota.JobSpec(name="cpu", args=(rounds,)) for _ in range(cpu_jobs)]
         )
-        while not done.is_set():
+        sent = 0
+        while not done.is_set() or not sent:
             await client.enqueue("tick", time.time())
+            sent += 1
             await anyio.sleep(1 / rate)
         took = time.perf_counter() - begun
+        with anyio.move_on_after(10):  # the last async jobs start too
+            while len(latencies) < sent:
+                await anyio.sleep(0.01)
     ms = [x * 1000 for x in latencies]
     return {
         "path": "isolated" if isolated else "thread",
@@ -137,9 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ticks-per-s", type=float, default=100.0)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    structlog.configure(  # the pools' own lines would bury the table
-        wrapper_class=structlog.make_filtering_bound_logger(40)
-    )
+    # The pools' warnings to stderr, without a line per job: stdout holds the figures.
+    configure_logging(level="warning", stream=sys.stderr)
     rows = anyio.run(_main, args)
     if args.json:
         sys.stdout.write(json.dumps({"cores": os.cpu_count(), "rows": rows}) + "\n")

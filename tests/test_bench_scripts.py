@@ -1,14 +1,16 @@
-"""bench.many_names and bench.memory_soak run to the end and print their figures.
+"""bench.many_names, bench.memory_soak and bench.isolation run to the end and print their
+figures.
 
 Tiny runs on private servers: nothing here is about the figures themselves.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
-from bench import many_names, memory_soak
+from bench import isolation, many_names, memory_soak
 
 
 def test_many_names_measures_each_count_of_names(capsys: pytest.CaptureFixture[str]) -> None:
@@ -29,3 +31,11 @@ def test_memory_soak_reports_the_memory_of_a_sustained_run(
     assert re.search(r"^[\d,]+ jobs completed in \d+ s", out, re.M), out
     assert "used_memory at each quarter" in out
     assert "complete jobs kept ({ns}:complete): " in out
+
+
+def test_isolation_runs_both_paths(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--cpu-jobs", "4", "--cpu-ms", "20", "--ticks-per-s", "50", "--json"]
+    assert isolation.main(argv) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [r["path"] for r in rows] == ["thread", "isolated"]
+    assert all(r["cpu_jobs_per_s"] > 0 and r["ticks"] > 0 for r in rows), rows

@@ -54,9 +54,14 @@ async def measure(
     done = anyio.Event()
     cpu_done = 0
 
+    all_started = anyio.Event()
+    sent = 0  # async jobs enqueued in the measured window
+
     @pool.job
-    async def tick(sent: float) -> None:
-        latencies.append(time.time() - sent)
+    async def tick(at: float) -> None:
+        latencies.append(time.time() - at)
+        if done.is_set() and len(latencies) >= sent:
+            all_started.set()
         await anyio.sleep(0.001)
 
     pool.job(name="cpu", isolated=isolated, timeout=60)(isolation_jobs.cpu)
@@ -84,15 +89,15 @@ async def measure(
         await client.enqueue_many(
             [rota.JobSpec(name="cpu", args=(rounds,)) for _ in range(cpu_jobs)]
         )
-        sent = 0
         while not done.is_set() or not sent:
             await client.enqueue("tick", time.time())
             sent += 1
             await anyio.sleep(1 / rate)
+        if len(latencies) >= sent:
+            all_started.set()
         took = time.perf_counter() - begun
         with anyio.move_on_after(10):  # the last async jobs start too
-            while len(latencies) < sent:
-                await anyio.sleep(0.01)
+            await all_started.wait()
     ms = [x * 1000 for x in latencies]
     return {
         "path": "isolated" if isolated else "thread",

@@ -34,7 +34,7 @@ def add(a: int, b: int = 2, *, scale: int = 1) -> dict[str, Any]:
 def reports(ctx: Any, steps: int) -> str:
     """Uses what ``ctx`` offers in a child."""
     logging.getLogger("tests.isolated").warning("stdlib line from the child")
-    ctx.logger.info("structlog line from the child", step_count=steps)
+    ctx.logger.warning("structlog line from the child", step_count=steps)
     for step in range(steps):
         ctx.progress(100 * (step + 1) / steps, f"step {step + 1}")
         ctx.checkin(f"at {step + 1}")

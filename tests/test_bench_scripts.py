@@ -1,11 +1,17 @@
-"""bench.many_names and bench.memory_soak run to the end and print their figures.
+"""bench.many_names, bench.memory_soak and bench.isolation run to the end and print their
+figures.
 
 Tiny runs on private servers: nothing here is about the figures themselves.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from bench import debounce_cost, many_names, memory_soak
@@ -38,3 +44,22 @@ def test_debounce_cost_prints_a_row_per_kind(capsys: pytest.CaptureFixture[str])
         row = re.search(rf"^\| {re.escape(kind)} \| ([\d.]+) \| [\d.]+x \| ([\d.]+) \|", out, re.M)
         assert row, out
         assert float(row[1]) > 0 and float(row[2]) > 0
+
+
+def test_isolation_runs_both_paths() -> None:
+    """In a process of its own: it sets the logging of the process it runs in."""
+    argv = ["--cpu-jobs", "4", "--cpu-ms", "20", "--ticks-per-s", "50", "--json"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.isolation", *argv],
+        cwd=Path(__file__).resolve().parents[1],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(done.stdout)["rows"]
+    assert [r["path"] for r in rows] == ["thread", "isolated"]
+    assert all(r["cpu_jobs_per_s"] > 0 and r["ticks"] > 0 for r in rows), rows

@@ -116,6 +116,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     # the report off; else from 0.01 to 3600), naming the job that blocks it
     # (rota.worker.loopwatch).
     loop_block_warn: float = 1.0
+    # The child processes of a pool's isolated handlers (``@pool.job(isolated=True)``):
+    # how many (0: the machine's CPU count), and the address space each may take, in MiB
+    # (0: no limit; past it the attempt ends ``crashed``).
+    child_processes: int = 0
+    child_memory_mb: int = 0
 
     def __post_init__(self) -> None:
         # Each check raises a ConfigError that names the setting and what was expected.

@@ -71,6 +71,18 @@ def _child_env(settings: Settings) -> dict[str, str]:
     show_default=True,
     help="Pool processes; more than 1 runs a supervisor that restarts them.",
 )
+@click.option(
+    "--child-processes",
+    type=int,
+    help="Child processes of the isolated handlers, 0 to 1024; 0: the CPU count"
+    f" (default {_DEFAULTS.child_processes}).",
+)
+@click.option(
+    "--child-memory-mb",
+    type=int,
+    help="Address space each child process may take (MiB), 0 (no limit) or 64 to 1048576"
+    f" (default {_DEFAULTS.child_memory_mb}).",
+)
 @click.option("--log-format", type=click.Choice(["auto", "json", "console"]))
 @click.option(
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)

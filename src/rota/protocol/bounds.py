@@ -92,6 +92,8 @@ SETTINGS: Final[dict[str, Bound]] = {
     "durable_timeout": Bound(0.001, HOUR),
     "ride_through": Bound(0, DAY),
     "loop_block_warn": Bound(0.01, HOUR, off=True),
+    "child_processes": _count(0, 1024),  # 0: the CPU count
+    "child_memory_mb": Bound(64, 1024 * 1024, whole=True, off=True),
 }
 
 #: A handler's options (``@pool.job(...)``); None, where allowed, is "not set".

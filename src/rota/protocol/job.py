@@ -108,6 +108,8 @@ class Reason(StrEnum):
     #: The attempt went ``idle_timeout`` seconds without a checkin or a progress report.
     IDLE = "idle"
     EXPIRED = "expired"  # not started before its expiry (expires_in, expires_at)
+    #: The child process of an isolated handler died under the attempt.
+    CRASHED = "crashed"
 
 
 #: The fields the fetch script returns for each leased job, in this order (after the id).

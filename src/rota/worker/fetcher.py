@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 from collections.abc import Mapping
 
 import anyio
@@ -38,7 +39,7 @@ from rota.worker.runner import expired
 from rota.worker.runtime import Fetched, PoolRuntime
 from rota.worker.waits import SharedWakes
 
-__all__ = ["Fetcher", "expiry_rules"]
+__all__ = ["Fetcher", "expiry_rules", "within_room"]
 
 
 def expiry_rules(handlers: Mapping[str, Handler]) -> tuple[str, ...]:
@@ -52,6 +53,27 @@ def expiry_rules(handlers: Mapping[str, Handler]) -> tuple[str, ...]:
             default = "" if h.expires_in is None else str(max(1, round(h.expires_in * 1000)))
             rules += (name, default, "1" if h.skip_dead else "")
     return tuple(rules)
+
+
+def within_room(
+    names: list[str], fill: list[str], room: int, isolated: frozenset[str]
+) -> tuple[list[str], list[str]]:
+    """A fetch's names and fill cut to the isolated handlers' children's room
+    (:meth:`rota.worker.isolation.Children.room`). Without room, the robin's turns of
+    ``isolated`` names go to the other names (the fill's, in turn); with room, the batch
+    is no longer than it when it holds an isolated name (the script fills a batch from
+    the names given, so every job of it could be isolated). Never a fill of isolated
+    names."""
+    fill = [n for n in fill if n not in isolated]
+    if room <= 0:
+        others = [n for n in names if n not in isolated] + fill
+        if not others:
+            return [], fill
+        turn = itertools.cycle(others)
+        return [next(turn) if n in isolated else n for n in names], fill
+    if any(n in isolated for n in names):
+        return names[:room], fill
+    return names, fill
 
 
 log = structlog.get_logger("rota.pool")
@@ -94,6 +116,12 @@ class Fetcher:
         #: (see rota.worker.waits): this fetcher then waits there, as member ``shard``.
         self.shared: SharedWakes | None = None
         self.rounds = rounds_of(rt.pool_id)
+        #: The names of the isolated handlers, leased within the children's room.
+        self.isolated = frozenset(name for name, h in rt.handlers.items() if h.isolated)
+        # Set when the children's room frees up during a fetch: a fetch sent behind a
+        # wait left their names out, so the next one goes at once, with no wait.
+        self._room_freed = False
+        self._asked = 0  # how many jobs the last fetch asked for (isolated names only)
 
     async def run(self) -> None:
         self.rounds.nudges[FETCH, self.shard] = self.nudge
@@ -123,6 +151,7 @@ class Fetcher:
                 # six shards cost a quarter more Redis commands than over one.)
                 want = min(want, max(1, handoff.capacity // 2))
             self.rounds.begin(FETCH, self.shard)
+            self._room_freed = False
             jobs = await rt.watch.keep_trying(
                 "fetcher", functools.partial(self._lease, want, short)
             )
@@ -130,15 +159,22 @@ class Fetcher:
             if self.shard:
                 for job in jobs:
                     job.shard = self.shard
+            if self.isolated and rt.children is not None:
+                rt.children.leased(sum(1 for job in jobs if job.name in self.isolated))
             for job in jobs:
                 handoff.put(job, self._expire)
-            short = len(jobs) < want
+            # With isolated names the batch asked for may be smaller than ``want`` (cut to
+            # the children's room): short is finding less than was asked.
+            asked = self._asked if self.isolated else want
+            short = (len(jobs) < asked or not asked) and not self._room_freed
 
     def _expire(self, job: Fetched) -> None:
         """End ``job``, expired while it waits in the handoff: it never starts, and ends
         on time, not when a worker is free."""
         if self.acker is not None and self.rt.handoff.withdraw(job):
             self.acker.add(expired(job, self.rt.handlers.get(job.name)))
+            if job.name in self.isolated and self.rt.children is not None:
+                self.rt.children.ended()
 
     async def _lease(self, want: int, short: bool) -> list[Fetched]:
         """Lease up to ``want`` jobs; after a ``short`` fetch, wait on the wake lists first.
@@ -231,6 +267,11 @@ class Fetcher:
             with contextlib.suppress(*REDIS_ERRORS):
                 await self.rt.redis.client_unblock(self._client_id)
 
+    def room_freed(self) -> None:
+        """The children have room for isolated jobs again: fetch them now."""
+        self._room_freed = True
+        self.nudge()
+
     def nudge(self) -> None:
         """End a wait on the wake lists now, as a token would (see rota.worker.rounds)."""
         if self.shared is not None:
@@ -266,6 +307,9 @@ class Fetcher:
             # jobs whose finish frees memory (see Acker.wait_room).
             names = [n for n in names if n in self.freeing]
             fill = [n for n in fill if n in self.freeing]
+        if self.isolated and self.rt.children is not None:
+            names, fill = within_room(names, fill, self.rt.children.room(), self.isolated)
+            self._asked = len(names)
         return names, fill
 
     def _read(self, reply: calls.FetchReply) -> list[Fetched]:

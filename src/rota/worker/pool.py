@@ -115,6 +115,7 @@ class WorkerPool:
         middleware: tuple[Middleware, ...] = ...,
         idle_timeout: float | None = ...,
         expires_in: float | None = ...,
+        isolated: bool = ...,
     ) -> Callable[[F], F]: ...
 
     def job(self, func: Any = None, /, **options: Any) -> Any:  # type: ignore[misc]
@@ -130,7 +131,9 @@ class WorkerPool:
         an attempt may go without ``ctx.checkin`` or ``ctx.progress`` before it is
         cancelled as ``idle`` and retried like a timed-out one; ``expires_in`` seconds
         from its enqueue after which a job that gives no expiry of its own never starts
-        (it ends dead, reason ``expired``).
+        (it ends dead, reason ``expired``); ``isolated`` runs a plain ``def`` handler
+        in one of the pool's child processes instead of a thread (``child_processes``;
+        see rota.worker.isolation): a module-level function, imported by the child.
         """
 
         def register(f: F) -> F:

@@ -73,6 +73,22 @@ def _shape(
     return objects, arrays if by_position else None
 
 
+def _isolated_target(name: str, func: Callable[..., Any]) -> str:
+    """The path a child process imports an isolated handler by: a ValueError, one line
+    naming the job, for a coroutine function or one no child can import."""
+    if inspect.iscoroutinefunction(func):
+        raise ValueError(f"job {name!r}: isolated: the handler must be a plain def, not async")
+    module = getattr(func, "__module__", None)
+    qualname = getattr(func, "__qualname__", None)
+    if not module or not qualname or "<" in qualname or module == "__main__":
+        where = f"{module}:{qualname}" if module and qualname else repr(func)
+        raise ValueError(
+            f"job {name!r}: isolated: the handler must be a module-level function a child"
+            f" process can import by module:qualname, got {where}"
+        )
+    return f"{module}:{qualname}"
+
+
 #: The options that are never None.
 _REQUIRED: Final = frozenset({"priority", "max_fails"})
 
@@ -99,6 +115,11 @@ class Handler:
     #: Seconds from its enqueue after which a job that gives no expiry of its own never
     #: starts (reason expired); applied by the fetch script (see ``Fetcher``).
     expires_in: float | None = None
+    #: Run in a child process of the pool's (rota.worker.isolation) instead of a thread:
+    #: a plain ``def`` at module level, which the child imports by :attr:`target`.
+    isolated: bool = False
+    #: ``module:qualname``, what a child imports an isolated handler by ("" otherwise).
+    target: str = field(init=False, default="")
     is_async: bool = field(init=False)
     wants_ctx: bool = field(init=False)
     _signature: inspect.Signature = field(init=False, repr=False)
@@ -118,6 +139,8 @@ class Handler:
                 raise ValueError(f"job {self.name!r}: {exc}") from None
         func = self.func
         set_(self, "is_async", inspect.iscoroutinefunction(func))
+        if self.isolated:
+            set_(self, "target", _isolated_target(self.name, func))
         sig = inspect.signature(func)
         params = list(sig.parameters.values())
         wants_ctx = bool(params) and params[0].name in ("ctx", "context")
@@ -149,6 +172,8 @@ class Handler:
             wrong = check(option, value, bound)
             if wrong is not None:
                 raise ValueError(f"job {self.name!r}: {wrong}")
+        if not isinstance(self.isolated, bool):
+            raise TypeError(f"job {self.name!r}: isolated: must be True or False")
         if not isinstance(self.skip_dead, bool):
             raise TypeError(f"job {self.name!r}: skip_dead: must be True or False")
         if not callable(self.backoff):

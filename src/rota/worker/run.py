@@ -29,6 +29,7 @@ from rota.version import __version__
 from rota.worker.acker import Acker
 from rota.worker.fetcher import Fetcher
 from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
+from rota.worker.isolation import check_target
 from rota.worker.loopwatch import LoopWatch
 from rota.worker.registry import Periodic
 from rota.worker.robin import Robin
@@ -76,6 +77,8 @@ class PoolRun:
             self.wakes = SharedWakes(rt, [f.wake_keys for f in first])
             for fetcher in first:
                 fetcher.shared = self.wakes
+        if rt.children is not None:  # room for isolated jobs again: fetch them now
+            rt.children.on_room.extend(f.room_freed for f in self.fetchers)
         self._fetching = anyio.CancelScope()
         self._background = anyio.CancelScope()
         # Set in ``finally``: when a task of the pool crashes, the drain must not wait
@@ -131,6 +134,11 @@ class PoolRun:
             async with anyio.create_task_group() as bg:
                 if rt.settings.loop_block_warn:
                     bg.start_soon(LoopWatch(rt).run)
+                if rt.children is not None:  # the isolated handlers' child processes
+                    for handler in rt.handlers.values():
+                        if handler.isolated:
+                            check_target(handler)
+                    await bg.start(rt.children.serve, rt.stopping)
                 for i in range(len(self.shards)):
                     bg.start_soon(self._start_shard, i)
                 await self._first_shards_ready()
@@ -225,6 +233,8 @@ class PoolRun:
 
     async def _worker(self) -> None:
         shards, ackers, handoff = self.shards, self.ackers, self.rt.handoff
+        children = self.rt.children
+        isolated = {name for name, h in self.rt.handlers.items() if h.isolated}
         worker_task.set(asyncio.current_task())  # type: ignore[arg-type]
         while (job := await handoff.take()) is not None:
             start = time.perf_counter()
@@ -238,6 +248,8 @@ class PoolRun:
                 except Exception as exc:  # a bug must not take the pool down
                     log.exception("job attempt failed inside rota", job_id=job.id)
                     acker.add(Dead.of(job, Reason.ERROR, f"internal error: {exc!r}"))
+            if children is not None and job.name in isolated:
+                children.ended()
             handoff.done(time.perf_counter() - start)
 
     # -- drain ----------------------------------------------------------------------

@@ -20,6 +20,7 @@ from rota.protocol.rows import MAX_LOG, Aborted, Complete, Dead, Drop, Outcome, 
 from rota.protocol.rows import Retry as Again
 from rota.redis.outage import REDIS_ERRORS
 from rota.worker.context import JobContext
+from rota.worker.isolation import ChildFailed, Crashed
 from rota.worker.registry import Handler, default_backoff
 from rota.worker.runtime import Fetched, InFlight, PoolRuntime, worker_task
 from rota.worker.tracebacks import describe
@@ -107,6 +108,17 @@ def _call(
     """The handler call wrapped in the pool's and the handler's middleware; a plain
     ``def`` handler runs in a thread (see rota.worker.threads)."""
     func = handler.func
+    if handler.isolated:  # in a child process (rota.worker.isolation), which binds again
+        children = rt.children
+        assert children is not None and ctx is not None
+
+        async def call() -> Any:
+            return await children.run(handler, ctx, job)
+
+        chain: Callable[[], Awaitable[Any]] = call
+        for mw in reversed(handler.middleware):
+            chain = functools.partial(mw, ctx, chain)
+        return chain
     if handler.wants_ctx:
         args = (ctx, *args)
     if handler.is_async and not handler.middleware:  # the coroutine itself, no wrapper
@@ -121,7 +133,7 @@ def _call(
         async def call() -> Any:
             return await rt.threads.run(job, functools.partial(func, *args, **kwargs), rt.limiter)
 
-    chain: Callable[[], Awaitable[Any]] = call
+    chain = call
     for mw in reversed(handler.middleware):
         chain = functools.partial(mw, ctx, chain)
     return chain
@@ -226,7 +238,7 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome | None:
     # The context is made when the handler or a middleware takes it: a plain handler's
     # attempt makes none.
     ctx = None
-    if handler.wants_ctx or handler.middleware:
+    if handler.wants_ctx or handler.middleware or handler.isolated:
         ctx = _context(rt, job, decoded, started, parents)
     timeout = job.timeout if job.timeout is not None else handler.timeout
     # In flight until it ends: shutdown, abort and the deadline cancel it through its
@@ -250,6 +262,11 @@ async def _attempt(rt: PoolRuntime, job: Fetched) -> Outcome | None:
         return _failure(job, handler, Reason.RETRY, str(exc), exc.delay)
     except Abort as exc:
         return Aborted.of(job, _keep_ms(rt.settings.keep_result), str(exc) or "aborted")
+    except Crashed as exc:  # the isolated handler's child died under the attempt
+        return _failure(job, handler, Reason.CRASHED, str(exc))
+    except ChildFailed as exc:  # raised in the child: told as a thread's failure is
+        failed = _failure(job, handler, Reason.ERROR, f"{exc.kind}: {exc}")
+        return _with_traceback(failed, job, exc, exc.trace)
     except (Exception, SystemExit) as exc:  # a handler's failure is the job's, not the pool's
         failed = _failure(job, handler, Reason.ERROR, f"{type(exc).__name__}: {exc}")
         return _with_traceback(failed, job, exc)
@@ -279,14 +296,17 @@ def _context(
     )
 
 
-def _with_traceback(failed: Outcome, job: Fetched, exc: BaseException) -> Outcome:
+def _with_traceback(
+    failed: Outcome, job: Fetched, exc: BaseException, trace: str | None = None
+) -> Outcome:
     """The failed attempt's traceback, for the job's own log (the job page and ``rota
     job show`` print it; the outcome's error stays its one line): the finish writes it
     with the outcome (a dropped job's log goes with it: none is made). Its end is kept
     when it is long: the frames nearest the error."""
     if not isinstance(failed, (Again, Dead)) or failed.__class__ is Drop:
         return failed
-    text = f"attempt {job.attempts} failed:\n{describe(exc, _TRACEBACK_CHARS)}"
+    told = describe(exc, _TRACEBACK_CHARS) if trace is None else trace
+    text = f"attempt {job.attempts} failed:\n{told}"
     if len(text) > _TRACEBACK_CHARS:
         text = "…" + text[-(_TRACEBACK_CHARS - 1) :]
     # A file name read from a disk that is not UTF-8 holds lone surrogates, which no

@@ -33,6 +33,7 @@ from rota.redis.watch import SETTLE, Watch
 from rota.urls import redacted
 from rota.wire.redispy import Redis
 from rota.worker.handoff import Handoff
+from rota.worker.isolation import Children
 from rota.worker.registry import Handler
 from rota.worker.threads import HandlerThreads
 
@@ -179,12 +180,17 @@ class PoolRuntime:
     #: The periodic jobs' next and last fire times, as the scheduler last set them.
     schedules: list[Schedule] = field(default_factory=list)
     limiter: anyio.CapacityLimiter = field(init=False)
+    #: The child processes of the isolated handlers (None: the pool has none).
+    children: Children | None = field(init=False, default=None)
     handoff: Handoff = field(init=False)
     watch: Watch = field(init=False)
 
     def __post_init__(self) -> None:
         self.handoff = Handoff(self.settings.concurrency, self.settings.prefetch)
         self.limiter = anyio.CapacityLimiter(self.settings.concurrency)
+        if any(h.isolated for h in self.handlers.values()):
+            s = self.settings
+            self.children = Children(s.child_processes, s.child_memory_mb)
         # An episode ends after two heartbeats' memory checks without a refusal between.
         settle = max(SETTLE, 2 * self.settings.heartbeat_interval)
         where = redacted(self.settings.redis_url)
@@ -199,7 +205,7 @@ class PoolRuntime:
         for shard in self.others:
             # The same settings, handlers and records of what runs (the same objects).
             rt = dataclasses.replace(self, shard=shard)
-            rt.handoff, rt.limiter = self.handoff, self.limiter
+            rt.handoff, rt.limiter, rt.children = self.handoff, self.limiter, self.children
             if shard.redis is self.shard.redis:
                 rt.watch = self.watch
                 self.watch.repairs.append(rt.repair)

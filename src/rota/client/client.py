@@ -37,7 +37,17 @@ from rota.wire.redispy import Redis
 __all__ = ["Client"]
 
 _OPTIONS = frozenset(
-    {"unique", "unique_ttl", "job_id", "max_fails", "timeout", "after", "expires_in", "expires_at"}
+    {
+        "unique",
+        "unique_ttl",
+        "job_id",
+        "max_fails",
+        "timeout",
+        "after",
+        "expires_in",
+        "expires_at",
+        "fair_key",
+    }
 )
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Options))
 #: The shards of jobs enqueued before, by id (see :meth:`Client._enqueue`).
@@ -146,6 +156,7 @@ class Client:
         durable: bool | int | None = None,
         expires_in: float | None = None,
         expires_at: datetime | float | None = None,
+        fair_key: str | None = None,
         **kwargs: Any,
     ) -> Enqueued:
         """Enqueue a job now. Keyword arguments other than the options are the job's args.
@@ -158,8 +169,11 @@ class Client:
         ``durable``: see :meth:`enqueue_many`. ``expires_in`` (seconds from now) or
         ``expires_at`` (a datetime, naive as UTC, or epoch seconds): a job not started
         by then never starts; it ends dead with reason ``expired`` (the handler's
-        ``expires_in`` applies when neither is given). Handlers whose parameters share an
-        option's name are enqueued with :class:`JobSpec`.
+        ``expires_in`` applies when neither is given). ``fair_key``: the job's fair key
+        (a tenant; 1..200 printable ASCII characters): within the job name, keys take
+        turns by weighted round robin, FIFO within a key (``client.admin`` sets weights,
+        limits, rates and pauses per key). Handlers whose parameters share an option's
+        name are enqueued with :class:`JobSpec`.
         """
         spec = JobSpec(
             name=name,
@@ -173,6 +187,7 @@ class Client:
             after=tuple(after),
             expires_in=expires_in,
             expires_at=expires_at,
+            fair_key=fair_key,
         )
         return (await self._enqueue([spec], durable))[0]
 

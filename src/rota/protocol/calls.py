@@ -91,6 +91,8 @@ def enqueue_args(row: EnqueueRow) -> list[Arg]:
     """The ``enqueue`` script's arguments (it takes no group: those go by batch), less
     the tail that says "none": each argument costs Redis about a tenth of what the whole
     call's script does, and a plain job needs only its first four."""
+    if row.fair:
+        return [*row[:10], row.traceparent, row.tracestate, row.expires or "", row.fair]
     if row.expires:
         return [*row[:10], row.traceparent, row.tracestate, row.expires]
     if row.traceparent:
@@ -108,10 +110,12 @@ def batch_entry(row: EnqueueRow) -> list[str]:
     """The entry of ``enqueue_batch``: strings, its optional tail only when used."""
     entry = [row.id, row.name, row.args.decode(), str(row.run_at), row.unique]
     entry += (str(row.unique_ttl), str(row.max_fails), str(row.timeout))
-    if row.group or row.expires:
+    if row.group or row.expires or row.fair:
         entry += [*row[9:12], row.traceparent, row.tracestate, str(row.group_size)]
-        if row.expires:
-            entry.append(str(row.expires))
+        if row.expires or row.fair:
+            entry.append(str(row.expires) if row.expires else "")
+        if row.fair:
+            entry.append(row.fair)
     elif row.traceparent:
         entry += [*row[9:12], row.traceparent, row.tracestate]
     elif row.after or row.waits_group:

@@ -317,6 +317,9 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
         float | None,
         Meta(description="when it expires unstarted (epoch seconds; none: it never does)"),
     ] = None
+    fair_key: Annotated[
+        str | None, Meta(description="its fair key (the record's 'fair'): a tenant of its name")
+    ] = None
 
     @classmethod
     def from_hash(cls, job_id: str, h: Mapping[Any, Any]) -> JobRecord:
@@ -348,6 +351,7 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
             waits_group=field_text(g(b"waits_group")),
             malformed=_malformed(h),
             expires=_expiry(g(b"expires")),
+            fair_key=field_text(g(b"fair")),
         )
 
     @property

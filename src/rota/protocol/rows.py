@@ -70,6 +70,7 @@ class EnqueueRow(NamedTuple):
     tracestate: str = ""
     group_size: int = 0  # how many members its group has (a member only)
     expires: int = 0  # ms since the epoch after which it never starts; 0: never
+    fair: str = ""  # its fair key; '': none
 
 
 _WIDTH: Final = 1 + len(FETCH_FIELDS)

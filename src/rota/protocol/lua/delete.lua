@@ -1,4 +1,4 @@
--- include: _base _graph
+-- include: _base _graph _fair
 -- Admin: delete jobs held in a sorted set (scheduled, retry or dead), or queued jobs.
 -- KEYS[1] namespace prefix
 -- ARGV where ('scheduled' | 'retry' | 'dead' | 'waiting' | 'queue'), name (for 'queue'), limit,
@@ -26,13 +26,43 @@ if where == 'queue' then
   local qk = key_queue(qname)
   if #ARGV > 3 then
     for i = 4, #ARGV do
-      if redis.call('LREM', qk, 0, ARGV[i]) > 0 then forget(ARGV[i]) end
+      local id = ARGV[i]
+      local ok, fkey = pcall(redis.call, 'HGET', key_job(id), 'fair')
+      local gone = redis.call('LREM', qk, 0, id)
+      if ok and fkey then -- a keyed job: out of its key's list
+        gone = gone + fair_unqueue(qname, fkey, id)
+      end
+      if gone > 0 then
+        forget(id)
+      end
     end
   else
     for _ = 1, limit do
       local id = redis.call('RPOP', qk)
       if not id then break end
       forget(id)
+    end
+    -- Then the keys' lists, the largest backlog first (as many keys as the limit left).
+    local left = limit - deleted
+    while left > 0 do
+      local ok, top = pcall(redis.call, 'ZREVRANGE', key_fair_backlog(qname), 0, 0)
+      if not ok or not top[1] then break end
+      local key = top[1]
+      local fq = key_fair_queue(qname, key)
+      local okp, ids = pcall(redis.call, 'RPOP', fq, left)
+      for _, id in ipairs(okp and ids or {}) do
+        forget(id)
+      end
+      local n = okp and ids and #ids or 0
+      incr(key_fair(qname), 'n', -n)
+      left = left - n
+      if n == 0 or redis.call('EXISTS', fq) == 0 then -- (no list: garbage, forgotten)
+        pcall(redis.call, 'ZREM', key_fair_backlog(qname), key)
+        pcall(redis.call, 'ZREM', key_fair_keys(qname), key)
+        pcall(redis.call, 'ZREM', key_fair_rest(qname), key)
+      else
+        pcall(redis.call, 'ZADD', key_fair_backlog(qname), redis.call('LLEN', fq), key)
+      end
     end
   end
 else

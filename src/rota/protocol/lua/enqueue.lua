@@ -6,7 +6,7 @@
 --      max_fails ('' = handler's), timeout ('' = handler's), after (the ids of the jobs it
 --      waits for, space-separated; '' = none), traceparent and tracestate (the W3C trace
 --      context of the enqueue; '' = none), expires (when it expires, ms since the epoch;
---      '' = never, as is anything that is no time from 1 to MAX_MS)
+--      '' = never, as is anything that is no time from 1 to MAX_MS), fair key ('' = none)
 -- Returns {id, created}: created is 0 when the id exists already or the unique key is held
 -- by a live job, whose id is returned instead. A parent that does not exist is an error
 -- reply starting with NOPARENT, and nothing is written.
@@ -24,7 +24,7 @@ if after ~= '' then
   deps = {after = after}
 end
 local r = {enqueue_one(ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6] or '',
-  ARGV[7], ARGV[8] or '', ARGV[9] or '', nil, deps, trace, ARGV[13])}
+  ARGV[7], ARGV[8] or '', ARGV[9] or '', nil, deps, trace, ARGV[13], ARGV[14])}
 if deps then
   flush_counts(tonumber(ARGV[4])) -- a child whose parent is dead is counted as failed and dead
 end

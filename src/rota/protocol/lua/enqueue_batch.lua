@@ -8,7 +8,7 @@
 --      waits_group (the group it is the callback of), traceparent and tracestate (the W3C
 --      trace context of the enqueue), and group_size (the number of members of its
 --      group, the same for each of them), and expires (ms since the epoch, as the
---      enqueue script takes it); a parent may be a job earlier in the same call.
+--      enqueue script takes it), and its fair key (item 16; '' = none); a parent may be a job earlier in the same call.
 -- Returns a flat list: id, created, id, created, ... in the order given. The ids of one
 -- name go into its queue in one LPUSH, and wake tokens are pushed once per name. A
 -- parent or group that does not exist is an error reply starting with NOPARENT, and
@@ -99,7 +99,7 @@ for _, j in ipairs(jobs) do
   end
   local k = #out
   out[k + 1], out[k + 2] = enqueue_one(j[1], j[2], j[3], now, j[4], j[5], j[6], j[7], j[8], batch,
-    deps, trace, j[15])
+    deps, trace, j[15], j[16])
 end
 push_batch(batch)
 local names = {}

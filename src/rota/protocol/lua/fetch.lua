@@ -1,4 +1,4 @@
--- include: _base _counts _wake _graph _expiry
+-- include: _base _counts _wake _graph _expiry _fair
 -- Lease up to n jobs in one call, visiting job names in the order given (the pool's
 -- weighted round robin); names that are empty, paused or at their concurrency limit are
 -- skipped and the batch is filled from the remaining names: those given, then the
@@ -35,9 +35,13 @@ end
 local max_args = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
 local m = tonumber(ARGV[6 + n]) or 0
-local ready = {}
+local ready, fairs = {}, {} -- fairs: the names whose fair keys may have jobs (_fair.lua)
 for _, name in ipairs(redis.call('SMEMBERS', K_READY)) do
-  ready[name] = true
+  if string.sub(name, 1, 1) == FAIR_MARK then
+    fairs[string.sub(name, 2)] = true
+  else
+    ready[name] = true
+  end
 end
 local tell = ARGV[7 + n + m] == '1'
 local rules = {} -- name -> {default expiry (ms) or nil, drop}
@@ -85,6 +89,8 @@ local function later(t)
     due = t
   end
 end
+local ctx = {now = now, later = later}
+local fkey_of = {} -- id -> the fair key of a job this call leased
 local function rate_slots(name)
   local spec = redis.call('HGET', K_RATES, name)
   if not spec then
@@ -229,11 +235,19 @@ end
 -- Pop entries of one queue until one job is leased; false when none could be.
 local function take(name)
   local qk = key_queue(name)
+  local plain = function() return next_entry(name, qk) end
   while nburied < MAX_BURY do
-    local id = next_entry(name, qk)
+    local id, fkey
+    if fairs[name] then
+      id, fkey = fair_next(ctx, name, plain)
+    else
+      id = next_entry(name, qk)
+    end
     if not id then
       status[name] = false
-      unready(name)
+      if not (fairs[name] and redis.call('ZCARD', key_fair_rest(name)) > 0) then
+        unready(name) -- (a name whose keys rest for their rate stays: due says when)
+      end
       return false
     end
     local jk = key_job(id)
@@ -289,6 +303,10 @@ local function take(name)
         local ids = table_at(leased, name)
         ids[#ids + 1] = deadline
         ids[#ids + 1] = id
+        if fkey then
+          fkey_of[id] = fkey
+          fair_leased(name, fkey, deadline, id)
+        end
         if status[name] ~= true then
           status[name] = status[name] - 1
         end
@@ -367,17 +385,23 @@ if ok then
 end
 if not ok then
   for name, entries in pairs(leased) do
-    local ids = {}
+    local ids, all = {}, {}
     for i = #entries, 2, -2 do
-      ids[#ids + 1] = entries[i]
+      all[#all + 1] = entries[i]
       redis.call('HSET', key_job(entries[i]), 'state', 'queued')
+      if fkey_of[entries[i]] then -- back to its key's list (fair_end adds no lease)
+        fair_push(name, fkey_of[entries[i]], entries[i], true)
+      else
+        ids[#ids + 1] = entries[i]
+      end
     end
     if added[name] then
-      call_chunked('ZREM', key_running(name), ids)
+      call_chunked('ZREM', key_running(name), all)
     end
     call_chunked('RPUSH', key_queue(name), ids)
     mark_ready(name)
   end
+  fair_end(ctx, false)
   flush_counts(now)
   return redis.error_reply(type(failed) == 'table' and failed.err or tostring(failed))
 end
@@ -415,6 +439,7 @@ end
 for name in pairs(cut) do
   wake(name)
 end
+fair_end(ctx, true)
 flush_counts(now)
 local due_text = ms_text(math.ceil(due))
 if tell then

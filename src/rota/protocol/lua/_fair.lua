@@ -1,0 +1,296 @@
+-- include: _base _wake
+-- Shared helpers: fair keys. Within a job name, jobs may carry a key (a tenant); the
+-- name's keys take turns by stride scheduling (smooth weighted round robin): taking a
+-- job of key k adds 1 / weight(k) to k's virtual time, and the key of the lowest time
+-- goes next, FIFO within a key. The name's plain list (jobs without a key) takes part as
+-- one more participant of weight 1, its virtual time kept in fair:<name> 'vt'; plain
+-- jobs pay nothing for it at enqueue. Nothing here scans keys: every step is O(log n).
+--
+-- Keys (per job name; '<name>/<key>' for a key's own):
+--   fqueue:<name>/<key>  list  the key's queued ids, the next at the tail
+--   frun:<name>/<key>    zset  lease deadline (ms) -> id: the key's running jobs, kept
+--                              beside the name's running set (fetch, finish, reap,
+--                              heartbeat), so that its count cannot drift
+--   fkeys:<name>   zset  key -> virtual time: the keys with jobs to take, neither paused
+--                        nor at their limit nor resting (a fetch finding one so removes it)
+--   frest:<name>   zset  key -> when (ms) a key out of rate-limit slots is due again
+--   fbacklog:<name> zset key -> its queued jobs (the top keys' read, fair.py)
+--   fair:<name>    hash  'n' the name's keyed queued jobs, 'vt' the plain list's
+--                        virtual time, 't/<key>' when a rate-limited key may start next
+--   fset:<name>    hash  settings: 'w/<key>' weight (1..1000), 'l/<key>' and 'l*' (every
+--                        key's default) concurrency limit (1..1e6), 'r/<key>' rate
+--                        '<count>/<period ms>', 'p/<key>' paused
+--   ready          set   beside the name, FAIR_MARK .. name while fkeys or frest may hold
+--                        keys, so that a fetch learns it from the set it reads anyway
+-- Whatever a hand wrote there that reads as no setting (NaN, 1e300, text, a key of
+-- another type) reads as the default: no key, and no name, ever stops for it.
+
+-- A score as a finite number (a hand-written -inf or text reads as 0).
+local function finite_score(v)
+  local x = tonumber(v)
+  if not x or x ~= x or x == math.huge or x == -math.huge then
+    return 0
+  end
+  return x
+end
+
+-- The lowest virtual time of the name's ready keys, and its key; nil when none.
+local function fair_min(name)
+  local ok, top = pcall(redis.call, 'ZRANGE', key_fair_keys(name), 0, 0, 'WITHSCORES')
+  if not ok or not top[1] then
+    return nil, nil
+  end
+  return finite_score(top[2]), top[1]
+end
+
+-- A key's settings: weight, concurrency limit (nil: none), rate spec (nil: none), paused.
+local function fair_settings(name, key)
+  local ok, v = pcall(redis.call, 'HMGET', key_fair_set(name), 'w/' .. key, 'l/' .. key,
+    'l*', 'r/' .. key, 'p/' .. key)
+  if not ok then
+    return 1, nil, nil, false
+  end
+  local w = tonumber(v[1])
+  if not w or not (w >= 1 and w <= 1000) then
+    w = 1
+  end
+  local l = tonumber(v[2])
+  if not l or not (l >= 1 and l <= 1000000) then
+    l = tonumber(v[3])
+    if not l or not (l >= 1 and l <= 1000000) then
+      l = nil
+    end
+  end
+  return w, l and math.floor(l), v[4], v[5] ~= false and v[5] ~= nil
+end
+
+-- The key joins the ready keys (unless it is a member, or paused), at the lowest virtual
+-- time there (the plain list's when there is none): a key back from idle claims no
+-- burst for the time it was away. The ready set learns of it.
+local function fair_join(name, key)
+  local paused = redis.call('HEXISTS', key_fair_set(name), 'p/' .. key) == 1
+  if paused then
+    return
+  end
+  local low = fair_min(name)
+  if not low then
+    low = finite_score(redis.call('HGET', key_fair(name), 'vt'))
+  end
+  pcall(redis.call, 'ZADD', key_fair_keys(name), 'NX', str(low), key)
+  redis.call('SADD', K_READY, FAIR_MARK .. name)
+  mark_ready(name)
+  wake(name)
+end
+
+-- Push a keyed job's id into its key's list: at the head (enqueue, promote: FIFO), or
+-- at the tail (`front`: a reclaimed or requeued job runs next). The name is woken.
+local function fair_push(name, key, id, front)
+  local cmd = front and 'RPUSH' or 'LPUSH'
+  local ok, len = pcall(redis.call, cmd, key_fair_queue(name, key), id)
+  if not ok then -- the key's list written by hand with another type: the plain queue
+    redis.call(cmd, key_queue(name), id)
+    mark_ready(name)
+    wake(name)
+    return
+  end
+  pcall(redis.call, 'ZADD', key_fair_backlog(name), len, key)
+  incr(key_fair(name), 'n', 1)
+  if len == 1 then
+    fair_join(name, key)
+  end
+  redis.call('SADD', K_NAMES, name)
+  wake(name)
+end
+
+-- Push a job into its queue: its key's when it has one, else the plain list. Whether
+-- the plain list was started (the name must join the ready set).
+local function push_job(name, fkey, id, front)
+  if fkey and fkey ~= '' then
+    fair_push(name, fkey, id, front)
+    return false
+  end
+  return redis.call(front and 'RPUSH' or 'LPUSH', key_queue(name), id) == 1
+end
+
+-- A keyed job's lease ended (finish, reap, abort of a running job): its key's running
+-- set lets it go, and a key with jobs left that is not among the ready keys (at its
+-- limit) joins them again. Whether the key has jobs queued.
+local function fair_release(name, key, id)
+  pcall(redis.call, 'ZREM', key_fair_running(name, key), id)
+  local ok, len = pcall(redis.call, 'LLEN', key_fair_queue(name, key))
+  if ok and len > 0 then
+    if not redis.call('ZSCORE', key_fair_rest(name), key)
+        and not redis.call('ZSCORE', key_fair_keys(name), key) then
+      fair_join(name, key)
+    end
+    return true
+  end
+  return false
+end
+
+-- A queued keyed job leaves its key's list (delete, abort): the counts follow. How many
+-- entries it had there.
+local function fair_unqueue(name, key, id)
+  local ok, gone = pcall(redis.call, 'LREM', key_fair_queue(name, key), 0, id)
+  if not ok then
+    return 0
+  end
+  if gone > 0 then
+    incr(key_fair(name), 'n', -gone)
+    local len = redis.call('LLEN', key_fair_queue(name, key))
+    if len > 0 then
+      pcall(redis.call, 'ZADD', key_fair_backlog(name), len, key)
+    else
+      pcall(redis.call, 'ZREM', key_fair_backlog(name), key)
+      pcall(redis.call, 'ZREM', key_fair_keys(name), key)
+      pcall(redis.call, 'ZREM', key_fair_rest(name), key)
+    end
+  end
+  return gone
+end
+
+-- The fetch's side (fetch.lua). `ctx`: {now =, later = function(t)} of the call; state
+-- per name read once per call and written back by fair_end.
+local fair_st = {} -- name -> {vt, plain (may hold), taken, keys = {key -> state}}
+
+local function fair_state(ctx, name)
+  local st = fair_st[name]
+  if st then
+    return st
+  end
+  local ok, vt = pcall(redis.call, 'HGET', key_fair(name), 'vt')
+  st = {vt = finite_score(ok and vt), plain = true, taken = 0, keys = {}, leased = {}}
+  fair_st[name] = st
+  -- Keys resting for their rate whose time has come are ready again.
+  local okr, back = pcall(redis.call, 'ZRANGEBYSCORE', key_fair_rest(name), '-inf', ctx.now,
+    'LIMIT', 0, 100)
+  if okr then
+    for _, key in ipairs(back) do
+      redis.call('ZREM', key_fair_rest(name), key)
+      fair_join(name, key)
+    end
+  end
+  return st
+end
+
+-- A key's state in this call: weight, slots under its limit (true: none), rate.
+local function fair_key_state(ctx, name, st, key)
+  local c = st.keys[key]
+  if c then
+    return c
+  end
+  local w, limit, rate, paused = fair_settings(name, key)
+  c = {w = w, paused = paused, slots = true}
+  if limit then
+    local ok, running = pcall(redis.call, 'ZCARD', key_fair_running(name, key))
+    c.slots = limit - (ok and running or 0)
+  end
+  local cnt, per = string.match(rate or '', '^([%d%.]+)/(%d+)$')
+  cnt, per = tonumber(cnt), tonumber(per)
+  if cnt and per and cnt > 0 and per > 0 and cnt == cnt then
+    c.interval = per / cnt
+    local lag = math.max(c.interval, 100)
+    local tat = tonumber(redis.call('HGET', key_fair(name), 't/' .. key)) or 0
+    if not (tat >= ctx.now - lag and tat <= ctx.now + lag + 60000) then
+      tat = ctx.now - lag
+    end
+    c.tat = tat
+  end
+  st.keys[key] = c
+  return c
+end
+
+-- The next entry of a name with fair keys: the plain list's (via `plain`, nil when it
+-- is empty) or its lowest key's. Returns the id and its key (nil: plain), or nil.
+local function fair_next(ctx, name, plain)
+  local st = fair_state(ctx, name)
+  local fk = key_fair_keys(name)
+  while true do
+    local low, key = fair_min(name)
+    if not key then
+      if st.plain then
+        local id = plain()
+        if id then
+          st.vt = st.vt + 1
+          return id, nil
+        end
+        st.plain = false
+      end
+      return nil, nil
+    end
+    if st.plain and st.vt <= low then
+      local id = plain()
+      if id then
+        st.vt = math.max(st.vt, low) + 1 -- back from idle: no burst credit
+        return id, nil
+      end
+      st.plain = false
+    end
+    local c = fair_key_state(ctx, name, st, key)
+    if c.paused or not (c.slots == true or c.slots >= 1) then
+      redis.call('ZREM', fk, key) -- a resume, or the finish that frees a slot, adds it back
+    elseif c.tat and c.tat > ctx.now then
+      redis.call('ZREM', fk, key)
+      redis.call('ZADD', key_fair_rest(name), str(c.tat), key)
+      ctx.later(c.tat)
+    else
+      local okp, id = pcall(redis.call, 'RPOP', key_fair_queue(name, key))
+      local left = 0
+      if okp and id then
+        st.taken = st.taken + 1
+        left = redis.call('LLEN', key_fair_queue(name, key))
+      end
+      if left > 0 then
+        redis.call('ZADD', fk, str(low + 1 / c.w), key)
+        pcall(redis.call, 'ZADD', key_fair_backlog(name), left, key)
+      else
+        redis.call('ZREM', fk, key)
+        pcall(redis.call, 'ZREM', key_fair_backlog(name), key)
+      end
+      if okp and id then
+        if c.slots ~= true then
+          c.slots = c.slots - 1
+        end
+        if c.tat then
+          c.tat = c.tat + c.interval
+          c.moved = true
+        end
+        return id, key
+      end
+    end
+  end
+end
+
+-- A keyed job leased by this call (its lease added at fair_end).
+local function fair_leased(name, key, deadline, id)
+  local l = table_at(fair_st[name].leased, key)
+  l[#l + 1] = deadline
+  l[#l + 1] = id
+end
+
+-- The end of a fetch: the leases of keys (unless `leases` is false: the call leased
+-- nothing after all), the virtual time and counts written back; a name with no key
+-- ready or resting leaves the ready set's marks.
+local function fair_end(ctx, leases)
+  for name, st in pairs(fair_st) do
+    for key, entries in pairs(leases and st.leased or {}) do
+      pcall(call_chunked, 'ZADD', key_fair_running(name, key), entries)
+    end
+    for key, c in pairs(st.keys) do
+      if c.moved then
+        redis.call('HSET', key_fair(name), 't/' .. key, string.format('%.3f', c.tat))
+      end
+    end
+    if st.taken > 0 then
+      incr(key_fair(name), 'n', -st.taken)
+    end
+    pcall(redis.call, 'HSET', key_fair(name), 'vt', str(st.vt))
+    local ok, rest = pcall(redis.call, 'ZRANGE', key_fair_rest(name), 0, 0, 'WITHSCORES')
+    if ok and rest[2] then
+      ctx.later(finite_score(rest[2]))
+    elseif not fair_min(name) then
+      redis.call('SREM', K_READY, FAIR_MARK .. name)
+    end
+  end
+  fair_st = {}
+end

@@ -1,20 +1,27 @@
 """Fair keys: within a job name, the jobs of different keys take turns (stride scheduling,
 weights), FIFO within a key; jobs without a key keep the plain list, as one more
-participant of weight 1."""
+participant of weight 1. Orders are counted from ledgers, never from times."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Awaitable, Callable
+
+import anyio
 import pytest
 import redis
 
-from rota import Client, JobContext, JobSpec, WorkerPool
-from tests.helpers import pool_settings, wait_until
+from rota import Client, JobContext, JobSpec, Retry, WorkerPool
+from rota.protocol import calls
+from rota.protocol.shards import shard_of
+from tests.helpers import lease_tokens, pool_settings, rounds, wait_until
+
+Ledger = list[tuple[str, int]]
 
 
-def _ledger_pool(
-    redis_url: str, namespace: str, ran: list[tuple[str, int]], **kw: object
-) -> WorkerPool:
-    pool = WorkerPool(settings=pool_settings(redis_url, namespace, **kw))
+def ledger_pool(redis_url: str, namespace: str, ran: Ledger, **changes: object) -> WorkerPool:
+    """A pool whose ``hook`` notes (key, seq) of each job it starts."""
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, **changes))
 
     @pool.job
     async def hook(ctx: JobContext, key: str, seq: int) -> None:
@@ -23,27 +30,261 @@ def _ledger_pool(
     return pool
 
 
-@pytest.mark.one_shard("turns are counted within a shard")
-async def test_keys_take_turns_and_fifo_holds_within_a_key(
+def keyed(key: str, n: int, start: int = 0) -> list[JobSpec]:
+    return [
+        JobSpec(name="hook", kwargs={"key": key, "seq": i}, fair_key=key)
+        for i in range(start, start + n)
+    ]
+
+
+async def enqueue(client: Client, specs: list[JobSpec]) -> None:
+    for i in range(0, len(specs), 1000):
+        await client.enqueue_many(specs[i : i + 1000])
+
+
+def fair_keys_left(r: redis.Redis, namespace: str) -> list[bytes]:
+    """The per-key state left in Redis (lists, running sets, key sets, backlog)."""
+    found: list[bytes] = []
+    for kind in ("fqueue", "frun", "fkeys", "frest", "fbacklog"):
+        found += list(r.scan_iter(match="{" + namespace + "*}:" + kind + ":*"))  # every shard
+    return found
+
+
+async def test_a_flood_never_starves_small_keys_and_fifo_holds_within_a_key(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:
-    specs = [
-        JobSpec(name="hook", kwargs={"key": "big", "seq": i}, fair_key="big") for i in range(50)
-    ]
-    specs += [
-        JobSpec(name="hook", kwargs={"key": f"k{k}", "seq": i}, fair_key=f"k{k}")
-        for k in range(5)
-        for i in range(3)
-    ]
-    await client.enqueue_many(specs)
-    ran: list[tuple[str, int]] = []
-    async with _ledger_pool(redis_url, namespace, ran, concurrency=1).running():
-        await wait_until(lambda: len(ran) == 65, within=20)
-    # every small key's jobs ran before the flood ended, each key in its order
-    last_small = max(i for i, (key, _) in enumerate(ran) if key != "big")
-    assert last_small < 40, ran
+    await enqueue(client, keyed("flood", 2000))
+    small = [f"small-{k}" for k in range(100)]
+    await enqueue(client, [s for k in small for s in keyed(k, 3)])
+    (q,) = await client.admin.queues(["hook"])
+    assert q.size == 2300  # keyed jobs count as the name's queued jobs
+    ran: Ledger = []
+    async with ledger_pool(redis_url, namespace, ran, concurrency=20).running():
+        await wait_until(lambda: len(ran) == 2300, within=60)
+    flood_end = max(i for i, (key, _) in enumerate(ran) if key == "flood")
+    firsts = {key: i for i, (key, _) in reversed(list(enumerate(ran)))}
+    assert all(firsts[k] < flood_end for k in small)
+    # every small key's jobs ran in the flood's first ~2 x 300 starts
+    assert max(i for i, (key, _) in enumerate(ran) if key != "flood") < 700, ran[:50]
     for key in {k for k, _ in ran}:
         seqs = [s for k, s in ran if k == key]
-        assert seqs == sorted(seqs), key
+        assert seqs == sorted(seqs), f"{key} ran out of order"
     (q,) = await client.admin.queues(["hook"])
     assert q.size == 0
+    assert fair_keys_left(redis_sync, namespace) == []  # idle keys are forgotten
+
+
+@pytest.mark.one_shard("turns are counted within a shard")
+async def test_weights_share_the_turns_within_two_percent(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    weights = {"w1": 1, "w2": 2, "w4": 4}
+    for key, w in weights.items():
+        await client.admin.set_weight("hook", key, w)
+        await enqueue(client, keyed(key, 2000))
+    ran: Ledger = []
+    pool = ledger_pool(redis_url, namespace, ran, concurrency=10)
+    async with pool.running():
+        await wait_until(lambda: len(ran) >= 2800, within=60)
+        await client.admin.pause("hook")
+    first = Counter(key for key, _ in ran[:2800])  # w4 has jobs left: all are busy
+    for key, w in weights.items():
+        expected = 2800 * w / 7
+        assert abs(first[key] - expected) <= 0.02 * expected, first
+    rows = {r.key: r for r in await client.admin.fair_keys("hook")}
+    assert {k: r.weight for k, r in rows.items()} == weights
+    assert sum(r.queued for r in rows.values()) == 6000 - len(ran)
+
+
+async def test_a_key_limit_holds_across_three_pools(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    running: Counter[str] = Counter()
+    most: Counter[str] = Counter()
+    done: list[str] = []
+
+    def make_pool() -> WorkerPool:
+        pool = WorkerPool(settings=pool_settings(redis_url, namespace, concurrency=8))
+
+        @pool.job
+        async def hook(ctx: JobContext, key: str, seq: int) -> None:
+            running[key] += 1
+            most[key] = max(most[key], running[key])
+            await anyio.sleep(0.005)
+            running[key] -= 1
+            done.append(key)
+
+        return pool
+
+    await client.admin.set_key_limit("hook", None, 3)  # every key's default
+    await client.admin.set_key_limit("hook", "two", 2)
+    await enqueue(client, keyed("two", 60) + keyed("three", 60) + keyed("free", 1))
+    rows = {r.key: r.limit for r in await client.admin.fair_keys("hook")}
+    assert rows == {"two": 2, "three": 3, "free": 3}
+    shards = client.admin.shards  # a key lives in the shard it names: its limit is exact
+    frun = shards[shard_of("two", len(shards))].keys.fair_running("hook", "two")
+    samples: list[int] = []
+
+    async def sample() -> None:
+        while True:
+            samples.append(int(redis_sync.zcard(frun)))
+            await anyio.sleep(0.002)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sample)
+        async with make_pool().running(), make_pool().running(), make_pool().running():
+            await wait_until(lambda: len(done) == 121, within=60)
+        tg.cancel_scope.cancel()
+    assert most["two"] == 2 and most["three"] == 3  # reached, never passed
+    assert max(samples) <= 2
+    assert fair_keys_left(redis_sync, namespace) == []
+
+
+async def test_pause_and_resume_one_key(client: Client, redis_url: str, namespace: str) -> None:
+    await client.admin.pause_key("hook", "quiet")
+    await enqueue(client, keyed("quiet", 5) + keyed("loud", 5))
+    ran: Ledger = []
+    pool = ledger_pool(redis_url, namespace, ran, concurrency=2)
+    async with pool.running():
+        await wait_until(lambda: len(ran) == 5, within=20)
+        await rounds(pool)
+        assert {k for k, _ in ran} == {"loud"}
+        (row,) = [r for r in await client.admin.fair_keys("hook") if r.key == "quiet"]
+        assert (row.queued, row.paused) == (5, True)
+        await client.admin.resume_key("hook", "quiet")
+        await wait_until(lambda: len(ran) == 10, within=20)
+    assert [s for k, s in ran if k == "quiet"] == list(range(5))
+
+
+@pytest.mark.one_shard("one key's rate in one shard")
+async def test_a_rate_per_key_rests_the_key_and_brings_it_back(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    await client.admin.set_key_rate("hook", "slow", "5/s")
+    await enqueue(client, keyed("slow", 8) + keyed("fast", 60))
+    ran: Ledger = []
+    async with ledger_pool(redis_url, namespace, ran, concurrency=4).running():
+        await wait_until(lambda: len(ran) == 68, within=30)
+    # the fast key is not held back by the slow one: it was done long before
+    fast_end = max(i for i, (k, _) in enumerate(ran) if k == "fast")
+    assert sum(1 for k, _ in ran[: fast_end + 1] if k == "slow") < 8
+    assert [s for k, s in ran if k == "slow"] == list(range(8))
+    (row,) = await client.admin.fair_keys("hook") or [None]  # none queued: none listed
+    assert row is None
+
+
+@pytest.mark.one_shard("the scripts are called on one shard")
+async def test_a_lost_lease_returns_a_keyed_job_to_the_front_of_its_key(
+    client: Client, redis_sync: redis.Redis, namespace: str
+) -> None:
+    await enqueue(client, keyed("t1", 3))
+    tokens = await lease_tokens(client, "hook", 1)
+    (job_id,) = tokens
+    p = "{" + namespace + "}:"
+    assert redis_sync.zcard(p + "frun:hook/t1") == 1
+    redis_sync.zadd(p + "running:hook", {job_id: 1})  # its lease ran out long ago
+    reply = await calls.reap(client.admin.shards[0].scope, 3, 60_000, 100)
+    assert reply.reclaimed == [job_id]
+    assert redis_sync.zcard(p + "frun:hook/t1") == 0
+    assert redis_sync.lindex(p + "fqueue:hook/t1", -1) == job_id.encode()  # next to run
+    assert redis_sync.llen(p + "queue:hook") == 0
+    again = await lease_tokens(client, "hook", 1)
+    assert list(again) == [job_id]
+
+
+@pytest.mark.one_shard("the scripts are called on one shard")
+async def test_scheduled_and_retried_keyed_jobs_come_back_to_their_key(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    later = await client.enqueue_in(0.2, "hook", key="t1", seq=0, fair_key="t1")
+    record = await client.job(later.id)
+    assert record is not None and (record.state, record.fair_key) == ("scheduled", "t1")
+    tries: list[int] = []
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace))
+
+    @pool.job
+    async def hook(ctx: JobContext, key: str, seq: int) -> None:
+        tries.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise Retry(delay=0.05)
+
+    async with pool.running():
+        await wait_until(lambda: len(tries) == 2, within=20)
+    assert redis_sync.llen("{" + namespace + "}:queue:hook") == 0
+    assert fair_keys_left(redis_sync, namespace) == []
+
+
+@pytest.mark.one_shard("turns are counted within a shard")
+async def test_plain_jobs_take_part_as_one_more_key(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    plain = [JobSpec(name="hook", kwargs={"key": "-", "seq": i}) for i in range(60)]
+    await enqueue(client, plain + keyed("a", 60) + keyed("b", 60))
+    ran: Ledger = []
+    async with ledger_pool(redis_url, namespace, ran, concurrency=1).running():
+        await wait_until(lambda: len(ran) == 180, within=30)
+    first = Counter(k for k, _ in ran[:90])
+    assert first == {"-": 30, "a": 30, "b": 30}
+    assert [s for k, s in ran if k == "-"] == list(range(60))
+
+
+async def test_clear_key_and_clear_queue_count_keyed_jobs(client: Client) -> None:
+    await enqueue(client, keyed("a", 30) + keyed("b", 20))
+    await client.enqueue("hook", key="-", seq=0)
+    assert await client.admin.clear_key("hook", "a") == 30
+    assert [(r.key, r.queued) for r in await client.admin.fair_keys("hook")] == [("b", 20)]
+    assert await client.admin.clear_queue("hook") == 21
+    assert await client.admin.fair_keys("hook") == []
+    (q,) = await client.admin.queues(["hook"])
+    assert q.size == 0
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "match"),
+    [
+        ("weight", 0, r"^weight: must be from 1 to 1000, got 0$"),
+        ("weight", 1.5, r"^weight: must be a whole number"),
+        ("limit", 10**7, r"^limit: must be from 1 to 1000000"),
+        ("limit", float("nan"), r"^limit: must be a whole number"),
+        ("key", "two words", r"^key must be 1 to 200 printable ASCII"),
+    ],
+)
+async def test_settings_out_of_range_are_refused_in_one_line(
+    client: Client, setting: str, value: object, match: str
+) -> None:
+    admin = client.admin
+    calls_of: dict[str, Callable[[], Awaitable[None]]] = {
+        "weight": lambda: admin.set_weight("hook", "a", value),  # type: ignore[arg-type]
+        "limit": lambda: admin.set_key_limit("hook", "a", value),  # type: ignore[arg-type]
+        "key": lambda: admin.pause_key("hook", str(value)),
+    }
+    with pytest.raises(ValueError, match=match):
+        await calls_of[setting]()
+    with pytest.raises(ValueError, match=r"^rate: 'fast' is not a rate"):
+        await client.admin.set_key_rate("hook", "a", "fast")
+
+
+@pytest.mark.one_shard("the keys are written in one shard")
+async def test_garbage_in_every_key_never_stops_the_name(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    p = "{" + namespace + "}:"
+    redis_sync.hset(
+        p + "fset:hook",
+        mapping={"w/a": "nan", "l/a": "1e300", "l*": "-5", "r/a": "fast", "w/b": "1e300"},
+    )
+    redis_sync.hset(p + "fair:hook", mapping={"vt": "nan", "n": "x", "t/a": "inf"})
+    redis_sync.set(p + "fqueue:hook/c", "not a list")
+    redis_sync.set(p + "frun:hook/b", "not a set")
+    await enqueue(client, keyed("a", 10) + keyed("b", 10) + keyed("c", 10))
+    redis_sync.zadd(p + "fkeys:hook", {"ghost": float("-inf")})  # a key with no list
+    ran: Ledger = []
+    async with ledger_pool(redis_url, namespace, ran, concurrency=4).running():
+        await wait_until(lambda: len(ran) == 30, within=30)
+    assert Counter(k for k, _ in ran) == {"a": 10, "b": 10, "c": 10}
+    # a set of keys of another type is moved away by the repair, and its keys go on
+    redis_sync.delete(p + "fkeys:hook")
+    redis_sync.set(p + "fkeys:hook", "garbage")
+    await enqueue(client, keyed("d", 5))
+    async with ledger_pool(redis_url, namespace, ran, concurrency=4).running():
+        await wait_until(lambda: len(ran) == 35, within=30)

@@ -45,6 +45,7 @@ __all__ = [
     "enqueue",
     "enqueue_args",
     "enqueue_batch",
+    "fair_key",
     "fetch",
     "finish",
     "forget_names",
@@ -365,6 +366,13 @@ async def abort(scope: Scope, job_id: str, keep_ms: int) -> str:
 async def pause(scope: Scope, name: str, *, resume: bool = False) -> bool:
     """Pause (or resume) a job name: whether that changed anything."""
     return bool(await scope.call("pause", ["resume" if resume else "pause", name]))
+
+
+async def fair_key(scope: Scope, op: str, name: str, key: str, value: str = "") -> bool:
+    """Change a fair key's setting (see ``lua/fair_keys.lua``): ``op`` weight, limit
+    (``key`` '' for the name's default), rate, pause or resume; ``value`` '' clears it.
+    Whether it changed anything."""
+    return bool(await scope.call("fair_keys", [op, name, key, value]))
 
 
 async def move(scope: Scope, which: str, ids: Sequence[str]) -> int:

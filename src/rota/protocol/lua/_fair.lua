@@ -128,6 +128,19 @@ local function fair_release(name, key, id)
   return false
 end
 
+-- Jobs left a key's list other than by a fetch (delete, abort, clear): its backlog
+-- follows its length, and a key left with none leaves every set of keys.
+local function fair_settle(name, key)
+  local ok, len = pcall(redis.call, 'LLEN', key_fair_queue(name, key))
+  if ok and len > 0 then
+    pcall(redis.call, 'ZADD', key_fair_backlog(name), len, key)
+  else
+    pcall(redis.call, 'ZREM', key_fair_backlog(name), key)
+    pcall(redis.call, 'ZREM', key_fair_keys(name), key)
+    pcall(redis.call, 'ZREM', key_fair_rest(name), key)
+  end
+end
+
 -- A queued keyed job leaves its key's list (delete, abort): the counts follow. How many
 -- entries it had there.
 local function fair_unqueue(name, key, id)
@@ -137,16 +150,46 @@ local function fair_unqueue(name, key, id)
   end
   if gone > 0 then
     incr(key_fair(name), 'n', -gone)
-    local len = redis.call('LLEN', key_fair_queue(name, key))
-    if len > 0 then
-      pcall(redis.call, 'ZADD', key_fair_backlog(name), len, key)
-    else
-      pcall(redis.call, 'ZREM', key_fair_backlog(name), key)
-      pcall(redis.call, 'ZREM', key_fair_keys(name), key)
-      pcall(redis.call, 'ZREM', key_fair_rest(name), key)
-    end
+    fair_settle(name, key)
   end
   return gone
+end
+
+-- The ready set's names, and apart those marked (FAIR_MARK .. name): the names whose
+-- keys may have jobs. Two sets (name -> true).
+local function ready_sets(members)
+  local ready, fairs = {}, {}
+  for _, name in ipairs(members) do
+    if string.sub(name, 1, 1) == FAIR_MARK then
+      fairs[string.sub(name, 2)] = true
+    else
+      ready[name] = true
+    end
+  end
+  return ready, fairs
+end
+
+-- Whether keys of the name rest for their rate (the name then stays ready).
+local function fair_resting(name)
+  local ok, n = pcall(redis.call, 'ZCARD', key_fair_rest(name))
+  return ok and n > 0
+end
+
+-- The leases of a fetch that fails are given back, each job queued again: those with a
+-- key (fkey_of: id -> key) at the front of their key's list. The ids of the others (for
+-- the plain queue's front), and every id (entries: deadline, id, ...).
+local function fair_requeue(name, entries, fkey_of)
+  local ids, all = {}, {}
+  for i = #entries, 2, -2 do
+    all[#all + 1] = entries[i]
+    redis.call('HSET', key_job(entries[i]), 'state', 'queued')
+    if fkey_of[entries[i]] then -- (fair_end adds no lease for it)
+      fair_push(name, fkey_of[entries[i]], entries[i], true)
+    else
+      ids[#ids + 1] = entries[i]
+    end
+  end
+  return ids, all
 end
 
 -- The fetch's side (fetch.lua). `ctx`: {now =, later = function(t)} of the call; state
@@ -261,8 +304,9 @@ local function fair_next(ctx, name, plain)
   end
 end
 
--- A keyed job leased by this call (its lease added at fair_end).
-local function fair_leased(name, key, deadline, id)
+-- A keyed job leased by this call (its lease added at fair_end; fkey_of: id -> key).
+local function fair_leased(name, key, deadline, id, fkey_of)
+  fkey_of[id] = key
   local l = table_at(fair_st[name].leased, key)
   l[#l + 1] = deadline
   l[#l + 1] = id

@@ -1,8 +1,10 @@
 -- include: _base _graph _fair
 -- Admin: delete jobs held in a sorted set (scheduled, retry or dead), or queued jobs.
 -- KEYS[1] namespace prefix
--- ARGV where ('scheduled' | 'retry' | 'dead' | 'waiting' | 'queue'), name (for 'queue'), limit,
---      id_1 .. id_n (for a queue, none = its `limit` oldest entries)
+-- ARGV where ('scheduled' | 'retry' | 'dead' | 'waiting' | 'queue' | 'key'), name (for
+--      'queue' and 'key'), limit, id_1 .. id_n (for a queue, none = its `limit` oldest
+--      entries, then those of its fair keys, the largest backlog first; for 'key', the
+--      fair key: its `limit` oldest entries)
 -- Returns the number of jobs deleted.
 local where, qname, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local deleted = 0
@@ -56,15 +58,21 @@ if where == 'queue' then
       local n = okp and ids and #ids or 0
       incr(key_fair(qname), 'n', -n)
       left = left - n
-      if n == 0 or redis.call('EXISTS', fq) == 0 then -- (no list: garbage, forgotten)
+      if n == 0 then -- no list (garbage): the key is forgotten, so that the loop ends
         pcall(redis.call, 'ZREM', key_fair_backlog(qname), key)
-        pcall(redis.call, 'ZREM', key_fair_keys(qname), key)
-        pcall(redis.call, 'ZREM', key_fair_rest(qname), key)
-      else
-        pcall(redis.call, 'ZADD', key_fair_backlog(qname), redis.call('LLEN', fq), key)
       end
+      fair_settle(qname, key)
     end
   end
+elseif where == 'key' then -- one fair key's queued jobs (ARGV[4]: the key), oldest first
+  local key = ARGV[4] or ''
+  local fq = key_fair_queue(qname, key)
+  local ok, ids = pcall(redis.call, 'RPOP', fq, limit)
+  for _, id in ipairs(ok and ids or {}) do
+    forget(id)
+  end
+  incr(key_fair(qname), 'n', -deleted)
+  fair_settle(qname, key)
 else
   local z = ({scheduled = K_SCHEDULED, retry = K_RETRY, dead = K_DEAD, waiting = K_WAITING})[where]
   for i = 4, #ARGV do

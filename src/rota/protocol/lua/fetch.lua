@@ -35,14 +35,8 @@ end
 local max_args = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
 local m = tonumber(ARGV[6 + n]) or 0
-local ready, fairs = {}, {} -- fairs: the names whose fair keys may have jobs (_fair.lua)
-for _, name in ipairs(redis.call('SMEMBERS', K_READY)) do
-  if string.sub(name, 1, 1) == FAIR_MARK then
-    fairs[string.sub(name, 2)] = true
-  else
-    ready[name] = true
-  end
-end
+-- fairs: the names whose fair keys may have jobs (see _fair.lua)
+local ready, fairs = ready_sets(redis.call('SMEMBERS', K_READY))
 local tell = ARGV[7 + n + m] == '1'
 local rules = {} -- name -> {default expiry (ms) or nil, drop}
 for i = 8 + n + m, #ARGV - 2, 3 do
@@ -235,19 +229,13 @@ end
 -- Pop entries of one queue until one job is leased; false when none could be.
 local function take(name)
   local qk = key_queue(name)
-  local plain = function() return next_entry(name, qk) end
+  local plain = fairs[name] and function() return next_entry(name, qk) end
   while nburied < MAX_BURY do
     local id, fkey
-    if fairs[name] then
-      id, fkey = fair_next(ctx, name, plain)
-    else
-      id = next_entry(name, qk)
-    end
+    if plain then id, fkey = fair_next(ctx, name, plain) else id = next_entry(name, qk) end
     if not id then
       status[name] = false
-      if not (fairs[name] and redis.call('ZCARD', key_fair_rest(name)) > 0) then
-        unready(name) -- (a name whose keys rest for their rate stays: due says when)
-      end
+      if not (plain and fair_resting(name)) then unready(name) end -- (resting: see due)
       return false
     end
     local jk = key_job(id)
@@ -303,10 +291,7 @@ local function take(name)
         local ids = table_at(leased, name)
         ids[#ids + 1] = deadline
         ids[#ids + 1] = id
-        if fkey then
-          fkey_of[id] = fkey
-          fair_leased(name, fkey, deadline, id)
-        end
+        if fkey then fair_leased(name, fkey, deadline, id, fkey_of) end
         if status[name] ~= true then
           status[name] = status[name] - 1
         end
@@ -385,16 +370,7 @@ if ok then
 end
 if not ok then
   for name, entries in pairs(leased) do
-    local ids, all = {}, {}
-    for i = #entries, 2, -2 do
-      all[#all + 1] = entries[i]
-      redis.call('HSET', key_job(entries[i]), 'state', 'queued')
-      if fkey_of[entries[i]] then -- back to its key's list (fair_end adds no lease)
-        fair_push(name, fkey_of[entries[i]], entries[i], true)
-      else
-        ids[#ids + 1] = entries[i]
-      end
-    end
+    local ids, all = fair_requeue(name, entries, fkey_of) -- (keyed ones into their key)
     if added[name] then
       call_chunked('ZREM', key_running(name), all)
     end

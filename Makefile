@@ -128,7 +128,7 @@ clean:
 # in their own environment, never in the project's.
 PEERS_VENV := bench/.venv-peers
 
-.PHONY: bench bench-smoke bench-peers bench-ab
+.PHONY: bench bench-smoke bench-peers bench-ab bench-fair
 
 bench-peers: $(PEERS_VENV)/.stamp
 
@@ -146,6 +146,11 @@ bench: venv redis bench-peers
 bench-ab: venv redis
 	@test -n "$(BASE)" || { echo "make bench-ab: give BASE=<git ref> (a commit, tag or branch to compare the work tree with)"; exit 2; }
 	$(BIN)/python -m bench.ab --base "$(BASE)" $(BENCH_ARGS)
+
+# What fair keys cost the run path: plain, keyed and many-key workloads in one run
+# (bench/fair.py; docs/performance.md, "Fair keys").
+bench-fair: venv redis
+	$(BIN)/python -m bench.fair $(BENCH_ARGS)
 
 bench-smoke: venv redis bench-peers
 	BENCH_MAKE_TARGET="make bench-smoke$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" \

@@ -29,3 +29,16 @@ def test_memory_soak_reports_the_memory_of_a_sustained_run(
     assert re.search(r"^[\d,]+ jobs completed in \d+ s", out, re.M), out
     assert "used_memory at each quarter" in out
     assert "complete jobs kept ({ns}:complete): " in out
+
+
+def test_bench_fair_measures_keyed_runs_against_plain_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``python -m bench.fair`` (docs/performance.md, "Fair keys"): every workload runs,
+    and the ratios to plain are printed."""
+    from bench import fair
+
+    assert fair.main(["--jobs", "200", "--idle-keys", "200", "--keys", "10", "--reps", "1"]) == 0
+    out = capsys.readouterr().out
+    for ratio in ("keyed/plain", "idle/plain", "wide/plain-wide"):
+        assert re.search(rf"^{ratio}: [\d.]+%$", out, re.M), out

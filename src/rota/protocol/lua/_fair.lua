@@ -68,18 +68,19 @@ end
 -- time there (the plain list's when there is none): a key back from idle claims no
 -- burst for the time it was away. The ready set learns of it.
 local function fair_join(name, key)
-  local paused = redis.call('HEXISTS', key_fair_set(name), 'p/' .. key) == 1
-  if paused then
+  local okp, paused = pcall(redis.call, 'HEXISTS', key_fair_set(name), 'p/' .. key)
+  if okp and paused == 1 then
     return
   end
   local low = fair_min(name)
   if not low then
-    low = finite_score(redis.call('HGET', key_fair(name), 'vt'))
+    local okv, vt = pcall(redis.call, 'HGET', key_fair(name), 'vt')
+    low = finite_score(okv and vt)
   end
   pcall(redis.call, 'ZADD', key_fair_keys(name), 'NX', str(low), key)
   redis.call('SADD', K_READY, FAIR_MARK .. name)
+  redis.call('SADD', K_NAMES, name)
   mark_ready(name)
-  wake(name)
 end
 
 -- Push a keyed job's id into its key's list: at the head (enqueue, promote: FIFO), or
@@ -98,7 +99,6 @@ local function fair_push(name, key, id, front)
   if len == 1 then
     fair_join(name, key)
   end
-  redis.call('SADD', K_NAMES, name)
   wake(name)
 end
 
@@ -113,16 +113,20 @@ local function push_job(name, fkey, id, front)
 end
 
 -- A keyed job's lease ended (finish, reap, abort of a running job): its key's running
--- set lets it go, and a key with jobs left that is not among the ready keys (at its
--- limit) joins them again. Whether the key has jobs queued.
+-- set lets it go, and a key with jobs left that is among neither the ready nor the
+-- resting keys (it left at its limit) joins the ready keys again. Whether it joined (a
+-- pool is then woken for it).
 local function fair_release(name, key, id)
   pcall(redis.call, 'ZREM', key_fair_running(name, key), id)
-  local ok, len = pcall(redis.call, 'LLEN', key_fair_queue(name, key))
-  if ok and len > 0 then
-    if not redis.call('ZSCORE', key_fair_rest(name), key)
-        and not redis.call('ZSCORE', key_fair_keys(name), key) then
-      fair_join(name, key)
-    end
+  local ok, held = pcall(redis.call, 'ZSCORE', key_fair_keys(name), key)
+  if not ok or held then -- (the usual case of a busy key: one read)
+    return false
+  end
+  local okl, len = pcall(redis.call, 'LLEN', key_fair_queue(name, key))
+  local okr, resting = pcall(redis.call, 'ZSCORE', key_fair_rest(name), key)
+  if okl and len > 0 and not (okr and resting) then
+    fair_join(name, key)
+    wake(name)
     return true
   end
   return false
@@ -201,16 +205,29 @@ local function fair_state(ctx, name)
   if st then
     return st
   end
-  local ok, vt = pcall(redis.call, 'HGET', key_fair(name), 'vt')
-  st = {vt = finite_score(ok and vt), plain = true, taken = 0, keys = {}, leased = {}}
+  local ok, f = pcall(redis.call, 'HMGET', key_fair(name), 'vt', 'n')
+  f = ok and f or {}
+  st = {vt = finite_score(f[1]), vt0 = finite_score(f[1]), n = math.max(0, math.floor(finite_score(f[2]))), plain = true,
+    taken = 0, keys = {}, leased = {}, touched = false,
+    -- a name without settings (the usual case) reads none per key
+    settings = redis.call('EXISTS', key_fair_set(name)) == 1}
   fair_st[name] = st
-  -- Keys resting for their rate whose time has come are ready again.
-  local okr, back = pcall(redis.call, 'ZRANGEBYSCORE', key_fair_rest(name), '-inf', ctx.now,
-    'LIMIT', 0, 100)
-  if okr then
-    for _, key in ipairs(back) do
-      redis.call('ZREM', key_fair_rest(name), key)
-      fair_join(name, key)
+  -- Keys resting for their rate whose time has come are ready again; the first of the
+  -- others says when the pools come back (read again at the end when one rests). Only
+  -- a key with a rate (a setting) rests: a name without settings has none.
+  local okr, first = false, nil
+  if st.settings then
+    okr, first = pcall(redis.call, 'ZRANGE', key_fair_rest(name), 0, 0, 'WITHSCORES')
+  end
+  if okr and first[1] then
+    st.resting = true
+    if finite_score(first[2]) <= ctx.now then
+      local back = redis.call('ZRANGEBYSCORE', key_fair_rest(name), '-inf', ctx.now,
+        'LIMIT', 0, 100)
+      for _, key in ipairs(back) do
+        redis.call('ZREM', key_fair_rest(name), key)
+        fair_join(name, key)
+      end
     end
   end
   return st
@@ -222,7 +239,10 @@ local function fair_key_state(ctx, name, st, key)
   if c then
     return c
   end
-  local w, limit, rate, paused = fair_settings(name, key)
+  local w, limit, rate, paused = 1, nil, nil, false
+  if st.settings then
+    w, limit, rate, paused = fair_settings(name, key)
+  end
   c = {w = w, paused = paused, slots = true}
   if limit then
     local ok, running = pcall(redis.call, 'ZCARD', key_fair_running(name, key))
@@ -233,7 +253,8 @@ local function fair_key_state(ctx, name, st, key)
   if cnt and per and cnt > 0 and per > 0 and cnt == cnt then
     c.interval = per / cnt
     local lag = math.max(c.interval, 100)
-    local tat = tonumber(redis.call('HGET', key_fair(name), 't/' .. key)) or 0
+    local okt, raw = pcall(redis.call, 'HGET', key_fair(name), 't/' .. key)
+    local tat = tonumber(okt and raw) or 0
     if not (tat >= ctx.now - lag and tat <= ctx.now + lag + 60000) then
       tat = ctx.now - lag
     end
@@ -243,54 +264,93 @@ local function fair_key_state(ctx, name, st, key)
   return c
 end
 
+-- Whether a key may start a job now (not paused, under its limit, not resting).
+local function fair_room(ctx, c)
+  return not c.paused and (c.slots == true or c.slots >= 1) and not (c.tat and c.tat > ctx.now)
+end
+
+-- The key a fetch holds (st.cur: its key, state c, virtual time and the runner-up's)
+-- goes back into the set of ready keys with its time, or leaves it with no jobs left.
+-- Held, a key takes its turns while its time stays below the runner-up's without a read
+-- of the set per job: what a busy key costs per job is one RPOP more than a plain job.
+local function fair_drop(name, st)
+  local cur = st.cur
+  if cur then
+    if cur.c.left > 0 then
+      redis.call('ZADD', key_fair_keys(name), str(cur.score), cur.key)
+    else
+      redis.call('ZREM', key_fair_keys(name), cur.key)
+      st.left_set = true
+    end
+    st.cur = nil
+  end
+end
+
 -- The next entry of a name with fair keys: the plain list's (via `plain`, nil when it
 -- is empty) or its lowest key's. Returns the id and its key (nil: plain), or nil.
 local function fair_next(ctx, name, plain)
   local st = fair_state(ctx, name)
   local fk = key_fair_keys(name)
   while true do
-    local low, key = fair_min(name)
-    if not key then
-      if st.plain then
-        local id = plain()
-        if id then
-          st.vt = st.vt + 1
-          return id, nil
-        end
-        st.plain = false
-      end
-      return nil, nil
+    local cur = st.cur
+    if cur and not (cur.score < cur.next and cur.c.left > 0 and fair_room(ctx, cur.c)) then
+      fair_drop(name, st)
+      cur = nil
     end
-    if st.plain and st.vt <= low then
+    local low, key, runner_up = nil, nil, math.huge
+    if cur then
+      low, key = cur.score, cur.key
+    else
+      local ok, top = pcall(redis.call, 'ZRANGE', fk, 0, 1, 'WITHSCORES')
+      if ok and top[1] then
+        low, key = finite_score(top[2]), top[1]
+        runner_up = top[4] and finite_score(top[4]) or math.huge
+      else
+        st.left_set = true -- (none: the ready set's mark may go)
+      end
+    end
+    if st.plain and (not key or st.vt <= low) then
       local id = plain()
       if id then
-        st.vt = math.max(st.vt, low) + 1 -- back from idle: no burst credit
+        st.vt = math.max(st.vt, low or st.vt) + 1 -- back from idle: no burst credit
         return id, nil
       end
       st.plain = false
     end
-    local c = fair_key_state(ctx, name, st, key)
-    if c.paused or not (c.slots == true or c.slots >= 1) then
-      redis.call('ZREM', fk, key) -- a resume, or the finish that frees a slot, adds it back
-    elseif c.tat and c.tat > ctx.now then
-      redis.call('ZREM', fk, key)
-      redis.call('ZADD', key_fair_rest(name), str(c.tat), key)
-      ctx.later(c.tat)
-    else
-      local okp, id = pcall(redis.call, 'RPOP', key_fair_queue(name, key))
-      local left = 0
-      if okp and id then
-        st.taken = st.taken + 1
-        left = redis.call('LLEN', key_fair_queue(name, key))
-      end
-      if left > 0 then
-        redis.call('ZADD', fk, str(low + 1 / c.w), key)
-        pcall(redis.call, 'ZADD', key_fair_backlog(name), left, key)
-      else
+    if not key then
+      return nil, nil
+    end
+    if not cur then
+      local c = fair_key_state(ctx, name, st, key)
+      st.touched = true
+      if c.tat and c.tat > ctx.now and not c.paused then
         redis.call('ZREM', fk, key)
-        pcall(redis.call, 'ZREM', key_fair_backlog(name), key)
+        redis.call('ZADD', key_fair_rest(name), str(c.tat), key)
+        ctx.later(c.tat)
+        st.resting, st.left_set = true, true
+      elseif not fair_room(ctx, c) then
+        redis.call('ZREM', fk, key) -- a resume, or the finish that frees a slot, adds it back
+        st.left_set = true
+      else
+        if not c.left then
+          local okl, len = pcall(redis.call, 'LLEN', key_fair_queue(name, key))
+          c.left = okl and len or 0
+        end
+        cur = {key = key, c = c, score = low, next = runner_up}
+        st.cur = cur
       end
+    end
+    if cur then
+      local c = cur.c
+      local okp, id = pcall(redis.call, 'RPOP', key_fair_queue(name, key))
+      c.touched = true
       if okp and id then
+        c.left = c.left - 1
+        if c.left <= 0 then -- counted down to none: the list says
+          c.left = redis.call('LLEN', key_fair_queue(name, key))
+        end
+        cur.score = cur.score + 1 / c.w
+        st.taken = st.taken + 1
         if c.slots ~= true then
           c.slots = c.slots - 1
         end
@@ -300,8 +360,15 @@ local function fair_next(ctx, name, plain)
         end
         return id, key
       end
+      c.left = 0 -- (fair_drop removes it)
     end
   end
+end
+
+-- Whether this call knows the name's keys to have jobs ready (else nil: ask Redis).
+local function fair_has(name)
+  local st = fair_st[name]
+  return st and (st.cur ~= nil or not st.left_set) or nil
 end
 
 -- A keyed job leased by this call (its lease added at fair_end; fkey_of: id -> key).
@@ -317,23 +384,34 @@ end
 -- ready or resting leaves the ready set's marks.
 local function fair_end(ctx, leases)
   for name, st in pairs(fair_st) do
+    fair_drop(name, st)
     for key, entries in pairs(leases and st.leased or {}) do
       pcall(call_chunked, 'ZADD', key_fair_running(name, key), entries)
     end
     for key, c in pairs(st.keys) do
       if c.moved then
-        redis.call('HSET', key_fair(name), 't/' .. key, string.format('%.3f', c.tat))
+        pcall(redis.call, 'HSET', key_fair(name), 't/' .. key, string.format('%.3f', c.tat))
+      end
+      if c.touched then -- its backlog, once per call
+        if c.left > 0 then
+          pcall(redis.call, 'ZADD', key_fair_backlog(name), c.left, key)
+        else
+          pcall(redis.call, 'ZREM', key_fair_backlog(name), key)
+        end
       end
     end
-    if st.taken > 0 then
-      incr(key_fair(name), 'n', -st.taken)
+    if st.taken > 0 or st.touched or st.vt ~= st.vt0 then -- (else: nothing changed)
+      pcall(redis.call, 'HSET', key_fair(name), 'vt', str(st.vt),
+        'n', str(math.max(0, st.n - st.taken)))
     end
-    pcall(redis.call, 'HSET', key_fair(name), 'vt', str(st.vt))
-    local ok, rest = pcall(redis.call, 'ZRANGE', key_fair_rest(name), 0, 0, 'WITHSCORES')
+    local ok, rest = true, {}
+    if st.resting then
+      ok, rest = pcall(redis.call, 'ZRANGE', key_fair_rest(name), 0, 0, 'WITHSCORES')
+    end
     if ok and rest[2] then
       ctx.later(finite_score(rest[2]))
-    elseif not fair_min(name) then
-      redis.call('SREM', K_READY, FAIR_MARK .. name)
+    elseif st.left_set and redis.call('EXISTS', key_fair_keys(name)) == 0 then
+      redis.call('SREM', K_READY, FAIR_MARK .. name) -- no key left to take from
     end
   end
   fair_st = {}

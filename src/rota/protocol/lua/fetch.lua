@@ -369,6 +369,7 @@ if ok then
   end
 end
 if not ok then
+  fair_end(ctx, false) -- (first: the keys it held go back before their jobs do)
   for name, entries in pairs(leased) do
     local ids, all = fair_requeue(name, entries, fkey_of) -- (keyed ones into their key)
     if added[name] then
@@ -377,7 +378,6 @@ if not ok then
     call_chunked('RPUSH', key_queue(name), ids)
     mark_ready(name)
   end
-  fair_end(ctx, false)
   flush_counts(now)
   return redis.error_reply(type(failed) == 'table' and failed.err or tostring(failed))
 end
@@ -391,7 +391,7 @@ for name, entries in pairs(leased) do
   if left ~= true then
     left = left - #entries / 2
   end
-  local holds = queue_holds(name)
+  local holds = fair_has(name) or queue_holds(name)
   if rate then
     local tat = rate[2] + rate[1] * (#entries / 2)
     redis.call('HSET', K_RATE_TAT, name, string.format('%.3f', tat))

@@ -216,7 +216,7 @@ for name, ids in pairs(ended) do
   call_chunked('ZREM', key_running(name), ids)
 end
 for _, e in ipairs(fended) do
-  if fair_release(e[1], e[2], e[3]) then -- a slot of its key freed: the key may go on
+  if fair_release(e[1], e[2], e[3]) then -- its key back from its limit: the name too
     woken[e[1]] = true
   end
 end

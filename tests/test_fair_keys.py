@@ -287,3 +287,62 @@ async def test_garbage_in_every_key_never_stops_the_name(
     await enqueue(client, keyed("d", 5))
     async with ledger_pool(redis_url, namespace, ran, concurrency=4).running():
         await wait_until(lambda: len(ran) == 35, within=30)
+
+
+@pytest.mark.one_shard("the keys are read in one shard")
+async def test_abort_retry_from_dead_and_a_released_child_keep_to_their_key(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    p = "{" + namespace + "}:"
+    gone = await client.enqueue("hook", key="t1", seq=0, fair_key="t1")
+    assert await client.abort(gone.id) == "queued"
+    assert redis_sync.llen(p + "fqueue:hook/t1") == 0
+    (q,) = await client.admin.queues(["hook"])
+    assert q.size == 0
+    parent = await client.enqueue("hook", key="t2", seq=0, fair_key="t2")
+    child = await client.enqueue("hook", key="t3", seq=1, fair_key="t3", after=[parent.id])
+    ran: Ledger = []
+    async with ledger_pool(redis_url, namespace, ran).running():
+        await wait_until(lambda: len(ran) == 2, within=20)
+    assert ran == [("t2", 0), ("t3", 1)]
+    child_record = await client.job(child.id)
+    assert child_record is None or child_record.state == "complete"
+    # a dead keyed job moved back goes into its key's list
+    dead = await client.enqueue("hook", key="t4", seq=0, fair_key="t4")
+    redis_sync.hset(p + "job:" + dead.id, "state", "dead")
+    redis_sync.lrem(p + "fqueue:hook/t4", 0, dead.id)
+    redis_sync.zadd(p + "dead", {dead.id: 1})
+    assert await client.admin.retry("dead", [dead.id]) == 1
+    assert redis_sync.lrange(p + "fqueue:hook/t4", 0, -1) == [dead.id.encode()]
+    assert redis_sync.llen(p + "queue:hook") == 0
+
+
+@pytest.mark.one_shard("the keys are read in one shard")
+async def test_heartbeats_extend_a_keyed_lease_in_its_keys_running_set(
+    client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    await client.admin.set_key_limit("hook", "t1", 1)  # the limit reads the key's set
+    frun = "{" + namespace + "}:frun:hook/t1"
+    pool = WorkerPool(
+        settings=pool_settings(redis_url, namespace, lease=1.0, heartbeat_interval=0.1)
+    )
+    release = anyio.Event()
+
+    @pool.job
+    async def hook(ctx: JobContext, key: str, seq: int) -> None:
+        await release.wait()
+
+    await client.enqueue_many(keyed("t1", 2))
+    async with pool.running():
+        await wait_until(lambda: redis_sync.zcard(frun) == 1, within=10)
+        ((_, first),) = redis_sync.zrange(frun, 0, -1, withscores=True)
+        await wait_until(lambda: redis_sync.zrange(frun, 0, -1, withscores=True)[0][1] > first)
+        rows = {r.key: (r.queued, r.running, r.limit) for r in await client.admin.fair_keys("hook")}
+        assert rows == {"t1": (1, 1, 1)}  # the second waits for the first's slot
+        release.set()
+        await wait_until(
+            lambda: (
+                redis_sync.zcard(frun) == 0
+                and not redis_sync.exists("{" + namespace + "}:fqueue:hook/t1")
+            )
+        )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 import anyio
 import pytest
@@ -40,6 +41,12 @@ def keyed(key: str, n: int, start: int = 0) -> list[JobSpec]:
 async def enqueue(client: Client, specs: list[JobSpec]) -> None:
     for i in range(0, len(specs), 1000):
         await client.enqueue_many(specs[i : i + 1000])
+
+
+def deadline(r: redis.Redis, key: str) -> float:
+    """The lease deadline of the one job of a key's running set."""
+    rows = cast(list[tuple[bytes, float]], r.zrange(key, 0, -1, withscores=True))
+    return float(rows[0][1])
 
 
 def fair_keys_left(r: redis.Redis, namespace: str) -> list[bytes]:
@@ -335,8 +342,8 @@ async def test_heartbeats_extend_a_keyed_lease_in_its_keys_running_set(
     await client.enqueue_many(keyed("t1", 2))
     async with pool.running():
         await wait_until(lambda: redis_sync.zcard(frun) == 1, within=10)
-        ((_, first),) = redis_sync.zrange(frun, 0, -1, withscores=True)
-        await wait_until(lambda: redis_sync.zrange(frun, 0, -1, withscores=True)[0][1] > first)
+        first = deadline(redis_sync, frun)
+        await wait_until(lambda: deadline(redis_sync, frun) > first)
         rows = {r.key: (r.queued, r.running, r.limit) for r in await client.admin.fair_keys("hook")}
         assert rows == {"t1": (1, 1, 1)}  # the second waits for the first's slot
         release.set()

@@ -288,12 +288,15 @@ async def test_garbage_in_every_key_never_stops_the_name(
     async with ledger_pool(redis_url, namespace, ran, concurrency=4).running():
         await wait_until(lambda: len(ran) == 30, within=30)
     assert Counter(k for k, _ in ran) == {"a": 10, "b": 10, "c": 10}
-    # a set of keys of another type is moved away by the repair, and its keys go on
-    redis_sync.delete(p + "fkeys:hook")
-    redis_sync.set(p + "fkeys:hook", "garbage")
-    await enqueue(client, keyed("d", 5))
+    # a set of keys of another type, written while a pool runs, is moved away by the
+    # repair after the fetch it fails, and its keys go on
     async with ledger_pool(redis_url, namespace, ran, concurrency=4).running():
-        await wait_until(lambda: len(ran) == 35, within=30)
+        await enqueue(client, keyed("d", 5))
+        redis_sync.delete(p + "fkeys:hook")
+        redis_sync.set(p + "fkeys:hook", "garbage")
+        await enqueue(client, keyed("e", 5))
+        await wait_until(lambda: len(ran) == 40, within=30)
+    assert list(redis_sync.scan_iter(match=p + "quarantine:fkeys:hook*"))
 
 
 @pytest.mark.one_shard("the keys are read in one shard")

@@ -301,8 +301,10 @@ local function fair_next(ctx, name, plain)
     if cur then
       low, key = cur.score, cur.key
     else
-      local ok, top = pcall(redis.call, 'ZRANGE', fk, 0, 1, 'WITHSCORES')
-      if ok and top[1] then
+      -- (Not by pcall: a set of keys of another type fails the fetch, whose pool then
+      -- moves it away, repair.lua, and the keys it listed join again.)
+      local top = redis.call('ZRANGE', fk, 0, 1, 'WITHSCORES')
+      if top[1] then
         low, key = finite_score(top[2]), top[1]
         runner_up = top[4] and finite_score(top[4]) or math.huge
       else

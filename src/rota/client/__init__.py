@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from rota.client.admin import Admin
 from rota.client.client import Client
+from rota.client.fair import FairKeyInfo
 from rota.client.options import Options
 from rota.client.shard import Shard
 from rota.client.spec import Enqueued, JobSpec
@@ -18,6 +19,7 @@ __all__ = [
     "Bucket",
     "Client",
     "Enqueued",
+    "FairKeyInfo",
     "History",
     "JobSet",
     "JobSpec",

@@ -37,17 +37,8 @@ from rota.wire.redispy import Redis
 __all__ = ["Client"]
 
 _OPTIONS = frozenset(
-    {
-        "unique",
-        "unique_ttl",
-        "job_id",
-        "max_fails",
-        "timeout",
-        "after",
-        "expires_in",
-        "expires_at",
-        "fair_key",
-    }
+    {"unique", "unique_ttl", "job_id", "max_fails", "timeout", "after", "expires_in", "expires_at"}
+    | {"fair_key"}
 )
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Options))
 #: The shards of jobs enqueued before, by id (see :meth:`Client._enqueue`).
@@ -169,11 +160,9 @@ class Client:
         ``durable``: see :meth:`enqueue_many`. ``expires_in`` (seconds from now) or
         ``expires_at`` (a datetime, naive as UTC, or epoch seconds): a job not started
         by then never starts; it ends dead with reason ``expired`` (the handler's
-        ``expires_in`` applies when neither is given). ``fair_key``: the job's fair key
-        (a tenant; 1..200 printable ASCII characters): within the job name, keys take
-        turns by weighted round robin, FIFO within a key (``client.admin`` sets weights,
-        limits, rates and pauses per key). Handlers whose parameters share an option's
-        name are enqueued with :class:`JobSpec`.
+        ``expires_in`` applies when neither is given). ``fair_key``: its tenant (see
+        :mod:`rota.client.fair`): a name's keys take turns, FIFO within a key. Handlers
+        whose parameters share an option's name are enqueued with :class:`JobSpec`.
         """
         spec = JobSpec(
             name=name,

@@ -159,9 +159,14 @@ local function fair_unqueue(name, key, id)
   return gone
 end
 
+-- What a fetch learned of each name with keys (fair_state), written back by fair_end.
+-- (A library's locals outlive a call: a fetch starts it afresh, in ready_sets.)
+local fair_st = {} -- name -> {vt, plain (may hold), taken, keys = {key -> state}}
+
 -- The ready set's names, and apart those marked (FAIR_MARK .. name): the names whose
--- keys may have jobs. Two sets (name -> true).
+-- keys may have jobs. Two sets (name -> true). The start of a fetch.
 local function ready_sets(members)
+  fair_st = {}
   local ready, fairs = {}, {}
   for _, name in ipairs(members) do
     if string.sub(name, 1, 1) == FAIR_MARK then
@@ -198,7 +203,6 @@ end
 
 -- The fetch's side (fetch.lua). `ctx`: {now =, later = function(t)} of the call; state
 -- per name read once per call and written back by fair_end.
-local fair_st = {} -- name -> {vt, plain (may hold), taken, keys = {key -> state}}
 
 local function fair_state(ctx, name)
   local st = fair_st[name]

@@ -57,6 +57,7 @@ def test_the_library_holds_every_helper_once_in_include_order() -> None:
         "_graph",
         "_enqueue",
         "_expiry",
+        "_fairfetch",
     )
     assert code.count("local function bury(") == 1
     assert "\nenter(KEYS[1])\n" in code and "set_prefix(KEYS[1])\n" not in code

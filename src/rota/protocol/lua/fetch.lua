@@ -1,4 +1,4 @@
--- include: _base _counts _wake _graph _expiry _fair
+-- include: _base _counts _wake _graph _expiry _fairfetch
 -- Lease up to n jobs in one call, visiting job names in the order given (the pool's
 -- weighted round robin); names that are empty, paused or at their concurrency limit are
 -- skipped and the batch is filled from the remaining names: those given, then the
@@ -35,7 +35,7 @@ end
 local max_args = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
 local m = tonumber(ARGV[6 + n]) or 0
--- fairs: the names whose fair keys may have jobs (see _fair.lua)
+-- fairs: the names whose fair keys may have jobs (see _fair.lua, _fairfetch.lua)
 local ready, fairs = ready_sets(redis.call('SMEMBERS', K_READY))
 local tell = ARGV[7 + n + m] == '1'
 local rules = {} -- name -> {default expiry (ms) or nil, drop}

@@ -76,7 +76,7 @@ SHARD_TESTS ?= tests/test_queues.py tests/test_workflows.py tests/test_failures.
 	tests/test_attempt_cancel.py tests/test_ride_through.py tests/test_wakeups.py \
 	tests/test_rates.py tests/test_priorities.py tests/test_malformed.py \
 	tests/test_group_resume.py tests/test_kept_results.py tests/web/test_flows.py \
-	tests/test_debounce.py \
+	tests/test_debounce.py tests/test_fair_keys.py \
 	tests/chaos/test_kill9.py tests/chaos/test_redis_restart.py
 
 test-shards: venv redis
@@ -129,7 +129,7 @@ clean:
 # in their own environment, never in the project's.
 PEERS_VENV := bench/.venv-peers
 
-.PHONY: bench bench-smoke bench-peers bench-ab
+.PHONY: bench bench-smoke bench-peers bench-ab bench-fair
 
 bench-peers: $(PEERS_VENV)/.stamp
 
@@ -147,6 +147,11 @@ bench: venv redis bench-peers
 bench-ab: venv redis
 	@test -n "$(BASE)" || { echo "make bench-ab: give BASE=<git ref> (a commit, tag or branch to compare the work tree with)"; exit 2; }
 	$(BIN)/python -m bench.ab --base "$(BASE)" $(BENCH_ARGS)
+
+# What fair keys cost the run path: plain, keyed and many-key workloads in one run
+# (bench/fair.py; docs/performance.md, "Fair keys").
+bench-fair: venv redis
+	$(BIN)/python -m bench.fair $(BENCH_ARGS)
 
 bench-smoke: venv redis bench-peers
 	BENCH_MAKE_TARGET="make bench-smoke$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" \

@@ -101,9 +101,12 @@ def _entries() -> dict[Any, str]:
 _ENTRIES: Final = _entries()
 
 
-async def _run(url: str, jobs: int, job_line: JobLine | None, fail: bool) -> dict[str, float]:
+async def _run(
+    url: str, jobs: int, job_line: JobLine | None, fail: bool, fair_keys: int = 0
+) -> dict[str, float]:
     """Figures for ``jobs`` no-op jobs, or with ``fail`` jobs that raise (a frame below
-    the handler, ``max_fails=1``: each one ends dead, its traceback kept)."""
+    the handler, ``max_fails=1``: each one ends dead, its traceback kept); with
+    ``fair_keys`` every job carries one of that many fair keys, in turn."""
     settings = Settings(
         redis_url=url,
         namespace="cost-failing" if fail else "cost",
@@ -155,7 +158,11 @@ async def _run(url: str, jobs: int, job_line: JobLine | None, fail: bool) -> dic
     r = redis.Redis.from_url(url)
     async with Client.from_settings(settings) as client, pool.running():
         await client.admin.pause(NAME)
-        await client.enqueue_many([JobSpec(name=NAME)] * jobs)
+        if fair_keys:
+            keyed = [JobSpec(name=NAME, fair_key=f"k{i % fair_keys}") for i in range(jobs)]
+            await client.enqueue_many(keyed)
+        else:
+            await client.enqueue_many([JobSpec(name=NAME)] * jobs)
         await anyio.sleep(0.2)  # the pool has settled into its wait
         r.config_resetstat()
         sys.setprofile(profile)
@@ -183,7 +190,7 @@ async def _run(url: str, jobs: int, job_line: JobLine | None, fail: bool) -> dic
     }
 
 
-def measure(jobs: int = 400) -> dict[str, float]:
+def measure(jobs: int = 400, fair_keys: int = 0) -> dict[str, float]:
     """Calls per job of the worker and commands per job of Redis, for ``jobs`` no-ops on
     a private redis-server, logging as ``rota worker`` does when its output is not a
     terminal (one JSON line per attempt, here to /dev/null). It configures logging for
@@ -191,7 +198,13 @@ def measure(jobs: int = 400) -> dict[str, float]:
     with open(os.devnull, "w") as sink, RedisServer() as server:
         job_line = configure_logging("json", "info", sink)
         return anyio.run(
-            _run, server.url, jobs, job_line, False, backend_options={"use_uvloop": True}
+            _run,
+            server.url,
+            jobs,
+            job_line,
+            False,
+            fair_keys,
+            backend_options={"use_uvloop": True},
         )
 
 
@@ -284,10 +297,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="measure no-op jobs and jobs that raise, and compare them",
     )
+    parser.add_argument(
+        "--fair-keys",
+        type=int,
+        default=0,
+        metavar="N",
+        help="every job with one of N fair keys (in turn): what a keyed job costs",
+    )
     args = parser.parse_args(argv)
     if args.failing:
         return _compare_failing(args.jobs, as_json=args.json)
-    measured = measure(args.jobs)
+    measured = measure(args.jobs, args.fair_keys)
     if args.json:
         print(json.dumps(measured))  # noqa: T201
         return 0

@@ -131,6 +131,7 @@ async def test_a_worker_role_runs_what_a_producer_role_enqueues(
         dead = await producer.enqueue("broken")
         later = await producer.enqueue_in(0.3, "double", 5)
         unique = await producer.enqueue("double", 1, unique="once")
+        keyed = await producer.enqueue("double", 3, fair_key="tenant-1")
         again = await producer.enqueue("double", 1, unique="once")
         assert again.id == unique.id and not again.created
         for n in (2, 3):  # a debounced enqueue, then one its pending job takes in
@@ -142,7 +143,7 @@ async def test_a_worker_role_runs_what_a_producer_role_enqueues(
                            password=producer_settings.redis_password) as r:  # fmt: skip
             plain_enqueue(r, namespace, "plain-1", "double", "[4]")
         assert await producer.wait(now.id, timeout=15) == 42  # the producer may wait
-        for job_id in (now.id, retried.id, later.id, unique.id, "plain-1", debounced.id):
+        for job_id in (now.id, retried.id, later.id, unique.id, "plain-1", debounced.id, keyed.id):
             await wait_until(functools.partial(_state, admin, job_id, State.COMPLETE), within=15)
         await wait_until(lambda: _state(admin, dead.id, State.DEAD), within=15)
     results = {j: (await admin.job(j)) for j in (now.id, later.id, "plain-1", retried.id)}

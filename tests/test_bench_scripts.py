@@ -63,3 +63,16 @@ def test_isolation_runs_both_paths() -> None:
     rows = json.loads(done.stdout)["rows"]
     assert [r["path"] for r in rows] == ["thread", "isolated"]
     assert all(r["cpu_jobs_per_s"] > 0 and r["ticks"] > 0 for r in rows), rows
+
+
+def test_bench_fair_measures_keyed_runs_against_plain_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``python -m bench.fair`` (docs/performance.md, "Fair keys"): every workload runs,
+    and the ratios to plain are printed."""
+    from bench import fair
+
+    assert fair.main(["--jobs", "200", "--idle-keys", "200", "--keys", "10", "--reps", "1"]) == 0
+    out = capsys.readouterr().out
+    for ratio in ("keyed/plain", "idle/plain", "wide/plain-wide"):
+        assert re.search(rf"^{ratio}: [\d.]+%$", out, re.M), out

@@ -58,6 +58,12 @@ async def test_enqueue_forms(conn: tuple[str, ...], client: Client) -> None:
     assert record is not None
     assert record.run_at == 1925089445
 
+    keyed = rota_json("enqueue", "nap", "--fair-key", "tenant-1", *conn)
+    record = await client.job(keyed["id"])
+    assert record is not None and record.fair_key == "tenant-1"
+    bad = run_rota("enqueue", "nap", "--fair-key", "two words", *conn)
+    assert bad.returncode == 2 and "fair_key must be" in bad.stderr
+
     first = rota_json("enqueue", "nap", "--unique", "u1", *conn)
     second = run_rota("enqueue", "nap", "--unique", "u1", *conn)
     assert second.returncode == 0

@@ -36,7 +36,9 @@ def test_the_prelude_builds_keys_in_the_namespace_slot(redis_sync: redis.Redis) 
     body = lua_prelude() + "set_prefix(KEYS[1])\nlocal out = {}\n"
     for kind in kinds:
         if re.search(rf"local function key_{kind}\(", lua_prelude()):
-            body += "".join(f"table.insert(out, key_{kind}({s!r}))\n" for s in SAMPLES[:4])
+            pair = re.search(rf"local function key_{kind}\(x, y\)", lua_prelude())
+            args = (lambda s: f"{s!r}, {s!r}") if pair else repr
+            body += "".join(f"table.insert(out, key_{kind}({args(s)}))\n" for s in SAMPLES[:4])
         else:
             body += f"table.insert(out, K_{kind.upper()})\n"
     body += "return out\n"

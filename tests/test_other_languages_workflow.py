@@ -443,3 +443,35 @@ async def test_a_node_producer_enqueues_into_every_shard_as_the_protocol_says(
         for j in jobs[:8]:
             record = await client.job(j["id"])
             assert record is not None and record.state == "complete"
+
+
+@pytest.mark.one_shard("the script is called on one shard's prefix")
+async def test_node_enqueues_jobs_with_fair_keys_by_the_enqueue_script(
+    node_modules: Path, lua_dir: Path, client: Client, redis_sync: redis.Redis, redis_url: str
+) -> None:
+    """ARGV[14] of the enqueue script is the job's fair key: stored as ``fair``, the job
+    queued in its key's list, and a pool runs the keys' jobs in turns."""
+    namespace = client.options.namespace
+    prefix = "{" + namespace + "}:"
+    request = {"url": redis_url, "prefix": prefix, "mode": "script"}
+    request["script"] = str(lua_dir / "rota-enqueue.lua")
+    jobs = [{**job(f"t1-{i}", f"t1-{i}"), "fair_key": "tenant-1"} for i in range(3)]
+    jobs += [{**job("t2-0", "t2-0"), "fair_key": "tenant-2"}]
+    replies = await node(node_modules, **request, jobs=jobs)
+    assert replies == [{"reply": [j["id"], 1]} for j in jobs]
+    assert redis_sync.hget(prefix + "job:t1-0", "fair") == b"tenant-1"
+    assert redis_sync.llen(prefix + "fqueue:step/tenant-1") == 3
+    assert redis_sync.llen(prefix + "queue:step") == 0
+    record = await client.job("t2-0")
+    assert record is not None and record.fair_key == "tenant-2"
+
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, concurrency=1))
+    ran: list[str] = []
+
+    @pool.job
+    async def step(ctx: JobContext, label: str) -> None:
+        ran.append(label)
+
+    async with pool.running(client=client):
+        await wait_until(lambda: len(ran) == 4, within=10)
+    assert ran == ["t1-0", "t2-0", "t1-1", "t1-2"]  # the keys take turns, FIFO within one

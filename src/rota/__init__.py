@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rota.client import Admin, Client, Enqueued, JobSpec, Page, QueueInfo, RunningJob, Shard
+from rota.client import (
+    Admin,
+    Client,
+    Enqueued,
+    FairKeyInfo,
+    JobSpec,
+    Page,
+    QueueInfo,
+    RunningJob,
+    Shard,
+)
 from rota.client.debounce import Debounce
 from rota.client.status import Bucket, CronEntry, Found, History, LivePool, PoolJob
 from rota.client.workflow import Group, GroupProgress, Related
@@ -60,6 +70,7 @@ __all__ = [  # noqa: RUF022 (grouped by use, as the comments say)
     "Page",
     "PoolJob",
     "QueueInfo",
+    "FairKeyInfo",
     "RunningJob",
     # -- running jobs: the pool, a handler's context, middleware (loaded on first use)
     "JobContext",

@@ -43,14 +43,17 @@ _SCRIPTS: Final = ("+fcall", "+fcall_ro", "+evalsha", "+script|load", "+function
 
 
 # The keys an enqueue writes (see the Lua of enqueue and its helpers): the job, its
-# queue and wake list, the names, the scheduled and waiting sets, unique and debounce
-# keys, counters, and a workflow's children and groups; ``never`` is the no-op write of
-# Redis 6.2; the prefix itself is the one key a function call names (KEYS[1]).
+# queue (or its fair key's list and the name's fair-key sets) and wake list, the names,
+# the scheduled and waiting sets, unique and debounce keys, counters, and a workflow's
+# children and groups; ``never`` is the no-op write of Redis 6.2; the prefix itself is
+# the one key a function call names (KEYS[1]).
 def _producer_writes(k: Keys) -> list[str]:
     return [
         k.job("*"), k.queue("*"), k.wake("*"), k.names, k.ready, k.scheduled, k.sched_wake,
         k.waiting, k.unique("*"), k.debounce("*"), k.stats, k.stats_bucket("*"), k.children("*"),
         k.group("*"), k.group_members("*"), k.never, k.prefix,
+        # a job with a fair key: its key's list, the name's keys and their backlog
+        k.fair_queue("*", "*"), k.fair_keys("*"), k.fair_backlog("*"), k.fair("*"),
     ]  # fmt: skip
 
 
@@ -94,7 +97,15 @@ def rules(role: str, namespace: str = "rota", shards: int = 1) -> list[str]:
     if role == "web-operator":
         functions = [
             f"+fcall|{lib}_{name}"
-            for name in ("move", "delete", "pause", "abort", "enqueue", "enqueue_batch")
+            for name in (
+                "move",
+                "delete",
+                "pause",
+                "abort",
+                "enqueue",
+                "enqueue_batch",
+                "fair_keys",
+            )
         ]
         return [
             *where, "-@all", "+@read", "+@write", "-@dangerous", "+info", *_CONNECT,

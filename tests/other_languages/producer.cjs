@@ -28,10 +28,15 @@ function connect(url) {
   return new Redis(url, { maxRetriesPerRequest: 1, retryStrategy: () => null });
 }
 
-// Enqueue one job with the enqueue script's ten arguments (docs: "(c) The enqueue script").
+// Enqueue one job with the enqueue script's ten arguments (docs: "(c) The enqueue script"),
+// and for a job with a fair key (job.fair_key) the fourteen that reach ARGV[14].
 function scriptArgs(prefix, job, now) {
-  return [prefix, job.id, job.name, job.args, String(now), '0', '', '0', '', '',
+  const args = [prefix, job.id, job.name, job.args, String(now), '0', '', '0', '', '',
     (job.after || []).join(' ')];
+  if (job.fair_key) {
+    args.push('', '', '', job.fair_key); // no trace context, no expiry, then the key
+  }
+  return args;
 }
 
 async function byScript(redis, request) {

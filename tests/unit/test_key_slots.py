@@ -34,7 +34,9 @@ def test_every_key_method_hashes_to_the_namespace_slot(namespace: str) -> None:
         if isinstance(member, property):
             built = [getattr(keys, name)]
         elif inspect.isfunction(member):
-            built = [getattr(keys, name)(sample) for sample in SAMPLES]
+            pair = len(inspect.signature(member).parameters) == 3  # (self, name, fair key)
+            method = getattr(keys, name)
+            built = [method(s, s) if pair else method(s) for s in SAMPLES]
         else:
             continue
         covered.add(name)

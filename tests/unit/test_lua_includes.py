@@ -34,7 +34,9 @@ def test_each_script_carries_only_the_helpers_it_includes() -> None:
     assert needs["wait"] == ("_base",)
     assert needs["pause"] == ("_wake",)
     assert needs["forget_names"] == ()
-    assert needs["enqueue"] == ("_base", "_counts", "_debounce", "_wake", "_graph", "_enqueue")
+    assert needs["enqueue"] == (
+        "_base", "_counts", "_debounce", "_wake", "_fair", "_graph", "_enqueue",
+    )  # fmt: skip
     wait = script_source("wait")
     assert "local function is_hash(" in wait
     assert "local function wake(" not in wait
@@ -49,8 +51,17 @@ def test_the_library_holds_every_helper_once_in_include_order() -> None:
     texts = _texts()
     starts = [code.index(texts[h]) for h in helpers().order]
     assert starts == sorted(starts)
-    order = ("_base", "_counts", "_debounce", "_wake", "_graph", "_enqueue", "_expiry")
-    assert helpers().order == order
+    assert helpers().order == (
+        "_base",
+        "_counts",
+        "_debounce",
+        "_wake",
+        "_fair",
+        "_graph",
+        "_enqueue",
+        "_expiry",
+        "_fairfetch",
+    )
     assert code.count("local function bury(") == 1
     assert "\nenter(KEYS[1])\n" in code and "set_prefix(KEYS[1])\n" not in code
 
@@ -62,8 +73,12 @@ def test_a_script_that_calls_a_helper_it_did_not_include_fails_the_check() -> No
         plan(_with("wait", broken))
     # Including it mends it; a helper reached only through another include does not.
     plan(_with("wait", broken.replace("-- include: _base", "-- include: _base _wake")))
-    delete = _texts()["delete"].replace("-- include: _base _graph", "-- include: _graph")
-    with pytest.raises(IncludeError, match=r"delete\.lua uses is_hash, release_holds, sane_id"):
+    delete = _texts()["delete"].replace(
+        "-- include: _base _graph _fair", "-- include: _graph _fair"
+    )
+    with pytest.raises(
+        IncludeError, match=r"delete\.lua uses incr, is_hash, release_holds, sane_id"
+    ):
         plan(_with("delete", delete))
 
 

@@ -87,9 +87,13 @@ def test_the_enqueue_script_takes_only_the_arguments_in_use() -> None:
     assert traced[9:] == ["", "00-a-b-01", "k=v"]
     assert enqueue_args(_row(expires=5))[9:] == ["", "", "", 5]
     debounced = _row(debounce_key="k", debounce_ms=1000, debounce_mode="replace")
-    assert enqueue_args(debounced)[9:] == ["", "", "", 0, "k", 1000, "replace", "1"]
+    assert enqueue_args(debounced)[9:] == ["", "", "", "", "", "k", 1000, "replace", "1"]
     kept = enqueue_args(debounced._replace(debounce_move=False, expires=5))
-    assert kept[12:] == [5, "k", 1000, "replace", "0"]
+    assert kept[12:] == [5, "", "k", 1000, "replace", "0"]
+    keyed = enqueue_args(_row(fair="t1"))
+    assert keyed[9:] == ["", "", "", "", "t1"]
+    both = enqueue_args(debounced._replace(fair="t1"))
+    assert both[13:] == ["t1", "k", 1000, "replace", "1"]
 
 
 def test_a_batch_entry_is_strings_and_its_tail_only_when_used() -> None:
@@ -102,10 +106,12 @@ def test_a_batch_entry_is_strings_and_its_tail_only_when_used() -> None:
     assert batch_entry(_row(expires=5))[8:] == ["", "", "", "", "", "0", "5"]
     debounced = _row(debounce_key="k", debounce_ms=1000, debounce_mode="first")
     tail = ["k", "1000", "first", "1"]
-    assert batch_entry(debounced)[8:] == ["", "", "", "", "", "0", "", *tail]
-    assert batch_entry(debounced._replace(expires=5))[14:] == ["5", *tail]
+    assert batch_entry(debounced)[8:] == ["", "", "", "", "", "0", "", "", *tail]
+    assert batch_entry(debounced._replace(expires=5))[14:] == ["5", "", *tail]
+    assert batch_entry(debounced._replace(fair="t1"))[14:] == ["", "t1", *tail]
+    assert batch_entry(_row(fair="t1"))[8:] == ["", "", "", "", "", "0", "", "t1"]
     assert batch_entry(debounced._replace(traceparent="t"))[8:] == [
-        "", "", "", "t", "", "0", "", *tail,
+        "", "", "", "t", "", "0", "", "", *tail,
     ]  # fmt: skip
 
 

@@ -263,6 +263,11 @@ async def test_enqueue(http: httpx.AsyncClient, client: Client) -> None:
     record = await client.job(body["id"])
     assert record is not None and record.args_value == {"to": "a"}
 
+    body = (await http.post("/api/jobs", json={"name": "mail", "fair_key": "tenant-9"})).json()
+    record = await client.job(body["id"])
+    assert record is not None and record.fair_key == "tenant-9"
+    error_of(await http.post("/api/jobs", json={"name": "mail", "fair_key": "a b"}), 422)
+
     body = (await http.post("/api/jobs", json={"name": "mail", "delay": 600})).json()
     record = await client.job(body["id"])
     assert record is not None and record.state == "scheduled"

@@ -131,6 +131,11 @@ def _args(args_json: str | None, pairs: tuple[str, ...]) -> tuple[tuple[Any, ...
     help="Not started by this ISO-8601 time (UTC without an offset), it never starts.",
 )
 @click.option("--job-id", help="Its id (an id that exists enqueues nothing).")
+@click.option(
+    "--fair-key",
+    metavar="KEY",
+    help="Its fair key (a tenant, 1-200 printable characters): the name's keys take turns.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @debounce_options
 @connection_options
@@ -150,6 +155,7 @@ def enqueue(
     expires_in: str | None,
     expires_at: str | None,
     job_id: str | None,
+    fair_key: str | None,
     as_json: bool,
     debounce: Debounce | None,
 ) -> None:
@@ -182,6 +188,7 @@ def enqueue(
         expires_in=None if expires_in is None else parse_duration(expires_in, "--expires-in"),
         expires_at=expires_at,
         debounce=debounce,
+        fair_key=fair_key,
     )
     try:  # every option as the client checks it (the args' size aside: a setting's)
         to_row(spec, max_args_bytes=sys.maxsize, unique_ttl=JOB["unique_ttl"].hi)

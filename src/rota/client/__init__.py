@@ -8,6 +8,7 @@ from __future__ import annotations
 from rota.client.admin import Admin
 from rota.client.client import Client
 from rota.client.debounce import Debounce
+from rota.client.fair import FairKeyInfo
 from rota.client.options import Options
 from rota.client.shard import Shard
 from rota.client.spec import Enqueued, JobSpec
@@ -20,6 +21,7 @@ __all__ = [
     "Client",
     "Debounce",
     "Enqueued",
+    "FairKeyInfo",
     "History",
     "JobSet",
     "JobSpec",

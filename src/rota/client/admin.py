@@ -12,6 +12,7 @@ import heapq
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from rota.client.fair import FairAdmin
 from rota.client.routing import Shards
 from rota.client.rules import add_counts, merge_bucket, merge_queue, split_limit, split_rate
 from rota.client.shard import Shard
@@ -26,8 +27,9 @@ from rota.protocol.rate import Rate, parse_rate
 __all__ = ["Admin"]
 
 
-class Admin:
-    """Operate the queues and job sets of one namespace (see the module)."""
+class Admin(FairAdmin):
+    """Operate the queues and job sets of one namespace (see the module); the fair keys
+    of a job name by the methods of :class:`~rota.client.fair.FairAdmin`."""
 
     def __init__(self, shards: Shards) -> None:
         self._route = shards

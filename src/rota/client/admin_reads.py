@@ -21,7 +21,7 @@ from rota.client.workflow import (
     pipelined,
     read_related,
 )
-from rota.protocol.job import field_int, field_seconds, field_text, now_ms, reply_text
+from rota.protocol.job import field_int, field_seconds, field_text, now_ms, opt_int, reply_text
 
 if TYPE_CHECKING:
     from rota.client import Client
@@ -228,9 +228,19 @@ async def _totals(shard: Shard, names: list[str]) -> tuple[int, int]:
     k = shard.keys
     leased = [reply_text(n) for n in await shard.redis.smembers(k.leased)]
     counts = await shard.piped(
-        lambda p: [p.llen(k.queue(n)) for n in names] + [p.zcard(k.running(n)) for n in leased]
+        lambda p: (
+            [p.llen(k.queue(n)) for n in names]
+            + [p.zcard(k.running(n)) for n in leased]
+            + [p.hget(k.fair(n), "n") for n in names]
+        ),  # keyed jobs queued (lua/_fair.lua)
+        errors=False,
     )
-    return sum(counts[: len(names)]), sum(counts[len(names) :])
+    counts = [
+        c if isinstance(c, int) else max(0, opt_int(c) or 0) if isinstance(c, bytes) else 0
+        for c in counts
+    ]
+    queued = sum(counts[: len(names)]) + sum(counts[len(names) + len(leased) :])
+    return queued, sum(counts[len(names) : len(names) + len(leased)])
 
 
 # -- the namespace's own records (on its first shard) ---------------------------------

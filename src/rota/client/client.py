@@ -40,6 +40,7 @@ __all__ = ["Client"]
 _OPTIONS = frozenset(
     {"unique", "unique_ttl", "job_id", "max_fails", "timeout", "after", "expires_in", "expires_at"}
     | {"debounce"}
+    | {"fair_key"}
 )
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Options))
 #: The shards of jobs enqueued before, by id (see :meth:`Client._enqueue`).
@@ -149,6 +150,7 @@ class Client:
         expires_in: float | None = None,
         expires_at: datetime | float | None = None,
         debounce: Debounce | None = None,
+        fair_key: str | None = None,
         **kwargs: Any,
     ) -> Enqueued:
         """Enqueue a job now. Keyword arguments other than the options are the job's args.
@@ -162,8 +164,9 @@ class Client:
         ``expires_at`` (a datetime, naive as UTC, or epoch seconds): a job not started
         by then never starts; it ends dead with reason ``expired`` (the handler's
         ``expires_in`` applies when neither is given). ``debounce``: many enqueues of a
-        key become one job (:class:`~rota.Debounce`). Handlers whose parameters share an
-        option's name are enqueued with :class:`JobSpec`.
+        key become one job (:class:`~rota.Debounce`). ``fair_key``: its tenant (see
+        :mod:`rota.client.fair`): a name's keys take turns, FIFO within a key. Handlers
+        whose parameters share an option's name are enqueued with :class:`JobSpec`.
         """
         spec = JobSpec(
             name=name,
@@ -178,6 +181,7 @@ class Client:
             expires_in=expires_in,
             expires_at=expires_at,
             debounce=debounce,
+            fair_key=fair_key,
         )
         return (await self._enqueue([spec], durable))[0]
 

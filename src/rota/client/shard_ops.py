@@ -82,8 +82,9 @@ class ShardOperations:
             pipe.sismember(k.paused, name)
             pipe.hget(k.priorities, name)
             pipe.hget(k.rates, name)
+            pipe.hget(k.fair(name), "n")  # its keyed jobs queued (lua/_fair.lua)
         rows = await pipe.execute()
-        oldest = [rows[i * 7 + 1] for i in range(len(names))]
+        oldest = [rows[i * 8 + 1] for i in range(len(names))]
         # Only the queues that hold a job are read (no placeholder command for an empty
         # one: a read-only ACL role may run nothing but reads).
         held = [reply_text(job_id) for job_id in oldest if job_id]
@@ -97,7 +98,8 @@ class ShardOperations:
         now = now_ms()
         out = []
         for i, name in enumerate(names):
-            size, _, running, limit, paused, priority, rate = rows[i * 7 : i * 7 + 7]
+            size, _, running, limit, paused, priority, rate, keyed = rows[i * 8 : i * 8 + 8]
+            size += max(0, opt_int(keyed) or 0)
             e = enqueued[i]
             at = None if isinstance(e, Exception) else opt_int(e)
             age = max(0.0, (now - at) / 1000) if at else 0.0
@@ -137,11 +139,22 @@ class ShardOperations:
         return forgotten
 
     async def backlog(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
-        """Queued and running jobs of each name, in one round trip on :attr:`conn`."""
+        """Queued (plain and keyed) and running jobs of each name, in one round trip on
+        :attr:`conn`."""
         k = self.keys
-        reads = [(c, key(n)) for n in names for c, key in (("LLEN", k.queue), ("ZCARD", k.running))]
-        counts = [c if isinstance(c, int) else 0 for c in await self.conn.execute_many(reads)]
-        return {n: (counts[2 * i], counts[2 * i + 1]) for i, n in enumerate(names)}
+        reads = [
+            read
+            for n in names
+            for read in (("LLEN", k.queue(n)), ("ZCARD", k.running(n)), ("HGET", k.fair(n), "n"))
+        ]
+        got = await self.conn.execute_many(reads)
+        counts = [
+            c if isinstance(c, int) else max(0, opt_int(c) or 0) if isinstance(c, bytes) else 0
+            for c in got
+        ]
+        return {
+            n: (counts[3 * i] + counts[3 * i + 2], counts[3 * i + 1]) for i, n in enumerate(names)
+        }
 
     async def running(
         self, names: Sequence[str], pools: Sequence[LivePool] | None = None

@@ -9,6 +9,7 @@ could not be a key...).
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -22,9 +23,11 @@ from rota.protocol.job import NAME_RE, new_id, now_ms, validate_name
 from rota.protocol.rows import EnqueueRow
 
 __all__ = [
+    "FAIR_KEY_RE",
     "MAX_EPOCH",
     "Enqueued",
     "JobSpec",
+    "check_fair_key",
     "delay_seconds",
     "epoch_seconds",
     "finite",
@@ -64,6 +67,23 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     expires_at: datetime | float | str | None = None
     #: Debounce by key (see :class:`rota.client.debounce.Debounce`).
     debounce: Debounce | None = None
+    #: The job's fair key (a tenant, a customer): within its job name, keys take turns
+    #: (weighted round robin), FIFO within a key. 1..200 printable ASCII characters.
+    fair_key: str | None = None
+
+
+#: What a fair key may be: 1..200 printable ASCII characters, no space (a key of Redis
+#: is built from it, and an operator types it).
+FAIR_KEY_RE: Final = re.compile(r"^[!-~]{1,200}$")
+
+
+def check_fair_key(key: object, option: str = "fair_key") -> str:
+    """``key`` if it is a fair key, else a ValueError naming ``option``."""
+    if not isinstance(key, str) or not FAIR_KEY_RE.match(key):
+        raise ValueError(
+            f"{option} must be 1 to 200 printable ASCII characters without spaces, got {key!r:.80}"
+        )
+    return key
 
 
 def to_row(
@@ -104,6 +124,7 @@ def to_row(
         waits_group,
         group_size=group_size,
         expires=expires,
+        fair="" if spec.fair_key is None else check_fair_key(spec.fair_key),
     )
     return row if spec.debounce is None else _debounced(row, spec.debounce)
 

@@ -22,6 +22,7 @@ from rota.protocol.shards import MAX_SHARDS
 
 __all__ = [
     "DAY",
+    "FAIR",
     "HANDLER",
     "HOUR",
     "JOB",
@@ -106,6 +107,13 @@ HANDLER: Final[dict[str, Bound]] = {
     # The longest an attempt may go without a checkin or progress report (s).
     "idle_timeout": Bound(0.01, TEN_YEARS),
     "expires_in": Bound(0.001, TEN_YEARS),  # a default for its jobs, from their enqueue
+}
+
+#: A fair key's settings (``client.admin.set_weight`` ...; see lua/_fair.lua).
+FAIR: Final[dict[str, Bound]] = {
+    "weight": _count(1, 1000),  # its share of its name's turns; default 1
+    "limit": _count(1, 1_000_000),  # most of its jobs running at once
+    "top": _count(1, 1000),  # keys a read of the largest backlogs returns
 }
 
 #: A job's options at enqueue (rota.client.spec.JobSpec; the HTTP API's fields alike).

@@ -45,6 +45,7 @@ __all__ = [
     "enqueue",
     "enqueue_args",
     "enqueue_batch",
+    "fair_key",
     "fetch",
     "finish",
     "forget_names",
@@ -92,7 +93,10 @@ def enqueue_args(row: EnqueueRow) -> list[Arg]:
     the tail that says "none": each argument costs Redis about a tenth of what the whole
     call's script does, and a plain job needs only its first four."""
     if row.debounce_key:
-        return [*row[:10], row.traceparent, row.tracestate, row.expires, *_debounce(row)]
+        tail = [row.traceparent, row.tracestate, row.expires or "", row.fair]
+        return [*row[:10], *tail, *_debounce(row)]
+    if row.fair:
+        return [*row[:10], row.traceparent, row.tracestate, row.expires or "", row.fair]
     if row.expires:
         return [*row[:10], row.traceparent, row.tracestate, row.expires]
     if row.traceparent:
@@ -107,22 +111,29 @@ def enqueue_args(row: EnqueueRow) -> list[Arg]:
 
 
 def batch_entry(row: EnqueueRow) -> list[str]:
-    """The entry of ``enqueue_batch``: strings, its optional tail only when used."""
+    """The entry of ``enqueue_batch``: strings, its optional tail (items 9 to 20) only as
+    far as it is used."""
     entry = [row.id, row.name, row.args.decode(), str(row.run_at), row.unique]
     entry += (str(row.unique_ttl), str(row.max_fails), str(row.timeout))
-    if row.group or row.expires:
-        entry += [*row[9:12], row.traceparent, row.tracestate, str(row.group_size)]
-        if row.expires:
-            entry.append(str(row.expires))
+    if row.debounce_key:
+        used = 20
+    elif row.fair:
+        used = 16
+    elif row.expires:
+        used = 15
+    elif row.group:
+        used = 14
     elif row.traceparent:
-        entry += [*row[9:12], row.traceparent, row.tracestate]
+        used = 13
     elif row.after or row.waits_group:
-        entry += row[9:12]
-    if row.debounce_key:  # items 16-19, after the whole tail (items 9-15)
-        tail = [*row[9:12], row.traceparent, row.tracestate, str(row.group_size)]
-        entry += [*tail, str(row.expires) if row.expires else ""][len(entry) - 8 :]
-        entry += [str(a) for a in _debounce(row)]
-    return entry
+        used = 11
+    else:
+        return entry
+    tail = [*row[9:12], row.traceparent, row.tracestate, str(row.group_size)]
+    tail += (str(row.expires) if row.expires else "", row.fair)
+    if row.debounce_key:
+        tail += [str(a) for a in _debounce(row)]
+    return entry + tail[: used - 8]
 
 
 def _debounce(row: EnqueueRow) -> tuple[str, int, str, str]:
@@ -372,6 +383,13 @@ async def abort(scope: Scope, job_id: str, keep_ms: int) -> str:
 async def pause(scope: Scope, name: str, *, resume: bool = False) -> bool:
     """Pause (or resume) a job name: whether that changed anything."""
     return bool(await scope.call("pause", ["resume" if resume else "pause", name]))
+
+
+async def fair_key(scope: Scope, op: str, name: str, key: str, value: str = "") -> bool:
+    """Change a fair key's setting (see ``lua/fair_keys.lua``): ``op`` weight, limit
+    (``key`` '' for the name's default), rate, pause or resume; ``value`` '' clears it.
+    Whether it changed anything."""
+    return bool(await scope.call("fair_keys", [op, name, key, value]))
 
 
 async def move(scope: Scope, which: str, ids: Sequence[str]) -> int:

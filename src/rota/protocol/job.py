@@ -323,6 +323,9 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
     absorbed: Annotated[
         int, Meta(description="how many enqueues of its debounce key it took in")
     ] = 0
+    fair_key: Annotated[
+        str | None, Meta(description="its fair key (the record's 'fair'): a tenant of its name")
+    ] = None
 
     @classmethod
     def from_hash(cls, job_id: str, h: Mapping[Any, Any]) -> JobRecord:
@@ -356,6 +359,7 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
             expires=_expiry(g(b"expires")),
             debounce_key=field_text(g(b"debounce_key")),
             absorbed=field_int(g(b"absorbed")),
+            fair_key=field_text(g(b"fair")),
         )
 
     @property

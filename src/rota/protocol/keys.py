@@ -19,7 +19,7 @@ from typing import Final
 
 from rota.protocol.shards import shard_tag
 
-__all__ = ["LUA_KEYS", "Keys", "lua_prelude", "validate_namespace"]
+__all__ = ["FAIR_MARK", "LUA_KEYS", "Keys", "lua_prelude", "validate_namespace"]
 
 _NAMESPACE_RE: Final = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 
@@ -41,6 +41,21 @@ _PARAM_KEYS: Final[dict[str, str]] = {
     "group_results": "gresults:",
     "group_members": "gmembers:",
     "quarantine": "quarantine:",
+    # Fair keys (lua/_fair.lua), per job name:
+    "fair_keys": "fkeys:",  # zset: key -> virtual time, the keys with jobs ready to take
+    "fair_rest": "frest:",  # zset: key -> when (ms) a key resting for its rate is due
+    "fair_backlog": "fbacklog:",  # zset: key -> its queued jobs (the top keys' read)
+    "fair": "fair:",  # hash: 'n' keyed queued jobs, 'vt' the plain list's virtual time,
+    # 't/<key>' when a rate-limited key's next job may start
+    "fair_set": "fset:",  # hash of settings: 'w/<key>' weight, 'l/<key>' limit, 'l*' the
+    # default limit, 'r/<key>' rate '<count>/<period ms>', 'p/<key>' paused
+}
+
+#: Key kinds of a job name and a fair key -> their infix: ``<prefix><infix><name>/<key>``
+#: ('/' is no character of a job name, so the pair reads back one way only).
+_PAIR_KEYS: Final[dict[str, str]] = {
+    "fair_queue": "fqueue:",  # list: the queued ids of one key, the next at the tail
+    "fair_running": "frun:",  # zset: lease deadline (ms) -> id, the key's running jobs
 }
 
 #: Key kinds without an argument -> full suffix after the prefix.
@@ -68,7 +83,12 @@ _FIXED_KEYS: Final[dict[str, str]] = {
     "expiring": "expiring",  # job id -> its expiry (ms), for jobs enqueued with one
 }
 
-LUA_KEYS: Final[dict[str, str]] = {**_PARAM_KEYS, **_FIXED_KEYS}
+LUA_KEYS: Final[dict[str, str]] = {**_PARAM_KEYS, **_PAIR_KEYS, **_FIXED_KEYS}
+
+#: What the ready set holds, beside a job name, while the name's fair keys may have jobs
+#: to take: the name after this mark (no character of a job name), so that a fetch
+#: learns it from the set it reads anyway.
+FAIR_MARK: Final = "/"
 
 
 def validate_namespace(namespace: str) -> str:
@@ -108,6 +128,27 @@ class Keys:
 
     def job(self, job_id: str) -> str:
         return self.prefix + "job:" + job_id
+
+    def fair_queue(self, name: str, key: str) -> str:
+        return self.prefix + _PAIR_KEYS["fair_queue"] + name + "/" + key
+
+    def fair_running(self, name: str, key: str) -> str:
+        return self.prefix + _PAIR_KEYS["fair_running"] + name + "/" + key
+
+    def fair_keys(self, name: str) -> str:
+        return self.prefix + _PARAM_KEYS["fair_keys"] + name
+
+    def fair_rest(self, name: str) -> str:
+        return self.prefix + _PARAM_KEYS["fair_rest"] + name
+
+    def fair_backlog(self, name: str) -> str:
+        return self.prefix + _PARAM_KEYS["fair_backlog"] + name
+
+    def fair(self, name: str) -> str:
+        return self.prefix + _PARAM_KEYS["fair"] + name
+
+    def fair_set(self, name: str) -> str:
+        return self.prefix + _PARAM_KEYS["fair_set"] + name
 
     def queue(self, name: str) -> str:
         return self.prefix + "queue:" + name
@@ -315,6 +356,9 @@ def lua_prelude() -> str:
     lines = ["local P", "local " + ", ".join(fixed)]
     for kind, suffix in _PARAM_KEYS.items():
         lines.append(f"local function key_{kind}(x) return P .. '{suffix}' .. x end")
+    for kind, suffix in _PAIR_KEYS.items():
+        lines.append(f"local function key_{kind}(x, y) return P .. '{suffix}' .. x .. '/' .. y end")
+    lines.append(f"local FAIR_MARK = '{FAIR_MARK}'")
     lines += ["local function set_prefix(p)", "  if p == P then return end", "  P = p"]
     for kind, suffix in _FIXED_KEYS.items():
         lines.append(f"  K_{kind.upper()} = P .. '{suffix}'")

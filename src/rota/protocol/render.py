@@ -46,6 +46,7 @@ SCRIPT_NAMES: Final = (
     "finish_kept",
     "forget_names",
     "repair",
+    "fair_keys",
 )
 
 #: Scripts registered once more under another name, with other flags: ``finish_kept``

@@ -70,6 +70,7 @@ class EnqueueRow(NamedTuple):
     tracestate: str = ""
     group_size: int = 0  # how many members its group has (a member only)
     expires: int = 0  # ms since the epoch after which it never starts; 0: never
+    fair: str = ""  # its fair key; '': none
     debounce_key: str = ""  # its debounce key (see lua/_debounce.lua); "": none
     debounce_ms: int = 0  # the debounce window (ms)
     debounce_mode: str = ""  # "first", "extend" or "replace"

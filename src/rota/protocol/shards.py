@@ -16,7 +16,10 @@ to one node. The route is, in this order:
 3. its first parent's shard, for a job that waits for others (a flow follows its root):
    the shard a parent enqueued in the same call went to (or that a chain found holds
    a parent from before), else the one its id names;
-4. its own id.
+4. its fair key, for a job that carries one: a key lives in one shard, so that its
+   limit, rate and turns are exact (a keyed job routed by 1-3 instead lands where those
+   name, its key's turns and limit then counted in that shard for it);
+5. its own id.
 
 A key is routed by ``crc32(route) % K`` (CRC-32 as zlib computes it). A job id chosen
 by rota for a job routed by 1-3 is drawn until its own CRC-32 names the same shard, so
@@ -123,6 +126,8 @@ def shard_of_row(row: EnqueueRow, shards: int, placed: Mapping[str, int] | None 
                 " group), so that they share a shard"
             )
         return parents.pop()
+    if row.fair:
+        return shard_of(row.fair, shards)
     return shard_of(row.id, shards)
 
 

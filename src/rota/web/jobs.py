@@ -15,7 +15,7 @@ from starlette.responses import RedirectResponse, Response
 from rota import inspect
 from rota.client import JobSpec, spec
 from rota.client.debounce import MAX_DEBOUNCE_KEY, Debounce
-from rota.client.spec import Enqueued, epoch_seconds, moment_seconds
+from rota.client.spec import FAIR_KEY_RE, Enqueued, epoch_seconds, moment_seconds
 from rota.client.workflow import GroupProgress as Progress
 from rota.client.workflow import Related
 from rota.errors import JobNotFound, PayloadTooLarge
@@ -124,6 +124,10 @@ class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ] = None
     expires_at: Annotated[
         _Moment | None, said("as expires_in, a time: epoch seconds or ISO-8601 (UTC if no offset)")
+    ] = None
+    fair_key: Annotated[
+        Annotated[str, doc(pattern=FAIR_KEY_RE.pattern)] | None,
+        said("its fair key (a tenant): within the job name, keys take turns, FIFO within a key"),
     ] = None
     after: Annotated[
         Annotated[list[Annotated[str, doc(pattern=NAME_PATTERN)]], doc(maxItems=MAX_IDS)] | None,
@@ -314,6 +318,7 @@ async def enqueue(request: Request, body: EnqueueRequest) -> Response:
         after=tuple(body.after or ()),
         expires_in=body.expires_in,
         expires_at=body.expires_at,
+        fair_key=body.fair_key,
     )
     try:
         (job_,) = await client_of(request).enqueue_many([spec_])

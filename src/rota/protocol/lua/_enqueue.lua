@@ -1,4 +1,4 @@
--- include: _base _wake _graph
+-- include: _base _wake _graph _fair
 -- Shared helpers, part 5 of 6: enqueue one job (the enqueue and enqueue_batch scripts).
 --
 -- Keys:
@@ -37,10 +37,11 @@ end
 -- push maps a name to the ids to push, names a name to whether it must be added, ready
 -- lists the names whose queue it started; see push_batch); nil does it at once. `deps`: what it waits for
 -- (see dependencies), nil for nothing. `expires`: when it expires (ms), nil or '' for
--- never (so is anything that is no time: see _expiry.lua). Returns id, created (two
--- values: no table per job).
+-- never (so is anything that is no time: see _expiry.lua). `fkey`: its fair key (nil or
+-- '' for none; stored as 'fair', see _fair.lua). Returns id, created (two values: no
+-- table per job).
 local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, timeout, batch,
-    deps, trace, expires)
+    deps, trace, expires, fkey)
   run_at, uttl = tonumber(run_at) or 0, tonumber(uttl) or 0
   if uttl <= 0 then
     uttl = 86400000
@@ -84,6 +85,11 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
       wake_scheduler()
     end
   end
+  if fkey and fkey ~= '' then
+    fields[#fields + 1] = 'fair'; fields[#fields + 1] = fkey
+  else
+    fkey = nil
+  end
   if trace then
     fields[#fields + 1] = 'traceparent'; fields[#fields + 1] = trace[1]
     if trace[2] ~= '' then
@@ -125,7 +131,9 @@ local function enqueue_one(id, name, args, now, run_at, ukey, uttl, max_fails, t
     end
   else
     redis.call('HSET', jk, unpack(fields))
-    if batch then -- pushed with the rest of its name's jobs at the end (push_batch)
+    if fkey then -- into its key's list (names, ready set and wake-up included)
+      fair_push(name, fkey, id, false)
+    elseif batch then -- pushed with the rest of its name's jobs at the end (push_batch)
       local ids = table_at(batch.push, name)
       ids[#ids + 1] = id
     else

@@ -1,4 +1,4 @@
--- include: _base _counts _wake
+-- include: _base _counts _wake _fair
 -- Shared helpers, part 4 of 6: the workflow graph (jobs that wait for others, groups
 -- and their callbacks), and bury, which makes a job dead and fails what waits for it.
 --
@@ -36,7 +36,7 @@ local GROUP_KEEP = '604800000' -- a finished group's keys stay readable for 7 da
 local function release(kid, now)
   local kk = key_job(kid)
   redis.call('ZREM', K_WAITING, kid)
-  local f = redis.call('HMGET', kk, 'name', 'run_at')
+  local f = redis.call('HMGET', kk, 'name', 'run_at', 'fair')
   local name, run_at = f[1] or '', tonumber(f[2]) or 0
   if run_at > now then
     redis.call('HSET', kk, 'state', 'scheduled')
@@ -44,7 +44,7 @@ local function release(kid, now)
     wake_scheduler()
   else
     redis.call('HSET', kk, 'state', 'queued')
-    if redis.call('LPUSH', key_queue(name), kid) == 1 then
+    if push_job(name, f[3], kid, false) then -- its key's list (_fair.lua), or the queue
       redis.call('SADD', K_NAMES, name)
       mark_ready(name)
     end

@@ -8,6 +8,7 @@
 --   schedwake     list    the same for the schedulers (a job scheduled or retrying)
 --   ready         set     job names a fetch visits (see mark_ready)
 --   queue:<name>  list    a name's queued job ids, the next at the tail; only read here
+--   fkeys:<name>, frest:<name>  zset  a name's fair keys ready and resting (_fair.lua)
 --   job:<id>      hash    read for 'waiters' (notify)
 --   done:<id>     channel (pub/sub) the job's end: its state, and its result when
 --                         complete; published only while someone waits
@@ -42,10 +43,14 @@ local function mark_ready(name)
   redis.call('SADD', K_READY, name)
 end
 
--- Whether a name's queue holds entries (false for a key that is not a list).
+-- Whether a name's queue holds entries (false for a key that is not a list), or its fair
+-- keys (_fair.lua) have jobs ready or resting: read only when the plain list is empty.
 local function queue_holds(name)
   local ok, n = pcall(redis.call, 'LLEN', key_queue(name))
-  return ok and n > 0
+  if ok and n > 0 then
+    return true
+  end
+  return redis.call('EXISTS', key_fair_keys(name), key_fair_rest(name)) > 0
 end
 
 -- Tell a client waiting on the job (client.wait) that it ended.

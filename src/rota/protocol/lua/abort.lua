@@ -1,4 +1,4 @@
--- include: _base _counts _wake _graph
+-- include: _base _counts _wake _graph _fair
 -- Abort a job. A queued, scheduled, retrying or waiting job is removed at once; a
 -- running one is flagged and announced on the abort channel, and its pool cancels it.
 -- KEYS[1] namespace prefix
@@ -10,7 +10,7 @@ local jk = key_job(id)
 if not is_hash(jk) then
   return 'missing'
 end
-local f = redis.call('HMGET', jk, 'state', 'name', 'children', 'group')
+local f = redis.call('HMGET', jk, 'state', 'name', 'children', 'group', 'fair')
 -- A record with a name and no state is queued (protocol v4).
 local state, name = f[1] or (f[2] and 'queued') or '', f[2] or ''
 if state == 'running' then
@@ -22,7 +22,11 @@ end
 if state == 'complete' or state == 'dead' or state == 'aborted' then
   return state
 end
-redis.call('LREM', key_queue(name), 0, id)
+if f[5] then
+  fair_unqueue(name, f[5], id) -- out of its key's list (_fair.lua)
+else
+  redis.call('LREM', key_queue(name), 0, id)
+end
 redis.call('ZREM', K_SCHEDULED, id)
 redis.call('ZREM', K_RETRY, id)
 redis.call('ZREM', K_WAITING, id)

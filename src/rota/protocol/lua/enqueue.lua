@@ -6,7 +6,8 @@
 --      max_fails ('' = handler's), timeout ('' = handler's), after (the ids of the jobs it
 --      waits for, space-separated; '' = none), traceparent and tracestate (the W3C trace
 --      context of the enqueue; '' = none), expires (when it expires, ms since the epoch;
---      '' = never, as is anything that is no time from 1 to MAX_MS), then the debounce:
+--      '' = never, as is anything that is no time from 1 to MAX_MS), fair key ('' = none),
+--      then the debounce:
 --      debounce_key ('' = none), debounce_ms (the window, at least 1), debounce_mode
 --      ('first' | 'extend' | 'replace'), debounce_move ('0' = a replace keeps the run
 --      time; anything else moves it): a debounced job is scheduled at now_ms + window,
@@ -29,7 +30,7 @@ if after ~= '' then
   deps = {after = after}
 end
 local run_at = ARGV[5]
-local db = debounce_of(ARGV[14], ARGV[15], ARGV[16], ARGV[17], tonumber(ARGV[4]))
+local db = debounce_of(ARGV[15], ARGV[16], ARGV[17], ARGV[18], tonumber(ARGV[4]))
 if db then
   local held = debounce_absorb(db, ARGV[2], ARGV[3])
   if held then
@@ -38,7 +39,7 @@ if db then
   run_at = db.due
 end
 local r = {enqueue_one(ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), run_at, ARGV[6] or '',
-  ARGV[7], ARGV[8] or '', ARGV[9] or '', nil, deps, trace, ARGV[13])}
+  ARGV[7], ARGV[8] or '', ARGV[9] or '', nil, deps, trace, ARGV[13], ARGV[14])}
 if db and r[2] == 1 then
   debounce_hold(db, r[1])
 end

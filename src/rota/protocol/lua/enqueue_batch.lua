@@ -8,9 +8,9 @@
 --      waits_group (the group it is the callback of), traceparent and tracestate (the W3C
 --      trace context of the enqueue), and group_size (the number of members of its
 --      group, the same for each of them), and expires (ms since the epoch, as the
---      enqueue script takes it), then debounce_key, debounce_ms, debounce_mode and
---      debounce_move (as the enqueue script takes them; items 16 to 19: a debounced
---      entry gives items 9 to 15 too, '' where unused); a parent may be a job earlier
+--      enqueue script takes it), its fair key (item 16; '' = none), then debounce_key,
+--      debounce_ms, debounce_mode and debounce_move (as the enqueue script takes them;
+--      items 17 to 20: a debounced entry gives items 9 to 16 too, '' where unused); a parent may be a job earlier
 --      in the same call, and a debounced entry is absorbed by the pending job an earlier
 --      entry of its key made.
 -- Returns a flat list: id, created, id, created, ... in the order given. The ids of one
@@ -102,13 +102,13 @@ for _, j in ipairs(jobs) do
     trace = {j[12], j[13] or ''}
   end
   local k = #out
-  local db = debounce_of(j[16], j[17], j[18], j[19], now)
+  local db = debounce_of(j[17], j[18], j[19], j[20], now)
   local held = db and debounce_absorb(db, j[2], j[3])
   if held then
     out[k + 1], out[k + 2] = held, 0
   else
     out[k + 1], out[k + 2] = enqueue_one(j[1], j[2], j[3], now, db and db.due or j[4], j[5], j[6],
-      j[7], j[8], batch, deps, trace, j[15])
+      j[7], j[8], batch, deps, trace, j[15], j[16])
     if db and out[k + 2] == 1 then
       debounce_hold(db, out[k + 1])
     end

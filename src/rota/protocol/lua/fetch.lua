@@ -1,4 +1,4 @@
--- include: _base _counts _wake _graph _expiry
+-- include: _base _counts _wake _graph _expiry _fairfetch
 -- Lease up to n jobs in one call, visiting job names in the order given (the pool's
 -- weighted round robin); names that are empty, paused or at their concurrency limit are
 -- skipped and the batch is filled from the remaining names: those given, then the
@@ -35,10 +35,8 @@ end
 local max_args = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
 local m = tonumber(ARGV[6 + n]) or 0
-local ready = {}
-for _, name in ipairs(redis.call('SMEMBERS', K_READY)) do
-  ready[name] = true
-end
+-- fairs: the names whose fair keys may have jobs (see _fair.lua, _fairfetch.lua)
+local ready, fairs = ready_sets(redis.call('SMEMBERS', K_READY))
 local tell = ARGV[7 + n + m] == '1'
 local rules = {} -- name -> {default expiry (ms) or nil, drop}
 for i = 8 + n + m, #ARGV - 2, 3 do
@@ -85,6 +83,8 @@ local function later(t)
     due = t
   end
 end
+local ctx = {now = now, later = later}
+local fkey_of = {} -- id -> the fair key of a job this call leased
 local function rate_slots(name)
   local spec = redis.call('HGET', K_RATES, name)
   if not spec then
@@ -229,11 +229,13 @@ end
 -- Pop entries of one queue until one job is leased; false when none could be.
 local function take(name)
   local qk = key_queue(name)
+  local plain = fairs[name] and function() return next_entry(name, qk) end
   while nburied < MAX_BURY do
-    local id = next_entry(name, qk)
+    local id, fkey
+    if plain then id, fkey = fair_next(ctx, name, plain) else id = next_entry(name, qk) end
     if not id then
       status[name] = false
-      unready(name)
+      if not (plain and fair_resting(name)) then unready(name) end -- (resting: see due)
       return false
     end
     local jk = key_job(id)
@@ -289,6 +291,7 @@ local function take(name)
         local ids = table_at(leased, name)
         ids[#ids + 1] = deadline
         ids[#ids + 1] = id
+        if fkey then fair_leased(name, fkey, deadline, id, fkey_of) end
         if status[name] ~= true then
           status[name] = status[name] - 1
         end
@@ -366,14 +369,11 @@ if ok then
   end
 end
 if not ok then
+  fair_end(ctx, false) -- (first: the keys it held go back before their jobs do)
   for name, entries in pairs(leased) do
-    local ids = {}
-    for i = #entries, 2, -2 do
-      ids[#ids + 1] = entries[i]
-      redis.call('HSET', key_job(entries[i]), 'state', 'queued')
-    end
+    local ids, all = fair_requeue(name, entries, fkey_of) -- (keyed ones into their key)
     if added[name] then
-      call_chunked('ZREM', key_running(name), ids)
+      call_chunked('ZREM', key_running(name), all)
     end
     call_chunked('RPUSH', key_queue(name), ids)
     mark_ready(name)
@@ -391,7 +391,7 @@ for name, entries in pairs(leased) do
   if left ~= true then
     left = left - #entries / 2
   end
-  local holds = queue_holds(name)
+  local holds = fair_has(name) or queue_holds(name)
   if rate then
     local tat = rate[2] + rate[1] * (#entries / 2)
     redis.call('HSET', K_RATE_TAT, name, string.format('%.3f', tat))
@@ -415,6 +415,7 @@ end
 for name in pairs(cut) do
   wake(name)
 end
+fair_end(ctx, true)
 flush_counts(now)
 local due_text = ms_text(math.ceil(due))
 if tell then

@@ -1,4 +1,4 @@
--- include: _base _counts _wake _graph
+-- include: _base _counts _wake _graph _fair
 -- Record the outcome of many attempts in one call. An outcome whose token is not the
 -- job's current token is stale (the job was reclaimed and handed out again, or aborted):
 -- it changes nothing and its id is returned. An outcome whose attempt already finished
@@ -26,6 +26,7 @@ local now_text = str(now)
 local stale = {}
 local woken = {}
 local ended = {} -- name -> ids whose lease ended (removed from its running set at the end)
+local fended = {} -- {name, fair key, id} of the keyed jobs among them
 local limited = {} -- name -> whether it has a concurrency limit (read once per call)
 local kept = {} -- time, id, ... of the complete jobs kept (added to K_COMPLETE at the end)
 local processed = {} -- name -> jobs complete in this call (counted at the end)
@@ -75,7 +76,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
   -- One read fences the outcome and holds all it needs. It fails on a key that is not a
   -- hash and finds no token for a missing job: either way the outcome is stale.
   local ok, f = pcall(redis.call, 'HMGET', jk, 'token', 'abort', 'waiters', 'unique_key',
-    'children', 'group', 'logged', 'started_at', 'finished_token', 'expires')
+    'children', 'group', 'logged', 'started_at', 'finished_token', 'expires', 'fair')
   if not ok or f[1] ~= token then
     if ok and f[9] == token then
       return -- this attempt's outcome, recorded already: the reply to it was lost
@@ -86,6 +87,9 @@ local function finish_one(id, name, token, outcome, a, b, c)
   end
   local ids = table_at(ended, name)
   ids[#ids + 1] = id
+  if f[11] then -- a keyed job: its key's lease ends too (at the end, fair_release)
+    fended[#fended + 1] = {name, f[11], id}
+  end
   local logged = f[7]
   -- Retire the token (written with the outcome) and name the attempt that finished, so
   -- that this outcome sent again (its reply was lost) changes nothing and is no stale one.
@@ -159,7 +163,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
     end_dependents(id, 'aborted', f[5], f[6], now)
   elseif outcome == 'requeue' then
     redis.call('HSET', jk, 'token', retired, 'finished_token', token, 'state', 'queued')
-    redis.call('RPUSH', key_queue(name), id)
+    push_job(name, f[11], id, true)
     woken[name] = true
   else -- a client's mistake: the job must not stay 'running' outside every set
     bury(id, name, 'error', 'finish: unknown outcome ' .. string.sub(tostring(outcome), 1, 64),
@@ -210,6 +214,11 @@ end
 local complete_max = tonumber(ARGV[3]) or COMPLETE_MAX
 for name, ids in pairs(ended) do
   call_chunked('ZREM', key_running(name), ids)
+end
+for _, e in ipairs(fended) do
+  if fair_release(e[1], e[2], e[3]) then -- its key back from its limit: the name too
+    woken[e[1]] = true
+  end
 end
 for name, n in pairs(processed) do
   count('processed', name, n)

@@ -1,4 +1,4 @@
--- include: _base _counts _wake _graph
+-- include: _base _counts _wake _graph _fair
 -- Admin: move jobs out of a sorted set (scheduled, retry or dead) into their queues now.
 -- KEYS[1] namespace prefix
 -- ARGV set ('scheduled' | 'retry' | 'dead'), now_ms, id_1 .. id_n
@@ -18,8 +18,8 @@ for i = 3, #ARGV do
   local id = ARGV[i]
   local jk = key_job(id)
   if redis.call('ZSCORE', z, id) then
-    local f = is_hash(jk) and redis.call('HMGET', jk, 'name', 'reason', 'children', 'group')
-      or {}
+    local f = is_hash(jk)
+      and redis.call('HMGET', jk, 'name', 'reason', 'children', 'group', 'fair') or {}
     local name = f[1]
     if set == 'dead' and f[2] == 'dependency_failed' then
       dependents[#dependents + 1] = id
@@ -33,8 +33,9 @@ for i = 3, #ARGV do
           moved = moved + rearm_dependents(id, now)
         end
       end
-      redis.call('LPUSH', key_queue(name), id)
-      redis.call('SADD', K_NAMES, name)
+      if not push_job(name, f[5], id, false) then -- its key's list, or the queue
+        redis.call('SADD', K_NAMES, name)
+      end
       mark_ready(name)
       woken[name] = true
       moved = moved + 1

@@ -1,4 +1,4 @@
--- include: _base _counts _wake _graph _expiry
+-- include: _base _counts _wake _graph _expiry _fair
 -- Move due jobs from the scheduled and retry sets into their queues, and end the jobs
 -- whose expiry has passed before they started (reason expired, see _expiry.lua): those
 -- of the expiring set that are queued, scheduled or retrying, and due ones that expired.
@@ -52,7 +52,7 @@ for _, z in ipairs({K_SCHEDULED, K_RETRY}) do
   for _, id in ipairs(ids) do
     local jk = key_job(id)
     -- HGET fails on a key that is not a hash: no record, as when the key is missing.
-    local ok, f = pcall(redis.call, 'HMGET', jk, 'name', 'expires')
+    local ok, f = pcall(redis.call, 'HMGET', jk, 'name', 'expires', 'fair')
     local name = ok and f[1]
     local at = name and f[2] and expiry_of(f[2], nil, nil)
     if not name or name == '' then
@@ -61,7 +61,7 @@ for _, z in ipairs({K_SCHEDULED, K_RETRY}) do
       expire_job(id, name, at, now, drop[name])
     else
       redis.call('HSET', jk, 'state', 'queued')
-      redis.call('LPUSH', key_queue(name), id)
+      push_job(name, f[3], id, false) -- its key's list (_fair.lua), or the queue
       woken[name] = true
       moved = moved + 1
     end

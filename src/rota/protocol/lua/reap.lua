@@ -1,4 +1,4 @@
--- include: _base _counts _wake _graph
+-- include: _base _counts _wake _graph _fair
 -- Reclaim expired leases and forget dead pools. Idempotent: every pool runs it.
 -- A job whose lease expired goes back to the front of its queue with reason 'lost'
 -- (not a failure); after max_lost lost attempts it is a poison pill and goes dead.
@@ -34,7 +34,10 @@ for _, name in ipairs(redis.call('SMEMBERS', K_LEASED)) do
       if not is_hash(jk) then
         buried[#buried + 1] = bury(id, name, 'bad_payload', 'running job has no record', now, nil)
       else
-        local f = redis.call('HMGET', jk, 'lost', 'max_lost', 'token', 'abort')
+        local f = redis.call('HMGET', jk, 'lost', 'max_lost', 'token', 'abort', 'fair')
+        if f[5] then -- a keyed job: its key's running set lets it go too
+          fair_release(name, f[5], id)
+        end
         -- NaN compares false with everything: such garbage would requeue a poison pill forever
         local lost, max_lost = tonumber(f[1]) or 0, tonumber(f[2]) or max_lost_default
         if lost ~= lost then
@@ -64,7 +67,7 @@ for _, name in ipairs(redis.call('SMEMBERS', K_LEASED)) do
             now, nil)
         else
           redis.call('HSET', jk, 'state', 'queued', 'reason', 'lost')
-          redis.call('RPUSH', key_queue(name), id)
+          push_job(name, f[5], id, true) -- the front of its key's list, or of the queue
           reclaimed[#reclaimed + 1] = id
           woken = true
         end

@@ -1,4 +1,4 @@
--- include: _wake
+-- include: _wake _fair
 -- Move away the keys of the namespace that hold another type than the scripts read and
 -- write (a key written by hand: a string where a set belongs): every command of a script
 -- on such a key answers WRONGTYPE, so one of them would stop every call of the script,
@@ -45,6 +45,20 @@ local function check_name(name)
   check(key_queue(name), 'list')
   check(key_running(name), 'zset')
   check(key_wake(name), 'list')
+  for _, k in ipairs({key_fair_keys(name), key_fair_rest(name), key_fair_backlog(name)}) do
+    check(k, 'zset')
+  end
+  check(key_fair(name), 'hash')
+  check(key_fair_set(name), 'hash')
+  -- Keys with jobs that no set of keys names any more (those moved away) join again:
+  -- those of the largest backlogs, a bounded number per call.
+  for _, key in ipairs(redis.call('ZREVRANGE', key_fair_backlog(name), 0, 99)) do
+    local ok, len = pcall(redis.call, 'LLEN', key_fair_queue(name, key))
+    if ok and len > 0 and not redis.call('ZSCORE', key_fair_keys(name), key)
+        and not redis.call('ZSCORE', key_fair_rest(name), key) then
+      fair_join(name, key)
+    end
+  end
   if queue_holds(name) then
     mark_ready(name)
   end

@@ -38,6 +38,25 @@ def test_document_validates() -> None:
     assert documented == served  # every API route is documented, and nothing else
 
 
+def test_the_error_codes_follow_from_each_declaration() -> None:
+    """An operation documents the errors its declaration implies (a body: 400, 415 and
+    422; a path parameter: 404; a query parameter: 400), besides 401 and 503, and a
+    POST's 403; the codes are in order."""
+    for path, ops in spec()["paths"].items():
+        for method, op in ops.items():
+            codes = [int(c) for c in op["responses"] if c[0] in "45"]
+            implied = {401, 503} | ({403} if method == "post" else set())
+            if "requestBody" in op:
+                implied |= {400, 415, 422}
+            if "{" in path:
+                implied.add(404)
+            if any(p["in"] == "query" for p in op.get("parameters", ())):
+                implied.add(400)
+            assert implied <= set(codes), (method, path)
+            own = [c for c in codes if c not in (401, 403, 503)]
+            assert own == sorted(own), (method, path)
+
+
 def test_an_api_route_without_its_operation_stops_the_document() -> None:
     async def endpoint(request: object) -> None: ...
 

@@ -22,7 +22,7 @@ _LIMIT: Final = Number("limit", 100, 1, 1000, page=100)
 
 
 @routes.form("/audit", "GET")
-@routes.api("/api/audit", "audit", None, 400, params=(_OFFSET, _LIMIT))
+@routes.api("/api/audit", "audit", None, params=(_OFFSET, _LIMIT))
 async def audit(request: Request) -> Response | dict[str, object]:
     """The changes made through the web UI and the API, newest first."""
     offset, limit = _OFFSET.read(request), _LIMIT.read(request)

@@ -69,9 +69,10 @@ def _wants_json(request: Request) -> bool:
     return "text/html" not in request.headers.get("accept", "")
 
 
-def _refusal(auth: Auth, request: Request, status: int, text: str) -> Response:
+def _error(request: Request, status: int, text: str) -> Response:
     """How the security middlewares say no: JSON for the API, a page for people (the
-    login form for a 401 when a token opens the server)."""
+    login form for a 401 when a token opens the server); the errors of the routes too."""
+    auth = state_of(request).auth
     challenge = {"www-authenticate": auth.challenge()} if status == 401 else None
     if _wants_json(request):
         return JSONResponse(Error(text), status_code=status, headers=challenge)
@@ -83,17 +84,11 @@ def _refusal(auth: Auth, request: Request, status: int, text: str) -> Response:
     return render(request, "error.html", {"status": status, "message": text}, status, challenge)
 
 
-def _error(request: Request, status: int, message: str) -> Response:
-    """An error of a route, answered as the middlewares' refusals are."""
-    return _refusal(state_of(request).auth, request, status, message)
-
-
-async def _api_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, ApiError)
-    return _error(request, exc.status, exc.message)
-
-
 async def _http_error(request: Request, exc: Exception) -> Response:
+    """An :class:`ApiError` in its words; an ``HTTPException`` in its detail, else in
+    a word for its status (Starlette's default detail is the status's phrase)."""
+    if isinstance(exc, ApiError):
+        return _error(request, exc.status, exc.message)
     assert isinstance(exc, HTTPException)
     try:
         phrase = HTTPStatus(exc.status_code).phrase
@@ -146,7 +141,7 @@ async def _server_error(request: Request, exc: Exception) -> Response:
 #: What each error is answered with: a Redis refusal (or a bug: 500), the web's own
 #: stores' errors (sessions, audit) too.
 _HANDLERS: Final[dict[Any, Any]] = {
-    ApiError: _api_error,
+    ApiError: _http_error,
     HTTPException: _http_error,
     RedisUnavailable: _redis_trouble,
     RedisRefused: _redis_trouble,
@@ -199,7 +194,6 @@ def create_app(
         if ns != settings.namespace
     }
     state = WebState(settings, auth or Auth(), make_templates(), client, others)
-    refused = functools.partial(_refusal, state.auth)
     limit = authed_limit(settings.max_args_bytes)
     app = Starlette(
         routes=[
@@ -209,7 +203,7 @@ def create_app(
             Route("/healthz", healthz),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
-        middleware=stack(state.auth, allowed_hosts, refused, state.sessions, state.audit, limit),
+        middleware=stack(state.auth, allowed_hosts, _error, state.sessions, state.audit, limit),
         exception_handlers=_HANDLERS,
         lifespan=functools.partial(
             _lifespan,

@@ -13,7 +13,7 @@ from rota.client.status import CronEntry
 from rota.inspect import cron as switches
 from rota.protocol.job import validate_name
 from rota.web.base import ApiError, client_of, with_notice
-from rota.web.declare import Ms, Routes, is_api, ms, said
+from rota.web.declare import Ms, Routes, answer, is_api, ms, said
 
 __all__ = ["routes"]
 
@@ -40,9 +40,7 @@ class Cron(msgspec.Struct):
     periodic: list[CronJob]
 
 
-class CronState(msgspec.Struct):
-    name: str
-    enabled: bool
+CronState = answer("CronState", __name__, name=str, enabled=bool)
 
 
 @routes.page("/cron", "cron.html")
@@ -84,11 +82,10 @@ def _switch(on: bool) -> None:
         f"/api/cron/{{name}}/{action}",
         f"cron_{action}",
         CronState,
-        404,
         post=True,
         summary=f"Turn a periodic job {what} (on every pool).",
     )
-    async def switch(request: Request) -> CronState | Response:
+    async def switch(request: Request) -> msgspec.Struct | Response:
         # 404 for a name that no live pool fires and that is not off
         name: str = request.path_params["name"]
         try:

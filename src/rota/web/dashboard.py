@@ -95,7 +95,7 @@ async def _charts(request: Request, data: Any) -> dict[str, Any]:
 
 
 @routes.page("/", "dashboard.html", _charts, api="/api/dashboard")
-@routes.api("/api/dashboard", "dashboard", Dashboard, 400, params=(_MINUTES, _DAYS))
+@routes.api("/api/dashboard", "dashboard", Dashboard, params=(_MINUTES, _DAYS))
 async def dashboard(request: Request) -> Dashboard:
     """Totals, sizes, and processed/failed per minute and per day."""
     client = client_of(request)

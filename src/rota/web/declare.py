@@ -54,6 +54,12 @@ def said(description: str) -> Meta:
     return Meta(description=description)
 
 
+def answer(kind: str, module: str, /, **fields: Any) -> type[msgspec.Struct]:
+    """The body of a small answer (what an action did), its ``fields`` in order, a type
+    of ``module`` (its ``__name__``): one line where a class takes four."""
+    return msgspec.defstruct(kind, fields.items(), module=module)
+
+
 def doc(**schema: Any) -> Meta:
     """Limits shown in the document only: the endpoint checks them itself, in its words."""
     return Meta(extra_json_schema=schema)
@@ -217,8 +223,12 @@ class Routes(list[BaseRoute]):
         summary: str | None = None,
     ) -> Callable[[V], V]:
         """A JSON endpoint: the view gets the request (and the ``body`` decoded) and
-        returns the answer's body (or a response of its own)."""
+        returns the answer's body (or a response of its own). Its error ``codes`` are
+        those its declaration implies (400 for parameters or a body, 404 for a path
+        parameter, 415 and 422 for a body) and those given."""
         said = tuple(p.schema() if isinstance(p, Number) else p for p in params)
+        implied = (400,) * bool(params or body) + (404,) * ("{" in path) + (415, 422) * bool(body)
+        codes = tuple(sorted({*implied, *codes}))
 
         def mark(view: V) -> V:
             async def endpoint(request: Request) -> Response:

@@ -79,7 +79,7 @@ async def _graph(request: Request, data: Any) -> dict[str, Any]:
 
 
 @routes.page("/flows/{job_id}", "flow.html", _graph)
-@routes.api("/api/flows/{job_id}", "flow", Flow, 404)
+@routes.api("/api/flows/{job_id}", "flow", Flow)
 async def flow(request: Request) -> Flow:
     """The graph of the workflow a job belongs to (at most 200 jobs)."""
     job_id = request.path_params["job_id"]
@@ -132,7 +132,7 @@ async def _members(request: Request, data: Any) -> dict[str, Any]:
 
 
 @routes.page("/groups/{group_id}", "group.html", _members)
-@routes.api("/api/groups/{group_id}", "group", Group, 400, 404, params=(_OFFSET, _LIMIT, _MEMBERS))
+@routes.api("/api/groups/{group_id}", "group", Group, params=(_OFFSET, _LIMIT, _MEMBERS))
 async def group(request: Request) -> Group:
     """A group's progress, its callback, and a page of its members (those in a state)."""
     group_id = request.path_params["group_id"]

@@ -136,6 +136,12 @@ class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ] = None
 
 
+def _shown(field: str, text: str | None) -> dict[str, Any]:
+    """A stored value's fields of :class:`JobDetail`: decoded, as stored, indented."""
+    value, pretty = _pretty(text)
+    return {field: value, f"{field}_raw": text, f"{field}_pretty": pretty}
+
+
 def _pretty(text: str | None) -> tuple[Any, str | None]:
     """Decoded JSON and an indented rendering, None when that would pass
     :data:`PRETTY_LIMIT`; the text itself when it is not JSON (or nests deeper than
@@ -183,7 +189,7 @@ async def _page(request: Request, data: Any) -> dict[str, Any]:
 
 
 @routes.page("/jobs/{job_id}", "job.html", _page)
-@routes.api("/api/jobs/{job_id}", "job", "Job", 404)
+@routes.api("/api/jobs/{job_id}", "job", "Job")
 async def job(request: Request) -> dict[str, Any]:
     """Everything about one job."""
     # The record's fields, then JobDetail's (replacing the times and args, result and
@@ -191,23 +197,14 @@ async def job(request: Request) -> dict[str, Any]:
     client, job_id = client_of(request), request.path_params["job_id"]
     view = found(request, await inspect.job_view(client, job_id), "job", job_id)
     record, progress = view.record, view.group_progress
-    args, args_text = _pretty(record.args)
-    result, result_text = _pretty(record.result)
     detail = mirror(  # the record's times, in ms
         JobDetail,
         record,
-        args=args,
-        args_raw=record.args,
-        args_pretty=args_text,
-        result=result,
-        result_raw=record.result,
-        result_pretty=result_text,
+        **_shown("args", record.args),
+        **_shown("result", record.result),
         progress=_progress(record.progress),
         progress_raw=record.progress,
-        logs=view.logs,
-        parents=view.parents,
-        children=view.children,
-        children_total=view.children_total,
+        **{f: getattr(view, f) for f in ("logs", "parents", "children", "children_total")},
         unserved=await inspect.unserved(client, view.parents),
         callback=view.callback,
         group_progress=None if progress is None else mirror(GroupProgress, progress),
@@ -225,7 +222,7 @@ def _stored(field: Literal["args", "result"]) -> None:
         return Response(text or b"null", media_type="application/json")
 
     summary = f"A job's {field} as stored (JSON text)."
-    routes.api(f"/api/jobs/{{job_id}}/{field}", field, None, 404, summary=summary)(read)
+    routes.api(f"/api/jobs/{{job_id}}/{field}", field, None, summary=summary)(read)
 
 
 _stored("args")
@@ -233,7 +230,7 @@ _stored("result")
 
 
 @routes.form("/jobs/{job_id}/abort")
-@routes.api("/api/jobs/{job_id}/abort", "abort", Aborted, 404, post=True)
+@routes.api("/api/jobs/{job_id}/abort", "abort", Aborted, post=True)
 async def abort(request: Request) -> Aborted | Response:
     """Abort a job."""
     job_id = request.path_params["job_id"]
@@ -259,7 +256,6 @@ def _run_at(body: EnqueueRequest) -> float | None:
         raise ApiError(422, str(exc)) from None
 
 
-_CODES: Final = (400, 413, 415, 422)
 _ENQUEUED: Final = {
     "201": json_answer(Enqueued, "enqueued"),
     "200": json_answer(Enqueued, "nothing new: the unique key is held"),
@@ -267,7 +263,7 @@ _ENQUEUED: Final = {
 
 
 @routes.api(
-    "/api/jobs", "enqueue", Enqueued, *_CODES, body=EnqueueRequest, answers=_ENQUEUED, post=True
+    "/api/jobs", "enqueue", Enqueued, 413, body=EnqueueRequest, answers=_ENQUEUED, post=True
 )
 async def enqueue(request: Request, body: EnqueueRequest) -> Response:
     """Enqueue a job."""

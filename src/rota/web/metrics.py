@@ -109,10 +109,7 @@ class RotaCollector(Collector):
         ns = [r.namespace]
         per_queue: dict[str, tuple[str, Callable[[QueueInfo], float]]] = {
             "rota_queue_size": ("Jobs waiting in the queue.", lambda q: q.size),
-            "rota_queue_latency_seconds": (
-                "Age of the oldest queued job.",
-                lambda q: q.latency,
-            ),
+            "rota_queue_latency_seconds": ("Age of the oldest queued job.", lambda q: q.latency),
             "rota_queue_running": ("Jobs of the name running now.", lambda q: q.running),
             "rota_queue_paused": ("1 when the queue is paused.", lambda q: int(q.paused)),
         }
@@ -129,11 +126,8 @@ class RotaCollector(Collector):
             for name in sorted(names):
                 counter.add_metric([r.namespace, name], r.stats.get(f"{field}:{name}", 0))
             yield counter
-            total = CounterMetricFamily(
-                f"rota_namespace_jobs_{field}",
-                f"Jobs {field}, over every job name.",
-                labels=["namespace"],
-            )
+            every = f"Jobs {field}, over every job name."
+            total = CounterMetricFamily(f"rota_namespace_jobs_{field}", every, labels=["namespace"])
             total.add_metric(ns, r.stats.get(field, 0))
             yield total
         sets = GaugeMetricFamily(
@@ -144,19 +138,16 @@ class RotaCollector(Collector):
         for which, n in r.sets.items():
             sets.add_metric([r.namespace, which], n)
         yield sets
-        yield _gauge("rota_pools", "Live worker pools.", ns, len(r.pools))
-        yield _gauge(
-            "rota_workers", "Workers of all live pools.", ns, sum(p.concurrency for p in r.pools)
-        )
-        yield _gauge("rota_busy_workers", "Workers running a job.", ns, r.running)
-        yield _gauge("rota_queued_jobs", "Jobs queued, over every job name.", ns, r.queued)
-        yield _gauge("rota_job_names", "Job names of the namespace.", ns, r.names)
-        yield _gauge(
-            "rota_redis_roundtrip_seconds", "Round trip of a PING to Redis.", ns, r.roundtrip
-        )
-        yield _gauge(
-            "rota_scrape_duration_seconds", "Time spent reading Redis.", ns, r.scrape_seconds
-        )
+        for name, text, figure in (
+            ("rota_pools", "Live worker pools.", len(r.pools)),
+            ("rota_workers", "Workers of all live pools.", sum(p.concurrency for p in r.pools)),
+            ("rota_busy_workers", "Workers running a job.", r.running),
+            ("rota_queued_jobs", "Jobs queued, over every job name.", r.queued),
+            ("rota_job_names", "Job names of the namespace.", r.names),
+            ("rota_redis_roundtrip_seconds", "Round trip of a PING to Redis.", r.roundtrip),
+            ("rota_scrape_duration_seconds", "Time spent reading Redis.", r.scrape_seconds),
+        ):
+            yield _gauge(name, text, ns, figure)
         if r.server is not None:
             yield from _redis_families(r.namespace, r.server)
 
@@ -171,18 +162,10 @@ def _redis_families(namespace: str, figures: RedisFigures) -> Iterator[Metric]:
     for cond in REFUSALS:
         refusing.add_metric([namespace, cond.value], int(cond in figures.refusing))
     yield refusing
-    yield _gauge(
-        "rota_redis_memory_used_bytes",
-        "Memory Redis uses (used_memory).",
-        [namespace],
-        figures.used_memory,
-    )
-    yield _gauge(
-        "rota_redis_memory_max_bytes",
-        "Redis's memory limit (maxmemory; 0: no limit).",
-        [namespace],
-        figures.maxmemory,
-    )
+    used = "Memory Redis uses (used_memory)."
+    yield _gauge("rota_redis_memory_used_bytes", used, [namespace], figures.used_memory)
+    most = "Redis's memory limit (maxmemory; 0: no limit)."
+    yield _gauge("rota_redis_memory_max_bytes", most, [namespace], figures.maxmemory)
 
 
 def _gauge(name: str, doc: str, labels: list[str], value: float) -> GaugeMetricFamily:

@@ -26,6 +26,7 @@ from rota.web.declare import (
     Ms,
     Number,
     Routes,
+    answer,
     doc,
     is_api,
     mirror,
@@ -93,24 +94,10 @@ class QueueJobs(inspect.QueueView, kw_only=True):
     jobs: list[QueuedJob]  # type: ignore[assignment]
 
 
-class QueueState(msgspec.Struct):
-    name: str
-    paused: bool
-
-
-class QueueRate(msgspec.Struct):
-    name: str
-    rate: str | None
-
-
-class QueueLimit(msgspec.Struct):
-    name: str
-    limit: int | None
-
-
-class Cleared(msgspec.Struct):
-    name: str
-    deleted: int
+QueueState = answer("QueueState", __name__, name=str, paused=bool)
+QueueRate = answer("QueueRate", __name__, name=str, rate=str | None)
+QueueLimit = answer("QueueLimit", __name__, name=str, limit=int | None)
+Cleared = answer("Cleared", __name__, name=str, deleted=int)
 
 
 class RateRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -130,7 +117,7 @@ class LimitRequest(msgspec.Struct, forbid_unknown_fields=True):
     ]
 
 
-@routes.api("/api/queues", "queues", Queues, 400, params=(_OFFSET, _LIMIT))
+@routes.api("/api/queues", "queues", Queues, params=(_OFFSET, _LIMIT))
 async def queues(request: Request) -> Queues:
     """A page of the queues' figures, the busiest first."""
     # done_per_second: completed per second over the last minute, from the per-minute counters
@@ -179,9 +166,7 @@ async def _queue(request: Request, data: Any) -> dict[str, Any]:
 
 
 @routes.page("/queues/{name}", "queue.html", _queue)
-@routes.api(
-    "/api/queues/{name}/jobs", "queue_jobs", QueueJobs, 400, 404, params=(_OFFSET, _JOBS, _ORDER)
-)
+@routes.api("/api/queues/{name}/jobs", "queue_jobs", QueueJobs, params=(_OFFSET, _JOBS, _ORDER))
 async def queue_jobs(request: Request) -> QueueJobs:
     """A page of the jobs waiting in a queue, the next to run first (or the newest)."""
     name = await known_queue(request)
@@ -193,7 +178,7 @@ async def queue_jobs(request: Request) -> QueueJobs:
     return mirror(QueueJobs, view, jobs=[mirror(QueuedJob, j) for j in view.jobs])
 
 
-@routes.api("/api/queues/{name}/stats", "queue_stats", NameStats, 400, 404, params=(_MINUTES,))
+@routes.api("/api/queues/{name}/stats", "queue_stats", NameStats, params=(_MINUTES,))
 async def name_stats(request: Request) -> NameStats:
     """A job name per UTC minute: processed, failed, mean run time."""
     return await _name_stats(client_of(request), await known_queue(request), _MINUTES.read(request))
@@ -213,7 +198,7 @@ async def _done(request: Request, body: B, done: str, n: int | None = None) -> B
     return body if is_api(request) else await back(request, "/queues", done, n)
 
 
-async def _switch(request: Request, paused: bool) -> QueueState | Response:
+async def _switch(request: Request, paused: bool) -> msgspec.Struct | Response:
     """Pause or resume a queue, and answer with its state."""
     name, admin = await known_queue(request), client_of(request).admin
     await (admin.pause if paused else admin.resume)(name)
@@ -221,35 +206,30 @@ async def _switch(request: Request, paused: bool) -> QueueState | Response:
 
 
 @routes.form("/queues/{name}/pause")
-@routes.api("/api/queues/{name}/pause", "queue_pause", QueueState, 404, post=True)
-async def pause(request: Request) -> QueueState | Response:
+@routes.api("/api/queues/{name}/pause", "queue_pause", QueueState, post=True)
+async def pause(request: Request) -> msgspec.Struct | Response:
     """Pause a queue."""
     return await _switch(request, paused=True)
 
 
 @routes.form("/queues/{name}/resume")
-@routes.api("/api/queues/{name}/resume", "queue_resume", QueueState, 404, post=True)
-async def resume(request: Request) -> QueueState | Response:
+@routes.api("/api/queues/{name}/resume", "queue_resume", QueueState, post=True)
+async def resume(request: Request) -> msgspec.Struct | Response:
     """Resume a queue."""
     return await _switch(request, paused=False)
 
 
 @routes.form("/queues/{name}/clear")
-@routes.api("/api/queues/{name}/clear", "queue_clear", Cleared, 404, post=True)
-async def clear(request: Request) -> Cleared | Response:
+@routes.api("/api/queues/{name}/clear", "queue_clear", Cleared, post=True)
+async def clear(request: Request) -> msgspec.Struct | Response:
     """Clear a queue."""
     name = await known_queue(request)
     n = await client_of(request).admin.clear_queue(name)
     return await _done(request, Cleared(name, n), "cleared", n)
 
 
-_WRONG: Final = (400, 404, 415, 422)
-
-
-@routes.api(
-    "/api/queues/{name}/rate", "queue_rate", QueueRate, *_WRONG, body=RateRequest, post=True
-)
-async def set_rate(request: Request, body: RateRequest) -> QueueRate:
+@routes.api("/api/queues/{name}/rate", "queue_rate", QueueRate, body=RateRequest, post=True)
+async def set_rate(request: Request, body: RateRequest) -> msgspec.Struct:
     """Set or remove the rate limit of a queue (across all pools)."""
     name = await known_queue(request)
     try:
@@ -260,10 +240,8 @@ async def set_rate(request: Request, body: RateRequest) -> QueueRate:
     return QueueRate(name, info.rate)
 
 
-@routes.api(
-    "/api/queues/{name}/limit", "queue_limit", QueueLimit, *_WRONG, body=LimitRequest, post=True
-)
-async def set_limit(request: Request, body: LimitRequest) -> QueueLimit:
+@routes.api("/api/queues/{name}/limit", "queue_limit", QueueLimit, body=LimitRequest, post=True)
+async def set_limit(request: Request, body: LimitRequest) -> msgspec.Struct:
     """Set or remove the concurrency limit of a queue (across all pools)."""
     name = await known_queue(request)
     if body.limit is not None and not 1 <= body.limit <= MAX_LIMIT:

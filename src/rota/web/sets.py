@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Annotated, Any, ClassVar, Final, get_args
 
 import msgspec
-from msgspec import Meta
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -15,7 +14,7 @@ from starlette.responses import Response
 from rota.client.shard_ops import SEARCH_LIMIT
 from rota.protocol.job import JobRecord, JobSet
 from rota.web.base import ApiError, JSONResponse, back, client_of
-from rota.web.declare import REF, STR, Ms, Number, Routes, doc, is_api, mirror, pages, query, said
+from rota.web.declare import Ms, Number, Routes, doc, is_api, mirror, pages, query, ref, said
 
 __all__ = ["JOB_SETS", "MAX_IDS", "MAX_POSITION", "MAX_SEARCH", "RETRYABLE", "SUMMARY", "routes"]
 
@@ -41,7 +40,7 @@ _DONE: Final = {"retry": "retried", "delete": "deleted"}
 _OFFSET: Final = Number("offset", 0, 0, MAX_POSITION)
 _LIMIT: Final = Number("limit", 25, 1, 500, page=25)
 _FROM: Final = Number("from", 0, 0, MAX_POSITION, "where in the set a search begins")
-_SEARCH: Final = query("q", {**STR, "maxLength": MAX_SEARCH}, "part of a job id or name")
+_SEARCH: Final = query("q", {"type": "string", "maxLength": MAX_SEARCH}, "part of a job id or name")
 
 
 class JobTimes(msgspec.Struct, kw_only=True):
@@ -68,9 +67,7 @@ class JobPage(msgspec.Struct, kw_only=True):
         int, said("where in the set a search began (from): it read start to searched")
     ] = 0
     #: Each a projection of a job record (:data:`SUMMARY`), documented as such.
-    jobs: list[
-        Annotated[dict[str, Any], Meta(extra_json_schema={"$ref": REF.format(name="JobSummary")})]
-    ]
+    jobs: list[Annotated[dict[str, Any], doc(**ref("JobSummary"))]]
 
 
 class Ids(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -153,7 +150,6 @@ def _declare(which: JobSet) -> None:
         f"/api/{which}",
         f"list_{which}",
         JobPage,
-        400,
         params=(_OFFSET, _LIMIT, _SEARCH, _FROM),
         summary=f"A page of the {which} jobs, searchable by id and name.",
     )
@@ -249,7 +245,7 @@ def _actions(which: JobSet, action: str) -> None:
         f"/api/{which}/{action}",
         f"{which}_{action}",
         Retried if action == "retry" else Deleted,
-        *(400, 404, 415, 422),
+        404,
         body=Ids,
         post=True,
         summary=f"{action.capitalize()} {which} jobs: some ids, or all.",

@@ -10,9 +10,11 @@ from urllib.parse import quote
 
 import httpx
 from markupsafe import escape
+from prometheus_client.parser import text_string_to_metric_families
 
 from rota import Client, JobSpec, Settings
 from rota.web import Auth, create_app
+from rota.web.metrics import KEYS
 from rota.web.middleware.csrf import CSRF_COOKIE
 from tests.web.conftest import BASE
 
@@ -153,3 +155,22 @@ async def test_refusals_change_nothing(settings: Settings, client: Client) -> No
     assert t1.paused
     acted = [(e["path"], e["status"]) for e in log["entries"] if "/keys/" in e["path"]]
     assert acted == [("/queues/hook/keys/t1/pause", 303)]
+
+
+async def test_metrics_show_the_top_keys_only_when_asked(
+    http: httpx.AsyncClient, client: Client
+) -> None:
+    """``?keys=top``: KEYS keys of a name with KEYS + 1 keys, the largest backlogs; a
+    scrape without it has no series per key."""
+    counts = {f"k{i:02}": i + 1 for i in range(KEYS + 1)}  # k00 has the fewest jobs
+    await _keyed(client, counts)
+    plain = await http.get("/metrics")
+    assert "rota_fair_key" not in plain.text
+    scrape = await http.get("/metrics?keys=top")
+    assert scrape.status_code == 200
+    families = {f.name: f for f in text_string_to_metric_families(scrape.text)}
+    queued = {s.labels["key"]: s.value for s in families["rota_fair_key_queued"].samples}
+    assert queued == {k: float(n) for k, n in counts.items() if k != "k00"}
+    running = families["rota_fair_key_running"].samples
+    assert len(running) == KEYS and {s.labels["name"] for s in running} == {"hook"}
+    assert (await http.get("/metrics?keys=all")).status_code == 400

@@ -16,6 +16,8 @@ from rota import Client, JobSpec, Settings
 from rota.web import Auth, create_app
 from rota.web.metrics import KEYS
 from rota.web.middleware.csrf import CSRF_COOKIE
+from tests.redis_server import RedisServer
+from tests.test_acl import admin, server, settings_for  # noqa: F401 - fixtures
 from tests.web.conftest import BASE
 
 HTML = {"accept": "text/html"}
@@ -174,3 +176,24 @@ async def test_metrics_show_the_top_keys_only_when_asked(
     running = families["rota_fair_key_running"].samples
     assert len(running) == KEYS and {s.labels["name"] for s in running} == {"hook"}
     assert (await http.get("/metrics?keys=all")).status_code == 400
+
+
+async def test_the_web_operator_role_sets_a_key_and_the_read_only_one_is_refused(
+    server: RedisServer,  # noqa: F811
+    namespace: str,
+    admin: Client,  # noqa: F811
+) -> None:
+    """Under the Redis users of ``rota acl web-operator`` and ``rota acl web``."""
+    await _keyed(admin, {"t1": 1})
+    for role, status in (("web", 403), ("web-operator", 200)):
+        app = create_app(settings_for(server, role, namespace))
+        transport = httpx.ASGITransport(app=app)
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=transport, base_url=BASE) as web,
+        ):
+            assert (await web.get("/api/queues/hook/keys")).json()["keys"][0]["key"] == "t1"
+            done = await web.post(_path("t1") + "/limit", json={"limit": 2})
+            assert done.status_code == status, (role, done.text)
+            assert (await web.post(_path("t1") + "/clear")).status_code == status
+    assert await admin.admin.fair_keys("hook") == []

@@ -40,6 +40,7 @@ _LIMIT: Final = int(FAIR["limit"].hi)
 _WEIGHT: Final = int(FAIR["weight"].hi)
 _KEY: Final = "/api/queues/{name}/keys/{key:path}/"
 _FORM: Final = "/queues/{name}/keys/{key:path}/"
+_PAST: Final = {True: "paused", False: "resumed"}
 
 
 class FairKeys(msgspec.Struct):
@@ -113,9 +114,6 @@ async def _switch(request: Request, paused: bool) -> Any:
     admin = client_of(request).admin
     await (admin.pause_key if paused else admin.resume_key)(name, key)
     return await _done(request, name, KeyState(name, key, paused), "key-" + _PAST[paused])
-
-
-_PAST: Final = {True: "paused", False: "resumed"}
 
 
 @routes.form(_FORM + "pause")

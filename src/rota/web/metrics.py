@@ -82,7 +82,7 @@ class Reading:
     queued: int = 0  # jobs queued, over every name
     running: int = 0  # jobs running, over every name
     # ?keys=top: the top fair keys of each detailed name that has keys
-    keys: dict[str, list[FairKeyInfo]] = dataclasses.field(default_factory=dict)
+    top_keys: dict[str, list[FairKeyInfo]] = dataclasses.field(default_factory=dict)
 
 
 async def read(client: Client, detailed: int | None = NAMES, keys: bool = False) -> Reading:
@@ -115,7 +115,7 @@ async def read(client: Client, detailed: int | None = NAMES, keys: bool = False)
         names=len(names),
         queued=sum(q for q, _ in counts.values()),
         running=sum(r for _, r in counts.values()),
-        keys=fair,
+        top_keys=fair,
     )
 
 
@@ -169,8 +169,8 @@ class RotaCollector(Collector):
             ("rota_scrape_duration_seconds", "Time spent reading Redis.", r.scrape_seconds),
         ):
             yield _gauge(name, text, ns, figure)
-        if r.keys:
-            yield from _key_families(r.namespace, r.keys)
+        if r.top_keys:
+            yield from _key_families(r.namespace, r.top_keys)
         if r.server is not None:
             yield from _redis_families(r.namespace, r.server)
 

@@ -3,6 +3,7 @@ mirror a type carry its fields in order, times in ms."""
 
 from __future__ import annotations
 
+import re
 import typing
 
 import msgspec
@@ -28,8 +29,8 @@ def test_document_validates() -> None:
     documented = {
         (path, method.upper()) for path, ops in document["paths"].items() for method in ops
     }
-    served = {
-        (route.path, method)
+    served = {  # a path parameter's converter ({key:path}) is not in the document
+        (re.sub(r"\{(\w+):\w+\}", r"{\1}", route.path), method)
         for route in create_app(Settings()).routes
         if isinstance(route, Route) and route.path.startswith("/api/")
         for method in route.methods or ()

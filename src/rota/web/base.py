@@ -51,6 +51,17 @@ _NOTICES: Final = {
     "limit-removed": "Concurrency limit removed.",
     "cron-off": "Periodic job turned off: its fire times pass without a job.",
     "cron-on": "Periodic job turned on again.",
+    "key-paused": "Fair key paused.",
+    "key-resumed": "Fair key resumed.",
+    "key-cleared": "{n} queued jobs of the key deleted.",
+    "key-limit-set": "Key limit set.",
+    "key-limit-removed": "Key limit removed.",
+    "key-weight-set": "Key weight set.",
+    "key-weight-removed": "Key weight back to 1.",
+    "key-rate-set": "Key rate limit set.",
+    "key-rate-removed": "Key rate limit removed.",
+    "key-default-set": "Default key limit set.",
+    "key-default-removed": "Default key limit removed.",
 }
 
 

@@ -10,6 +10,12 @@ jobs queued and running (their figures and counters), and gives the namespace's 
 over every name beside them; ``/metrics?names=all`` details every name. 5,000 names made
 a scrape of 2.7 MB and 45,000 series, read with 40,000 commands.
 
+Fair keys are opt-in: ``/metrics?keys=top`` adds, for each detailed name, its :data:`KEYS`
+keys with the most jobs queued (``rota_fair_key_queued`` and ``rota_fair_key_running``,
+labelled by key), however many keys it has: a tenant per key must not make a series per
+tenant. It costs a read of the keys' ranking per detailed name and shard (two round trips
+where a name has keys, run at once), which a scrape without it does not pay.
+
 ``rota_redis_refusing_writes`` says whether Redis refuses writes and why, as Redis's
 figures show it: ``out_of_memory`` when it is at its ``maxmemory`` with the
 ``noeviction`` policy (enqueues fail; pools go on draining), ``read_only`` when it is a
@@ -19,6 +25,8 @@ these gauges and the memory ones out of the scrape.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,6 +40,7 @@ from starlette.responses import Response
 
 from rota import inspect
 from rota.client import Client, QueueInfo
+from rota.client.fair import FairKeyInfo
 from rota.client.status import LivePool
 from rota.inspect import RedisFigures
 from rota.redis.outage import Condition
@@ -39,6 +48,7 @@ from rota.web.base import client_of
 
 __all__ = [
     "COUNTERS",
+    "KEYS",
     "NAMES",
     "REFUSALS",
     "RotaCollector",
@@ -50,6 +60,9 @@ __all__ = [
 COUNTERS = ("processed", "failed", "dead", "lost", "aborted")
 #: Job names with series of their own in a scrape (``?names=all``: every name).
 NAMES = 100
+#: Fair keys of each detailed name with series of their own (``?keys=top``), the largest
+#: backlog first.
+KEYS = 10
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: The conditions ``rota_redis_refusing_writes`` reports, each 1 or 0 at every scrape.
 REFUSALS = (Condition.OUT_OF_MEMORY, Condition.READ_ONLY)
@@ -68,11 +81,14 @@ class Reading:
     names: int = 0  # job names of the namespace, detailed in `queues` or not
     queued: int = 0  # jobs queued, over every name
     running: int = 0  # jobs running, over every name
+    # ?keys=top: the top fair keys of each detailed name that has keys
+    top_keys: dict[str, list[FairKeyInfo]] = dataclasses.field(default_factory=dict)
 
 
-async def read(client: Client, detailed: int | None = NAMES) -> Reading:
+async def read(client: Client, detailed: int | None = NAMES, keys: bool = False) -> Reading:
     """The figures of a scrape: ``detailed`` names (None: all) in full, those with the
-    most jobs queued and running; two commands a name rank them."""
+    most jobs queued and running; two commands a name rank them. ``keys``: the
+    :data:`KEYS` fair keys of each detailed name with the most jobs queued too."""
     started = time.perf_counter()
     roundtrip = await inspect.ping(client)
     figures = await inspect.redis_figures(client)
@@ -83,6 +99,10 @@ async def read(client: Client, detailed: int | None = NAMES) -> Reading:
     stats = await client.admin.stats()
     pools = await client.admin.pools()
     sets = await client.admin.job_set_sizes()
+    fair = {}
+    if keys:
+        tops = await asyncio.gather(*(client.admin.fair_keys(q.name, KEYS) for q in queues))
+        fair = {q.name: top for q, top in zip(queues, tops, strict=True) if top}
     return Reading(
         client.namespace,
         queues,
@@ -95,6 +115,7 @@ async def read(client: Client, detailed: int | None = NAMES) -> Reading:
         names=len(names),
         queued=sum(q for q, _ in counts.values()),
         running=sum(r for _, r in counts.values()),
+        top_keys=fair,
     )
 
 
@@ -148,8 +169,26 @@ class RotaCollector(Collector):
             ("rota_scrape_duration_seconds", "Time spent reading Redis.", r.scrape_seconds),
         ):
             yield _gauge(name, text, ns, figure)
+        if r.top_keys:
+            yield from _key_families(r.namespace, r.top_keys)
         if r.server is not None:
             yield from _redis_families(r.namespace, r.server)
+
+
+def _key_families(namespace: str, keys: dict[str, list[FairKeyInfo]]) -> Iterator[Metric]:
+    """The top fair keys of each detailed name (``?keys=top``)."""
+    labels = ["namespace", "name", "key"]
+    for metric, doc, value in (
+        ("rota_fair_key_queued", f"Jobs queued of a fair key (the top {KEYS} of a name).", "q"),
+        ("rota_fair_key_running", f"Jobs running of a fair key (the top {KEYS} of a name).", "r"),
+    ):
+        family = GaugeMetricFamily(metric, doc, labels=labels)
+        for name, rows in keys.items():
+            for row in rows:
+                family.add_metric(
+                    [namespace, name, row.key], row.queued if value == "q" else row.running
+                )
+        yield family
 
 
 def _redis_families(namespace: str, figures: RedisFigures) -> Iterator[Metric]:
@@ -175,10 +214,14 @@ def _gauge(name: str, doc: str, labels: list[str], value: float) -> GaugeMetricF
 
 
 async def metrics(request: Request) -> Response:
-    """The scrape; ``?names=all`` details every job name (see the module's docstring)."""
-    every = request.query_params.get("names")
+    """The scrape; ``?names=all`` details every job name, ``?keys=top`` adds the top fair
+    keys of each (see the module's docstring)."""
+    every, keys = request.query_params.get("names"), request.query_params.get("keys")
     if every not in (None, "all"):
         raise HTTPException(400, f"names: 'all' or nothing, not {every[:40]!r}")
+    if keys not in (None, "top"):
+        raise HTTPException(400, f"keys: 'top' or nothing, not {keys[:40]!r}")
+    reading = await read(client_of(request), None if every else NAMES, keys is not None)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(RotaCollector(await read(client_of(request), None if every else NAMES)))
+    registry.register(RotaCollector(reading))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE)

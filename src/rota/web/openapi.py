@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import re
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -27,9 +28,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from rota.client.spec import FAIR_KEY_RE
 from rota.protocol.job import NAME_RE, JobRecord
 from rota.version import __version__
-from rota.web import access, cron, dashboard, flows, jobs, queues, sets, shards
+from rota.web import access, cron, dashboard, fair_keys, flows, jobs, queues, sets, shards
 from rota.web.base import JSONResponse
 from rota.web.declare import REF, Error, Operation, Schema, json_answer, ms_fields, ref
 from rota.web.jobs import JobDetail
@@ -38,7 +40,7 @@ from rota.web.sets import SUMMARY, JobTimes
 __all__ = ["ID_PATTERN", "MIRRORS", "RESOURCES", "ROUTES", "components", "paths", "serve", "spec"]
 
 #: The modules of the resources, each declaring its endpoints.
-RESOURCES: Final = (dashboard, queues, jobs, sets, flows, cron, shards, access)
+RESOURCES: Final = (dashboard, queues, fair_keys, jobs, sets, flows, cron, shards, access)
 #: Their routes, from which the document is derived.
 ROUTES: Final[list[BaseRoute]] = [route for module in RESOURCES for route in module.routes]
 
@@ -52,7 +54,14 @@ MIRRORS: Final[tuple[Any, ...]] = tuple(
     if isinstance(kind, type) and kind.__module__ == module.__name__ and hasattr(kind, "mirrors")
 )
 #: The pattern of each path parameter.
-_PATTERNS: Final = {"name": NAME_RE.pattern, "job_id": ID_PATTERN, "group_id": ID_PATTERN}
+_PATTERNS: Final = {
+    "name": NAME_RE.pattern,
+    "job_id": ID_PATTERN,
+    "group_id": ID_PATTERN,
+    "key": FAIR_KEY_RE.pattern,
+}
+#: A path parameter's converter (``{key:path}``), which the document does not show.
+_CONVERTER: Final = re.compile(r"\{(\w+):\w+\}")
 _ERRORS: Final = {
     400: "bad parameters or a body that is not JSON",
     401: "authentication required",
@@ -109,7 +118,7 @@ def paths(routes: Sequence[BaseRoute]) -> dict[str, Any]:
         if op.request is not None:
             content = {"application/json": {"schema": ref(op.request)}}
             entry["requestBody"] = {"required": True, "content": content}
-        out.setdefault(route.path, {})[method] = entry
+        out.setdefault(_CONVERTER.sub(r"{\1}", route.path), {})[method] = entry
     return out
 
 

@@ -1,0 +1,47 @@
+"""The fair keys of a queue's page in a real headless Chromium: the section lists the
+keys with the largest backlog, a hostile key shows as text and runs no script, and one
+key's limit set from its row's form is read back through ``client.admin``."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from rota import JobSpec
+from tests.web.test_browser import SHOTS
+from tests.web.test_browser_operate import Site, Tab, site, tab  # noqa: F401 - fixtures
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+
+HOSTILE = "<img/src=x/onerror=window.hit=1>\"'"
+
+
+def test_the_fair_keys_section_and_one_action(site: Site, tab: Tab) -> None:  # noqa: F811
+    counts = {"big": 6, HOSTILE: 3, "small": 1}
+    site.call(
+        site.client.enqueue_many,
+        [JobSpec(name="tenant", args=[i], fair_key=k) for k, n in counts.items() for i in range(n)],
+    )
+    page = tab.page
+    page.goto(site.url + "/queues/tenant")
+    section = page.locator("#fair-keys")
+    expect(section.locator("h2")).to_have_text("Fair keys")
+    expect(section.locator("td.key")).to_have_text(["big", HOSTILE, "small"])
+    assert page.evaluate("window.hit") is None  # the key is text, not markup
+    row = section.locator("tr", has=page.locator("td.key", has_text="big"))
+    row.get_by_label("limit of key big").fill("2")
+    with page.expect_navigation():
+        row.get_by_role("button", name="Set limit").click()
+    expect(page.locator(".notice")).to_have_text("Key limit set.")
+    assert page.url.startswith(site.url + "/queues/tenant")
+    rows = {r.key: r for r in site.call(site.client.admin.fair_keys, "tenant")}
+    assert rows["big"].limit == 2
+    expect(row.locator('td[data-label="Running / limit"]')).to_have_text("0 / 2")
+    with page.expect_navigation():
+        section.locator("tr").nth(2).get_by_role("button", name="Pause").click()
+    rows = {r.key: r for r in site.call(site.client.admin.fair_keys, "tenant")}
+    assert rows[HOSTILE].paused and not rows["big"].paused
+    expect(page.locator(".notice")).to_have_text("Fair key paused.")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SHOTS / "queue-fair-keys.png", full_page=True)
+    assert tab.errors == []

@@ -197,3 +197,16 @@ async def test_the_web_operator_role_sets_a_key_and_the_read_only_one_is_refused
             assert done.status_code == status, (role, done.text)
             assert (await web.post(_path("t1") + "/clear")).status_code == status
     assert await admin.admin.fair_keys("hook") == []
+
+
+async def test_the_queue_page_counts_the_keyed_jobs_beside_its_list(
+    http: httpx.AsyncClient, client: Client
+) -> None:
+    # A name whose jobs all carry keys said "0 jobs waiting": its list holds none of them.
+    await _keyed(client, {"a": 3, "b": 1})
+    await client.enqueue_many([JobSpec(name="hook", args=[9])] * 2)
+    view = (await http.get("/api/queues/hook/jobs")).json()
+    assert (view["total"], view["keyed"], len(view["jobs"])) == (2, 4, 2)
+    page = (await http.get("/queues/hook", headers=HTML)).text
+    assert "2 jobs waiting, and 4 with a fair key" in page
+    assert "Delete the 6 queued jobs of hook?" in page

@@ -162,15 +162,21 @@ QueuedRow = tuple[str, Any, Any, Any, int, Any]
 
 async def queue_rows(
     shard: Shard, name: str, offset: int, limit: int, newest: bool, longest: int
-) -> tuple[int, bool, list[QueuedRow]]:
+) -> tuple[int, bool, list[QueuedRow], int]:
     """A page of the jobs waiting in ``name``'s queue of one shard (see
-    :func:`rota.inspect.queue_view`), the queue's length and whether it is paused:
+    :func:`rota.inspect.queue_view`), the queue's length, whether it is paused and how
+    many jobs with a fair key wait in its keys (not in the queue's list):
     one ``LRANGE`` counted from the end the page starts at, the page's fields and args'
     lengths, then the args up to ``longest`` bytes (three round trips)."""
     k, q = shard.keys, shard.keys.queue(name)
     page = (offset, offset + limit - 1) if newest else (-offset - limit, -offset - 1)
-    total, raw, paused = await shard.piped(
-        lambda p: (p.llen(q), p.lrange(q, *page), p.sismember(k.paused, name))
+    total, raw, paused, keyed = await shard.piped(
+        lambda p: (
+            p.llen(q),
+            p.lrange(q, *page),
+            p.sismember(k.paused, name),
+            p.hget(k.fair(name), "n"),  # its keyed jobs queued (lua/_fair.lua)
+        )
     )
     ids = [reply_text(i) for i in (raw if newest else reversed(raw))]
     jobs = [k.job(i) for i in ids]
@@ -187,7 +193,7 @@ async def queue_rows(
     texts = await shard.piped(lambda p: [p.hget(k.job(i), "args") for i in shown])
     args = dict(zip(shown, texts, strict=True))
     rows = [(i, *f, size, args.get(i)) for i, f, size in zip(ids, fields, sizes, strict=True)]
-    return int(total), bool(paused), rows
+    return int(total), bool(paused), rows, max(0, opt_int(keyed) or 0)
 
 
 async def stats_fields(

@@ -47,6 +47,9 @@ class QueueView(msgspec.Struct, kw_only=True):
     name: str
     order: Literal["oldest", "newest"]
     total: Annotated[int, Meta(description="jobs in the queue")]
+    keyed: Annotated[
+        int, Meta(description="jobs with a fair key, waiting in their keys (not in jobs)")
+    ] = 0
     offset: int
     limit: int
     paused: bool
@@ -100,6 +103,7 @@ async def queue_view(
         name=name,
         order="newest" if newest else "oldest",
         total=sum(v.total for v in each),
+        keyed=sum(v.keyed for v in each),
         offset=offset,
         limit=limit,
         paused=any(v.paused for v in each),
@@ -112,7 +116,7 @@ async def _shard_queue(
     shard: Shard, name: str, offset: int, limit: int, newest: bool, served: bool
 ) -> QueueView:
     """:func:`queue_view` of one shard."""
-    total, paused, rows = await admin_reads.queue_rows(
+    total, paused, rows, keyed = await admin_reads.queue_rows(
         shard, name, offset, limit, newest, ARGS_READ
     )
     jobs = []
@@ -133,6 +137,7 @@ async def _shard_queue(
         name=name,
         order="newest" if newest else "oldest",
         total=total,
+        keyed=keyed,
         offset=offset,
         limit=limit,
         paused=paused,

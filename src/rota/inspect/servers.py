@@ -130,7 +130,7 @@ async def _names_or_away(shard: Shard) -> list[str] | str:
 
 async def _shard_view(shard: Shard, names: list[str], away: str) -> ShardView:
     """One shard's view: its sets' sizes, and its queued and running jobs counted with
-    two commands a name (not the seven and more of its queues' whole figures: 5,000
+    three commands a name (not the seven and more of its queues' whole figures: 5,000
     names were 40,000 commands a view); a shard whose server cannot be read now is
     shown away, with why."""
     sizes: dict[str, int] = {}
@@ -199,7 +199,7 @@ def away_line(client: Client, away: dict[int, str]) -> str:
 
 async def backlog(client: Client, names: list[str]) -> dict[str, tuple[int, int]]:
     """Queued and running jobs of each name over every shard (the shards read at once,
-    two commands a name each): what ``/metrics`` ranks the names by."""
+    three commands a name each): what ``/metrics`` ranks the names by."""
     out = dict.fromkeys(names, (0, 0))
     each = [functools.partial(s.backlog, names) for s in client.admin.shards]
     for counts in await gather(each):

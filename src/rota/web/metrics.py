@@ -87,7 +87,7 @@ class Reading:
 
 async def read(client: Client, detailed: int | None = NAMES, keys: bool = False) -> Reading:
     """The figures of a scrape: ``detailed`` names (None: all) in full, those with the
-    most jobs queued and running; two commands a name rank them. ``keys``: the
+    most jobs queued and running; three commands a name rank them. ``keys``: the
     :data:`KEYS` fair keys of each detailed name with the most jobs queued too."""
     started = time.perf_counter()
     roundtrip = await inspect.ping(client)

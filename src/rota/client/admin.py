@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from rota.client.routing import Shards
 from rota.client.rules import add_counts, merge_bucket, merge_queue, split_limit, split_rate
+from rota.client.scan import SEARCH_LIMIT, Fields, SearchedSet
 from rota.client.shard import Shard
-from rota.client.shard_ops import SEARCH_LIMIT
 from rota.client.status import Found, History, LivePool, Page, QueueInfo, RunningJob
 from rota.client.workflow import Related
 from rota.protocol import calls
@@ -208,7 +208,7 @@ class Admin:
 
     async def search(
         self,
-        which: JobSet,
+        which: SearchedSet,
         text: str,
         offset: int = 0,
         count: int = 50,
@@ -216,14 +216,21 @@ class Admin:
         scan: int = SEARCH_LIMIT,
         start: int = 0,
         budget: float | None = None,
+        fields: Fields = "id",
     ) -> Found:
-        """A page of the jobs of a set whose id or name contains ``text`` (any case; see
-        :meth:`Shard.search`): every shard's set searched from ``start``, each with its
-        share of ``scan`` and ``budget``; the matches of all, the figures added up, and
-        the records of the page's only."""
+        """A page of the jobs of a set (or of the kept complete jobs) that match ``text``
+        (any case): by id and name (``fields="id"``, the default: one short field read a
+        job), or by their content too (``"content"``: args and kwargs, error type and
+        message, reason, result; see :mod:`rota.client.scan`). Every shard's set is
+        searched from ``start``, each with its share of ``scan`` and ``budget``; the
+        matches of all, the figures added up, and the records of the page's only."""
+        if fields not in ("id", "content"):
+            raise ValueError(f"fields: 'id' or 'content', not {fields!r}")
         k = self._route.count
         share = None if budget is None else budget / k
-        each = await self._route.each(lambda s: s.search(which, text, scan // k, start, share))
+        each = await self._route.each(
+            lambda s: s.search(which, text, scan // k, start, share, fields)
+        )
         chosen = [(i, job_id) for i, (ids, _, _) in enumerate(each) for job_id in ids]
         jobs = await self._records(chosen[offset : offset + count])
         searched, size = sum(f[1] for f in each), sum(f[2] for f in each)

@@ -33,6 +33,7 @@ __all__ = [
     "SearchedSet",
     "matches",
     "scan_set",
+    "shard_position",
 ]
 
 #: A search reads at most this many jobs of a set by default (the dead set keeps 10,000
@@ -66,16 +67,17 @@ async def scan_set(
     start: int,
     budget: float | None,
     fields: Fields = "id",
-) -> tuple[list[str], int, int]:
-    """The ids of the jobs of a set that match ``text`` (see the module), how far it read
-    and the set's size: from position ``start``, at most ``scan`` (at least one) jobs and,
-    with a ``budget``, for about that many seconds. A job whose record is gone (it
+) -> tuple[list[tuple[int, str]], int, int]:
+    """The jobs of a set that match ``text`` (see the module), each as its position in
+    the set and its id, how far it read and the set's size: from position ``start``, at
+    most ``scan`` (at least one) jobs and, with a ``budget``, for about that many seconds.
+    A job whose record is gone (it
     expired, or was read between its set and its hash) matches nothing."""
     scan = max(1, scan)
     needle, z = text.strip().lower(), shard.job_set_key(which)
     read = CONTENT_FIELDS if fields == "content" else ("name",)
     deadline = None if budget is None else time.monotonic() + budget
-    matched: list[str] = []
+    matched: list[tuple[int, str]] = []
     searched = start = max(0, start)
     desc = which in _NEWEST_FIRST
     while True:
@@ -87,12 +89,26 @@ async def scan_set(
             raise raw
         ids = [reply_text(i) for i in raw]
         rows = await shard.conn.execute_many([("HMGET", shard.keys.job(i), *read) for i in ids])
-        for job_id, row in zip(ids, rows, strict=True):
+        for at, (job_id, row) in enumerate(zip(ids, rows, strict=True), searched):
             # A record that is gone answers only Nones: its id alone does not match.
             if isinstance(row, list) and row[0] is not None and matches(needle, job_id, row):
-                matched.append(job_id)
+                matched.append((at, job_id))
         searched += len(ids)
         late = deadline is not None and time.monotonic() >= deadline
         if not ids or searched >= size or searched - start >= scan or late:
             break
     return matched, min(searched, size), size
+
+
+def shard_position(start: int, sizes: Sequence[int]) -> int:
+    """The place in each shard's set of a search that read ``start`` jobs over every
+    shard, each up to the same place (as :meth:`Admin.search` reads them): the least
+    place ``p`` where the shards' ``min(p, size)`` add up to ``start`` (or more)."""
+    lo, hi = 0, max(sizes, default=0)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sum(min(mid, size) for size in sizes) >= start:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo

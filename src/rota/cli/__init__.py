@@ -14,6 +14,7 @@ import click
 from rota.cli.acl import acl
 from rota.cli.admin import enqueue, status
 from rota.cli.common import ExitError
+from rota.cli.complete import complete
 from rota.cli.operate import job, queue
 from rota.cli.rates import rate as _rate  # noqa: F401 - registers `rota queue rate`
 from rota.cli.run import demo, worker
@@ -38,7 +39,20 @@ def rota(local_time: bool) -> None:
     """rota: a job-queue daemon on Redis. Times are shown in UTC, with their offset."""
 
 
-for command in (worker, demo, web, enqueue, status, queue, *SET_GROUPS, job, group, acl, shards):
+for command in (
+    worker,
+    demo,
+    web,
+    enqueue,
+    status,
+    queue,
+    *SET_GROUPS,
+    complete,
+    job,
+    group,
+    acl,
+    shards,
+):
     rota.add_command(command)
 
 

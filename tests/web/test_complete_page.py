@@ -1,0 +1,170 @@
+"""The finished jobs page and its API (``/complete``, ``/api/complete``), and searching the
+job sets by content from the web: newest first, time windows, a page of one name that
+stops and goes on, hostile text shown as text (in Chromium too), the read-only
+credential."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from anyio.from_thread import start_blocking_portal
+from playwright.sync_api import Browser, expect
+
+from rota import Client, JobContext, JobSpec, Settings, WorkerPool
+from rota.client import finished
+from rota.web import Auth, complete, create_app
+from tests.helpers import pool_settings, wait_until
+from tests.web.live import IMG, SCRIPT, LiveServer
+
+HTML = {"accept": "text/html"}
+TOKEN, READONLY = "tok-admin-c", "tok-look-c"
+
+
+async def finish_jobs(client: Client, redis_url: str, namespace: str) -> None:
+    """20 complete ``echo`` jobs (e00..e19, one at a time), 5 of ``tally``; ``e07``'s args
+    and result hold a script and an image; a dead ``charge`` job that timed out."""
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=3600.0))
+
+    @pool.job
+    async def echo(ctx: JobContext, text: str) -> dict[str, str]:
+        return {"said": text}
+
+    @pool.job
+    async def tally(ctx: JobContext, n: int) -> int:
+        return n * 2
+
+    @pool.job(max_fails=1)
+    async def charge(ctx: JobContext, order: int) -> None:
+        raise TimeoutError(f"the gateway did not answer for order {order}")
+
+    async with pool.running():
+        for i in range(20):
+            text = f"{SCRIPT} {IMG}" if i == 7 else f"hello {i}"
+            await client.enqueue_many(
+                [JobSpec(name="echo", kwargs={"text": text}, job_id=f"e{i:02d}")]
+            )
+        for i in range(5):
+            await client.enqueue("tally", i, job_id=f"t{i:02d}")
+        await client.enqueue("charge", order=42, job_id="c42")
+
+        async def settled() -> bool:
+            stats = await client.admin.stats()
+            return stats.get("processed", 0) >= 25 and stats.get("dead", 0) >= 1
+
+        await wait_until(settled, within=20)
+
+
+@pytest.fixture
+async def done(client: Client, redis_url: str, namespace: str) -> None:
+    await finish_jobs(client, redis_url, namespace)
+
+
+async def test_the_api_lists_newest_first_in_pages_and_windows(
+    http: httpx.AsyncClient, done: None
+) -> None:
+    whole = (await http.get("/api/complete?count=100")).json()
+    assert (whole["total"], whole["size"], whole["searched"]) == (25, 25, 25)
+    times = [j["finished_at"] for j in whole["jobs"]]
+    assert times == sorted(times, reverse=True)
+    e3 = next(j for j in whole["jobs"] if j["id"] == "e03")
+    assert e3["result"] == '{"said":"hello 3"}' and e3["run_ms"] is not None
+    assert e3["run_ms"] == e3["finished_at"] - e3["started_at"]
+    second = (await http.get("/api/complete?offset=10&count=10")).json()
+    assert [j["id"] for j in second["jobs"]] == [j["id"] for j in whole["jobs"][10:20]]
+    named = (await http.get("/api/complete?name=tally&count=100")).json()
+    assert sorted(j["id"] for j in named["jobs"]) == [f"t{i:02d}" for i in range(5)]
+    assert named["next_until"] is None
+    since, until = times[15], times[3]
+    window = (await http.get(f"/api/complete?since={since}&until={until}&count=100")).json()
+    assert [j["id"] for j in window["jobs"]] == [
+        j["id"] for j in whole["jobs"] if since <= j["finished_at"] <= until
+    ]
+    iso = (await http.get("/api/complete?since=2999-01-01T00:00")).json()
+    assert iso["total"] == 0
+    bad = await http.get("/api/complete?since=yesterday")
+    assert bad.status_code == 400 and "since:" in bad.json()["error"]
+    assert (await http.get("/api/complete?order=random")).status_code == 400
+    assert (await http.get("/api/complete?name=no%20name")).status_code == 400
+
+
+async def test_a_page_of_one_name_that_stops_says_where_and_links_on(
+    http: httpx.AsyncClient, done: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(complete, "SCAN_BUDGET", 0)
+    monkeypatch.setattr(finished, "SEARCH_CHUNK", 3)  # a round trip reads 3 jobs a shard
+    page = await http.get("/complete?name=echo", headers=HTML)
+    assert page.status_code == 200
+    assert "the search stopped there" in page.text
+    seen: list[str] = re.findall(r'href="/jobs/(e\d\d)"', page.text)
+    while (link := re.search(r'id="search-on" href="([^"]+)"', page.text)) is not None:
+        page = await http.get("/complete" + html.unescape(link[1]), headers=HTML)
+        seen += re.findall(r'href="/jobs/(e\d\d)"', page.text)
+    assert sorted(seen) == [f"e{i:02d}" for i in range(20)]  # each once, in the pages' order
+    assert "the search stopped there" not in page.text
+
+
+async def test_a_search_finds_jobs_by_content_from_the_web(
+    http: httpx.AsyncClient, done: None
+) -> None:
+    dead = (await http.get("/api/dead?q=did+not+answer&fields=content")).json()
+    assert [j["id"] for j in dead["jobs"]] == ["c42"] and dead["fields"] == "content"
+    assert (await http.get("/api/dead?q=did+not+answer")).json()["total"] == 0
+    assert (await http.get("/api/dead?q=x&fields=all")).status_code == 400
+    found = (await http.get("/api/complete?q=hello+12&fields=content")).json()
+    assert [j["id"] for j in found["jobs"]] == ["e12"]
+    page = await http.get("/dead?q=order+42&fields=content", headers=HTML)
+    assert "c42" in page.text and 'name="fields" value="content"' in page.text
+
+
+async def test_hostile_text_in_a_result_is_escaped(http: httpx.AsyncClient, done: None) -> None:
+    page = await http.get("/complete", headers=HTML)
+    assert SCRIPT not in page.text and IMG not in page.text
+    assert html.escape(SCRIPT, quote=False) in page.text.replace("&#34;", '"')
+
+
+@pytest.fixture
+def live_complete(redis_url: str, namespace: str, settings: Settings) -> Iterator[str]:
+    """A real server over the finished jobs, opened by two tokens (one read-only)."""
+    with start_blocking_portal() as portal:
+        client = Client.from_url(redis_url, namespace)
+        try:
+            portal.call(finish_jobs, client, redis_url, namespace)
+            app = create_app(settings, auth=Auth(token=TOKEN, readonly_token=READONLY))
+            with LiveServer(app) as server:
+                yield server.url
+        finally:
+            portal.call(client.close)
+
+
+@pytest.mark.slow
+def test_the_page_shows_hostile_text_as_text_in_chromium(
+    live_complete: str, browser: Browser
+) -> None:
+    context = browser.new_context(extra_http_headers={"authorization": f"Bearer {READONLY}"})
+    page = context.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(live_complete + "/complete?name=echo")
+    page.wait_for_load_state("load")
+    row = page.locator("tr", has=page.locator('a[href="/jobs/e07"]'))
+    expect(row).to_contain_text(SCRIPT)
+    expect(row).to_contain_text(IMG)
+    assert page.locator("img[src=x]").count() == 0 and dialogs == []
+    # Sorting the page by run time keeps the same jobs.
+    page.locator("th a", has_text="Run time").click()
+    expect(page.locator('a[href="/jobs/e07"]')).to_have_count(1)
+    context.close()
+
+
+def test_the_read_only_credential_views_the_finished_jobs(live_complete: str) -> None:
+    look = {"authorization": f"Bearer {READONLY}"}
+    page = httpx.get(live_complete + "/complete", headers=look)
+    assert page.status_code == 200 and "e19" in page.text
+    api = httpx.get(live_complete + "/api/complete?q=order+42&fields=content", headers=look)
+    assert api.status_code == 200 and api.json()["total"] == 0  # c42 is dead, not complete
+    dead = httpx.get(live_complete + "/api/dead?q=order+42&fields=content", headers=look)
+    assert dead.status_code == 200 and [j["id"] for j in dead.json()["jobs"]] == ["c42"]

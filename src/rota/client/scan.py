@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final, Literal, get_args
+from typing import Final, Literal, get_args
 
 from rota.protocol.job import reply_text
-
-if TYPE_CHECKING:
-    from rota.client.shard_ops import ShardOperations
+from rota.protocol.keys import Keys
+from rota.wire.conn import Conn
 
 __all__ = [
     "CONTENT_FIELDS",
+    "NEWEST_FIRST",
     "SEARCHED_SETS",
     "SEARCH_CHUNK",
     "SEARCH_LIMIT",
@@ -48,7 +48,7 @@ SEARCHED_SETS: Final[tuple[SearchedSet, ...]] = get_args(SearchedSet)
 #: The hash fields a content search reads and matches, beside the id.
 CONTENT_FIELDS: Final = ("name", "args", "error", "reason", "result")
 #: The sets read newest first, as their pages list them.
-_NEWEST_FIRST: Final = frozenset({"dead", "complete"})
+NEWEST_FIRST: Final = frozenset({"dead", "complete"})
 
 
 def matches(needle: str, job_id: str, values: Sequence[object]) -> bool:
@@ -60,35 +60,36 @@ def matches(needle: str, job_id: str, values: Sequence[object]) -> bool:
 
 
 async def scan_set(
-    shard: ShardOperations,
-    which: SearchedSet,
+    conn: Conn,
+    keys: Keys,
+    which: tuple[str, bool],
     text: str,
     scan: int,
     start: int,
     budget: float | None,
     fields: Fields = "id",
 ) -> tuple[list[tuple[int, str]], int, int]:
-    """The jobs of a set that match ``text`` (see the module), each as its position in
-    the set and its id, how far it read and the set's size: from position ``start``, at
-    most ``scan`` (at least one) jobs and, with a ``budget``, for about that many seconds.
-    A job whose record is gone (it
-    expired, or was read between its set and its hash) matches nothing."""
+    """The jobs of a set (``which``: its key, and whether it is read newest first) that
+    match ``text`` (see the module), each as its position in the set and its id, how far
+    it read and the set's size: from position ``start``, at most ``scan`` (at least one)
+    jobs and, with a ``budget``, for about that many seconds. A job whose record is gone
+    (it expired, or was read between its set and its hash) matches nothing."""
     scan = max(1, scan)
-    needle, z = text.strip().lower(), shard.job_set_key(which)
+    z, desc = which
+    needle = text.strip().lower()
     read = CONTENT_FIELDS if fields == "content" else ("name",)
     deadline = None if budget is None else time.monotonic() + budget
     matched: list[tuple[int, str]] = []
     searched = start = max(0, start)
-    desc = which in _NEWEST_FIRST
     while True:
         last = searched + min(SEARCH_CHUNK, start + scan - searched) - 1
-        size, raw = await shard.conn.execute_many(
+        size, raw = await conn.execute_many(
             [("ZCARD", z), ("ZREVRANGE" if desc else "ZRANGE", z, searched, last)]
         )
         if isinstance(raw, Exception):  # (a key of another type answers an error)
             raise raw
         ids = [reply_text(i) for i in raw]
-        rows = await shard.conn.execute_many([("HMGET", shard.keys.job(i), *read) for i in ids])
+        rows = await conn.execute_many([("HMGET", keys.job(i), *read) for i in ids])
         for at, (job_id, row) in enumerate(zip(ids, rows, strict=True), searched):
             # A record that is gone answers only Nones: its id alone does not match.
             if isinstance(row, list) and row[0] is not None and matches(needle, job_id, row):

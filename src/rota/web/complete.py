@@ -70,6 +70,10 @@ class FinishedRow(msgspec.Struct, kw_only=True):
 
 
 class FinishedPage(msgspec.Struct, kw_only=True):
+    """A page of the kept complete jobs: ``total`` match among the ``searched`` read of
+    the ``size`` in the window; a page of one name or a search that stopped says where a
+    later one goes on (``next_until`` newest first, ``next_since`` oldest first)."""
+
     name: str | None
     q: str
     fields: Literal["id", "content"]
@@ -81,13 +85,11 @@ class FinishedPage(msgspec.Struct, kw_only=True):
     count: int
     searched: Annotated[int, said("jobs of the window read")]
     size: Annotated[int, said("jobs in the window: a page read them all when equal")]
-    next_until: Annotated[
-        Ms | None, said("newest first: where a page that stopped goes on (until)")
-    ] = None
-    next_since: Annotated[
-        Ms | None, said("oldest first: where a page that stopped goes on (since)")
-    ] = None
     jobs: list[FinishedRow]
+    #: Where a page of one name or a search that stopped goes on: ``until`` newest
+    #: first, ``since`` oldest first (None: it read the whole window).
+    next_until: Ms | None = None
+    next_since: Ms | None = None
 
 
 def _moment(request: Request, field: str) -> float | None:

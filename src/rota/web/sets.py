@@ -245,8 +245,8 @@ def _actions(which: JobSet, action: str) -> None:
         found = await client_of(request).admin.search(
             which, q, 0, SEARCH_LIMIT, start=start or 0, scan=scan, fields=fields
         )
-        given = {"q": q, "fields": "content" if fields == "content" else None}
-        given |= {"from": start, "to": end}
+        content = "content" if fields == "content" else None
+        given: dict[str, object] = {"q": q, "fields": content, "from": start, "to": end}
         request.state.audit_filter = {k: v for k, v in given.items() if v is not None}
         return await _act(request, which, action, [j.id for j in found.jobs])
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from rota.client.finished import MAX_OFFSET, MAX_PREVIEW, PREVIEW, Finished, Order, finished
 from rota.client.routing import Shards
 from rota.client.rules import add_counts, merge_bucket, merge_queue, split_limit, split_rate
-from rota.client.scan import SEARCH_LIMIT, Fields, SearchedSet, shard_position
+from rota.client.scan import NEWEST_FIRST, SEARCH_LIMIT, Fields, SearchedSet, shard_position
 from rota.client.shard import Shard
 from rota.client.status import Found, History, LivePool, Page, QueueInfo, RunningJob
 from rota.client.workflow import Related
@@ -242,12 +242,16 @@ class Admin:
         # Every shard read its set up to the nearest place where one stopped: what lies
         # beyond it on the others is left to the search that goes on from there.
         stop = min((read for _, read, size in each if read < size), default=None)
-        chosen = [
-            (i, job_id)
-            for i, (hits, _, _) in enumerate(each)
-            for place, job_id in hits
+        hits = [
+            (score, job_id, i)
+            for i, (found, _, _) in enumerate(each)
+            for place, score, job_id in found
             if stop is None or place < stop
         ]
+        if k > 1:  # in the set's order over the shards, as a page (see :meth:`page`)
+            sign = -1 if which in NEWEST_FIRST else 1
+            hits.sort(key=lambda h: (sign * h[0], h[1]))
+        chosen = [(i, job_id) for _, job_id, i in hits]
         jobs = await self._records(chosen[offset : offset + count])
         sizes = [size for _, _, size in each]
         searched = sum(size if stop is None else min(stop, size) for size in sizes)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 import msgspec
 from msgspec import Meta
 
-from rota.client.scan import CONTENT_FIELDS, SEARCH_CHUNK, SEARCH_LIMIT, Fields, matches
+from rota.client.scan import CONTENT_FIELDS, SEARCH_CHUNK, SEARCH_LIMIT, Fields, matches, scored
 from rota.protocol.job import field_int, field_seconds, field_text, reply_text
 
 if TYPE_CHECKING:
@@ -138,16 +138,6 @@ def _range(
     return [("ZCOUNT", z, lo, hi), read]
 
 
-def _pairs(reply: Any) -> list[tuple[int, str]]:
-    """A WITHSCORES reply (flat or paired) as (ms, id)."""
-    if isinstance(reply, Exception):
-        raise reply
-    items = list(reply)
-    if items and isinstance(items[0], list | tuple):
-        return [(int(float(s)), reply_text(i)) for i, s in items]
-    return [(int(float(items[j + 1])), reply_text(items[j])) for j in range(0, len(items), 2)]
-
-
 async def _scan(
     shard: Shard,
     window: tuple[int | str, int | str],
@@ -180,7 +170,7 @@ async def _scan(
     while True:
         n = min(SEARCH_CHUNK, max(1, scan - len(out.times)))
         size, raw = await shard.conn.execute_many(_range(order, z, window, len(out.times), n))
-        out.size, rows = size, _pairs(raw)
+        out.size, rows = size, scored(raw)
         await take(rows)
         if len(rows) < n or len(out.times) >= size:
             return out
@@ -190,7 +180,7 @@ async def _scan(
     last = out.times[-1]
     seen = {i for at, i in zip(out.times, out.ids, strict=True) if at == last}
     [same] = await shard.conn.execute_many([("ZRANGEBYSCORE", z, last, last, "WITHSCORES")])
-    await take([(at, i) for at, i in _pairs(same) if i not in seen])
+    await take([(at, i) for at, i in scored(same) if i not in seen])
     out.stop = last
     return out
 
@@ -307,4 +297,4 @@ async def _first(
 ) -> tuple[int, list[tuple[int, str]]]:
     """The size of a shard's window and its first ``n`` entries (ms, id) in order."""
     size, raw = await shard.conn.execute_many(_range(order, shard.keys.complete, window, 0, n))
-    return size, _pairs(raw)
+    return size, scored(raw)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Final, Literal, get_args
+from typing import Any, Final, Literal, get_args
 
 from rota.protocol.job import reply_text
 from rota.protocol.keys import Keys
@@ -33,6 +33,7 @@ __all__ = [
     "SearchedSet",
     "matches",
     "scan_set",
+    "scored",
     "shard_position",
 ]
 
@@ -49,6 +50,18 @@ SEARCHED_SETS: Final[tuple[SearchedSet, ...]] = get_args(SearchedSet)
 CONTENT_FIELDS: Final = ("name", "args", "error", "reason", "result")
 #: The sets read newest first, as their pages list them.
 NEWEST_FIRST: Final = frozenset({"dead", "complete"})
+
+
+def scored(reply: Any) -> list[tuple[int, str]]:
+    """A ``WITHSCORES`` reply (flat, or in pairs as RESP3 gives it) as (score, id), the
+    scores whole (the sets hold times in ms); an error reply is raised (a key of
+    another type)."""
+    if isinstance(reply, Exception):
+        raise reply
+    items = list(reply)
+    if items and isinstance(items[0], list | tuple):
+        return [(int(float(s)), reply_text(i)) for i, s in items]
+    return [(int(float(items[j + 1])), reply_text(items[j])) for j in range(0, len(items), 2)]
 
 
 def matches(needle: str, job_id: str, values: Sequence[object]) -> bool:
@@ -68,9 +81,10 @@ async def scan_set(
     start: int,
     budget: float | None,
     fields: Fields = "id",
-) -> tuple[list[tuple[int, str]], int, int]:
+) -> tuple[list[tuple[int, float, str]], int, int]:
     """The jobs of a set (``which``: its key, and whether it is read newest first) that
-    match ``text`` (see the module), each as its position in the set and its id, how far
+    match ``text`` (see the module), each as its position in the set, its score and its
+    id, how far
     it read and the set's size: from position ``start``, at most ``scan`` (at least one)
     jobs and, with a ``budget``, for about that many seconds. A job whose record is gone
     (it expired, or was read between its set and its hash) matches nothing."""
@@ -79,21 +93,20 @@ async def scan_set(
     needle = text.strip().lower()
     read = CONTENT_FIELDS if fields == "content" else ("name",)
     deadline = None if budget is None else time.monotonic() + budget
-    matched: list[tuple[int, str]] = []
+    matched: list[tuple[int, float, str]] = []
     searched = start = max(0, start)
     while True:
         last = searched + min(SEARCH_CHUNK, start + scan - searched) - 1
         size, raw = await conn.execute_many(
-            [("ZCARD", z), ("ZREVRANGE" if desc else "ZRANGE", z, searched, last)]
+            [("ZCARD", z), ("ZREVRANGE" if desc else "ZRANGE", z, searched, last, "WITHSCORES")]
         )
-        if isinstance(raw, Exception):  # (a key of another type answers an error)
-            raise raw
-        ids = [reply_text(i) for i in raw]
+        entries = scored(raw)
+        ids = [i for _, i in entries]
         rows = await conn.execute_many([("HMGET", keys.job(i), *read) for i in ids])
-        for at, (job_id, row) in enumerate(zip(ids, rows, strict=True), searched):
+        for at, ((score, job_id), row) in enumerate(zip(entries, rows, strict=True), searched):
             # A record that is gone answers only Nones: its id alone does not match.
             if isinstance(row, list) and row[0] is not None and matches(needle, job_id, row):
-                matched.append((at, job_id))
+                matched.append((at, score, job_id))
         searched += len(ids)
         late = deadline is not None and time.monotonic() >= deadline
         if not ids or searched >= size or searched - start >= scan or late:

@@ -194,7 +194,7 @@ class ShardOperations:
         start: int,
         budget: float | None,
         fields: Fields = "id",
-    ) -> tuple[list[tuple[int, str]], int, int]:
+    ) -> tuple[list[tuple[int, float, str]], int, int]:
         """The ids of the jobs of a set that match ``text`` (any case), how far it read
         and the set's size: a bounded scan from position ``start`` (see
         :func:`rota.client.scan.scan_set`, which says what it reads)."""

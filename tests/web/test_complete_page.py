@@ -18,6 +18,8 @@ from rota import Client, JobContext, JobSpec, Settings, WorkerPool
 from rota.client import finished
 from rota.web import Auth, complete, create_app
 from tests.helpers import pool_settings, wait_until
+from tests.redis_server import RedisServer
+from tests.test_acl import settings_for
 from tests.web.live import IMG, SCRIPT, LiveServer
 
 HTML = {"accept": "text/html"}
@@ -168,3 +170,35 @@ def test_the_read_only_credential_views_the_finished_jobs(live_complete: str) ->
     assert api.status_code == 200 and api.json()["total"] == 0  # c42 is dead, not complete
     dead = httpx.get(live_complete + "/api/dead?q=order+42&fields=content", headers=look)
     assert dead.status_code == 200 and [j["id"] for j in dead.json()["jobs"]] == ["c42"]
+
+
+@pytest.fixture(scope="module")
+def acl_server() -> Iterator[RedisServer]:
+    """A redis-server of its own for the ACL users (as tests/test_acl.py's)."""
+    with RedisServer() as s:
+        version = s.client().info("server")["redis_version"]
+        if int(str(version).split(".")[0]) < 7:
+            pytest.skip(f"the roles use Redis 7's key selectors; this is {version}")
+        yield s
+
+
+@pytest.mark.one_shard("the ACL server holds one shard")
+async def test_the_read_only_redis_role_serves_the_finished_jobs_and_content_search(
+    acl_server: RedisServer, namespace: str
+) -> None:
+    server = acl_server
+    async with Client.from_url(server.url, namespace) as admin:
+        await finish_jobs(admin, server.url, namespace)
+    app = create_app(settings_for(server, "web", namespace))
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:5040") as http,
+    ):
+        for path in ("/complete", "/complete?name=echo&q=hello+1&fields=content"):
+            page = await http.get(path, headers=HTML)
+            assert page.status_code == 200, (path, page.text[:300])
+        api = (await http.get("/api/complete?count=5")).json()
+        assert api["total"] == 25 and len(api["jobs"]) == 5
+        dead = (await http.get("/api/dead?q=gateway&fields=content")).json()
+        assert [j["id"] for j in dead["jobs"]] == ["c42"]

@@ -172,5 +172,9 @@ async def test_the_cli_lists_finished_jobs_and_searches_by_content(
     assert "a029" in table.stdout and "40 complete jobs" in table.stdout
     bad = run_rota("complete", "list", "--since", "soon", *conn)
     assert bad.returncode == 2 and "--since" in bad.stderr
+    many = run_rota("complete", "list", "--limit", "1001", *conn)
+    assert many.returncode == 2 and "--limit: at most 1000" in many.stderr
+    with pytest.raises(ValueError, match="count: must be"):
+        await client.admin.finished(count=0)
     searched = run_rota("scheduled", "list", "--search", "x", "--content", *conn)
     assert searched.returncode == 0, searched.stderr

@@ -18,7 +18,7 @@ import msgspec
 from rota.cli.common import ExitError, connection_options, page_options, parse_duration, with_client
 from rota.cli.output import echo_json, print_table, when
 from rota.client import Client
-from rota.client.finished import MAX_OFFSET, Finished, FinishedJob
+from rota.client.finished import MAX_COUNT, MAX_OFFSET, Finished, FinishedJob
 from rota.client.scan import SEARCH_LIMIT
 from rota.client.spec import moment_seconds
 from rota.config import Settings
@@ -104,6 +104,8 @@ async def list_(
 ) -> None:
     if offset > MAX_OFFSET:
         raise ExitError(f"--offset: at most {MAX_OFFSET} for complete jobs, not {offset}")
+    if limit > MAX_COUNT:
+        raise ExitError(f"--limit: at most {MAX_COUNT} for complete jobs, not {limit}")
     try:
         page = await client.admin.finished(
             name=name,
@@ -113,7 +115,7 @@ async def list_(
             until=until,
             order="oldest" if oldest else "newest",
             offset=offset,
-            count=min(limit, 1000),
+            count=limit,
             scan=scan,
         )
     except ValueError as exc:

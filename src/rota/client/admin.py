@@ -12,7 +12,15 @@ import heapq
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from rota.client.finished import MAX_OFFSET, MAX_PREVIEW, PREVIEW, Finished, Order, finished
+from rota.client.finished import (
+    MAX_COUNT,
+    MAX_OFFSET,
+    MAX_PREVIEW,
+    PREVIEW,
+    Finished,
+    Order,
+    finished,
+)
 from rota.client.routing import Shards
 from rota.client.rules import add_counts, merge_bucket, merge_queue, split_limit, split_rate
 from rota.client.scan import NEWEST_FIRST, SEARCH_LIMIT, Fields, SearchedSet, shard_position
@@ -282,7 +290,7 @@ class Admin:
         if name is not None:
             validate_name(name)
         checked("offset", offset, Bound(0, MAX_OFFSET, whole=True))
-        checked("count", count, Bound(1, 1000, whole=True))
+        checked("count", count, Bound(1, MAX_COUNT, whole=True))
         checked("preview", preview, Bound(1, MAX_PREVIEW, whole=True))
         checked("scan", scan, Bound(1, 10**8, whole=True))
         for bound, at in (("since", since), ("until", until)):

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from rota.client.shard import Shard
 
 __all__ = [
+    "MAX_COUNT",
     "MAX_OFFSET",
     "MAX_PREVIEW",
     "PREVIEW",
@@ -50,8 +51,10 @@ PREVIEW: Final = 200
 MAX_PREVIEW: Final = 4096
 #: A result larger than this many bytes is not read for its preview.
 READ_MAX: Final = 64 * 1024
-#: The deepest page: each shard reads ``offset + count`` entries of its set.
+#: The deepest page, and the most jobs a page: each shard reads ``offset + count``
+#: entries of its set.
 MAX_OFFSET: Final = 1_000_000
+MAX_COUNT: Final = 1000
 Order = Literal["newest", "oldest"]
 #: The fields of a record a page reads besides the result.
 _FIELDS: Final = ("name", "started_at", "attempts", "pool", "args")

@@ -11,16 +11,14 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from anyio.from_thread import start_blocking_portal
-from playwright.sync_api import Browser, expect
 
-from rota import Client, JobContext, JobSpec, Settings, WorkerPool
+from rota import Client, JobContext, JobSpec, WorkerPool
 from rota.client import finished
-from rota.web import Auth, complete, create_app
+from rota.web import complete, create_app
 from tests.helpers import pool_settings, wait_until
 from tests.redis_server import RedisServer
 from tests.test_acl import settings_for
-from tests.web.live import IMG, SCRIPT, LiveServer
+from tests.web.live import IMG, SCRIPT
 
 HTML = {"accept": "text/html"}
 TOKEN, READONLY = "tok-admin-c", "tok-look-c"
@@ -126,50 +124,6 @@ async def test_hostile_text_in_a_result_is_escaped(http: httpx.AsyncClient, done
     page = await http.get("/complete", headers=HTML)
     assert SCRIPT not in page.text and IMG not in page.text
     assert html.escape(SCRIPT, quote=False) in page.text.replace("&#34;", '"')
-
-
-@pytest.fixture
-def live_complete(redis_url: str, namespace: str, settings: Settings) -> Iterator[str]:
-    """A real server over the finished jobs, opened by two tokens (one read-only)."""
-    with start_blocking_portal() as portal:
-        client = Client.from_url(redis_url, namespace)
-        try:
-            portal.call(finish_jobs, client, redis_url, namespace)
-            app = create_app(settings, auth=Auth(token=TOKEN, readonly_token=READONLY))
-            with LiveServer(app) as server:
-                yield server.url
-        finally:
-            portal.call(client.close)
-
-
-@pytest.mark.slow
-def test_the_page_shows_hostile_text_as_text_in_chromium(
-    live_complete: str, browser: Browser
-) -> None:
-    context = browser.new_context(extra_http_headers={"authorization": f"Bearer {READONLY}"})
-    page = context.new_page()
-    dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    page.goto(live_complete + "/complete?name=echo")
-    page.wait_for_load_state("load")
-    row = page.locator("tr", has=page.locator('a[href="/jobs/e07"]'))
-    expect(row).to_contain_text(SCRIPT)
-    expect(row).to_contain_text(IMG)
-    assert page.locator("img[src=x]").count() == 0 and dialogs == []
-    # Sorting the page by run time keeps the same jobs.
-    page.locator("th a", has_text="Run time").click()
-    expect(page.locator('a[href="/jobs/e07"]')).to_have_count(1)
-    context.close()
-
-
-def test_the_read_only_credential_views_the_finished_jobs(live_complete: str) -> None:
-    look = {"authorization": f"Bearer {READONLY}"}
-    page = httpx.get(live_complete + "/complete", headers=look)
-    assert page.status_code == 200 and "e19" in page.text
-    api = httpx.get(live_complete + "/api/complete?q=order+42&fields=content", headers=look)
-    assert api.status_code == 200 and api.json()["total"] == 0  # c42 is dead, not complete
-    dead = httpx.get(live_complete + "/api/dead?q=order+42&fields=content", headers=look)
-    assert dead.status_code == 200 and [j["id"] for j in dead.json()["jobs"]] == ["c42"]
 
 
 @pytest.fixture(scope="module")

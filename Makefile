@@ -76,7 +76,8 @@ SHARD_TESTS ?= tests/test_queues.py tests/test_workflows.py tests/test_failures.
 	tests/test_attempt_cancel.py tests/test_ride_through.py tests/test_wakeups.py \
 	tests/test_rates.py tests/test_priorities.py tests/test_malformed.py \
 	tests/test_group_resume.py tests/test_kept_results.py tests/web/test_flows.py \
-	tests/test_debounce.py tests/test_fair_keys.py \
+	tests/test_debounce.py tests/test_fair_keys.py tests/test_finished.py \
+	tests/web/test_complete_page.py tests/web/test_browser_complete.py \
 	tests/chaos/test_kill9.py tests/chaos/test_redis_restart.py
 
 test-shards: venv redis

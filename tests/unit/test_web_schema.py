@@ -119,6 +119,8 @@ def test_the_times_sent_in_ms_are_the_fields_typed_ms() -> None:
         "Pool": ["heartbeat_at", "last_heartbeat", "started_at"],
         "BusyWorker": ["deadline", "heard_at", "since"],
         "JobTimes": record_times,
+        "FinishedPage": ["next_since", "next_until", "since", "until"],
+        "FinishedRow": ["finished_at", "started_at"],
         "QueuedJob": ["enqueued_at"],
         "JobDetail": record_times,
         "GroupProgress": ["created_at"],

@@ -14,6 +14,7 @@ import click
 from rota.cli.acl import acl
 from rota.cli.admin import enqueue, status
 from rota.cli.common import ExitError
+from rota.cli.complete import complete
 from rota.cli.keys import keys
 from rota.cli.operate import job, queue
 from rota.cli.rates import rate as _rate  # noqa: F401 - registers `rota queue rate`
@@ -48,6 +49,7 @@ for command in (
     queue,
     keys,
     *SET_GROUPS,
+    complete,
     job,
     group,
     acl,

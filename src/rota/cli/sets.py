@@ -16,6 +16,7 @@ import click
 import msgspec
 
 from rota.cli.common import ExitError, connection_options, page_options, with_client, yes_option
+from rota.cli.complete import content_option
 from rota.cli.output import echo_json, print_table, when
 from rota.client import Client, JobSet
 from rota.config import Settings
@@ -147,9 +148,12 @@ def _action(which: JobSet, verb: Literal["retry", "delete"], help: str) -> click
 
 
 async def _list_found(
-    client: Client, view: _View, text: str, offset: int, limit: int, as_json: bool
+    client: Client, view: _View, text: str, page: tuple[int, int], content: bool, as_json: bool
 ) -> None:
-    found = await client.admin.search(view.which, text, offset, limit)
+    offset, limit = page
+    found = await client.admin.search(
+        view.which, text, offset, limit, fields="content" if content else "id"
+    )
     if as_json:
         jobs = [msgspec.structs.asdict(j) for j in found.jobs]
         echo_json(
@@ -158,6 +162,7 @@ async def _list_found(
                 "offset": offset,
                 "searched": found.searched,
                 "size": found.size,
+                "start": found.start,
                 "jobs": jobs,
             }
         )
@@ -185,8 +190,10 @@ def _make_group(view: _View) -> click.Group:
     @click.option(
         "--search",
         metavar="TEXT",
-        help="Only the jobs whose id or name contains TEXT (any case).",
+        help="Only the jobs whose id or name contains TEXT (any case); with --content, or"
+        " whose args, kwargs, error, reason or result does.",
     )
+    @content_option
     @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
     @connection_options
     @with_client
@@ -196,10 +203,11 @@ def _make_group(view: _View) -> click.Group:
         limit: int,
         offset: int,
         search: str | None,
+        content: bool,
         as_json: bool,
     ) -> None:
         if search:
-            await _list_found(client, view, search, offset, limit, as_json)
+            await _list_found(client, view, search, (offset, limit), content, as_json)
             return
         page = await client.admin.page(which, offset=offset, count=limit)
         if as_json:

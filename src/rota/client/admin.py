@@ -13,18 +13,30 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from rota.client.fair import FairAdmin
+from rota.client.finished import (
+    MAX_COUNT,
+    MAX_OFFSET,
+    MAX_PREVIEW,
+    PREVIEW,
+    Finished,
+    Order,
+    finished,
+)
 from rota.client.routing import Shards
 from rota.client.rules import add_counts, merge_bucket, merge_queue, split_limit, split_rate
+from rota.client.scan import NEWEST_FIRST, SEARCH_LIMIT, Fields, SearchedSet, shard_position
 from rota.client.shard import Shard
-from rota.client.shard_ops import SEARCH_LIMIT
 from rota.client.status import Found, History, LivePool, Page, QueueInfo, RunningJob
 from rota.client.workflow import Related
 from rota.protocol import calls
-from rota.protocol.bounds import HANDLER, checked
+from rota.protocol.bounds import HANDLER, Bound, checked
 from rota.protocol.job import JobRecord, JobSet, validate_name
 from rota.protocol.rate import Rate, parse_rate
 
 __all__ = ["Admin"]
+
+#: The latest time a window of finished jobs may name: the end of year 9999 (seconds).
+TIME_MAX = 253_402_300_799.0
 
 
 class Admin(FairAdmin):
@@ -210,7 +222,7 @@ class Admin(FairAdmin):
 
     async def search(
         self,
-        which: JobSet,
+        which: SearchedSet,
         text: str,
         offset: int = 0,
         count: int = 50,
@@ -218,18 +230,92 @@ class Admin(FairAdmin):
         scan: int = SEARCH_LIMIT,
         start: int = 0,
         budget: float | None = None,
+        fields: Fields = "id",
     ) -> Found:
-        """A page of the jobs of a set whose id or name contains ``text`` (any case; see
-        :meth:`Shard.search`): every shard's set searched from ``start``, each with its
-        share of ``scan`` and ``budget``; the matches of all, the figures added up, and
-        the records of the page's only."""
+        """A page of the jobs of a set (or of the kept complete jobs) that match ``text``
+        (any case): by id and name (``fields="id"``, the default: one short field read a
+        job), or by their content too (``"content"``: args and kwargs, error type and
+        message, reason, result; see :mod:`rota.client.scan`). Every shard's set is
+        searched from ``start``, each with its share of ``scan`` and ``budget``; the
+        matches of all, the figures added up, and the records of the page's only."""
+        if fields not in ("id", "content"):
+            raise ValueError(f"fields: 'id' or 'content', not {fields!r}")
         k = self._route.count
         share = None if budget is None else budget / k
-        each = await self._route.each(lambda s: s.search(which, text, scan // k, start, share))
-        chosen = [(i, job_id) for i, (ids, _, _) in enumerate(each) for job_id in ids]
+        at = start
+        if k > 1:  # ``start`` counts the jobs read over every shard: the place in each
+            sizes = await self._route.each(lambda s: s.redis.zcard(s.job_set_key(which)))
+            at = shard_position(start, sizes)
+        each = await self._route.each(
+            lambda s: s.search(which, text, max(1, scan // k), at, share, fields)
+        )
+        # Every shard read its set up to the nearest place where one stopped: what lies
+        # beyond it on the others is left to the search that goes on from there.
+        stop = min((read for _, read, size in each if read < size), default=None)
+        hits = [
+            (score, job_id, i)
+            for i, (found, _, _) in enumerate(each)
+            for place, score, job_id in found
+            if stop is None or place < stop
+        ]
+        if k > 1:  # in the set's order over the shards, as a page (see :meth:`page`)
+            sign = -1 if which in NEWEST_FIRST else 1
+            hits.sort(key=lambda h: (sign * h[0], h[1]))
+        chosen = [(i, job_id) for _, job_id, i in hits]
         jobs = await self._records(chosen[offset : offset + count])
-        searched, size = sum(f[1] for f in each), sum(f[2] for f in each)
-        return Found(len(chosen), offset, jobs, searched, size, start)
+        sizes = [size for _, _, size in each]
+        searched = sum(size if stop is None else min(stop, size) for size in sizes)
+        begun = start if k == 1 else sum(min(at, size) for size in sizes)
+        return Found(len(chosen), offset, jobs, searched, sum(sizes), begun)
+
+    async def finished(
+        self,
+        *,
+        name: str | None = None,
+        text: str = "",
+        fields: Fields = "id",
+        since: float | None = None,
+        until: float | None = None,
+        order: Order = "newest",
+        offset: int = 0,
+        count: int = 50,
+        scan: int = SEARCH_LIMIT,
+        budget: float | None = None,
+        preview: int = PREVIEW,
+    ) -> Finished:
+        """A page of the kept complete jobs completed from ``since`` to ``until`` (epoch
+        seconds, both included; None: no bound), newest (or oldest) first, each with its
+        run time and the first ``preview`` bytes of its result. All of them: an exact
+        page. Of one ``name`` or matching ``text`` (as :meth:`search`): a bounded scan of
+        at most ``scan`` jobs (and ``budget`` seconds) that says where a later page goes
+        on (see :mod:`rota.client.finished`)."""
+        if name is not None:
+            validate_name(name)
+        checked("offset", offset, Bound(0, MAX_OFFSET, whole=True))
+        checked("count", count, Bound(1, MAX_COUNT, whole=True))
+        checked("preview", preview, Bound(1, MAX_PREVIEW, whole=True))
+        checked("scan", scan, Bound(1, 10**8, whole=True))
+        for bound, at in (("since", since), ("until", until)):
+            if at is not None:
+                checked(bound, at, Bound(0, TIME_MAX))
+        if order not in ("newest", "oldest"):
+            raise ValueError(f"order: 'newest' or 'oldest', not {order!r}")
+        if fields not in ("id", "content"):
+            raise ValueError(f"fields: 'id' or 'content', not {fields!r}")
+        return await finished(
+            self._route,
+            name=name,
+            text=text,
+            fields=fields,
+            since=since,
+            until=until,
+            order=order,
+            offset=offset,
+            count=count,
+            scan=scan,
+            budget=budget,
+            preview=preview,
+        )
 
     async def in_set(self, which: JobSet, ids: Sequence[str]) -> list[str]:
         """Those of ``ids`` the scheduled, retry, dead or waiting set holds now: what an

@@ -13,10 +13,11 @@ import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Any
 
 import msgspec
 
+from rota.client.scan import NEWEST_FIRST, SEARCH_LIMIT, Fields, SearchedSet, scan_set
 from rota.client.status import Bucket, History, LivePool, QueueInfo, RunningJob
 from rota.protocol import calls
 from rota.protocol.calls import Scope
@@ -36,11 +37,6 @@ from rota.protocol.rate import Rate
 from rota.protocol.snapshot import PoolSnapshot
 from rota.wire.conn import Conn
 from rota.wire.redispy import Pipeline, Redis
-
-#: A search reads at most this many jobs of a set by default (the dead set keeps 10,000
-#: by default), the names of :data:`_SEARCH_CHUNK` a round trip.
-SEARCH_LIMIT: Final = 50_000
-_SEARCH_CHUNK: Final = 2_000
 
 __all__ = ["SEARCH_LIMIT", "ShardOperations"]
 
@@ -204,37 +200,19 @@ class ShardOperations:
         return total, [(float(score), reply_text(i)) for i, score in rows]
 
     async def search(
-        self, which: JobSet, text: str, scan: int, start: int, budget: float | None
-    ) -> tuple[list[str], int, int]:
-        """The ids of the jobs of a set whose id or name contains ``text`` (any case), how
-        far it read and the set's size: reading the set in its order from position
-        ``start``, at most ``scan`` (at least one) jobs and, with a ``budget``, for about
-        that many seconds: :attr:`Found.searched` says how far it read, so a search that
-        stopped says so rather than "none", and a later one goes on from there. Only each
-        job's name is read (an id that matches needs no read), in round trips of
-        :data:`_SEARCH_CHUNK`."""
-        scan = max(1, scan)
-        needle, z = text.strip().lower(), self.set_key(which)
-        deadline = None if budget is None else time.monotonic() + budget
-        matched: list[str] = []
-        searched = start = max(0, start)
-        desc = which == "dead"  # newest first, as its pages
-        while True:
-            last = searched + min(_SEARCH_CHUNK, start + scan - searched) - 1
-            read = lambda p: (p.zcard(z), p.zrange(z, searched, last, desc=desc))  # noqa: B023, E731
-            size, raw = await self.piped(read)
-            ids = [reply_text(i) for i in raw]
-            names = await self.conn.execute_many([("HGET", self.keys.job(i), "name") for i in ids])
-            for job_id, name in zip(ids, names, strict=True):
-                if isinstance(name, bytes | str) and (
-                    needle in job_id.lower() or needle in reply_text(name).lower()
-                ):
-                    matched.append(job_id)
-            searched += len(ids)
-            late = deadline is not None and time.monotonic() >= deadline
-            if not ids or searched >= size or searched - start >= scan or late:
-                break
-        return matched, min(searched, size), size
+        self,
+        which: SearchedSet,
+        text: str,
+        scan: int,
+        start: int,
+        budget: float | None,
+        fields: Fields = "id",
+    ) -> tuple[list[tuple[int, float, str]], int, int]:
+        """The ids of the jobs of a set that match ``text`` (any case), how far it read
+        and the set's size: a bounded scan from position ``start`` (see
+        :func:`rota.client.scan.scan_set`, which says what it reads)."""
+        read = (self.job_set_key(which), which in NEWEST_FIRST)
+        return await scan_set(self.conn, self.keys, read, text, scan, start, budget, fields)
 
     async def in_set(self, which: JobSet, ids: Sequence[str]) -> list[str]:
         if not ids:
@@ -345,6 +323,10 @@ class ShardOperations:
         if which not in sets:
             raise ValueError(f"unknown job set {which!r}: use scheduled, retry, dead or waiting")
         return sets[which]
+
+    def job_set_key(self, which: SearchedSet) -> str:
+        """The key of a job set or of the kept complete jobs (what a search reads)."""
+        return self.keys.complete if which == "complete" else self.set_key(which)
 
 
 def _counts(raw: dict[Any, Any]) -> dict[str, int]:

@@ -31,7 +31,7 @@ from starlette.routing import BaseRoute, Route
 from rota.client.spec import FAIR_KEY_RE
 from rota.protocol.job import NAME_RE, JobRecord
 from rota.version import __version__
-from rota.web import access, cron, dashboard, fair_keys, flows, jobs, queues, sets, shards
+from rota.web import access, complete, cron, dashboard, fair_keys, flows, jobs, queues, sets, shards
 from rota.web.base import JSONResponse
 from rota.web.declare import REF, Error, Operation, Schema, json_answer, ms_fields, ref
 from rota.web.jobs import JobDetail
@@ -40,7 +40,9 @@ from rota.web.sets import SUMMARY, JobTimes
 __all__ = ["ID_PATTERN", "MIRRORS", "RESOURCES", "ROUTES", "components", "paths", "serve", "spec"]
 
 #: The modules of the resources, each declaring its endpoints.
-RESOURCES: Final = (dashboard, queues, fair_keys, jobs, sets, flows, cron, shards, access)
+RESOURCES: Final = (
+    dashboard, queues, fair_keys, jobs, sets, complete, flows, cron, shards, access,
+)  # fmt: skip
 #: Their routes, from which the document is derived.
 ROUTES: Final[list[BaseRoute]] = [route for module in RESOURCES for route in module.routes]
 

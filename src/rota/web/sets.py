@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from rota.client.shard_ops import SEARCH_LIMIT
+from rota.client.scan import SEARCH_LIMIT, Fields
 from rota.protocol.job import JobRecord, JobSet
 from rota.web.base import ApiError, JSONResponse, back, client_of
 from rota.web.declare import Ms, Number, Routes, doc, is_api, mirror, pages, query, ref, said
@@ -41,6 +41,24 @@ _OFFSET: Final = Number("offset", 0, 0, MAX_POSITION)
 _LIMIT: Final = Number("limit", 25, 1, 500, page=25)
 _FROM: Final = Number("from", 0, 0, MAX_POSITION, "where in the set a search begins")
 _SEARCH: Final = query("q", {"type": "string", "maxLength": MAX_SEARCH}, "part of a job id or name")
+_FIELDS: Final = query(
+    "fields",
+    {"type": "string", "enum": list(get_args(Fields))},
+    "what q matches: id (the id and name, the default: one short field read a job) or"
+    " content (args, kwargs, error, reason and result too: each record's fields read)",
+)
+
+
+def _fields(value: object, api: bool) -> Fields:
+    """What a search matches, from a query or form field: ``id`` when absent; anything
+    else but ``content`` a 400 in the API (a page's form sends only those two)."""
+    if value in (None, "", "id"):
+        return "id"
+    if value == "content":
+        return "content"
+    if api:
+        raise ApiError(400, f"fields: id or content, not {str(value)[:40]!r}")
+    raise HTTPException(400, f"fields: id or content, not {str(value)[:40]!r}")
 
 
 class JobTimes(msgspec.Struct, kw_only=True):
@@ -56,6 +74,7 @@ class JobTimes(msgspec.Struct, kw_only=True):
 class JobPage(msgspec.Struct, kw_only=True):
     set: JobSet
     q: str
+    fields: Annotated[Fields, said("what q matched: id (and name) or content")] = "id"
     total: int
     offset: int
     limit: int
@@ -150,8 +169,8 @@ def _declare(which: JobSet) -> None:
         f"/api/{which}",
         f"list_{which}",
         JobPage,
-        params=(_OFFSET, _LIMIT, _SEARCH, _FROM),
-        summary=f"A page of the {which} jobs, searchable by id and name.",
+        params=(_OFFSET, _LIMIT, _SEARCH, _FROM, _FIELDS),
+        summary=f"A page of the {which} jobs, searchable by id and name or content.",
     )
     async def read(request: Request) -> JobPage:
         # q keeps the jobs whose id or name contains it, searched from position ``from``
@@ -161,18 +180,20 @@ def _declare(which: JobSet) -> None:
         if len(q) > MAX_SEARCH and is_api(request):
             raise ApiError(400, f"q: at most {MAX_SEARCH} characters")
         q, searched, size = q[:MAX_SEARCH], None, None
+        fields = _fields(request.query_params.get("fields"), is_api(request))
         if not q.strip():
             page = await client_of(request).admin.page(which, offset, limit)
             total, jobs, start = page.total, page.jobs, 0
         else:
             found = await client_of(request).admin.search(
-                which, q, offset, limit, start=start, budget=SEARCH_BUDGET
+                which, q, offset, limit, start=start, budget=SEARCH_BUDGET, fields=fields
             )
             total, jobs, searched, size = found.total, found.jobs, found.searched, found.size
         summaries = [_summary(j) for j in jobs]
         return JobPage(
             set=which,
             q=q,
+            fields=fields,
             total=total,
             offset=offset,
             limit=limit,
@@ -217,13 +238,15 @@ def _actions(which: JobSet, action: str) -> None:
             raise HTTPException(400, f"q: a search text of at most {MAX_SEARCH} characters")
         q = (q or "").strip()
         start, end = _position(form.get("from"), "from"), _position(form.get("to"), "to")
+        fields = _fields(form.get("fields"), False)
         if not q:
             return await _act(request, which, action, None)
         scan = SEARCH_LIMIT if end is None else max(0, end - (start or 0))
         found = await client_of(request).admin.search(
-            which, q, 0, SEARCH_LIMIT, start=start or 0, scan=scan
+            which, q, 0, SEARCH_LIMIT, start=start or 0, scan=scan, fields=fields
         )
-        given = {"q": q, "from": start, "to": end}
+        content = "content" if fields == "content" else None
+        given: dict[str, object] = {"q": q, "fields": content, "from": start, "to": end}
         request.state.audit_filter = {k: v for k, v in given.items() if v is not None}
         return await _act(request, which, action, [j.id for j in found.jobs])
 

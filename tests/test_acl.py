@@ -130,8 +130,8 @@ async def test_a_worker_role_runs_what_a_producer_role_enqueues(
         retried = await producer.enqueue("flaky", "k")
         dead = await producer.enqueue("broken")
         later = await producer.enqueue_in(0.3, "double", 5)
-        unique = await producer.enqueue("double", 1, unique="once")
         keyed = await producer.enqueue("double", 3, fair_key="tenant-1")
+        unique = await producer.enqueue("double", 1, unique="once")
         again = await producer.enqueue("double", 1, unique="once")
         assert again.id == unique.id and not again.created
         for n in (2, 3):  # a debounced enqueue, then one its pending job takes in

@@ -356,3 +356,23 @@ async def test_heartbeats_extend_a_keyed_lease_in_its_keys_running_set(
                 and not redis_sync.exists("{" + namespace + "}:fqueue:hook/t1")
             )
         )
+
+
+@pytest.mark.one_shard("the scripts are called on one shard")
+async def test_a_backlog_written_wrong_neither_strands_a_key_nor_stops_its_name(
+    client: Client, redis_sync: redis.Redis, namespace: str
+) -> None:
+    # A fetch learns a key's jobs left from its backlog (less its pops): one reading too
+    # few is checked against the list, one reading too many ends at an empty pop.
+    await enqueue(client, keyed("t", 3) + keyed("u", 2))
+    p = "{" + namespace + "}:"
+    redis_sync.zadd(p + "fbacklog:hook", {"t": 0, "u": 50})
+    assert len(await lease_tokens(client, "hook", 1)) == 1  # t's (ties go by key)
+    assert redis_sync.zscore(p + "fbacklog:hook", "t") == 2  # the list said
+    assert redis_sync.zscore(p + "fkeys:hook", "t") is not None
+    leased = 1
+    for _ in range(6):
+        leased += len(await lease_tokens(client, "hook", 1))
+    assert leased == 5
+    assert redis_sync.exists(p + "fkeys:hook", p + "fbacklog:hook") == 0
+    assert await lease_tokens(client, "hook", 1) == {}

@@ -376,3 +376,30 @@ async def test_a_backlog_written_wrong_neither_strands_a_key_nor_stops_its_name(
     assert leased == 5
     assert redis_sync.exists(p + "fkeys:hook", p + "fbacklog:hook") == 0
     assert await lease_tokens(client, "hook", 1) == {}
+
+
+@pytest.mark.one_shard("the scripts are called on one shard")
+async def test_a_keys_jobs_popped_at_once_go_back_in_order_when_the_fetch_fails(
+    client: Client, redis_sync: redis.Redis, namespace: str
+) -> None:
+    # A fetch pops a held key's entries several at a time, as many as the call may still
+    # take of the name; a WRONGTYPE met after them (another name's running set, read at
+    # its visit) puts every one back as it was.
+    p = "{" + namespace + "}:"
+    scope = client.admin.shards[0].scope
+    await calls.register(scope, [("other", 1, 5, "")])
+    await enqueue(client, keyed("a", 6))
+    await client.enqueue("other")
+    before = redis_sync.lrange(p + "fqueue:hook/a", 0, -1)
+    redis_sync.delete(p + "running:other")
+    redis_sync.set(p + "running:other", "string")
+    lessee = calls.Lessee(30_000, "p", 1 << 20)
+    with pytest.raises(redis.exceptions.ResponseError, match="WRONGTYPE"):
+        await calls.fetch(scope, lessee, ["hook", "other", "hook", "hook"], [])
+    assert redis_sync.lrange(p + "fqueue:hook/a", 0, -1) == before
+    assert redis_sync.zcard(p + "running:hook") == 0
+    redis_sync.delete(p + "running:other")
+    reply = await calls.fetch(scope, lessee, ["hook"] * 4, [])
+    assert [job.id.encode() for job in reply.jobs] == before[::-1][:4]  # oldest first
+    assert redis_sync.lrange(p + "fqueue:hook/a", 0, -1) == before[:2]
+    assert redis_sync.zscore(p + "fbacklog:hook", "a") == 2

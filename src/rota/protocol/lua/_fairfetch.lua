@@ -140,15 +140,75 @@ local function fair_left(name, key, c)
   c.left, c.synced = okl and len or 0, false
 end
 
+-- How many entries the held key may give before another participant's turn comes (its
+-- time under the runner-up's and the plain list's), within its slots, its rate, its jobs
+-- left when known and the call's `want`: what one RPOP takes (this turn included).
+local function fair_turns(ctx, st, cur, want)
+  local c = cur.c
+  local k = math.max(1, math.floor(tonumber(want) or 1))
+  if c.slots ~= true then
+    k = math.min(k, math.max(1, math.floor(c.slots)))
+  end
+  if c.left then
+    k = math.min(k, math.max(1, c.left))
+  end
+  local n, s, tat = 1, cur.score + 1 / c.w, c.tat and c.tat + c.interval
+  while n < k and s < cur.next and not (st.plain and st.vt <= s)
+    and not (tat and tat > ctx.now) do
+    n, s = n + 1, s + 1 / c.w
+    tat = tat and tat + c.interval
+  end
+  return n
+end
+
+-- The held key's next entry: from what an earlier RPOP of this call brought (c.buf),
+-- else by one RPOP of as many as its turns (fair_turns), as the fetch pops a plain
+-- queue; those not used go back to the tail in their order when it is dropped
+-- (fair_give_back), so no other client ever sees them gone. nil: its list is empty.
+local function fair_pop(ctx, name, st, cur, want)
+  local c = cur.c
+  local b = c.buf
+  if b and b.at <= #b then
+    b.at = b.at + 1
+    return b[b.at - 1]
+  end
+  if b and b.drained then -- (the RPOP brought fewer than asked: none is left)
+    return nil
+  end
+  local k = fair_turns(ctx, st, cur, want)
+  local ok, got = pcall(redis.call, 'RPOP', key_fair_queue(name, cur.key), str(k))
+  if not ok or not got then
+    c.buf = nil
+    return nil
+  end
+  got.at, got.drained = 2, #got < k
+  c.buf = got
+  return got[1]
+end
+
+-- The entries of the held key's RPOP not used go back to the tail of its list.
+local function fair_give_back(name, cur)
+  local b = cur.c.buf
+  if b and b.at <= #b then
+    local rest = {}
+    for i = #b, b.at, -1 do
+      rest[#rest + 1] = b[i]
+    end
+    call_chunked('RPUSH', key_fair_queue(name, cur.key), rest)
+  end
+  cur.c.buf = nil
+end
+
 -- The key a fetch holds (st.cur: its key, state c, virtual time and the runner-up's)
 -- goes back into the set of ready keys with its time, or leaves it with no jobs left.
 -- Held, a key takes its turns while its time stays below the runner-up's without a read
--- of the set per job: what a busy key costs per job is one RPOP more than a plain job.
+-- of the set per job, its entries popped several at a time (fair_pop).
 -- st.nonempty: whether the set is known to hold a key (the runner-up of the last read
 -- stays in it when the key read first leaves), so that the end of the call need not ask.
 local function fair_drop(name, st)
   local cur = st.cur
   if cur then
+    fair_give_back(name, cur)
     fair_left(name, cur.key, cur.c)
     if cur.c.left > 0 then
       redis.call('ZADD', key_fair_keys(name), str(cur.score), cur.key)
@@ -162,8 +222,9 @@ local function fair_drop(name, st)
 end
 
 -- The next entry of a name with fair keys: the plain list's (via `plain`, nil when it
--- is empty) or its lowest key's. Returns the id and its key (nil: plain), or nil.
-local function fair_next(ctx, name, plain)
+-- is empty) or its lowest key's; `want`: how many entries the call may still take of
+-- the name. Returns the id and its key (nil: plain), or nil.
+local function fair_next(ctx, name, plain, want)
   local st = fair_state(ctx, name)
   local fk = key_fair_keys(name)
   while true do
@@ -217,9 +278,9 @@ local function fair_next(ctx, name, plain)
     end
     if cur then
       local c = cur.c
-      local okp, id = pcall(redis.call, 'RPOP', key_fair_queue(name, key))
+      local id = fair_pop(ctx, name, st, cur, want)
       c.touched = true
-      if okp and id then
+      if id then
         c.popped = (c.popped or 0) + 1
         if c.left then -- known from an earlier drop in this call: counted down
           c.left, c.synced = c.left - 1, false

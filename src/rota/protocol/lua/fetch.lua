@@ -191,14 +191,9 @@ end
 local filling = false -- past the given order: the fill wants whatever is missing
 local missing = 0
 
--- How many entries this call may still lease from the name (at least 1 is asked for).
-local function wanted(name)
-  local k = filling and missing or visits[name]
-  local s = status[name]
-  if s ~= true and s < k then
-    k = s
-  end
-  return math.max(math.floor(k), 1)
+local function wanted(name) -- how many entries this call may still lease from the name
+  local k, s = filling and missing or visits[name], status[name]
+  return math.max(math.floor((s ~= true and s < k) and s or k), 1)
 end
 
 local function next_entry(name, qk)

@@ -356,3 +356,50 @@ async def test_heartbeats_extend_a_keyed_lease_in_its_keys_running_set(
                 and not redis_sync.exists("{" + namespace + "}:fqueue:hook/t1")
             )
         )
+
+
+@pytest.mark.one_shard("the scripts are called on one shard")
+async def test_a_backlog_written_wrong_neither_strands_a_key_nor_stops_its_name(
+    client: Client, redis_sync: redis.Redis, namespace: str
+) -> None:
+    # A fetch learns a key's jobs left from its backlog (less its pops): one reading too
+    # few is checked against the list, one reading too many ends at an empty pop.
+    await enqueue(client, keyed("t", 3) + keyed("u", 2))
+    p = "{" + namespace + "}:"
+    redis_sync.zadd(p + "fbacklog:hook", {"t": 0, "u": 50})
+    assert len(await lease_tokens(client, "hook", 1)) == 1  # t's (ties go by key)
+    assert redis_sync.zscore(p + "fbacklog:hook", "t") == 2  # the list said
+    assert redis_sync.zscore(p + "fkeys:hook", "t") is not None
+    leased = 1
+    for _ in range(6):
+        leased += len(await lease_tokens(client, "hook", 1))
+    assert leased == 5
+    assert redis_sync.exists(p + "fkeys:hook", p + "fbacklog:hook") == 0
+    assert await lease_tokens(client, "hook", 1) == {}
+
+
+@pytest.mark.one_shard("the scripts are called on one shard")
+async def test_a_keys_jobs_popped_at_once_go_back_in_order_when_the_fetch_fails(
+    client: Client, redis_sync: redis.Redis, namespace: str
+) -> None:
+    # A fetch pops a held key's entries several at a time, as many as the call may still
+    # take of the name; a WRONGTYPE met after them (another name's running set, read at
+    # its visit) puts every one back as it was.
+    p = "{" + namespace + "}:"
+    scope = client.admin.shards[0].scope
+    await calls.register(scope, [("other", 1, 5, "")])
+    await enqueue(client, keyed("a", 6))
+    await client.enqueue("other")
+    before = redis_sync.lrange(p + "fqueue:hook/a", 0, -1)
+    redis_sync.delete(p + "running:other")
+    redis_sync.set(p + "running:other", "string")
+    lessee = calls.Lessee(30_000, "p", 1 << 20)
+    with pytest.raises(redis.exceptions.ResponseError, match="WRONGTYPE"):
+        await calls.fetch(scope, lessee, ["hook", "other", "hook", "hook"], [])
+    assert redis_sync.lrange(p + "fqueue:hook/a", 0, -1) == before
+    assert redis_sync.zcard(p + "running:hook") == 0
+    redis_sync.delete(p + "running:other")
+    reply = await calls.fetch(scope, lessee, ["hook"] * 4, [])
+    assert [job.id.encode() for job in reply.jobs] == before[::-1][:4]  # oldest first
+    assert redis_sync.lrange(p + "fqueue:hook/a", 0, -1) == before[:2]
+    assert redis_sync.zscore(p + "fbacklog:hook", "a") == 2

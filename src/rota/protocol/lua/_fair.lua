@@ -112,19 +112,22 @@ local function push_job(name, fkey, id, front)
   return redis.call(front and 'RPUSH' or 'LPUSH', key_queue(name), id) == 1
 end
 
--- A keyed job's lease ended (finish, reap, abort of a running job): its key's running
--- set lets it go, and a key with jobs left that is among neither the ready nor the
--- resting keys (it left at its limit) joins the ready keys again. Whether it joined (a
--- pool is then woken for it).
-local function fair_release(name, key, id)
-  pcall(redis.call, 'ZREM', key_fair_running(name, key), id)
+-- Keyed jobs' leases ended (finish, reap, abort of a running job; `ids`: those of one
+-- key, so that a finish of many pays once per key): its running set lets them go, and
+-- a key with jobs left that is among neither the ready nor the resting keys (it left at
+-- its limit) joins the ready keys again. Whether it joined (a pool is then woken for it).
+local function fair_release(name, key, ids)
+  pcall(call_chunked, 'ZREM', key_fair_running(name, key), ids)
   local ok, held = pcall(redis.call, 'ZSCORE', key_fair_keys(name), key)
   if not ok or held then -- (the usual case of a busy key: one read)
     return false
   end
   local okl, len = pcall(redis.call, 'LLEN', key_fair_queue(name, key))
+  if not okl or len == 0 then -- (the usual case of a key with no job left: two reads)
+    return false
+  end
   local okr, resting = pcall(redis.call, 'ZSCORE', key_fair_rest(name), key)
-  if okl and len > 0 and not (okr and resting) then
+  if not (okr and resting) then
     fair_join(name, key)
     wake(name)
     return true

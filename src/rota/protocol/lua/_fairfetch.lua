@@ -118,31 +118,118 @@ local function fair_room(ctx, c)
   return not c.paused and (c.slots == true or c.slots >= 1) and not (c.tat and c.tat > ctx.now)
 end
 
+-- How many jobs a key this call popped from has left (c.left), learned when first needed
+-- (its drop) rather than by an LLEN before its first pop: its backlog, which every push
+-- sets to its list's length, less this call's pops (c.popped), by one ZINCRBY that also
+-- writes the backlog (c.synced). A backlog reading less than one job (or none, or no
+-- number) is not trusted: the list's length says, so that no key with jobs ever leaves
+-- the set of ready keys for a backlog written by hand. One that reads too many costs a
+-- later fetch one empty RPOP, which drops the key.
+local function fair_left(name, key, c)
+  if c.left then
+    return
+  end
+  local ok, r = pcall(redis.call, 'ZINCRBY', key_fair_backlog(name), str(-(c.popped or 0)),
+    key)
+  r = ok and tonumber(r)
+  if r and r >= 1 and r < 1e15 and r == math.floor(r) then
+    c.left, c.synced = r, true
+    return
+  end
+  local okl, len = pcall(redis.call, 'LLEN', key_fair_queue(name, key))
+  c.left, c.synced = okl and len or 0, false
+end
+
+-- How many entries the held key may give before another participant's turn comes (its
+-- time under the runner-up's and the plain list's), within its slots, its rate, its jobs
+-- left when known and the call's `want`: what one RPOP takes (this turn included).
+local function fair_turns(ctx, st, cur, want)
+  local c = cur.c
+  local k = math.max(1, math.floor(tonumber(want) or 1))
+  if c.slots ~= true then
+    k = math.min(k, math.max(1, math.floor(c.slots)))
+  end
+  if c.left then
+    k = math.min(k, math.max(1, c.left))
+  end
+  local n, s, tat = 1, cur.score + 1 / c.w, c.tat and c.tat + c.interval
+  while n < k and s < cur.next and not (st.plain and st.vt <= s)
+    and not (tat and tat > ctx.now) do
+    n, s = n + 1, s + 1 / c.w
+    tat = tat and tat + c.interval
+  end
+  return n
+end
+
+-- The held key's next entry: from what an earlier RPOP of this call brought (c.buf),
+-- else by one RPOP of as many as its turns (fair_turns), as the fetch pops a plain
+-- queue; those not used go back to the tail in their order when it is dropped
+-- (fair_give_back), so no other client ever sees them gone. nil: its list is empty.
+local function fair_pop(ctx, name, st, cur, want)
+  local c = cur.c
+  local b = c.buf
+  if b and b.at <= #b then
+    b.at = b.at + 1
+    return b[b.at - 1]
+  end
+  if b and b.drained then -- (the RPOP brought fewer than asked: none is left)
+    return nil
+  end
+  local k = fair_turns(ctx, st, cur, want)
+  local ok, got = pcall(redis.call, 'RPOP', key_fair_queue(name, cur.key), str(k))
+  if not ok or not got then
+    c.buf = nil
+    return nil
+  end
+  got.at, got.drained = 2, #got < k
+  c.buf = got
+  return got[1]
+end
+
+-- The entries of the held key's RPOP not used go back to the tail of its list.
+local function fair_give_back(name, cur)
+  local b = cur.c.buf
+  if b and b.at <= #b then
+    local rest = {}
+    for i = #b, b.at, -1 do
+      rest[#rest + 1] = b[i]
+    end
+    call_chunked('RPUSH', key_fair_queue(name, cur.key), rest)
+  end
+  cur.c.buf = nil
+end
+
 -- The key a fetch holds (st.cur: its key, state c, virtual time and the runner-up's)
 -- goes back into the set of ready keys with its time, or leaves it with no jobs left.
 -- Held, a key takes its turns while its time stays below the runner-up's without a read
--- of the set per job: what a busy key costs per job is one RPOP more than a plain job.
+-- of the set per job, its entries popped several at a time (fair_pop).
+-- st.nonempty: whether the set is known to hold a key (the runner-up of the last read
+-- stays in it when the key read first leaves), so that the end of the call need not ask.
 local function fair_drop(name, st)
   local cur = st.cur
   if cur then
+    fair_give_back(name, cur)
+    fair_left(name, cur.key, cur.c)
     if cur.c.left > 0 then
       redis.call('ZADD', key_fair_keys(name), str(cur.score), cur.key)
+      st.nonempty = true
     else
       redis.call('ZREM', key_fair_keys(name), cur.key)
-      st.left_set = true
+      st.left_set, st.nonempty = true, st.other
     end
     st.cur = nil
   end
 end
 
 -- The next entry of a name with fair keys: the plain list's (via `plain`, nil when it
--- is empty) or its lowest key's. Returns the id and its key (nil: plain), or nil.
-local function fair_next(ctx, name, plain)
+-- is empty) or its lowest key's; `want`: how many entries the call may still take of
+-- the name. Returns the id and its key (nil: plain), or nil.
+local function fair_next(ctx, name, plain, want)
   local st = fair_state(ctx, name)
   local fk = key_fair_keys(name)
   while true do
     local cur = st.cur
-    if cur and not (cur.score < cur.next and cur.c.left > 0 and fair_room(ctx, cur.c)) then
+    if cur and not (cur.score < cur.next and cur.c.left ~= 0 and fair_room(ctx, cur.c)) then
       fair_drop(name, st)
       cur = nil
     end
@@ -156,8 +243,9 @@ local function fair_next(ctx, name, plain)
       if top[1] then
         low, key = finite_score(top[2]), top[1]
         runner_up = top[4] and finite_score(top[4]) or math.huge
+        st.nonempty, st.other = true, top[3] ~= nil
       else
-        st.left_set = true -- (none: the ready set's mark may go)
+        st.left_set, st.nonempty = true, false -- (none: the ready set's mark may go)
       end
     end
     if st.plain and (not key or st.vt <= low) then
@@ -178,27 +266,27 @@ local function fair_next(ctx, name, plain)
         redis.call('ZREM', fk, key)
         redis.call('ZADD', key_fair_rest(name), str(c.tat), key)
         ctx.later(c.tat)
-        st.resting, st.left_set = true, true
+        st.resting, st.left_set, st.nonempty = true, true, st.other
       elseif not fair_room(ctx, c) then
         redis.call('ZREM', fk, key) -- a resume, or the finish that frees a slot, adds it back
-        st.left_set = true
+        st.left_set, st.nonempty = true, st.other
       else
-        if not c.left then
-          local okl, len = pcall(redis.call, 'LLEN', key_fair_queue(name, key))
-          c.left = okl and len or 0
-        end
+        -- (its jobs left, c.left, are learned at its drop: fair_left)
         cur = {key = key, c = c, score = low, next = runner_up}
         st.cur = cur
       end
     end
     if cur then
       local c = cur.c
-      local okp, id = pcall(redis.call, 'RPOP', key_fair_queue(name, key))
+      local id = fair_pop(ctx, name, st, cur, want)
       c.touched = true
-      if okp and id then
-        c.left = c.left - 1
-        if c.left <= 0 then -- counted down to none: the list says
-          c.left = redis.call('LLEN', key_fair_queue(name, key))
+      if id then
+        c.popped = (c.popped or 0) + 1
+        if c.left then -- known from an earlier drop in this call: counted down
+          c.left, c.synced = c.left - 1, false
+          if c.left <= 0 then -- counted down to none: the list says
+            c.left = redis.call('LLEN', key_fair_queue(name, key))
+          end
         end
         cur.score = cur.score + 1 / c.w
         st.taken = st.taken + 1
@@ -211,7 +299,7 @@ local function fair_next(ctx, name, plain)
         end
         return id, key
       end
-      c.left = 0 -- (fair_drop removes it)
+      c.left, c.synced = 0, false -- (fair_drop removes it)
     end
   end
 end
@@ -219,7 +307,7 @@ end
 -- Whether this call knows the name's keys to have jobs ready (else nil: ask Redis).
 local function fair_has(name)
   local st = fair_st[name]
-  return st and (st.cur ~= nil or not st.left_set) or nil
+  return st and (st.cur ~= nil or not st.left_set or st.nonempty) or nil
 end
 
 -- A keyed job leased by this call (its lease added at fair_end; fkey_of: id -> key).
@@ -243,7 +331,10 @@ local function fair_end(ctx, leases)
       if c.moved then
         pcall(redis.call, 'HSET', key_fair(name), 't/' .. key, string.format('%.3f', c.tat))
       end
-      if c.touched then -- its backlog, once per call
+      if c.touched then
+        fair_left(name, key, c) -- (known already: every key popped from was dropped)
+      end
+      if c.touched and not c.synced then -- its backlog, once per call (or by fair_left)
         if c.left > 0 then
           pcall(redis.call, 'ZADD', key_fair_backlog(name), c.left, key)
         else
@@ -261,7 +352,8 @@ local function fair_end(ctx, leases)
     end
     if ok and rest[2] then
       ctx.later(finite_score(rest[2]))
-    elseif st.left_set and redis.call('EXISTS', key_fair_keys(name)) == 0 then
+    elseif st.left_set and not st.nonempty
+      and redis.call('EXISTS', key_fair_keys(name)) == 0 then
       redis.call('SREM', K_READY, FAIR_MARK .. name) -- no key left to take from
     end
   end

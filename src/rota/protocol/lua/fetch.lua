@@ -191,18 +191,19 @@ end
 local filling = false -- past the given order: the fill wants whatever is missing
 local missing = 0
 
+local function wanted(name) -- how many entries this call may still lease from the name
+  local k, s = filling and missing or visits[name], status[name]
+  return math.max(math.floor((s ~= true and s < k) and s or k), 1)
+end
+
 local function next_entry(name, qk)
   local b = popped[name]
   if b and b.at <= #b then
     b.at = b.at + 1
     return b[b.at - 1]
   end
-  local k = filling and missing or visits[name]
-  local s = status[name]
-  if s ~= true and s < k then
-    k = s
-  end
-  local ok, got = pcall(redis.call, 'RPOP', qk, str(math.max(math.floor(k), 1)))
+  local k = wanted(name)
+  local ok, got = pcall(redis.call, 'RPOP', qk, str(k))
   if not ok then
     error(got) -- a queue of another type: the call leases nothing (see lease_all below)
   end
@@ -232,7 +233,7 @@ local function take(name)
   local plain = fairs[name] and function() return next_entry(name, qk) end
   while nburied < MAX_BURY do
     local id, fkey
-    if plain then id, fkey = fair_next(ctx, name, plain) else id = next_entry(name, qk) end
+    if plain then id, fkey = fair_next(ctx, name, plain, wanted(name)) else id = next_entry(name, qk) end
     if not id then
       status[name] = false
       if not (plain and fair_resting(name)) then unready(name) end -- (resting: see due)

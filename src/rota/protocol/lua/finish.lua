@@ -26,7 +26,8 @@ local now_text = str(now)
 local stale = {}
 local woken = {}
 local ended = {} -- name -> ids whose lease ended (removed from its running set at the end)
-local fended = {} -- {name, fair key, id} of the keyed jobs among them
+local fended = {} -- {name, fair key, ids} per key of the keyed jobs among them
+local fkeyed = {} -- name -> fair key -> its entry of fended
 local limited = {} -- name -> whether it has a concurrency limit (read once per call)
 local kept = {} -- time, id, ... of the complete jobs kept (added to K_COMPLETE at the end)
 local processed = {} -- name -> jobs complete in this call (counted at the end)
@@ -88,7 +89,14 @@ local function finish_one(id, name, token, outcome, a, b, c)
   local ids = table_at(ended, name)
   ids[#ids + 1] = id
   if f[11] then -- a keyed job: its key's lease ends too (at the end, fair_release)
-    fended[#fended + 1] = {name, f[11], id}
+    local of_name = table_at(fkeyed, name)
+    local e = of_name[f[11]]
+    if not e then
+      e = {name, f[11], {}}
+      of_name[f[11]] = e
+      fended[#fended + 1] = e
+    end
+    e[3][#e[3] + 1] = id
   end
   local logged = f[7]
   -- Retire the token (written with the outcome) and name the attempt that finished, so

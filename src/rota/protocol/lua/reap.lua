@@ -36,7 +36,7 @@ for _, name in ipairs(redis.call('SMEMBERS', K_LEASED)) do
       else
         local f = redis.call('HMGET', jk, 'lost', 'max_lost', 'token', 'abort', 'fair')
         if f[5] then -- a keyed job: its key's running set lets it go too
-          fair_release(name, f[5], id)
+          fair_release(name, f[5], {id})
         end
         -- NaN compares false with everything: such garbage would requeue a poison pill forever
         local lost, max_lost = tonumber(f[1]) or 0, tonumber(f[2]) or max_lost_default

@@ -29,7 +29,7 @@ from starlette.routing import BaseRoute, Route
 
 from rota.protocol.job import NAME_RE, JobRecord
 from rota.version import __version__
-from rota.web import access, cron, dashboard, flows, jobs, queues, sets, shards
+from rota.web import access, cron, dashboard, flows, jobs, pools, queues, sets, shards
 from rota.web.base import JSONResponse
 from rota.web.declare import REF, Error, Operation, Schema, json_answer, ms_fields, ref
 from rota.web.jobs import JobDetail
@@ -38,7 +38,7 @@ from rota.web.sets import SUMMARY, JobTimes
 __all__ = ["ID_PATTERN", "MIRRORS", "RESOURCES", "ROUTES", "components", "paths", "serve", "spec"]
 
 #: The modules of the resources, each declaring its endpoints.
-RESOURCES: Final = (dashboard, queues, jobs, sets, flows, cron, shards, access)
+RESOURCES: Final = (dashboard, queues, jobs, sets, flows, cron, shards, access, pools)
 #: Their routes, from which the document is derived.
 ROUTES: Final[list[BaseRoute]] = [route for module in RESOURCES for route in module.routes]
 
@@ -52,12 +52,19 @@ MIRRORS: Final[tuple[Any, ...]] = tuple(
     if isinstance(kind, type) and kind.__module__ == module.__name__ and hasattr(kind, "mirrors")
 )
 #: The pattern of each path parameter.
-_PATTERNS: Final = {"name": NAME_RE.pattern, "job_id": ID_PATTERN, "group_id": ID_PATTERN}
+_PATTERNS: Final = {
+    "name": NAME_RE.pattern,
+    "job_id": ID_PATTERN,
+    "group_id": ID_PATTERN,
+    "pool_id": ID_PATTERN,
+    "host": r"^[A-Za-z0-9_.\-]{1,253}$",
+}
 _ERRORS: Final = {
     400: "bad parameters or a body that is not JSON",
     401: "authentication required",
     403: "cross-site request refused",
-    404: "no such job, queue or group",
+    404: "no such job, queue or group (or live pool, or host with one)",
+    409: "the pool was told to stop: a stop cannot be taken back",
     413: "args too large",
     415: "the body is not application/json",
     422: "a body that does not fit (or an after= parent that does not exist)",

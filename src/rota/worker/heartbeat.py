@@ -20,7 +20,7 @@ import structlog
 from anyio.abc import TaskStatus
 
 from rota.protocol import calls, codec
-from rota.protocol.job import now_ms
+from rota.protocol.job import now_ms, reply_text
 from rota.protocol.snapshot import BusyWorker, PoolSnapshot
 from rota.redis.outage import MEANING, condition
 from rota.version import __version__
@@ -63,6 +63,7 @@ class Heartbeat:
             busy=busy,
             heartbeat_interval=rt.settings.heartbeat_interval,
             periodic=rt.schedules,
+            state=rt.control.state(rt.stopping.is_set()),
         )
 
     async def run(self) -> None:
@@ -83,6 +84,10 @@ class Heartbeat:
         jobs += rt.handoff.waiting()
         jobs += rt.preparing.values()
         held = [(job.name, job.id, job.token) for job in jobs if job.shard == shard]
+        if shard == 0:  # the operator's command, acknowledged by the snapshot below
+            told = await rt.redis.hget(rt.keys.pool_commands, rt.pool_id)
+            command = None if told is None else reply_text(told)
+            await rt.control.obey(command, rt.pool_id, s.heartbeat_interval)
         if self.acker is not None:  # run, its outcome not written yet: held too
             held += self.acker.unsent()
         lost, aborts, fresh = await calls.heartbeat(
@@ -132,6 +137,8 @@ class Heartbeat:
                 async with rt.redis.pipeline(transaction=False) as pipe:
                     pipe.zrem(rt.keys.pools, rt.pool_id)
                     pipe.delete(rt.keys.pool(rt.pool_id))
+                    if rt.keys.shard == 0:  # its command, if any, is done with
+                        pipe.hdel(rt.keys.pool_commands, rt.pool_id)
                     await pipe.execute()
             except Exception as exc:
                 cond = condition(exc)

@@ -32,6 +32,7 @@ from rota.protocol.snapshot import Schedule
 from rota.redis.watch import SETTLE, Watch
 from rota.urls import redacted
 from rota.wire.redispy import Redis
+from rota.worker.control import Control
 from rota.worker.handoff import Handoff
 from rota.worker.registry import Handler
 from rota.worker.threads import HandlerThreads
@@ -178,6 +179,9 @@ class PoolRuntime:
     keeps: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: The periodic jobs' next and last fire times, as the scheduler last set them.
     schedules: list[Schedule] = field(default_factory=list)
+    #: What the operator asked of the pool through Redis (quiet, stop), shared by its
+    #: shards' runtimes (see rota.worker.control).
+    control: Control = field(default_factory=Control)
     limiter: anyio.CapacityLimiter = field(init=False)
     handoff: Handoff = field(init=False)
     watch: Watch = field(init=False)

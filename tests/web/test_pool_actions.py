@@ -41,7 +41,6 @@ class Running:
             self.started.append(ctx.id)
             await self.release.wait()
 
-
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Running]:
         leave = anyio.Event()

@@ -15,6 +15,7 @@ from rota.cli.acl import acl
 from rota.cli.admin import enqueue, status
 from rota.cli.common import ExitError
 from rota.cli.operate import job, queue
+from rota.cli.pools import pools
 from rota.cli.rates import rate as _rate  # noqa: F401 - registers `rota queue rate`
 from rota.cli.run import demo, worker
 from rota.cli.sets import SET_GROUPS
@@ -40,6 +41,7 @@ def rota(local_time: bool) -> None:
 
 for command in (worker, demo, web, enqueue, status, queue, *SET_GROUPS, job, group, acl, shards):
     rota.add_command(command)
+rota.add_command(pools)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

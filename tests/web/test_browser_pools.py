@@ -6,22 +6,16 @@ port, real Redis, a real pool; screenshots go to artifacts/screenshots/."""
 from __future__ import annotations
 
 import socket
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import pytest
-from anyio.from_thread import start_blocking_portal
 from playwright.sync_api import Page, expect
 
-from rota import Client, JobContext, WorkerPool
-from rota.web import create_app
+from rota import JobContext, WorkerPool
 from tests.helpers import pool_settings
-from tests.redis_server import RedisServer
-from tests.web.live import LiveServer
 from tests.web.test_browser import SHOTS
-from tests.web.test_browser_operate import Site, Tab, tab  # noqa: F401 - the tab fixture
+from tests.web.test_browser_operate import Site, Tab, site, tab  # noqa: F401 - fixtures
 
 # Slow (a headless Chromium): `make test` runs it, `make check` does not.
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
@@ -33,14 +27,14 @@ SEEN = 20_000
 class Held:
     """A pool whose ``hold`` jobs run until ``release`` is set, running in the portal."""
 
-    def __init__(self, site: Site) -> None:
-        self.site = site
+    def __init__(self, where: Site) -> None:
+        self.site = where
         self.pool = WorkerPool(
             settings=pool_settings(
-                site.redis_url, site.namespace, heartbeat_interval=0.2, grace=60.0
+                where.redis_url, where.namespace, heartbeat_interval=0.2, grace=60.0
             )
         )
-        self.release, self.leave, self.ended = site.call(lambda: _events(3))
+        self.release, self.leave, self.ended = where.call(lambda: _events(3))
         self.id = ""
 
         @self.pool.job
@@ -57,19 +51,6 @@ class Held:
 
 async def _events(n: int) -> list[anyio.Event]:
     return [anyio.Event() for _ in range(n)]
-
-
-@pytest.fixture(scope="module")
-def site(redis_server: RedisServer) -> Iterator[Site]:
-    url, namespace = redis_server.url, "t" + uuid.uuid4().hex[:12]
-    with start_blocking_portal() as portal:
-        client = Client.from_url(url, namespace)
-        try:
-            app = create_app(pool_settings(url, namespace, heartbeat_interval=0.2))
-            with LiveServer(app) as server:
-                yield Site(server.url, portal, client, url, namespace)
-        finally:
-            portal.call(client.close)
 
 
 def _click(page: Page, scope: Any, name: str) -> None:

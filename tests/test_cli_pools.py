@@ -4,12 +4,13 @@ obeys at its heartbeat, and a stopped worker drains and exits as on SIGTERM."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import anyio
 import pytest
 
 from rota import Client
-from tests.cli_helpers import rota_env, rota_json, run_rota, start_worker
+from tests.cli_helpers import log_events, rota_env, rota_json, run_rota, start_worker
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -81,3 +82,43 @@ async def _live(client: Client) -> bool:
 
 async def _gone(client: Client) -> bool:
     return await client.admin.pools() == [] and await client.admin.pool_commands() == {}
+
+
+async def test_a_stopped_child_of_a_supervisor_is_not_restarted(
+    client: Client, redis_url: str, namespace: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "supervisor.log"
+    env = rota_env(
+        ROTA_REDIS_URL=redis_url,
+        ROTA_NAMESPACE=namespace,
+        ROTA_HEARTBEAT_INTERVAL="0.2",
+        ROTA_LOG_FORMAT="json",
+    )
+    proc = start_worker("tests.cli_app:pool", "--processes", "2", env=env, log=log)
+    try:
+        await wait_until(lambda: _count(client, 2), within=30)
+        first, second = [p.id for p in await client.admin.pools()]
+        await client.admin.stop_pool(first)
+        # the supervisor says it leaves that slot alone, and the other pool runs on
+        await wait_until(lambda: _stopped_lines(log) == 1, within=30)
+        assert [p.id for p in await client.admin.pools()] == [second]
+        assert proc.poll() is None
+        await client.admin.stop_pool(second)  # the last one: the supervisor is done
+        await wait_until(lambda: proc.poll() is not None, within=30, every=0.05)
+        assert proc.returncode == 0
+        assert _stopped_lines(log) == 2
+        assert b"worker process died: restarting" not in log.read_bytes()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def _count(client: Client, n: int) -> bool:
+    return len(await client.admin.pools()) == n
+
+
+def _stopped_lines(log: Path) -> int:
+    return sum(
+        e.get("event") == "worker process stopped by an operator: not restarted"
+        for e in log_events(log)
+    )

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
 from rota import Client, JobContext, State, WorkerPool
 from rota.client.pools import PoolNotFound, StopIsFinal
@@ -183,3 +184,20 @@ async def test_a_host_command_reaches_that_hosts_pools_only(
             await rounds(pool_b, BEAT, 2)
             assert await state_of(client, b) == "running"
             assert not seen_b["ended"].is_set()
+
+
+async def test_a_commands_key_of_another_type_stops_no_heartbeat(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    shard = client.admin.shards[0]
+    await shard.redis.set(shard.keys.pool_commands, "written by hand")
+    pool, seen = held_pool(redis_url, namespace)
+    with anyio.fail_after(30), capture_logs() as logs:
+        async with pool.running() as rt:
+            await rounds(pool, BEAT, 3)  # it beats on
+            assert await state_of(client, rt.pool_id) == "running"
+            assert await client.admin.pool_commands() == {}
+            await client.enqueue("work")
+            await wait_until(lambda: seen["work"] == [False])
+    warned = [e for e in logs if "holds another type than a hash" in e["event"]]
+    assert len(warned) == 1

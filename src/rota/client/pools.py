@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from rota.client.status import LivePool
 from rota.protocol.job import reply_text
+from rota.wire.redispy import wrong_type
 
 if TYPE_CHECKING:
     from rota.client.shard import Shard
@@ -46,7 +47,12 @@ class PoolCommands:
     async def read(self) -> dict[str, str]:
         """What each pool was told and has not left since: pool id -> quiet or stop."""
         s = self._shard
-        raw = await s.redis.hgetall(s.keys.pool_commands)
+        try:
+            raw = await s.redis.hgetall(s.keys.pool_commands)
+        except Exception as exc:  # a key of another type, written by hand: none
+            if not wrong_type(exc):
+                raise
+            return {}
         return {reply_text(k): reply_text(v) for k, v in raw.items()}
 
     async def give(

@@ -24,6 +24,7 @@ from rota.protocol.job import now_ms, reply_text
 from rota.protocol.snapshot import BusyWorker, PoolSnapshot
 from rota.redis.outage import MEANING, condition
 from rota.version import __version__
+from rota.wire.redispy import wrong_type
 from rota.worker.acker import Acker
 from rota.worker.rounds import BEAT, REAP, rounds_of
 from rota.worker.runtime import PoolRuntime
@@ -43,6 +44,7 @@ class Heartbeat:
         #: the shards of a pool on one server share their watch).
         self.reads_memory = True
         self.rounds = rounds_of(rt.pool_id)
+        self._warned = False  # about a pool commands' key of another type
 
     def snapshot(self) -> PoolSnapshot:
         rt = self.rt
@@ -85,9 +87,7 @@ class Heartbeat:
         jobs += rt.preparing.values()
         held = [(job.name, job.id, job.token) for job in jobs if job.shard == shard]
         if shard == 0:  # the operator's command, acknowledged by the snapshot below
-            told = await rt.redis.hget(rt.keys.pool_commands, rt.pool_id)
-            command = None if told is None else reply_text(told)
-            await rt.control.obey(command, rt.pool_id, s.heartbeat_interval)
+            await rt.control.obey(await self._told(), rt.pool_id, s.heartbeat_interval)
         if self.acker is not None:  # run, its outcome not written yet: held too
             held += self.acker.unsent()
         lost, aborts, fresh = await calls.heartbeat(
@@ -127,6 +127,26 @@ class Heartbeat:
             await rt.watch.check_memory()
         self.rounds.end(BEAT, shard)
 
+    async def _told(self) -> str | None:
+        """The operator's command for this pool (None: none; see rota.worker.control). A
+        ``{ns}:poolcmds`` of another type than a hash (written by hand) reads as none,
+        with one warning: it must not stop the heartbeat."""
+        rt = self.rt
+        try:
+            told = await rt.redis.hget(rt.keys.pool_commands, rt.pool_id)
+        except Exception as exc:
+            if not wrong_type(exc):
+                raise
+            if not self._warned:
+                self._warned = True
+                log.warning(
+                    "the pool commands' key holds another type than a hash: no command"
+                    " reaches this pool until it is deleted",
+                    key=rt.keys.pool_commands,
+                )
+            return None
+        return None if told is None else reply_text(told)
+
     async def stop(self) -> None:
         """Say goodbye: remove this pool's heartbeat at once instead of letting it expire."""
         rt = self.rt
@@ -139,7 +159,9 @@ class Heartbeat:
                     pipe.delete(rt.keys.pool(rt.pool_id))
                     if rt.keys.shard == 0:  # its command, if any, is done with
                         pipe.hdel(rt.keys.pool_commands, rt.pool_id)
-                    await pipe.execute()
+                    for reply in await pipe.execute(raise_on_error=False):
+                        if isinstance(reply, Exception) and not wrong_type(reply):
+                            raise reply  # (a commands' key of another type: nothing to do)
             except Exception as exc:
                 cond = condition(exc)
                 if cond is None:

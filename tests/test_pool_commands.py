@@ -178,7 +178,9 @@ async def test_a_host_command_reaches_that_hosts_pools_only(
             assert await state_of(client, b) == "running"
             assert await client.admin.resume_host("host-a") == [a]
             await wait_until(says(client, a, "running"))
-            assert await client.admin.stop_host("host-a") == [a]
+            assert await client.admin.quiet_host("host-a") == [a]
+            await wait_until(says(client, a, "quiet"))
+            assert await client.admin.stop_host("host-a") == [a]  # a quiet pool stops too
             await seen_a["ended"].wait()  # a's block ended: it drained and left
             await wait_until(says(client, a, None))
             await rounds(pool_b, BEAT, 2)

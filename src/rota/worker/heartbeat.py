@@ -81,13 +81,13 @@ class Heartbeat:
         s = rt.settings
         shard = rt.keys.shard  # a pool over several shards beats in each, for its jobs
         self.rounds.begin(BEAT, shard)
+        if shard == 0:  # the operator's command, acknowledged by the snapshot below
+            await rt.control.obey(await self._told(), rt.pool_id, s.heartbeat_interval)
         jobs = [e.job for e in rt.in_flight.values()]
         # Leased ahead of a free worker, or a worker reads its parents' results: held too.
         jobs += rt.handoff.waiting()
         jobs += rt.preparing.values()
         held = [(job.name, job.id, job.token) for job in jobs if job.shard == shard]
-        if shard == 0:  # the operator's command, acknowledged by the snapshot below
-            await rt.control.obey(await self._told(), rt.pool_id, s.heartbeat_interval)
         if self.acker is not None:  # run, its outcome not written yet: held too
             held += self.acker.unsent()
         lost, aborts, fresh = await calls.heartbeat(

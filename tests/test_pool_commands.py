@@ -203,3 +203,18 @@ async def test_a_commands_key_of_another_type_stops_no_heartbeat(
             await wait_until(lambda: seen["work"] == [False])
     warned = [e for e in logs if "holds another type than a hash" in e["event"]]
     assert len(warned) == 1
+
+
+async def test_a_command_reaches_the_pool_by_its_message_before_its_next_heartbeat(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    # heartbeats a minute apart: each ack comes from the beat the message brings forward
+    pool, _ = held_pool(redis_url, namespace)
+    pool.configure(pool.settings.replace(heartbeat_interval=60.0, lease=180.0))
+    with anyio.fail_after(30):
+        async with pool.running() as rt:
+            for command, state in (("quiet", "quiet"), ("resume", "running")):
+                await client.admin.tell_pools(command, pool_id=rt.pool_id)  # type: ignore[arg-type]
+                await wait_until(says(client, rt.pool_id, state), within=20)
+            await client.admin.stop_pool(rt.pool_id)
+            await anyio.sleep_forever()  # ended by the stop

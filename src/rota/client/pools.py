@@ -4,9 +4,10 @@ of a host, carried through Redis.
 A command is a field of one hash in shard 0 (``Keys.pool_commands``: pool id ->
 ``quiet`` or ``stop``; no field: run), which each pool reads at each heartbeat and
 acknowledges in its snapshot's ``state`` (see :data:`rota.protocol.snapshot.POOL_STATES`
-and docs/protocol.md). A hash rather than a message: a pool that misses nothing by being
-busy, restarted Redis aside, learns it at its next beat, and the command stays as long as
-the pool lives (a quiet pool stays quiet). A stop is final: it cannot be taken back nor
+and docs/protocol.md). A hash rather than a message: a pool that misses a message (busy,
+or away from Redis) learns it at its next beat, and the command stays as long as the pool
+lives (a quiet pool stays quiet). A message on ``Keys.pool_commands_told`` after each
+write makes the pool read it at once. A stop is final: it cannot be taken back nor
 turned into a quiet. Each write also drops the fields of pools no longer live, so that
 the hash holds no more than the live pools' commands.
 """
@@ -95,5 +96,7 @@ class PoolCommands:
                 pipe.hset(key, mapping=dict.fromkeys(chosen, field))
             if gone:
                 pipe.hdel(key, *gone)
+            for pool in chosen:  # each reads it now, not at its next heartbeat
+                pipe.publish(s.keys.pool_commands_told, pool)
             await pipe.execute()
         return chosen

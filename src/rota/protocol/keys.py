@@ -188,6 +188,12 @@ class Keys:
         return self.prefix + "poolcmds"
 
     @property
+    def pool_commands_told(self) -> str:
+        """Pub/sub channel: a pool's command changed (message: the pool id), so that
+        the pool reads it now rather than at its next heartbeat."""
+        return self.prefix + "poolcmds"
+
+    @property
     def web_audit(self) -> str:
         """List of the changes made through the web UI and its API, newest first (JSON
         entries; see :mod:`rota.web.audit`)."""

@@ -4,7 +4,8 @@ the pool got: the state its heartbeat writes into its snapshot.
 The command is the pool's field of ``Keys.pool_commands`` (see
 :mod:`rota.client.pools`), which the heartbeat of the pool's first shard reads at each
 beat, before it writes the snapshot, so that the beat that learns a command also
-acknowledges it:
+acknowledges it. A message on ``Keys.pool_commands_told`` (heard by the abort listener)
+brings that beat forward:
 
 - ``quiet``: the fetchers begin no fetch, and one waiting on its wake lists is nudged
   out of the wait (the fetch behind that wait still runs: it was sent before the
@@ -50,6 +51,17 @@ class Control:
         self._resumed.set()
         self._leasing = 0  # fetches under way (a wait on the wake lists included)
         self._no_lease = anyio.Event()
+        self._told = anyio.Event()
+
+    def told(self) -> None:
+        """A message said this pool's command changed: the heartbeat beats now."""
+        self._told.set()
+
+    async def until_told(self, seconds: float) -> None:
+        """Wait ``seconds`` (the heartbeat's interval), or until :meth:`told`."""
+        with anyio.move_on_after(seconds):
+            await self._told.wait()
+        self._told = anyio.Event()
 
     def state(self, stopping: bool) -> str:
         """What the snapshot says (one of rota.protocol.snapshot.POOL_STATES)."""

@@ -71,7 +71,10 @@ class Heartbeat:
     async def run(self) -> None:
         """Beat every interval (the pool beats once itself before it starts fetching)."""
         while True:
-            await anyio.sleep(self.rt.settings.heartbeat_interval)
+            if self.rt.keys.shard == 0:  # or at once when a command's message comes
+                await self.rt.control.until_told(self.rt.settings.heartbeat_interval)
+            else:
+                await anyio.sleep(self.rt.settings.heartbeat_interval)
             # The probe: after an outage it gets through first, extends this pool's
             # leases before any reaper may take them, and wakes the pool's other tasks.
             await self.rt.watch.keep_trying("heartbeat", self.beat, probe=True)
@@ -227,6 +230,10 @@ class AbortListener:
         #: The abort channels of the shards it listens for (its own shard's, or those of
         #: every shard on its server: one subscription serves them all).
         self.channels = channels or [rt.keys.abort]
+        #: The first shard's listener hears of the operator's commands too.
+        self.told = rt.keys.pool_commands_told if rt.keys.shard == 0 else None
+        if self.told is not None:
+            self.channels = [*self.channels, self.told]
         self._started = False
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -245,8 +252,12 @@ class AbortListener:
                 task_status.started()
             while True:
                 message = await pubsub.get_message(timeout=None)
-                if message is not None and message["type"] == "message":
+                if message is None or message["type"] != "message":
+                    continue
+                if message["channel"].decode() != self.told:
                     rt.cancel(message["data"].decode(), "abort")
+                elif message["data"].decode() == rt.pool_id:
+                    rt.control.told()
         finally:
             with anyio.CancelScope(shield=True):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]

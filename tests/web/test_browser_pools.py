@@ -74,7 +74,7 @@ def test_quiet_resume_and_stop_from_the_pools_page(site: Site, tab: Tab) -> None
         _click(page, row, "Quiet")
         assert tab.dialogs[-1].startswith(f"Make pool {held.id} quiet?")
         expect(page.locator(".notice")).to_have_text(
-            "1 pools told to be quiet: each says so at its next heartbeat."
+            "1 pools told to be quiet: each says so once it obeys."
         )
         expect(state).to_have_text("quiet", timeout=SEEN)
         expect(row.get_by_role("button", name="Resume")).to_be_visible()

@@ -1,7 +1,7 @@
 """``rota pools list|quiet|stop|resume``: the live pools, and the operator's commands to
 one of them or to every pool of a host, carried through Redis (see
-:mod:`rota.client.pools`): each pool obeys at its next heartbeat and says so in its
-state."""
+:mod:`rota.client.pools`): each pool obeys at once (at its next heartbeat at the latest)
+and says so in its state."""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ _NOTICES: Final = {
     "limit-removed": "Concurrency limit removed.",
     "cron-off": "Periodic job turned off: its fire times pass without a job.",
     "cron-on": "Periodic job turned on again.",
-    "pools-quiet": "{n} pools told to be quiet: each says so at its next heartbeat.",
+    "pools-quiet": "{n} pools told to be quiet: each says so once it obeys.",
     "pools-stop": "{n} pools told to stop: each drains, then leaves.",
     "pools-resume": "{n} pools told to fetch again.",
 }

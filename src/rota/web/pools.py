@@ -1,8 +1,8 @@
 """Quiet, stop and resume a live pool, or every pool of a host, from the pools page's
 forms (a 303 back to the page) or the API (JSON). Carried through Redis (see
-:mod:`rota.client.pools`): the pool obeys at its next heartbeat and says so in its
-state, which the pools page shows. Audited and refused to read-only credentials as any
-change."""
+:mod:`rota.client.pools`): the pool obeys at once (at its next heartbeat at the latest)
+and says so in its state, which the pools page shows. Audited and refused to read-only
+credentials as any change."""
 
 from __future__ import annotations
 

@@ -5,15 +5,20 @@ records each change, and cross-site requests and read-only credentials change no
 from __future__ import annotations
 
 import contextlib
+import html
+import re
+import time
 from collections.abc import AsyncIterator
 
 import anyio
 import httpx
+import msgspec
 import pytest
 import redis
 from starlette.applications import Starlette
 
 from rota import Client, JobContext, Settings, WorkerPool
+from rota.protocol.snapshot import PoolSnapshot
 from rota.web import Auth, create_app
 from rota.web.middleware.csrf import CSRF_COOKIE
 from tests.helpers import pool_settings, wait_until
@@ -166,3 +171,47 @@ async def test_cross_site_and_read_only_requests_change_nothing(
             assert ok.status_code == 303, ok.text
             assert redis_sync.hgetall(key) == {p.id.encode(): b"quiet"}
             assert not p.ended.is_set()  # the refused stops stopped nothing
+
+
+async def test_hostile_text_in_a_snapshot_is_escaped_and_reaches_no_other_action(
+    http: httpx.AsyncClient, client: Client, redis_sync: redis.Redis, namespace: str
+) -> None:
+    """A snapshot written by hand (another language's pool, or an attacker with Redis)
+    whose host and id hold markup and path segments: shown as text, and its forms post
+    to the pool's and the host's own actions only."""
+    host = "<img src=x onerror=alert(1)>/../../queues/mail"
+    pool_id = 'x"/../../queues/mail'
+    snap = PoolSnapshot(
+        id=pool_id,
+        host=host,
+        pid=1,
+        version="1",
+        namespace=namespace,
+        concurrency=1,
+        jobs=["<b>mail</b>"],
+        started_at=int(time.time() * 1000),
+        heartbeat_at=int(time.time() * 1000),
+        heartbeat_interval=60.0,
+        state="<script>alert(2)</script>",
+    )
+    p = "{" + namespace + "}:"
+    redis_sync.set(p + "pool:" + pool_id, msgspec.json.encode(snap), ex=60)
+    redis_sync.zadd(p + "pools", {pool_id: int(time.time() * 1000)})
+    page = (await http.get("/pools", headers=FORM)).text
+    for raw in ("<img src=x", "<script>alert(2)", "<b>mail</b>", 'x"/'):
+        assert raw not in page, raw
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    actions = re.findall(r'action="([^"]*)"', page)
+    assert actions, page
+    for action in actions:
+        assert action.startswith(("/pools/", "/hosts/")), action
+        assert action.count("/") == 3, action  # the id or host is one segment
+    # a "/" in an id or a host stays in its segment: such a pool cannot be told through
+    # the page (a 404: rota's ids and hostnames hold none), and nothing else is reached
+    await client.admin.pause("mail")
+    for action in actions:
+        done = await http.post(html.unescape(action), headers=FORM, data={"next": "/pools"})
+        assert done.status_code == 404, (action, done.status_code)
+    assert await client.admin.pool_commands() == {}
+    (mail,) = await client.admin.queues(["mail"])
+    assert mail.paused

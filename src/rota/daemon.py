@@ -29,7 +29,7 @@ from anyio.abc import Process
 from rota.config import Settings
 from rota.worker.pool import WorkerPool
 
-__all__ = ["backend_options", "load_pool", "run_pool", "supervise"]
+__all__ = ["STOPPED", "backend_options", "load_pool", "run_pool", "supervise"]
 
 log = structlog.get_logger("rota.daemon")
 
@@ -55,6 +55,11 @@ def backend_options() -> dict[str, Any]:
     except ImportError:
         return {}
     return {"use_uvloop": True}
+
+
+#: The exit code of a ``rota worker`` process whose pool an operator stopped through
+#: Redis (``rota pools stop``): its supervisor does not start it again.
+STOPPED = 3
 
 
 def run_pool(pool: WorkerPool, settings: Settings) -> None:
@@ -117,6 +122,10 @@ class _Supervisor:
             del self.children[slot]
             if self.stopping.is_set():
                 log.info("worker process stopped", slot=slot, pid=proc.pid, code=code)
+                return
+            if code == STOPPED:  # an operator stopped its pool: it stays stopped
+                log.info("worker process stopped by an operator: not restarted", slot=slot,
+                         pid=proc.pid)  # fmt: skip
                 return
             if code == 2:  # bad settings (a wrong password, say): restarting cannot mend it
                 log.error("worker process refused its settings: stopping", slot=slot,

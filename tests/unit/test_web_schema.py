@@ -146,12 +146,12 @@ def test_a_mirrored_body_has_the_times_in_ms() -> None:
         last_heartbeat=1700000002.125,
         stale=False,
     )
-    pool = msgspec.json.encode(mirror(Pool, live, busy=1))
+    pool = msgspec.json.encode(mirror(Pool, live, busy=1, told=None))
     assert pool == (
         b'{"id":"h:1:x","host":"h","pid":1,"version":"1","namespace":"n","concurrency":2,'
         b'"jobs":["a"],"started_at":1700000000250,"heartbeat_at":1700000001500,'
         b'"heartbeat_interval":5.0,"busy":1,"periodic":[],"last_heartbeat":1700000002125,'
-        b'"stale":false}'
+        b'"stale":false,"state":"running","told":null}'
     )
     running = RunningJob("j", "a", "h:1:x", 1700000000.75, 1700000030.0, "50", "hi", 1700000001.5)
     assert msgspec.json.encode(mirror(BusyWorker, running, silent=2.5)) == (

@@ -17,6 +17,7 @@ from rota.cli.common import ExitError
 from rota.cli.complete import complete
 from rota.cli.keys import keys
 from rota.cli.operate import job, queue
+from rota.cli.pools import pools
 from rota.cli.rates import rate as _rate  # noqa: F401 - registers `rota queue rate`
 from rota.cli.run import demo, worker
 from rota.cli.sets import SET_GROUPS
@@ -56,6 +57,7 @@ for command in (
     shards,
 ):
     rota.add_command(command)
+rota.add_command(pools)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -277,13 +277,25 @@ def _print_status(data: dict[str, Any]) -> None:
     )
     print_table(
         "pools",
-        ["id", "host", "pid", "version", "concurrency", "busy", "started", "heartbeat", "jobs"],
+        [
+            "id",
+            "host",
+            "pid",
+            "version",
+            "state",
+            "concurrency",
+            "busy",
+            "started",
+            "heartbeat",
+            "jobs",
+        ],
         [
             [
                 p["id"],
                 p["host"],
                 p["pid"],
                 p["version"],
+                p["state"],
                 p["concurrency"],
                 p["busy"],
                 age(p["started_at"]),

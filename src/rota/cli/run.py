@@ -92,7 +92,7 @@ def worker(target: str, processes: int, config_file: Path | None, **flags: Any) 
     """Run the WorkerPool TARGET (module:attribute, e.g. app.jobs:pool) until SIGTERM.
 
     A flag given here wins over the pool's code, the config file and ROTA_* variables."""
-    from rota.daemon import load_pool, run_pool, supervise
+    from rota.daemon import STOPPED, load_pool, run_pool, supervise
 
     try:
         pool = load_pool(target)
@@ -108,6 +108,8 @@ def worker(target: str, processes: int, config_file: Path | None, **flags: Any) 
         raise SystemExit(supervise(command, processes, env=_child_env(settings)))
     try:
         run_pool(pool, settings)
+        if told and pool.told_to_stop:  # a child of a supervisor: not to be restarted
+            raise SystemExit(STOPPED)
     except Exception as exc:
         stop = _stopped_by(exc, settings)
         if stop is None:

@@ -22,6 +22,7 @@ from rota.client.finished import (
     Order,
     finished,
 )
+from rota.client.pools import Command, PoolCommands
 from rota.client.routing import Shards
 from rota.client.rules import add_counts, merge_bucket, merge_queue, split_limit, split_rate
 from rota.client.scan import NEWEST_FIRST, SEARCH_LIMIT, Fields, SearchedSet, shard_position
@@ -200,6 +201,49 @@ class Admin(FairAdmin):
                 if seen is None or pool.last_heartbeat > seen.last_heartbeat:
                     latest[pool.id] = pool
         return sorted(latest.values(), key=lambda p: p.started_at)
+
+    # -- the live pools' commands: shard 0 (see rota.client.pools) ------------------------
+
+    async def quiet_pool(self, pool_id: str) -> None:
+        """Tell a live pool to fetch no more jobs and finish those it holds; it stays
+        alive, beats, and says ``quiet`` (:class:`~rota.client.pools.PoolNotFound` for
+        no such live pool; :class:`~rota.client.pools.StopIsFinal` once told to stop)."""
+        await self.tell_pools("quiet", pool_id=pool_id)
+
+    async def stop_pool(self, pool_id: str) -> None:
+        """Tell a live pool to stop as on SIGTERM: it drains within its ``grace`` (the
+        jobs it cannot finish go back to their queues) and leaves; it says ``stopping``
+        until its heartbeat ends."""
+        await self.tell_pools("stop", pool_id=pool_id)
+
+    async def resume_pool(self, pool_id: str) -> None:
+        """Let a quiet pool fetch again (nothing for a pool that runs)."""
+        await self.tell_pools("resume", pool_id=pool_id)
+
+    async def quiet_host(self, host: str) -> list[str]:
+        """:meth:`quiet_pool` for every live pool of ``host`` (its snapshot's hostname):
+        the ids told (a pool told to stop is left out)."""
+        return await self.tell_pools("quiet", host=host)
+
+    async def stop_host(self, host: str) -> list[str]:
+        """:meth:`stop_pool` for every live pool of ``host``: the ids told."""
+        return await self.tell_pools("stop", host=host)
+
+    async def resume_host(self, host: str) -> list[str]:
+        """:meth:`resume_pool` for every live pool of ``host``: the ids told."""
+        return await self.tell_pools("resume", host=host)
+
+    async def tell_pools(
+        self, command: Command, *, pool_id: str | None = None, host: str | None = None
+    ) -> list[str]:
+        """Give ``command`` (quiet, stop, resume) to pool ``pool_id`` or to every pool of
+        ``host``: the ids told (see :meth:`rota.client.pools.PoolCommands.give`)."""
+        live = await self.pools()
+        return await PoolCommands(self.shards[0]).give(command, live, pool_id=pool_id, host=host)
+
+    async def pool_commands(self) -> dict[str, str]:
+        """What each live pool was told: pool id -> quiet or stop (none: run)."""
+        return await PoolCommands(self.shards[0]).read()
 
     async def page(self, which: JobSet, offset: int = 0, count: int = 50) -> Page:
         """A page of the scheduled, retry, dead (newest first) or waiting set, in the

@@ -157,6 +157,10 @@ class LivePool(PoolIdentity, frozen=True, kw_only=True):
     periodic: list[CronEntry] = msgspec.field(default_factory=list)
     last_heartbeat: float
     stale: Annotated[bool, Meta(description="no heartbeat for over 2 intervals")]
+    state: Annotated[
+        str,
+        Meta(description="running, quieting, quiet or stopping, as the pool said last"),
+    ] = "running"
 
     @classmethod
     def read(cls, snapshot: PoolSnapshot, last_heartbeat_ms: int, stale: bool) -> LivePool:
@@ -177,6 +181,7 @@ class LivePool(PoolIdentity, frozen=True, kw_only=True):
             ],
             last_heartbeat=last_heartbeat_ms / 1000,
             stale=stale,
+            state=s.state,
         )
 
 

@@ -221,6 +221,20 @@ class Keys:
         return self.prefix + "cronoff"
 
     @property
+    def pool_commands(self) -> str:
+        """Hash of what the operator asked of live pools: pool id -> ``quiet`` (fetch no
+        more, finish what runs) or ``stop`` (drain and leave, as on SIGTERM); no field:
+        run. Kept in shard 0; each pool reads its field at each heartbeat and says in its
+        snapshot's ``state`` that it obeyed (see docs/protocol.md, "Pool commands")."""
+        return self.prefix + "poolcmds"
+
+    @property
+    def pool_commands_told(self) -> str:
+        """Pub/sub channel: a pool's command changed (message: the pool id), so that
+        the pool reads it now rather than at its next heartbeat."""
+        return self.prefix + "poolcmds"
+
+    @property
     def web_audit(self) -> str:
         """List of the changes made through the web UI and its API, newest first (JSON
         entries; see :mod:`rota.web.audit`)."""

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["BusyWorker", "PoolIdentity", "PoolSnapshot", "Schedule"]
+__all__ = ["POOL_STATES", "BusyWorker", "PoolIdentity", "PoolSnapshot", "Schedule"]
+
+#: What a pool's snapshot says it is doing: ``running`` (fetching), ``quieting`` (told to
+#: be quiet, a fetch of its still under way), ``quiet`` (fetches nothing, finishes what
+#: runs), ``stopping`` (draining before it leaves). A snapshot without one is running.
+POOL_STATES = ("running", "quieting", "quiet", "stopping")
 
 
 class BusyWorker(msgspec.Struct, frozen=True):
@@ -50,3 +55,5 @@ class PoolSnapshot(PoolIdentity, frozen=True, kw_only=True):
     heartbeat_interval: float  # seconds
     busy: list[BusyWorker] = msgspec.field(default_factory=list)
     periodic: list[Schedule] = msgspec.field(default_factory=list)
+    #: One of :data:`POOL_STATES`: how the pool acknowledges an operator's command.
+    state: str = "running"

@@ -62,6 +62,9 @@ _NOTICES: Final = {
     "key-rate-removed": "Key rate limit removed.",
     "key-default-set": "Default key limit set.",
     "key-default-removed": "Default key limit removed.",
+    "pools-quiet": "{n} pools told to be quiet: each says so once it obeys.",
+    "pools-stop": "{n} pools told to stop: each drains, then leaves.",
+    "pools-resume": "{n} pools told to fetch again.",
 }
 
 

@@ -56,6 +56,11 @@ class Pool(PoolIdentity, frozen=True, kw_only=True):
     periodic: Annotated[list[str], said("the names of the periodic jobs it fires (see /api/cron)")]
     last_heartbeat: Ms
     stale: bool
+    state: Annotated[str, said("running, quieting, quiet or stopping, as the pool said last")]
+    told: Annotated[
+        str | None,
+        said("what an operator told it and it has not left: quiet or stop (see /api/pools/{id})"),
+    ] = None
 
 
 class Pools(msgspec.Struct):
@@ -122,7 +127,11 @@ async def pools(request: Request) -> Pools:
     client = client_of(request)
     live = await client.admin.pools()
     busy = Counter(r.pool for r in await client.admin.running(await leased_names(client), live))
-    out = [mirror(Pool, p, busy=busy[p.id], periodic=[c.name for c in p.periodic]) for p in live]
+    told = await client.admin.pool_commands()
+    out = [
+        mirror(Pool, p, busy=busy[p.id], periodic=[c.name for c in p.periodic], told=told.get(p.id))
+        for p in live
+    ]
     return Pools(out, state_of(request).settings.heartbeat_interval)
 
 

@@ -31,7 +31,19 @@ from starlette.routing import BaseRoute, Route
 from rota.client.spec import FAIR_KEY_RE
 from rota.protocol.job import NAME_RE, JobRecord
 from rota.version import __version__
-from rota.web import access, complete, cron, dashboard, fair_keys, flows, jobs, queues, sets, shards
+from rota.web import (
+    access,
+    complete,
+    cron,
+    dashboard,
+    fair_keys,
+    flows,
+    jobs,
+    pools,
+    queues,
+    sets,
+    shards,
+)  # fmt: skip
 from rota.web.base import JSONResponse
 from rota.web.declare import REF, Error, Operation, Schema, json_answer, ms_fields, ref
 from rota.web.jobs import JobDetail
@@ -41,7 +53,7 @@ __all__ = ["ID_PATTERN", "MIRRORS", "RESOURCES", "ROUTES", "components", "paths"
 
 #: The modules of the resources, each declaring its endpoints.
 RESOURCES: Final = (
-    dashboard, queues, fair_keys, jobs, sets, complete, flows, cron, shards, access,
+    dashboard, queues, fair_keys, jobs, sets, complete, flows, cron, shards, access, pools,
 )  # fmt: skip
 #: Their routes, from which the document is derived.
 ROUTES: Final[list[BaseRoute]] = [route for module in RESOURCES for route in module.routes]
@@ -61,6 +73,8 @@ _PATTERNS: Final = {
     "job_id": ID_PATTERN,
     "group_id": ID_PATTERN,
     "key": FAIR_KEY_RE.pattern,
+    "pool_id": ID_PATTERN,
+    "host": r"^[A-Za-z0-9_.\-]{1,253}$",
 }
 #: A path parameter's converter (``{key:path}``), which the document does not show.
 _CONVERTER: Final = re.compile(r"\{(\w+):\w+\}")
@@ -68,7 +82,8 @@ _ERRORS: Final = {
     400: "bad parameters or a body that is not JSON",
     401: "authentication required",
     403: "cross-site request refused",
-    404: "no such job, queue or group",
+    404: "no such job, queue or group (or live pool, or host with one)",
+    409: "the pool was told to stop: a stop cannot be taken back",
     413: "args too large",
     415: "the body is not application/json",
     422: "a body that does not fit (or an after= parent that does not exist)",

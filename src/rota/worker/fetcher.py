@@ -150,11 +150,15 @@ class Fetcher:
                 # other shards. (A share of room / K made calls so small that a job over
                 # six shards cost a quarter more Redis commands than over one.)
                 want = min(want, max(1, handoff.capacity // 2))
+            if await rt.control.parked():  # the operator made the pool quiet
+                short = False
+                continue
             self.rounds.begin(FETCH, self.shard)
             self._room_freed = False
-            jobs = await rt.watch.keep_trying(
-                "fetcher", functools.partial(self._lease, want, short)
-            )
+            with rt.control.leasing():
+                jobs = await rt.watch.keep_trying(
+                    "fetcher", functools.partial(self._lease, want, short)
+                )
             self.rounds.end(FETCH, self.shard)
             if self.shard:
                 for job in jobs:

@@ -20,10 +20,11 @@ import structlog
 from anyio.abc import TaskStatus
 
 from rota.protocol import calls, codec
-from rota.protocol.job import now_ms
+from rota.protocol.job import now_ms, reply_text
 from rota.protocol.snapshot import BusyWorker, PoolSnapshot
 from rota.redis.outage import MEANING, condition
 from rota.version import __version__
+from rota.wire.redispy import wrong_type
 from rota.worker.acker import Acker
 from rota.worker.rounds import BEAT, REAP, rounds_of
 from rota.worker.runtime import PoolRuntime
@@ -43,6 +44,7 @@ class Heartbeat:
         #: the shards of a pool on one server share their watch).
         self.reads_memory = True
         self.rounds = rounds_of(rt.pool_id)
+        self._warned = False  # about a pool commands' key of another type
 
     def snapshot(self) -> PoolSnapshot:
         rt = self.rt
@@ -63,12 +65,16 @@ class Heartbeat:
             busy=busy,
             heartbeat_interval=rt.settings.heartbeat_interval,
             periodic=rt.schedules,
+            state=rt.control.state(rt.stopping.is_set()),
         )
 
     async def run(self) -> None:
         """Beat every interval (the pool beats once itself before it starts fetching)."""
         while True:
-            await anyio.sleep(self.rt.settings.heartbeat_interval)
+            if self.rt.keys.shard == 0:  # or at once when a command's message comes
+                await self.rt.control.until_told(self.rt.settings.heartbeat_interval)
+            else:
+                await anyio.sleep(self.rt.settings.heartbeat_interval)
             # The probe: after an outage it gets through first, extends this pool's
             # leases before any reaper may take them, and wakes the pool's other tasks.
             await self.rt.watch.keep_trying("heartbeat", self.beat, probe=True)
@@ -78,6 +84,8 @@ class Heartbeat:
         s = rt.settings
         shard = rt.keys.shard  # a pool over several shards beats in each, for its jobs
         self.rounds.begin(BEAT, shard)
+        if shard == 0:  # the operator's command, acknowledged by the snapshot below
+            await rt.control.obey(await self._told(), rt.pool_id, s.heartbeat_interval)
         jobs = [e.job for e in rt.in_flight.values()]
         # Leased ahead of a free worker, or a worker reads its parents' results: held too.
         jobs += rt.handoff.waiting()
@@ -122,6 +130,26 @@ class Heartbeat:
             await rt.watch.check_memory()
         self.rounds.end(BEAT, shard)
 
+    async def _told(self) -> str | None:
+        """The operator's command for this pool (None: none; see rota.worker.control). A
+        ``{ns}:poolcmds`` of another type than a hash (written by hand) reads as none,
+        with one warning: it must not stop the heartbeat."""
+        rt = self.rt
+        try:
+            told = await rt.redis.hget(rt.keys.pool_commands, rt.pool_id)
+        except Exception as exc:
+            if not wrong_type(exc):
+                raise
+            if not self._warned:
+                self._warned = True
+                log.warning(
+                    "the pool commands' key holds another type than a hash: no command"
+                    " reaches this pool until it is deleted",
+                    key=rt.keys.pool_commands,
+                )
+            return None
+        return None if told is None else reply_text(told)
+
     async def stop(self) -> None:
         """Say goodbye: remove this pool's heartbeat at once instead of letting it expire."""
         rt = self.rt
@@ -132,7 +160,11 @@ class Heartbeat:
                 async with rt.redis.pipeline(transaction=False) as pipe:
                     pipe.zrem(rt.keys.pools, rt.pool_id)
                     pipe.delete(rt.keys.pool(rt.pool_id))
-                    await pipe.execute()
+                    if rt.keys.shard == 0:  # its command, if any, is done with
+                        pipe.hdel(rt.keys.pool_commands, rt.pool_id)
+                    for reply in await pipe.execute(raise_on_error=False):
+                        if isinstance(reply, Exception) and not wrong_type(reply):
+                            raise reply  # (a commands' key of another type: nothing to do)
             except Exception as exc:
                 cond = condition(exc)
                 if cond is None:
@@ -198,6 +230,10 @@ class AbortListener:
         #: The abort channels of the shards it listens for (its own shard's, or those of
         #: every shard on its server: one subscription serves them all).
         self.channels = channels or [rt.keys.abort]
+        #: The first shard's listener hears of the operator's commands too.
+        self.told = rt.keys.pool_commands_told if rt.keys.shard == 0 else None
+        if self.told is not None:
+            self.channels = [*self.channels, self.told]
         self._started = False
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -216,8 +252,12 @@ class AbortListener:
                 task_status.started()
             while True:
                 message = await pubsub.get_message(timeout=None)
-                if message is not None and message["type"] == "message":
+                if message is None or message["type"] != "message":
+                    continue
+                if message["channel"].decode() != self.told:
                     rt.cancel(message["data"].decode(), "abort")
+                elif message["data"].decode() == rt.pool_id:
+                    rt.control.told()
         finally:
             with anyio.CancelScope(shield=True):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]

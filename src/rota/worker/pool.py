@@ -77,6 +77,9 @@ class WorkerPool:
         #: The threads of its plain ``def`` handlers, which may outlive a run (a thread
         #: cannot be stopped): the daemon exits without waiting for those still running.
         self.threads = HandlerThreads()
+        #: Whether the last run ended because an operator told the pool to stop through
+        #: Redis (see rota.worker.control): ``rota worker`` then exits with STOPPED.
+        self.told_to_stop = False
 
     @property
     def settings(self) -> Settings:
@@ -220,6 +223,7 @@ class WorkerPool:
                 async with run.running():
                     starting = False
                     yield rt
+                self.told_to_stop = rt.control.stop_asked
         except Exception as exc:
             # The lifespan's errors and the block's own reach the caller as they are.
             mine = rota_error(exc) if starting else exc

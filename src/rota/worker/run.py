@@ -98,8 +98,13 @@ class PoolRun:
             async with anyio.create_task_group() as tg:
                 await self.start(tg)
                 try:
-                    yield
+                    # An operator's stop (rota.worker.control) ends the block as a signal
+                    # ends WorkerPool.run's: the drain follows.
+                    with anyio.CancelScope() as block:
+                        self.rt.control.end_block = block.cancel
+                        yield
                 finally:
+                    self.rt.control.end_block = None
                     with anyio.CancelScope(shield=True):
                         await self.drain()
                     tg.cancel_scope.cancel()

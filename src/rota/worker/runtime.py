@@ -32,6 +32,7 @@ from rota.protocol.snapshot import Schedule
 from rota.redis.watch import SETTLE, Watch
 from rota.urls import redacted
 from rota.wire.redispy import Redis
+from rota.worker.control import Control
 from rota.worker.handoff import Handoff
 from rota.worker.isolation import Children
 from rota.worker.registry import Handler
@@ -179,6 +180,9 @@ class PoolRuntime:
     keeps: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: The periodic jobs' next and last fire times, as the scheduler last set them.
     schedules: list[Schedule] = field(default_factory=list)
+    #: What the operator asked of the pool through Redis (quiet, stop), shared by its
+    #: shards' runtimes (see rota.worker.control).
+    control: Control = field(default_factory=Control)
     limiter: anyio.CapacityLimiter = field(init=False)
     #: The child processes of the isolated handlers (None: the pool has none).
     children: Children | None = field(init=False, default=None)

@@ -33,7 +33,7 @@ async def _json(*args: str) -> object:
 async def test_list_and_act_on_one_key(conn: tuple[str, ...], client: Client) -> None:
     counts = {"big": 5, "mid": 3, "odd'<key>": 1}
     await client.enqueue_many(
-        JobSpec(name="hook", args=[i], fair_key=k) for k, n in counts.items() for i in range(n)
+        JobSpec(name="hook", args=(i,), fair_key=k) for k, n in counts.items() for i in range(n)
     )
     assert await _rota("keys", "pause", "hook", "big", *conn) == "paused big of hook\n"
     assert await _json("keys", "limit", "hook", "big", "2", *conn) == {

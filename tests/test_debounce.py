@@ -15,6 +15,7 @@ import redis
 
 from rota import Client, Debounce, JobContext, JobSpec, WorkerPool
 from rota.client.spec import to_row
+from rota.protocol.job import JobSet
 from rota.protocol.keys import Keys
 from rota.protocol.shards import shard_of
 from rota.web import create_app
@@ -139,7 +140,7 @@ async def test_a_running_job_is_never_replaced_the_next_enqueue_is_a_new_job(
 
 
 @pytest.mark.parametrize("where", ["scheduled"])
-async def test_deleting_the_pending_job_frees_the_key(client: Client, where: str) -> None:
+async def test_deleting_the_pending_job_frees_the_key(client: Client, where: JobSet) -> None:
     db = Debounce("gone", 60, "extend")
     first = await client.enqueue("d", 1, debounce=db)
     assert await client.admin.delete(where, [first.id]) == 1
@@ -234,7 +235,11 @@ async def test_enqueue_many_debounces_within_one_call(client: Client) -> None:
         (Debounce("k", 31 * 86400), {}, "debounce_window: must be from"),
         (Debounce("k", float("nan")), {}, "debounce_window: must be a finite number"),
         (Debounce("", 1), {}, "debounce_key: 1 to 1024 characters"),
-        (Debounce("k", 1, "last"), {}, "debounce_mode: must be 'first', 'extend' or 'replace'"),
+        (
+            Debounce("k", 1, "last"),  # type: ignore[arg-type]
+            {},
+            "debounce_mode: must be 'first', 'extend' or 'replace'",
+        ),
         (Debounce("k", 1), {"unique": "u"}, "debounce: .*give it no unique key"),
         (Debounce("k", 1), {"delay": 5.0}, r"debounce: .*give it no run time"),
         (Debounce("k", 1), {"after": ("x",)}, "debounce: a debounced job cannot wait"),

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import anyio
 import pytest
@@ -19,13 +20,21 @@ from tests.helpers import pool_settings, rounds, wait_until
 BEAT_S = 0.1  # heartbeat interval of the pools here: a command is obeyed within it
 
 
-def held_pool(redis_url: str, namespace: str, **changes: object) -> tuple[WorkerPool, dict]:
+def held_pool(
+    redis_url: str, namespace: str, **changes: object
+) -> tuple[WorkerPool, dict[str, Any]]:
     """A pool whose ``hold`` jobs run until their label's event is set, and whose
     ``work`` jobs say whether the test had resumed the pool when they started."""
     pool = WorkerPool(
         settings=pool_settings(redis_url, namespace, heartbeat_interval=BEAT_S, **changes)
     )
-    seen: dict = {"started": [], "finished": [], "events": {}, "resumed": False, "work": []}
+    seen: dict[str, Any] = {
+        "started": [],
+        "finished": [],
+        "events": {},
+        "resumed": False,
+        "work": [],
+    }
 
     @pool.job(max_fails=1)
     async def hold(ctx: JobContext, label: str) -> str:
@@ -46,7 +55,7 @@ async def state_of(client: Client, pool_id: str) -> str | None:
     return next((p.state for p in await client.admin.pools() if p.id == pool_id), None)
 
 
-def says(client: Client, pool_id: str, state: str | None) -> Callable[[], object]:
+def says(client: Client, pool_id: str, state: str | None) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
         return await state_of(client, pool_id) == state
 
@@ -131,14 +140,14 @@ async def test_a_stop_is_final_and_unknown_pools_are_refused(
                 await pipe.execute()
             for command in ("quiet", "resume"):
                 with pytest.raises(StopIsFinal, match="a stop cannot be taken back"):
-                    await client.admin.tell_pools(command, pool_id=rt.pool_id)  # type: ignore[arg-type]
+                    await client.admin.tell_pools(command, pool_id=rt.pool_id)
             await anyio.sleep_forever()
 
 
 @contextlib.asynccontextmanager
 async def two_hosts(
     redis_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[list[tuple[WorkerPool, dict, str]]]:
+) -> AsyncIterator[list[tuple[WorkerPool, dict[str, Any], str]]]:
     """Two running pools, on hosts "host-a" and "host-b" (as their snapshots say)."""
     out = []
     leave = anyio.Event()
@@ -148,7 +157,9 @@ async def two_hosts(
             pool, seen = held_pool(redis_url, namespace)
             started, ended = anyio.Event(), anyio.Event()
 
-            async def run(pool: WorkerPool = pool, started=started, ended=ended) -> None:
+            async def run(
+                pool: WorkerPool = pool, started: anyio.Event = started, ended: anyio.Event = ended
+            ) -> None:
                 async with pool.running():
                     started.set()
                     await leave.wait()

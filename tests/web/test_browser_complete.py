@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from anyio.from_thread import start_blocking_portal
-from playwright.sync_api import Browser, expect
+from playwright.sync_api import Browser, Dialog, expect
 
 from rota import Client, Settings
 from rota.web import Auth, create_app
@@ -41,7 +41,12 @@ def test_the_page_shows_hostile_text_as_text_in_chromium(
     context = browser.new_context(extra_http_headers={"authorization": f"Bearer {READONLY}"})
     page = context.new_page()
     dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+    def on_dialog(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
     page.goto(live_complete + "/complete?name=echo")
     page.wait_for_load_state("load")
     row = page.locator("tr", has=page.locator('a[href="/jobs/e07"]'))

@@ -20,7 +20,11 @@ def test_the_fair_keys_section_and_one_action(site: Site, tab: Tab) -> None:  # 
     counts = {"big": 6, HOSTILE: 3, "small": 1}
     site.call(
         site.client.enqueue_many,
-        [JobSpec(name="tenant", args=[i], fair_key=k) for k, n in counts.items() for i in range(n)],
+        [
+            JobSpec(name="tenant", args=(i,), fair_key=k)
+            for k, n in counts.items()
+            for i in range(n)
+        ],
     )
     page = tab.page
     page.goto(site.url + "/queues/tenant")

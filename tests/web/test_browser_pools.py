@@ -93,7 +93,7 @@ def test_quiet_resume_and_stop_from_the_pools_page(site: Site, tab: Tab) -> None
         expect(state).to_have_text("stopping", timeout=SEEN)
         expect(row.get_by_role("button")).to_have_count(0)  # a stop is final
         page.screenshot(path=SHOTS / "pools-stopping.png", full_page=True)
-        site.call(held.release.set)
+        site.portal.call(held.release.set)
         site.portal.call(held.ended.wait)
         expect(page.locator('[data-live="pools"] .empty')).to_have_text(
             "No live worker pools.", timeout=SEEN
@@ -101,6 +101,6 @@ def test_quiet_resume_and_stop_from_the_pools_page(site: Site, tab: Tab) -> None
         assert site.state(job.id) is None  # it completed (and was not kept)
         assert tab.errors == []
     finally:
-        site.call(held.release.set)
-        site.call(held.leave.set)
+        site.portal.call(held.release.set)
+        site.portal.call(held.leave.set)
         site.portal.call(held.ended.wait)

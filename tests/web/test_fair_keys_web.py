@@ -26,7 +26,7 @@ HOSTILE = "<script>alert('x')</script>\"&/?#%"
 
 async def _keyed(client: Client, counts: dict[str, int]) -> None:
     await client.enqueue_many(
-        JobSpec(name="hook", args=[i], fair_key=key) for key, n in counts.items() for i in range(n)
+        JobSpec(name="hook", args=(i,), fair_key=key) for key, n in counts.items() for i in range(n)
     )
 
 
@@ -204,7 +204,7 @@ async def test_the_queue_page_counts_the_keyed_jobs_beside_its_list(
 ) -> None:
     # A name whose jobs all carry keys said "0 jobs waiting": its list holds none of them.
     await _keyed(client, {"a": 3, "b": 1})
-    await client.enqueue_many([JobSpec(name="hook", args=[9])] * 2)
+    await client.enqueue_many([JobSpec(name="hook", args=(9,))] * 2)
     view = (await http.get("/api/queues/hook/jobs")).json()
     assert (view["total"], view["keyed"], len(view["jobs"])) == (2, 4, 2)
     page = (await http.get("/queues/hook", headers=HTML)).text

@@ -8,7 +8,8 @@ import contextlib
 import html
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import anyio
 import httpx
@@ -68,12 +69,14 @@ class Running:
                 leave.set()
 
 
-async def pool_row(http: httpx.AsyncClient, pool_id: str) -> dict | None:
+async def pool_row(http: httpx.AsyncClient, pool_id: str) -> dict[str, Any] | None:
     rows = (await http.get("/api/pools")).json()["pools"]
     return next((r for r in rows if r["id"] == pool_id), None)
 
 
-def shows(http: httpx.AsyncClient, pool_id: str, state: str | None, told: str | None = None):
+def shows(
+    http: httpx.AsyncClient, pool_id: str, state: str | None, told: str | None = None
+) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
         row = await pool_row(http, pool_id)
         if state is None:

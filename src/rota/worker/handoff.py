@@ -155,9 +155,22 @@ class Handoff:
                 return
         self._jobs.append(job)
         if expire is not None and job.expires:
-            delay = max(0.0, (job.expires - now_ms()) / 1000)
-            loop = asyncio.get_running_loop()
-            self._expiring[id(job)] = loop.call_later(delay, expire, job)
+            self._arm(job, expire)
+
+    def _arm(self, job: Fetched, expire: Callable[[Fetched], None]) -> None:
+        """Call ``expire`` with ``job`` once its expiry has passed by the clock the
+        records keep. A loop's timer may fire a little early by that clock (uvloop's
+        counts from a loop time read at the start of an iteration): one that does arms
+        again for the rest, so that a job never ends ``expired`` before its time."""
+        self._expiring[id(job)] = asyncio.get_running_loop().call_later(
+            max(0, (job.expires or 0) - now_ms()) / 1000, self._due, job, expire
+        )
+
+    def _due(self, job: Fetched, expire: Callable[[Fetched], None]) -> None:
+        if (job.expires or 0) > now_ms():
+            self._arm(job, expire)
+        else:
+            expire(job)
 
     def withdraw(self, job: Fetched) -> bool:
         """Take back ``job`` before a worker starts it (it expired); False when a worker

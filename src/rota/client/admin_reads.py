@@ -21,7 +21,14 @@ from rota.client.workflow import (
     pipelined,
     read_related,
 )
-from rota.protocol.job import field_int, field_seconds, field_text, now_ms, opt_int, reply_text
+from rota.protocol.job import (
+    count_of,
+    field_int,
+    field_seconds,
+    field_text,
+    now_ms,
+    reply_text,
+)
 
 if TYPE_CHECKING:
     from rota.client import Client
@@ -193,7 +200,7 @@ async def queue_rows(
     texts = await shard.piped(lambda p: [p.hget(k.job(i), "args") for i in shown])
     args = dict(zip(shown, texts, strict=True))
     rows = [(i, *f, size, args.get(i)) for i, f, size in zip(ids, fields, sizes, strict=True)]
-    return int(total), bool(paused), rows, max(0, opt_int(keyed) or 0)
+    return int(total), bool(paused), rows, count_of(keyed)
 
 
 async def stats_fields(
@@ -241,10 +248,7 @@ async def _totals(shard: Shard, names: list[str]) -> tuple[int, int]:
         ),  # keyed jobs queued (lua/_fair.lua)
         errors=False,
     )
-    counts = [
-        c if isinstance(c, int) else max(0, opt_int(c) or 0) if isinstance(c, bytes) else 0
-        for c in counts
-    ]
+    counts = [count_of(c) for c in counts]
     queued = sum(counts[: len(names)]) + sum(counts[len(names) + len(leased) :])
     return queued, sum(counts[len(names) : len(names) + len(leased)])
 

@@ -24,6 +24,7 @@ from rota.protocol.calls import Scope
 from rota.protocol.job import (
     JobRecord,
     JobSet,
+    count_of,
     field_seconds,
     field_text,
     now_ms,
@@ -95,7 +96,7 @@ class ShardOperations:
         out = []
         for i, name in enumerate(names):
             size, _, running, limit, paused, priority, rate, keyed = rows[i * 8 : i * 8 + 8]
-            size += max(0, opt_int(keyed) or 0)
+            size += count_of(keyed)
             e = enqueued[i]
             at = None if isinstance(e, Exception) else opt_int(e)
             age = max(0.0, (now - at) / 1000) if at else 0.0
@@ -144,10 +145,7 @@ class ShardOperations:
             for read in (("LLEN", k.queue(n)), ("ZCARD", k.running(n)), ("HGET", k.fair(n), "n"))
         ]
         got = await self.conn.execute_many(reads)
-        counts = [
-            c if isinstance(c, int) else max(0, opt_int(c) or 0) if isinstance(c, bytes) else 0
-            for c in got
-        ]
+        counts = [count_of(c) for c in got]
         return {
             n: (counts[3 * i] + counts[3 * i + 2], counts[3 * i + 1]) for i, n in enumerate(names)
         }

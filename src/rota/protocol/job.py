@@ -27,6 +27,7 @@ __all__ = [
     "JobSet",
     "Reason",
     "State",
+    "count_of",
     "field_int",
     "field_seconds",
     "field_text",
@@ -170,6 +171,14 @@ def reply_int(value: Any, default: int = 0) -> int:
 def field_int(value: bytes | str | None) -> int:
     """A count: absent or not a number reads as 0."""
     return reply_int(value)
+
+
+def count_of(reply: Any) -> int:
+    """A count as a reply holds it (a length, a cardinality, a counter field): an
+    integer, or the text of one. Anything else (an error reply, a missing field, text,
+    NaN, a negative written by hand) is 0, so that a page or a total never fails on it."""
+    number = reply if isinstance(reply, int) else _whole(reply) if reply else None
+    return max(0, number or 0)
 
 
 def opt_int(value: bytes | str | None) -> int | None:

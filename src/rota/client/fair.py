@@ -12,6 +12,7 @@ applies to each key in its shard). Every number is checked against
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -143,7 +144,7 @@ async def _top_keys(shard: Shard, name: str, top: int) -> list[FairKeyInfo]:
     (ranked,) = await shard.piped(
         lambda p: [p.zrevrange(k.fair_backlog(name), 0, top - 1, withscores=True)]
     )
-    keys = [(reply_text(key), int(score)) for key, score in ranked]
+    keys = [(reply_text(key), _count(score)) for key, score in ranked]
     if not keys:
         return []
     replies = await shard.piped(
@@ -162,6 +163,12 @@ async def _top_keys(shard: Shard, name: str, top: int) -> list[FairKeyInfo]:
     ]
 
 
+def _count(score: float) -> int:
+    """A backlog score as a count of jobs: one written by hand that is none (negative,
+    infinite) reads as 0, so one key's garbage never fails the read of the others."""
+    return int(score) if 0 <= score < math.inf else 0
+
+
 def _row(key: str, queued: int, running: object, fields: object) -> FairKeyInfo:
     """A key's row, its settings read as the fetch reads them (garbage: the default)."""
     w, own, default, rate, paused = fields if isinstance(fields, Sequence) else (None,) * 5
@@ -174,7 +181,7 @@ def _row(key: str, queued: int, running: object, fields: object) -> FairKeyInfo:
     stored = Rate.from_stored(reply_text(rate)) if rate else None
     return FairKeyInfo(
         key,
-        max(0, queued),
+        queued,
         running if isinstance(running, int) else 0,
         limit,
         weight if weight is not None and 1 <= weight <= 1000 else 1,

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from rota.client.routing import Shards
     from rota.client.shard import Shard
 
-__all__ = ["FairAdmin", "FairKeyInfo"]
+__all__ = ["FairAdmin", "FairKeyInfo", "setting"]
 
 
 class FairKeyInfo(msgspec.Struct, frozen=True):
@@ -169,22 +169,25 @@ def _count(score: float) -> int:
     return int(score) if 0 <= score < math.inf else 0
 
 
+def setting(value: bytes | str | None, bound: str) -> int | None:
+    """A stored whole-number setting of a key (``"weight"``, ``"limit"``) as the fetch
+    reads it: absent, garbage or outside ``FAIR[bound]`` reads as None (not set)."""
+    number = opt_int(value)
+    lo, hi = FAIR[bound].lo, FAIR[bound].hi
+    return number if number is not None and lo <= number <= hi else None
+
+
 def _row(key: str, queued: int, running: object, fields: object) -> FairKeyInfo:
     """A key's row, its settings read as the fetch reads them (garbage: the default)."""
     w, own, default, rate, paused = fields if isinstance(fields, Sequence) else (None,) * 5
-    weight = opt_int(w)
-    limit = opt_int(own)
-    if limit is None or not 1 <= limit <= 1_000_000:
-        limit = opt_int(default)
-        if limit is None or not 1 <= limit <= 1_000_000:
-            limit = None
+    limit = setting(own, "limit")
     stored = Rate.from_stored(reply_text(rate)) if rate else None
     return FairKeyInfo(
         key,
         queued,
         running if isinstance(running, int) else 0,
-        limit,
-        weight if weight is not None and 1 <= weight <= 1000 else 1,
+        setting(default, "limit") if limit is None else limit,
+        setting(w, "weight") or 1,
         paused is not None,
         None if stored is None else str(stored),
     )

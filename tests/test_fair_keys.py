@@ -403,3 +403,38 @@ async def test_a_keys_jobs_popped_at_once_go_back_in_order_when_the_fetch_fails(
     assert [job.id.encode() for job in reply.jobs] == before[::-1][:4]  # oldest first
     assert redis_sync.lrange(p + "fqueue:hook/a", 0, -1) == before[:2]
     assert redis_sync.zscore(p + "fbacklog:hook", "a") == 2
+
+
+@pytest.mark.one_shard("the keys are read in one shard")
+async def test_garbage_settings_and_backlog_read_as_the_defaults(
+    client: Client, namespace: str, redis_sync: redis.Redis
+) -> None:
+    p = "{" + namespace + "}:"
+    redis_sync.hset(
+        p + "fset:hook",
+        mapping={
+            "w/a": "nan",
+            "l/a": "1e300",
+            "l*": "-5",
+            "r/a": "9" * 400 + "/1000",
+            "w/b": "1e300",
+            "l/b": "text",
+            "r/b": "fast",
+            "p/b": "1",
+        },
+    )
+    redis_sync.zadd(p + "fbacklog:hook", {"a": 3, "b": float("inf"), "c": float("-inf")})
+    redis_sync.set(p + "frun:hook/a", "not a set")
+    rows = {r.key: r for r in await client.admin.fair_keys("hook")}
+    assert set(rows) == {"a", "b", "c"}
+    a, b = rows["a"], rows["b"]
+    assert (a.queued, a.running, a.limit, a.weight, a.paused, a.rate) == (
+        3,
+        0,
+        None,
+        1,
+        False,
+        None,
+    )
+    assert (b.limit, b.weight, b.paused, b.rate) == (None, 1, True, None)
+    assert rows["c"].queued == 0

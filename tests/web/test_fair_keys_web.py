@@ -116,8 +116,9 @@ async def test_the_page_shows_the_keys_and_its_forms_act(
     ):
         sent = await http.post(f"/queues/hook/keys/t1/{what}", data={"value": value})
         assert (sent.status_code, sent.headers["location"]) == (303, f"/queues/hook?done={done}")
-    bad = await http.post("/queues/hook/keys/t1/weight", data={"value": "0"}, headers=HTML)
-    assert bad.status_code == 400 and "weight" in bad.text
+    for typed in ("0", "1001", "\u00b2", "\u0661\u0662", "1e3", "-1", "9" * 5000):
+        bad = await http.post("/queues/hook/keys/t1/weight", data={"value": typed}, headers=HTML)
+        assert bad.status_code == 400 and "the weight must be a whole number" in bad.text
     sent = await http.post("/queues/hook/key-limit", data={"value": "2"})
     assert sent.headers["location"] == "/queues/hook?done=key-default-set"
     sent = await http.post("/queues/hook/keys/t2/clear", data={"next": "/queues/hook"})

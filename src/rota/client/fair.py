@@ -12,6 +12,7 @@ applies to each key in its shard). Every number is checked against
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from rota.client.routing import Shards
     from rota.client.shard import Shard
 
-__all__ = ["FairAdmin", "FairKeyInfo"]
+__all__ = ["FairAdmin", "FairKeyInfo", "setting"]
 
 
 class FairKeyInfo(msgspec.Struct, frozen=True):
@@ -143,7 +144,7 @@ async def _top_keys(shard: Shard, name: str, top: int) -> list[FairKeyInfo]:
     (ranked,) = await shard.piped(
         lambda p: [p.zrevrange(k.fair_backlog(name), 0, top - 1, withscores=True)]
     )
-    keys = [(reply_text(key), int(score)) for key, score in ranked]
+    keys = [(reply_text(key), _count(score)) for key, score in ranked]
     if not keys:
         return []
     replies = await shard.piped(
@@ -162,22 +163,31 @@ async def _top_keys(shard: Shard, name: str, top: int) -> list[FairKeyInfo]:
     ]
 
 
+def _count(score: float) -> int:
+    """A backlog score as a count of jobs: one written by hand that is none (negative,
+    infinite) reads as 0, so one key's garbage never fails the read of the others."""
+    return int(score) if 0 <= score < math.inf else 0
+
+
+def setting(value: bytes | str | None, bound: str) -> int | None:
+    """A stored whole-number setting of a key (``"weight"``, ``"limit"``) as the fetch
+    reads it: absent, garbage or outside ``FAIR[bound]`` reads as None (not set)."""
+    number = opt_int(value)
+    lo, hi = FAIR[bound].lo, FAIR[bound].hi
+    return number if number is not None and lo <= number <= hi else None
+
+
 def _row(key: str, queued: int, running: object, fields: object) -> FairKeyInfo:
     """A key's row, its settings read as the fetch reads them (garbage: the default)."""
     w, own, default, rate, paused = fields if isinstance(fields, Sequence) else (None,) * 5
-    weight = opt_int(w)
-    limit = opt_int(own)
-    if limit is None or not 1 <= limit <= 1_000_000:
-        limit = opt_int(default)
-        if limit is None or not 1 <= limit <= 1_000_000:
-            limit = None
+    limit = setting(own, "limit")
     stored = Rate.from_stored(reply_text(rate)) if rate else None
     return FairKeyInfo(
         key,
-        max(0, queued),
+        queued,
         running if isinstance(running, int) else 0,
-        limit,
-        weight if weight is not None and 1 <= weight <= 1000 else 1,
+        setting(default, "limit") if limit is None else limit,
+        setting(w, "weight") or 1,
         paused is not None,
         None if stored is None else str(stored),
     )

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rota.protocol.bounds import FAIR
-from rota.protocol.job import opt_int, validate_name
+from rota.client.fair import setting
+from rota.protocol.job import validate_name
 
 if TYPE_CHECKING:
     from rota.client import Client
@@ -27,6 +27,4 @@ async def default_key_limit(client: Client, name: str) -> int | None:
     validate_name(name)
     first = client.admin.shards[0]
     (raw,) = await first.piped(lambda p: [p.hget(first.keys.fair_set(name), "l*")])
-    limit = opt_int(raw)
-    bound = FAIR["limit"]
-    return limit if limit is not None and bound.lo <= limit <= bound.hi else None
+    return setting(raw, "limit")

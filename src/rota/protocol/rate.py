@@ -54,7 +54,7 @@ class Rate(msgspec.Struct, frozen=True):
         """The rate a ``{ns}:rates`` value stands for; None for garbage (no limit, as the
         fetch script reads it)."""
         m = _STORED_RE.match(text)
-        if m is None or not float(m[1]) > 0 or int(m[2]) <= 0:
+        if m is None or not 0 < float(m[1]) < math.inf or int(m[2]) <= 0:
             return None
         return cls(float(m[1]), int(m[2]))
 

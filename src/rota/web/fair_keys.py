@@ -201,7 +201,9 @@ def _number(what: str, text: str, hi: int) -> int | None:
     """A limit or a weight typed in a form: empty or ``none`` for none."""
     if text.lower() in ("", "none"):
         return None
-    if not text.isdigit() or not 1 <= int(text) <= hi:
+    # ASCII digits only: str.isdigit() takes "²" (no int) and "١٢" (12), and a number
+    # of thousands of digits is past int()'s own limit; neither is a count anyone typed
+    if not (text.isascii() and text.isdigit()) or len(text) > 9 or not 1 <= int(text) <= hi:
         raise ValueError(f"the {what} must be a whole number from 1 to {hi}, or none, not {text!r}")
     return int(text)
 

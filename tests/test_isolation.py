@@ -137,6 +137,22 @@ async def test_a_child_that_dies_ends_crashed_and_the_pool_goes_on(
         assert (await client.wait(after.id, timeout=20))["sum"] == 4
 
 
+@pytest.mark.parametrize("line", ["not json", "[1, 2]", '{"no": "kind"}', '{"t": NaN}'])
+async def test_a_malformed_line_from_a_child_ends_crashed_and_the_pool_goes_on(
+    client: Client, redis_url: str, namespace: str, line: str
+) -> None:
+    pool = _pool(redis_url, namespace, child_processes=1)
+    pool.job(isolated=True, max_fails=1)(jobs.garbles)
+    pool.job(isolated=True)(jobs.add)
+    async with pool.running():
+        bad = await client.enqueue("garbles", line)
+        state, reason, error = await _ended(client, bad.id)
+        assert (state, reason) == ("dead", "crashed")
+        assert error is not None and "sent a malformed line" in error
+        after = await client.enqueue("add", 2)
+        assert (await client.wait(after.id, timeout=20))["sum"] == 4
+
+
 async def test_a_crash_is_retried_by_max_fails(
     client: Client, redis_url: str, namespace: str
 ) -> None:

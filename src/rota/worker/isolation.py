@@ -108,11 +108,22 @@ class _Child:
         await self.proc.stdin.send(encode_json(message) + b"\n")
 
     async def receive(self) -> Any:
-        """The next message, or None when the child has gone."""
+        """The next message, or None when the child has gone. A line that is no message
+        (not JSON, no ``t``, past :data:`_MAX_LINE`) is :class:`Crashed`: what follows
+        it on the pipe cannot be trusted, so the child is killed with its attempt."""
         try:
-            return _decoder.decode(await self.lines.receive_until(b"\n", _MAX_LINE))
+            line = await self.lines.receive_until(b"\n", _MAX_LINE)
         except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
             return None
+        except anyio.DelimiterNotFound:
+            raise Crashed(f"child process {self.pid} sent a line past {_MAX_LINE} bytes") from None
+        try:
+            msg = _decoder.decode(line)
+        except msgspec.DecodeError:
+            msg = None
+        if not isinstance(msg, dict) or not isinstance(msg.get("t"), str):
+            raise Crashed(f"child process {self.pid} sent a malformed line: {line[:80]!r}")
+        return msg
 
     async def death(self) -> str:
         """How the child ended, once it has."""

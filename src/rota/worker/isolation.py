@@ -45,6 +45,8 @@ KILL_GRACE = 0.5
 #: The longest line a child may send (a result as large as Redis's largest string).
 _MAX_LINE = 600 * 1024 * 1024
 _decoder = msgspec.json.Decoder()
+#: The log levels a child's line may name (any other is written at info).
+_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception"})
 
 
 class JobContext(Protocol):
@@ -328,7 +330,8 @@ async def _relay(ctx: JobContext, pid: int, msg: Any) -> None:
         if kind == "log":
             logger = structlog.get_logger(msg["logger"])
             fields = {**msg["fields"], "job_id": ctx.id, "job_name": ctx.name, "child_pid": pid}
-            method = getattr(logger, msg["level"], None) or logger.info
+            level = msg["level"]  # the child's word: only a logging method is called
+            method = getattr(logger, level) if level in _LEVELS else logger.info
             method(msg["event"], **fields)
         elif kind == "progress":
             await ctx.progress(msg["percent"], msg["message"])

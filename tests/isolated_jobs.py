@@ -17,6 +17,7 @@ __all__ = [
     "allocate",
     "boom",
     "exits",
+    "garbles",
     "loop_forever",
     "reports",
     "retries",
@@ -60,6 +61,17 @@ def spin(ms: float) -> int:
 
 def exits(code: int) -> None:
     os._exit(code)
+
+
+def garbles(line: str) -> None:
+    """Writes ``line`` on the pipe to the pool, as a broken child might."""
+    import gc
+
+    # The child runs as ``python -m rota.worker.child``: its class is ``__main__._Out``.
+    out: Any = next(o for o in gc.get_objects() if type(o).__name__ == "_Out")
+    out._stream.write(line.encode() + b"\n")
+    out._stream.flush()
+    loop_forever()
 
 
 def _mark(path: str) -> None:

@@ -126,17 +126,25 @@ async def test_a_running_job_is_never_replaced_the_next_enqueue_is_a_new_job(
             await release.wait()
 
     db = Debounce("cache", 0.05, "replace")
+    later = Debounce("cache", 60, "replace")  # the new pending job waits for the test
     first = await client.enqueue("rebuild", 1, debounce=db)
     async with pool.running():
         await started.wait()
-        second = await client.enqueue("rebuild", 2, debounce=db)
+        second = await client.enqueue("rebuild", 2, debounce=later)
         assert second.created and second.id != first.id
+        # The key now names the new pending job: the next enqueue is its, not the
+        # running job's.
+        third = await client.enqueue("rebuild", 3, debounce=later)
+        assert third.id == second.id and not third.created
         running = await client.job(first.id)
         assert running is not None and running.state == "running"
         assert running.args_value == [1] and running.absorbed == 0
+        pending = await client.job(second.id)
+        assert pending is not None and (pending.absorbed, pending.args_value) == (1, [3])
         release.set()
-        await wait_until(lambda: sorted(seen) == [1, 2])
-    assert seen == [1, 2]
+        assert await client.admin.retry("scheduled", [second.id]) == 1  # due now
+        await wait_until(lambda: sorted(seen) == [1, 3])
+    assert seen == [1, 3]
 
 
 @pytest.mark.parametrize("where", ["scheduled"])

@@ -137,6 +137,22 @@ async def test_a_child_that_dies_ends_crashed_and_the_pool_goes_on(
         assert (await client.wait(after.id, timeout=20))["sum"] == 4
 
 
+@pytest.mark.parametrize("line", ["not json", "[1, 2]", '{"no": "kind"}', '{"t": NaN}'])
+async def test_a_malformed_line_from_a_child_ends_crashed_and_the_pool_goes_on(
+    client: Client, redis_url: str, namespace: str, line: str
+) -> None:
+    pool = _pool(redis_url, namespace, child_processes=1)
+    pool.job(isolated=True, max_fails=1)(jobs.garbles)
+    pool.job(isolated=True)(jobs.add)
+    async with pool.running():
+        bad = await client.enqueue("garbles", line)
+        state, reason, error = await _ended(client, bad.id)
+        assert (state, reason) == ("dead", "crashed")
+        assert error is not None and "sent a malformed line" in error
+        after = await client.enqueue("add", 2)
+        assert (await client.wait(after.id, timeout=20))["sum"] == 4
+
+
 async def test_a_crash_is_retried_by_max_fails(
     client: Client, redis_url: str, namespace: str
 ) -> None:
@@ -196,23 +212,27 @@ async def test_past_the_memory_limit_the_attempt_ends_crashed(
         assert await client.wait(small.id, timeout=20) == 1024 * 1024
 
 
+@pytest.mark.parametrize(
+    ("name", "args", "result"),
+    [
+        ("sleeps", (0.5,), "slept"),  # a child finishes its job within grace
+        ("until_stopping", (), "stopping seen: True"),  # its checkin learns the pool stops
+    ],
+)
 async def test_shutdown_lets_children_finish_within_grace(
-    client: Client, redis_url: str, namespace: str, tmp_path: Path
+    client: Client,
+    redis_url: str,
+    namespace: str,
+    tmp_path: Path,
+    name: str,
+    args: tuple[Any, ...],
+    result: str,
 ) -> None:
     pool = _pool(redis_url, namespace, grace=10)
-    pool.job(isolated=True)(jobs.sleeps)
-    job_id, pid = await _stopped_while_running(client, pool, tmp_path, "sleeps", 0.5)
-    assert await client.wait(job_id, timeout=5) == "slept"
+    pool.job(isolated=True)(getattr(jobs, name))
+    job_id, pid = await _stopped_while_running(client, pool, tmp_path, name, *args)
+    assert await client.wait(job_id, timeout=5) == result
     await wait_until(lambda: not _alive(pid), within=10)  # the pool killed its children
-
-
-async def test_a_child_checking_in_learns_that_the_pool_stops(
-    client: Client, redis_url: str, namespace: str, tmp_path: Path
-) -> None:
-    pool = _pool(redis_url, namespace, grace=10)
-    pool.job(isolated=True)(jobs.until_stopping)
-    job_id, _ = await _stopped_while_running(client, pool, tmp_path, "until_stopping")
-    assert await client.wait(job_id, timeout=5) == "stopping seen: True"
 
 
 async def test_past_grace_the_child_is_killed_and_its_job_goes_back(

@@ -45,6 +45,8 @@ KILL_GRACE = 0.5
 #: The longest line a child may send (a result as large as Redis's largest string).
 _MAX_LINE = 600 * 1024 * 1024
 _decoder = msgspec.json.Decoder()
+#: The log levels a child's line may name (any other is written at info).
+_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception"})
 
 
 class JobContext(Protocol):
@@ -108,11 +110,22 @@ class _Child:
         await self.proc.stdin.send(encode_json(message) + b"\n")
 
     async def receive(self) -> Any:
-        """The next message, or None when the child has gone."""
+        """The next message, or None when the child has gone. A line that is no message
+        (not JSON, no ``t``, past :data:`_MAX_LINE`) is :class:`Crashed`: what follows
+        it on the pipe cannot be trusted, so the child is killed with its attempt."""
         try:
-            return _decoder.decode(await self.lines.receive_until(b"\n", _MAX_LINE))
+            line = await self.lines.receive_until(b"\n", _MAX_LINE)
         except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
             return None
+        except anyio.DelimiterNotFound:
+            raise Crashed(f"child process {self.pid} sent a line past {_MAX_LINE} bytes") from None
+        try:
+            msg = _decoder.decode(line)
+        except msgspec.DecodeError:
+            msg = None
+        if not isinstance(msg, dict) or not isinstance(msg.get("t"), str):
+            raise Crashed(f"child process {self.pid} sent a malformed line: {line[:80]!r}")
+        return msg
 
     async def death(self) -> str:
         """How the child ended, once it has."""
@@ -317,7 +330,8 @@ async def _relay(ctx: JobContext, pid: int, msg: Any) -> None:
         if kind == "log":
             logger = structlog.get_logger(msg["logger"])
             fields = {**msg["fields"], "job_id": ctx.id, "job_name": ctx.name, "child_pid": pid}
-            method = getattr(logger, msg["level"], None) or logger.info
+            level = msg["level"]  # the child's word: only a logging method is called
+            method = getattr(logger, level) if level in _LEVELS else logger.info
             method(msg["event"], **fields)
         elif kind == "progress":
             await ctx.progress(msg["percent"], msg["message"])

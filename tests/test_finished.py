@@ -4,6 +4,7 @@ jobs by their content: from the client and the CLI."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -116,6 +117,28 @@ async def test_a_search_finds_a_job_by_a_kwarg_and_a_result(client: Client, fini
     assert [j.id for j in page.jobs] == ["o045"]
     with pytest.raises(ValueError, match="fields: 'id' or 'content'"):
         await client.admin.search("complete", "x", fields="all")  # type: ignore[arg-type]
+
+
+async def test_a_search_and_a_page_name_a_number_out_of_its_range(client: Client) -> None:
+    """Every number either scan takes fails where it enters, by name, before any read."""
+    wild: list[tuple[str, dict[str, Any]]] = [
+        ("offset", {"offset": -1}),
+        ("count", {"count": 0}),
+        ("start", {"start": 10**12}),
+        ("scan", {"scan": -5}),
+        ("budget", {"budget": float("inf")}),
+        ("budget", {"budget": -1.0}),
+    ]
+    for word, kwargs in wild:
+        with pytest.raises(ValueError, match=f"^{word}: "):
+            await client.admin.search("complete", "x", **kwargs)
+    later: list[tuple[str, dict[str, Any]]] = [
+        ("budget", {"budget": float("nan")}),
+        ("scan", {"scan": 0}),
+    ]
+    for word, kwargs in later:
+        with pytest.raises(ValueError, match=f"^{word}: "):
+            await client.admin.finished(text="x", **kwargs)
 
 
 async def test_a_search_finds_a_dead_job_by_its_error_message(

@@ -25,7 +25,17 @@ from rota.client.finished import (
 from rota.client.pools import Command, PoolCommands
 from rota.client.routing import Shards
 from rota.client.rules import add_counts, merge_bucket, merge_queue, split_limit, split_rate
-from rota.client.scan import NEWEST_FIRST, SEARCH_LIMIT, Fields, SearchedSet, shard_position
+from rota.client.scan import (
+    JOBS,
+    NEWEST_FIRST,
+    POSITION,
+    SEARCH_LIMIT,
+    Fields,
+    SearchedSet,
+    checked_scan,
+    scan_set,
+    shard_position,
+)
 from rota.client.shard import Shard
 from rota.client.status import Found, History, LivePool, Page, QueueInfo, RunningJob
 from rota.client.workflow import Related
@@ -282,8 +292,11 @@ class Admin(FairAdmin):
         message, reason, result; see :mod:`rota.client.scan`). Every shard's set is
         searched from ``start``, each with its share of ``scan`` and ``budget``; the
         matches of all, the figures added up, and the records of the page's only."""
-        if fields not in ("id", "content"):
-            raise ValueError(f"fields: 'id' or 'content', not {fields!r}")
+        checked("offset", offset, POSITION)
+        checked("count", count, JOBS)
+        checked("start", start, POSITION)
+        checked("scan", scan, POSITION)  # 0: one job, as 1; as far as a place goes
+        checked_scan(fields, budget)
         k = self._route.count
         share = None if budget is None else budget / k
         at = start
@@ -291,7 +304,16 @@ class Admin(FairAdmin):
             sizes = await self._route.each(lambda s: s.redis.zcard(s.job_set_key(which)))
             at = shard_position(start, sizes)
         each = await self._route.each(
-            lambda s: s.search(which, text, max(1, scan // k), at, share, fields)
+            lambda s: scan_set(
+                s.conn,
+                s.keys,
+                (s.job_set_key(which), which in NEWEST_FIRST),
+                text,
+                max(1, scan // k),
+                at,
+                share,
+                fields,
+            )
         )
         # Every shard read its set up to the nearest place where one stopped: what lies
         # beyond it on the others is left to the search that goes on from there.
@@ -338,14 +360,13 @@ class Admin(FairAdmin):
         checked("offset", offset, Bound(0, MAX_OFFSET, whole=True))
         checked("count", count, Bound(1, MAX_COUNT, whole=True))
         checked("preview", preview, Bound(1, MAX_PREVIEW, whole=True))
-        checked("scan", scan, Bound(1, 10**8, whole=True))
+        checked("scan", scan, JOBS)
         for bound, at in (("since", since), ("until", until)):
             if at is not None:
                 checked(bound, at, Bound(0, TIME_MAX))
         if order not in ("newest", "oldest"):
             raise ValueError(f"order: 'newest' or 'oldest', not {order!r}")
-        if fields not in ("id", "content"):
-            raise ValueError(f"fields: 'id' or 'content', not {fields!r}")
+        checked_scan(fields, budget)
         return await finished(
             self._route,
             name=name,

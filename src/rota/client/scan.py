@@ -19,18 +19,22 @@ import time
 from collections.abc import Sequence
 from typing import Any, Final, Literal, get_args
 
+from rota.protocol.bounds import Bound, checked
 from rota.protocol.job import reply_text
 from rota.protocol.keys import Keys
 from rota.wire.conn import Conn
 
 __all__ = [
     "CONTENT_FIELDS",
+    "JOBS",
     "NEWEST_FIRST",
+    "POSITION",
     "SEARCHED_SETS",
     "SEARCH_CHUNK",
     "SEARCH_LIMIT",
     "Fields",
     "SearchedSet",
+    "checked_scan",
     "matches",
     "scan_set",
     "scored",
@@ -50,6 +54,24 @@ SEARCHED_SETS: Final[tuple[SearchedSet, ...]] = get_args(SearchedSet)
 CONTENT_FIELDS: Final = ("name", "args", "error", "reason", "result")
 #: The sets read newest first, as their pages list them.
 NEWEST_FIRST: Final = frozenset({"dead", "complete"})
+
+
+#: A place in a set (``offset``, ``start``) and how many jobs a search reads or returns:
+#: finite on purpose, so a wild number from the web or the CLI fails here, by name.
+POSITION: Final = Bound(0, 10**9, whole=True)
+JOBS: Final = Bound(1, 10**8, whole=True)
+#: How many seconds a search may spend (``budget``): a scan is cut short, never left open.
+_BUDGET: Final = Bound(0, 3600)
+
+
+def checked_scan(fields: object, budget: float | None) -> None:
+    """The checks :meth:`~rota.client.admin.Admin.search` and
+    :meth:`~rota.client.admin.Admin.finished` share, in one place so
+    the two scans take the same words and the same limits."""
+    if fields not in ("id", "content"):
+        raise ValueError(f"fields: 'id' or 'content', not {fields!r}")
+    if budget is not None:
+        checked("budget", budget, _BUDGET)
 
 
 def scored(reply: Any) -> list[tuple[int, str]]:

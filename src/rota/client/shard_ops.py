@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from rota.client.scan import NEWEST_FIRST, SEARCH_LIMIT, Fields, SearchedSet, scan_set
+from rota.client.scan import SEARCH_LIMIT, SearchedSet
 from rota.client.status import Bucket, History, LivePool, QueueInfo, RunningJob
 from rota.protocol import calls
 from rota.protocol.calls import Scope
@@ -196,21 +196,6 @@ class ShardOperations:
             lambda p: (p.zcard(z), p.zrange(z, 0, stop - 1, desc=which == "dead", withscores=True))
         )
         return total, [(float(score), reply_text(i)) for i, score in rows]
-
-    async def search(
-        self,
-        which: SearchedSet,
-        text: str,
-        scan: int,
-        start: int,
-        budget: float | None,
-        fields: Fields = "id",
-    ) -> tuple[list[tuple[int, float, str]], int, int]:
-        """The ids of the jobs of a set that match ``text`` (any case), how far it read
-        and the set's size: a bounded scan from position ``start`` (see
-        :func:`rota.client.scan.scan_set`, which says what it reads)."""
-        read = (self.job_set_key(which), which in NEWEST_FIRST)
-        return await scan_set(self.conn, self.keys, read, text, scan, start, budget, fields)
 
     async def in_set(self, which: JobSet, ids: Sequence[str]) -> list[str]:
         if not ids:

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+import redis
 
 from rota import Client, JobContext, JobSpec, WorkerPool
 from rota.client.finished import PREVIEW
@@ -201,3 +202,21 @@ async def test_the_cli_lists_finished_jobs_and_searches_by_content(
         await client.admin.finished(count=0)
     searched = run_rota("scheduled", "list", "--search", "x", "--content", *conn)
     assert searched.returncode == 0, searched.stderr
+
+
+async def test_a_complete_entry_at_infinity_or_with_a_wild_start_reads_as_a_time(
+    client: Client, redis_sync: redis.Redis, namespace: str
+) -> None:
+    """A complete set's score and a record's started_at written by hand (infinity, 1e300,
+    text) come back clamped or absent, never an error, in a page and in a search."""
+    p = "{" + namespace + "}:"
+    for jid, started in (("far", "1e300"), ("word", "soon"), ("huge", "9" * 40)):
+        redis_sync.hset(p + "job:" + jid, mapping={"name": "nap", "started_at": started})
+    redis_sync.zadd(p + "complete", {"far": float("inf"), "word": float("-inf"), "huge": 5})
+    page = await client.admin.finished()
+    assert sorted(j.id for j in page.jobs) == ["far", "huge", "word"]
+    assert all(j.started_at is None or j.started_at < 1e12 for j in page.jobs)
+    found = await client.admin.finished(text="far")
+    assert [j.id for j in found.jobs] == ["far"]
+    searched = await client.admin.search("complete", "word")
+    assert [j.id for j in searched.jobs] == ["word"]

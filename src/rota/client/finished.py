@@ -213,6 +213,8 @@ async def _details(
                 continue  # gone since
             name, started, attempts, pool, args = row
             begun = field_seconds(started)
+            if begun is not None and not 0 <= begun <= _LATEST:
+                begun = None  # written by hand past the year 9999: no start to show
             got_result = result.get(i)
             text = got_result if isinstance(got_result, bytes | str) else None
             out[i] = FinishedJob(
@@ -232,6 +234,10 @@ async def _details(
     each = await shards.each(read)
     found = {i: job for part in each for i, job in part.items()}
     return [found[i] for _, _, i in chosen if i in found]
+
+
+#: The latest start a row shows (the end of the year 9999, in seconds).
+_LATEST: Final = 253_402_300_799.0
 
 
 def _small(size: object) -> bool:

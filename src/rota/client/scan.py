@@ -82,8 +82,17 @@ def scored(reply: Any) -> list[tuple[int, str]]:
         raise reply
     items = list(reply)
     if items and isinstance(items[0], list | tuple):
-        return [(int(float(s)), reply_text(i)) for i, s in items]
-    return [(int(float(items[j + 1])), reply_text(items[j])) for j in range(0, len(items), 2)]
+        return [(_whole(s), reply_text(i)) for i, s in items]
+    return [(_whole(items[j + 1]), reply_text(items[j])) for j in range(0, len(items), 2)]
+
+
+#: The furthest a score is read as: a set's ``inf`` or 1e300 (written by hand) is a time
+#: this far off, past the year 9999 in ms, so a page shows it as malformed, not an error.
+_SCORE_MAX = 2**53
+
+
+def _whole(score: Any) -> int:
+    return int(max(-_SCORE_MAX, min(_SCORE_MAX, float(score))))
 
 
 def matches(needle: str, job_id: str, values: Sequence[object]) -> bool:

@@ -11,8 +11,8 @@ def test_lua_prelude_matches_python_keys(redis_sync: redis.Redis) -> None:
     k = Keys("ns")
     lua, want = [], []
     for kind, suffix in LUA_KEYS.items():
-        if kind.startswith("fair_") and kind in ("fair_queue", "fair_running"):
-            lua.append(f"key_{kind}('X', 'Y')")  # a job name and a fair key
+        if kind in ("fair_queue", "fair_running", "run_times"):
+            lua.append(f"key_{kind}('X', 'Y')")  # a job name and a fair key or a slot
             want.append(getattr(k, kind)("X", "Y"))
         elif suffix.endswith(":"):
             lua.append(f"key_{kind}('X')")

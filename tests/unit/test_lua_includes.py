@@ -61,6 +61,7 @@ def test_the_library_holds_every_helper_once_in_include_order() -> None:
         "_enqueue",
         "_expiry",
         "_fairfetch",
+        "_runtimes",
     )
     assert code.count("local function bury(") == 1
     assert "\nenter(KEYS[1])\n" in code and "set_prefix(KEYS[1])\n" not in code

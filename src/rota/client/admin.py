@@ -25,6 +25,7 @@ from rota.client.finished import (
 from rota.client.pools import Command, PoolCommands
 from rota.client.routing import Shards
 from rota.client.rules import add_counts, merge_bucket, merge_queue, split_limit, split_rate
+from rota.client.run_times import RunTimesAdmin
 from rota.client.scan import (
     JOBS,
     NEWEST_FIRST,
@@ -50,9 +51,10 @@ __all__ = ["Admin"]
 TIME_MAX = 253_402_300_799.0
 
 
-class Admin(FairAdmin):
+class Admin(FairAdmin, RunTimesAdmin):
     """Operate the queues and job sets of one namespace (see the module); the fair keys
-    of a job name by the methods of :class:`~rota.client.fair.FairAdmin`."""
+    of a job name by the methods of :class:`~rota.client.fair.FairAdmin`, its run times
+    by :class:`~rota.client.run_times.RunTimesAdmin`."""
 
     def __init__(self, shards: Shards) -> None:
         self._route = shards

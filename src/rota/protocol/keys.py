@@ -51,11 +51,14 @@ _PARAM_KEYS: Final[dict[str, str]] = {
     # default limit, 'r/<key>' rate '<count>/<period ms>', 'p/<key>' paused
 }
 
-#: Key kinds of a job name and a fair key -> their infix: ``<prefix><infix><name>/<key>``
+#: Key kinds of a job name and a second part (a fair key, a slot) -> their infix:
+#: ``<prefix><infix><name>/<key>``
 #: ('/' is no character of a job name, so the pair reads back one way only).
 _PAIR_KEYS: Final[dict[str, str]] = {
     "fair_queue": "fqueue:",  # list: the queued ids of one key, the next at the tail
     "fair_running": "frun:",  # zset: lease deadline (ms) -> id, the key's running jobs
+    # and of a job name and a ten-minute slot (YYYYMMDDHHM0, UTC; protocol/run_times.py):
+    "run_times": "runtimes:",  # hash: bucket index -> finished attempts (lua/_runtimes.lua)
 }
 
 #: Key kinds without an argument -> full suffix after the prefix.
@@ -134,6 +137,12 @@ class Keys:
 
     def fair_running(self, name: str, key: str) -> str:
         return self.prefix + _PAIR_KEYS["fair_running"] + name + "/" + key
+
+    def run_times(self, name: str, slot: str) -> str:
+        """Hash of a job name's run-time histogram in one UTC ten-minute slot
+        (``YYYYMMDDHHM0``): bucket index -> finished attempts (see
+        :mod:`rota.protocol.run_times`); expires 25 hours after its last new field."""
+        return self.prefix + _PAIR_KEYS["run_times"] + name + "/" + slot
 
     def fair_keys(self, name: str) -> str:
         return self.prefix + _PARAM_KEYS["fair_keys"] + name

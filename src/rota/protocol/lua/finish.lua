@@ -1,4 +1,4 @@
--- include: _base _counts _wake _graph _fair
+-- include: _base _counts _wake _graph _fair _runtimes
 -- Record the outcome of many attempts in one call. An outcome whose token is not the
 -- job's current token is stale (the job was reclaimed and handed out again, or aborted):
 -- it changes nothing and its id is returned. An outcome whose attempt already finished
@@ -32,6 +32,10 @@ local limited = {} -- name -> whether it has a concurrency limit (read once per 
 local kept = {} -- time, id, ... of the complete jobs kept (added to K_COMPLETE at the end)
 local processed = {} -- name -> jobs complete in this call (counted at the end)
 local ran_ms = {} -- name -> ms its complete jobs ran, from their lease's start (ditto)
+-- name -> bucket -> attempts that ran to an outcome (complete, retry, dead, drop), from
+-- their lease's start: the run-time histograms (_runtimes.lua), written at the end
+local runs = {}
+local RAN = {complete = true, retry = true, dead = true, drop = true}
 local COMPLETE_MAX = 100000
 -- A job's log: its last lines, each cut to this many bytes (2000 characters of UTF-8 at
 -- most: the sender cuts the text, this only bounds what a faulty sender writes).
@@ -108,6 +112,14 @@ local function finish_one(id, name, token, outcome, a, b, c)
   end
   if f[2] and outcome == 'aborted' then
     a = f[2] -- the keep time the abort asked for
+  end
+  -- An attempt that ran to an outcome of its handler's (not one an abort or a shutdown
+  -- cut short) is counted in its name's run-time histogram.
+  if RAN[outcome] and f[8] then
+    local started = tonumber(f[8])
+    if started then
+      count_run(runs, name, math.max(0, now - started))
+    end
   end
   if f[3] and outcome ~= 'retry' and outcome ~= 'requeue' then
     local state = ({complete = 'complete', dead = 'dead', drop = 'dead', aborted = 'aborted'})[outcome]
@@ -271,4 +283,5 @@ for name in pairs(woken) do
   wake(name)
 end
 flush_counts(now)
+flush_runs(runs, now)
 return stale

@@ -28,12 +28,16 @@ AT = dt.datetime(2026, 11, 28, 9, 55, 30, tzinfo=dt.UTC)
 NOW_MS = int(AT.timestamp() * 1000)
 
 
-async def _finish_with_run_times(
-    client: Client, name: str, run_ms: list[int], outcome: list[str | int] | None = None
+async def finish_with_run_times(
+    client: Client,
+    name: str,
+    run_ms: list[int],
+    outcome: list[str | int] | None = None,
+    now_ms: int = NOW_MS,
 ) -> None:
     """Enqueue ``len(run_ms)`` jobs of ``name`` (spread over the shards by their ids),
-    lease each on its shard, set its start so that it ran ``run_ms[i]`` ms at NOW_MS and
-    finish it with ``outcome`` (default: complete)."""
+    lease each on its shard, set its start so that it ran ``run_ms[i]`` ms at ``now_ms``
+    and finish it with ``outcome`` (default: complete)."""
     for _ in run_ms:
         await client.enqueue(name)
     times = iter(run_ms)
@@ -44,16 +48,16 @@ async def _finish_with_run_times(
         )
         rows: list[str | int] = []
         for job in reply.jobs:
-            await shard.redis.hset(shard.keys.job(job.id), "started_at", NOW_MS - next(times))
+            await shard.redis.hset(shard.keys.job(job.id), "started_at", now_ms - next(times))
             rows += [job.id, name, job.token, *(outcome or ["complete", "", 0, ""])]
             done += 1
         if rows:
-            await _finish(shard, rows)
+            await _finish(shard, rows, now_ms)
     assert done == len(run_ms)
 
 
-async def _finish(shard: Shard, rows: list[str | int]) -> None:
-    args = finish_args(NOW_MS, rows)
+async def _finish(shard: Shard, rows: list[str | int], now_ms: int) -> None:
+    args = finish_args(now_ms, rows)
     assert await script("finish")(shard.redis, shard.keys.prefix, args, shard.script_mode) == []
 
 
@@ -86,7 +90,7 @@ async def test_percentiles_of_a_known_distribution_are_within_the_bucket_error(
     # every bound and the ms after it (where Lua and Python must place them alike),
     # and a heavy middle around 300 ms
     run_ms = [v for b in BOUNDS for v in (b, b + 1)] + [300 + 7 * i for i in range(60)]
-    await _finish_with_run_times(client, NAME, run_ms)
+    await finish_with_run_times(client, NAME, run_ms)
 
     got = await client.admin.run_times(NAME, "hour", at=AT.timestamp())
 
@@ -107,10 +111,10 @@ async def test_percentiles_of_a_known_distribution_are_within_the_bucket_error(
 
 
 async def test_failed_attempts_count_and_those_cut_short_do_not(client: Client) -> None:
-    await _finish_with_run_times(client, NAME, [50, 50], ["retry", NOW_MS + 1000, "boom", "error"])
-    await _finish_with_run_times(client, NAME, [5000], ["dead", "", "timed out", "timeout"])
-    await _finish_with_run_times(client, NAME, [900], ["aborted", 0, "stopped", ""])
-    await _finish_with_run_times(client, NAME, [900], ["requeue", "", "", ""])
+    await finish_with_run_times(client, NAME, [50, 50], ["retry", NOW_MS + 1000, "boom", "error"])
+    await finish_with_run_times(client, NAME, [5000], ["dead", "", "timed out", "timeout"])
+    await finish_with_run_times(client, NAME, [900], ["aborted", 0, "stopped", ""])
+    await finish_with_run_times(client, NAME, [900], ["requeue", "", "", ""])
 
     got = await client.admin.run_times(NAME, at=AT.timestamp())
 
@@ -161,7 +165,7 @@ async def test_garbage_in_the_counters_reads_as_nothing_and_a_finish_starts_it_a
     assert got.count == 2 * len(shards)
     assert {b.le_ms: b.count for b in got.buckets if b.count} == {39: 2 * len(shards)}
 
-    await _finish_with_run_times(client, NAME, [4, 12])  # buckets 3 ('text') and 6 ('1e300')
+    await finish_with_run_times(client, NAME, [4, 12])  # buckets 3 ('text') and 6 ('1e300')
     got = await client.admin.run_times(NAME, at=AT.timestamp())
     assert {b.le_ms: b.count for b in got.buckets if b.count} == {4: 1, 12: 1, 39: 2 * len(shards)}
 
@@ -183,6 +187,6 @@ async def test_a_name_without_runs_reads_empty_and_bad_arguments_are_refused(
 async def test_a_slot_expires_a_day_after_its_last_new_bucket(
     client: Client, redis_sync: redis.Redis
 ) -> None:
-    await _finish_with_run_times(client, NAME, [20])
+    await finish_with_run_times(client, NAME, [20])
     key = client.admin.shards[0].keys.run_times(NAME, slot_of(AT))
     assert 86_400 < redis_sync.ttl(key) <= 90_000

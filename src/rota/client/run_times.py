@@ -37,7 +37,7 @@ __all__ = ["HistogramBucket", "RunTimes", "RunTimesAdmin", "run_times_of"]
 
 #: The fields a slot's hash holds: the bucket indexes.
 _FIELDS = tuple(str(i) for i in range(BUCKETS))
-_Ms = Annotated[int | None, Meta(ge=0, le=BOUNDS[-1])]
+_Ms = Annotated[int, Meta(ge=0, le=BOUNDS[-1])] | None
 
 
 class HistogramBucket(msgspec.Struct, frozen=True):

@@ -41,6 +41,7 @@ from rota.web import (
     jobs,
     pools,
     queues,
+    run_times,
     sets,
     shards,
 )  # fmt: skip
@@ -53,7 +54,8 @@ __all__ = ["ID_PATTERN", "MIRRORS", "RESOURCES", "ROUTES", "components", "paths"
 
 #: The modules of the resources, each declaring its endpoints.
 RESOURCES: Final = (
-    dashboard, queues, fair_keys, jobs, sets, complete, flows, cron, shards, access, pools,
+    dashboard, queues, run_times, fair_keys, jobs, sets, complete, flows, cron, shards, access,
+    pools,
 )  # fmt: skip
 #: Their routes, from which the document is derived.
 ROUTES: Final[list[BaseRoute]] = [route for module in RESOURCES for route in module.routes]

@@ -18,7 +18,7 @@ from rota.client.status import QueueInfo
 from rota.inspect import served_names
 from rota.inspect.figures import MINUTES, done_last_minutes, name_minutes
 from rota.protocol import bounds
-from rota.web import fair_keys
+from rota.web import fair_keys, run_times
 from rota.web.base import ApiError, back, client_of, known_queue, render
 from rota.web.charts import bar_chart, duration_chart
 from rota.web.declare import (
@@ -153,9 +153,10 @@ async def queues_page(request: Request, error: str | None = None) -> Response:
 
 
 async def _queue(request: Request, data: Any) -> dict[str, Any]:
-    """The queue page's charts and links, and its fair keys."""
+    """The queue page's charts and links, its run times and its fair keys."""
     stats = await _name_stats(client_of(request), data["name"], _MINUTES.read(request))
     fair = await fair_keys.read(client_of(request), data["name"])
+    runs = await run_times.page_figures(client_of(request), data["name"])
     minutes, offset, total = plain(stats)["minutes"], data["offset"], data["total"]
     last = max(0, (total - 1) // 25 * 25)
     query_ = f"?{request.url.query}" if request.url.query else ""
@@ -164,6 +165,7 @@ async def _queue(request: Request, data: Any) -> dict[str, Any]:
         "last_offset": last if offset < last else None,
         "charts": {"done": bar_chart(minutes, "minute"), "ran": duration_chart(minutes)},
         "fair": plain(fair),
+        "run_times": runs,
         **pages(offset, 25, total),
     }
 

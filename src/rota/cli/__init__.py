@@ -20,6 +20,7 @@ from rota.cli.operate import job, queue
 from rota.cli.pools import pools
 from rota.cli.rates import rate as _rate  # noqa: F401 - registers `rota queue rate`
 from rota.cli.run import demo, worker
+from rota.cli.run_times import run_times as _run_times  # noqa: F401 - `rota queue run-times`
 from rota.cli.sets import SET_GROUPS
 from rota.cli.shards import shards
 from rota.cli.web import web

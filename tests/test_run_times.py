@@ -137,6 +137,7 @@ async def test_a_slot_older_than_the_window_is_not_counted(
 
     assert {i for i, b in enumerate(hour.buckets) if b.count} == {10, 11}
     assert {i for i, b in enumerate(day.buckets) if b.count} == {10, 11, 12, 13}
+    assert await client.admin.run_times_windows(NAME, at=AT.timestamp()) == [hour, day]
 
 
 async def test_garbage_in_the_counters_reads_as_nothing_and_a_finish_starts_it_again(

@@ -23,6 +23,7 @@ from rota.protocol.job import validate_name
 from rota.protocol.run_times import (
     BOUNDS,
     BUCKETS,
+    SLOTS,
     Window,
     percentile,
     read_counts,
@@ -106,9 +107,23 @@ class RunTimesAdmin:
         """Percentiles and histogram of ``name``'s run times over the last ``window``
         (``"hour"``: 60 to 70 minutes; ``"day"``: 24 h to 24 h 10 min; see the module),
         added up over every shard. ``at``: the present, in epoch seconds."""
-        validate_name(name)
         if window not in get_args(Window):
             raise ValueError(f"window: 'hour' or 'day', not {window!r}")
-        names = slots(window, time.time() if at is None else at)
+        return (await self._read(name, (window,), at))[0]
+
+    async def run_times_windows(self, name: str, *, at: float | None = None) -> list[RunTimes]:
+        """:meth:`run_times` of the hour and of the day, from one read of the day's
+        slots (one round trip per shard)."""
+        return await self._read(name, get_args(Window), at)
+
+    async def _read(
+        self, name: str, windows: tuple[Window, ...], at: float | None
+    ) -> list[RunTimes]:
+        validate_name(name)
+        widest = max(windows, key=lambda w: SLOTS[w])
+        names = slots(widest, time.time() if at is None else at)
         each = await self._route.each(lambda s: _shard_rows(s, name, names))
-        return run_times_of(name, window, read_counts(row for rows in each for row in rows))
+        return [
+            run_times_of(name, w, read_counts(r for rows in each for r in rows[-SLOTS[w] :]))
+            for w in windows
+        ]

@@ -47,11 +47,10 @@ async def page_figures(client: Client, name: str) -> dict[str, Any]:
     """The queue page's run times: each window's figures as text, and the hour's
     histogram as a chart."""
     out: dict[str, Any] = {"windows": []}
-    for window in WINDOWS:
-        got = plain(await client.admin.run_times(name, window))
+    for got in plain(await client.admin.run_times_windows(name)):
         n = got["count"]
         texts = {f: run_time_text(got[f], n) for f in ("p50_ms", "p95_ms", "p99_ms", "max_ms")}
-        out["windows"].append({"window": window, "count": n, **texts})
-        if window == "hour":
+        out["windows"].append({"window": got["window"], "count": n, **texts})
+        if got["window"] == "hour":
             out["chart"] = histogram_chart(got["buckets"])
     return out

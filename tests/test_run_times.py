@@ -170,6 +170,12 @@ async def test_garbage_in_the_counters_reads_as_nothing_and_a_finish_starts_it_a
     got = await client.admin.run_times(NAME, at=AT.timestamp())
     assert {b.le_ms: b.count for b in got.buckets if b.count} == {4: 1, 12: 1, 39: 2 * len(shards)}
 
+    # a slot of another type (a list) costs the finish nothing but its counts
+    for shard in shards:
+        redis_sync.rpush(shard.keys.run_times("other", slot), "x")
+    await finish_with_run_times(client, "other", [5])  # its finish answers no error
+    assert (await client.admin.run_times("other", at=AT.timestamp())).count == 0
+
 
 async def test_a_name_without_runs_reads_empty_and_bad_arguments_are_refused(
     client: Client,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from rota import Client
 from rota.protocol.run_times import BOUNDS, BUCKETS
@@ -60,3 +61,23 @@ async def test_the_run_times_are_in_the_openapi_document(http: httpx.AsyncClient
 
 def _now() -> int:
     return int(time.time() * 1000)
+
+
+async def test_metrics_show_the_run_times_only_when_asked(
+    http: httpx.AsyncClient, client: Client
+) -> None:
+    await finish_with_run_times(client, "mail", [40] * 10 + [200] * 9 + [3000], now_ms=_now())
+    await client.enqueue("idle")
+    assert "rota_job_run_time" not in (await http.get("/metrics")).text
+
+    scrape = await http.get("/metrics?run_times=hour")
+    assert scrape.status_code == 200
+    families = {f.name: f for f in text_string_to_metric_families(scrape.text)}
+    attempts = {s.labels["name"]: s.value for s in families["rota_job_run_time_attempts"].samples}
+    assert attempts == {"mail": 20.0, "idle": 0.0}
+    seconds = {
+        (s.labels["name"], s.labels["quantile"]): s.value
+        for s in families["rota_job_run_time_seconds"].samples
+    }
+    assert seconds == {("mail", "0.5"): 0.058, ("mail", "0.95"): 0.292, ("mail", "0.99"): 3.326}
+    assert (await http.get("/metrics?run_times=week")).status_code == 400

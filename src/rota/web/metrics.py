@@ -16,6 +16,13 @@ labelled by key), however many keys it has: a tenant per key must not make a ser
 tenant. It costs a read of the keys' ranking per detailed name and shard (two round trips
 where a name has keys, run at once), which a scrape without it does not pay.
 
+Run times are opt-in too: ``/metrics?run_times=hour`` (or ``day``) adds, for each
+detailed name, its attempts over that window and its p50, p95 and p99
+(``rota_job_run_time_attempts``, ``rota_job_run_time_seconds`` with a ``quantile``
+label; see :mod:`rota.client.run_times`): four series per name, read with one pipeline
+per detailed name and shard. They are gauges over a window that rolls (its counts drop
+as old slots leave it), not a Prometheus histogram, whose counters may only grow.
+
 ``rota_redis_refusing_writes`` says whether Redis refuses writes and why, as Redis's
 figures show it: ``out_of_memory`` when it is at its ``maxmemory`` with the
 ``noeviction`` policy (enqueues fail; pools go on draining), ``read_only`` when it is a
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -41,8 +49,10 @@ from starlette.responses import Response
 from rota import inspect
 from rota.client import Client, QueueInfo
 from rota.client.fair import FairKeyInfo
+from rota.client.run_times import RunTimes
 from rota.client.status import LivePool
 from rota.inspect import RedisFigures
+from rota.protocol.run_times import Window
 from rota.redis.outage import Condition
 from rota.web.base import client_of
 
@@ -50,6 +60,7 @@ __all__ = [
     "COUNTERS",
     "KEYS",
     "NAMES",
+    "QUANTILES",
     "REFUSALS",
     "RotaCollector",
     "metrics",
@@ -64,6 +75,9 @@ NAMES = 100
 #: backlog first.
 KEYS = 10
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: The quantiles ``rota_job_run_time_seconds`` reports (``?run_times=hour|day``), by
+#: the field of :class:`RunTimes` that holds each.
+QUANTILES = {"0.5": "p50_ms", "0.95": "p95_ms", "0.99": "p99_ms"}
 #: The conditions ``rota_redis_refusing_writes`` reports, each 1 or 0 at every scrape.
 REFUSALS = (Condition.OUT_OF_MEMORY, Condition.READ_ONLY)
 
@@ -83,12 +97,20 @@ class Reading:
     running: int = 0  # jobs running, over every name
     # ?keys=top: the top fair keys of each detailed name that has keys
     top_keys: dict[str, list[FairKeyInfo]] = dataclasses.field(default_factory=dict)
+    # ?run_times=hour|day: the run times of each detailed name
+    run_times: list[RunTimes] = dataclasses.field(default_factory=list)
 
 
-async def read(client: Client, detailed: int | None = NAMES, keys: bool = False) -> Reading:
+async def read(
+    client: Client,
+    detailed: int | None = NAMES,
+    keys: bool = False,
+    run_times: Window | None = None,
+) -> Reading:
     """The figures of a scrape: ``detailed`` names (None: all) in full, those with the
     most jobs queued and running; three commands a name rank them. ``keys``: the
-    :data:`KEYS` fair keys of each detailed name with the most jobs queued too."""
+    :data:`KEYS` fair keys of each detailed name with the most jobs queued too;
+    ``run_times``: each detailed name's run times over that window."""
     started = time.perf_counter()
     roundtrip = await inspect.ping(client)
     figures = await inspect.redis_figures(client)
@@ -103,6 +125,10 @@ async def read(client: Client, detailed: int | None = NAMES, keys: bool = False)
     if keys:
         tops = await asyncio.gather(*(client.admin.fair_keys(q.name, KEYS) for q in queues))
         fair = {q.name: top for q, top in zip(queues, tops, strict=True) if top}
+    runs: list[RunTimes] = []
+    if run_times is not None:
+        read_one = client.admin.run_times
+        runs = list(await asyncio.gather(*(read_one(q.name, run_times) for q in queues)))
     return Reading(
         client.namespace,
         queues,
@@ -116,6 +142,7 @@ async def read(client: Client, detailed: int | None = NAMES, keys: bool = False)
         queued=sum(q for q, _ in counts.values()),
         running=sum(r for _, r in counts.values()),
         top_keys=fair,
+        run_times=runs,
     )
 
 
@@ -171,8 +198,36 @@ class RotaCollector(Collector):
             yield _gauge(name, text, ns, figure)
         if r.top_keys:
             yield from _key_families(r.namespace, r.top_keys)
+        if r.run_times:
+            yield from _run_time_families(r.namespace, r.run_times)
         if r.server is not None:
             yield from _redis_families(r.namespace, r.server)
+
+
+def _run_time_families(namespace: str, runs: list[RunTimes]) -> Iterator[Metric]:
+    """The run times of each detailed name (``?run_times=hour|day``): a quantile is its
+    bucket's upper bound (+Inf for the open bucket); none when nothing ran."""
+    window = runs[0].window
+    attempts = GaugeMetricFamily(
+        "rota_job_run_time_attempts",
+        f"Attempts that ran to an outcome over the last {window}.",
+        labels=["namespace", "name"],
+    )
+    seconds = GaugeMetricFamily(
+        "rota_job_run_time_seconds",
+        f"Run time quantiles over the last {window}: the upper bound of the bucket holding"
+        " each (at most 1.5 times the true value).",
+        labels=["namespace", "name", "quantile"],
+    )
+    for run in runs:
+        attempts.add_metric([namespace, run.name], run.count)
+        if run.count:
+            for q, field in QUANTILES.items():
+                ms = getattr(run, field)
+                value = math.inf if ms is None else ms / 1000
+                seconds.add_metric([namespace, run.name, q], value)
+    yield attempts
+    yield seconds
 
 
 def _key_families(namespace: str, keys: dict[str, list[FairKeyInfo]]) -> Iterator[Metric]:
@@ -215,13 +270,17 @@ def _gauge(name: str, doc: str, labels: list[str], value: float) -> GaugeMetricF
 
 async def metrics(request: Request) -> Response:
     """The scrape; ``?names=all`` details every job name, ``?keys=top`` adds the top fair
-    keys of each (see the module's docstring)."""
+    keys of each, ``?run_times=hour|day`` their run times (see the module's docstring)."""
     every, keys = request.query_params.get("names"), request.query_params.get("keys")
+    runs = request.query_params.get("run_times")
+    if runs is not None and runs not in ("hour", "day"):
+        raise HTTPException(400, f"run_times: 'hour', 'day' or nothing, not {runs[:40]!r}")
     if every not in (None, "all"):
         raise HTTPException(400, f"names: 'all' or nothing, not {every[:40]!r}")
     if keys not in (None, "top"):
         raise HTTPException(400, f"keys: 'top' or nothing, not {keys[:40]!r}")
-    reading = await read(client_of(request), None if every else NAMES, keys is not None)
+    window: Window | None = "hour" if runs == "hour" else "day" if runs == "day" else None
+    reading = await read(client_of(request), None if every else NAMES, keys is not None, window)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(RotaCollector(reading))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE)

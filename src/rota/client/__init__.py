@@ -10,6 +10,7 @@ from rota.client.client import Client
 from rota.client.debounce import Debounce
 from rota.client.fair import FairKeyInfo
 from rota.client.options import Options
+from rota.client.run_times import HistogramBucket, RunTimes
 from rota.client.shard import Shard
 from rota.client.spec import Enqueued, JobSpec
 from rota.client.status import Bucket, History, Page, QueueInfo, RunningJob
@@ -22,12 +23,14 @@ __all__ = [
     "Debounce",
     "Enqueued",
     "FairKeyInfo",
+    "HistogramBucket",
     "History",
     "JobSet",
     "JobSpec",
     "Options",
     "Page",
     "QueueInfo",
+    "RunTimes",
     "RunningJob",
     "Shard",
     "now_ms",

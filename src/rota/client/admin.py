@@ -52,9 +52,8 @@ TIME_MAX = 253_402_300_799.0
 
 
 class Admin(FairAdmin, RunTimesAdmin):
-    """Operate the queues and job sets of one namespace (see the module); the fair keys
-    of a job name by the methods of :class:`~rota.client.fair.FairAdmin`, its run times
-    by :class:`~rota.client.run_times.RunTimesAdmin`."""
+    """Operate the queues and job sets of one namespace (see the module); a name's fair
+    keys and run times by the methods of the mixins (``FairAdmin``, ``RunTimesAdmin``)."""
 
     def __init__(self, shards: Shards) -> None:
         self._route = shards

@@ -36,3 +36,8 @@ def test_a_reply_reads_as_a_count(reply: object, count: int) -> None:
 def test_any_reply_is_a_whole_number_of_at_least_zero(reply: object) -> None:
     got = count_of(reply)
     assert isinstance(got, int) and got >= 0
+
+
+@pytest.mark.parametrize("reply", [float("inf"), float("-inf"), float("nan"), 1e300])
+def test_a_float_reply_out_of_range_is_zero(reply: float) -> None:
+    assert count_of(reply) == 0

@@ -148,7 +148,7 @@ def _whole(value: Any) -> int | None:
     else:
         try:
             number = int(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # a float's infinity overflows
             try:
                 real = float(value)
             except (TypeError, ValueError):

@@ -180,9 +180,10 @@ async def run_periodic(client: Client, name: str, *, now: float | None = None) -
     job_id = f"cron:{name}:{second}"
     first = client.admin.shards[0]
     claim = first.keys.cron(f"{name}:{second}")
-    won = await first.redis.set(claim, CLAIM_HOLDER, nx=True, px=_CLAIM_MS)
-    if not won and await first.redis.get(claim) != CLAIM_HOLDER.encode():
-        return Enqueued(job_id, name, created=False)  # the fire time of this second's
+    # Claimed already: by the pool that fired this second, or by a run now in it (whose
+    # job may be gone already, its result not kept): that run is the one.
+    if not await first.redis.set(claim, CLAIM_HOLDER, nx=True, px=_CLAIM_MS):
+        return Enqueued(job_id, name, created=False)
     spec = _spec(name, args, job_id)
     return (await client.enqueue_many([spec]))[0]
 

@@ -149,5 +149,7 @@ async def test_the_queues_in_each_order(client: Client) -> None:
         assert (total, [q.name for q in page]) == (3, expected), by
     total, page = await console.queue_page(client, "name", offset=1, count=1)
     assert (total, [q.name for q in page]) == (3, ["bbb"])
+    with pytest.raises(ValueError, match="count"):
+        await console.queue_page(client, "name", count=0)
     with pytest.raises(ValueError, match="order: one of busy"):
         await console.queue_page(client, "age")  # type: ignore[arg-type]

@@ -201,7 +201,10 @@ async def queue_page(
     ``by`` (:data:`QUEUE_ORDERS`; ties by name). Every order but ``latency`` sorts on
     what :meth:`Admin.queue_page` reads already (each name's queued and running count,
     one round trip per shard); ``latency`` also reads the oldest queued id of each name
-    that has queued jobs and its enqueue time (two more round trips per shard)."""
+    that has queued jobs and its enqueue time (two more round trips per shard).
+    ``offset`` is at most 10^9, ``count`` 1 to 1,000."""
+    checked("offset", offset, Bound(0, 10**9, whole=True))
+    checked("count", count, Bound(1, MAX_COUNT, whole=True))
     if by == "busy":
         return await client.admin.queue_page(offset, count)
     if by not in QUEUE_ORDERS:

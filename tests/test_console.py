@@ -136,19 +136,22 @@ async def test_a_window_of_a_set_in_either_order(client: Client) -> None:
 
 
 async def test_the_queues_in_each_order(client: Client) -> None:
+    assert await console.queue_page(client, "latency") == (0, [])
+    await client.enqueue("idle")
+    assert await client.admin.clear_queue("idle") == 1  # a name without a queued job
     for name in ("bbb", "bbb", "bbb", "ccc", "aaa"):  # the oldest of "aaa": the newest of all
         await client.enqueue(name)
         await anyio.sleep(0.003)  # a millisecond of its own for each
     for by, expected in [
-        ("name", ["aaa", "bbb", "ccc"]),
-        ("size", ["bbb", "aaa", "ccc"]),
-        ("busy", ["bbb", "aaa", "ccc"]),
-        ("latency", ["bbb", "ccc", "aaa"]),
+        ("name", ["aaa", "bbb", "ccc", "idle"]),
+        ("size", ["bbb", "aaa", "ccc", "idle"]),
+        ("busy", ["bbb", "aaa", "ccc", "idle"]),
+        ("latency", ["bbb", "ccc", "aaa", "idle"]),
     ]:
         total, page = await console.queue_page(client, by)  # type: ignore[arg-type]
-        assert (total, [q.name for q in page]) == (3, expected), by
+        assert (total, [q.name for q in page]) == (4, expected), by
     total, page = await console.queue_page(client, "name", offset=1, count=1)
-    assert (total, [q.name for q in page]) == (3, ["bbb"])
+    assert (total, [q.name for q in page]) == (4, ["bbb"])
     with pytest.raises(ValueError, match="count"):
         await console.queue_page(client, "name", count=0)
     with pytest.raises(ValueError, match="order: one of busy"):

@@ -231,14 +231,16 @@ async def queue_page(
 async def _oldest(s: Shard, names: Sequence[str]) -> dict[str, int]:
     """The enqueue time (ms) of the oldest job in each of ``names``' queue list in one
     shard (a name whose list is empty there, or whose record is not a hash: left out)."""
-    ids = await s.piped(lambda p: [p.lindex(s.keys.queue(n), -1) for n in names])
-    held = [(n, reply_text(i)) for n, i in zip(names, ids, strict=True) if i]
-    times = await s.piped(
-        lambda p: [p.hget(s.keys.job(i), "enqueued_at") for _, i in held], errors=False
-    )
+    # On the hot path's connection, as Shard.backlog: redis-py's pipeline costs ~20 µs a
+    # command, 1.1 s for 5,000 names; an error reply (no list, no hash) comes in place.
+    if not names:
+        return {}
+    ids = await s.conn.execute_many([("LINDEX", s.keys.queue(n), -1) for n in names])
+    held = [(n, reply_text(i)) for n, i in zip(names, ids, strict=True) if isinstance(i, bytes)]
+    times = await s.conn.execute_many([("HGET", s.keys.job(i), "enqueued_at") for _, i in held])
     out = {}
     for (n, _), t in zip(held, times, strict=True):
-        at = None if isinstance(t, Exception) else field_int(t)
+        at = field_int(t) if isinstance(t, bytes | str) else None
         if at:
             out[n] = at
     return out

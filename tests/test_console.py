@@ -12,7 +12,7 @@ import time
 import anyio
 import pytest
 
-from rota import Client, JobContext, JobNotFound, PayloadTooLarge, WorkerPool
+from rota import Client, JobContext, JobNotFound, PayloadTooLarge, Retry, WorkerPool
 from rota.client import console
 from tests.helpers import pool_settings, rounds, step_pool, wait_until
 
@@ -68,6 +68,29 @@ async def test_edit_then_retry_refuses_bad_args_and_keeps_the_job_dead(
     assert await client.admin.in_set("dead", [job_id]) == [job_id]
     record = await client.job(job_id)
     assert record is not None and record.args == '{"label":"fail-first"}'
+
+
+async def test_edit_then_retry_takes_a_job_of_the_retry_set(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=600))
+    seen: list[str] = []
+
+    @pool.job(max_fails=5)
+    async def again(ctx: JobContext, word: str) -> str:
+        seen.append(word)
+        if word == "wait":
+            raise Retry(delay=3600)
+        return word
+
+    job = await client.enqueue("again", word="wait")
+    async with pool.running():
+        await wait_until(lambda: _state(client, job.id, "retry"), within=15)
+        await console.retry_edited(client, "retry", job.id, ["go"])
+        await wait_until(lambda: _state(client, job.id, "complete"), within=15)
+    record = await client.job(job.id)
+    assert record is not None and (record.args, record.result) == ('["go"]', '"go"')
+    assert seen == ["wait", "go"]
 
 
 def _yearly(redis_url: str, namespace: str, ran: list[tuple[str, str]]) -> WorkerPool:

@@ -12,9 +12,9 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from rota import Client, Settings
+from rota import Client, JobContext, Settings, WorkerPool
 from rota.web import Auth, create_app
-from tests.helpers import step_pool, wait_until
+from tests.helpers import pool_settings, step_pool, wait_until
 from tests.web.conftest import BASE
 
 pytestmark = pytest.mark.timeout(60)
@@ -203,6 +203,32 @@ async def test_job_sets_and_queues_in_order_and_in_a_window(
     assert (await http.get("/api/queues?order=age")).status_code == 400
     listed = (await http.get("/queues?order=name", headers=FORM)).text
     assert 'href="?order=busy" aria-current="true">Name</a>' in listed
+
+
+async def test_run_a_periodic_job_now_through_the_api_and_the_page(
+    http: httpx.AsyncClient, client: Client, redis_url: str, namespace: str
+) -> None:
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, heartbeat_interval=0.2))
+
+    @pool.periodic("0 0 1 1 *", name="nightly", args=(3,))
+    async def nightly(ctx: JobContext, n: int) -> None:
+        pass
+
+    async with pool.running():
+
+        async def listed() -> bool:
+            return bool((await http.get("/api/cron")).json()["periodic"])
+
+        await wait_until(listed, within=10)
+        page = (await http.get("/cron", headers=FORM)).text
+        assert 'action="/cron/nightly/run"' in page
+        ran = await http.post("/api/cron/nightly/run")
+        assert ran.status_code == 200, ran.text
+        assert ran.json()["id"].startswith("cron:nightly:") and ran.json()["name"] == "nightly"
+        form = await http.post("/cron/nightly/run", headers=FORM)
+        assert form.status_code == 303 and "done=cron-run" in form.headers["location"]
+    audit = (await http.get("/api/audit")).json()["entries"]
+    assert [e["path"] for e in audit][:2] == ["/cron/nightly/run", "/api/cron/nightly/run"]
 
 
 async def test_run_a_periodic_job_now_refuses_an_unknown_name(http: httpx.AsyncClient) -> None:

@@ -104,7 +104,7 @@ def _job_of(page: Page, site: Site) -> str:
     return page.url.removeprefix(site.url + "/jobs/").split("?")[0]
 
 
-def test_enqueue_from_the_form_then_duplicate(site: Site, tab: Tab) -> None:
+def test_enqueue_from_the_form_then_duplicate(site: Site, tab: Tab, browser: Browser) -> None:
     page = tab.page
     page.goto(site.url + "/")
     with page.expect_navigation():
@@ -144,6 +144,14 @@ def test_enqueue_from_the_form_then_duplicate(site: Site, tab: Tab) -> None:
     copy = _job_of(page, site)
     assert copy != first
     assert site.record(copy).args == record.args
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    small = phone.new_page()
+    for path in (f"/enqueue?from={first}", f"/jobs/{first}/edit"):
+        small.goto(site.url + path)
+        width = small.evaluate("document.documentElement.scrollWidth")
+        assert width <= 400, f"{path} is {width}px wide on a phone"
+    small.screenshot(path=SHOTS / "phone-enqueue.png", full_page=True)
+    phone.close()
     assert [e for e in tab.errors if "status of 422" not in e] == []  # the refusal's
 
 

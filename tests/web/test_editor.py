@@ -189,6 +189,10 @@ async def test_job_sets_and_queues_in_order_and_in_a_window(
     assert ([j["id"] for j in got["jobs"]], got["order"]) == (ids, "oldest")
     assert (await http.get("/api/scheduled?order=name")).status_code == 400
     assert (await http.get("/api/dead?since=yesterday")).status_code == 400
+    deep = await http.get("/api/scheduled?order=newest&offset=2000000")
+    assert deep.status_code == 400 and "offset" in deep.json()["error"]
+    deep = await http.get("/scheduled?order=newest&offset=2000000", headers=FORM)
+    assert deep.status_code == 400
     page = await http.get("/scheduled", params={**window, "order": "newest"}, headers=FORM)
     assert page.status_code == 200
     assert page.text.index(ids[2]) < page.text.index(ids[1]) and ids[0] not in page.text

@@ -204,15 +204,18 @@ def _declare(which: JobSet) -> None:
         fields = _fields(request.query_params.get("fields"), is_api(request))
         order, since, until = _window(request, which)
         if not q.strip() and (since, until, order) != (None, None, console.default_order(which)):
-            page = await console.window(
-                client_of(request),
-                which,
-                since=since,
-                until=until,
-                order=order,
-                offset=offset,
-                count=limit,
-            )
+            try:  # its offset goes to 1,000,000 (the client's check, in its words)
+                page = await console.window(
+                    client_of(request),
+                    which,
+                    since=since,
+                    until=until,
+                    order=order,
+                    offset=offset,
+                    count=limit,
+                )
+            except ValueError as exc:
+                raise ApiError(400, str(exc)) from None
             total, jobs, start = page.total, page.jobs, 0
         elif not q.strip():
             page = await client_of(request).admin.page(which, offset, limit)

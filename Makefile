@@ -78,7 +78,8 @@ SHARD_TESTS ?= tests/test_queues.py tests/test_workflows.py tests/test_failures.
 	tests/test_group_resume.py tests/test_kept_results.py tests/web/test_flows.py \
 	tests/test_debounce.py tests/test_fair_keys.py tests/test_finished.py \
 	tests/web/test_complete_page.py tests/web/test_browser_complete.py \
-	tests/chaos/test_kill9.py tests/chaos/test_redis_restart.py
+	tests/chaos/test_kill9.py tests/chaos/test_redis_restart.py \
+	tests/test_console.py tests/web/test_editor.py
 
 test-shards: venv redis
 	ROTA_TEST_SHARDS=4 $(BIN)/pytest -q $(PYTEST_PARALLEL) $(SHARD_TESTS)

@@ -15,6 +15,7 @@ from rota.cli.acl import acl
 from rota.cli.admin import enqueue, status
 from rota.cli.common import ExitError
 from rota.cli.complete import complete
+from rota.cli.cron import cron
 from rota.cli.keys import keys
 from rota.cli.operate import job, queue
 from rota.cli.pools import pools
@@ -52,6 +53,7 @@ for command in (
     keys,
     *SET_GROUPS,
     complete,
+    cron,
     job,
     group,
     acl,

@@ -142,6 +142,7 @@ class CronEntry(msgspec.Struct, frozen=True):
     tz: str
     next_at: float
     last_at: float | None = None
+    args: Annotated[str, Meta(description="its runs' args, JSON text as stored")] = ""
 
 
 class LivePool(PoolIdentity, frozen=True, kw_only=True):
@@ -176,7 +177,9 @@ class LivePool(PoolIdentity, frozen=True, kw_only=True):
             ],
             heartbeat_interval=s.heartbeat_interval,
             periodic=[
-                CronEntry(c.name, c.cron, c.tz, c.next_at / 1000, (c.last_at / 1000) or None)
+                CronEntry(
+                    c.name, c.cron, c.tz, c.next_at / 1000, (c.last_at / 1000) or None, c.args
+                )
                 for c in s.periodic
             ],
             last_heartbeat=last_heartbeat_ms / 1000,

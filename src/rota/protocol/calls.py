@@ -41,6 +41,7 @@ __all__ = [
     "abort",
     "batch_entry",
     "delete",
+    "edit",
     "encode_outcomes",
     "enqueue",
     "enqueue_args",
@@ -395,6 +396,13 @@ async def fair_key(scope: Scope, op: str, name: str, key: str, value: str = "") 
 async def move(scope: Scope, which: str, ids: Sequence[str]) -> int:
     """Move jobs of the set ``which`` to their queues now: how many moved."""
     return int(await scope.call("move", [which, now_ms(), *ids]))
+
+
+async def edit(scope: Scope, which: str, job_id: str, args: bytes) -> int:
+    """Replace the args of a job of the retry or dead set and move it to its queue, in
+    one step (``edit.lua``): 1 moved; -1 not in the set, -2 no record or name, -3 dead
+    of ``dependency_failed`` (nothing written for any of these)."""
+    return int(await scope.call("edit", [which, now_ms(), job_id, args]))
 
 
 async def delete(

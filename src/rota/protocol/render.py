@@ -47,6 +47,7 @@ SCRIPT_NAMES: Final = (
     "forget_names",
     "repair",
     "fair_keys",
+    "edit",
 )
 
 #: Scripts registered once more under another name, with other flags: ``finish_kept``
@@ -56,8 +57,8 @@ ALIASES: Final = {"finish_kept": "finish"}
 #: What Redis may run while it is over ``maxmemory`` (the ``allow-oom`` flag of Redis 7
 #: functions): every script that moves, marks or deletes jobs and so does not grow
 #: memory (or by a few bytes), so that pools keep draining a full Redis, which frees it.
-#: Not the enqueues, nor a finish that keeps a result: they grow it.
-ALLOW_OOM: Final = frozenset(SCRIPT_NAMES) - {"enqueue", "enqueue_batch", "finish_kept"}
+#: Not the enqueues, a finish that keeps a result, nor an edit of args: they grow it.
+ALLOW_OOM: Final = frozenset(SCRIPT_NAMES) - {"enqueue", "enqueue_batch", "finish_kept", "edit"}
 
 _ENTER: Final = "enter(KEYS[1])\n"
 # A script without counters (no _counts) only sets the prefix: in a script, whose locals

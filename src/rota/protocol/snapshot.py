@@ -25,13 +25,16 @@ class BusyWorker(msgspec.Struct, frozen=True):
 
 class Schedule(msgspec.Struct, frozen=True):
     """A periodic job a pool fires: its cron expression as written (and its zone), the
-    next fire time, and the last one this pool saw come (0: none yet). Times in ms."""
+    next fire time, and the last one this pool saw come (0: none yet). Times in ms.
+    ``args``: the args each run gets, JSON text as stored (empty from pools before it
+    was published): what a run enqueued from the console (``rota cron run``) is given."""
 
     name: str
     cron: str
     tz: str
     next_at: int
     last_at: int = 0
+    args: str = ""
 
 
 class PoolIdentity(msgspec.Struct, frozen=True, kw_only=True):

@@ -22,7 +22,15 @@ from rota.protocol.job import MAX_MS, NAME_RE
 from rota.web.base import ApiError, client_of
 from rota.web.declare import Ms, Number, Routes, ms, pages, query, said
 
-__all__ = ["ORDERS", "SCAN_BUDGET", "FinishedPage", "FinishedRow", "routes"]
+__all__ = [
+    "ORDERS",
+    "SCAN_BUDGET",
+    "FinishedPage",
+    "FinishedRow",
+    "date_field",
+    "moment_param",
+    "routes",
+]
 
 routes = Routes()
 #: How long a page of one name or of a search reads before it stops and says where.
@@ -92,7 +100,7 @@ class FinishedPage(msgspec.Struct, kw_only=True):
     next_since: Ms | None = None
 
 
-def _moment(request: Request, field: str) -> float | None:
+def moment_param(request: Request, field: str) -> float | None:
     """``since`` or ``until`` in seconds (None: absent or empty): ms since the epoch or
     an ISO-8601 time (naive as UTC, as a browser's date field sends it), else 400."""
     text = request.query_params.get(field, "").strip()
@@ -132,7 +140,7 @@ def _row(j: Any) -> FinishedRow:
     )
 
 
-def _local(at: int | None) -> str:
+def date_field(at: int | None) -> str:
     """A time in ms as a date field shows it (UTC, to the minute)."""
     return "" if at is None else datetime.fromtimestamp(at / 1000, UTC).strftime("%Y-%m-%dT%H:%M")
 
@@ -141,8 +149,8 @@ async def _context(request: Request, data: dict[str, Any]) -> dict[str, Any]:
     keep = {k: v for k, v in request.query_params.items() if k not in ("offset",) and v}
     return {
         "keep": keep,
-        "since_field": _local(data["since"]),
-        "until_field": _local(data["until"]),
+        "since_field": date_field(data["since"]),
+        "until_field": date_field(data["until"]),
         "orders": ORDERS,
         **pages(data["offset"], data["count"], data["total"]),
     }
@@ -167,7 +175,7 @@ async def complete(request: Request) -> FinishedPage:
     fields: Literal["id", "content"] = (
         "content" if _choice(request, "fields", ("id", "content")) == "content" else "id"
     )
-    since, until = _moment(request, "since"), _moment(request, "until")
+    since, until = moment_param(request, "since"), moment_param(request, "until")
     order = _choice(request, "order", ORDERS)
     offset, count = _OFFSET.read(request), _COUNT.read(request)
     page: Finished = await client_of(request).admin.finished(

@@ -1,14 +1,18 @@
-"""The periodic jobs of the live pools, and turning one off and on again (see
-:mod:`rota.inspect.cron`), audited and refused to read-only credentials as any change."""
+"""The periodic jobs of the live pools, turning one off and on again (see
+:mod:`rota.inspect.cron`) and running one now (see :mod:`rota.client.console`),
+audited and refused to read-only credentials as any change."""
 
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import quote
 
 import msgspec
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from rota.client import console
+from rota.client.spec import Enqueued
 from rota.client.status import CronEntry
 from rota.inspect import cron as switches
 from rota.protocol.job import validate_name
@@ -102,3 +106,24 @@ def _switch(on: bool) -> None:
 
 _switch(True)
 _switch(False)
+
+
+@routes.form("/cron/{name}/run")
+@routes.api(
+    "/api/cron/{name}/run",
+    "cron_run",
+    Enqueued,
+    post=True,
+    summary="Enqueue one run of a periodic job now; its schedule goes on as planned.",
+)
+async def run(request: Request) -> Enqueued | Response:
+    # 404 for a name that no live pool fires; created false: the fire time of the same
+    # second enqueued it already, or another run now in that second did
+    name: str = request.path_params["name"]
+    try:
+        job = await console.run_periodic(client_of(request), name)
+    except (console.NoPeriodicJob, ValueError):
+        raise ApiError(404, f"no periodic job {name} (no live pool fires it)") from None
+    if is_api(request):
+        return job
+    return RedirectResponse(with_notice(f"/jobs/{quote(job.id, safe=':')}", "cron-run"), 303)

@@ -25,7 +25,15 @@ from rota.web.base import ApiError, JSONResponse, client_of, with_notice
 from rota.web.declare import REFRESH, Ms, Routes, doc, found, is_api, json_answer, mirror, said
 from rota.web.sets import JOB_SETS, MAX_IDS, RETRYABLE, JobTimes
 
-__all__ = ["PRETTY_LIMIT", "EnqueueRequest", "GroupProgress", "JobDetail", "routes"]
+__all__ = [
+    "PRETTY_LIMIT",
+    "EnqueueRequest",
+    "GroupProgress",
+    "JobDetail",
+    "enqueue_body",
+    "pretty",
+    "routes",
+]
 
 routes = Routes()
 NAME_PATTERN: Final = NAME_RE.pattern
@@ -153,11 +161,11 @@ class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 def _shown(field: str, text: str | None) -> dict[str, Any]:
     """A stored value's fields of :class:`JobDetail`: decoded, as stored, indented."""
-    value, pretty = _pretty(text)
-    return {field: value, f"{field}_raw": text, f"{field}_pretty": pretty}
+    value, shown = pretty(text)
+    return {field: value, f"{field}_raw": text, f"{field}_pretty": shown}
 
 
-def _pretty(text: str | None) -> tuple[Any, str | None]:
+def pretty(text: str | None) -> tuple[Any, str | None]:
     """Decoded JSON and an indented rendering, None when that would pass
     :data:`PRETTY_LIMIT`; the text itself when it is not JSON (or nests deeper than
     the decoder goes)."""
@@ -293,6 +301,14 @@ _ENQUEUED: Final = {
 )
 async def enqueue(request: Request, body: EnqueueRequest) -> Response:
     """Enqueue a job."""
+    job_ = await enqueue_body(request, body)
+    return JSONResponse(job_, 201 if job_.created else 200)
+
+
+async def enqueue_body(request: Request, body: EnqueueRequest) -> Enqueued:
+    """What ``POST /api/jobs`` and the console's enqueue form (:mod:`rota.web.editor`)
+    do with a body: checked, then enqueued by the client, whose refusals are an
+    :class:`ApiError` in its words (413 too large, 422 anything else)."""
     if body.args is not None and body.kwargs is not None:
         raise ApiError(422, 'give "args" or "kwargs", not both')
     if body.max_fails is not None and not 1 <= body.max_fails <= MAX_FAILS:
@@ -326,4 +342,4 @@ async def enqueue(request: Request, body: EnqueueRequest) -> Response:
         raise ApiError(413, str(exc)) from None
     except (JobNotFound, ValueError, TypeError) as exc:  # a missing parent: nothing written
         raise ApiError(422, str(exc)) from None
-    return JSONResponse(job_, 201 if job_.created else 200)
+    return job_

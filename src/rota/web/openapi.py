@@ -36,6 +36,7 @@ from rota.web import (
     complete,
     cron,
     dashboard,
+    editor,
     fair_keys,
     flows,
     jobs,
@@ -54,8 +55,8 @@ __all__ = ["ID_PATTERN", "MIRRORS", "RESOURCES", "ROUTES", "components", "paths"
 
 #: The modules of the resources, each declaring its endpoints.
 RESOURCES: Final = (
-    dashboard, queues, run_times, fair_keys, jobs, sets, complete, flows, cron, shards, access,
-    pools,
+    dashboard, queues, run_times, fair_keys, jobs, editor, sets, complete, flows, cron, shards,
+    access, pools,
 )  # fmt: skip
 #: Their routes, from which the document is derived.
 ROUTES: Final[list[BaseRoute]] = [route for module in RESOURCES for route in module.routes]

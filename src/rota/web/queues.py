@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from rota import inspect
-from rota.client import Client
+from rota.client import Client, console
 from rota.client.status import QueueInfo
 from rota.inspect import served_names
 from rota.inspect.figures import MINUTES, done_last_minutes, name_minutes
@@ -48,6 +48,12 @@ _LIMIT: Final = Number("limit", 100, 1, 1000, page=100)  # a page stays small wi
 _JOBS: Final = Number("limit", 25, 1, 500, page=25)
 _MINUTES: Final = Number("minutes", MINUTES, 1, 120)
 _ORDER: Final = query("order", {**STR, "enum": ["oldest", "newest"]}, "default oldest")
+_SORT: Final = query(
+    "order",
+    {**STR, "enum": list(console.QUEUE_ORDERS)},
+    "busy (queued and running, the default), name, size, running or latency (the oldest"
+    " queued job first); ties by name",
+)
 
 
 class Queue(QueueInfo, frozen=True, kw_only=True):
@@ -64,6 +70,7 @@ class Queues(msgspec.Struct):
     total: Annotated[int, said("job names in all")] = 0
     offset: int = 0
     limit: int = 100
+    order: Annotated[console.QueueOrder, said("the order of the list")] = "busy"
 
 
 class NameMinute(msgspec.Struct):
@@ -118,14 +125,19 @@ class LimitRequest(msgspec.Struct, forbid_unknown_fields=True):
     ]
 
 
-@routes.api("/api/queues", "queues", Queues, params=(_OFFSET, _LIMIT))
+@routes.api("/api/queues", "queues", Queues, params=(_OFFSET, _LIMIT, _SORT))
 async def queues(request: Request) -> Queues:
-    """A page of the queues' figures, the busiest first."""
+    """A page of the queues' figures, the busiest first (or in another order)."""
     # done_per_second: completed per second over the last minute, from the per-minute counters
     client, offset, limit = client_of(request), _OFFSET.read(request), _LIMIT.read(request)
     now = time.time()
     weight = 1 - (now % 60) / 60  # the share of the previous minute inside the last 60 s
-    total, page = await client.admin.queue_page(offset, limit)
+    asked = request.query_params.get("order") or "busy"
+    order: console.QueueOrder = next((o for o in console.QUEUE_ORDERS if o == asked), "busy")
+    if order != asked and is_api(request):
+        known = ", ".join(console.QUEUE_ORDERS)
+        raise ApiError(400, f"order: one of {known}, not {asked[:40]!r}")
+    total, page = await console.queue_page(client, order, offset, limit)
     previous, current = await done_last_minutes(client, [q.name for q in page], now)
     served = await served_names(client)
     out = [
@@ -137,7 +149,7 @@ async def queues(request: Request) -> Queues:
         )
         for q in page
     ]
-    return Queues(out, total, offset, limit)
+    return Queues(out, total, offset, limit, order)
 
 
 @routes.form("/queues", "GET")
@@ -146,8 +158,13 @@ async def queues_page(request: Request, error: str | None = None) -> Response:
     parse), shown above the table with status 400."""
     data = plain(await queues(request))
     offset, size = data["offset"], data["limit"]
-    api = f"/api/queues?offset={offset}&limit={size}"
-    context = {"data": data, "api": api, "refresh": REFRESH, "error": error}
+    api = f"/api/queues?offset={offset}&limit={size}&order={data['order']}"
+    columns = {"Name": "name", "Size": "size", "Latency": "latency", "Running / limit": "running"}
+    sorts = {
+        label: (f"?order={by if by != data['order'] else 'busy'}", by == data["order"])
+        for label, by in columns.items()
+    }
+    context = {"data": data, "api": api, "refresh": REFRESH, "error": error, "sorts": sorts}
     context.update(pages(offset, size, data["total"]))
     return render(request, "queues.html", context, status=400 if error else 200)
 

@@ -11,10 +11,13 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from rota.client import console
+from rota.client.finished import Order
 from rota.client.scan import SEARCH_LIMIT, Fields
 from rota.protocol.job import JobRecord, JobSet
 from rota.web.base import ApiError, JSONResponse, back, client_of
-from rota.web.declare import Ms, Number, Routes, doc, is_api, mirror, pages, query, ref, said
+from rota.web.complete import date_field, moment_param
+from rota.web.declare import Ms, Number, Routes, doc, is_api, mirror, ms, pages, query, ref, said
 
 __all__ = ["JOB_SETS", "MAX_IDS", "MAX_POSITION", "MAX_SEARCH", "RETRYABLE", "SUMMARY", "routes"]
 
@@ -41,6 +44,17 @@ _OFFSET: Final = Number("offset", 0, 0, MAX_POSITION)
 _LIMIT: Final = Number("limit", 25, 1, 500, page=25)
 _FROM: Final = Number("from", 0, 0, MAX_POSITION, "where in the set a search begins")
 _SEARCH: Final = query("q", {"type": "string", "maxLength": MAX_SEARCH}, "part of a job id or name")
+_ORDERS: Final[tuple[Order, ...]] = ("newest", "oldest")
+_ORDER: Final = query(
+    "order",
+    {"type": "string", "enum": list(_ORDERS)},
+    "by the set's time: newest or oldest first (default: dead newest, the others oldest)",
+)
+_MOMENT: Final[dict[str, Any]] = {"type": "string", "maxLength": 40}
+_SINCE: Final = query(
+    "since", _MOMENT, "its time (due, died, waiting since) at or after: ms or ISO-8601 (UTC)"
+)
+_UNTIL: Final = query("until", _MOMENT, "its time at or before: ms or ISO-8601 (UTC)")
 _FIELDS: Final = query(
     "fields",
     {"type": "string", "enum": list(get_args(Fields))},
@@ -87,6 +101,9 @@ class JobPage(msgspec.Struct, kw_only=True):
     ] = 0
     #: Each a projection of a job record (:data:`SUMMARY`), documented as such.
     jobs: list[Annotated[dict[str, Any], doc(**ref("JobSummary"))]]
+    order: Annotated[Order, said("by the set's time: newest or oldest first")] = "oldest"
+    since: Annotated[Ms | None, said("the window's start (without a search)")] = None
+    until: Annotated[Ms | None, said("the window's end (without a search)")] = None
 
 
 class Ids(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -161,6 +178,9 @@ def _declare(which: JobSet) -> None:
             "which": which,
             "column": {"dead": "Died", "waiting": "Enqueued"}.get(which, "Runs at"),
             "here": request.url.path + query_,
+            "window": {k: v for k, v in request.query_params.items() if k in _WINDOW and v},
+            "since_field": date_field(data["since"]),
+            "until_field": date_field(data["until"]),
             **pages(data["offset"], 25, data["total"]),
         }
 
@@ -169,8 +189,9 @@ def _declare(which: JobSet) -> None:
         f"/api/{which}",
         f"list_{which}",
         JobPage,
-        params=(_OFFSET, _LIMIT, _SEARCH, _FROM, _FIELDS),
-        summary=f"A page of the {which} jobs, searchable by id and name or content.",
+        params=(_OFFSET, _LIMIT, _SEARCH, _FROM, _FIELDS, _ORDER, _SINCE, _UNTIL),
+        summary=f"A page of the {which} jobs, searchable by id and name or content, or"
+        " ordered and cut to a window of their time.",
     )
     async def read(request: Request) -> JobPage:
         # q keeps the jobs whose id or name contains it, searched from position ``from``
@@ -181,7 +202,22 @@ def _declare(which: JobSet) -> None:
             raise ApiError(400, f"q: at most {MAX_SEARCH} characters")
         q, searched, size = q[:MAX_SEARCH], None, None
         fields = _fields(request.query_params.get("fields"), is_api(request))
-        if not q.strip():
+        order, since, until = _window(request, which)
+        if not q.strip() and (since, until, order) != (None, None, console.default_order(which)):
+            try:  # its offset goes to 1,000,000 (the client's check, in its words)
+                page = await console.window(
+                    client_of(request),
+                    which,
+                    since=since,
+                    until=until,
+                    order=order,
+                    offset=offset,
+                    count=limit,
+                )
+            except ValueError as exc:
+                raise ApiError(400, str(exc)) from None
+            total, jobs, start = page.total, page.jobs, 0
+        elif not q.strip():
             page = await client_of(request).admin.page(which, offset, limit)
             total, jobs, start = page.total, page.jobs, 0
         else:
@@ -201,6 +237,9 @@ def _declare(which: JobSet) -> None:
             size=size,
             start=start,
             jobs=summaries,
+            order=order,
+            since=None if since is None else ms(since),
+            until=None if until is None else ms(until),
         )
 
     @routes.form(f"/{which}/{{job_id}}/{{action}}")
@@ -215,6 +254,22 @@ def _declare(which: JobSet) -> None:
 
     for action in actions:
         _actions(which, action)
+
+
+#: The query fields of a page's order and window, kept by its links.
+_WINDOW: Final = ("order", "since", "until")
+
+
+def _window(request: Request, which: JobSet) -> tuple[Order, float | None, float | None]:
+    """The order and the window (``since``, ``until`` in seconds) a page asks for; a
+    page brings an unknown order to the set's own, the API answers 400."""
+    order = request.query_params.get("order") or console.default_order(which)
+    if order not in _ORDERS:
+        if is_api(request):
+            raise ApiError(400, f"order: newest or oldest, not {order[:40]!r}")
+        order = console.default_order(which)
+    since, until = moment_param(request, "since"), moment_param(request, "until")
+    return order, since, until
 
 
 def _summary(job: JobRecord) -> dict[str, Any]:

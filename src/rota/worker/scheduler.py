@@ -26,7 +26,7 @@ import anyio
 import structlog
 
 from rota.client import JobSpec
-from rota.protocol import calls
+from rota.protocol import calls, codec
 from rota.protocol.job import now_ms, reply_text
 from rota.protocol.snapshot import Schedule
 from rota.worker.registry import Periodic
@@ -70,7 +70,14 @@ class Scheduler:
         place, as the runtimes of a pool's other shards share the list (every shard's
         heartbeat publishes it; the periodic jobs fire from shard 0's scheduler)."""
         self.rt.schedules[:] = [
-            Schedule(p.name, p.cron.expression, str(p.cron.tz), fire, self._last.get(p.name, 0))
+            Schedule(
+                p.name,
+                p.cron.expression,
+                str(p.cron.tz),
+                fire,
+                self._last.get(p.name, 0),
+                codec.encode_args(p.args, dict(p.kwargs)).decode(),
+            )
             for p, fire in self._periodic
         ]
 

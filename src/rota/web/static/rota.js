@@ -199,6 +199,31 @@
     if (question && !window.confirm(question)) event.preventDefault();
   });
 
+  // The JSON editor (enqueue, edit then retry): says as one types whether the text is
+  // JSON. A hint only: the server checks what is sent, and its answer is the one shown.
+  function checkJson(area) {
+    var out = document.getElementById(area.getAttribute("aria-describedby"));
+    var text = area.value.trim();
+    var error = "";
+    if (text) {
+      try {
+        var value = JSON.parse(text);
+        if (value === null || typeof value !== "object") error = "args: a JSON array or object";
+      } catch (e) {
+        error = "not JSON: " + e.message;
+      }
+    }
+    area.setAttribute("aria-invalid", error ? "true" : "false");
+    if (out) {
+      out.textContent = error || (text ? "valid JSON" : "");
+      out.classList.toggle("bad", !!error);
+    }
+  }
+  document.addEventListener("input", function (event) {
+    if (event.target.hasAttribute && event.target.hasAttribute("data-json")) checkJson(event.target);
+  });
+  Array.prototype.forEach.call(document.querySelectorAll("textarea[data-json]"), checkJson);
+
   // Times: show them in the reader's own time zone on hover.
   document.addEventListener("mouseover", function (event) {
     var el = event.target;

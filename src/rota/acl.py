@@ -106,6 +106,7 @@ def rules(role: str, namespace: str = "rota", shards: int = 1) -> list[str]:
                 "enqueue",
                 "enqueue_batch",
                 "fair_keys",
+                "operate",
             )
         ]
         return [

@@ -12,6 +12,7 @@ import heapq
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from rota.client.admin_jobs import JobActions
 from rota.client.fair import FairAdmin
 from rota.client.finished import (
     MAX_COUNT,
@@ -50,9 +51,10 @@ __all__ = ["Admin"]
 TIME_MAX = 253_402_300_799.0
 
 
-class Admin(FairAdmin):
+class Admin(FairAdmin, JobActions):
     """Operate the queues and job sets of one namespace (see the module); the fair keys
-    of a job name by the methods of :class:`~rota.client.fair.FairAdmin`."""
+    of a job name by the methods of :class:`~rota.client.fair.FairAdmin`, one job's
+    actions and the clean by age by those of :class:`~rota.client.admin_jobs.JobActions`."""
 
     def __init__(self, shards: Shards) -> None:
         self._route = shards

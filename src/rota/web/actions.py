@@ -119,7 +119,7 @@ async def kill_one(request: Request) -> Response:
     return await back(request, "/retry", "killed", n)
 
 
-@routes.api("/api/retry/kill", "retry_kill", Killed, body=Kill, post=True)
+@routes.api("/api/retry/kill", "retry_kill", Killed, 404, body=Kill, post=True)
 async def kill(request: Request, body: Kill) -> Killed:
     """Move jobs of the retry set to the dead set now, reason killed, without another
     try (404 naming the ids the set does not hold; nothing is done then)."""

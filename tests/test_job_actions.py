@@ -106,6 +106,18 @@ async def test_a_job_a_pool_took_after_the_listing_is_left_to_run(client: Client
     assert await client.admin.backlog(["work", "hook"]) == {"work": (0, 1), "hook": (0, 1)}
 
 
+async def test_an_entry_left_in_a_queue_for_a_running_job_is_not_its_place(
+    client: Client,
+) -> None:
+    job = await client.enqueue("work")
+    assert await lease(client, job.id, "work") == [job.id]
+    shard = await client.admin.shard_holding(job.id)
+    await shard.redis.lpush(shard.keys.queue("work"), job.id)  # a second entry, by hand
+    assert not await client.admin.delete_queued(job.id)
+    assert not await client.admin.to_front(job.id)
+    assert await state_of(client, job.id) == "running"  # its record is not deleted
+
+
 async def _in_retry(client: Client, redis_url: str, namespace: str, n: int) -> list[str]:
     pool = WorkerPool(settings=pool_settings(redis_url, namespace))
 

@@ -3,7 +3,7 @@ methods of :class:`rota.client.admin.Admin` (``client.admin``): delete a queued 
 move it to the front of its queue, kill a job of the retry set, and delete the jobs of
 the dead, retry and scheduled sets, or the kept complete jobs, older than an age.
 
-Each is one call of ``lua/operate.lua`` (or of ``lua/delete.lua``) on the job's shard,
+Each is one call of ``lua/operate.lua`` on the job's shard,
 which decides from what Redis holds at that moment: a job a pool fetched, finished or
 retried between the operator's look and the action is left alone, and the answer says
 nothing was done (False, or a count without it), so no job is lost or run twice. A job
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Final, Literal, get_args
 
 from rota.protocol import calls
 from rota.protocol.bounds import TEN_YEARS, Bound, checked
-from rota.protocol.job import Reason, reply_text, validate_name
+from rota.protocol.job import Reason, validate_name
 
 if TYPE_CHECKING:
     from rota.client.routing import Shards
@@ -65,13 +65,7 @@ class JobActions:
         with reason ``dependency_failed``). False when the job is in no queue: a pool
         that took it meanwhile runs it, untouched."""
 
-        async def delete(shard: Shard) -> bool:
-            name = await _name_of(shard, job_id)
-            if name is None:
-                return False
-            return await calls.delete(shard.scope, "queue", [job_id], name=name) > 0
-
-        return await self._route.by_id(job_id, delete)
+        return await self._route.by_id(job_id, lambda s: calls.unqueue(s.scope, job_id))
 
     async def kill(self, ids: Sequence[str], error: str = "killed by an operator") -> int:
         """Move jobs of the retry set to the dead set now, with reason ``killed`` and
@@ -113,9 +107,3 @@ class JobActions:
                     return total
 
         return sum(await self._route.each(clean))
-
-
-async def _name_of(shard: Shard, job_id: str) -> str | None:
-    """The job name of a record of ``shard``, None when it has none there."""
-    (raw,) = await shard.piped(lambda p: [p.hget(shard.keys.job(job_id), "name")], errors=False)
-    return reply_text(raw) if isinstance(raw, bytes | str) and raw else None

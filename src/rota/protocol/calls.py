@@ -59,6 +59,7 @@ __all__ = [
     "register",
     "to_front",
     "trim_dead",
+    "unqueue",
     "wait",
 ]
 
@@ -418,6 +419,11 @@ async def to_front(scope: Scope, job_id: str) -> bool:
     """Move a queued job to the front of its queue, its name (or key) given the next
     turn, and wake a pool: False when it is in no queue (see ``lua/operate.lua``)."""
     return bool(await scope.call("operate", ["front", job_id]))
+
+
+async def unqueue(scope: Scope, job_id: str) -> bool:
+    """Delete a queued job: False when it is in no queue (see ``lua/operate.lua``)."""
+    return bool(await scope.call("operate", ["unqueue", job_id]))
 
 
 async def kill(scope: Scope, reason: str, error: str, ids: Sequence[str]) -> int:

@@ -11,6 +11,8 @@
 --      is paused, at its limit or resting keeps its jobs until it may start one). A wake
 --      token lets an idle pool fetch it at once. Returns 1, or 0 when the job is in no
 --      queue (fetched, finished, deleted).
+--   'unqueue', id: a queued job is deleted (its record, log and holds; what waits for it
+--      ends dead). Returns 1, or 0 when the job is in no queue.
 --   'kill', reason, error, id_1 .. id_n: jobs of the retry set go to the dead set now,
 --      with that reason and error, without another try (what waits for them fails, as
 --      for any dead job). An id no longer in the retry set is left alone. Returns how
@@ -48,19 +50,29 @@ local function forget(id, complete_only)
   redis.call('DEL', jk, key_joblog(id), key_children(id))
 end
 
-if op == 'front' then
-  local id = ARGV[2]
+-- A queued job's name and fair key (nil when it has none); nil when the record is not
+-- that of a queued job: an entry left in a queue for a job that runs, finished or
+-- waits elsewhere is not the job's place, and is left to the fetch that skips it.
+local function queued(id)
   local jk = key_job(id)
   if not (sane_id(id) and is_hash(jk)) then
-    return 0
+    return nil
   end
-  local f = redis.call('HMGET', jk, 'name', 'fair')
-  local name, fkey = f[1], f[2]
-  if not name or name == '' then
+  local f = redis.call('HMGET', jk, 'name', 'fair', 'state')
+  if not f[1] or f[1] == '' or (f[3] and f[3] ~= 'queued') then
+    return nil
+  end
+  return f[1], f[2] ~= '' and f[2] or nil
+end
+
+if op == 'front' then
+  local id = ARGV[2]
+  local name, fkey = queued(id)
+  if not name then
     return 0
   end
   local low = fair_min(name) -- the lowest turn among the name's ready keys (nil: none)
-  if fkey and fkey ~= '' then
+  if fkey then
     local fq = key_fair_queue(name, fkey)
     local ok, gone = pcall(redis.call, 'LREM', fq, 0, id)
     if not ok or gone == 0 then
@@ -95,6 +107,22 @@ if op == 'front' then
     end
   end
   wake(name)
+  return 1
+elseif op == 'unqueue' then
+  local id = ARGV[2]
+  local name, fkey = queued(id)
+  if not name then
+    return 0
+  end
+  local ok, gone = pcall(redis.call, 'LREM', key_queue(name), 0, id)
+  gone = ok and gone or 0
+  if fkey then -- (a keyed job sits in the plain list only when its key's list was garbage)
+    gone = gone + fair_unqueue(name, fkey, id)
+  end
+  if gone == 0 then
+    return 0
+  end
+  forget(id, false)
   return 1
 elseif op == 'kill' then
   local reason, err = ARGV[2], ARGV[3]

@@ -10,7 +10,8 @@ import anyio
 import pytest
 
 from rota import Client
-from tests.cli_helpers import run_rota
+from tests.cli_helpers import rota_env, run_rota
+from tests.conftest import SHARDS
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -21,7 +22,9 @@ def conn(redis_url: str, namespace: str) -> tuple[str, ...]:
 
 
 async def _rota(*args: str) -> subprocess.CompletedProcess[str]:
-    return await anyio.to_thread.run_sync(lambda: run_rota(*args))
+    """``rota ARGS`` in a subprocess over the tests' shards, from a thread."""
+    env = rota_env(ROTA_SHARDS=str(SHARDS))
+    return await anyio.to_thread.run_sync(lambda: run_rota(*args, env=env))
 
 
 async def _to_retry(client: Client, name: str) -> str:

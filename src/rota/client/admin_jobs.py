@@ -17,7 +17,10 @@ sets, "run now" is :meth:`Admin.retry` (the job is queued now, behind the jobs q
 already); :meth:`to_front` after it puts it first.
 
 A clean reads each shard's set :data:`CLEAN_CHUNK` entries per call, so a call blocks
-Redis for about a millisecond, however large the set.
+Redis for under a millisecond (0.5 to 0.7 ms measured, with and without a name, on
+100,000 dead jobs), however large the set. Moving a job to the front, or deleting it
+from its queue, finds it with ``LREM``, whose cost grows with the queue: 4 to 8 ms for a
+queue of 100,000 (as the queue's ``delete`` of chosen ids).
 """
 
 from __future__ import annotations
@@ -38,8 +41,9 @@ __all__ = ["CLEANED", "CLEAN_CHUNK", "MAX_AGE", "MAX_KILL", "Cleaned", "JobActio
 #: The sets a clean deletes from: the kept complete jobs beside three job sets.
 Cleaned = Literal["dead", "retry", "scheduled", "complete"]
 CLEANED: Final[tuple[Cleaned, ...]] = get_args(Cleaned)
-#: Entries of a set one call of a clean reads (and at most deletes).
-CLEAN_CHUNK: Final = 500
+#: Entries of a set one call of a clean reads (and at most deletes): about 5 µs of
+#: Redis each (a read of the record, its keys deleted).
+CLEAN_CHUNK: Final = 100
 #: The oldest age a clean takes, in seconds (ten years); 0 is every job up to now.
 MAX_AGE: Final = TEN_YEARS
 #: The most ids one kill takes.

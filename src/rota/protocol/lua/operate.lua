@@ -27,27 +27,43 @@
 local op = ARGV[1]
 local now = server_ms()
 
--- A job deleted from a set (as delete.lua's): its holds freed; what waits for a job
--- that had not completed ends dead; its record, log and children's set deleted (a
--- complete entry's only while the record is still that complete job).
-local function forget(id, complete_only)
+-- What forget reads of a record, in one HMGET (by pcall: a key of another type reads
+-- as no record).
+local FIELDS = {'state', 'children', 'group', 'unique_key', 'expires', 'name', 'enqueued_at'}
+
+local function fields_of(id)
   if not sane_id(id) then
+    return {}
+  end
+  local ok, f = pcall(redis.call, 'HMGET', key_job(id), unpack(FIELDS))
+  return ok and f or {}
+end
+
+-- A job deleted from a set (as delete.lua's): its holds freed; what waits for a job
+-- that had not completed ends dead. Its keys (record, log, children's set) are added
+-- to `keys` for the caller's DEL, unless `complete_only` and the record is no longer
+-- that complete job (its id was enqueued again). `f`: its fields_of.
+local function forget(id, f, keys, complete_only)
+  if not sane_id(id) or (complete_only and f[1] ~= 'complete') then
     return
   end
   local jk = key_job(id)
-  if is_hash(jk) then
-    local f = redis.call('HMGET', jk, 'state', 'children', 'group')
-    if complete_only and f[1] ~= 'complete' then
-      return
-    end
-    release_holds(jk, id)
-    if (f[2] or f[3]) and f[1] ~= 'complete' and f[1] ~= 'dead' and f[1] ~= 'aborted' then
-      fail_dependents(id, 'deleted', f[3], now)
-    end
-  elseif complete_only then
-    return
+  if f[4] or f[5] then
+    release_holds(jk, id, f[4] or false, f[5] or false)
   end
-  redis.call('DEL', jk, key_joblog(id), key_children(id))
+  if (f[2] or f[3]) and f[1] ~= 'complete' and f[1] ~= 'dead' and f[1] ~= 'aborted' then
+    fail_dependents(id, 'deleted', f[3], now)
+  end
+  keys[#keys + 1] = jk
+  keys[#keys + 1] = key_joblog(id)
+  keys[#keys + 1] = key_children(id)
+end
+
+-- DEL of many keys, 999 a command.
+local function delete_keys(keys)
+  for i = 1, #keys, 999 do
+    redis.call('DEL', unpack(keys, i, math.min(i + 998, #keys)))
+  end
 end
 
 -- A queued job's name and fair key (nil when it has none); nil when the record is not
@@ -122,7 +138,9 @@ elseif op == 'unqueue' then
   if gone == 0 then
     return 0
   end
-  forget(id, false)
+  local keys = {}
+  forget(id, fields_of(id), keys, false)
+  delete_keys(keys)
   return 1
 elseif op == 'kill' then
   local reason, err = ARGV[2], ARGV[3]
@@ -154,17 +172,20 @@ elseif op == 'clean' then
   else
     ids = redis.call('ZRANGE', z, start, start + limit - 1)
   end
-  local deleted = 0
+  local gone, keys = {}, {}
   for _, id in ipairs(ids) do
-    local jk = key_job(id)
-    local f = sane_id(id) and is_hash(jk) and redis.call('HMGET', jk, 'name', 'enqueued_at') or {}
-    local old = by_end or (tonumber(f[2]) or math.huge) <= cutoff
-    if old and (name == '' or f[1] == name) then
-      redis.call('ZREM', z, id)
-      forget(id, set == 'complete')
-      deleted = deleted + 1
+    local f = fields_of(id)
+    local old = by_end or (tonumber(f[7]) or math.huge) <= cutoff
+    if old and (name == '' or f[6] == name) then
+      gone[#gone + 1] = id
+      forget(id, f, keys, set == 'complete')
     end
   end
+  if #gone > 0 then
+    call_chunked('ZREM', z, gone)
+    delete_keys(keys)
+  end
+  local deleted = #gone
   return {deleted, #ids}
 end
 return redis.error_reply('operate: unknown op ' .. tostring(op))

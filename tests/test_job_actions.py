@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import anyio
 import pytest
 
 from rota import Client, JobContext, JobSpec, WorkerPool
@@ -104,6 +105,38 @@ async def test_a_job_a_pool_took_after_the_listing_is_left_to_run(client: Client
     assert running == {job.id, keyed.id}
     # and not queued a second time
     assert await client.admin.backlog(["work", "hook"]) == {"work": (0, 1), "hook": (0, 1)}
+
+
+async def test_actions_racing_a_running_pool_lose_and_repeat_no_job(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    """Every listed job is moved to the front or deleted while a pool takes them: each
+    job ends run once or deleted, never both, never neither."""
+    ran: list[str] = []
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, concurrency=2))
+
+    @pool.job
+    async def work(ctx: JobContext, n: int) -> None:
+        ran.append(ctx.id)
+        await anyio.sleep(0.005)  # a pool busy for as long as the operator acts
+
+    ids = [
+        j.id
+        for j in await client.enqueue_many(
+            [JobSpec(name="work", kwargs={"n": i}) for i in range(300)]
+        )
+    ]
+    deleted: set[str] = set()
+    async with pool.running():
+        for i, job_id in enumerate(ids):  # the listing is the ids: the pool runs meanwhile
+            if i % 2 and await client.admin.delete_queued(job_id):
+                deleted.add(job_id)
+            elif not i % 2:
+                await client.admin.to_front(job_id)
+        await wait_until(lambda: len(ran) + len(deleted) == len(ids))
+    assert len(ran) == len(set(ran))  # none twice
+    assert set(ran) | deleted == set(ids) and not set(ran) & deleted
+    assert await client.admin.backlog(["work"]) == {"work": (0, 0)}
 
 
 async def test_an_entry_left_in_a_queue_for_a_running_job_is_not_its_place(

@@ -28,6 +28,7 @@ async def _retry(client: Client, name: str, n: int) -> list[str]:
     return ids
 
 
+@pytest.mark.one_shard("writes shard 0's keys; a queue's page over shards is merged by time")
 def test_run_next_delete_kill_and_clean_from_the_pages(site: Site, tab: Tab) -> None:  # noqa: F811
     page = tab.page
     ids = [site.call(site.client.enqueue, "parcel", i).id for i in range(3)]

@@ -23,6 +23,7 @@ async def _next_ids(http: httpx.AsyncClient, name: str) -> list[str]:
     return [j["id"] for j in page["jobs"]]
 
 
+@pytest.mark.one_shard("a queue's page over several shards is merged by enqueue time")
 async def test_a_queued_job_to_the_front_then_deleted(
     http: httpx.AsyncClient, client: Client
 ) -> None:

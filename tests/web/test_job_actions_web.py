@@ -73,6 +73,17 @@ async def test_kill_a_job_to_retry_and_the_audit_entry(
     ]
 
 
+async def test_a_scheduled_job_says_run_now(http: httpx.AsyncClient, client: Client) -> None:
+    later = await client.enqueue_in(3600, "nap")
+    for path in (f"/jobs/{later.id}", "/scheduled"):
+        page = await http.get(path, headers=FORM)
+        assert ">Run now</button>" in page.text and "Retry now" not in page.text, path
+    done = await http.post(f"/scheduled/{later.id}/retry", data={}, headers=FORM)
+    assert done.status_code == 303
+    record = await client.job(later.id)
+    assert record is not None and record.state == "queued"
+
+
 async def test_clean_by_age_and_its_audit_entry(
     http: httpx.AsyncClient, client: Client, seeded: Seeded
 ) -> None:

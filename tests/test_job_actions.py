@@ -286,3 +286,5 @@ async def test_a_bad_name_and_too_many_ids_are_refused(client: Client) -> None:
         await client.admin.clean("dead", 1, name="no spaces")
     with pytest.raises(ValueError, match=r"\Aids: at most 1000 at once, got 1001\Z"):
         await client.admin.kill([str(i) for i in range(1001)])
+    with pytest.raises(ValueError, match=r"\Aerror: at most 1000 characters, got 1001\Z"):
+        await client.admin.kill(["some-id"], error="x" * 1001)

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from rota.client.routing import Shards
     from rota.client.shard import Shard
 
-__all__ = ["CLEANED", "CLEAN_CHUNK", "MAX_AGE", "MAX_KILL", "Cleaned", "JobActions"]
+__all__ = ["CLEANED", "CLEAN_CHUNK", "MAX_AGE", "MAX_ERROR", "MAX_KILL", "Cleaned", "JobActions"]
 
 #: The sets a clean deletes from: the kept complete jobs beside three job sets.
 Cleaned = Literal["dead", "retry", "scheduled", "complete"]
@@ -46,8 +46,9 @@ CLEANED: Final[tuple[Cleaned, ...]] = get_args(Cleaned)
 CLEAN_CHUNK: Final = 100
 #: The oldest age a clean takes, in seconds (ten years); 0 is every job up to now.
 MAX_AGE: Final = TEN_YEARS
-#: The most ids one kill takes.
+#: The most ids one kill takes, and the longest error it writes.
 MAX_KILL: Final = 1000
+MAX_ERROR: Final = 1000
 
 
 class JobActions:
@@ -68,16 +69,18 @@ class JobActions:
         """Delete a queued job (its record, log and holds; what waits for it ends dead
         with reason ``dependency_failed``). False when the job is in no queue: a pool
         that took it meanwhile runs it, untouched."""
-
         return await self._route.by_id(job_id, lambda s: calls.unqueue(s.scope, job_id))
 
     async def kill(self, ids: Sequence[str], error: str = "killed by an operator") -> int:
         """Move jobs of the retry set to the dead set now, with reason ``killed`` and
         ``error``, without another try (what waits for them fails, as for any dead
-        job): how many were still in the retry set. At most :data:`MAX_KILL` ids."""
+        job): how many were still in the retry set. At most :data:`MAX_KILL` ids, and an
+        ``error`` of at most :data:`MAX_ERROR` characters."""
         ids = list(dict.fromkeys(ids))
         if len(ids) > MAX_KILL:
             raise ValueError(f"ids: at most {MAX_KILL} at once, got {len(ids)}")
+        if len(error) > MAX_ERROR:
+            raise ValueError(f"error: at most {MAX_ERROR} characters, got {len(error)}")
         if not ids:
             return 0
         each = await self._route.each(

@@ -78,6 +78,21 @@ async def test_to_front_of_a_plain_job_goes_before_every_key(client: Client) -> 
     assert await lease(client, plain[1], "hook") == [keyed[0].id]
 
 
+async def test_a_keyed_job_its_key_s_garbage_list_sent_to_the_plain_queue(
+    client: Client,
+) -> None:
+    (probe,) = await client.enqueue_many([JobSpec(name="hook", fair_key="g")])
+    shard = await client.admin.shard_holding(probe.id)
+    assert await client.admin.delete_queued(probe.id)
+    await shard.redis.set(shard.keys.fair_queue("hook", "g"), "not a list")  # by hand
+    first = await client.enqueue_many([JobSpec(name="hook", fair_key="g", kwargs={"n": 1})])
+    late = await client.enqueue_many([JobSpec(name="hook", fair_key="g", kwargs={"n": 2})])
+    assert await client.admin.to_front(late[0].id)  # found in the plain queue
+    assert await lease(client, late[0].id, "hook") == [late[0].id]
+    assert await client.admin.delete_queued(first[0].id)
+    assert await client.job(first[0].id) is None
+
+
 async def test_delete_queued_removes_the_job_and_its_key_s_count(client: Client) -> None:
     plain = await client.enqueue("work")
     (keyed,) = await client.enqueue_many([JobSpec(name="hook", fair_key="t1")])

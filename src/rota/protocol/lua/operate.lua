@@ -88,28 +88,28 @@ if op == 'front' then
     return 0
   end
   local low = fair_min(name) -- the lowest turn among the name's ready keys (nil: none)
-  if fkey then
-    local fq = key_fair_queue(name, fkey)
-    local ok, gone = pcall(redis.call, 'LREM', fq, 0, id)
-    if not ok or gone == 0 then
-      return 0
-    end
+  local fq = fkey and key_fair_queue(name, fkey)
+  local ok, gone = false, 0
+  if fq then
+    ok, gone = pcall(redis.call, 'LREM', fq, 0, id)
+  end
+  if ok and gone > 0 then
     redis.call('RPUSH', fq, id) -- the tail: the key's next
     if gone > 1 then -- (duplicate entries written by hand: one is kept)
       incr(key_fair(name), 'n', 1 - gone)
       fair_settle(name, fkey)
     end
-    local held = redis.call('ZSCORE', key_fair_keys(name), fkey)
-    if held then -- its key takes the next turn, before the plain list's
+    local okh, held = pcall(redis.call, 'ZSCORE', key_fair_keys(name), fkey)
+    if okh and held then -- its key takes the next turn, before the plain list's
       local okv, vt = pcall(redis.call, 'HGET', key_fair(name), 'vt')
       local first = math.min(low, finite_score(okv and vt))
       if tonumber(held) >= first then
         redis.call('ZADD', key_fair_keys(name), str(first - 1e-6), fkey)
       end
     end
-  else
+  else -- a plain job (or a keyed one that its key's garbage list sent to the plain list)
     local qk = key_queue(name)
-    local ok, gone = pcall(redis.call, 'LREM', qk, 0, id)
+    ok, gone = pcall(redis.call, 'LREM', qk, 0, id)
     if not ok or gone == 0 then
       return 0
     end

@@ -17,10 +17,11 @@ sets, "run now" is :meth:`Admin.retry` (the job is queued now, behind the jobs q
 already); :meth:`to_front` after it puts it first.
 
 A clean reads each shard's set :data:`CLEAN_CHUNK` entries per call, so a call blocks
-Redis for under a millisecond (0.5 to 0.7 ms measured, with and without a name, on
-100,000 dead jobs), however large the set. Moving a job to the front, or deleting it
-from its queue, finds it with ``LREM``, whose cost grows with the queue: 4 to 8 ms for a
-queue of 100,000 (as the queue's ``delete`` of chosen ids).
+Redis for under a millisecond (0.5 to 0.85 ms measured in several runs, with and
+without a name, on 100,000 dead jobs), however large the set. Moving a job to the
+front, or deleting it from its queue, finds it with ``LREM``, whose cost grows with the
+queue: 4 to 15 ms for a queue of 100,000 on a busy two-core host (as the queue's
+``delete`` of chosen ids).
 """
 
 from __future__ import annotations

@@ -107,6 +107,7 @@ def rules(role: str, namespace: str = "rota", shards: int = 1) -> list[str]:
                 "enqueue_batch",
                 "fair_keys",
                 "edit",
+                "operate",
             )
         ]
         return [

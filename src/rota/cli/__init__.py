@@ -16,6 +16,7 @@ from rota.cli.admin import enqueue, status
 from rota.cli.common import ExitError
 from rota.cli.complete import complete
 from rota.cli.cron import cron
+from rota.cli.job_actions import clean_command as _clean  # noqa: F401 - registers the commands
 from rota.cli.keys import keys
 from rota.cli.operate import job, queue
 from rota.cli.pools import pools

@@ -12,6 +12,7 @@ import heapq
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from rota.client.admin_jobs import JobActions
 from rota.client.fair import FairAdmin
 from rota.client.finished import (
     MAX_COUNT,
@@ -51,9 +52,10 @@ __all__ = ["Admin"]
 TIME_MAX = 253_402_300_799.0
 
 
-class Admin(FairAdmin, RunTimesAdmin):
+class Admin(FairAdmin, RunTimesAdmin, JobActions):
     """Operate the queues and job sets of one namespace (see the module); a name's fair
-    keys and run times by the methods of the mixins (``FairAdmin``, ``RunTimesAdmin``)."""
+    keys, its run times, one job's actions and the clean by age by the methods of the
+    mixins (``FairAdmin``, ``RunTimesAdmin``, ``JobActions``)."""
 
     def __init__(self, shards: Shards) -> None:
         self._route = shards

@@ -40,6 +40,7 @@ __all__ = [
     "Scope",
     "abort",
     "batch_entry",
+    "clean",
     "delete",
     "edit",
     "encode_outcomes",
@@ -51,12 +52,15 @@ __all__ = [
     "finish",
     "forget_names",
     "heartbeat",
+    "kill",
     "move",
     "pause",
     "promote",
     "reap",
     "register",
+    "to_front",
     "trim_dead",
+    "unqueue",
     "wait",
 ]
 
@@ -417,3 +421,29 @@ async def forget_names(scope: Scope, now: int, cutoff: int, names: Sequence[str]
     """Forget those of ``names`` idle since ``cutoff`` (ms), note the others idle: the
     names forgotten."""
     return [reply_text(n) for n in await scope.call("forget_names", [now, cutoff, *names])]
+
+
+async def to_front(scope: Scope, job_id: str) -> bool:
+    """Move a queued job to the front of its queue, its name (or key) given the next
+    turn, and wake a pool: False when it is in no queue (see ``lua/operate.lua``)."""
+    return bool(await scope.call("operate", ["front", job_id]))
+
+
+async def unqueue(scope: Scope, job_id: str) -> bool:
+    """Delete a queued job: False when it is in no queue (see ``lua/operate.lua``)."""
+    return bool(await scope.call("operate", ["unqueue", job_id]))
+
+
+async def kill(scope: Scope, reason: str, error: str, ids: Sequence[str]) -> int:
+    """Move jobs of the retry set to the dead set now, with ``reason`` and ``error``:
+    how many were still there."""
+    return int(await scope.call("operate", ["kill", reason, error, *ids]))
+
+
+async def clean(
+    scope: Scope, which: str, age_ms: int, name: str, start: int, limit: int
+) -> tuple[int, int]:
+    """Delete the jobs of ``which`` older than ``age_ms`` (of ``name``; '' any) among
+    ``limit`` entries from ``start``: how many were deleted, and how many read."""
+    deleted, read = await scope.call("operate", ["clean", which, age_ms, name, start, limit])
+    return int(deleted), int(read)

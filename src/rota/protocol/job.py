@@ -111,6 +111,8 @@ class Reason(StrEnum):
     EXPIRED = "expired"  # not started before its expiry (expires_in, expires_at)
     #: The child process of an isolated handler died under the attempt.
     CRASHED = "crashed"
+    #: An operator sent the job from the retry set to the dead set (``Admin.kill``).
+    KILLED = "killed"
 
 
 #: The fields the fetch script returns for each leased job, in this order (after the id).

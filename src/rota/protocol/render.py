@@ -48,6 +48,7 @@ SCRIPT_NAMES: Final = (
     "repair",
     "fair_keys",
     "edit",
+    "operate",
 )
 
 #: Scripts registered once more under another name, with other flags: ``finish_kept``

@@ -8,8 +8,9 @@ proxy forwards), the method and path (which name the queue, job or set acted on)
 the answer's status; for an action on jobs picked by id (retry or delete the selected
 jobs of a page, or ``ids`` given to the API), which jobs (``ids``); for a bulk action
 under a search, its filter (``filter``: the text ``q`` matched against ids and names,
-the part of the set ``from``, ``to``); for any action on jobs, how many it retried or
-deleted (``count``). Entries
+the part of the set ``from``, ``to``; for a clean by age, ``older_than`` and ``name``:
+see :mod:`rota.web.actions`); for any action on jobs, how many it retried, deleted or
+killed (``count``). Entries
 are JSON in a Redis list (``Keys.web_audit``), newest first, the last :data:`KEEP`
 kept, so that every process of the UI writes to one log and a restart loses nothing.
 ``/audit`` shows it, ``/api/audit`` returns it.

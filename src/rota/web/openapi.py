@@ -33,6 +33,7 @@ from rota.protocol.job import NAME_RE, JobRecord
 from rota.version import __version__
 from rota.web import (
     access,
+    actions,
     complete,
     cron,
     dashboard,
@@ -53,10 +54,11 @@ from rota.web.sets import SUMMARY, JobTimes
 
 __all__ = ["ID_PATTERN", "MIRRORS", "RESOURCES", "ROUTES", "components", "paths", "serve", "spec"]
 
-#: The modules of the resources, each declaring its endpoints.
+#: The modules of the resources, each declaring its endpoints (``actions`` before
+#: ``sets``: its ``/retry/{job_id}/kill`` before the sets' ``/{set}/{job_id}/{action}``).
 RESOURCES: Final = (
-    dashboard, queues, run_times, fair_keys, jobs, editor, sets, complete, flows, cron, shards,
-    access, pools,
+    dashboard, queues, run_times, fair_keys, jobs, editor, actions, sets, complete, flows, cron,
+    shards, access, pools,
 )  # fmt: skip
 #: Their routes, from which the document is derived.
 ROUTES: Final[list[BaseRoute]] = [route for module in RESOURCES for route in module.routes]

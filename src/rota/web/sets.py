@@ -326,7 +326,11 @@ def _actions(which: JobSet, action: str) -> None:
         404,
         body=Ids,
         post=True,
-        summary=f"{action.capitalize()} {which} jobs: some ids, or all.",
+        summary=(
+            "Run scheduled jobs now (queue them): some ids, or all."
+            if (which, action) == ("scheduled", "retry")
+            else f"{action.capitalize()} {which} jobs: some ids, or all."
+        ),
     )
     async def api(request: Request, body: Ids) -> Response:
         if body.all == (body.ids is not None):

@@ -22,7 +22,7 @@ async def test_rota_cron_run_enqueues_one_run_now(
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip() == "rota: no live pool fires a periodic job 'digest'"
     ran: list[tuple[str, int]] = []
-    pool = WorkerPool(settings=pool_settings(redis_url, namespace, heartbeat_interval=0.2))
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, heartbeat_interval=2.0))
 
     @pool.periodic("0 0 1 1 *", name="digest", args=(7,))
     async def digest(ctx: JobContext, n: int) -> None:

@@ -94,7 +94,7 @@ async def test_edit_then_retry_takes_a_job_of_the_retry_set(
 
 
 def _yearly(redis_url: str, namespace: str, ran: list[tuple[str, str]]) -> WorkerPool:
-    pool = WorkerPool(settings=pool_settings(redis_url, namespace, heartbeat_interval=0.2))
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, heartbeat_interval=2.0))
 
     @pool.periodic("0 0 1 1 *", name="report", kwargs={"kind": "full"})
     async def report(ctx: JobContext, kind: str) -> None:

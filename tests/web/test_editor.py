@@ -212,7 +212,7 @@ async def test_job_sets_and_queues_in_order_and_in_a_window(
 async def test_run_a_periodic_job_now_through_the_api_and_the_page(
     http: httpx.AsyncClient, client: Client, redis_url: str, namespace: str
 ) -> None:
-    pool = WorkerPool(settings=pool_settings(redis_url, namespace, heartbeat_interval=0.2))
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, heartbeat_interval=2.0))
 
     @pool.periodic("0 0 1 1 *", name="nightly", args=(3,))
     async def nightly(ctx: JobContext, n: int) -> None:

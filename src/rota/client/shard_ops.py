@@ -69,28 +69,27 @@ class ShardOperations:
         return sorted(reply_text(n) for n in await self.redis.smembers(self.keys.names))
 
     async def queues(self, names: Sequence[str]) -> list[QueueInfo]:
+        """Every figure of each queue, in two round trips on :attr:`conn` (through
+        redis-py's pipeline, 40,000 commands for 5,000 names took a second); an error
+        reply (a key of another type) raises, as a pipeline does."""
         k = self.keys
-        pipe = self.redis.pipeline(transaction=False)
+        reads: list[tuple[str, ...]] = []
         for name in names:
-            pipe.llen(k.queue(name))
-            pipe.lindex(k.queue(name), -1)
-            pipe.zcard(k.running(name))
-            pipe.hget(k.limits, name)
-            pipe.sismember(k.paused, name)
-            pipe.hget(k.priorities, name)
-            pipe.hget(k.rates, name)
-            pipe.hget(k.fair(name), "n")  # its keyed jobs queued (lua/_fair.lua)
-        rows = await pipe.execute()
+            q = k.queue(name)
+            reads += [("LLEN", q), ("LINDEX", q, "-1"), ("ZCARD", k.running(name))]
+            reads += [("HGET", k.limits, name), ("SISMEMBER", k.paused, name)]
+            reads += [("HGET", k.priorities, name), ("HGET", k.rates, name)]
+            reads.append(("HGET", k.fair(name), "n"))  # its keyed jobs queued (lua/_fair.lua)
+        rows = await self.conn.execute_many(reads)
+        for row in rows:
+            if isinstance(row, Exception):
+                raise row
         oldest = [rows[i * 8 + 1] for i in range(len(names))]
         # Only the queues that hold a job are read (no placeholder command for an empty
         # one: a read-only ACL role may run nothing but reads).
         held = [reply_text(job_id) for job_id in oldest if job_id]
-        # (A record that is no hash answers an error.)
-        read = iter(
-            await self.piped(
-                lambda p: [p.hget(k.job(i), "enqueued_at") for i in held], errors=False
-            )
-        )
+        # (A record that is no hash answers an error, in its place.)
+        read = iter(await self.conn.execute_many([("HGET", k.job(i), "enqueued_at") for i in held]))
         enqueued: list[Any] = [next(read) if job_id else None for job_id in oldest]
         now = now_ms()
         out = []
@@ -136,19 +135,29 @@ class ShardOperations:
         return forgotten
 
     async def backlog(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
-        """Queued (plain and keyed) and running jobs of each name, in one round trip on
-        :attr:`conn`."""
+        """Queued (plain and keyed) and running jobs of each name, in two round trips on
+        :attr:`conn`: the names whose running set may hold leases (``Keys.leased``: a
+        fetch adds the name it leases, the reaper removes those left with none), then the
+        queue's length and keyed count of each name and the running set of each of those
+        among them. Two commands a name, not three: the running sets of names that lease
+        nothing are not read (5,000 names over 4 shards were 60,000 commands)."""
         k = self.keys
-        reads = [
-            read
-            for n in names
-            for read in (("LLEN", k.queue(n)), ("ZCARD", k.running(n)), ("HGET", k.fair(n), "n"))
-        ]
-        got = await self.conn.execute_many(reads)
-        counts = [count_of(c) for c in got]
-        return {
-            n: (counts[3 * i] + counts[3 * i + 2], counts[3 * i + 1]) for i, n in enumerate(names)
-        }
+        leased = {reply_text(n) for n in await self.conn.execute_command("SMEMBERS", k.leased)}
+        holding = [n for n in names if n in leased]
+        reads = [r for n in names for r in (("LLEN", k.queue(n)), ("HGET", k.fair(n), "n"))]
+        reads += [("ZCARD", k.running(n)) for n in holding]
+        counts = [count_of(c) for c in await self.conn.execute_many(reads)]
+        running = dict(zip(holding, counts[2 * len(names) :], strict=True))
+        queued = [counts[2 * i] + counts[2 * i + 1] for i in range(len(names))]
+        return {n: (q, running.get(n, 0)) for n, q in zip(names, queued, strict=True)}
+
+    async def stats_of(self, fields: Sequence[str]) -> list[int]:
+        """``fields`` of the counters since the namespace began (``Keys.stats``), in one
+        ``HMGET``: the totals and the names a page shows, where the whole hash holds five
+        fields for every job name."""
+        if not fields:
+            return []
+        return [reply_int(v) for v in await self.redis.hmget(self.keys.stats, list(fields))]
 
     async def running(
         self, names: Sequence[str], pools: Sequence[LivePool] | None = None

@@ -25,7 +25,6 @@ these gauges and the memory ones out of the scrape.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 from collections.abc import Callable, Iterator
@@ -43,6 +42,7 @@ from rota.client import Client, QueueInfo
 from rota.client.fair import FairKeyInfo
 from rota.client.status import LivePool
 from rota.inspect import RedisFigures
+from rota.inspect.figures import stats_totals
 from rota.redis.outage import Condition
 from rota.web.base import client_of
 
@@ -87,8 +87,11 @@ class Reading:
 
 async def read(client: Client, detailed: int | None = NAMES, keys: bool = False) -> Reading:
     """The figures of a scrape: ``detailed`` names (None: all) in full, those with the
-    most jobs queued and running; three commands a name rank them. ``keys``: the
-    :data:`KEYS` fair keys of each detailed name with the most jobs queued too."""
+    most jobs queued and running, ranked by two commands a name per shard (see
+    :meth:`Shard.backlog`); of the counters since the namespace began, the totals and
+    the detailed names' only (the hash holds five fields for every name). ``keys``: the
+    :data:`KEYS` fair keys of each detailed name with the most jobs queued too, read
+    for all of them at once."""
     started = time.perf_counter()
     roundtrip = await inspect.ping(client)
     figures = await inspect.redis_figures(client)
@@ -96,13 +99,11 @@ async def read(client: Client, detailed: int | None = NAMES, keys: bool = False)
     counts = await inspect.backlog(client, names)
     ranked = sorted(names, key=lambda n: (-sum(counts[n]), n))
     queues = await client.admin.queues(ranked if detailed is None else ranked[:detailed])
-    stats = await client.admin.stats()
+    fields = [*COUNTERS, *(f"{c}:{q.name}" for q in queues for c in COUNTERS)]
+    stats = await stats_totals(client, fields)
     pools = await client.admin.pools()
     sets = await client.admin.job_set_sizes()
-    fair = {}
-    if keys:
-        tops = await asyncio.gather(*(client.admin.fair_keys(q.name, KEYS) for q in queues))
-        fair = {q.name: top for q, top in zip(queues, tops, strict=True) if top}
+    fair = await client.admin.top_keys([q.name for q in queues], KEYS) if keys else {}
     return Reading(
         client.namespace,
         queues,

@@ -15,14 +15,23 @@ search, a last page...), over HTTP, ``--reps`` times each after one warm-up, and
 the median time and the size of each, one column pair per K (``--only PATH``: that page
 alone). A page over 300 ms or 500 KB is flagged.
 
+``--against SRC`` compares in the same run: the UI of the rota package under ``SRC`` (the
+``src`` directory of another checkout) is served beside this one, both in processes of
+their own over the same Redis, and each page is loaded from one then the other; the
+table has a column pair per version and K.
+
 Figures on a shared machine move; the flags are what to look at.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
+import os
+import socket
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -33,6 +42,7 @@ import httpx
 import uvicorn
 from starlette.routing import Route
 
+import rota
 from bench import positive_int
 from bench.redis_server import RedisServer
 from rota import Client, JobSpec, Settings
@@ -180,6 +190,47 @@ class _Server:
         self.sock.close()
 
 
+#: A process serving the UI of the rota package on its ``sys.path`` (argv: Redis URL,
+#: namespace, shards, port).
+_SERVE = """
+import sys, uvicorn
+from rota import Settings
+from rota.web import create_app
+url, ns, shards, port = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+app = create_app(Settings(redis_url=url, namespace=ns, shards=shards))
+uvicorn.run(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
+"""
+
+
+class _Served:
+    """The UI of the rota package under ``src`` served by a process of its own."""
+
+    def __init__(self, src: str, redis_url: str, shards: int) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        env = {**os.environ, "PYTHONPATH": src}
+        argv = [sys.executable, "-c", _SERVE, redis_url, NS, str(shards), str(port)]
+        self.proc = subprocess.Popen(argv, env=env)
+
+    def __enter__(self) -> _Served:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(self.url + "/healthz", timeout=1)
+                return self
+            except httpx.TransportError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.__exit__()
+                    raise RuntimeError(f"the UI at {self.url} did not start") from None
+                time.sleep(0.1)
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait(15)
+
+
 def _measure(
     url: str, paths: list[str], reps: int, label: str = ""
 ) -> list[tuple[str, int, float, int]]:
@@ -209,14 +260,25 @@ def _measure(
     return out
 
 
-def _run(args: argparse.Namespace, shards: int) -> list[tuple[str, int, float, int]]:
-    """The pages measured over a namespace of ``shards`` shards on one server."""
+def _run(args: argparse.Namespace, shards: int) -> dict[str, list[tuple[str, int, float, int]]]:
+    """The pages measured over a namespace of ``shards`` shards on one server, by
+    version (this one, and ``--against``'s), each page loaded from one then the other."""
+    here = str(os.path.dirname(os.path.dirname(rota.__file__)))
+    sources = {"": here, **({"was ": args.against} if args.against else {})}
     with RedisServer() as server:
         ids = anyio.run(_fill, server.url, args.names, args.jobs, shards, args.complete)
         app = create_app(Settings(redis_url=server.url, namespace=NS, shards=shards))
-        with _Server(app) as web:
-            paths = args.only or _pages(app, ids, args.names)
-            return _measure(web.url, paths, args.reps, f"K={shards} ")
+        paths = args.only or _pages(app, ids, args.names)
+        out: dict[str, list[tuple[str, int, float, int]]] = {v: [] for v in sources}
+        with contextlib.ExitStack() as stack:
+            webs = {
+                v: stack.enter_context(_Served(src, server.url, shards))
+                for v, src in sources.items()
+            }
+            for path in paths:
+                for v, web in webs.items():
+                    out[v] += _measure(web.url, [path], args.reps, f"{v}K={shards} ")
+        return out
 
 
 def _shard_counts(text: str) -> list[int]:
@@ -234,18 +296,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shards", type=_shard_counts, default=[1, 4], metavar="K,K...")
     parser.add_argument("--reps", type=positive_int, default=3)
     parser.add_argument(
+        "--against", metavar="SRC", help="also serve the rota package under SRC, page by page"
+    )
+    parser.add_argument(
         "--only", action="append", metavar="PATH", help="load this page only (repeatable)"
     )
     args = parser.parse_args(argv)
-    runs = {k: _run(args, k) for k in args.shards}
-    head = "".join(f" {'K=' + str(k) + ' ms':>10} {'KB':>7}" for k in runs)
+    runs = {f"{v}K={k}": rows for k in args.shards for v, rows in _run(args, k).items()}
+    head = "".join(f" {label + ' ms':>11} {'KB':>7}" for label in runs)
     sys.stdout.write(f"{'page':<40} {'status':>6}{head}\n")
     flagged = 0
     for i, (path, status, _, _) in enumerate(next(iter(runs.values()))):
         line, flag = f"{path[:40]:<40} {status:>6}", set()
         for rows in runs.values():
             _, _, ms, size = rows[i]
-            line += f" {ms:>10.1f} {size / 1000:>7.1f}"
+            line += f" {ms:>11.1f} {size / 1000:>7.1f}"
             if ms > SLOW_MS:
                 flag.add(f"> {SLOW_MS} ms")
             if size > BIG_BYTES:

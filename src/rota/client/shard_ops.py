@@ -156,7 +156,7 @@ class ShardOperations:
         held = {reply_text(n) for n in leased}
         holding = [n for n in names if n in held]
         keyed = [n for g, some in zip(groups, first[1:], strict=True) if count_of(some) for n in g]
-        reads = [("LLEN", k.queue(n)) for n in names]
+        reads: list[tuple[str, ...]] = [("LLEN", k.queue(n)) for n in names]
         reads += [("HGET", k.fair(n), "n") for n in keyed]
         reads += [("ZCARD", k.running(n)) for n in holding]
         counts = [count_of(c) for c in await self.conn.execute_many(reads)]

@@ -136,9 +136,9 @@ async def _names_or_away(shard: Shard) -> list[str] | str:
 async def _shard_view(shard: Shard, names: list[str], away: str) -> ShardView:
     """One shard's view: its sets' sizes, and its queued and running jobs counted over
     the names it holds (its own ``Keys.names``: an enqueue into a shard adds the name
-    there), two commands a name and one a name that may hold leases (see
-    :meth:`Shard.backlog`), not every figure of its queues; a shard whose server cannot
-    be read now is shown away, with why."""
+    there), about one command a name (see :meth:`Shard.backlog`), not every figure of
+    its queues nor every name of the namespace; a shard whose server cannot be read now
+    is shown away, with why."""
     sizes: dict[str, int] = {}
     counts: list[tuple[int, int]] = []
     if not away:
@@ -205,7 +205,8 @@ def away_line(client: Client, away: dict[int, str]) -> str:
 
 async def backlog(client: Client, names: list[str]) -> dict[str, tuple[int, int]]:
     """Queued and running jobs of each name over every shard (the shards read at once,
-    three commands a name each): what ``/metrics`` ranks the names by."""
+    about one command a name each, see :meth:`Shard.backlog`): what ``/metrics`` ranks the
+    names by."""
     out = dict.fromkeys(names, (0, 0))
     each = [functools.partial(s.backlog, names) for s in client.admin.shards]
     for counts in await gather(each):

@@ -8,13 +8,16 @@ round trip), then a :class:`RotaCollector` turns that reading into metric famili
 Series per job name are bounded: a scrape details the :data:`NAMES` names with the most
 jobs queued and running (their figures and counters), and gives the namespace's totals
 over every name beside them; ``/metrics?names=all`` details every name. 5,000 names made
-a scrape of 2.7 MB and 45,000 series, read with 40,000 commands.
+a scrape of 2.7 MB and 45,000 series, read with 40,000 commands. The ranking reads about
+one command a name in each shard (:meth:`Shard.backlog`), the counters only the fields of
+the totals and of the detailed names (the hash holds five for every name).
 
 Fair keys are opt-in: ``/metrics?keys=top`` adds, for each detailed name, its :data:`KEYS`
 keys with the most jobs queued (``rota_fair_key_queued`` and ``rota_fair_key_running``,
 labelled by key), however many keys it has: a tenant per key must not make a series per
-tenant. It costs a read of the keys' ranking per detailed name and shard (two round trips
-where a name has keys, run at once), which a scrape without it does not pay.
+tenant. It costs a read of the keys' ranking of every detailed name at once (two round
+trips per shard, one command per detailed name and two per key found), which a scrape
+without it does not pay; it read them name by name before, seconds at 5,000 names.
 
 ``rota_redis_refusing_writes`` says whether Redis refuses writes and why, as Redis's
 figures show it: ``out_of_memory`` when it is at its ``maxmemory`` with the
@@ -87,7 +90,7 @@ class Reading:
 
 async def read(client: Client, detailed: int | None = NAMES, keys: bool = False) -> Reading:
     """The figures of a scrape: ``detailed`` names (None: all) in full, those with the
-    most jobs queued and running, ranked by two commands a name per shard (see
+    most jobs queued and running, ranked by about one command a name per shard (see
     :meth:`Shard.backlog`); of the counters since the namespace began, the totals and
     the detailed names' only (the hash holds five fields for every name). ``keys``: the
     :data:`KEYS` fair keys of each detailed name with the most jobs queued too, read

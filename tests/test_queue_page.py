@@ -1,6 +1,7 @@
 """The queues' page with thousands of names: the busiest first, their counts read in
-one batch on the bare connection (redis-py's pipeline took 200 ms for 5,000 names), the
-running sets only of the names that may hold leases."""
+one batch on the bare connection (redis-py's pipeline took 200 ms for 5,000 names): the
+queues' lengths only where an EXISTS of 100 finds some, the running sets only of the names
+that may hold leases."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ async def test_the_busiest_come_first_from_one_batch_of_counts(
     total, page = await client.admin.queue_page(0, 5)
     assert total == 5000
     assert [q.name for q in page] == ["n4000", "n2000", "n0100", "n0000", "n0001"]
-    # the names that may hold leases and an EXISTS of the keyed counts of 100 names at
-    # once; then a queue length per name and the running count of the one name that may
-    # hold leases (no keyed count: no name has keyed jobs), at once
-    assert batches[:2] == [1 + 50, 5000 + 1]
+    # the names that may hold leases and an EXISTS of the queues and one of the keyed
+    # counts of each 100 names, at once; then the queue's length of each name of the two
+    # groups of 100 where queues hold jobs and the running count of the one name that
+    # may hold leases (no keyed count: no name has keyed jobs), at once
+    assert batches[:2] == [1 + 50 + 50, 200 + 1]

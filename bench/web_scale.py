@@ -228,7 +228,11 @@ class _Served:
 
     def __exit__(self, *exc: object) -> None:
         self.proc.terminate()
-        self.proc.wait(15)
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:  # still serving a page it was given up on
+            self.proc.kill()
+            self.proc.wait(5)
 
 
 def _measure(

@@ -53,6 +53,7 @@ __all__ = [
     "related_rows",
     "session_ended",
     "stats_fields",
+    "stats_totals",
 ]
 
 T = TypeVar("T")
@@ -229,28 +230,25 @@ async def leased_names(client: Client) -> list[str]:
 
 
 async def queue_totals(client: Client) -> tuple[int, int]:
-    """Jobs queued, over every job name (one figure per name), and jobs running, over
-    the names that may hold leases: added up over every shard."""
-    names = await client.admin.names()
-    each = await _each(client, lambda s: _totals(s, names))
+    """Jobs queued, over every job name, and jobs running, over the names that may hold
+    leases: added up over every shard, each read over the names it holds, on its bare
+    connection (see :meth:`Shard.backlog`)."""
+    each = await _each(client, _totals)
     return sum(q for q, _ in each), sum(r for _, r in each)
 
 
-async def _totals(shard: Shard, names: list[str]) -> tuple[int, int]:
-    """:func:`queue_totals` of one shard, over the names its own running sets lease."""
-    k = shard.keys
-    leased = [reply_text(n) for n in await shard.redis.smembers(k.leased)]
-    counts = await shard.piped(
-        lambda p: (
-            [p.llen(k.queue(n)) for n in names]
-            + [p.zcard(k.running(n)) for n in leased]
-            + [p.hget(k.fair(n), "n") for n in names]
-        ),  # keyed jobs queued (lua/_fair.lua)
-        errors=False,
-    )
-    counts = [count_of(c) for c in counts]
-    queued = sum(counts[: len(names)]) + sum(counts[len(names) + len(leased) :])
-    return queued, sum(counts[len(names) : len(names) + len(leased)])
+async def _totals(shard: Shard) -> tuple[int, int]:
+    """:func:`queue_totals` of one shard."""
+    counts = (await shard.backlog(await shard.names())).values()
+    return sum(q for q, _ in counts), sum(r for _, r in counts)
+
+
+async def stats_totals(client: Client, fields: Sequence[str]) -> dict[str, int]:
+    """``fields`` of the counters since the namespace began (``processed``,
+    ``processed:<name>``...), one ``HMGET`` per shard, added up: what a page shows of
+    a hash that holds five fields for every job name."""
+    each = await _each(client, lambda s: s.stats_of(fields))
+    return {f: sum(vs) for f, vs in zip(fields, zip(*each, strict=True), strict=True)}
 
 
 # -- the namespace's own records (on its first shard) ---------------------------------

@@ -130,6 +130,61 @@ class FairAdmin:
                 rows[row.key] = row if seen is None else _merged(seen, row)
         return sorted(rows.values(), key=lambda r: (-r.queued, r.key))[:top]
 
+    async def top_keys(self, names: Sequence[str], top: int = 20) -> dict[str, list[FairKeyInfo]]:
+        """:meth:`fair_keys` of each of ``names`` that has keyed jobs queued (the others
+        are left out), in two round trips per shard whatever the number of names (a
+        scrape of every name read them name by name: 5,000 names took seconds)."""
+        checked("top", top, FAIR["top"])
+        for name in names:
+            validate_name(name)
+        each = await self._route.each(lambda s: _top_keys_of(s, names, top))
+        out: dict[str, list[FairKeyInfo]] = {}
+        for name in names:
+            rows: dict[str, FairKeyInfo] = {}
+            for found in each:
+                for row in found.get(name, ()):
+                    seen = rows.get(row.key)
+                    rows[row.key] = row if seen is None else _merged(seen, row)
+            if rows:
+                out[name] = sorted(rows.values(), key=lambda r: (-r.queued, r.key))[:top]
+        return out
+
+
+async def _top_keys_of(
+    shard: Shard, names: Sequence[str], top: int
+) -> dict[str, list[FairKeyInfo]]:
+    """:meth:`FairAdmin.top_keys` of one shard: the ranking of every name's keys in one
+    round trip, then the running count and settings of the keys found in one more."""
+    k = shard.keys
+    ranked = await shard.piped(
+        lambda p: [p.zrevrange(k.fair_backlog(n), 0, top - 1, withscores=True) for n in names],
+        errors=False,
+    )
+    keys = [
+        (name, reply_text(key), _count(score))
+        for name, found in zip(names, ranked, strict=True)
+        if isinstance(found, list)
+        for key, score in found
+    ]
+    if not keys:
+        return {}
+    replies = await shard.piped(
+        lambda p: [
+            (
+                p.zcard(k.fair_running(name, key)),
+                p.hmget(k.fair_set(name), f"w/{key}", f"l/{key}", "l*", f"r/{key}", f"p/{key}"),
+            )
+            for name, key, _ in keys
+        ],
+        errors=False,
+    )
+    out: dict[str, list[FairKeyInfo]] = {}
+    for (name, key, queued), running, fields in zip(
+        keys, replies[0::2], replies[1::2], strict=True
+    ):
+        out.setdefault(name, []).append(_row(key, queued, running, fields))
+    return out
+
 
 def _merged(a: FairKeyInfo, b: FairKeyInfo) -> FairKeyInfo:
     """One key's rows of two shards: its figures added up, the settings of the shard

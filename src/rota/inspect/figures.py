@@ -12,7 +12,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
-from rota.client.admin_reads import leased_names, queue_totals, stats_fields
+from rota.client.admin_reads import leased_names, queue_totals, stats_fields, stats_totals
 from rota.client.status import Bucket, History
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ __all__ = [
     "leased_names",
     "name_minutes",
     "queue_totals",
+    "stats_totals",
     "totals_history",
 ]
 

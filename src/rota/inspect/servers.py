@@ -108,13 +108,18 @@ async def shard_views(client: Client) -> list[ShardView]:
     now (or refuses for a while) is shown away, with why, beside the others."""
     shards = client.admin.shards
     named = await gather([functools.partial(_names_or_away, shard) for shard in shards])
-    names = sorted({n for found in named if isinstance(found, list) for n in found})
     return await gather(
         [
-            functools.partial(_shard_view, shard, names, found if isinstance(found, str) else "")
+            functools.partial(_shard_view, shard, *_held_or_away(found))
             for shard, found in zip(shards, named, strict=True)
         ]
     )
+
+
+def _held_or_away(found: list[str] | str) -> tuple[list[str], str]:
+    """The names a shard holds and why it is away ('': it answers), of what
+    :func:`_names_or_away` found."""
+    return (found, "") if isinstance(found, list) else ([], found)
 
 
 async def _names_or_away(shard: Shard) -> list[str] | str:
@@ -129,10 +134,11 @@ async def _names_or_away(shard: Shard) -> list[str] | str:
 
 
 async def _shard_view(shard: Shard, names: list[str], away: str) -> ShardView:
-    """One shard's view: its sets' sizes, and its queued and running jobs counted with
-    three commands a name (not the seven and more of its queues' whole figures: 5,000
-    names were 40,000 commands a view); a shard whose server cannot be read now is
-    shown away, with why."""
+    """One shard's view: its sets' sizes, and its queued and running jobs counted over
+    the names it holds (its own ``Keys.names``: an enqueue into a shard adds the name
+    there), about one command a name (see :meth:`Shard.backlog`), not every figure of
+    its queues nor every name of the namespace; a shard whose server cannot be read now
+    is shown away, with why."""
     sizes: dict[str, int] = {}
     counts: list[tuple[int, int]] = []
     if not away:
@@ -199,7 +205,8 @@ def away_line(client: Client, away: dict[int, str]) -> str:
 
 async def backlog(client: Client, names: list[str]) -> dict[str, tuple[int, int]]:
     """Queued and running jobs of each name over every shard (the shards read at once,
-    three commands a name each): what ``/metrics`` ranks the names by."""
+    about one command a name each, see :meth:`Shard.backlog`): what ``/metrics`` ranks the
+    names by."""
     out = dict.fromkeys(names, (0, 0))
     each = [functools.partial(s.backlog, names) for s in client.admin.shards]
     for counts in await gather(each):

@@ -8,13 +8,16 @@ round trip), then a :class:`RotaCollector` turns that reading into metric famili
 Series per job name are bounded: a scrape details the :data:`NAMES` names with the most
 jobs queued and running (their figures and counters), and gives the namespace's totals
 over every name beside them; ``/metrics?names=all`` details every name. 5,000 names made
-a scrape of 2.7 MB and 45,000 series, read with 40,000 commands.
+a scrape of 2.7 MB and 45,000 series, read with 40,000 commands. The ranking reads about
+one command a name in each shard (:meth:`Shard.backlog`), the counters only the fields of
+the totals and of the detailed names (the hash holds five for every name).
 
 Fair keys are opt-in: ``/metrics?keys=top`` adds, for each detailed name, its :data:`KEYS`
 keys with the most jobs queued (``rota_fair_key_queued`` and ``rota_fair_key_running``,
 labelled by key), however many keys it has: a tenant per key must not make a series per
-tenant. It costs a read of the keys' ranking per detailed name and shard (two round trips
-where a name has keys, run at once), which a scrape without it does not pay.
+tenant. It costs a read of the keys' ranking of every detailed name at once (two round
+trips per shard, one command per detailed name and two per key found), which a scrape
+without it does not pay; it read them name by name before, seconds at 5,000 names.
 
 Run times are opt-in too: ``/metrics?run_times=hour`` (or ``day``) adds, for each
 detailed name, its attempts over that window and its p50, p95 and p99
@@ -32,7 +35,6 @@ these gauges and the memory ones out of the scrape.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import math
 import time
@@ -52,6 +54,7 @@ from rota.client.fair import FairKeyInfo
 from rota.client.run_times import RunTimes
 from rota.client.status import LivePool
 from rota.inspect import RedisFigures
+from rota.inspect.figures import stats_totals
 from rota.protocol.run_times import Window
 from rota.redis.outage import Condition
 from rota.web.base import client_of
@@ -108,9 +111,12 @@ async def read(
     run_times: Window | None = None,
 ) -> Reading:
     """The figures of a scrape: ``detailed`` names (None: all) in full, those with the
-    most jobs queued and running; three commands a name rank them. ``keys``: the
-    :data:`KEYS` fair keys of each detailed name with the most jobs queued too;
-    ``run_times``: each detailed name's run times over that window."""
+    most jobs queued and running, ranked by about one command a name per shard (see
+    :meth:`Shard.backlog`); of the counters since the namespace began, the totals and
+    the detailed names' only (the hash holds five fields for every name). ``keys``: the
+    :data:`KEYS` fair keys of each detailed name with the most jobs queued too, read
+    for all of them at once; ``run_times``: each detailed name's run times over that
+    window."""
     started = time.perf_counter()
     roundtrip = await inspect.ping(client)
     figures = await inspect.redis_figures(client)
@@ -118,13 +124,11 @@ async def read(
     counts = await inspect.backlog(client, names)
     ranked = sorted(names, key=lambda n: (-sum(counts[n]), n))
     queues = await client.admin.queues(ranked if detailed is None else ranked[:detailed])
-    stats = await client.admin.stats()
+    fields = [*COUNTERS, *(f"{c}:{q.name}" for q in queues for c in COUNTERS)]
+    stats = await stats_totals(client, fields)
     pools = await client.admin.pools()
     sets = await client.admin.job_set_sizes()
-    fair = {}
-    if keys:
-        tops = await asyncio.gather(*(client.admin.fair_keys(q.name, KEYS) for q in queues))
-        fair = {q.name: top for q, top in zip(queues, tops, strict=True) if top}
+    fair = await client.admin.top_keys([q.name for q in queues], KEYS) if keys else {}
     runs: list[RunTimes] = []
     if run_times is not None:
         read_one = client.admin.run_times

@@ -1,0 +1,163 @@
+"""What ``/shards`` and ``/metrics`` cost at 5,000 job names, over one shard and over 4
+on one server, counted in Redis commands (``INFO commandstats``), never in time; what a
+scrape holds (its size bounded whatever the number of names, the series it exports,
+every name when asked).
+
+A name costs a shard's view at most one command in each shard that holds it (its queue's
+length, where an ``EXISTS`` of 100 queues finds some), and one more where an ``EXISTS``
+of 100 names finds keyed jobs (its keyed count) or where its running set may hold leases;
+a scrape ranks every name so in every shard and reads every figure of the
+:data:`~rota.web.metrics.NAMES` it details. Before, each was three a name in every shard
+(60,000 commands for a view of 5,000 names over 4 shards), and a scrape read the whole
+counters' hash (five fields a name) and each detailed name's fair keys one by one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from prometheus_client.parser import text_string_to_metric_families
+
+from rota import Client, JobSpec
+from rota.web import create_app
+from rota.web.metrics import COUNTERS, KEYS, NAMES
+from tests.helpers import pool_settings
+
+WEB_MD = Path(__file__).parents[2] / "docs" / "web.md"
+NAMES_AT_SCALE = 5000
+
+#: Every metric family of a scrape (without ``?keys=top``), as docs/web.md lists them.
+SERIES = {
+    "rota_queue_size",
+    "rota_queue_latency_seconds",
+    "rota_queue_running",
+    "rota_queue_paused",
+    *(f"rota_jobs_{c}" for c in COUNTERS),
+    *(f"rota_namespace_jobs_{c}" for c in COUNTERS),
+    "rota_jobs_in_set",
+    "rota_pools",
+    "rota_workers",
+    "rota_busy_workers",
+    "rota_queued_jobs",
+    "rota_job_names",
+    "rota_redis_roundtrip_seconds",
+    "rota_scrape_duration_seconds",
+    "rota_redis_refusing_writes",
+    "rota_redis_memory_used_bytes",
+    "rota_redis_memory_max_bytes",
+}
+#: The families ``?keys=top`` adds.
+KEY_SERIES = {"rota_fair_key_queued", "rota_fair_key_running"}
+
+
+def _calls(r: redis.Redis) -> int:
+    stats: dict[str, Any] = r.info("commandstats")
+    return sum(int(v["calls"]) for v in stats.values())
+
+
+@pytest.fixture(params=[1, 4], ids=["K=1", "K=4"])
+async def many(
+    request: pytest.FixtureRequest, redis_url: str, namespace: str
+) -> AsyncIterator[tuple[Client, httpx.AsyncClient]]:
+    """5,000 job names, a job queued of each (and 3 more of the last), one with 20
+    keyed jobs over 20 fair keys, over ``K`` shards on one server."""
+    shards: int = request.param
+    client = Client.from_url(redis_url, namespace, shards=shards)
+    names = [f"n{i:04d}" for i in range(NAMES_AT_SCALE)]
+    await client.enqueue_many([JobSpec(name=n) for n in names + ["n4999"] * 3])
+    await client.enqueue_many([JobSpec(name="n0007", fair_key=f"t{i}") for i in range(20)])
+    app = create_app(pool_settings(redis_url, namespace, shards=shards), client=client)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
+        yield client, http
+    await client.close()
+
+
+async def _cost(http: httpx.AsyncClient, r: redis.Redis, path: str) -> tuple[int, str]:
+    r.config_resetstat()
+    answer = await http.get(path)
+    assert answer.status_code == 200, answer.text
+    return _calls(r), answer.text
+
+
+async def _held(client: Client) -> int:
+    """The job names each shard holds, added up over the shards."""
+    return sum([await s.redis.scard(s.keys.names) for s in client.admin.shards])
+
+
+async def test_the_shards_view_reads_one_command_a_name_a_shard_holds(
+    many: tuple[Client, httpx.AsyncClient], redis_sync: redis.Redis
+) -> None:
+    client, http = many
+    k = len(client.admin.shards)
+    calls, text = await _cost(http, redis_sync, "/api/shards")
+    # LLEN of each name a shard holds (each has a job), two EXISTS of 100 names (their
+    # queues, their keyed counts), the HGET of each of the 100 where one has keyed jobs
+    # (no running set: nothing is leased), and a few commands a shard (its names, its
+    # leased names, its sets' sizes)
+    held = await _held(client)
+    assert calls <= held + 2 * (held // 100 + k) + 100 * k + 12 * k, calls
+    shards = httpx.Response(200, text=text).json()["shards"]
+    assert len(shards) == k
+    assert sum(s["queued"] for s in shards) == NAMES_AT_SCALE + 3 + 20
+
+
+async def test_a_scrape_at_5000_names_is_bounded_in_commands_and_size(
+    many: tuple[Client, httpx.AsyncClient], redis_sync: redis.Redis
+) -> None:
+    client, http = many
+    k = len(client.admin.shards)
+    calls, text = await _cost(http, redis_sync, "/metrics")
+    # the ranking: a command a name in every shard, two EXISTS of 100 and the HGETs of
+    # the 100 with keyed jobs; the detailed names: eight and the oldest job's time in
+    # every shard; counters by field; a few more a shard
+    ranking = NAMES_AT_SCALE * k + 2 * (NAMES_AT_SCALE // 100 + 1) * k + 100 * k
+    assert calls <= ranking + 9 * NAMES * k + 30 * k, calls
+    named = set(re.findall(r'^rota_queue_size\{[^}]*name="([^"]+)"', text, re.M))
+    assert len(named) == NAMES and {"n4999", "n0007"} <= named
+    assert re.search(rf"^rota_job_names\{{[^}}]*\}} {NAMES_AT_SCALE}\.0$", text, re.M)
+    queued = NAMES_AT_SCALE + 3 + 20
+    assert re.search(rf"^rota_queued_jobs\{{[^}}]*\}} {queued}\.0$", text, re.M)
+    # docs/web.md "Metrics": 9 series for each detailed name, each line at most its
+    # name, the namespace and 80 bytes, and at most 8 KB of the namespace's own
+    longest = max(map(len, named))
+    ns = len(client.namespace)
+    assert len(text.encode()) <= 9 * NAMES * (80 + longest + ns) + 8000, len(text)
+    every = await http.get("/metrics", params={"names": "all"})
+    assert len(re.findall(r"^rota_queue_size\{", every.text, re.M)) == NAMES_AT_SCALE
+
+
+async def test_a_scrape_reads_the_top_keys_of_its_names_at_once(
+    many: tuple[Client, httpx.AsyncClient], redis_sync: redis.Redis
+) -> None:
+    client, http = many
+    k = len(client.admin.shards)
+    plain, _ = await _cost(http, redis_sync, "/metrics")
+    keyed, text = await _cost(http, redis_sync, "/metrics?keys=top")
+    # one ZREVRANGE a detailed name a shard, then ZCARD and HMGET of each key found
+    assert keyed - plain <= NAMES * k + 2 * KEYS * k + 4 * k, (plain, keyed)
+    rows = re.findall(r'^rota_fair_key_queued\{[^}]*name="n0007"[^}]*\} 1\.0$', text, re.M)
+    assert len(rows) == KEYS
+
+
+async def test_the_series_of_a_scrape_are_the_ones_documented(
+    http: httpx.AsyncClient, client: Client
+) -> None:
+    await client.enqueue("mail", 1)
+    await client.enqueue("mail", 2, fair_key="acme")
+    docs = WEB_MD.read_text()
+    for keys, expected in (("", SERIES), ("?keys=top", SERIES | KEY_SERIES)):
+        text = (await http.get("/metrics" + keys)).text
+        families = {f.name for f in text_string_to_metric_families(text)}
+        assert families == expected, families ^ expected
+    for name in SERIES | KEY_SERIES:
+        # the namespace's counters are listed as one row: `rota_namespace_jobs_processed_total`,
+        # `_failed_total`...
+        short = "`_" + name.removeprefix("rota_namespace_jobs_") + "_total`"
+        assert f"`{name}" in docs or short in docs, name

@@ -35,6 +35,7 @@ these gauges and the memory ones out of the scrape.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import math
 import time

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Final, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, Final, NamedTuple
 
 import msgspec
 from msgspec import Meta
 
+from rota.client.fair_top import row_of, settings_of
 from rota.client.rules import gather
 from rota.protocol.bounds import Bound
 from rota.protocol.job import NAME_RE, count_of, field_seconds, field_text, reply_text, state_text
@@ -59,18 +60,27 @@ class FairKeyJob(msgspec.Struct, frozen=True):
 
 class FairKeyJobs(msgspec.Struct, frozen=True):
     """A page of the queued jobs of one fair key of a job name, the next to run first,
-    and its first running jobs."""
+    and its first running jobs, with the key's figures and settings (as
+    :class:`~rota.client.fair_top.FairKeyInfo` says them)."""
 
     name: str
     key: str
     queued: Annotated[int, Meta(description="jobs of the key queued, over every shard")]
     running: Annotated[int, Meta(description="jobs of the key running, over every shard")]
+    limit: Annotated[int | None, Meta(description="the limit it runs under (null: none)")]
+    weight: int
+    paused: bool
+    rate: str | None
     offset: int
     count: int
     jobs: Annotated[list[FairKeyJob], Meta(description="the page of its queued jobs")]
     running_jobs: Annotated[list[FairKeyJob], Meta(description="up to count running jobs")]
     malformed: Annotated[
-        list[str], Meta(description="'queue', 'running': a key of another type, read as empty")
+        list[str],
+        Meta(
+            description="'queue', 'running': a key of another type, read as empty; 'weight',"
+            " 'limit', 'rate': a setting written wrong, read as the default"
+        ),
     ] = msgspec.field(default_factory=list)
 
 
@@ -82,6 +92,7 @@ class _Sizes(NamedTuple):
     running: int
     leases: list[tuple[str, float]]
     malformed: list[str]
+    settings: Any  # the key's settings, read in its own shard only
 
 
 async def key_jobs(
@@ -90,7 +101,7 @@ async def key_jobs(
     """The page at ``offset`` of ``count`` queued jobs of ``key`` over ``shards``, the
     key's ``home`` shard first, and its first ``count`` running jobs (see the module)."""
     order = [home, *(s for s in shards if s is not home)]
-    sizes = await gather([functools.partial(_sizes, s, name, key, count) for s in order])
+    sizes = await gather([functools.partial(_sizes, s, name, key, count, s is home) for s in order])
     cuts: list[tuple[int, int] | None] = []
     base = 0
     for size in sizes:
@@ -111,33 +122,39 @@ async def key_jobs(
         ]
     )
     running = {job.id: job for _, shard_running in rows for job in shard_running}
+    info = row_of(key, None, 0, sizes[0].settings)
     return FairKeyJobs(
         name,
         key,
         sum(size.queued for size in sizes),
         sum(size.running for size in sizes),
+        info.limit,
+        info.weight,
+        info.paused,
+        info.rate,
         offset,
         count,
         [job for queued, _ in rows for job in queued],
         [running[job_id] for _, job_id, _ in leases if job_id in running],
-        sorted({what for size in sizes for what in size.malformed}),
+        sorted({*info.malformed, *(what for size in sizes for what in size.malformed)}),
     )
 
 
-async def _sizes(shard: Shard, name: str, key: str, count: int) -> _Sizes:
-    """The first round trip of one shard."""
+async def _sizes(shard: Shard, name: str, key: str, count: int, home: bool) -> _Sizes:
+    """The first round trip of one shard (and the key's settings in its ``home``)."""
     k = shard.keys
-    queued, running, leases = await shard.piped(
+    queued, running, leases, *settings = await shard.piped(
         lambda p: (
             p.llen(k.fair_queue(name, key)),
             p.zcard(k.fair_running(name, key)),
             p.zrange(k.fair_running(name, key), 0, count - 1, withscores=True),
+            *([settings_of(p, shard, name, key)] if home else []),
         ),
         errors=False,  # a key of another type answers an error: read as empty
     )
     bad = ["queue"] * (not isinstance(queued, int)) + ["running"] * (not isinstance(running, int))
     rows = [(reply_text(i), float(d)) for i, d in leases] if isinstance(leases, list) else []
-    return _Sizes(count_of(queued), count_of(running), rows, bad)
+    return _Sizes(count_of(queued), count_of(running), rows, bad, settings[0] if home else None)
 
 
 async def _page(shard: Shard, name: str, key: str, cut: tuple[int, int] | None) -> list[str]:

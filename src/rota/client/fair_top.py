@@ -31,7 +31,7 @@ from rota.protocol.rate import Rate
 if TYPE_CHECKING:
     from rota.client.shard import Shard
 
-__all__ = ["RUNNING_SCAN", "FairKeyInfo", "merged", "ranked", "setting"]
+__all__ = ["RUNNING_SCAN", "FairKeyInfo", "merged", "ranked", "row_of", "setting", "settings_of"]
 
 #: Running jobs of a name read per shard to find the keys with jobs running and none
 #: queued (the longest without a heartbeat first): a key none of whose jobs is among
@@ -112,7 +112,7 @@ async def ranked(
         found.update(zip(extra, _pairs(third), strict=True))
     out: dict[str, list[FairKeyInfo]] = {n: [] for n in names}
     for (n, key), (count, fields) in found.items():
-        out[n].append(_row(key, queued[n].get(key), count, fields))
+        out[n].append(row_of(key, queued[n].get(key), count, fields))
     return out
 
 
@@ -125,12 +125,15 @@ def _details(pipe: Any, shard: Shard, pairs: Sequence[tuple[str, str]]) -> list[
     """The running count and the settings of each (name, key): two commands a key."""
     k = shard.keys
     return [
-        (
-            pipe.zcard(k.fair_running(n, key)),
-            pipe.hmget(k.fair_set(n), f"w/{key}", f"l/{key}", "l*", f"r/{key}", f"p/{key}"),
-        )
-        for n, key in pairs
+        (pipe.zcard(k.fair_running(n, key)), settings_of(pipe, shard, n, key)) for n, key in pairs
     ]
+
+
+def settings_of(pipe: Any, shard: Shard, name: str, key: str) -> Any:
+    """The read of a key's settings that :func:`row_of` takes: one ``HMGET``."""
+    return pipe.hmget(
+        shard.keys.fair_set(name), f"w/{key}", f"l/{key}", "l*", f"r/{key}", f"p/{key}"
+    )
 
 
 def _pairs(replies: list[Any]) -> list[tuple[Any, Any]]:
@@ -144,7 +147,7 @@ def _count(score: Any) -> int | None:
     return int(value) if 0 <= value < math.inf else None
 
 
-def _row(key: str, score: Any, running: object, fields: Any) -> FairKeyInfo:
+def row_of(key: str, score: Any, running: object, fields: Any) -> FairKeyInfo:
     """A key's row, its settings read as the fetch reads them (garbage: the default,
     named in ``malformed``). ``score``: its backlog, None when it has none."""
     good = isinstance(fields, list)  # an error reply: the settings are no hash

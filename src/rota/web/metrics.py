@@ -13,8 +13,9 @@ a scrape of 2.7 MB and 45,000 series, read with 40,000 commands.
 Fair keys are opt-in: ``/metrics?keys=top`` adds, for each detailed name, its :data:`KEYS`
 keys with the most jobs queued (``rota_fair_key_queued`` and ``rota_fair_key_running``,
 labelled by key), however many keys it has: a tenant per key must not make a series per
-tenant. It costs a read of the keys' ranking per detailed name and shard (two round trips
-where a name has keys, run at once), which a scrape without it does not pay.
+tenant. It costs two round trips per shard whatever the number of names and keys (every
+detailed name's ranking in one pipeline, then the running count and settings of the keys
+found in one more), which a scrape without it does not pay.
 
 ``rota_redis_refusing_writes`` says whether Redis refuses writes and why, as Redis's
 figures show it: ``out_of_memory`` when it is at its ``maxmemory`` with the
@@ -25,7 +26,6 @@ these gauges and the memory ones out of the scrape.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 from collections.abc import Callable, Iterator
@@ -99,10 +99,7 @@ async def read(client: Client, detailed: int | None = NAMES, keys: bool = False)
     stats = await client.admin.stats()
     pools = await client.admin.pools()
     sets = await client.admin.job_set_sizes()
-    fair = {}
-    if keys:
-        tops = await asyncio.gather(*(client.admin.fair_keys(q.name, KEYS) for q in queues))
-        fair = {q.name: top for q, top in zip(queues, tops, strict=True) if top}
+    fair = await client.admin.top_fair_keys([q.name for q in queues], KEYS) if keys else {}
     return Reading(
         client.namespace,
         queues,

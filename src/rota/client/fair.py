@@ -1,5 +1,6 @@
-"""Fair keys, the operator's side: the settings of one key of a job name and a read of
-the keys with the largest backlog, as methods of :class:`rota.client.admin.Admin`
+"""Fair keys, the operator's side: the settings of one key of a job name, a read of the
+keys worth a look (:mod:`rota.client.fair_top`) and of one key's jobs
+(:mod:`rota.client.fair_jobs`), as methods of :class:`rota.client.admin.Admin`
 (``client.admin``). Within a job name, jobs that carry a fair key (``fair_key=`` at
 enqueue) take turns by key (weighted round robin, FIFO within a key); see "Fair keys"
 in docs/protocol.md for what each setting does in Redis.

@@ -113,7 +113,8 @@ async def test_garbage_in_a_keys_list_settings_and_running_set_shows_as_malforme
     assert (a.weight, a.rate, a.running) == (1, None, 0)
     assert a.malformed == ["rate", "running", "weight"]
     page = await client.admin.fair_key_jobs("hook", "a")
-    assert page.malformed == ["running"] and page.running_jobs == []
+    assert page.malformed == ["rate", "running", "weight"] and page.running_jobs == []
+    assert (page.weight, page.rate) == (1, None)
     assert [(j.id, j.state) for j in page.jobs] == [
         (ids[0], "queued"),
         (ids[1], "queued"),

@@ -84,7 +84,8 @@ async def test_the_keys_page_escapes_its_key_links_its_jobs_and_pages(
     second = (await http.get(link + "?offset=50", headers=HTML)).text
     assert f'<a href="/jobs/{ids[51]}">{ids[51]}</a>' in second and ids[0] not in second
     # garbage written by hand in the key's list and its settings
-    prefix = client.admin.shards[0].keys.prefix
+    shards = client.admin.shards
+    prefix = shards[shard_of("plain", len(shards))].keys.prefix  # the key's own shard
     redis_sync.lpush(prefix + "fqueue:hook/plain", "<b>not an id</b>")
     redis_sync.hset(prefix + "fset:hook", "w/plain", "nan")
     shown = (await http.get(_path("plain", page=True), headers=HTML)).text
@@ -111,6 +112,7 @@ async def test_the_read_only_credential_reads_a_keys_jobs(
         assert (await web.get("/api/queues/hook/keys/t1/jobs")).status_code == 401
 
 
+@pytest.mark.one_shard("the role's user is granted one shard's keys (make_user)")
 async def test_the_read_only_redis_user_reads_a_keys_jobs(
     server: RedisServer,  # noqa: F811
     namespace: str,

@@ -126,7 +126,7 @@ async def test_garbage_in_a_keys_list_settings_and_running_set_shows_as_malforme
 
 
 @pytest.mark.one_shard("the names' backlogs are written by hand in one shard")
-async def test_a_backlog_or_a_running_set_of_another_type_reads_as_none(
+async def test_a_backlog_running_set_or_settings_of_another_type_read_as_none(
     client: Client, redis_sync: redis.Redis, namespace: str
 ) -> None:
     await _keyed(client, {"a": 1})
@@ -136,3 +136,12 @@ async def test_a_backlog_or_a_running_set_of_another_type_reads_as_none(
     redis_sync.set(p + "running:hook", "text")
     assert await client.admin.fair_keys("hook") == []
     assert await client.admin.top_fair_keys(["hook"], 10) == {}
+    # the name's settings of another type: every one read as the default, and said
+    redis_sync.delete(p + "fbacklog:hook")
+    redis_sync.zadd(p + "fbacklog:hook", {"a": 1})
+    redis_sync.set(p + "fset:hook", "text")
+    (a,) = await client.admin.fair_keys("hook")
+    assert (a.queued, a.limit, a.weight, a.paused) == (1, None, 1, False)
+    assert a.malformed == ["limit", "rate", "weight"]
+    page = await client.admin.fair_key_jobs("hook", "a")
+    assert page.malformed == ["limit", "rate", "weight"] and len(page.jobs) == 1

@@ -112,7 +112,8 @@ async def ranked(
         found.update(zip(extra, _pairs(third), strict=True))
     out: dict[str, list[FairKeyInfo]] = {n: [] for n in names}
     for (n, key), (count, fields) in found.items():
-        out[n].append(row_of(key, queued[n].get(key), count, fields))
+        if key in queued[n] or count != 0:  # not a key whose running jobs ended since
+            out[n].append(row_of(key, queued[n].get(key), count, fields))
     return out
 
 

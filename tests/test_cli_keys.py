@@ -85,3 +85,20 @@ def test_wrong_words_are_one_line_and_exit_2(args: tuple[str, ...], said: str) -
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and said in lines[0], done.stderr
+
+
+async def test_one_keys_jobs_the_next_to_run_first(conn: tuple[str, ...], client: Client) -> None:
+    done = await client.enqueue_many(
+        JobSpec(name="hook", args=(i,), fair_key="t") for i in range(5)
+    )
+    ids = [job.id for job in done]
+    page = await _json("keys", "jobs", "hook", "t", "--offset", "1", "--count", "2", *conn)
+    assert isinstance(page, dict) and (page["queued"], page["running"]) == (5, 0)
+    assert [j["id"] for j in page["jobs"]] == ids[1:3]
+    text = await _rota("keys", "jobs", "hook", "t", *conn)  # piped: tab-separated
+    assert "# jobs of t of hook (5 queued, 0 running)" in text
+    assert f"1\t{ids[0]}\tqueued" in text and f"5\t{ids[4]}\tqueued" in text
+    done_bad = await anyio.to_thread.run_sync(
+        lambda: run_rota("keys", "jobs", "hook", "t", "--count", "1001", *conn)
+    )
+    assert done_bad.returncode == 2 and "--count" in done_bad.stderr

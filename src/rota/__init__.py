@@ -14,6 +14,7 @@ from rota.client import (
     Client,
     Enqueued,
     FairKeyInfo,
+    FairKeyJobs,
     JobSpec,
     Page,
     QueueInfo,
@@ -71,6 +72,7 @@ __all__ = [  # noqa: RUF022 (grouped by use, as the comments say)
     "PoolJob",
     "QueueInfo",
     "FairKeyInfo",
+    "FairKeyJobs",
     "RunningJob",
     # -- running jobs: the pool, a handler's context, middleware (loaded on first use)
     "JobContext",

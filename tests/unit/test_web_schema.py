@@ -122,6 +122,7 @@ def test_the_times_sent_in_ms_are_the_fields_typed_ms() -> None:
         "FinishedPage": ["next_since", "next_until", "since", "until"],
         "FinishedRow": ["finished_at", "started_at"],
         "QueuedJob": ["enqueued_at"],
+        "KeyJob": ["deadline", "enqueued_at", "started_at"],
         "JobDetail": record_times,
         "GroupProgress": ["created_at"],
         "Group": ["created_at"],

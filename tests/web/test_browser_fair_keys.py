@@ -1,6 +1,7 @@
 """The fair keys of a queue's page in a real headless Chromium: the section lists the
 keys with the largest backlog, a hostile key shows as text and runs no script, and one
-key's limit set from its row's form is read back through ``client.admin``."""
+key's limit set from its row's form is read back through ``client.admin``; a key's page
+of jobs, opened from its row, lists them in turn order and links each to its page."""
 
 from __future__ import annotations
 
@@ -48,4 +49,25 @@ def test_the_fair_keys_section_and_one_action(site: Site, tab: Tab) -> None:  # 
     expect(page.locator(".notice")).to_have_text("Fair key paused.")
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=SHOTS / "queue-fair-keys.png", full_page=True)
+    assert tab.errors == []
+
+
+def test_a_keys_jobs_opened_from_the_keys_table(site: Site, tab: Tab) -> None:  # noqa: F811
+    specs = [JobSpec(name="by-key", args=(i,), fair_key=HOSTILE) for i in range(3)]
+    ids = [job.id for job in site.call(site.client.enqueue_many, specs)]
+    page = tab.page
+    page.goto(site.url + "/queues/by-key")  # a name of its own: the site is shared
+    with page.expect_navigation():
+        page.get_by_label(f"jobs of key {HOSTILE}").click()
+    expect(page.locator("#key-name")).to_have_text(HOSTILE)
+    assert page.evaluate("window.hit") is None  # the key is text, not markup
+    expect(page.locator("#key-summary")).to_contain_text("3 queued")
+    rows = page.locator("table.key-jobs tbody tr")
+    expect(rows.locator('td[data-label="Job"]')).to_have_text(ids)  # the next to run first
+    with page.expect_navigation():
+        rows.first.get_by_role("link", name=ids[0]).click()
+    assert page.url == f"{site.url}/jobs/{ids[0]}"
+    page.go_back()
+    expect(page.locator("#key-name")).to_have_text(HOSTILE)
+    page.screenshot(path=SHOTS / "queue-fair-key-jobs.png", full_page=True)
     assert tab.errors == []

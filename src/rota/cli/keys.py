@@ -1,6 +1,7 @@
 """``rota keys``: the fair keys of a job name from a terminal: list those with the
-largest backlog, and pause, resume, cap, weigh, rate-limit or clear one key (or set the
-default limit of every key of a name).
+largest backlog (then those with jobs running only), list one key's jobs, and pause,
+resume, cap, weigh, rate-limit or clear one key (or set the default limit of every key
+of a name).
 
 Every change goes through ``client.admin`` (:mod:`rota.client.fair`), so the words and
 ranges are those of the Python API and the web; a name, a key and a number are checked
@@ -17,8 +18,9 @@ import msgspec
 
 from rota.cli.common import ExitError, connection_options, with_client, yes_option
 from rota.cli.operate import name_argument
-from rota.cli.output import echo_json, print_table
+from rota.cli.output import echo_json, print_table, relative
 from rota.client import Client
+from rota.client.fair_jobs import FAIR_JOBS
 from rota.client.fair_reads import default_key_limit
 from rota.client.spec import check_fair_key
 from rota.config import Settings
@@ -76,21 +78,69 @@ def keys() -> None:
 @connection_options
 @with_client
 async def list_keys(client: Client, settings: Settings, name: str, top: int, as_json: bool) -> None:
-    """The fair keys of NAME with the most jobs queued, largest first: queued, running,
-    the limit each runs under, weight, pause and rate; and the default limit of every
-    key. A key with running jobs and none queued is not listed."""
+    """The fair keys of NAME with the most jobs queued, largest first, then those with
+    jobs running and none queued: queued, running, the limit each runs under, weight,
+    pause and rate (a setting written wrong is marked); and the default limit of every
+    key."""
     rows = await client.admin.fair_keys(name, top)
     default = await default_key_limit(client, name)
     if as_json:
         echo_json({"name": name, "default_limit": default, "keys": msgspec.to_builtins(rows)})
         return
     table = [
-        (r.key, r.queued, r.running, r.limit, r.weight, "paused" if r.paused else "", r.rate)
+        (
+            r.key,
+            r.queued,
+            r.running,
+            r.limit,
+            r.weight,
+            "paused" if r.paused else "",
+            r.rate,
+            ",".join(r.malformed),
+        )
         for r in rows
     ]
-    headers = ("key", "queued", "running", "limit", "weight", "state", "rate")
+    headers = ("key", "queued", "running", "limit", "weight", "state", "rate", "malformed")
     limit = "none" if default is None else default
     print_table(f"fair keys of {name} (default limit: {limit})", headers, table)
+
+
+@keys.command("jobs")
+@name_argument
+@key_argument
+@click.option(
+    "--offset",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, int(FAIR_JOBS["offset"].hi)),
+    help="Queued jobs skipped.",
+)
+@click.option(
+    "--count",
+    default=50,
+    show_default=True,
+    type=click.IntRange(1, int(FAIR_JOBS["count"].hi)),
+    help="Queued jobs listed (and running ones at most).",
+)
+@json_option
+@connection_options
+@with_client
+async def key_jobs(
+    client: Client, settings: Settings, name: str, key: str, offset: int, count: int, as_json: bool
+) -> None:
+    """The jobs of KEY of NAME: its running ones (the soonest lease deadline first),
+    then a page of its queued ones, the next to run first."""
+    view = await client.admin.fair_key_jobs(name, key, offset, count)
+    if as_json:
+        echo_json(msgspec.to_builtins(view))
+        return
+    rows = [("running", j.id, j.state, relative(j.started_at)) for j in view.running_jobs] + [
+        (str(offset + n), j.id, j.state, relative(j.enqueued_at))
+        for n, j in enumerate(view.jobs, 1)
+    ]
+    bad = f", malformed: {', '.join(view.malformed)}" if view.malformed else ""
+    title = f"jobs of {key} of {name} ({view.queued} queued, {view.running} running{bad})"
+    print_table(title, ("#", "id", "state", "since"), rows)
 
 
 def _switch(verb: Literal["pause", "resume"], help: str) -> click.Command:

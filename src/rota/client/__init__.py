@@ -8,7 +8,7 @@ from __future__ import annotations
 from rota.client.admin import Admin
 from rota.client.client import Client
 from rota.client.debounce import Debounce
-from rota.client.fair import FairKeyInfo
+from rota.client.fair import FairKeyInfo, FairKeyJobs
 from rota.client.options import Options
 from rota.client.run_times import HistogramBucket, RunTimes
 from rota.client.shard import Shard
@@ -23,6 +23,7 @@ __all__ = [
     "Debounce",
     "Enqueued",
     "FairKeyInfo",
+    "FairKeyJobs",
     "HistogramBucket",
     "History",
     "JobSet",

@@ -1,5 +1,6 @@
-"""Fair keys, the operator's side: the settings of one key of a job name and a read of
-the keys with the largest backlog, as methods of :class:`rota.client.admin.Admin`
+"""Fair keys, the operator's side: the settings of one key of a job name, a read of the
+keys worth a look (:mod:`rota.client.fair_top`) and of one key's jobs
+(:mod:`rota.client.fair_jobs`), as methods of :class:`rota.client.admin.Admin`
 (``client.admin``). Within a job name, jobs that carry a fair key (``fair_key=`` at
 enqueue) take turns by key (weighted round robin, FIFO within a key); see "Fair keys"
 in docs/protocol.md for what each setting does in Redis.
@@ -12,38 +13,22 @@ applies to each key in its shard). Every number is checked against
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import msgspec
-
+from rota.client.fair_jobs import FAIR_JOBS, FairKeyJobs, key_jobs
+from rota.client.fair_top import FairKeyInfo, merged, ranked, setting
 from rota.client.spec import check_fair_key
 from rota.protocol import calls
 from rota.protocol.bounds import FAIR, checked
-from rota.protocol.job import opt_int, reply_text, validate_name
+from rota.protocol.job import validate_name
 from rota.protocol.rate import Rate, parse_rate
 
 if TYPE_CHECKING:
     from rota.client.routing import Shards
     from rota.client.shard import Shard
 
-__all__ = ["FairAdmin", "FairKeyInfo", "setting"]
-
-
-class FairKeyInfo(msgspec.Struct, frozen=True):
-    """Figures and settings of one fair key of a job name: ``queued`` and ``running``
-    jobs, its concurrency ``limit`` (its own, else the name's default; None: none),
-    ``weight`` (1 when not set), whether it is ``paused``, and its ``rate`` as written
-    (``"10/s"``; None: none)."""
-
-    key: str
-    queued: int
-    running: int
-    limit: int | None
-    weight: int
-    paused: bool
-    rate: str | None = None
+__all__ = ["FairAdmin", "FairKeyInfo", "FairKeyJobs", "setting"]
 
 
 class FairAdmin:
@@ -117,132 +102,44 @@ class FairAdmin:
         return sum(await self._route.each(clear))
 
     async def fair_keys(self, name: str, top: int = 20) -> list[FairKeyInfo]:
-        """The ``top`` keys (1..1000) of ``name`` with the largest backlog, largest first,
-        with their running count and settings: a read of ``top`` keys per shard, whatever
-        the number of keys (a key with running jobs and none queued is not listed)."""
+        """The ``top`` keys (1..1000) of ``name`` worth a look, with their running
+        count and settings: those with the largest backlog, largest first, then those
+        with jobs running and none queued, the most running first (found among the
+        first ``RUNNING_SCAN`` jobs of the name's running set of each shard). Three round
+        trips per shard at most, whatever the number of keys."""
         validate_name(name)
         checked("top", top, FAIR["top"])
-        each = await self._route.each(lambda s: _top_keys(s, name, top))
-        rows: dict[str, FairKeyInfo] = {}
-        for found in each:
-            for row in found:
-                seen = rows.get(row.key)
-                rows[row.key] = row if seen is None else _merged(seen, row)
-        return sorted(rows.values(), key=lambda r: (-r.queued, r.key))[:top]
+        each = await self._route.each(lambda s: ranked(s, [name], top, running=True))
+        return _top([found[name] for found in each], top)
 
-    async def top_keys(self, names: Sequence[str], top: int = 20) -> dict[str, list[FairKeyInfo]]:
-        """:meth:`fair_keys` of each of ``names`` that has keyed jobs queued (the others
-        are left out), in two round trips per shard whatever the number of names (a
-        scrape of every name read them name by name: 5,000 names took seconds)."""
-        checked("top", top, FAIR["top"])
+    async def top_fair_keys(self, names: Sequence[str], top: int) -> dict[str, list[FairKeyInfo]]:
+        """The ``top`` keys (1..1000) with the largest backlog of each of ``names``
+        (those with none left out), largest first: two round trips per shard whatever
+        the number of names and keys, the read of ``/metrics?keys=top``."""
         for name in names:
             validate_name(name)
-        each = await self._route.each(lambda s: _top_keys_of(s, names, top))
-        out: dict[str, list[FairKeyInfo]] = {}
-        for name in names:
-            rows: dict[str, FairKeyInfo] = {}
-            for found in each:
-                for row in found.get(name, ()):
-                    seen = rows.get(row.key)
-                    rows[row.key] = row if seen is None else _merged(seen, row)
-            if rows:
-                out[name] = sorted(rows.values(), key=lambda r: (-r.queued, r.key))[:top]
-        return out
+        checked("top", top, FAIR["top"])
+        each = await self._route.each(lambda s: ranked(s, names, top, running=False))
+        tops = {name: _top([found[name] for found in each], top) for name in names}
+        return {name: rows for name, rows in tops.items() if rows}
+
+    async def fair_key_jobs(
+        self, name: str, key: str, offset: int = 0, count: int = 50
+    ) -> FairKeyJobs:
+        """A page of the queued jobs of ``key`` of ``name``, the next to run first
+        (``offset`` 0..1e9, ``count`` 1..1000), and its first ``count`` running jobs;
+        see :func:`rota.client.fair_jobs.key_jobs`."""
+        name, key, home = self._of(name, key)
+        checked("offset", offset, FAIR_JOBS["offset"])
+        checked("count", count, FAIR_JOBS["count"])
+        return await key_jobs(self._route.all, home, name, key, offset, count)
 
 
-async def _top_keys_of(
-    shard: Shard, names: Sequence[str], top: int
-) -> dict[str, list[FairKeyInfo]]:
-    """:meth:`FairAdmin.top_keys` of one shard: the ranking of every name's keys in one
-    round trip, then the running count and settings of the keys found in one more."""
-    k = shard.keys
-    ranked = await shard.piped(
-        lambda p: [p.zrevrange(k.fair_backlog(n), 0, top - 1, withscores=True) for n in names],
-        errors=False,
-    )
-    keys = [
-        (name, reply_text(key), _count(score))
-        for name, found in zip(names, ranked, strict=True)
-        if isinstance(found, list)
-        for key, score in found
-    ]
-    if not keys:
-        return {}
-    replies = await shard.piped(
-        lambda p: [
-            (
-                p.zcard(k.fair_running(name, key)),
-                p.hmget(k.fair_set(name), f"w/{key}", f"l/{key}", "l*", f"r/{key}", f"p/{key}"),
-            )
-            for name, key, _ in keys
-        ],
-        errors=False,
-    )
-    out: dict[str, list[FairKeyInfo]] = {}
-    for (name, key, queued), running, fields in zip(
-        keys, replies[0::2], replies[1::2], strict=True
-    ):
-        out.setdefault(name, []).append(_row(key, queued, running, fields))
-    return out
-
-
-def _merged(a: FairKeyInfo, b: FairKeyInfo) -> FairKeyInfo:
-    """One key's rows of two shards: its figures added up, the settings of the shard
-    its key names (the one with more jobs, else the first)."""
-    main = a if a.queued >= b.queued else b
-    return msgspec.structs.replace(main, queued=a.queued + b.queued, running=a.running + b.running)
-
-
-async def _top_keys(shard: Shard, name: str, top: int) -> list[FairKeyInfo]:
-    """:meth:`FairAdmin.fair_keys` of one shard: two round trips."""
-    k = shard.keys
-    (ranked,) = await shard.piped(
-        lambda p: [p.zrevrange(k.fair_backlog(name), 0, top - 1, withscores=True)]
-    )
-    keys = [(reply_text(key), _count(score)) for key, score in ranked]
-    if not keys:
-        return []
-    replies = await shard.piped(
-        lambda p: [
-            (
-                p.zcard(k.fair_running(name, key)),
-                p.hmget(k.fair_set(name), f"w/{key}", f"l/{key}", "l*", f"r/{key}", f"p/{key}"),
-            )
-            for key, _ in keys
-        ],
-        errors=False,
-    )
-    return [
-        _row(key, queued, running, fields)
-        for (key, queued), running, fields in zip(keys, replies[0::2], replies[1::2], strict=True)
-    ]
-
-
-def _count(score: float) -> int:
-    """A backlog score as a count of jobs: one written by hand that is none (negative,
-    infinite) reads as 0, so one key's garbage never fails the read of the others."""
-    return int(score) if 0 <= score < math.inf else 0
-
-
-def setting(value: bytes | str | None, bound: str) -> int | None:
-    """A stored whole-number setting of a key (``"weight"``, ``"limit"``) as the fetch
-    reads it: absent, garbage or outside ``FAIR[bound]`` reads as None (not set)."""
-    number = opt_int(value)
-    lo, hi = FAIR[bound].lo, FAIR[bound].hi
-    return number if number is not None and lo <= number <= hi else None
-
-
-def _row(key: str, queued: int, running: object, fields: object) -> FairKeyInfo:
-    """A key's row, its settings read as the fetch reads them (garbage: the default)."""
-    w, own, default, rate, paused = fields if isinstance(fields, Sequence) else (None,) * 5
-    limit = setting(own, "limit")
-    stored = Rate.from_stored(reply_text(rate)) if rate else None
-    return FairKeyInfo(
-        key,
-        queued,
-        running if isinstance(running, int) else 0,
-        setting(default, "limit") if limit is None else limit,
-        setting(w, "weight") or 1,
-        paused is not None,
-        None if stored is None else str(stored),
-    )
+def _top(found: list[list[FairKeyInfo]], top: int) -> list[FairKeyInfo]:
+    """The rows of every shard merged by key, ranked: the most queued, then running."""
+    rows: dict[str, FairKeyInfo] = {}
+    for shard_rows in found:
+        for row in shard_rows:
+            seen = rows.get(row.key)
+            rows[row.key] = row if seen is None else merged(seen, row)
+    return sorted(rows.values(), key=lambda r: (-r.queued, -r.running, r.key))[:top]

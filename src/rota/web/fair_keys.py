@@ -24,13 +24,14 @@ from starlette.responses import Response
 
 from rota.client import Client
 from rota.client.fair import FairKeyInfo
+from rota.client.fair_jobs import FAIR_JOBS, FairKeyJob, FairKeyJobs
 from rota.client.fair_reads import default_key_limit
 from rota.client.spec import check_fair_key
 from rota.protocol.bounds import FAIR
 from rota.web.base import ApiError, back, client_of, known_queue
-from rota.web.declare import Number, Routes, answer, doc, is_api, said
+from rota.web.declare import Ms, Number, Routes, answer, doc, is_api, mirror, pages, said
 
-__all__ = ["TOP", "FairKeys", "read", "routes"]
+__all__ = ["TOP", "FairKeys", "KeyJobs", "read", "routes"]
 
 routes = Routes()
 #: Keys the queue page lists (the API takes ``?top=`` up to 1000).
@@ -38,19 +39,39 @@ TOP: Final = 20
 _TOP: Final = Number("top", TOP, 1, int(FAIR["top"].hi), "keys listed, the largest backlog first")
 _LIMIT: Final = int(FAIR["limit"].hi)
 _WEIGHT: Final = int(FAIR["weight"].hi)
+#: A page of one key's jobs (the key's page shows 50 a page).
+_OFFSET: Final = Number("offset", 0, 0, int(FAIR_JOBS["offset"].hi), "queued jobs skipped")
+_COUNT: Final = Number(
+    "count", 50, 1, int(FAIR_JOBS["count"].hi), "jobs listed (and running ones)", page=50
+)
 _KEY: Final = "/api/queues/{name}/keys/{key:path}/"
 _FORM: Final = "/queues/{name}/keys/{key:path}/"
 _PAST: Final = {True: "paused", False: "resumed"}
 
 
 class FairKeys(msgspec.Struct):
-    """The fair keys of a job name with the largest backlog, largest first (a key with
-    running jobs and none queued is not listed), and the limit of every key without
-    its own."""
+    """The fair keys of a job name with the largest backlog, largest first, then those
+    with jobs running and none queued, and the limit of every key without its own."""
 
     name: str
     default_limit: Annotated[int | None, said("every key's limit unless its own (null: none)")]
     keys: list[FairKeyInfo]
+
+
+class KeyJob(FairKeyJob, frozen=True):
+    """One job of a fair key, its times in ms."""
+
+    enqueued_at: Ms | None = None
+    started_at: Ms | None = None
+    deadline: Ms | None = None
+
+
+class KeyJobs(FairKeyJobs, frozen=True):
+    """A page of the queued jobs of one fair key, the next to run first, and its first
+    running jobs (the soonest lease deadline first)."""
+
+    jobs: list[KeyJob]  # type: ignore[assignment]
+    running_jobs: list[KeyJob]  # type: ignore[assignment]
 
 
 KeyState = answer("KeyState", __name__, name=str, key=str, paused=bool)
@@ -91,6 +112,32 @@ async def read(client: Client, name: str, top: int = TOP) -> FairKeys:
 async def keys(request: Request) -> FairKeys:
     """The fair keys of a queue with the largest backlog, with their settings."""
     return await read(client_of(request), await known_queue(request), _TOP.read(request))
+
+
+async def _key_page(request: Request, data: Any) -> dict[str, Any]:
+    """The key's page: its paging links and the JSON it shows."""
+    name, key, offset = data["name"], data["key"], data["offset"]
+    here = f"/queues/{quote(name)}/keys/{quote(key, safe='')}/jobs"
+    return {
+        "api": "/api" + here + (f"?offset={offset}" if offset else ""),
+        **pages(offset, data["count"], data["queued"]),
+    }
+
+
+@routes.page("/queues/{name}/keys/{key:path}/jobs", "fair_key.html", _key_page)
+@routes.api(_KEY + "jobs", "queue_key_jobs", KeyJobs, params=(_OFFSET, _COUNT))
+async def key_jobs(request: Request) -> KeyJobs:
+    """A page of the queued jobs of one fair key, the next to run first, and its first
+    running jobs."""
+    name, key = await _named(request)
+    offset, count = _OFFSET.read(request), _COUNT.read(request)
+    view = await client_of(request).admin.fair_key_jobs(name, key, offset, count)
+    return mirror(
+        KeyJobs,
+        view,
+        jobs=[mirror(KeyJob, j) for j in view.jobs],
+        running_jobs=[mirror(KeyJob, j) for j in view.running_jobs],
+    )
 
 
 async def _named(request: Request) -> tuple[str, str]:

@@ -15,9 +15,9 @@ the totals and of the detailed names (the hash holds five for every name).
 Fair keys are opt-in: ``/metrics?keys=top`` adds, for each detailed name, its :data:`KEYS`
 keys with the most jobs queued (``rota_fair_key_queued`` and ``rota_fair_key_running``,
 labelled by key), however many keys it has: a tenant per key must not make a series per
-tenant. It costs a read of the keys' ranking of every detailed name at once (two round
-trips per shard, one command per detailed name and two per key found), which a scrape
-without it does not pay; it read them name by name before, seconds at 5,000 names.
+tenant. It costs two round trips per shard whatever the number of names and keys (every
+detailed name's ranking in one pipeline, then the running count and settings of the keys
+found in one more), which a scrape without it does not pay.
 
 Run times are opt-in too: ``/metrics?run_times=hour`` (or ``day``) adds, for each
 detailed name, its attempts over that window and its p50, p95 and p99
@@ -129,7 +129,7 @@ async def read(
     stats = await stats_totals(client, fields)
     pools = await client.admin.pools()
     sets = await client.admin.job_set_sizes()
-    fair = await client.admin.top_keys([q.name for q in queues], KEYS) if keys else {}
+    fair = await client.admin.top_fair_keys([q.name for q in queues], KEYS) if keys else {}
     runs: list[RunTimes] = []
     if run_times is not None:
         read_one = client.admin.run_times

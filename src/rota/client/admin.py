@@ -22,6 +22,7 @@ from rota.client.finished import (
     Order,
     finished,
 )
+from rota.client.follow import Follower
 from rota.client.pools import Command, PoolCommands
 from rota.client.routing import Shards
 from rota.client.rules import add_counts, merge_bucket, merge_queue, split_limit, split_rate
@@ -43,6 +44,7 @@ from rota.protocol import calls
 from rota.protocol.bounds import HANDLER, Bound, checked
 from rota.protocol.job import JobRecord, JobSet, validate_name
 from rota.protocol.rate import Rate, parse_rate
+from rota.protocol.reshard import ShardRecord
 
 __all__ = ["Admin"]
 
@@ -54,8 +56,24 @@ class Admin(FairAdmin):
     """Operate the queues and job sets of one namespace (see the module); the fair keys
     of a job name by the methods of :class:`~rota.client.fair.FairAdmin`."""
 
-    def __init__(self, shards: Shards) -> None:
+    def __init__(self, shards: Shards, follower: Follower | None = None) -> None:
         self._route = shards
+        self._follower = follower or Follower(shards, None)
+
+    @property
+    def route(self) -> Shards:
+        """The routing table over :attr:`shards` (see :mod:`rota.client.routing`)."""
+        return self._route
+
+    @property
+    def follower(self) -> Follower:
+        """What follows the namespace's shard record (see :mod:`rota.client.follow`)."""
+        return self._follower
+
+    async def reread(self) -> ShardRecord:
+        """Read the namespace's shard record and follow it (see
+        :mod:`rota.client.follow`): what a change of the shard count is followed by."""
+        return await self._follower.reread()
 
     @property
     def shards(self) -> tuple[Shard, ...]:
@@ -91,7 +109,7 @@ class Admin(FairAdmin):
 
     async def group_members(self, group_id: str, offset: int = 0, count: int = 100) -> list[str]:
         """Ids of a group's members, in the order they were enqueued."""
-        return await self._route.named(group_id).group_members(group_id, offset, count)
+        return await self._route.home(group_id).group_members(group_id, offset, count)
 
     # -- a job name: every shard --------------------------------------------------------
 

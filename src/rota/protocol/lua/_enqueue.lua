@@ -14,6 +14,25 @@
 --   waiting       zset    as in _graph.lua
 --   expiring      zset    job ids scored by their expiry (ms), for the promote script
 
+-- The refusal of a call sent by a producer that routes by another generation of the
+-- namespace's shard record than this shard's copy holds (see rota.protocol.reshard): an
+-- error reply 'RESHARDED <record>', nil when the call may go on. `g` is the generation
+-- the producer passed; nil or '' (a producer that passes none) is not checked.
+local function resharded(g)
+  if not g or g == '' then
+    return nil
+  end
+  local stored = redis.pcall('GET', K_SHARDS)
+  if type(stored) ~= 'string' then -- absent (false), or a key of another type: unchecked
+    stored = ''
+  end
+  local have = tonumber(string.match(stored, '@(%d+)$') or '0')
+  if have ~= tonumber(g) then
+    return redis.error_reply('RESHARDED ' .. (stored == '' and '1' or stored))
+  end
+  return nil
+end
+
 -- Push the ids a batch queued, one LPUSH per name (and per thousand ids), in the order
 -- they came, as one LPUSH each would have: the last at the head. A push that starts a
 -- queue adds its name to the names and ready sets; every name pushed is woken once.

@@ -240,10 +240,9 @@ class PoolRuntime:
                         f"job {name!r}: max_concurrency {h.max_concurrency} over {k} shards"
                         f" leaves some shard none: give at least {k}, or fewer shards"
                     )
-        elif not self.client.admin.route.record.generation:
-            # The count is confirmed (see PoolRun): each shard keeps its own record.
-            # (Of a count changed online, the change wrote every shard's copy.)
-            await self.redis.set(self.keys.shards, k)
+        else:  # the count is confirmed (see PoolRun): each shard keeps its own record
+            # (never over one a change of the count wrote: see rota.protocol.reshard)
+            await self.redis.set(self.keys.shards, k, nx=True)
         names = [
             (
                 name,

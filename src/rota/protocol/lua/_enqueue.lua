@@ -26,7 +26,10 @@ local function resharded(g)
   if type(stored) ~= 'string' then -- absent (false), or a key of another type: unchecked
     stored = ''
   end
-  local have = tonumber(string.match(stored, '@(%d+)$') or '0')
+  -- Only a record of the documented form has a generation (as rota.protocol.reshard
+  -- reads it): anything else is generation 0.
+  local have = string.match(stored, '^%d+>%d+@(%d+)$') or string.match(stored, '^%d+@(%d+)$')
+  have = tonumber(have or '0')
   if have ~= tonumber(g) then
     return redis.error_reply('RESHARDED ' .. (stored == '' and '1' or stored))
   end

@@ -27,7 +27,7 @@ __all__ = ["shards"]
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @connection_options
 @click.pass_context
-def shards(ctx: click.Context, **options: object) -> None:
+def shards(ctx: click.Context, /, **options: object) -> None:
     """Each shard of the namespace: its hash tag, slot, server and what it holds."""
     if ctx.invoked_subcommand is None:
         _list(**options)
@@ -57,6 +57,7 @@ async def _list(client: Client, settings: Settings, as_json: bool) -> None:
 )
 @click.option(
     "--timeout",
+    "drain_timeout",
     type=click.FloatRange(0, 86400),
     default=600.0,
     show_default=True,
@@ -65,13 +66,13 @@ async def _list(client: Client, settings: Settings, as_json: bool) -> None:
 @connection_options
 @with_client
 async def resize(
-    client: Client, settings: Settings, count: int, wait: bool, timeout: float
+    client: Client, settings: Settings, count: int, wait: bool, drain_timeout: float
 ) -> None:
     """Change the namespace's shard count to COUNT with pools and producers running;
     run it again to resume a change cut short (see docs/operations.md)."""
     try:
         done = await resize_namespace(
-            client, count, wait=wait, timeout=timeout, say=lambda line: click.echo(line)
+            client, count, wait=wait, timeout=drain_timeout, say=lambda line: click.echo(line)
         )
     except ValueError as exc:
         raise ExitError(str(exc), 1) from None

@@ -31,9 +31,10 @@ __all__ = ["Follower", "read_record"]
 RESENDS = 50
 
 
-async def read_record(shard0: Shard) -> ShardRecord:
-    """The namespace's shard record as shard 0 holds it; a :class:`BadRecord` (one line
-    naming the key) for one that names no count, or a key of another type."""
+async def read_record(shard0: Shard) -> ShardRecord | None:
+    """The namespace's shard record as shard 0 holds it (None: none); a
+    :class:`BadRecord` (one line naming the key) for one that names no count, or a key
+    of another type."""
     key = shard0.keys.shards
     try:
         raw = await shard0.redis.get(key)
@@ -41,7 +42,7 @@ async def read_record(shard0: Shard) -> ShardRecord:
         if not wrong_type(exc):
             raise
         raise BadRecord(f"{key}: holds another type than a string: fix or delete it") from None
-    return parse_record(raw, key)
+    return None if raw is None else parse_record(raw, key)
 
 
 Send = Callable[[Shard, list[EnqueueRow]], Awaitable[list[Enqueued]]]
@@ -55,10 +56,16 @@ class Follower:
         self.route = route
         self.connect = connect
         self.known: dict[str, Shard] = {s.keys.prefix[1:-2]: s for s in route.all}
+        #: The count the client was made with: what a namespace without a record spans
+        #: (no pool of several shards has run yet), as before records had generations.
+        self.configured = route.routing
 
     async def reread(self) -> ShardRecord:
-        """Read the record and follow it; the record."""
+        """Read the record and follow it; the record (the configured count when there
+        is none)."""
         record = await read_record(self.route.all[0])
+        if record is None:
+            record = ShardRecord(self.configured, self.configured)
         if record != self.route.record:
             self.follow(record)
         return record

@@ -12,24 +12,38 @@ its live jobs away before it ended, so it only costs the pool a wait on its wake
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 import anyio
 import structlog
 
+from rota.client.shard import Shard
 from rota.protocol.reshard import BadRecord
 from rota.redis.outage import condition
-
-if TYPE_CHECKING:
-    from rota.worker.run import PoolRun
+from rota.worker.runtime import PoolRuntime
 
 __all__ = ["RecordFollower"]
 
 log = structlog.get_logger("rota.pool")
 
 
+class Serving(Protocol):
+    """What a follower needs of the pool's run (rota.worker.run.PoolRun)."""
+
+    @property
+    def rt(self) -> PoolRuntime: ...
+
+    @property
+    def shards(self) -> Sequence[PoolRuntime]: ...
+
+    def add_shard(self, shard: Shard) -> None: ...
+
+    def ready(self, i: int) -> bool: ...
+
+
 class RecordFollower:
-    def __init__(self, run: PoolRun) -> None:
+    def __init__(self, run: Serving) -> None:
         self.run_ = run
         self._told = anyio.Event()
         self._bad: str | None = None

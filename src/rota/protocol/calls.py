@@ -146,8 +146,8 @@ async def enqueue(scope: Scope, row: EnqueueRow, generation: int | None = None) 
     it was made. An error reply (``NOPARENT``, a refusal, ``RESHARDED`` when
     ``generation`` is not the shard record's: see :mod:`rota.protocol.reshard`) raises."""
     args = enqueue_args(row)
-    if generation is not None:  # the checked generation is the 19th argument
-        args = [*args, *[""] * (18 - len(args)), generation]
+    if generation is not None:  # checked: it follows the time, '<now>@<generation>'
+        args[3] = f"{row.now}@{generation}"
     answer = await script("enqueue")(scope.conn, scope.prefix, args, scope.mode)
     return reply_text(answer[0]), bool(answer[1])
 
@@ -161,12 +161,9 @@ async def enqueue_batch(
     :func:`enqueue`)."""
     now = now_ms()
     batch = script("enqueue_batch")
-    checked: list[Arg] = [] if generation is None else [generation]
+    at: Arg = now if generation is None else f"{now}@{generation}"  # as enqueue's
     calls: list[tuple[Script, Sequence[Arg]]] = [
-        (
-            batch,
-            [now, msgspec.msgpack.encode([batch_entry(r) for r in rows[i : i + BATCH]]), *checked],
-        )
+        (batch, [at, msgspec.msgpack.encode([batch_entry(r) for r in rows[i : i + BATCH]])])
         for i in range(0, len(rows), BATCH)
     ]
     answers = await call_many(scope.conn, scope.prefix, calls, scope.mode, raise_on_error=False)

@@ -213,9 +213,15 @@ async def test_a_producer_from_before_is_refused_by_the_script_and_then_succeeds
     redis_url: str, namespace: str
 ) -> None:
     stale = Client.from_url(redis_url, namespace)  # one shard, generation 0
+    reader = Client.from_url(redis_url, namespace)  # reads by id, enqueues nothing
     async with Client.from_url(redis_url, namespace) as op:
         done = await resize(op, 3, say=_say)
+        elsewhere = await op.enqueue("n", job_id=_key_in(3, 2, "r"))
     assert done.record == "3@2"
+    # A miss by id reads the record again, and finds the job in a shard made since.
+    found = await reader.job(elsewhere.id)
+    assert found is not None and found.name == "n"
+    await reader.close()
     shard0 = stale.admin.shards[0]
     row = to_row(JobSpec(name="n", job_id="x1"), 10_000, 60)
     with pytest.raises(ReplyError, match=r"^RESHARDED 3@2"):
@@ -228,7 +234,7 @@ async def test_a_producer_from_before_is_refused_by_the_script_and_then_succeeds
     assert len({j.id for j in jobs}) == 30 and all(j.created for j in jobs)
     assert stale.admin.route.record == ShardRecord(3, 3, 2)
     assert {shard_of(j.id, 3) for j in jobs} == {0, 1, 2}
-    assert sum([await live_jobs(s) for s in stale.admin.shards]) == 31
+    assert sum([await live_jobs(s) for s in stale.admin.shards]) == 32
     await stale.close()
 
 

@@ -59,6 +59,7 @@ class Follower:
         #: The count the client was made with: what a namespace without a record spans
         #: (no pool of several shards has run yet), as before records had generations.
         self.configured = route.routing
+        route.reread = self.changed
 
     async def reread(self) -> ShardRecord:
         """Read the record and follow it; the record (the configured count when there
@@ -69,6 +70,19 @@ class Follower:
         if record != self.route.record:
             self.follow(record)
         return record
+
+    async def changed(self) -> bool:
+        """Read the record and follow it: whether it changed. One that cannot be read
+        (written by hand, Redis away) changes nothing here: a read by id that missed
+        raises what it found, not this."""
+        before = self.route.record
+        try:
+            await self.reread()
+        except BadRecord:
+            return False
+        except REDIS_ERRORS:
+            return False
+        return self.route.record != before
 
     def follow(self, record: ShardRecord) -> None:
         first = self.route.all[0]

@@ -48,6 +48,9 @@ class Shards:
 
     def __init__(self, shards: Sequence[Shard], record: ShardRecord | None = None) -> None:
         self.follow(shards, record or ShardRecord(len(shards), len(shards)))
+        #: Read the shard record again and follow it: whether it changed (see
+        #: rota.client.follow); None reads none.
+        self.reread: Callable[[], Awaitable[bool]] | None = None
 
     def follow(self, shards: Sequence[Shard], record: ShardRecord) -> None:
         """Serve ``shards``, the tags of ``record`` in its order (the new count's, then
@@ -85,7 +88,28 @@ class Shards:
         missing: Callable[[T], bool] = operator.not_,
     ) -> T:
         """``read`` in the shard ``job_id`` names; when it answers ``missing`` (or
-        raises JobNotFound) and another shard holds the job, ``read`` there."""
+        raises JobNotFound) and another shard holds the job, ``read`` there. Found
+        nowhere, the shard record is read again (:attr:`reread`): when the count
+        changed since, the job is looked for over the shards it names now."""
+        try:
+            answer = await self._by_id(job_id, read, missing)
+        except JobNotFound:
+            if not await self._changed():
+                raise
+            return await self._by_id(job_id, read, missing)
+        if missing(answer) and await self._changed():
+            return await self._by_id(job_id, read, missing)
+        return answer
+
+    async def _changed(self) -> bool:
+        return self.reread is not None and await self.reread()
+
+    async def _by_id(
+        self,
+        job_id: str,
+        read: Callable[[Shard], Awaitable[T]],
+        missing: Callable[[T], bool] = operator.not_,
+    ) -> T:
         try:
             answer = await read(self.home(job_id))
         except JobNotFound:

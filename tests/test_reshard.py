@@ -262,3 +262,36 @@ async def test_the_command_line_resizes_and_resumes(redis_url: str, namespace: s
     assert other.returncode == 1 and "finish it first" in other.stderr, other.stderr
     listed = run_rota("shards", *args)
     assert listed.returncode == 0 and "3 shard(s)" in listed.stdout, listed.stdout
+
+
+async def test_a_move_cut_short_after_its_copy_resumes(
+    redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    """3 -> 1 cut short in its move: a dead job copied to its new home but not yet
+    deleted from its old one (what a command killed between the two leaves). Run again,
+    the command finishes: the job is in its new home once, found by id, gone from the
+    old shard."""
+    async with Client.from_url(redis_url, namespace) as op:
+        await resize(op, 3, say=_say)
+        job = await op.enqueue("n", job_id=_key_in(3, 2, "cut-"))
+        old = op.admin.shards[2]
+        await old.redis.lrem(old.keys.queue("n"), 0, job.id)
+        await old.redis.hset(old.keys.job(job.id), mapping={"state": "dead", "reason": "x"})
+        await old.redis.zadd(old.keys.dead, {job.id: 1000.0})
+        await old.redis.rpush(old.keys.joblog(job.id), "a line")
+        later = await op.enqueue_in(3600, "n", job_id=_key_in(3, 2, "later-"))
+        started = await resize(op, 1, wait=False, say=_say)
+        assert not started.done  # the later job holds the old shard
+        assert await op.admin.delete("scheduled", [later.id]) == 1
+        first = op.admin.shards[0]
+        # The copy of the cut-short move, made by hand: the record and its set entry.
+        redis_sync.restore(first.keys.job(job.id), 0, redis_sync.dump(old.keys.job(job.id)))
+        redis_sync.zadd(first.keys.dead, {job.id: 1000.0})
+        done = await resize(op, 1, say=_say)
+        assert done.done and done.record == "1@4"
+        assert not redis_sync.exists(old.keys.job(job.id), old.keys.dead, old.keys.joblog(job.id))
+        assert redis_sync.zscore(first.keys.dead, job.id) == 1000.0
+        assert await op.job_log(job.id) == ["a line"]
+        found = await op.job(job.id)
+        assert found is not None and found.state == "dead"
+        assert (await op.admin.page("dead")).total == 1

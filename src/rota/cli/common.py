@@ -270,7 +270,7 @@ async def _following(client: Client) -> None:
     names none is left to the commands that need it (``rota shards resize`` names it);
     the others read the shards of the count the settings say."""
     with contextlib.suppress(BadRecord, RotaError):
-        await client.admin.reread()
+        await client.admin.follower.reread()
 
 
 async def check_redis(client: Client, settings: Settings) -> None:

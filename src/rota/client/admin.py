@@ -44,7 +44,6 @@ from rota.protocol import calls
 from rota.protocol.bounds import HANDLER, Bound, checked
 from rota.protocol.job import JobRecord, JobSet, validate_name
 from rota.protocol.rate import Rate, parse_rate
-from rota.protocol.reshard import ShardRecord
 
 __all__ = ["Admin"]
 
@@ -61,19 +60,10 @@ class Admin(FairAdmin):
         self._follower = follower or Follower(shards, None)
 
     @property
-    def route(self) -> Shards:
-        """The routing table over :attr:`shards` (see :mod:`rota.client.routing`)."""
-        return self._route
-
-    @property
     def follower(self) -> Follower:
-        """What follows the namespace's shard record (see :mod:`rota.client.follow`)."""
+        """What follows the namespace's shard record: ``await admin.follower.reread()``
+        after a change of the count (see :mod:`rota.client.follow`)."""
         return self._follower
-
-    async def reread(self) -> ShardRecord:
-        """Read the namespace's shard record and follow it (see
-        :mod:`rota.client.follow`): what a change of the shard count is followed by."""
-        return await self._follower.reread()
 
     @property
     def shards(self) -> tuple[Shard, ...]:

@@ -60,12 +60,12 @@ T = TypeVar("T")
 def group_shard(client: Client, group_id: str) -> Shard:
     """The shard that holds group ``group_id``, its members and its callback: the one
     its id names (see :mod:`rota.protocol.shards`)."""
-    return client.admin.route.home(group_id)
+    return client.admin.follower.route.home(group_id)
 
 
 def _each(client: Client, call: Callable[[Shard], Awaitable[T]]) -> Awaitable[list[T]]:
     """``call`` on every shard of ``client``'s namespace at once, in shard order."""
-    return client.admin.route.each(call)
+    return client.admin.follower.route.each(call)
 
 
 # -- a job, a group, a flow ------------------------------------------------------------
@@ -126,7 +126,7 @@ async def flow_rows(client: Client, ids: list[str]) -> list[tuple[Any, Any]]:
     """Each job's fields and children: read in the shard each id names (a pipeline
     each, at once), then in the shard that holds those not found there (an id a
     producer chose), as :meth:`Shards.related` reads."""
-    return await client.admin.route.related(
+    return await client.admin.follower.route.related(
         ids, _flow_rows, lambda row: read_related("", row[0]).state == MISSING
     )
 

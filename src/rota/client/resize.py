@@ -68,7 +68,7 @@ async def resize(
     if isinstance(to, bool) or not isinstance(to, int) or not 1 <= to <= MAX_SHARDS:
         raise ValueError(f"shards: a count from 1 to {MAX_SHARDS}, got {to!r}")
     admin = client.admin
-    record = await admin.reread()
+    record = await admin.follower.reread()
     if record.changing and record.new != to:
         raise ValueError(
             f"{admin.shards[0].keys.shards}: a change from {record.old} to {record.new}"
@@ -95,7 +95,7 @@ async def resize(
         await anyio.sleep(0.5)
     moved = 0
     for shard in retiring:
-        n = await _move_rest(shard, admin.route.named, admin.shards[0])
+        n = await _move_rest(shard, admin.follower.route.named, admin.shards[0])
         say(f"moved {n} record(s) from {shard.keys.prefix[1:-2]}")
         moved += n
     if any([await live_jobs(s) for s in retiring]):  # a job came back meanwhile: again

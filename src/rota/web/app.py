@@ -179,7 +179,7 @@ async def _follow_record(client: Client) -> None:
     a Redis away, leaves the shards as they were until the next read."""
     while True:
         with contextlib.suppress(ValueError, RedisRefused, RedisUnavailable):
-            await client.admin.reread()
+            await client.admin.follower.reread()
         await anyio.sleep(RECORD_EVERY)
 
 

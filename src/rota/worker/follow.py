@@ -70,9 +70,9 @@ class RecordFollower:
         the pool's names again in every shard, so that limits are split over them."""
         run = self.run_
         admin = run.rt.client.admin
-        before = admin.route.record
+        before = admin.follower.route.record
         try:
-            record = await admin.reread()
+            record = await admin.follower.reread()
         except BadRecord as exc:
             if str(exc) != self._bad:  # one line per record written by hand
                 log.error("shard record not followed", pool=run.rt.pool_id, error=str(exc))

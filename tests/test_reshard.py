@@ -147,6 +147,8 @@ async def test_what_exists_in_the_old_home_is_found_during_and_after_a_change(
         assert after_due is not None and before_due is not None and after_due > before_due
         record = await op.job(dead_id)
         assert record is not None and record.state == "dead"
+        # An id from before, enqueued again, enqueues nothing (it exists in its old home).
+        assert not (await op.enqueue("later", job_id=dead_id)).created
         # Interrupted (it returned, or was cut short): run again, it resumes.
         with anyio.move_on_after(0.3):
             await resize(op, 4, say=_say)

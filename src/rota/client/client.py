@@ -240,7 +240,9 @@ class Client:
     ) -> list[Enqueued]:
         """:meth:`enqueue_many`, rows after jobs a caller ``placed`` (by id: the shard)
         going where those are (see :meth:`Shards.by_key`)."""
+        specs = list(specs)
         rows = [self._row(spec) for spec in specs]
+        chosen = frozenset(s.job_id for s in specs if s.job_id)
         replicas = self.options.durable if durable is None else int(durable)
         timeout = self.options.durable_timeout
         send = (
@@ -249,9 +251,9 @@ class Client:
             else lambda s, sub: durable_send(s, sub, replicas, timeout)
         )
         try:  # the usual case: it gets through at once
-            jobs = await self._follower.send(rows, send, placed)
+            jobs = await self._follower.send(rows, send, placed, chosen)
         except Exception as exc:
-            again = lambda: self._follower.send(rows, send, placed)  # noqa: E731
+            again = lambda: self._follower.send(rows, send, placed, chosen)  # noqa: E731
             jobs = await riding(again, exc, self.options.ride_through, reached=self._reached)
         self._reached = True
         return jobs

@@ -100,12 +100,22 @@ class Follower:
         self.route.follow(shards, record)
 
     async def send(
-        self, rows: list[EnqueueRow], send: Send, placed: Mapping[str, int] | None
+        self,
+        rows: list[EnqueueRow],
+        send: Send,
+        placed: Mapping[str, int] | None,
+        chosen: frozenset[str] = frozenset(),
     ) -> list[Enqueued]:
         """``rows`` to their shards; those a shard refused for a stale generation sent
         again after the record is read anew, each at most :data:`RESENDS` times (the
         rows a shard took are not sent again: under the new record they may be routed
-        elsewhere)."""
+        elsewhere). ``placed`` and ``chosen`` as :meth:`Shards.by_key` takes them."""
+        # The shards of the jobs placed, kept as shards: their places change with the
+        # record.
+        held = {i: self.route.all[at] for i, at in (placed or {}).items()}
+
+        def where() -> dict[str, int]:
+            return {i: s.index for i, s in held.items() if s in self.route.all}
 
         async def checked(shard: Shard, sub: list[EnqueueRow]) -> list[Enqueued | None]:
             try:
@@ -113,7 +123,7 @@ class Follower:
             except Resharded:
                 return [None] * len(sub)
 
-        out = await self.route.by_key(rows, checked, placed)
+        out = await self.route.by_key(rows, checked, where(), chosen)
         for attempt in range(RESENDS):
             left = [i for i, e in enumerate(out) if e is None]
             if not left:
@@ -121,7 +131,7 @@ class Follower:
             if attempt:
                 await anyio.sleep(0.01)
             await self.reread()
-            again = await self.route.by_key([rows[i] for i in left], checked, placed)
+            again = await self.route.by_key([rows[i] for i in left], checked, where(), chosen)
             for i, e in zip(left, again, strict=True):
                 out[i] = e
         else:

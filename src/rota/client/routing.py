@@ -154,15 +154,17 @@ class Shards:
         rows: list[EnqueueRow],
         send: Callable[[Shard, list[EnqueueRow]], Awaitable[list[T]]],
         placed: Mapping[str, int] | None = None,
+        chosen: frozenset[str] = frozenset(),
     ) -> list[T]:
         """Send each row to its shard, every shard's rows at once, and answer in the
         rows' order. A row after another of the same call goes where that one goes (its
         chosen id may name another shard), as does one after a job a caller placed
-        (``placed``: the shards of such jobs, by id)."""
+        (``placed``: the shards of such jobs, by id). ``chosen``: the ids the producer
+        chose (during a change, one that exists in its old home is sent there)."""
         places: dict[int, Shard] = {}
         went = dict(placed or {})  # the shard of each row so far (and known), by id
         if self.old:
-            went.update(await self._from_before(rows, went))
+            went.update(await self._from_before(rows, went, chosen))
         for i, row in enumerate(rows):
             went[row.id] = shard = went.get(row.id, shard_of_row(row, self.routing, went))
             places[i] = self.all[shard]
@@ -187,13 +189,14 @@ class Shards:
         return [out[at] for at in range(len(ids))]
 
     async def _from_before(
-        self, rows: Sequence[EnqueueRow], went: Mapping[str, int]
+        self, rows: Sequence[EnqueueRow], went: Mapping[str, int], chosen: frozenset[str]
     ) -> dict[str, int]:
         """During a change: the rows that must go to their old home, by id, with its
         place: a member or callback of a group that exists there, a row whose unique key
         a live job holds there or whose debounce key is held there (the script answers
-        with the holder), a child of a parent there. One read per such row, all at
-        once; a row with none of these asks nothing."""
+        with the holder), a child of a parent there, a row whose chosen id exists there
+        (nothing is enqueued for it). One read per such row, all at once; a row with
+        none of these asks nothing."""
 
         async def ask(row: EnqueueRow) -> tuple[str, int] | None:
             group = row.group or row.waits_group
@@ -220,12 +223,19 @@ class Shards:
             elif row.after and (parent := row.after.split()[0]) not in went:
                 old = await self.holding(parent)
                 found = old is not self.named(parent)
+            elif row.id in chosen:
+                old = self.home(row.id)
+                found = old is not self.named(row.id) and await old.redis.exists(
+                    old.keys.job(row.id)
+                )
             else:
                 return None
             return (row.id, old.index) if found else None
 
         keyed = [
-            r for r in rows if r.group or r.waits_group or r.unique or r.debounce_key or r.after
+            r
+            for r in rows
+            if r.group or r.waits_group or r.unique or r.debounce_key or r.after or r.id in chosen
         ]
         if not keyed:
             return {}

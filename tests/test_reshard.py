@@ -15,6 +15,7 @@ from collections import Counter
 import anyio
 import pytest
 import redis
+from structlog.testing import capture_logs
 
 from rota import Client, Debounce, JobContext, JobSpec, WorkerPool
 from rota.client.resize import live_jobs, resize
@@ -263,7 +264,8 @@ async def test_the_command_line_resizes_and_resumes(redis_url: str, namespace: s
     other = run_rota("shards", "resize", "2", *args)
     assert other.returncode == 1 and "finish it first" in other.stderr, other.stderr
     listed = run_rota("shards", *args)
-    assert listed.returncode == 0 and "3 shard(s)" in listed.stdout, listed.stdout
+    assert listed.returncode == 0, listed.stderr
+    assert "3 shard(s) (a change of the count under way: 3>1@3)" in listed.stdout
 
 
 async def test_a_move_cut_short_after_its_copy_resumes(
@@ -299,3 +301,34 @@ async def test_a_move_cut_short_after_its_copy_resumes(
         found = await op.job(job.id)
         assert found is not None and found.state == "dead"
         assert (await op.admin.page("dead")).total == 1
+
+
+async def test_a_running_pool_logs_a_record_written_by_hand_and_serves_on(
+    redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    """A record that is no record, written while a pool runs: the pool says so in one
+    line (once) and goes on serving the shards it serves; a real change after it is
+    followed again."""
+    ran: list[int] = []
+    pool = WorkerPool(settings=pool_settings(redis_url, namespace, shards=1))
+
+    @pool.job(name="n")
+    async def n(ctx: JobContext, i: int) -> None:
+        ran.append(i)
+
+    key = Keys(namespace).shards
+    with capture_logs() as logs:
+        async with pool.running(), Client.from_url(redis_url, namespace) as op:
+            redis_sync.set(key, "1e300")
+            redis_sync.publish(Keys(namespace).pool_commands_told, "reshard")
+            await wait_until(lambda: any(e["event"] == "shard record not followed" for e in logs))
+            await op.enqueue("n", i=1)
+            await wait_until(lambda: ran == [1])
+            redis_sync.delete(key)
+            await resize(op, 3, say=_say)
+            await wait_until(lambda: any(e["event"] == "shard added" for e in logs))
+            jobs = [await op.enqueue("n", i=i) for i in range(2, 12)]
+            await wait_until(lambda: len(ran) == 11)
+    bad = [e for e in logs if e["event"] == "shard record not followed"]
+    assert len(bad) == 1 and key in bad[0]["error"], bad
+    assert {shard_of(j.id, 3) for j in jobs} != {0}  # some ran in the shards added

@@ -40,8 +40,10 @@ async def _list(client: Client, settings: Settings, as_json: bool) -> None:
         echo_json({"namespace": client.namespace, "shards": rows})
         return
     headers = list(rows[0])
+    record = client.admin.follower.route.record
+    change = f" (a change of the count under way: {record.text()})" if record.changing else ""
     print_table(
-        f"namespace {client.namespace}: {len(rows)} shard(s)",
+        f"namespace {client.namespace}: {len(rows)} shard(s){change}",
         headers,
         [[r[h] for h in headers] for r in rows],
     )

@@ -332,3 +332,28 @@ async def test_a_running_pool_logs_a_record_written_by_hand_and_serves_on(
     bad = [e for e in logs if e["event"] == "shard record not followed"]
     assert len(bad) == 1 and key in bad[0]["error"], bad
     assert {shard_of(j.id, 3) for j in jobs} != {0}  # some ran in the shards added
+
+
+async def test_a_fair_keys_settings_follow_it_to_its_new_home(
+    redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    while shard_tags(namespace, 2)[1] in shard_tags(namespace, 4):
+        namespace += "x"
+    async with Client.from_url(redis_url, namespace) as op:
+        await resize(op, 2, say=_say)
+        key = next(k for n in range(500) if shard_of(k := f"k{n}", 2) == 1)
+        await op.admin.set_weight("n", key, 5)
+        await op.admin.pause_key("n", key)
+        await op.admin.set_key_limit("n", None, 3)
+        await op.enqueue_in(3600, "other", job_id=_key_in(2, 1, "hold-"))  # holds the old shard
+        assert not (await resize(op, 4, wait=False, say=_say)).done
+        route = op.admin.follower.route
+        old, new = route.home(key), route.named(key)
+        assert old is not new
+        fset = new.keys.fair_set("n")
+        assert redis_sync.hget(fset, f"w/{key}") == b"5"
+        assert redis_sync.hexists(fset, f"p/{key}")
+        assert all(redis_sync.hget(s.keys.fair_set("n"), "l*") == b"3" for s in route.all)
+        await op.admin.set_key_limit("n", key, 7)  # during the change: both homes
+        for there in (old, new):
+            assert redis_sync.hget(there.keys.fair_set("n"), f"l/{key}") == b"7"

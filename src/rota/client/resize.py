@@ -81,6 +81,7 @@ async def resize(
         record = record.started(to)
         admin.follower.follow(record)
         await _limits_over_union(admin.shards, record.old)
+        await _fair_settings(admin.shards, record.old, admin.follower.route.named)
         say(f"started: {record.text()} (serving {len(admin.shards)} shards meanwhile)")
     await _write(admin.shards, record)  # again when resumed: a write cut short
     retiring = list(admin.shards[record.new :])
@@ -142,6 +143,24 @@ async def _limits_over_union(shards: Sequence[Shard], old: int) -> None:
             await shard.redis.sadd(shard.keys.paused, *paused)
         for name, total in totals.items():
             await shard.set_limit(name, split_limit(total, len(shards), shard.index))
+
+
+async def _fair_settings(shards: Sequence[Shard], old: int, home: Callable[[str], Shard]) -> None:
+    """Each fair key's settings (weight, limit, rate, pause: ``fset:<name>``) copied from
+    the old shards to the key's new home, where it did not have them; a name's default
+    key limit to every shard. A setting changed during the change is written to both."""
+    tags = set(shard_tags(shards[0].keys.namespace, old))
+    for shard in (s for s in shards if s.keys.prefix[1:-2] in tags):
+        # Every name's, not only those of the names set: a setting may come before jobs.
+        found = shard.redis.scan_iter(match=_glob(shard.keys.fair_set("")) + "*", count=500)
+        for name in [reply_text(k)[len(shard.keys.fair_set("")) :] async for k in found]:
+            settings = await shard.redis.hgetall(shard.keys.fair_set(name))
+            for raw, value in settings.items():
+                field = reply_text(raw)
+                kind, _, key = field.partition("/")
+                for dest in shards if kind == "l*" else [home(key)] if key else []:
+                    if dest is not shard:
+                        await dest.redis.hsetnx(dest.keys.fair_set(name), field, value)
 
 
 async def _move_rest(shard: Shard, home: Callable[[str], Shard], first: Shard) -> int:

@@ -270,8 +270,8 @@ async def test_a_pool_with_another_shard_count_refuses_to_start(
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
         f"rota: shards: namespace {namespace!r} spans {K} shard(s), this pool is configured"
-        f" with 1: use shards = {K} (changing the count of a namespace in use is refused:"
-        " see 'Changing the shard count' in docs/operations.md)"
+        f" with 1: use shards = {K}, or change the count with 'rota shards resize' (see"
+        " 'Changing the shard count' in docs/operations.md)"
     ]
 
 

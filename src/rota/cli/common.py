@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from collections.abc import Awaitable, Callable
@@ -14,8 +15,9 @@ import click
 from rota import inspect
 from rota.client import Client, admin_servers
 from rota.config import Settings, load_settings
-from rota.errors import ConfigError, RedisRefused, RedisUnavailable, redis_cause
+from rota.errors import ConfigError, RedisRefused, RedisUnavailable, RotaError, redis_cause
 from rota.protocol.bounds import Bound, check
+from rota.protocol.reshard import BadRecord
 from rota.redis.access import explain
 from rota.redis.outage import MEANING, Condition, rota_error
 from rota.urls import redacted
@@ -168,8 +170,10 @@ def with_client(
                 await check_redis(client, settings)
                 shaped = await _as_recorded(client, settings)
                 if shaped is settings:
+                    await _following(client)
                     return await _naming_shards(client, func(client, settings, **kwargs))
             async with Client.from_settings(shaped) as client:
+                await _following(client)
                 return await _naming_shards(client, func(client, shaped, **kwargs))
 
         try:
@@ -258,6 +262,15 @@ async def _as_recorded(client: Client, settings: Settings) -> Settings:
     if recorded is None or recorded == settings.shards:
         return settings
     return settings.replace(shards=recorded)
+
+
+async def _following(client: Client) -> None:
+    """``client`` over the shards the namespace's record names: the old and the new ones
+    while a change of the count is under way (see rota.client.follow). A record that
+    names none is left to the commands that need it (``rota shards resize`` names it);
+    the others read the shards of the count the settings say."""
+    with contextlib.suppress(BadRecord, RotaError):
+        await client.admin.follower.reread()
 
 
 async def check_redis(client: Client, settings: Settings) -> None:

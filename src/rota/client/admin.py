@@ -23,6 +23,7 @@ from rota.client.finished import (
     Order,
     finished,
 )
+from rota.client.follow import Follower
 from rota.client.pools import Command, PoolCommands
 from rota.client.routing import Shards
 from rota.client.rules import add_counts, merge_bucket, merge_queue, split_limit, split_rate
@@ -57,8 +58,15 @@ class Admin(FairAdmin, RunTimesAdmin, JobActions):
     keys, its run times, one job's actions and the clean by age by the methods of the
     mixins (``FairAdmin``, ``RunTimesAdmin``, ``JobActions``)."""
 
-    def __init__(self, shards: Shards) -> None:
+    def __init__(self, shards: Shards, follower: Follower | None = None) -> None:
         self._route = shards
+        self._follower = follower or Follower(shards, None)
+
+    @property
+    def follower(self) -> Follower:
+        """What follows the namespace's shard record: ``await admin.follower.reread()``
+        after a change of the count (see :mod:`rota.client.follow`)."""
+        return self._follower
 
     @property
     def shards(self) -> tuple[Shard, ...]:
@@ -94,7 +102,7 @@ class Admin(FairAdmin, RunTimesAdmin, JobActions):
 
     async def group_members(self, group_id: str, offset: int = 0, count: int = 100) -> list[str]:
         """Ids of a group's members, in the order they were enqueued."""
-        return await self._route.named(group_id).group_members(group_id, offset, count)
+        return await self._route.home(group_id).group_members(group_id, offset, count)
 
     # -- a job name: every shard --------------------------------------------------------
 

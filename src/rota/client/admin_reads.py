@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from rota.client.routing import Shards
 from rota.client.workflow import (
     MISSING,
     RELATED_FIELDS,
@@ -62,12 +61,12 @@ T = TypeVar("T")
 def group_shard(client: Client, group_id: str) -> Shard:
     """The shard that holds group ``group_id``, its members and its callback: the one
     its id names (see :mod:`rota.protocol.shards`)."""
-    return Shards(client.admin.shards).named(group_id)
+    return client.admin.follower.route.home(group_id)
 
 
 def _each(client: Client, call: Callable[[Shard], Awaitable[T]]) -> Awaitable[list[T]]:
     """``call`` on every shard of ``client``'s namespace at once, in shard order."""
-    return Shards(client.admin.shards).each(call)
+    return client.admin.follower.route.each(call)
 
 
 # -- a job, a group, a flow ------------------------------------------------------------
@@ -128,7 +127,7 @@ async def flow_rows(client: Client, ids: list[str]) -> list[tuple[Any, Any]]:
     """Each job's fields and children: read in the shard each id names (a pipeline
     each, at once), then in the shard that holds those not found there (an id a
     producer chose), as :meth:`Shards.related` reads."""
-    return await Shards(client.admin.shards).related(
+    return await client.admin.follower.route.related(
         ids, _flow_rows, lambda row: read_related("", row[0]).state == MISSING
     )
 

@@ -19,6 +19,7 @@ from typing import Any, Self
 from rota.client.admin import Admin
 from rota.client.debounce import Debounce
 from rota.client.enqueue import durable_send, riding, traced
+from rota.client.follow import Follower
 from rota.client.options import DEFAULTS, Options
 from rota.client.routing import Shards
 from rota.client.shard import Shard
@@ -82,7 +83,8 @@ class Client:
                 for i in range(k)
             ]
         )
-        self._admin = Admin(self._route)
+        self._follower = Follower(self._route, None)
+        self._admin = Admin(self._route, self._follower)
         self._reached = False  # whether an enqueue ever got through (see enqueue_many)
 
     @classmethod
@@ -115,13 +117,16 @@ class Client:
         of its shard's slot (``connect_tag`` of the shard's tag, the namespace's for the
         first); elsewhere one, as every shard is on the one server."""
         ns, k = opts.namespace, opts.shards
-        others = range(1, k) if url.startswith(CLUSTER) else ()
-        return cls(
+        cluster = url.startswith(CLUSTER)
+        others = range(1, k) if cluster else ()
+        client = cls(
             connect_tag(ns),
             owns_redis=True,
             shard_redis=[connect_tag(shard_tag(ns, i, k)) for i in others],
             **dataclasses.asdict(opts),
         )
+        client._follower.connect = connect_tag if cluster else None
+        return client
 
     @property
     def namespace(self) -> str:
@@ -235,7 +240,9 @@ class Client:
     ) -> list[Enqueued]:
         """:meth:`enqueue_many`, rows after jobs a caller ``placed`` (by id: the shard)
         going where those are (see :meth:`Shards.by_key`)."""
+        specs = list(specs)
         rows = [self._row(spec) for spec in specs]
+        chosen = frozenset(s.job_id for s in specs if s.job_id)
         replicas = self.options.durable if durable is None else int(durable)
         timeout = self.options.durable_timeout
         send = (
@@ -244,9 +251,9 @@ class Client:
             else lambda s, sub: durable_send(s, sub, replicas, timeout)
         )
         try:  # the usual case: it gets through at once
-            jobs = await self._route.by_key(rows, send, placed)
+            jobs = await self._follower.send(rows, send, placed, chosen)
         except Exception as exc:
-            again = lambda: self._route.by_key(rows, send, placed)  # noqa: E731
+            again = lambda: self._follower.send(rows, send, placed, chosen)  # noqa: E731
             jobs = await riding(again, exc, self.options.ride_through, reached=self._reached)
         self._reached = True
         return jobs
@@ -259,13 +266,14 @@ class Client:
         o = self.options
         row = to_row(spec, o.max_args_bytes, o.unique_ttl, group, waits_group, group_size)
         # Over one shard every id names it: no draw (and no call) per job.
-        return place(row, o.shards) if o.shards > 1 and spec.job_id is None else row
+        k = self._route.routing
+        return place(row, k) if k > 1 and spec.job_id is None else row
 
     async def chain(self, specs: Sequence[JobSpec]) -> list[Enqueued]:
         """Enqueue ``specs`` so that each runs after the one before completes (and after its
         own ``after``), in one round trip. A step that ends dead or aborted makes the rest
         dead with reason ``dependency_failed``."""
-        linked, placed = await chained(specs, self._route.count, self._route.holding)
+        linked, placed = await chained(specs, self._route.routing, self._route.holding)
         return await self._enqueue(linked, None, placed)
 
     async def group(
@@ -290,7 +298,7 @@ class Client:
         makes a new group.
         """
         gid, rows = group_rows(specs, then, group_id, self._row)
-        jobs = await self._route.by_key(rows, traced)
+        jobs = await self._follower.send(rows, traced, None)
         return Group(gid, jobs) if then is None else Group(gid, jobs[:-1], jobs[-1])
 
     # -- a job after its enqueue ------------------------------------------------------
@@ -336,7 +344,7 @@ class Client:
 
     async def group_progress(self, group_id: str) -> GroupProgress:
         """The counters of a group (readable for 7 days after its last member finished)."""
-        return await self._route.named(group_id).group_progress(group_id)
+        return await self._route.home(group_id).group_progress(group_id)
 
     # -- the connections ---------------------------------------------------------------
 
@@ -349,8 +357,7 @@ class Client:
 
     async def close(self) -> None:
         """Close the links; and the redis-py clients too when this client made them."""
-        for shard in reversed(self._route.all):
-            await shard.close()
+        await self._follower.close()
 
     async def __aenter__(self) -> Self:
         return self

@@ -43,13 +43,20 @@ class FairAdmin:
         check_fair_key(key, "key")
         return name, key, self._route.named(key)
 
+    async def _set(self, name: str, key: str, what: str, value: str = "") -> None:
+        """A setting of ``key`` of ``name`` written where the key lives: in its old home
+        too while a change of the shard count is under way (its jobs from before are
+        there until they end)."""
+        name, key, shard = self._of(name, key)
+        for there in dict.fromkeys((self._route.home(key), shard)):
+            await calls.fair_key(there.scope, what, name, key, value)
+
     async def set_weight(self, name: str, key: str, weight: int | None) -> None:
         """Give ``key`` of job name ``name`` ``weight`` turns (1..1000) for every one of
         a key of weight 1 while both have jobs; None: back to 1. Takes effect at its
         next turn."""
-        name, key, shard = self._of(name, key)
         value = "" if weight is None else str(checked("weight", weight, FAIR["weight"]))
-        await calls.fair_key(shard.scope, "weight", name, key, value)
+        await self._set(name, key, "weight", value)
 
     async def set_key_limit(self, name: str, key: str | None, limit: int | None) -> None:
         """Cap how many jobs of ``key`` run at once across all pools (1..1000000; None:
@@ -62,28 +69,24 @@ class FairAdmin:
             validate_name(name)
             await self._route.each(lambda s: calls.fair_key(s.scope, "limit", name, "", value))
             return
-        name, key, shard = self._of(name, key)
-        await calls.fair_key(shard.scope, "limit", name, key, value)
+        await self._set(name, key, "limit", value)
 
     async def set_key_rate(self, name: str, key: str, rate: str | Rate | None) -> None:
         """Cap how many jobs of ``key`` start per second, minute or hour across all
         pools (``"10/s"``, ``"30/min"``; None: no cap), spaced as a name's rate is
         (see :meth:`Admin.set_rate`). A key out of starts rests until its next start is
         due, out of the turns."""
-        name, key, shard = self._of(name, key)
         value = "" if rate is None else parse_rate(rate).stored
-        await calls.fair_key(shard.scope, "rate", name, key, value)
+        await self._set(name, key, "rate", value)
 
     async def pause_key(self, name: str, key: str) -> None:
         """Stop workers from taking jobs of ``key`` of ``name``; its running jobs finish,
         and its jobs stay queued (enqueues go on)."""
-        name, key, shard = self._of(name, key)
-        await calls.fair_key(shard.scope, "pause", name, key)
+        await self._set(name, key, "pause")
 
     async def resume_key(self, name: str, key: str) -> None:
         """Let workers take jobs of ``key`` again, at once."""
-        name, key, shard = self._of(name, key)
-        await calls.fair_key(shard.scope, "resume", name, key)
+        await self._set(name, key, "resume")
 
     async def clear_key(self, name: str, key: str) -> int:
         """Delete every queued job of ``key`` of ``name`` (running ones finish); returns

@@ -13,10 +13,9 @@ import structlog
 
 from rota.client.status import Bucket, QueueInfo
 from rota.errors import ConfigError
-from rota.protocol.job import opt_int
 from rota.protocol.keys import Keys
 from rota.protocol.rate import Rate
-from rota.protocol.shards import MAX_SHARDS
+from rota.protocol.reshard import BadRecord, ShardRecord, parse_record
 from rota.wire.redispy import REDIS_ERRORS, Redis, wrong_type
 
 __all__ = [
@@ -36,18 +35,19 @@ log = structlog.get_logger("rota.shards")
 
 
 async def recorded_shards(redis: Redis, keys: Keys) -> int | None:
-    """How many shards a namespace spans, as its first pool recorded it (None: no pool
-    of several shards has run yet, or the record names no count: see
-    :func:`_malformed_count`). Operators' tools (the CLI, the web) follow it, whatever
-    their own settings say."""
-    count, _malformed = await _stored_count(redis, keys)
-    return count
+    """How many shards a namespace spans, as its first pool or its last change recorded
+    it (the new count while a change is under way; None: no pool of several shards has
+    run yet, or the record names no count: see :func:`_stored_record`). Operators'
+    tools (the CLI, the web) follow it, whatever their own settings say."""
+    record, _malformed = await _stored_record(redis, keys)
+    return None if record is None else record.new
 
 
-async def _stored_count(redis: Redis, keys: Keys) -> tuple[int | None, bytes | None]:
-    """The recorded shard count, and what the record holds when it names none (text, 0,
-    a count past MAX_SHARDS, a key of another type: ``b"<type>"``), written by hand or
-    by another program: no count can be read from it, and none is made up."""
+async def _stored_record(redis: Redis, keys: Keys) -> tuple[ShardRecord | None, bytes | None]:
+    """The recorded shard count (see :mod:`rota.protocol.reshard`), and what the record
+    holds when it names none (text, 0, a count past MAX_SHARDS, a key of another type:
+    ``b"<type>"``), written by hand or by another program: no count can be read from
+    it, and none is made up."""
     try:
         stored = await redis.get(keys.shards)
     except REDIS_ERRORS as exc:
@@ -56,25 +56,26 @@ async def _stored_count(redis: Redis, keys: Keys) -> tuple[int | None, bytes | N
         return None, b"<" + _raw(await redis.type(keys.shards)) + b">"
     if not stored:
         return None, None
-    raw = _raw(stored)
-    count = opt_int(raw)
-    if count is None or not 1 <= count <= MAX_SHARDS or str(count).encode() != raw:
-        return None, raw
-    return count, None
+    try:
+        return parse_record(stored, keys.shards), None
+    except BadRecord:
+        return None, _raw(stored)
 
 
 def _raw(reply: bytes | str) -> bytes:
     return reply if isinstance(reply, bytes) else reply.encode()
 
 
-async def check_shards(redis: Redis, keys: Keys, shards: int) -> None:
+async def check_shards(redis: Redis, keys: Keys, shards: int) -> ShardRecord | None:
     """Refuse to serve a namespace that spans another number of shards than ``shards``
     (a pool configured with another count would leave shards unserved, or route jobs
     where no pool looks): the first pool with more than one shard records its count. A
     record that names no count is moved to its quarantine key, with one warning line,
     and the pool records its own count as the first pool would: a pool refusing to
-    start for it would leave the namespace to no pool at all."""
-    count, malformed = await _stored_count(redis, keys)
+    start for it would leave the namespace to no pool at all. A namespace whose count
+    was changed online (``rota shards resize``: a record with a generation) is served
+    as the record says, whatever ``shards`` is: its record, which the pool follows."""
+    record, malformed = await _stored_record(redis, keys)
     if malformed is not None:
         moved = keys.quarantine("shards")
         if await redis.exists(moved):
@@ -87,16 +88,20 @@ async def check_shards(redis: Redis, keys: Keys, shards: int) -> None:
             moved_to=moved,
             shards=shards,
         )
+    if record is not None and (record.generation or record.changing):
+        return record
+    count = None if record is None else record.new
     if count is None and shards > 1 and not await redis.set(keys.shards, shards, nx=True):
         count = await recorded_shards(redis, keys)  # another pool recorded it meanwhile
     recorded = count or (shards if shards > 1 else 1)
     if recorded != shards:
         raise ConfigError(
             f"shards: namespace {keys.namespace!r} spans {recorded} shard(s), this pool is"
-            f" configured with {shards}: use shards = {recorded} (changing the count of a"
-            " namespace in use is refused: see 'Changing the shard count' in"
+            f" configured with {shards}: use shards = {recorded}, or change the count"
+            " with 'rota shards resize' (see 'Changing the shard count' in"
             " docs/operations.md)"
         )
+    return None
 
 
 async def gather(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:

@@ -21,13 +21,20 @@ from rota.protocol import calls
 from rota.protocol.calls import Scope
 from rota.protocol.job import JobRecord, field_text, reply_text
 from rota.protocol.keys import Keys
+from rota.protocol.reshard import RESHARDED
 from rota.protocol.rows import EnqueueRow
 from rota.protocol.scripts import ScriptMode
 from rota.redis.outage import refused
 from rota.wire.conn import Conn, RedisPyConn, hot_path
 from rota.wire.redispy import Redis, ReplyError, wrong_type
 
-__all__ = ["Shard"]
+__all__ = ["Resharded", "Shard"]
+
+
+class Resharded(Exception):
+    """An enqueue refused by its shard: the producer routes by another generation of
+    the namespace's shard record than the shard's copy (see
+    :mod:`rota.protocol.reshard`). It reads the record again and sends anew."""
 
 
 class Shard(ShardOperations):
@@ -38,6 +45,9 @@ class Shard(ShardOperations):
         self.keys = keys
         #: Its place among the namespace's shards, and how many the namespace spans.
         self.index, self.total = keys.shard, total
+        #: The generation of the shard record its client routes by, passed with every
+        #: enqueue (see :mod:`rota.protocol.reshard`); None checks nothing.
+        self.generation: int | None = 0
         self._owns_redis = owns_redis
         #: What the hot path sends through: a Link to the server of ``redis`` (the same
         #: credentials, TLS and timeouts), else the redis-py client itself.
@@ -49,6 +59,12 @@ class Shard(ShardOperations):
         #: Script calls on the redis-py client, and on the hot path's connection.
         self.scope = Scope(RedisPyConn(redis), keys.prefix, self.script_mode)
         self.hot = self.scope.on(self.conn)
+
+    def place(self, index: int, total: int, generation: int) -> None:
+        """Its place among the ``total`` shards its client serves, after the client read
+        the namespace's shard record again (see :mod:`rota.client.routing`)."""
+        self.index = self.keys.shard = index
+        self.total, self.generation = total, generation
 
     async def close(self) -> None:
         """Close the link; and the redis-py client too when this shard owns it (a shard
@@ -66,11 +82,11 @@ class Shard(ShardOperations):
             if not rows:
                 return []
             try:
-                job_id, created = await calls.enqueue(scope, rows[0])
+                job_id, created = await calls.enqueue(scope, rows[0], self.generation)
             except ReplyError as exc:
                 raise _enqueue_error(exc, "the job was not enqueued", 0) from exc
             return [Enqueued(job_id, rows[0].name, created)]
-        jobs, failed = await calls.enqueue_batch(scope, list(rows))
+        jobs, failed = await calls.enqueue_batch(scope, list(rows), self.generation)
         if failed is not None:  # every call is atomic: all of its jobs or none
             what = f"{len(jobs)} of {len(rows)} jobs of the batch were written"
             raise _enqueue_error(failed, what, len(jobs)) from failed
@@ -186,6 +202,8 @@ def _enqueue_error(exc: BaseException, what: str, written: int) -> BaseException
     """What an enqueue raises for an error reply: a parent that does not exist is
     :class:`~rota.JobNotFound`, a refusal :class:`~rota.RedisRefused`."""
     text = str(exc)
+    if text.startswith(RESHARDED + " "):
+        return Resharded(text.split(" script:", 1)[0])
     if text.startswith("NOPARENT "):
         return JobNotFound(text.removeprefix("NOPARENT ").split(" script:", 1)[0])
     if text.startswith("GROUPMISMATCH "):

@@ -192,7 +192,9 @@ async def chained(
         # rota.protocol.shards), a step before it wherever its id points: an id drawn
         # here names that shard, so that a reader finds the step from its id alone.
         shard = placed.get(after[0], shard_of(after[0], shards)) if after else None
-        job_id = spec.job_id or (new_id() if shard is None else new_id_in(shard, shards))
+        # (A parent in a shard only the old count has, during a change, names none.)
+        named = shard is not None and shard < shards
+        job_id = spec.job_id or (new_id_in(shard, shards) if named else new_id())  # type: ignore[arg-type]
         placed[job_id] = shard_of(job_id, shards) if shard is None else shard
         linked.append(msgspec.structs.replace(spec, job_id=job_id, after=after))
         previous = job_id

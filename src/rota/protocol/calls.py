@@ -146,23 +146,29 @@ def _debounce(row: EnqueueRow) -> tuple[str, int, str, str]:
     return row.debounce_key, row.debounce_ms, row.debounce_mode, "1" if row.debounce_move else "0"
 
 
-async def enqueue(scope: Scope, row: EnqueueRow) -> tuple[str, bool]:
+async def enqueue(scope: Scope, row: EnqueueRow, generation: int | None = None) -> tuple[str, bool]:
     """Enqueue one job: its id (another's when its id or unique key is held) and whether
-    it was made. An error reply (``NOPARENT``, a refusal) raises."""
-    answer = await script("enqueue")(scope.conn, scope.prefix, enqueue_args(row), scope.mode)
+    it was made. An error reply (``NOPARENT``, a refusal, ``RESHARDED`` when
+    ``generation`` is not the shard record's: see :mod:`rota.protocol.reshard`) raises."""
+    args = enqueue_args(row)
+    if generation is not None:  # checked: it follows the time, '<now>@<generation>'
+        args[3] = f"{row.now}@{generation}"
+    answer = await script("enqueue")(scope.conn, scope.prefix, args, scope.mode)
     return reply_text(answer[0]), bool(answer[1])
 
 
 async def enqueue_batch(
-    scope: Scope, rows: Sequence[EnqueueRow]
+    scope: Scope, rows: Sequence[EnqueueRow], generation: int | None = None
 ) -> tuple[list[tuple[str, bool]], Exception | None]:
     """Enqueue ``rows`` by calls of :data:`BATCH` jobs, all in one pipeline, in order:
     (id, created) of every job of the calls that got through, and the first error reply
-    (every call is atomic: all of its jobs or none)."""
+    (every call is atomic: all of its jobs or none; ``generation`` as in
+    :func:`enqueue`)."""
     now = now_ms()
     batch = script("enqueue_batch")
+    at: Arg = now if generation is None else f"{now}@{generation}"  # as enqueue's
     calls: list[tuple[Script, Sequence[Arg]]] = [
-        (batch, [now, msgspec.msgpack.encode([batch_entry(r) for r in rows[i : i + BATCH]])])
+        (batch, [at, msgspec.msgpack.encode([batch_entry(r) for r in rows[i : i + BATCH]])])
         for i in range(0, len(rows), BATCH)
     ]
     answers = await call_many(scope.conn, scope.prefix, calls, scope.mode, raise_on_error=False)

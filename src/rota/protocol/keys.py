@@ -84,6 +84,7 @@ _FIXED_KEYS: Final[dict[str, str]] = {
     "never": "never",
     "idle": "idle",  # job name -> when it was first seen with nothing (forget_names)
     "expiring": "expiring",  # job id -> its expiry (ms), for jobs enqueued with one
+    "shards": "shards",  # the shard count record (rota.protocol.reshard), read by enqueues
 }
 
 LUA_KEYS: Final[dict[str, str]] = {**_PARAM_KEYS, **_PAIR_KEYS, **_FIXED_KEYS}
@@ -119,6 +120,16 @@ class Keys:
         self.shard = shard
         tag = namespace if shard == 0 else shard_tag(namespace, shard, shards)
         self.prefix = "{" + tag + "}:"
+
+    @classmethod
+    def of_tag(cls, namespace: str, tag: str, shard: int) -> Keys:
+        """The key names of the shard of hash tag ``tag``, at place ``shard`` among the
+        shards served (during a change of the count, old and new tags together: see
+        :mod:`rota.protocol.reshard`)."""
+        keys = cls(namespace)
+        keys.shard = shard
+        keys.prefix = "{" + tag + "}:"
+        return keys
 
     @classmethod
     def other_shards(cls, namespace: str) -> Keys:
@@ -217,10 +228,12 @@ class Keys:
 
     @property
     def shards(self) -> str:
-        """String: how many shards the namespace spans, written in shard 0 by the first
-        pool (absent: one), and in each other shard by the pools that found it right
-        there. A pool configured with another count refuses to start; one that finds a
-        shard's own record right starts that shard while shard 0 is away."""
+        """String: how many shards the namespace spans, or the change of that count under
+        way (see :mod:`rota.protocol.reshard`), written in shard 0 by the first pool
+        (absent: one) or by ``rota shards resize``, and copied into each other shard.
+        A pool configured with another count refuses to start unless the namespace was
+        resized (it then follows the record); the enqueue scripts compare the
+        generation a producer passes with their shard's copy."""
         return self.prefix + "shards"
 
     @property

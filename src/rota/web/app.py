@@ -154,17 +154,33 @@ _HANDLERS: Final[dict[Any, Any]] = {
 async def _lifespan(
     app: Starlette, closing: list[Client], following: list[Client]
 ) -> AsyncIterator[None]:
-    """Follow a Sentinel failover while the app runs (see :mod:`rota.redis.sentinel`), and close
-    the clients the app made when it stops."""
+    """Follow a Sentinel failover while the app runs (see :mod:`rota.redis.sentinel`), and
+    each namespace's shard record (a change of its count: see rota.client.follow), and
+    close the clients the app made when it stops."""
     try:
         async with anyio.create_task_group() as tg:
             for each in following:
                 tg.start_soon(each.follow_primary)
+                tg.start_soon(_follow_record, each)
             yield
             tg.cancel_scope.cancel()
     finally:
         for each in closing:
             await each.close()
+
+
+#: Seconds between the web's reads of a namespace's shard record.
+RECORD_EVERY: Final = 5.0
+
+
+async def _follow_record(client: Client) -> None:
+    """Read the shard record now and every :data:`RECORD_EVERY` seconds: the pages show
+    every shard served during a change of the count. A record that names no count, or
+    a Redis away, leaves the shards as they were until the next read."""
+    while True:
+        with contextlib.suppress(ValueError, RedisRefused, RedisUnavailable):
+            await client.admin.follower.reread()
+        await anyio.sleep(RECORD_EVERY)
 
 
 def create_app(

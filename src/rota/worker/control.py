@@ -52,6 +52,9 @@ class Control:
         self._leasing = 0  # fetches under way (a wait on the wake lists included)
         self._no_lease = anyio.Event()
         self._told = anyio.Event()
+        #: Called when a message says the namespace's shard record changed (see
+        #: rota.worker.follow).
+        self.on_reshard: Callable[[], None] = lambda: None
 
     def told(self) -> None:
         """A message said this pool's command changed: the heartbeat beats now."""

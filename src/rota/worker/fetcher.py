@@ -84,7 +84,7 @@ class Fetcher:
         self.rt = rt
         #: The shard this fetcher leases from (a pool runs one fetcher per shard); its
         #: jobs carry it, so that their outcomes go back to it.
-        self.shard = rt.keys.shard
+        self.shard = rt.position
         self.shards = rt.shard.total
         self.robin = robin
         self.acker = acker

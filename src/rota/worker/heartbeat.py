@@ -21,6 +21,7 @@ from anyio.abc import TaskStatus
 
 from rota.protocol import calls, codec
 from rota.protocol.job import now_ms, reply_text
+from rota.protocol.reshard import RESHARD_MESSAGE
 from rota.protocol.snapshot import BusyWorker, PoolSnapshot
 from rota.redis.outage import MEANING, condition
 from rota.version import __version__
@@ -71,7 +72,7 @@ class Heartbeat:
     async def run(self) -> None:
         """Beat every interval (the pool beats once itself before it starts fetching)."""
         while True:
-            if self.rt.keys.shard == 0:  # or at once when a command's message comes
+            if self.rt.position == 0:  # or at once when a command's message comes
                 await self.rt.control.until_told(self.rt.settings.heartbeat_interval)
             else:
                 await anyio.sleep(self.rt.settings.heartbeat_interval)
@@ -82,7 +83,7 @@ class Heartbeat:
     async def beat(self) -> None:
         rt = self.rt
         s = rt.settings
-        shard = rt.keys.shard  # a pool over several shards beats in each, for its jobs
+        shard = rt.position  # a pool over several shards beats in each, for its jobs
         self.rounds.begin(BEAT, shard)
         if shard == 0:  # the operator's command, acknowledged by the snapshot below
             await rt.control.obey(await self._told(), rt.pool_id, s.heartbeat_interval)
@@ -160,7 +161,7 @@ class Heartbeat:
                 async with rt.redis.pipeline(transaction=False) as pipe:
                     pipe.zrem(rt.keys.pools, rt.pool_id)
                     pipe.delete(rt.keys.pool(rt.pool_id))
-                    if rt.keys.shard == 0:  # its command, if any, is done with
+                    if rt.position == 0:  # its command, if any, is done with
                         pipe.hdel(rt.keys.pool_commands, rt.pool_id)
                     for reply in await pipe.execute(raise_on_error=False):
                         if isinstance(reply, Exception) and not wrong_type(reply):
@@ -203,7 +204,7 @@ class Reaper:
             # next one. Without this a lease that expired during an outage shorter than
             # the lease would be reclaimed before its pool could extend it.
             return
-        self.rounds.begin(REAP, rt.keys.shard)
+        self.rounds.begin(REAP, rt.position)
         forget = self.passes % FORGET_EVERY == 0
         self.passes += 1
         reclaimed, buried, forgotten = await calls.reap(
@@ -221,7 +222,7 @@ class Reaper:
             names = await rt.shard.forget_idle_names(s.forget_names_after, turn=turn)
             if names:
                 log.info("job names idle too long: forgotten", names=names[:20], count=len(names))
-        self.rounds.end(REAP, rt.keys.shard)
+        self.rounds.end(REAP, rt.position)
 
 
 class AbortListener:
@@ -231,7 +232,7 @@ class AbortListener:
         #: every shard on its server: one subscription serves them all).
         self.channels = channels or [rt.keys.abort]
         #: The first shard's listener hears of the operator's commands too.
-        self.told = rt.keys.pool_commands_told if rt.keys.shard == 0 else None
+        self.told = rt.keys.pool_commands_told if rt.position == 0 else None
         if self.told is not None:
             self.channels = [*self.channels, self.told]
         self._started = False
@@ -258,6 +259,8 @@ class AbortListener:
                     rt.cancel(message["data"].decode(), "abort")
                 elif message["data"].decode() == rt.pool_id:
                     rt.control.told()
+                elif message["data"].decode() == RESHARD_MESSAGE:
+                    rt.control.on_reshard()
         finally:
             with anyio.CancelScope(shield=True):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]

@@ -20,6 +20,7 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from rota.client.rules import recorded_shards
+from rota.client.shard import Shard
 from rota.config import describe
 from rota.protocol.job import Reason
 from rota.protocol.rows import Dead, Requeue
@@ -28,6 +29,7 @@ from rota.redis.sentinel import follow_primary
 from rota.version import __version__
 from rota.worker.acker import Acker
 from rota.worker.fetcher import Fetcher
+from rota.worker.follow import RecordFollower
 from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
 from rota.worker.isolation import check_target
 from rota.worker.loopwatch import LoopWatch
@@ -90,6 +92,36 @@ class PoolRun:
         self._shard_ready = [anyio.Event() for _ in self.shards]
         # Set once the first shard has checked the namespace's shard count.
         self._count_checked = anyio.Event()
+        # Where the tasks of a shard added during the run start (see add_shard).
+        self._bg: TaskGroup | None = None
+        self._fetch_tg: TaskGroup | None = None
+        self.follower = RecordFollower(self)
+
+    def ready(self, i: int) -> bool:
+        """Whether shard ``i`` of the pool has started."""
+        return self._shard_ready[i].is_set()
+
+    def add_shard(self, shard: Shard) -> None:
+        """Serve ``shard`` too, from now on: a change of the namespace's shard count
+        named it (see :mod:`rota.worker.follow`). Its tasks start as a first shard's do;
+        the pool's lists only grow, so that the place a job carries stays its shard's."""
+        if self.rt.stopping.is_set():
+            return
+        i = len(self.shards)
+        rt = self.rt.beside(shard, i)
+        acker = Acker(rt)
+        priorities = {name: h.priority for name, h in self.rt.handlers.items()}
+        self.shards.append(rt)
+        self.ackers.append(acker)
+        self.fetchers.append(Fetcher(rt, Robin(priorities), acker))
+        self.heartbeats.append(Heartbeat(rt, acker))
+        self.schedulers.append(Scheduler(rt, [], listen=True))
+        self._shard_ready.append(anyio.Event())
+        log.info("shard added", pool=self.rt.pool_id, shard=i, tag=shard.keys.prefix[:-1])
+        if self._bg is not None:
+            self._bg.start_soon(self._start_shard, i)
+        if self._fetch_tg is not None:
+            self._fetch_tg.start_soon(self._fetch_from, i)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -146,8 +178,10 @@ class PoolRun:
                     await bg.start(rt.children.serve, rt.stopping)
                 for i in range(len(self.shards)):
                     bg.start_soon(self._start_shard, i)
+                self._bg = bg
                 await self._first_shards_ready()
                 task_status.started()
+                bg.start_soon(self.follower.run)
                 bg.start_soon(follow_primary, rt.redis, rt.watch.wake)
 
     async def _first_shards_ready(self) -> None:
@@ -211,6 +245,7 @@ class PoolRun:
             await self._count_checked.wait()
         await shard.register()
         if i == 0:
+            await self.follower.follow()  # a count changed online: serve what it names
             self._count_checked.set()
 
     async def _run_fetcher(self) -> None:
@@ -221,6 +256,7 @@ class PoolRun:
                         tg.start_soon(self.wakes.run)
                     for i in range(len(self.fetchers)):
                         tg.start_soon(self._fetch_from, i)
+                    self._fetch_tg = tg
         finally:
             self._fetcher_done.set()
 

@@ -157,6 +157,10 @@ class PoolRuntime:
     #: namespace's other shards, which the runtimes of :meth:`shards` serve.
     shard: Shard
     others: Sequence[Shard] = ()
+    #: Its place among the shards the pool serves (0: shard 0, ``{ns}``): what its
+    #: jobs carry, so that their outcomes come back to it. The pool's own, kept for the
+    #: run: a change of the shard count adds shards after the others.
+    position: int = 0
     handlers: Mapping[str, Handler]
     state: Mapping[str, Any] = field(default_factory=dict)
     pool_id: str = field(
@@ -205,16 +209,17 @@ class PoolRuntime:
         """One runtime per shard of the namespace (see :mod:`rota.protocol.shards`),
         this one first: each over its shard, all sharing the workers, the handoff and
         what runs. Shards on this one's server share its watch too."""
-        out = [self]
-        for shard in self.others:
-            # The same settings, handlers and records of what runs (the same objects).
-            rt = dataclasses.replace(self, shard=shard)
-            rt.handoff, rt.limiter, rt.children = self.handoff, self.limiter, self.children
-            if shard.redis is self.shard.redis:
-                rt.watch = self.watch
-                self.watch.repairs.append(rt.repair)
-            out.append(rt)
-        return out
+        return [self, *(self.beside(s, i) for i, s in enumerate(self.others, start=1))]
+
+    def beside(self, shard: Shard, position: int) -> PoolRuntime:
+        """The runtime of ``shard``, at ``position`` among the pool's shards."""
+        # The same settings, handlers and records of what runs (the same objects).
+        rt = dataclasses.replace(self, shard=shard, position=position)
+        rt.handoff, rt.limiter, rt.children = self.handoff, self.limiter, self.children
+        if shard.redis is self.shard.redis:
+            rt.watch = self.watch
+            self.watch.repairs.append(rt.repair)
+        return rt
 
     async def register(self, *, keep: bool = False) -> int:
         """Make this pool's job names, priorities and limits known to every process (at
@@ -226,16 +231,18 @@ class PoolRuntime:
         await load_all(self.redis, self.script_mode)
         await self.repair()  # a key of another type would fail the scripts from the start
         k, shard = self.shard.total, self.shard.index
-        if shard == 0:
-            await check_shards(self.redis, self.keys, k)
+        if self.position == 0:
+            changed = await check_shards(self.redis, self.keys, k)
             for name, h in self.handlers.items():
-                if h.max_concurrency is not None and h.max_concurrency < k:
+                # (A count changed online is followed whatever it leaves: see resize.)
+                if h.max_concurrency is not None and h.max_concurrency < k and not changed:
                     raise ConfigError(
                         f"job {name!r}: max_concurrency {h.max_concurrency} over {k} shards"
                         f" leaves some shard none: give at least {k}, or fewer shards"
                     )
         else:  # the count is confirmed (see PoolRun): each shard keeps its own record
-            await self.redis.set(self.keys.shards, k)
+            # (never over one a change of the count wrote: see rota.protocol.reshard)
+            await self.redis.set(self.keys.shards, k, nx=True)
         names = [
             (
                 name,

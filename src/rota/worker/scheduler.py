@@ -114,11 +114,11 @@ class Scheduler:
             log.info("periodic job enqueued", job_name=p.name, fire_at=fire)
 
     async def run(self) -> None:
-        self.rounds.nudges[TICK, self.rt.keys.shard] = self.wake
+        self.rounds.nudges[TICK, self.rt.position] = self.wake
         try:
             await self._run()
         finally:
-            del self.rounds.nudges[TICK, self.rt.keys.shard]  # nothing to nudge any more
+            del self.rounds.nudges[TICK, self.rt.position]  # nothing to nudge any more
 
     async def _run(self) -> None:
         async with anyio.create_task_group() as tg:
@@ -127,9 +127,9 @@ class Scheduler:
             while True:
                 # A new event before the tick: a token that comes during it ends the wait.
                 self._woken = anyio.Event()
-                self.rounds.begin(TICK, self.rt.keys.shard)
+                self.rounds.begin(TICK, self.rt.position)
                 wait = await self.rt.watch.keep_trying("scheduler", self.tick)
-                self.rounds.end(TICK, self.rt.keys.shard)
+                self.rounds.end(TICK, self.rt.position)
                 if wait > 0:
                     with anyio.move_on_after(wait):
                         await self._woken.wait()

@@ -14,6 +14,31 @@
 --   waiting       zset    as in _graph.lua
 --   expiring      zset    job ids scored by their expiry (ms), for the promote script
 
+-- The refusal of a call sent by a producer that routes by another generation of the
+-- namespace's shard record than this shard's copy holds (see rota.protocol.reshard): an
+-- error reply 'RESHARDED <record>', nil when the call may go on. The generation comes
+-- after the time of the call, `now` (ARGV[4] of enqueue, ARGV[1] of enqueue_batch), as
+-- '<now ms>@<generation>': `argv[at]` is left holding the time alone. A time without
+-- one (a producer that passes none) is not checked.
+local function resharded(argv, at)
+  local now, g = string.match(argv[at] or '', '^(%d+)@(%d+)$')
+  if not g then
+    return nil
+  end
+  argv[at] = now
+  local stored = redis.pcall('GET', K_SHARDS)
+  if type(stored) ~= 'string' then -- absent (false), or a key of another type: unchecked
+    stored = ''
+  end
+  -- Only a record of the documented form has a generation (as rota.protocol.reshard
+  -- reads it): anything else is generation 0.
+  local have = string.match(stored, '^%d+>%d+@(%d+)$') or string.match(stored, '^%d+@(%d+)$')
+  if tonumber(have or '0') ~= tonumber(g) then
+    return redis.error_reply('RESHARDED ' .. (stored == '' and '1' or stored))
+  end
+  return nil
+end
+
 -- Push the ids a batch queued, one LPUSH per name (and per thousand ids), in the order
 -- they came, as one LPUSH each would have: the last at the head. A push that starts a
 -- queue adds its name to the names and ready sets; every name pushed is woken once.

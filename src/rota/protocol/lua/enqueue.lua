@@ -11,11 +11,18 @@
 --      debounce_key ('' = none), debounce_ms (the window, at least 1), debounce_mode
 --      ('first' | 'extend' | 'replace'), debounce_move ('0' = a replace keeps the run
 --      time; anything else moves it): a debounced job is scheduled at now_ms + window,
---      run_at_ms is not read (see _debounce.lua)
+--      run_at_ms is not read (see _debounce.lua). now_ms may be followed by '@' and the
+--      generation of the shard record the producer routes by ('<now>@<generation>'; see
+--      _enqueue.lua's resharded): another than this shard's copy is an error reply
+--      starting with RESHARDED, and nothing is written; a time alone is not checked
 -- Returns {id, created}: created is 0 when the id exists already, the unique key is held
 -- by a live job, or the debounce key by a pending job (which took this enqueue in), whose
 -- id is returned instead. A parent that does not exist is an error
 -- reply starting with NOPARENT, and nothing is written.
+local stale = resharded(ARGV, 4)
+if stale then
+  return stale
+end
 local after = ARGV[10] or ''
 local trace = nil
 if (ARGV[11] or '') ~= '' then

@@ -13,6 +13,8 @@
 --      items 17 to 20: a debounced entry gives items 9 to 16 too, '' where unused); a parent may be a job earlier
 --      in the same call, and a debounced entry is absorbed by the pending job an earlier
 --      entry of its key made.
+-- now_ms may be '<now>@<generation>', as the enqueue script's (another generation than
+--      this shard's copy: RESHARDED, nothing written).
 -- Returns a flat list: id, created, id, created, ... in the order given. The ids of one
 -- name go into its queue in one LPUSH, and wake tokens are pushed once per name. A
 -- parent or group that does not exist is an error reply starting with NOPARENT, and
@@ -21,6 +23,10 @@
 -- exists outside its group, or a callback for a group that has another one. (The same
 -- call again, after a send cut short, is none of these: its members and callback
 -- exist in their group already and are skipped.)
+local stale = resharded(ARGV, 1)
+if stale then
+  return stale
+end
 local now = tonumber(ARGV[1])
 local jobs = cmsgpack.unpack(ARGV[2])
 -- Checked before anything is written: a script that fails half-way keeps its writes.

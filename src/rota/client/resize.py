@@ -1,0 +1,240 @@
+"""``rota shards resize N``: change the shard count of a namespace in use, pools and
+producers running (see :mod:`rota.protocol.reshard` for the record, and "Changing the
+shard count" in docs/operations.md for the procedure).
+
+1. The record ``OLD>NEW@G+1`` is written into every shard of the union of the old and
+   new sets, shard 0 last, and the pools are told (they serve the union from then on;
+   producers learn it from their next enqueue's refusal). Concurrency limits are split
+   over the union.
+2. The shards only the old count has are drained by the pools: the command waits until
+   they hold no queued, scheduled, retry, waiting or running job (new jobs go to the
+   new shards; what a job from before needs, its group, its unique or debounce key, its
+   parents, stays in its old home until it ends).
+3. What is left there (dead and complete jobs, kept results, logs, groups, unique and
+   debounce keys, counters) is copied to its new home, then deleted there, a job with
+   its set entries, so that a reader by id finds it in one shard or the other.
+4. The record ``NEW@G+2`` is written into every shard of the union (a retired shard keeps
+   it, so that a producer that still routes to it is refused), shard 0 last.
+
+Every step can be run again: a command cut short is resumed by running it again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Final
+
+import anyio
+import msgspec
+
+from rota.client.rules import split_limit
+from rota.client.shard import Shard
+from rota.protocol.job import reply_text
+from rota.protocol.reshard import RESHARD_MESSAGE, ShardRecord
+from rota.protocol.shards import MAX_SHARDS, shard_tags
+
+if TYPE_CHECKING:
+    from rota.client.client import Client
+
+__all__ = ["Resized", "live_jobs", "resize"]
+
+#: Ids moved per round trip.
+CHUNK: Final = 200
+
+
+class Resized(msgspec.Struct, frozen=True):
+    """Where a ``resize`` left the namespace: its record, whether the change is done,
+    the live jobs left in each shard being retired (by tag), the records moved."""
+
+    record: str
+    done: bool
+    live: dict[str, int]
+    moved: int = 0
+
+
+async def resize(
+    client: Client,
+    to: int,
+    *,
+    wait: bool = True,
+    timeout: float = 600.0,  # noqa: ASYNC109 - the drain's time, not one call's
+    say: Callable[[str], None] = lambda line: None,
+) -> Resized:
+    """Change ``client``'s namespace to ``to`` shards, or resume a change cut short;
+    ``say`` is told the progress, a line at a time. Without ``wait`` it returns after
+    step 1 (or the check of step 2) while old shards still hold live jobs: run it again
+    later. ``timeout``: the seconds step 2 waits at most."""
+    if isinstance(to, bool) or not isinstance(to, int) or not 1 <= to <= MAX_SHARDS:
+        raise ValueError(f"shards: a count from 1 to {MAX_SHARDS}, got {to!r}")
+    admin = client.admin
+    record = await admin.follower.reread()
+    if record.changing and record.new != to:
+        raise ValueError(
+            f"{admin.shards[0].keys.shards}: a change from {record.old} to {record.new}"
+            f" shards is under way: finish it first (rota shards resize {record.new})"
+        )
+    if not record.changing:
+        if record.new == to:
+            say(f"namespace {client.namespace!r} spans {to} shard(s): nothing to change")
+            return Resized(record.text(), True, {})
+        record = record.started(to)
+        admin.follower.follow(record)
+        await _limits_over_union(admin.shards, record.old)
+        await _fair_settings(admin.shards, record.old, admin.follower.route.named)
+        say(f"started: {record.text()} (serving {len(admin.shards)} shards meanwhile)")
+    await _write(admin.shards, record)  # again when resumed: a write cut short
+    retiring = list(admin.shards[record.new :])
+    deadline = time.monotonic() + timeout
+    while True:
+        live = {s.keys.prefix[1:-2]: await live_jobs(s) for s in retiring}
+        say("live jobs left: " + (", ".join(f"{t} {n}" for t, n in live.items()) or "none"))
+        if not any(live.values()):
+            break
+        if not wait or time.monotonic() >= deadline:
+            return Resized(record.text(), False, live)
+        await anyio.sleep(0.5)
+    moved = 0
+    for shard in retiring:
+        n = await _move_rest(shard, admin.follower.route.named, admin.shards[0])
+        say(f"moved {n} record(s) from {shard.keys.prefix[1:-2]}")
+        moved += n
+    if any([await live_jobs(s) for s in retiring]):  # a job came back meanwhile: again
+        return await resize(client, to, wait=wait, timeout=timeout, say=say)
+    final = record.ended()
+    await _write(admin.shards, final)
+    admin.follower.follow(final)
+    say(f"done: {final.text()}")
+    return Resized(final.text(), True, {}, moved)
+
+
+async def live_jobs(shard: Shard) -> int:
+    """The jobs ``shard`` holds that are still to run: queued, running, scheduled, in
+    retry or waiting for others."""
+    names = await shard.names()
+    backlog = await shard.backlog(names) if names else {}
+    sizes = await shard.job_set_sizes()
+    held = sum(q + r for q, r in backlog.values())
+    return held + sum(sizes.get(s, 0) for s in ("scheduled", "retry", "waiting"))
+
+
+async def _write(shards: Sequence[Shard], record: ShardRecord) -> None:
+    """``record`` into every shard's copy, shard 0's (what clients read) last; then the
+    pools are told."""
+    for shard in (*shards[1:], shards[0]):
+        await shard.redis.set(shard.keys.shards, record.text())
+    first = shards[0]
+    await first.redis.publish(first.keys.pool_commands_told, RESHARD_MESSAGE)
+
+
+async def _limits_over_union(shards: Sequence[Shard], old: int) -> None:
+    """Each name's concurrency limit (its parts in the old shards added up) split over
+    every shard served, and paused names paused in the new ones too."""
+    first = shards[0]
+    paused = await first.redis.smembers(first.keys.paused)
+    totals: dict[str, int] = {}
+    tags = set(shard_tags(first.keys.namespace, old))
+    for shard in (s for s in shards if s.keys.prefix[1:-2] in tags):
+        for name, part in (await shard.redis.hgetall(shard.keys.limits)).items():
+            n = reply_text(name)
+            totals[n] = totals.get(n, 0) + int(part)
+    for shard in shards:
+        if paused:
+            await shard.redis.sadd(shard.keys.paused, *paused)
+        for name, total in totals.items():
+            await shard.set_limit(name, split_limit(total, len(shards), shard.index))
+
+
+async def _fair_settings(shards: Sequence[Shard], old: int, home: Callable[[str], Shard]) -> None:
+    """Each fair key's settings (weight, limit, rate, pause: ``fset:<name>``) copied from
+    the old shards to the key's new home, where it did not have them; a name's default
+    key limit to every shard. A setting changed during the change is written to both."""
+    tags = set(shard_tags(shards[0].keys.namespace, old))
+    for shard in (s for s in shards if s.keys.prefix[1:-2] in tags):
+        # Every name's, not only those of the names set: a setting may come before jobs.
+        found = shard.redis.scan_iter(match=_glob(shard.keys.fair_set("")) + "*", count=500)
+        for name in [reply_text(k)[len(shard.keys.fair_set("")) :] async for k in found]:
+            settings = await shard.redis.hgetall(shard.keys.fair_set(name))
+            for raw, value in settings.items():
+                field = reply_text(raw)
+                kind, _, key = field.partition("/")
+                for dest in shards if kind == "l*" else [home(key)] if key else []:
+                    if dest is not shard:
+                        await dest.redis.hsetnx(dest.keys.fair_set(name), field, value)
+
+
+async def _move_rest(shard: Shard, home: Callable[[str], Shard], first: Shard) -> int:
+    """Copy what ``shard`` still holds (no live job) to its new home, then delete it
+    here; how many records moved. Run again, it copies again what is still here."""
+    moved = 0
+    k = shard.keys
+    for which in ("dead", "complete"):
+        key = k.dead if which == "dead" else k.complete
+        while entries := await shard.redis.zrange(key, 0, CHUNK - 1, withscores=True):
+            ids = [(reply_text(e[0]), float(e[1])) for e in entries]
+            for job_id, score in ids:
+                dest = home(job_id)
+                await _move_job(shard, dest, job_id)
+                to = dest.keys.dead if which == "dead" else dest.keys.complete
+                await dest.redis.zadd(to, {job_id: score})
+            await shard.redis.zrem(key, *[i for i, _ in ids])
+            await shard.redis.delete(*[k.job(i) for i, _ in ids])
+            moved += len(ids)
+    prefix = k.prefix
+    async for raw in shard.redis.scan_iter(match=_glob(prefix) + "*", count=500):
+        rest = reply_text(raw)[len(prefix) :]
+        kind, _, arg = rest.partition(":")
+        if kind == "job":
+            await _move_job(shard, home(arg), arg)
+            await shard.redis.delete(k.job(arg))
+            moved += 1
+        elif kind in ("group", "gresults", "gmembers", "log", "children"):
+            await _copy(shard, home(arg), rest, replace=True)
+        elif kind in ("unique", "debounce"):
+            await _copy(shard, home(arg), rest, replace=False)
+        elif kind == "stats":
+            await _add_counts(shard, first, rest)
+        elif kind == "quarantine":
+            await _copy(shard, first, rest, replace=True)
+        elif rest == "shards":
+            continue  # the record stays: a producer that still routes here is refused
+        await shard.redis.delete(prefix + rest)
+    return moved
+
+
+async def _move_job(src: Shard, dest: Shard, job_id: str) -> None:
+    for key in ("job:", "log:", "children:"):
+        await _copy(src, dest, key + job_id, replace=True)
+        if key != "job:":
+            await src.redis.delete(src.keys.prefix + key + job_id)
+
+
+async def _copy(src: Shard, dest: Shard, rest: str, *, replace: bool) -> None:
+    """The key ``rest`` (what follows the prefix) of ``src`` into ``dest``, with its
+    time to live; over one of ``dest`` only when ``replace``."""
+    dumped = await src.redis.dump(src.keys.prefix + rest)
+    if dumped is None:
+        return
+    ttl = max(0, await src.redis.pttl(src.keys.prefix + rest))
+    to = dest.keys.prefix + rest
+    if not replace and await dest.redis.exists(to):
+        return
+    await dest.redis.restore(to, ttl, dumped, replace=True)
+
+
+async def _add_counts(src: Shard, first: Shard, rest: str) -> None:
+    """A counters hash added into shard 0's of the same name (its time to live kept)."""
+    counts = await src.redis.hgetall(src.keys.prefix + rest)
+    to = first.keys.prefix + rest
+    pipe = first.redis.pipeline(transaction=False)
+    for field, n in counts.items():
+        pipe.hincrby(to, field, int(n))
+    ttl = await src.redis.pttl(src.keys.prefix + rest)
+    if ttl > 0:
+        pipe.pexpire(to, ttl)
+    await pipe.execute()
+
+
+def _glob(text: str) -> str:
+    """``text`` as a SCAN pattern that matches it only."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

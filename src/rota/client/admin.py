@@ -2,16 +2,18 @@
 (``client.admin``): what the web UI and the CLI show and change. Each method runs a
 one-shard read or write of :class:`rota.client.shard.Shard` by a rule of
 :mod:`rota.client.routing`: a job name's change goes to every shard (a concurrency limit
-of n split n // K, plus one for the first n % K shards, so that the shards together never
-run more than n; a rate evenly); what counts is read from every shard and merged; what
+as parts that follow the work and never add up to more than it, see
+:mod:`rota.client.balance`; a rate evenly); what counts is read from every shard and merged; what
 names a job or a group goes to its shard."""
 
 from __future__ import annotations
 
 import heapq
+import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from rota.client.balance import set_whole
 from rota.client.fair import FairAdmin
 from rota.client.finished import (
     MAX_COUNT,
@@ -24,7 +26,7 @@ from rota.client.finished import (
 )
 from rota.client.pools import Command, PoolCommands
 from rota.client.routing import Shards
-from rota.client.rules import add_counts, merge_bucket, merge_queue, split_limit, split_rate
+from rota.client.rules import add_counts, merge_bucket, merge_queue, split_rate
 from rota.client.scan import (
     JOBS,
     NEWEST_FIRST,
@@ -106,18 +108,15 @@ class Admin(FairAdmin):
 
     async def set_limit(self, name: str, limit: int | None) -> None:
         """Cap how many jobs of ``name`` run at once across all pools (None: no cap).
-        Over K shards each gets its part (see :func:`split_limit`); a limit below K
-        would leave some shard's jobs of the name no room at all, and is refused."""
+        Over K shards the whole is kept in shard 0 and each shard holds a part that
+        follows the work (:mod:`rota.client.balance`): any n from 1 up."""
         validate_name(name)
-        k = self._route.count
-        if limit is not None and checked("limit", limit, HANDLER["max_concurrency"]) < k:
-            raise ValueError(
-                f"a concurrency limit of {limit} over {k} shards leaves some shard none:"
-                f" give at least {k}"
-            )
-        await self._route.each(
-            lambda s: s.set_limit(name, None if limit is None else split_limit(limit, k, s.index))
-        )
+        if limit is not None:
+            checked("limit", limit, HANDLER["max_concurrency"])
+        if self._route.count == 1:
+            return await self._route.all[0].set_limit(name, limit)
+        holder = f"operator {uuid.uuid4().hex}"
+        await set_whole([s.scope for s in self._route.all], name, limit, holder)
 
     async def set_rate(self, name: str, rate: str | Rate | None) -> None:
         """Cap how many jobs of ``name`` start per second, minute or hour across all

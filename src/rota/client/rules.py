@@ -26,7 +26,6 @@ __all__ = [
     "merge_bucket",
     "merge_queue",
     "recorded_shards",
-    "split_limit",
     "split_rate",
 ]
 
@@ -116,12 +115,6 @@ async def gather(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
     except BaseExceptionGroup as group:
         raise group.exceptions[0] from None
     return out
-
-
-def split_limit(limit: int, shards: int, shard: int) -> int:
-    """Shard ``shard``'s part of a concurrency limit of ``limit`` over ``shards``: the
-    parts add up to the limit, so the namespace never runs more than it allows."""
-    return limit // shards + (1 if shard < limit % shards else 0)
 
 
 def split_rate(rate: Rate, shards: int) -> Rate:

@@ -47,6 +47,7 @@ SCRIPT_NAMES: Final = (
     "forget_names",
     "repair",
     "fair_keys",
+    "rebalance",
 )
 
 #: Scripts registered once more under another name, with other flags: ``finish_kept``

@@ -31,6 +31,7 @@ from rota.worker.fetcher import Fetcher
 from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
 from rota.worker.isolation import check_target
 from rota.worker.loopwatch import LoopWatch
+from rota.worker.rebalance import Rebalancer
 from rota.worker.registry import Periodic
 from rota.worker.robin import Robin
 from rota.worker.runner import run_job
@@ -70,6 +71,8 @@ class PoolRun:
             for i, r in enumerate(self.shards)
         ]
         self.wakes: SharedWakes | None = None
+        # Over several shards, the parts of the limits follow the work (one pool at a time).
+        self.rebalancer = Rebalancer(rt, lambda: self.shards) if len(self.shards) > 1 else None
         for heartbeat in self.heartbeats[1 : self.together]:
             heartbeat.reads_memory = False
         if shared:
@@ -195,6 +198,8 @@ class PoolRun:
                 tg.start_soon(self.schedulers[i].run)
                 if i == 0 and self.together > 1:
                     tg.start_soon(listen_for_schedulers, shard, self.schedulers[: self.together])
+                if i == 0 and self.rebalancer is not None:
+                    tg.start_soon(self.rebalancer.run)
 
     async def _register(self, i: int) -> None:
         """Make the pool's job names known in shard ``i``. The first shard checks the
@@ -340,6 +345,8 @@ class PoolRun:
         """Stop the background tasks and remove this pool's heartbeat."""
         self._background.cancel()
         async with anyio.create_task_group() as tg:
+            if self.rebalancer is not None:
+                tg.start_soon(self.rebalancer.stop)
             for heartbeat, ready in zip(self.heartbeats, self._shard_ready, strict=True):
                 if ready.is_set():  # a shard that never started holds no heartbeat
                     tg.start_soon(heartbeat.stop)

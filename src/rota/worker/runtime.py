@@ -17,9 +17,8 @@ import anyio
 import structlog
 
 from rota.client import Client, Shard
-from rota.client.rules import check_shards, split_limit, split_rate
+from rota.client.rules import check_shards, split_rate
 from rota.config import Settings
-from rota.errors import ConfigError
 from rota.logging import JobLine
 from rota.protocol import calls
 from rota.protocol.job import now_ms
@@ -228,24 +227,36 @@ class PoolRuntime:
         k, shard = self.shard.total, self.shard.index
         if shard == 0:
             await check_shards(self.redis, self.keys, k)
-            for name, h in self.handlers.items():
-                if h.max_concurrency is not None and h.max_concurrency < k:
-                    raise ConfigError(
-                        f"job {name!r}: max_concurrency {h.max_concurrency} over {k} shards"
-                        f" leaves some shard none: give at least {k}, or fewer shards"
-                    )
+            if k > 1:
+                await self._register_totals(keep=keep)
         else:  # the count is confirmed (see PoolRun): each shard keeps its own record
             await self.redis.set(self.keys.shards, k)
+        # Over several shards a part starts at 0 where there is none ('0?': written only
+        # then), and the rebalancer places the whole limit (rota.client.balance).
         names = [
             (
                 name,
                 h.priority,
-                "" if h.max_concurrency is None else split_limit(h.max_concurrency, k, shard),
+                "" if h.max_concurrency is None else str(h.max_concurrency) if k == 1 else "0?",
                 split_rate(parse_rate(h.rate), k).stored if h.rate is not None else "",
             )
             for name, h in self.handlers.items()
         ]
         return await calls.register(self.shard.scope, names, keep=keep)
+
+    async def _register_totals(self, *, keep: bool) -> None:
+        """Write the whole limits of the handlers in shard 0 (``keep``: only those it has
+        none of); a handler without one removes its name's (not with ``keep``)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for name, h in self.handlers.items():
+            if h.max_concurrency is not None:
+                if keep:
+                    pipe.hsetnx(self.keys.limit_totals, name, h.max_concurrency)
+                else:
+                    pipe.hset(self.keys.limit_totals, name, h.max_concurrency)
+            elif not keep:
+                pipe.hdel(self.keys.limit_totals, name)
+        await pipe.execute()
 
     async def repair(self) -> bool:
         """Move away the keys of this shard that hold another type than rota reads (see

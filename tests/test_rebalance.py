@@ -19,6 +19,7 @@ from structlog.testing import capture_logs
 from rota import Client, JobContext, JobSpec, WorkerPool
 from rota.client.balance import Pass, Seen, balance, lead, plan, read_totals
 from rota.protocol.keys import Keys
+from rota.protocol.rate import Rate
 from rota.protocol.shards import new_id_in
 from tests.helpers import pool_settings, wait_until
 from tests.unit.test_shard_tags import K
@@ -152,6 +153,34 @@ async def test_garbage_in_a_part_counts_as_zero_and_is_written_back_clean(
     assert any("left out" in e["event"] and e["name"] == b"other" for e in logs)
 
 
+async def test_a_rate_follows_its_jobs_and_shows_whole(
+    redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    """Jobs of a rate-limited name in one shard get the whole rate there (no more r / K);
+    the operator sees the whole rate, and garbage in a part counts as 0."""
+    ledger = Ledger()
+    ledger.gate.set()
+    settings = pool_settings(
+        redis_url, namespace, shards=K, concurrency=20, heartbeat_interval=0.1, lease=5
+    )
+    pool = WorkerPool(settings=settings)
+    pool.job(name=NAME, rate="40/s")(ledger.run)
+    rates = [Keys(namespace, i, K).rates for i in range(K)]
+    async with Client.from_url(redis_url, namespace, shards=K) as client, pool.running():
+        await client.enqueue_many(_in_shard(2, 400))
+        want = [b"0/1000", b"0/1000", b"40/1000", b"0/1000"]
+        await wait_until(lambda: [redis_sync.hget(k, NAME) for k in rates] == want)
+        assert [q.rate for q in await client.admin.queues([NAME])] == ["40/s"]
+        with capture_logs() as logs:
+            redis_sync.hset(rates[0], NAME, "many/1000")
+            await wait_until(lambda: redis_sync.hget(rates[0], NAME) == b"0/1000")
+        await client.admin.set_rate(NAME, "20/s")
+        assert [q.rate for q in await client.admin.queues([NAME])] == ["20/s"]
+        shares = [redis_sync.hget(k, NAME) for k in rates]
+        assert sum(float(cast(bytes, x).split(b"/")[0]) for x in shares) <= 20
+    assert any(e["event"] == "rate part is no rate: counted as 0" for e in logs)
+
+
 def test_plan_adds_up_to_the_limit_and_keeps_what_runs() -> None:
     seen = [Seen(0, 1, 0), Seen(0, 0, 30), Seen(0, 0, 10), Seen(None, 3, 5)]
     assert plan(9, seen) == [1, 6, 2, 0]
@@ -187,10 +216,12 @@ class _Parts(RuleBasedStateMachine):
         self.scopes = [s.scope for s in self.client.admin.shards]
         self.keys = [Keys(self.ns, i, K) for i in range(K)]
         self.r = redis.Redis.from_url(redis_url)
-        self.limit = 5
+        self.limit, self.rate = 5, Rate(7.0, 1000)
         self.r.hset(self.keys[0].limit_totals, NAME, self.limit)
+        self.r.hset(self.keys[0].rate_totals, NAME, self.rate.stored)
         for k in self.keys:
             self.r.hset(k.limits, NAME, 0)
+            self.r.hset(k.rates, NAME, "0/1000")
         self.passes: list[tuple[Pass, str]] = []  # started passes and their next step
         self.jobs = 0
 
@@ -203,6 +234,11 @@ class _Parts(RuleBasedStateMachine):
 
     def part(self, i: int) -> int:
         return int(self.r.hget(self.keys[i].limits, NAME) or 0)
+
+    def share(self, i: int) -> float:
+        count, _, per = cast(bytes, self.r.hget(self.keys[i].rates, NAME)).partition(b"/")
+        assert per == b"1000"
+        return float(count)
 
     def running(self, i: int) -> int:
         return int(self.r.zcard(self.keys[i].running(NAME)))
@@ -231,7 +267,7 @@ class _Parts(RuleBasedStateMachine):
         number = self.do(lead(self.scopes[0], f"pool-{len(self.passes)}", 60000))
         if not number:
             return
-        step = Pass(self.scopes, number, {NAME: self.limit})
+        step = Pass(self.scopes, number, {NAME: self.limit}, {NAME: self.rate})
         self.passes.append((step, "lower" if self.do(step.read()) else "done"))
 
     @rule(which=st.integers(0, 5))
@@ -253,13 +289,16 @@ class _Parts(RuleBasedStateMachine):
         """A pass that runs to its end with nothing between its steps places n."""
         self.r.delete(self.keys[0].rebalancer)
         number = self.do(lead(self.scopes[0], "whole", 60000))
-        assert self.do(balance(self.scopes, number, {NAME: self.limit}))
+        assert self.do(balance(self.scopes, number, {NAME: self.limit}, {NAME: self.rate}))
         if sum(self.running(i) for i in range(K)) <= self.limit:
             assert sum(self.part(i) for i in range(K)) == self.limit
+        assert sum(self.share(i) for i in range(K)) > self.rate.count - 1e-5
 
     @invariant()
     def never_more_than_the_limit(self) -> None:
         assert sum(self.part(i) for i in range(K)) <= self.limit
         assert sum(self.running(i) for i in range(K)) <= self.limit
+        assert sum(self.share(i) for i in range(K)) <= self.rate.count
         for i in range(K):
             assert self.part(i) >= 0
+            assert self.share(i) >= 0

@@ -1,19 +1,17 @@
 """The operator's reads and writes of a namespace on one object, :class:`Admin`
 (``client.admin``): what the web UI and the CLI show and change. Each method runs a
 one-shard read or write of :class:`rota.client.shard.Shard` by a rule of
-:mod:`rota.client.routing`: a job name's change goes to every shard (a concurrency limit
-as parts that follow the work and never add up to more than it, see
-:mod:`rota.client.balance`; a rate evenly); what counts is read from every shard and merged; what
-names a job or a group goes to its shard."""
+:mod:`rota.client.routing`: a job name's change goes to every shard (a limit or a rate
+as parts that follow the work, :mod:`rota.client.balance`); what counts is read from
+every shard and merged; what names a job or a group goes to its shard."""
 
 from __future__ import annotations
 
 import heapq
-import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from rota.client.balance import set_whole
+from rota.client.balance import read_totals, set_whole, set_whole_rate
 from rota.client.fair import FairAdmin
 from rota.client.finished import (
     MAX_COUNT,
@@ -25,8 +23,9 @@ from rota.client.finished import (
     finished,
 )
 from rota.client.pools import Command, PoolCommands
+from rota.client.rate_shares import read_rate_totals
 from rota.client.routing import Shards
-from rota.client.rules import add_counts, merge_bucket, merge_queue, split_rate
+from rota.client.rules import add_counts, merge_bucket, merge_queue
 from rota.client.scan import (
     JOBS,
     NEWEST_FIRST,
@@ -115,8 +114,7 @@ class Admin(FairAdmin):
             checked("limit", limit, HANDLER["max_concurrency"])
         if self._route.count == 1:
             return await self._route.all[0].set_limit(name, limit)
-        holder = f"operator {uuid.uuid4().hex}"
-        await set_whole([s.scope for s in self._route.all], name, limit, holder)
+        await set_whole([s.scope for s in self._route.all], name, limit)
 
     async def set_rate(self, name: str, rate: str | Rate | None) -> None:
         """Cap how many jobs of ``name`` start per second, minute or hour across all
@@ -124,11 +122,13 @@ class Admin(FairAdmin):
         interval apart, after a quiet spell in a burst of up to 100 ms worth of starts
         (at least two): ``"50/s"`` may start 55 jobs in its first second. Pools waiting for
         the name are woken, so a raised or removed limit takes effect at once. A pool
-        writes its handlers' ``rate`` when it starts, as for ``set_limit``. Over K
-        shards each gets an even part."""
+        writes its handlers' ``rate`` when it starts. Over K shards the parts follow the
+        work (:mod:`rota.client.rate_shares`)."""
         validate_name(name)
-        part = None if rate is None else split_rate(parse_rate(rate), self._route.count)
-        await self._route.each(lambda s: s.set_rate(name, part))
+        whole = None if rate is None else parse_rate(rate)
+        if self._route.count == 1:
+            return await self._route.all[0].set_rate(name, whole)
+        await set_whole_rate([s.scope for s in self._route.all], name, whole)
 
     async def clear_queue(self, name: str) -> int:
         """Delete every queued job of ``name``; returns how many."""
@@ -152,7 +152,9 @@ class Admin(FairAdmin):
         """Figures of each queue, read in two round trips per shard whatever their number."""
         names = await self.names() if names is None else list(names)
         each = await self._route.each(lambda s: s.queues(names))
-        return [merge_queue(rows, self._route.count) for rows in zip(*each, strict=True)]
+        k, home = self._route.count, self._route.all[0].scope
+        wholes = (await read_totals(home), await read_rate_totals(home)) if k > 1 else ()
+        return [merge_queue(rows, k, *wholes) for rows in zip(*each, strict=True)]
 
     async def backlog(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
         """Queued and running jobs of each name, one round trip per shard."""

@@ -33,15 +33,18 @@ the count changes) passes them all.
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import structlog
 
+from rota.client.rate_shares import Shares, floor6, read_rate_totals, rlower
 from rota.client.rules import gather
 from rota.protocol.calls import Scope
 from rota.protocol.job import reply_text
 from rota.protocol.keys import fixed_key
+from rota.protocol.rate import Rate
 
 __all__ = [
     "MAX_PART",
@@ -52,11 +55,13 @@ __all__ = [
     "leave",
     "lower",
     "parse_part",
+    "place",
     "plan",
     "raise_by",
     "read",
     "read_totals",
     "set_whole",
+    "set_whole_rate",
 ]
 
 log = structlog.get_logger("rota.limits")
@@ -73,6 +78,7 @@ class Seen(NamedTuple):
     running: int
     waiting: int
     garbage: bool = False
+    rate: Any = None  # its rate's part as stored (rota.client.rate_shares)
 
 
 def parse_part(raw: Any) -> tuple[int | None, bool]:
@@ -150,15 +156,16 @@ async def read(scope: Scope, number: int, names: Sequence[str]) -> list[Seen] | 
         return None
     out = []
     for at, name in enumerate(names):
-        part, garbage = parse_part(got[3 * at])
+        part, garbage = parse_part(got[4 * at])
         if garbage:
             log.warning(
                 "limit part is no whole number in 0..1e9: counted as 0",
                 key=fixed_key(scope.prefix, "limits"),
                 name=name,
-                held=reply_text(got[3 * at])[:64],
+                held=reply_text(got[4 * at])[:64],
             )
-        out.append(Seen(part, int(got[3 * at + 1]), int(got[3 * at + 2]), garbage))
+        running, waiting, rate = got[4 * at + 1 : 4 * at + 4]
+        out.append(Seen(part, int(running), int(waiting), garbage, rate or None))
     return out
 
 
@@ -186,12 +193,20 @@ class Pass:
     A pass stopped after any step leaves the parts adding up to no more than before it
     (or than the whole, whichever is more)."""
 
-    def __init__(self, scopes: Sequence[Scope], number: int, totals: dict[str, int]) -> None:
+    def __init__(
+        self,
+        scopes: Sequence[Scope],
+        number: int,
+        totals: dict[str, int],
+        rates: dict[str, Rate] | None = None,
+    ) -> None:
         self.scopes, self.number, self.totals = list(scopes), number, totals
-        self.names = sorted(totals)
+        self.rates = rates or {}
+        self.names = sorted(set(totals) | set(self.rates))
         self.seen: list[list[Seen]] = []  # per name, per shard
         self.targets: list[list[int]] = []
         self.after: list[list[int | None]] = []  # per name, per shard: parts after lowers
+        self.shares = Shares(self)
 
     async def read(self) -> bool:
         """Read and plan: False when a newer lease read a shard (the pass stops)."""
@@ -200,14 +215,17 @@ class Pass:
         if any(r is None for r in reads):
             return False
         self.seen = [[r[j] for r in reads if r is not None] for j in range(len(names))]
-        self.targets = [plan(self.totals[n], self.seen[j]) for j, n in enumerate(names)]
+        self.targets = [plan(self.totals.get(n, 0), self.seen[j]) for j, n in enumerate(names)]
         self.after = [[s.part for s in seen] for seen in self.seen]
+        self.shares.plan()
         return True
 
     async def lower(self) -> None:
         """Lower every part above its target, and write garbage back clean."""
         lows: list[list[tuple[int, str, int]]] = [[] for _ in self.scopes]
         for j, name in enumerate(self.names):
+            if name not in self.totals:
+                continue
             for i, s in enumerate(self.seen[j]):
                 if s.part is not None and (s.garbage or self.targets[j][i] < s.part):
                     lows[i].append((j, name, self.targets[j][i]))
@@ -218,6 +236,7 @@ class Pass:
         for i, (low, got) in enumerate(zip(lows, lowered, strict=True)):
             for (j, _, _), part in zip(low, got, strict=True):
                 self.after[j][i] = part
+        await self.shares.lower()
 
     async def grow(self) -> bool:
         """Raise the parts below their targets by at most what is free of each whole once
@@ -225,6 +244,8 @@ class Pass:
         lease read a shard since (its raises refused)."""
         ups: list[list[tuple[str, int]]] = [[] for _ in self.scopes]
         for j, name in enumerate(self.names):
+            if name not in self.totals:
+                continue
             after, targets = self.after[j], self.targets[j]
             free = self.totals[name] - sum(p for p in after if p is not None)
             wants = [
@@ -242,22 +263,27 @@ class Pass:
                 for s, up in zip(self.scopes, ups, strict=True)
             ]
         )
-        return all(raised)
+        return all(raised) and await self.shares.grow()
 
 
-async def balance(scopes: Sequence[Scope], number: int, totals: dict[str, int]) -> bool:
+async def balance(
+    scopes: Sequence[Scope],
+    number: int,
+    totals: dict[str, int],
+    rates: dict[str, Rate] | None = None,
+) -> bool:
     """One pass (:class:`Pass`): whether it ran to its end (False: a newer lease fenced
     it off)."""
-    if not totals:
+    if not totals and not rates:
         return True
-    step = Pass(scopes, number, totals)
+    step = Pass(scopes, number, totals, rates)
     if not await step.read():
         return False
     await step.lower()
     return await step.grow()
 
 
-async def set_whole(scopes: Sequence[Scope], name: str, limit: int | None, holder: str) -> None:
+async def set_whole(scopes: Sequence[Scope], name: str, limit: int | None) -> None:
     """An operator's limit of ``name`` over the shards ``scopes`` (shard 0 first): the
     whole in shard 0; a shard without a part gets 0; parts above the new whole are
     lowered at once in proportion (never below what runs); then, when no pool holds the
@@ -277,12 +303,45 @@ async def set_whole(scopes: Sequence[Scope], name: str, limit: int | None, holde
         await gather(
             [functools.partial(lower, s, [(name, t)]) for s, t in zip(scopes, scaled, strict=True)]
         )
+    await place(scopes)
+
+
+async def set_whole_rate(scopes: Sequence[Scope], name: str, rate: Rate | None) -> None:
+    """An operator's rate of ``name``, as :func:`set_whole` writes a limit: the whole in
+    shard 0; parts lowered at once to an even share (r / K, never up), then placed by a
+    pass (now when no pool holds the lease)."""
+    home = scopes[0]
+    totals = fixed_key(home.prefix, "rate_totals")
+    if rate is None:
+        await home.conn.execute_command("HDEL", totals, name)
+    else:
+        await home.conn.execute_command("HSET", totals, name, rate.stored)
+    even = None if rate is None else (name, rate.period_ms, floor6(rate.count / len(scopes)))
+    await gather([functools.partial(_even_rate, s, name, even) for s in scopes])
+    await place(scopes)
+
+
+async def place(scopes: Sequence[Scope]) -> None:
+    """One pass now, under a lease of its own, unless a pool holds the lease (its next
+    pass places what changed)."""
+    home, holder = scopes[0], f"operator {uuid.uuid4().hex}"
     number = await lead(home, holder, 5000)
     if number:
         try:
-            await balance(scopes, number, await read_totals(home))
+            await balance(scopes, number, await read_totals(home), await read_rate_totals(home))
         finally:
             await leave(home, holder)
+
+
+async def _even_rate(scope: Scope, name: str, even: tuple[str, int, float] | None) -> None:
+    key = fixed_key(scope.prefix, "rates")
+    if even is None:
+        await scope.conn.execute_command("HDEL", key, name)
+    else:
+        await scope.conn.execute_command("HSETNX", key, name, f"0/{even[1]}")
+        await rlower(scope, [even])
+    wake = fixed_key(scope.prefix, "ready")  # the name's queue may have room again
+    await scope.conn.execute_command("SADD", wake, name)
 
 
 async def _drop(scope: Scope, name: str) -> None:

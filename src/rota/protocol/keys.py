@@ -85,6 +85,7 @@ _FIXED_KEYS: Final[dict[str, str]] = {
     # whole concurrency limit, and the lock of the pool that places it and its counter;
     # in every shard, the highest lock number that read it (a fence for older holders).
     "limit_totals": "limittotals",
+    "rate_totals": "ratetotals",
     "rebalancer": "rebalancer",
     "rebalance_count": "rebalancecount",
     "rebalance_fence": "rebalancefence",
@@ -335,6 +336,12 @@ class Keys:
         """In shard 0 of a namespace over several shards: job name -> its whole
         concurrency limit, which the shards' parts (``limits``) add up to at most."""
         return self.prefix + "limittotals"
+
+    @property
+    def rate_totals(self) -> str:
+        """In shard 0 of a namespace over several shards: job name -> its whole rate
+        (``<count>/<period ms>``), which the shards' parts (``rates``) add up to at most."""
+        return self.prefix + "ratetotals"
 
     @property
     def rebalancer(self) -> str:

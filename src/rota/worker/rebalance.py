@@ -1,5 +1,6 @@
 """The rebalancer: one pool of a namespace over several shards moves the parts of its
-concurrency limits toward the shards where jobs wait (:mod:`rota.client.balance`).
+concurrency limits and rates toward the shards where jobs wait
+(:mod:`rota.client.balance`, :mod:`rota.client.rate_shares`).
 
 Every pool over several shards runs one; the one that holds the lease in shard 0
 (``{ns}:rebalancer``, taken with ``SET NX PX`` of three heartbeat intervals and renewed
@@ -20,6 +21,7 @@ import anyio
 import structlog
 
 from rota.client.balance import balance, lead, leave, read_totals
+from rota.client.rate_shares import read_rate_totals
 from rota.protocol.calls import Scope
 from rota.redis.outage import MEANING, condition
 from rota.wire.redispy import REDIS_ERRORS
@@ -69,8 +71,8 @@ class Rebalancer:
         self.number = number
         if not number:
             return
-        totals = await read_totals(self._home)
-        if await balance([r.shard.scope for r in self.served()], number, totals):
+        totals, rates = await read_totals(self._home), await read_rate_totals(self._home)
+        if await balance([r.shard.scope for r in self.served()], number, totals, rates):
             self.passes += 1
 
     async def stop(self) -> None:

@@ -17,13 +17,13 @@ import anyio
 import structlog
 
 from rota.client import Client, Shard
-from rota.client.rules import check_shards, split_rate
+from rota.client.rules import check_shards
 from rota.config import Settings
 from rota.logging import JobLine
 from rota.protocol import calls
 from rota.protocol.job import now_ms
 from rota.protocol.keys import Keys
-from rota.protocol.rate import parse_rate
+from rota.protocol.rate import Rate, parse_rate
 from rota.protocol.repair import repair
 from rota.protocol.rows import Fetched
 from rota.protocol.scripts import ScriptMode, load_all
@@ -238,24 +238,27 @@ class PoolRuntime:
                 name,
                 h.priority,
                 "" if h.max_concurrency is None else str(h.max_concurrency) if k == 1 else "0?",
-                split_rate(parse_rate(h.rate), k).stored if h.rate is not None else "",
+                "" if h.rate is None else _rate_part(parse_rate(h.rate), k),
             )
             for name, h in self.handlers.items()
         ]
         return await calls.register(self.shard.scope, names, keep=keep)
 
     async def _register_totals(self, *, keep: bool) -> None:
-        """Write the whole limits of the handlers in shard 0 (``keep``: only those it has
-        none of); a handler without one removes its name's (not with ``keep``)."""
+        """Write the whole limits and rates of the handlers in shard 0 (``keep``: only
+        those it has none of); a handler without one removes its name's (not with
+        ``keep``)."""
         pipe = self.redis.pipeline(transaction=False)
         for name, h in self.handlers.items():
-            if h.max_concurrency is not None:
-                if keep:
-                    pipe.hsetnx(self.keys.limit_totals, name, h.max_concurrency)
-                else:
-                    pipe.hset(self.keys.limit_totals, name, h.max_concurrency)
-            elif not keep:
-                pipe.hdel(self.keys.limit_totals, name)
+            rate = None if h.rate is None else parse_rate(h.rate).stored
+            for key, whole in (
+                (self.keys.limit_totals, h.max_concurrency),
+                (self.keys.rate_totals, rate),
+            ):
+                if whole is not None:
+                    (pipe.hsetnx if keep else pipe.hset)(key, name, whole)
+                elif not keep:
+                    pipe.hdel(key, name)
         await pipe.execute()
 
     async def repair(self) -> bool:
@@ -321,3 +324,9 @@ class PoolRuntime:
         await self.redis.zadd(
             self.keys.running(entry.job.name), {entry.job.id: self.lease_deadline()}, xx=True
         )
+
+
+def _rate_part(rate: Rate, shards: int) -> str:
+    """What a pool writes as a shard's part of ``rate``: the whole on one shard; over
+    several, 0 where the shard has none ('?'), for the rebalancer to place."""
+    return rate.stored if shards == 1 else f"0/{rate.period_ms}?"

@@ -20,6 +20,12 @@
 --   'raise', number, name, by..  per name: part + by, unless a newer lease read the
 --                           shard since ('fenced'); a name with no part, or garbage, is left
 --                           (-1 for it). Returns per name the part after
+--   'rlower', name, period, target..  the same for a rate's part (K_RATES, '<count>/<period
+--                           ms>'), in starts per the whole's period: part = min(part,
+--                           target), written in that period; garbage counts as 0.
+--                           Returns per name the part after (text), and the garbage flag
+--   'rraise', number, name, period, by..  the same as 'raise', for a rate's part
+-- A rate's part of 0 starts nothing in its shard (fetch.lua) until a raise.
 local op = ARGV[1]
 local MAX_PART = 1000000000
 
@@ -33,6 +39,28 @@ local function clean(raw)
     return nil
   end
   return v
+end
+
+-- A rate's part in starts per ``period`` ms: nil when there is none, false for garbage.
+local function rate_part(name, period)
+  local ok, raw = pcall(redis.call, 'HGET', K_RATES, name)
+  if not ok or not raw then
+    return nil
+  end
+  local c, p = string.match(raw, '^([%d%.]+)/(%d+)$')
+  c, p = tonumber(c), tonumber(p)
+  if not c or not p or not (p > 0) or not (c >= 0 and c <= 1e9) then
+    return false
+  end
+  return c * period / p
+end
+
+-- A count of starts as the rates hash holds it: down to a millionth, never up (so that
+-- parts written never add up to more than the whole), without an exponent.
+local function rate_text(c, period)
+  local s = string.format('%.6f', math.floor(c * 1e6) / 1e6)
+  s = string.gsub((string.gsub(s, '0+$', '')), '%.$', '')
+  return s .. '/' .. period, tonumber(s)
 end
 
 local function count(cmd, key)
@@ -71,7 +99,9 @@ if op == 'read' then
   if not number or number < fence then
     return 'fenced'
   end
-  redis.call('SET', K_REBALANCE_FENCE, ARGV[2])
+  if number ~= fence then -- written once per lease, read at each pass
+    redis.call('SET', K_REBALANCE_FENCE, ARGV[2])
+  end
   local out = {}
   for i = 3, #ARGV do
     local name = ARGV[i]
@@ -87,8 +117,47 @@ if op == 'read' then
       keyed = 0
     end
     out[#out + 1] = count('LLEN', key_queue(name)) + math.floor(keyed)
+    local okr, rate = pcall(redis.call, 'HGET', K_RATES, name)
+    out[#out + 1] = okr and rate or false
   end
   return out
+end
+
+if op == 'rlower' then
+  local out = {}
+  for i = 2, #ARGV - 2, 3 do
+    local name, period, target = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]) or 0
+    local part = rate_part(name, period)
+    if part == nil then
+      out[#out + 1] = '-1'
+      out[#out + 1] = 0
+    else
+      local new = math.min(part or 0, target)
+      local text, value = rate_text(new, period)
+      redis.call('HSET', K_RATES, name, text)
+      out[#out + 1] = tostring(value)
+      out[#out + 1] = part == false and 1 or 0
+    end
+  end
+  return out
+end
+
+if op == 'rraise' then
+  local number = tonumber(ARGV[2])
+  if tonumber(redis.call('GET', K_REBALANCE_FENCE)) ~= number then
+    return 'fenced'
+  end
+  for i = 3, #ARGV - 2, 3 do
+    local name, period, by = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]) or 0
+    local part = rate_part(name, period)
+    if part and by > 0 then
+      redis.call('HSET', K_RATES, name, (rate_text(part + by, period)))
+      if queue_holds(name) then
+        wake(name)
+      end
+    end
+  end
+  return {}
 end
 
 if op == 'lower' then

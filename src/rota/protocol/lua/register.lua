@@ -5,7 +5,7 @@
 -- A few bytes: allowed when Redis is out of memory.
 -- KEYS[1] namespace prefix
 -- ARGV 4 per job name: name, priority, max concurrency ('' = no limit; ending in '?': a
---      shard's part, written only where the shard has none), rate limit
+--      shard's part, written only where the shard has none), rate limit (the same)
 --      ('<count>/<period ms>', '' = none); then optionally 'keep': write the values of a
 --      name only when Redis did not know the name (it lost its data), and keep what is
 --      there (an operator's limit, rate or priority) when it did: a heartbeat's
@@ -34,6 +34,8 @@ while i + 3 <= #ARGV do
     end
     if rate == '' then
       redis.call('HDEL', K_RATES, name)
+    elseif string.sub(rate, -1) == '?' then
+      redis.call('HSETNX', K_RATES, name, string.sub(rate, 1, -2))
     else
       redis.call('HSET', K_RATES, name, rate)
     end

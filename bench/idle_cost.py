@@ -43,7 +43,7 @@ async def idle_cost(
     settings = Settings(redis_url=server.url, namespace=namespace, shards=shards, concurrency=10)
     made = [WorkerPool(settings=settings) for _ in range(pools)]
     for pool in made:
-        pool.job(name="nothing", max_concurrency=4)(_nothing)
+        pool.job(name="nothing", max_concurrency=24)(_nothing)
     async with contextlib.AsyncExitStack() as stack:
         for pool in made:
             await stack.enter_async_context(pool.running())

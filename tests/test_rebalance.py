@@ -11,6 +11,8 @@ from typing import Any, cast
 
 import anyio
 import redis
+from anyio.abc import TaskStatus
+from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
@@ -179,6 +181,55 @@ async def test_a_rate_follows_its_jobs_and_shows_whole(
         shares = [redis_sync.hget(k, NAME) for k in rates]
         assert sum(float(cast(bytes, x).split(b"/")[0]) for x in shares) <= 20
     assert any(e["event"] == "rate part is no rate: counted as 0" for e in logs)
+
+
+async def test_another_pool_takes_the_lease_when_the_holder_stops(
+    redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    ledger = Ledger()
+    first, second = (_pool(redis_url, namespace, ledger, 4) for _ in range(2))
+    lease = Keys(namespace).rebalancer
+    stop_first = anyio.Event()
+
+    async def run_first(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        async with first.running():
+            task_status.started()
+            await stop_first.wait()
+
+    client = Client.from_url(redis_url, namespace, shards=K)
+    async with client, anyio.create_task_group() as tg:
+        await tg.start(run_first)
+        await wait_until(lambda: redis_sync.get(lease) is not None)
+        held = cast(bytes, redis_sync.get(lease))  # the first pool's, the first lease
+        async with second.running():
+            stop_first.set()  # it gives the lease up on its way out
+            await wait_until(lambda: redis_sync.get(lease) not in (None, held))
+            assert cast(bytes, redis_sync.get(lease)).endswith(b" 2")
+            await client.enqueue_many(_in_shard(3, 8))
+            await wait_until(lambda: ledger.running == 4, within=20)
+            await wait_until(lambda: _parts(redis_sync, namespace)[3] == b"4")
+            ledger.gate.set()
+            await wait_until(lambda: ledger.done == 8, within=20)
+    assert held.endswith(b" 1")
+    assert ledger.most == 4
+
+
+@given(
+    limit=st.integers(1, 60),
+    shards=st.lists(
+        st.tuples(st.integers(0, 30), st.integers(0, 50), st.booleans()), min_size=1, max_size=9
+    ),
+)
+def test_targets_keep_what_runs_and_add_up_to_the_limit(
+    limit: int, shards: list[tuple[int, int, bool]]
+) -> None:
+    seen = [Seen(0 if has else None, running, waiting) for running, waiting, has in shards]
+    targets = plan(limit, seen)
+    live = [i for i, s in enumerate(seen) if s.part is not None]
+    assert all(targets[i] >= seen[i].running for i in live)
+    assert all(targets[i] == 0 for i in range(len(seen)) if i not in live)
+    if live and sum(seen[i].running for i in live) <= limit:
+        assert sum(targets) == limit
 
 
 def test_plan_adds_up_to_the_limit_and_keeps_what_runs() -> None:

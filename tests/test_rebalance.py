@@ -214,6 +214,26 @@ async def test_another_pool_takes_the_lease_when_the_holder_stops(
     assert ledger.most == 4
 
 
+async def test_a_count_of_leases_shard_0_lost_is_found_again(
+    redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    """Shard 0 forgot its count of leases (restarted without persistence) while the
+    other shards remember lease 50: the first pass is fenced off, the count goes past
+    50, and the next lease passes."""
+    for i in range(K):
+        redis_sync.set(Keys(namespace, i, K).rebalance_fence, 50)
+    ledger = Ledger()
+    async with Client.from_url(redis_url, namespace, shards=K) as client:
+        await client.enqueue_many(_in_shard(1, 8))
+        async with _pool(redis_url, namespace, ledger, 4).running():
+            await wait_until(lambda: ledger.running == 4, within=20)
+            lease = cast(bytes, redis_sync.get(Keys(namespace).rebalancer))
+            ledger.gate.set()
+            await wait_until(lambda: ledger.done == 8, within=20)
+    assert lease.endswith(b" 51")
+    assert ledger.most == 4
+
+
 @given(
     limit=st.integers(1, 60),
     shards=st.lists(

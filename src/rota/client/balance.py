@@ -148,12 +148,13 @@ async def read_totals(scope: Scope) -> dict[str, int]:
     return out
 
 
-async def read(scope: Scope, number: int, names: Sequence[str]) -> list[Seen] | None:
-    """Each name's figures in one shard, recording ``number`` there (None: a newer lease
-    read the shard; this pass must stop)."""
+async def read(scope: Scope, number: int, names: Sequence[str]) -> list[Seen] | int:
+    """Each name's figures in one shard, recording ``number`` there; when a newer lease
+    read the shard, that lease's number instead (this pass must stop)."""
     got = await scope.call("rebalance", ["read", number, *names])
     if not isinstance(got, list):
-        return None
+        fence = reply_text(got).partition(" ")[2]
+        return int(fence) if fence.isdigit() else 0
     out = []
     for at, name in enumerate(names):
         part, garbage = parse_part(got[4 * at])
@@ -207,14 +208,16 @@ class Pass:
         self.targets: list[list[int]] = []
         self.after: list[list[int | None]] = []  # per name, per shard: parts after lowers
         self.shares = Shares(self)
+        self.fence = 0  # the newer lease number that fenced this pass off, if one did
 
     async def read(self) -> bool:
         """Read and plan: False when a newer lease read a shard (the pass stops)."""
         scopes, names = self.scopes, self.names
         reads = await gather([functools.partial(read, s, self.number, names) for s in scopes])
-        if any(r is None for r in reads):
+        self.fence = max((r for r in reads if isinstance(r, int)), default=0)
+        if self.fence:
             return False
-        self.seen = [[r[j] for r in reads if r is not None] for j in range(len(names))]
+        self.seen = [[r[j] for r in reads if not isinstance(r, int)] for j in range(len(names))]
         self.targets = [plan(self.totals.get(n, 0), self.seen[j]) for j, n in enumerate(names)]
         self.after = [[s.part for s in seen] for seen in self.seen]
         self.shares.plan()
@@ -271,6 +274,7 @@ async def balance(
     number: int,
     totals: dict[str, int],
     rates: dict[str, Rate] | None = None,
+    holder: str = "",
 ) -> bool:
     """One pass (:class:`Pass`): whether it ran to its end (False: a newer lease fenced
     it off)."""
@@ -278,6 +282,10 @@ async def balance(
         return True
     step = Pass(scopes, number, totals, rates)
     if not await step.read():
+        # Fenced off: by a newer holder, or by a number shard 0 lost (restarted without
+        # persistence). Either way the count goes past it and this lease ends, so that
+        # the next lease is one no shard refuses.
+        await scopes[0].call("rebalance", ["floor", holder, step.fence])
         return False
     await step.lower()
     return await step.grow()
@@ -328,7 +336,8 @@ async def place(scopes: Sequence[Scope]) -> None:
     number = await lead(home, holder, 5000)
     if number:
         try:
-            await balance(scopes, number, await read_totals(home), await read_rate_totals(home))
+            totals, rates = await read_totals(home), await read_rate_totals(home)
+            await balance(scopes, number, totals, rates, holder)
         finally:
             await leave(home, holder)
 

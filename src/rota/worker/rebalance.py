@@ -72,8 +72,11 @@ class Rebalancer:
         if not number:
             return
         totals, rates = await read_totals(self._home), await read_rate_totals(self._home)
-        if await balance([r.shard.scope for r in self.served()], number, totals, rates):
+        scopes = [r.shard.scope for r in self.served()]
+        if await balance(scopes, number, totals, rates, self.rt.pool_id):
             self.passes += 1
+        else:
+            self.number = 0  # fenced off: its lease ended (see balance)
 
     async def stop(self) -> None:
         """Give the lease up, so that another pool passes at its next beat."""

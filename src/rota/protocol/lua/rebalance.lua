@@ -10,8 +10,9 @@
 --   'lead', holder, ms      (shard 0) take or renew the lease: its number, 0 when
 --                           another holds it
 --   'leave', holder         (shard 0) give the lease up: 1 if it was held
+--   'floor', holder, number (shard 0) the count at least number; holder's lease ends
 --   'read', number, name..  the lease number (refused when older than a number that
---                           read the shard: 'fenced'), then per name: its part as
+--                           read the shard: 'fenced <number>'), then per name: its part as
 --                           stored (false: none), its running and waiting jobs
 --   'lower', name, target.. per name: part = min(part, max(target, running now)); a part
 --                           that is no whole number in 0..1e9 (written by hand) counts
@@ -84,6 +85,21 @@ if op == 'lead' then
   return number
 end
 
+if op == 'floor' then
+  -- A pass fenced off by a number above the count (shard 0 lost its count, restarted
+  -- without persistence): the count goes past it, and the holder's lease ends, so that
+  -- the next lease takes a number no shard refuses.
+  local floor = tonumber(ARGV[3]) or 0
+  if (tonumber(redis.call('GET', K_REBALANCE_COUNT)) or 0) < floor then
+    redis.call('SET', K_REBALANCE_COUNT, floor)
+  end
+  local held = redis.call('GET', K_REBALANCER)
+  if held and string.match(held, '^(.*) %d+$') == ARGV[2] then
+    redis.call('DEL', K_REBALANCER)
+  end
+  return 1
+end
+
 if op == 'leave' then
   local held = redis.call('GET', K_REBALANCER)
   if held and string.match(held, '^(.*) %d+$') == ARGV[2] then
@@ -97,7 +113,7 @@ if op == 'read' then
   local number = tonumber(ARGV[2])
   local fence = tonumber(redis.call('GET', K_REBALANCE_FENCE)) or 0
   if not number or number < fence then
-    return 'fenced'
+    return 'fenced ' .. fence
   end
   if number ~= fence then -- written once per lease, read at each pass
     redis.call('SET', K_REBALANCE_FENCE, ARGV[2])

@@ -333,31 +333,24 @@ class Keys:
 
     @property
     def limit_totals(self) -> str:
-        """In shard 0 of a namespace over several shards: job name -> its whole
-        concurrency limit, which the shards' parts (``limits``) add up to at most."""
+        """(Shard 0) job name -> its whole limit, which the parts (``limits``) keep to."""
         return self.prefix + "limittotals"
 
     @property
     def rate_totals(self) -> str:
-        """In shard 0 of a namespace over several shards: job name -> its whole rate
-        (``<count>/<period ms>``), which the shards' parts (``rates``) add up to at most."""
+        """(Shard 0) job name -> its whole rate, which the parts (``rates``) keep to."""
         return self.prefix + "ratetotals"
 
     @property
-    def rebalancer(self) -> str:
-        """In shard 0: ``<pool id> <number>``, the pool that moves the parts of the
-        limits (a lease, ``PX``), and the number its lease took."""
+    def rebalancer(self) -> str:  # (shard 0) '<pool id> <lease number>', with PX
         return self.prefix + "rebalancer"
 
     @property
-    def rebalance_count(self) -> str:
-        """In shard 0: the last number a rebalancer's lease took (INCR)."""
+    def rebalance_count(self) -> str:  # (shard 0) the last lease number (INCR)
         return self.prefix + "rebalancecount"
 
     @property
-    def rebalance_fence(self) -> str:
-        """In every shard: the highest lease number that read the shard's parts; a
-        raise under a lower one is refused."""
+    def rebalance_fence(self) -> str:  # (each shard) the highest lease number that read it
         return self.prefix + "rebalancefence"
 
     @property

@@ -13,8 +13,8 @@ nothing else. The roles differ in the commands they may run:
   ``INFO``; every write, and every script, is refused, so a retry or delete is answered
   "forbidden".
 - ``web-operator``: the web UI (or the CLI) allowed to retry, delete, pause, abort and
-  enqueue, and to change the settings of fair keys: the reads of ``web`` plus writes and
-  the library's functions for those.
+  enqueue, to change limits, rates and the settings of fair keys: the reads of ``web``
+  plus writes and the library's functions for those.
 - ``producer``: a service that enqueues, in Python (the ``enqueue`` functions) or in
   another language (the plain ``MULTI; HSET; LPUSH; SADD; LPUSH; EXEC`` of
   docs/protocol.md, or ``FCALL`` of the enqueue function). On Redis 7 its writes are
@@ -108,6 +108,7 @@ def rules(role: str, namespace: str = "rota", shards: int = 1) -> list[str]:
                 "fair_keys",
                 "edit",
                 "operate",
+                "rebalance",  # a limit or rate over several shards (rota.client.balance)
             )
         ]
         return [

@@ -1,10 +1,9 @@
 """The operator's reads and writes of a namespace on one object, :class:`Admin`
 (``client.admin``): what the web UI and the CLI show and change. Each method runs a
 one-shard read or write of :class:`rota.client.shard.Shard` by a rule of
-:mod:`rota.client.routing`: a job name's change goes to every shard (a concurrency limit
-of n split n // K, plus one for the first n % K shards, so that the shards together never
-run more than n; a rate evenly); what counts is read from every shard and merged; what
-names a job or a group goes to its shard."""
+:mod:`rota.client.routing`: a job name's change goes to every shard (a limit or a rate
+as parts that follow the work, :mod:`rota.client.balance`); what counts is read from
+every shard and merged; what names a job or a group goes to its shard."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from rota.client.admin_jobs import JobActions
+from rota.client.balance import read_totals, set_whole, set_whole_rate
 from rota.client.fair import FairAdmin
 from rota.client.finished import (
     MAX_COUNT,
@@ -25,8 +25,9 @@ from rota.client.finished import (
 )
 from rota.client.follow import Follower
 from rota.client.pools import Command, PoolCommands
+from rota.client.rate_shares import read_rate_totals
 from rota.client.routing import Shards
-from rota.client.rules import add_counts, merge_bucket, merge_queue, split_limit, split_rate
+from rota.client.rules import add_counts, merge_bucket, merge_queue
 from rota.client.run_times import RunTimesAdmin
 from rota.client.scan import (
     JOBS,
@@ -117,18 +118,14 @@ class Admin(FairAdmin, RunTimesAdmin, JobActions):
 
     async def set_limit(self, name: str, limit: int | None) -> None:
         """Cap how many jobs of ``name`` run at once across all pools (None: no cap).
-        Over K shards each gets its part (see :func:`split_limit`); a limit below K
-        would leave some shard's jobs of the name no room at all, and is refused."""
+        Over K shards the whole is kept in shard 0 and each shard holds a part that
+        follows the work (:mod:`rota.client.balance`): any n from 1 up."""
         validate_name(name)
-        k = self._route.count
-        if limit is not None and checked("limit", limit, HANDLER["max_concurrency"]) < k:
-            raise ValueError(
-                f"a concurrency limit of {limit} over {k} shards leaves some shard none:"
-                f" give at least {k}"
-            )
-        await self._route.each(
-            lambda s: s.set_limit(name, None if limit is None else split_limit(limit, k, s.index))
-        )
+        if limit is not None:
+            checked("limit", limit, HANDLER["max_concurrency"])
+        if self._route.count == 1:
+            return await self._route.all[0].set_limit(name, limit)
+        await set_whole([s.scope for s in self._route.all], name, limit)
 
     async def set_rate(self, name: str, rate: str | Rate | None) -> None:
         """Cap how many jobs of ``name`` start per second, minute or hour across all
@@ -136,11 +133,13 @@ class Admin(FairAdmin, RunTimesAdmin, JobActions):
         interval apart, after a quiet spell in a burst of up to 100 ms worth of starts
         (at least two): ``"50/s"`` may start 55 jobs in its first second. Pools waiting for
         the name are woken, so a raised or removed limit takes effect at once. A pool
-        writes its handlers' ``rate`` when it starts, as for ``set_limit``. Over K
-        shards each gets an even part."""
+        writes its handlers' ``rate`` when it starts. Over K shards the parts follow the
+        work (:mod:`rota.client.rate_shares`)."""
         validate_name(name)
-        part = None if rate is None else split_rate(parse_rate(rate), self._route.count)
-        await self._route.each(lambda s: s.set_rate(name, part))
+        whole = None if rate is None else parse_rate(rate)
+        if self._route.count == 1:
+            return await self._route.all[0].set_rate(name, whole)
+        await set_whole_rate([s.scope for s in self._route.all], name, whole)
 
     async def clear_queue(self, name: str) -> int:
         """Delete every queued job of ``name``; returns how many."""
@@ -164,7 +163,9 @@ class Admin(FairAdmin, RunTimesAdmin, JobActions):
         """Figures of each queue, read in two round trips per shard whatever their number."""
         names = await self.names() if names is None else list(names)
         each = await self._route.each(lambda s: s.queues(names))
-        return [merge_queue(rows, self._route.count) for rows in zip(*each, strict=True)]
+        k, home = self._route.count, self._route.all[0].scope
+        wholes = (await read_totals(home), await read_rate_totals(home)) if k > 1 else ()
+        return [merge_queue(rows, k, *wholes) for rows in zip(*each, strict=True)]
 
     async def backlog(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
         """Queued and running jobs of each name, one round trip per shard."""

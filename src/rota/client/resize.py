@@ -4,8 +4,8 @@ shard count" in docs/operations.md for the procedure).
 
 1. The record ``OLD>NEW@G+1`` is written into every shard of the union of the old and
    new sets, shard 0 last, and the pools are told (they serve the union from then on;
-   producers learn it from their next enqueue's refusal). Concurrency limits are split
-   over the union.
+   producers learn it from their next enqueue's refusal). Concurrency limits and rates
+   are placed over the union by the rebalancer (a new shard's part starts at 0).
 2. The shards only the old count has are drained by the pools: the command waits until
    they hold no queued, scheduled, retry, waiting or running job (new jobs go to the
    new shards; what a job from before needs, its group, its unique or debounce key, its
@@ -28,9 +28,11 @@ from typing import TYPE_CHECKING, Final
 import anyio
 import msgspec
 
-from rota.client.rules import split_limit
+from rota.client.balance import parse_part, read_totals, set_whole, set_whole_rate
+from rota.client.rate_shares import read_rate_totals
 from rota.client.shard import Shard
 from rota.protocol.job import reply_text
+from rota.protocol.rate import Rate
 from rota.protocol.reshard import RESHARD_MESSAGE, ShardRecord
 from rota.protocol.shards import MAX_SHARDS, shard_tags
 
@@ -102,6 +104,8 @@ async def resize(
     if any([await live_jobs(s) for s in retiring]):  # a job came back meanwhile: again
         return await resize(client, to, wait=wait, timeout=timeout, say=say)
     final = record.ended()
+    if final.new == 1:
+        await _wholes_to_one(admin.shards[0])
     await _write(admin.shards, final)
     admin.follower.follow(final)
     say(f"done: {final.text()}")
@@ -128,21 +132,41 @@ async def _write(shards: Sequence[Shard], record: ShardRecord) -> None:
 
 
 async def _limits_over_union(shards: Sequence[Shard], old: int) -> None:
-    """Each name's concurrency limit (its parts in the old shards added up) split over
-    every shard served, and paused names paused in the new ones too."""
+    """Each name's concurrency limit and rate over every shard served, paused names
+    paused in the new shards too. The whole of each is kept in shard 0 (one shard of
+    the old count keeps it as its part) and placed by the rebalancer
+    (:mod:`rota.client.balance`): a new shard starts with a part of 0, so that the
+    parts never add up to more than the whole while they move."""
     first = shards[0]
     paused = await first.redis.smembers(first.keys.paused)
-    totals: dict[str, int] = {}
-    tags = set(shard_tags(first.keys.namespace, old))
-    for shard in (s for s in shards if s.keys.prefix[1:-2] in tags):
-        for name, part in (await shard.redis.hgetall(shard.keys.limits)).items():
-            n = reply_text(name)
-            totals[n] = totals.get(n, 0) + int(part)
     for shard in shards:
         if paused:
             await shard.redis.sadd(shard.keys.paused, *paused)
-        for name, total in totals.items():
-            await shard.set_limit(name, split_limit(total, len(shards), shard.index))
+    scopes = [s.scope for s in shards]
+    if old > 1:  # the wholes kept in shard 0
+        limits, rates = await read_totals(first.scope), await read_rate_totals(first.scope)
+    else:  # one shard's parts are the wholes (what shard 0 kept of an earlier change is not)
+        limits, rates = {}, {}
+        for name, part in (await first.redis.hgetall(first.keys.limits)).items():
+            whole, garbage = parse_part(part)
+            if whole and not garbage:
+                limits[reply_text(name)] = whole
+        for name, raw in (await first.redis.hgetall(first.keys.rates)).items():
+            if (rate := Rate.from_stored(reply_text(raw))) is not None:
+                rates[reply_text(name)] = rate
+    for name, whole in limits.items():
+        await set_whole(scopes, name, whole)
+    for name, rate in rates.items():
+        await set_whole_rate(scopes, name, rate)
+
+
+async def _wholes_to_one(first: Shard) -> None:
+    """After a change to one shard: each name's whole limit and rate are its parts
+    there (one shard has no rebalancer)."""
+    for name, whole in (await read_totals(first.scope)).items():
+        await first.set_limit(name, whole)
+    for name, rate in (await read_rate_totals(first.scope)).items():
+        await first.set_rate(name, rate)
 
 
 async def _fair_settings(shards: Sequence[Shard], old: int, home: Callable[[str], Shard]) -> None:

@@ -5,7 +5,7 @@ call run on each shard at once, and how their figures add up."""
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -25,8 +25,6 @@ __all__ = [
     "merge_bucket",
     "merge_queue",
     "recorded_shards",
-    "split_limit",
-    "split_rate",
 ]
 
 T = TypeVar("T")
@@ -123,17 +121,6 @@ async def gather(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
     return out
 
 
-def split_limit(limit: int, shards: int, shard: int) -> int:
-    """Shard ``shard``'s part of a concurrency limit of ``limit`` over ``shards``: the
-    parts add up to the limit, so the namespace never runs more than it allows."""
-    return limit // shards + (1 if shard < limit % shards else 0)
-
-
-def split_rate(rate: Rate, shards: int) -> Rate:
-    """Each shard's part of a rate limit: the parts add up to the rate."""
-    return Rate(rate.count / shards, rate.period_ms)
-
-
 def add_counts(each: Sequence[dict[str, int]]) -> dict[str, int]:
     out: dict[str, int] = {}
     for counts in each:
@@ -146,20 +133,28 @@ def merge_bucket(buckets: Sequence[Bucket]) -> Bucket:
     return Bucket(buckets[0].start, add_counts([b.counts for b in buckets]))
 
 
-def merge_queue(rows: Sequence[QueueInfo], shards: int) -> QueueInfo:
-    """One name's figures over every shard: sizes and limits add up, the oldest job is
-    the oldest of all, a rate is its shards' parts together."""
+def merge_queue(
+    rows: Sequence[QueueInfo],
+    shards: int,
+    limits: Mapping[str, int] | None = None,
+    rates: Mapping[str, Rate] | None = None,
+) -> QueueInfo:
+    """One name's figures over every shard: sizes add up, the oldest job is the oldest
+    of all; the limit and the rate are the wholes shard 0 keeps (``limits``, ``rates``:
+    rota.client.balance), else the shards' parts together."""
     first = rows[0]
-    limits = [r.limit for r in rows if r.limit is not None]
+    parts = [r.limit for r in rows if r.limit is not None]
+    limit = (limits or {}).get(first.name, sum(parts) if parts else None)
+    rate = (rates or {}).get(first.name)
     return QueueInfo(
         first.name,
         sum(r.size for r in rows),
         max(r.latency for r in rows),
         sum(r.running for r in rows),
-        sum(limits) if limits else None,
+        limit,
         any(r.paused for r in rows),
         next((r.priority for r in rows if r.priority is not None), None),
-        first.rate and _times(first.rate, shards),
+        str(rate) if rate else first.rate and _times(first.rate, shards),
     )
 
 

@@ -19,7 +19,7 @@ from typing import Final
 
 from rota.protocol.shards import shard_tag
 
-__all__ = ["FAIR_MARK", "LUA_KEYS", "Keys", "lua_prelude", "validate_namespace"]
+__all__ = ["FAIR_MARK", "LUA_KEYS", "Keys", "fixed_key", "lua_prelude", "validate_namespace"]
 
 _NAMESPACE_RE: Final = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 
@@ -85,6 +85,14 @@ _FIXED_KEYS: Final[dict[str, str]] = {
     "idle": "idle",  # job name -> when it was first seen with nothing (forget_names)
     "expiring": "expiring",  # job id -> its expiry (ms), for jobs enqueued with one
     "shards": "shards",  # the shard count record (rota.protocol.reshard), read by enqueues
+    # A namespace over several shards (lua/rebalance.lua): in shard 0, job name -> its
+    # whole concurrency limit, and the lock of the pool that places it and its counter;
+    # in every shard, the highest lock number that read it (a fence for older holders).
+    "limit_totals": "limittotals",
+    "rate_totals": "ratetotals",
+    "rebalancer": "rebalancer",
+    "rebalance_count": "rebalancecount",
+    "rebalance_fence": "rebalancefence",
 }
 
 LUA_KEYS: Final[dict[str, str]] = {**_PARAM_KEYS, **_PAIR_KEYS, **_FIXED_KEYS}
@@ -93,6 +101,12 @@ LUA_KEYS: Final[dict[str, str]] = {**_PARAM_KEYS, **_PAIR_KEYS, **_FIXED_KEYS}
 #: to take: the name after this mark (no character of a job name), so that a fetch
 #: learns it from the set it reads anyway.
 FAIR_MARK: Final = "/"
+
+
+def fixed_key(prefix: str, kind: str) -> str:
+    """The key of a kind without argument (``"limits"``, a key of :data:`_FIXED_KEYS`)
+    under a shard's ``prefix``: for code that holds a script scope, not a Keys."""
+    return prefix + _FIXED_KEYS[kind]
 
 
 def validate_namespace(namespace: str) -> str:
@@ -338,6 +352,28 @@ class Keys:
     @property
     def limits(self) -> str:
         return self.prefix + "limits"
+
+    @property
+    def limit_totals(self) -> str:
+        """(Shard 0) job name -> its whole limit, which the parts (``limits``) keep to."""
+        return self.prefix + "limittotals"
+
+    @property
+    def rate_totals(self) -> str:
+        """(Shard 0) job name -> its whole rate, which the parts (``rates``) keep to."""
+        return self.prefix + "ratetotals"
+
+    @property
+    def rebalancer(self) -> str:  # (shard 0) '<pool id> <lease number>', with PX
+        return self.prefix + "rebalancer"
+
+    @property
+    def rebalance_count(self) -> str:  # (shard 0) the last lease number (INCR)
+        return self.prefix + "rebalancecount"
+
+    @property
+    def rebalance_fence(self) -> str:  # (each shard) the highest lease number that read it
+        return self.prefix + "rebalancefence"
 
     @property
     def rates(self) -> str:

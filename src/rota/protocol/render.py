@@ -49,6 +49,7 @@ SCRIPT_NAMES: Final = (
     "fair_keys",
     "edit",
     "operate",
+    "rebalance",
 )
 
 #: Scripts registered once more under another name, with other flags: ``finish_kept``

@@ -33,6 +33,7 @@ from rota.worker.follow import RecordFollower
 from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
 from rota.worker.isolation import check_target
 from rota.worker.loopwatch import LoopWatch
+from rota.worker.rebalance import Rebalancer
 from rota.worker.registry import Periodic
 from rota.worker.robin import Robin
 from rota.worker.runner import run_job
@@ -72,6 +73,10 @@ class PoolRun:
             for i, r in enumerate(self.shards)
         ]
         self.wakes: SharedWakes | None = None
+        # Over several shards, the parts of the limits follow the work (one pool at a time).
+        # Always there: a change of the shard count may give a pool of one shard more
+        # (a pass is skipped while the pool serves one).
+        self.rebalancer = Rebalancer(rt, lambda: self.shards)
         for heartbeat in self.heartbeats[1 : self.together]:
             heartbeat.reads_memory = False
         if shared:
@@ -229,6 +234,8 @@ class PoolRun:
                 tg.start_soon(self.schedulers[i].run)
                 if i == 0 and self.together > 1:
                     tg.start_soon(listen_for_schedulers, shard, self.schedulers[: self.together])
+                if i == 0:
+                    tg.start_soon(self.rebalancer.run)
 
     async def _register(self, i: int) -> None:
         """Make the pool's job names known in shard ``i``. The first shard checks the
@@ -376,6 +383,7 @@ class PoolRun:
         """Stop the background tasks and remove this pool's heartbeat."""
         self._background.cancel()
         async with anyio.create_task_group() as tg:
+            tg.start_soon(self.rebalancer.stop)
             for heartbeat, ready in zip(self.heartbeats, self._shard_ready, strict=True):
                 if ready.is_set():  # a shard that never started holds no heartbeat
                     tg.start_soon(heartbeat.stop)

@@ -17,14 +17,13 @@ import anyio
 import structlog
 
 from rota.client import Client, Shard
-from rota.client.rules import check_shards, split_limit, split_rate
+from rota.client.rules import check_shards
 from rota.config import Settings
-from rota.errors import ConfigError
 from rota.logging import JobLine
 from rota.protocol import calls
 from rota.protocol.job import now_ms
 from rota.protocol.keys import Keys
-from rota.protocol.rate import parse_rate
+from rota.protocol.rate import Rate, parse_rate
 from rota.protocol.repair import repair
 from rota.protocol.rows import Fetched
 from rota.protocol.scripts import ScriptMode, load_all
@@ -230,29 +229,43 @@ class PoolRuntime:
         forgotten (a late heartbeat after an outage), not Redis's data."""
         await load_all(self.redis, self.script_mode)
         await self.repair()  # a key of another type would fail the scripts from the start
-        k, shard = self.shard.total, self.shard.index
+        k = self.shard.total
         if self.position == 0:
-            changed = await check_shards(self.redis, self.keys, k)
-            for name, h in self.handlers.items():
-                # (A count changed online is followed whatever it leaves: see resize.)
-                if h.max_concurrency is not None and h.max_concurrency < k and not changed:
-                    raise ConfigError(
-                        f"job {name!r}: max_concurrency {h.max_concurrency} over {k} shards"
-                        f" leaves some shard none: give at least {k}, or fewer shards"
-                    )
+            await check_shards(self.redis, self.keys, k)
+            if k > 1:
+                await self._register_totals(keep=keep)
         else:  # the count is confirmed (see PoolRun): each shard keeps its own record
             # (never over one a change of the count wrote: see rota.protocol.reshard)
             await self.redis.set(self.keys.shards, k, nx=True)
+        # Over several shards a part starts at 0 where there is none ('0?': written only
+        # then), and the rebalancer places the whole limit (rota.client.balance).
         names = [
             (
                 name,
                 h.priority,
-                "" if h.max_concurrency is None else split_limit(h.max_concurrency, k, shard),
-                split_rate(parse_rate(h.rate), k).stored if h.rate is not None else "",
+                "" if h.max_concurrency is None else str(h.max_concurrency) if k == 1 else "0?",
+                "" if h.rate is None else _rate_part(parse_rate(h.rate), k),
             )
             for name, h in self.handlers.items()
         ]
         return await calls.register(self.shard.scope, names, keep=keep)
+
+    async def _register_totals(self, *, keep: bool) -> None:
+        """Write the whole limits and rates of the handlers in shard 0 (``keep``: only
+        those it has none of); a handler without one removes its name's (not with
+        ``keep``)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for name, h in self.handlers.items():
+            rate = None if h.rate is None else parse_rate(h.rate).stored
+            for key, whole in (
+                (self.keys.limit_totals, h.max_concurrency),
+                (self.keys.rate_totals, rate),
+            ):
+                if whole is not None:
+                    (pipe.hsetnx if keep else pipe.hset)(key, name, whole)
+                elif not keep:
+                    pipe.hdel(key, name)
+        await pipe.execute()
 
     async def repair(self) -> bool:
         """Move away the keys of this shard that hold another type than rota reads (see
@@ -317,3 +330,9 @@ class PoolRuntime:
         await self.redis.zadd(
             self.keys.running(entry.job.name), {entry.job.id: self.lease_deadline()}, xx=True
         )
+
+
+def _rate_part(rate: Rate, shards: int) -> str:
+    """What a pool writes as a shard's part of ``rate``: the whole on one shard; over
+    several, 0 where the shard has none ('?'), for the rebalancer to place."""
+    return rate.stored if shards == 1 else f"0/{rate.period_ms}?"

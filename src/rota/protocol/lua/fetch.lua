@@ -92,6 +92,9 @@ local function rate_slots(name)
   end
   local c, p = string.match(spec, '^([%d%.]+)/(%d+)$')
   c, p = tonumber(c), tonumber(p)
+  if c == 0 and p and p > 0 then
+    return 0 -- a shard's part of 0 (rota.client.balance): none here until a pass moves one
+  end
   if not c or not p or not (c > 0) or not (p > 0) then
     return nil -- garbage: no limit
   end

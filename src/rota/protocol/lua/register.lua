@@ -4,7 +4,8 @@
 -- without persistence, or flushed); names whose queue holds jobs join the ready set.
 -- A few bytes: allowed when Redis is out of memory.
 -- KEYS[1] namespace prefix
--- ARGV 4 per job name: name, priority, max concurrency ('' = no limit), rate limit
+-- ARGV 4 per job name: name, priority, max concurrency ('' = no limit; ending in '?': a
+--      shard's part, written only where the shard has none), rate limit (the same)
 --      ('<count>/<period ms>', '' = none); then optionally 'keep': write the values of a
 --      name only when Redis did not know the name (it lost its data), and keep what is
 --      there (an operator's limit, rate or priority) when it did: a heartbeat's
@@ -26,11 +27,15 @@ while i + 3 <= #ARGV do
     redis.call('HSET', K_PRIORITIES, name, priority)
     if limit == '' then
       redis.call('HDEL', K_LIMITS, name)
+    elseif string.sub(limit, -1) == '?' then
+      redis.call('HSETNX', K_LIMITS, name, string.sub(limit, 1, -2))
     else
       redis.call('HSET', K_LIMITS, name, limit)
     end
     if rate == '' then
       redis.call('HDEL', K_RATES, name)
+    elseif string.sub(rate, -1) == '?' then
+      redis.call('HSETNX', K_RATES, name, string.sub(rate, 1, -2))
     else
       redis.call('HSET', K_RATES, name, rate)
     end

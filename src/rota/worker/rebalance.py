@@ -1,0 +1,96 @@
+"""The rebalancer: one pool of a namespace over several shards moves the parts of its
+concurrency limits and rates toward the shards where jobs wait
+(:mod:`rota.client.balance`, :mod:`rota.client.rate_shares`).
+
+Every pool over several shards runs one; the one that holds the lease in shard 0
+(``{ns}:rebalancer``, taken with ``SET NX PX`` of three heartbeat intervals and renewed
+at each of its passes, one per heartbeat interval) passes, the others only try to take
+the lease. A pool that stops gives the lease up, so another takes it at its next beat;
+one that dies leaves it to run out (three intervals).
+
+Which shards a pass covers is :attr:`Rebalancer.served`, one function: the shards the
+pool serves, whatever they are (the namespace's K, or the old and new shards together
+while its count changes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import anyio
+import structlog
+
+from rota.client.balance import balance, lead, leave, read_totals
+from rota.client.rate_shares import read_rate_totals
+from rota.protocol.calls import Scope
+from rota.redis.outage import MEANING, condition
+from rota.wire.redispy import REDIS_ERRORS
+from rota.worker.runtime import PoolRuntime
+
+__all__ = ["Rebalancer"]
+
+log = structlog.get_logger("rota.limits")
+
+
+class Rebalancer:
+    """``served()``: the runtimes of the shards the pool serves, shard 0 first."""
+
+    def __init__(self, rt: PoolRuntime, served: Callable[[], Sequence[PoolRuntime]]) -> None:
+        self.rt = rt
+        self.served = served
+        self.number = 0  # the lease's number while this pool holds it
+        self.passes = 0
+
+    @property
+    def _home(self) -> Scope:
+        return self.rt.shard.scope
+
+    async def run(self) -> None:
+        """Pass once a heartbeat interval (the first at once), riding out errors: a pass
+        cut short by a shard that does not answer leaves the parts where they are."""
+        while True:
+            try:
+                await self.step()
+            except Exception as exc:
+                cond = condition(exc)
+                if cond is None and not isinstance(exc, REDIS_ERRORS):
+                    raise
+                log.info(
+                    "limits not rebalanced this beat",
+                    pool=self.rt.pool_id,
+                    why=MEANING[cond] if cond is not None else str(exc),
+                )
+            await anyio.sleep(self.rt.settings.heartbeat_interval)
+
+    async def step(self) -> None:
+        """Take or renew the lease; holding it, pass over the shards served (none
+        while the pool serves one shard: there is nothing to move)."""
+        if len(self.served()) < 2:
+            if self.number:
+                await self.stop()
+            return
+        ms = int(self.rt.settings.heartbeat_interval * 3000)
+        number = await lead(self._home, self.rt.pool_id, ms)
+        if number != self.number and number:
+            log.info("this pool rebalances the limits", pool=self.rt.pool_id, lease=number)
+        self.number = number
+        if not number:
+            return
+        totals, rates = await read_totals(self._home), await read_rate_totals(self._home)
+        scopes = [r.shard.scope for r in self.served()]
+        if await balance(scopes, number, totals, rates, self.rt.pool_id):
+            self.passes += 1
+        else:
+            self.number = 0  # fenced off: its lease ended (see balance)
+
+    async def stop(self) -> None:
+        """Give the lease up, so that another pool passes at its next beat."""
+        if not self.number:
+            return
+        with anyio.move_on_after(2, shield=True):
+            try:
+                await leave(self._home, self.rt.pool_id)
+            except Exception as exc:
+                if condition(exc) is None and not isinstance(exc, REDIS_ERRORS):
+                    raise
+        self.number = 0

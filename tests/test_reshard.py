@@ -357,3 +357,40 @@ async def test_a_fair_keys_settings_follow_it_to_its_new_home(
         await op.admin.set_key_limit("n", key, 7)  # during the change: both homes
         for there in (old, new):
             assert redis_sync.hget(there.keys.fair_set("n"), f"l/{key}") == b"7"
+
+
+async def test_a_limit_holds_and_follows_the_jobs_through_a_change(
+    redis_url: str, namespace: str
+) -> None:
+    """A limit of 2 at one shard, then 1 -> 3 with the pool running: never more than 2
+    run at once, and the jobs enqueued after the change (in the new shards, whose parts
+    start at 0) run, so the limit followed them there; then 3 -> 1, and the whole is
+    the one shard's part again."""
+    running, peak, ran = 0, 0, Counter[str]()
+    settings = pool_settings(redis_url, namespace, concurrency=8, heartbeat_interval=0.2)
+    pool = WorkerPool(settings=settings)
+
+    @pool.job(name="cap", max_concurrency=2)
+    async def cap(ctx: JobContext, i: int) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        try:
+            await anyio.sleep(0.02)
+        finally:
+            running -= 1
+            ran[ctx.id] += 1
+
+    async with Client.from_url(redis_url, namespace) as op, pool.running():
+        before = [(await op.enqueue("cap", i=i)).id for i in range(10)]
+        await resize(op, 3, timeout=60, say=_say)
+        after = [(await op.enqueue("cap", i=i)).id for i in range(30)]
+        homes = {op.admin.follower.route.named(i).index for i in after}
+        assert homes == {0, 1, 2}  # the new shards hold some
+        await wait_until(lambda: set(ran) >= {*before, *after}, within=60)
+        await resize(op, 1, timeout=60, say=_say)
+        assert await op.admin.shards[0].redis.hget(op.admin.shards[0].keys.limits, "cap") == b"2"
+        last = [(await op.enqueue("cap", i=i)).id for i in range(10)]
+        await wait_until(lambda: set(ran) >= set(last), within=30)
+    assert peak == 2  # reached, never passed
+    assert max(ran.values()) == 1

@@ -22,6 +22,7 @@ from rota.client.finished import (
     Order,
     finished,
 )
+from rota.client.pages import job_set_page
 from rota.client.pools import Command, PoolCommands
 from rota.client.routing import Shards
 from rota.client.rules import add_counts, merge_bucket, merge_queue, split_limit, split_rate
@@ -257,7 +258,10 @@ class Admin(FairAdmin):
 
     async def page(self, which: JobSet, offset: int = 0, count: int = 50) -> Page:
         """A page of the scheduled, retry, dead (newest first) or waiting set, in the
-        set's order over every shard: each shard's first ``offset + count``, merged."""
+        set's order: one shard's first ``offset + count``; several merged (pages.py)."""
+        if self._route.count > 1:  # exact at any depth
+            total, chosen = await job_set_page(self.shards, which, offset, count)
+            return Page(total, offset, await self._records(chosen))
         each = await self._route.each(lambda s: s.scored(which, offset + count))
         desc = which == "dead"
         rows = heapq.merge(

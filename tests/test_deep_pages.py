@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rota import Client, JobSpec
-from rota.client import pages
+from rota.client import pages, queue_pages
 from rota.client.shard import Shard
 from rota.inspect import queue_view
 from rota.protocol.job import JobSet, opt_int
@@ -165,7 +165,7 @@ async def _fill_queue(
 
 
 async def _queue_ids(shards: Sequence[Shard], offset: int, count: int, newest: bool) -> list[str]:
-    *_, rows = await pages.queue_page(shards, "q", offset, count, newest=newest)
+    *_, rows = await queue_pages.queue_page(shards, "q", offset, count, newest=newest)
     return [i for _, i in rows]
 
 

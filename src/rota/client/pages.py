@@ -3,19 +3,25 @@ job set, of the kept complete jobs or of a queue, found without reading every sh
 to ``offset``.
 
 Each shard holds its part of the sequence in order (a sorted set by score, a queue's
-list by enqueue time, see :class:`ListSide`), so the global page at ``offset`` m starts
-where each shard's "cut" c_i is, Σ c_i = m: a K-way selection. :func:`cuts` keeps, for
-each shard, a window [lo_i, hi_i] that holds its cut (at first what the sizes allow) and
-halves every window each step: it reads the middle entry of each shard's window (the
-pivots, one round trip to all shards) and finds each pivot's place in every other shard
-(a search of that shard's window, all at once; a sorted set answers by ``ZCOUNT`` in one
-round trip, then by rank among equal scores, ``PROBES`` ranks a round trip); whether a
-pivot is among the first m moves one end of every window. Once the windows hold at most
-``WINDOW`` entries in all, one read of each window and of the ``count`` entries after it
-gives the cuts and the page, merged. A page at any depth of N jobs so costs at most
-⌈log2(N / WINDOW)⌉ + 1 steps of 1 + ⌈log_(PROBES+1)(N)⌉ round trips (two for a list,
-which reads the ids then their times), a few commands per shard each: measured in
-docs/web.md. One shard keeps its one read (the callers do not come here).
+list by enqueue time: :class:`rota.client.queue_pages.ListSide`), so the global page at
+``offset`` m starts where each shard's "cut" c_i is, Σ c_i = m: a K-way selection.
+:func:`cuts` keeps, for each shard, a window [lo_i, hi_i] that holds its cut (at first
+what the sizes allow).
+A step reads a pivot in each shard's window (one round trip to all shards): where the
+cut would be were the entries left spread evenly, every other step the middle. It then
+finds each pivot's place in every other shard, all at once: a sorted set answers by
+``ZCOUNT`` in one round trip, then by rank among equal scores (``PROBES`` ranks a round
+trip); a list by the binary search that defines its order (``DEPTH`` levels a read).
+Whether a pivot is among the first m closes one side of every window: an even spread
+closes them around the pivots in a step or two, and the middle steps halve them
+whatever the spread. Once the windows hold at most ``WINDOW`` entries in all, one read
+of each window and of the ``count`` entries after it gives the cuts and the page,
+merged. A page of N entries at any depth so costs at most 2·⌈log2(N / WINDOW)⌉ + 2
+steps, of 2 + ⌈log_(PROBES+1)(N)⌉ round trips for a set (2 + 2·⌈log2(N) / DEPTH⌉ for a
+list, whose reads take two: the ids, then their times), a few commands per shard each:
+measured in docs/web.md. Entries that come or go meanwhile can shift a page by as many
+places, never stop the search (every step narrows each window). One shard keeps its one
+read (the callers do not come here).
 
 The global order is total: a sorted set's (score, id as bytes, shard), the order
 ``ZRANGE`` gives one shard (equal scores by id); newest (or soonest) first is exactly its
@@ -30,7 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from rota.client.rules import gather
-from rota.protocol.job import JobSet, count_of, opt_int, reply_text
+from rota.protocol.job import JobSet, reply_text
 
 if TYPE_CHECKING:
     from rota.client.shard import Shard
@@ -39,13 +45,13 @@ __all__ = [
     "PROBES",
     "WINDOW",
     "Cost",
-    "ListSide",
+    "Key",
     "Side",
     "ZSetSide",
     "cuts",
     "job_set_page",
     "page",
-    "queue_page",
+    "runs",
     "set_page",
 ]
 
@@ -129,7 +135,7 @@ class ZSetSide(Side):
         self.base, self.size = _count(before) if lo != "-inf" else 0, _count(size)
 
     async def keys(self, positions: Sequence[int]) -> tuple[dict[int, Key], int]:
-        ranges = _runs(positions)
+        ranges = runs(positions)
         replies = await self._send(
             [
                 ("ZRANGE", self.key, self.base + a, self.base + b - 1, "WITHSCORES")
@@ -158,84 +164,7 @@ class ZSetSide(Side):
         return found, rounds + 1
 
 
-class ListSide(Side):
-    """A queue's list from its oldest end (the next to run first): keys (time, shard,
-    place). A list is in enqueue order but where a job went back (a promoted scheduled
-    or retried job is pushed with its first enqueue time; a requeued one at the front),
-    so a job's time is the one a binary search of its list by time places it at: the
-    least time c for which the search for the first job enqueued after c goes past it.
-    That is its own enqueue time where its list is in order, never below the time of a
-    job before it in its list, and it is read from the ~log2(n) jobs that search
-    visits. An ``enqueued_at`` that is no whole number of ms (missing, text, NaN, 1e300,
-    a record that is no hash) reads as 0."""
-
-    ROUNDS = 2
-
-    def __init__(self, shard: Shard, cost: Cost, key: str) -> None:
-        super().__init__(shard, cost)
-        self.key = key
-        self.raw: dict[int, int] = {}
-
-    async def _read(self, positions: Sequence[int]) -> int:
-        """Read the ids and enqueue times of ``positions`` not read yet: round trips."""
-        wanted = sorted({p for p in positions if p not in self.raw and 0 <= p < self.size})
-        if not wanted:
-            return 0
-        ranges = _runs(wanted)
-        cmds = [
-            ("LINDEX", self.key, -a - 1) if b == a + 1 else ("LRANGE", self.key, -b, -a - 1)
-            for a, b in ranges
-        ]
-        got: dict[int, str] = {}
-        for (a, b), reply in zip(ranges, await self._send(cmds), strict=True):
-            if b == a + 1:
-                if reply is not None and not isinstance(reply, Exception):
-                    got[a] = reply_text(reply)
-            elif isinstance(reply, list):
-                for n, i in enumerate(reversed(reply)):
-                    got[a + n] = reply_text(i)
-        ids = list(got.items())
-        times = await self._send([("HGET", self.shard.keys.job(i), "enqueued_at") for _, i in ids])
-        for (p, i), t in zip(ids, times, strict=True):
-            self.ids[p] = i
-            self.raw[p] = 0 if isinstance(t, Exception) else (opt_int(t) or 0)
-        for p in wanted:  # gone since (the list shrank)
-            self.raw.setdefault(p, 0)
-        return 2
-
-    async def keys(self, positions: Sequence[int]) -> tuple[dict[int, Key], int]:
-        paths = {p: _path(self.size, p) for p in positions}
-        rounds = await self._read([v for path in paths.values() for v, _ in path])
-        return {p: (_placed(path, self.raw), self.index, p) for p, path in paths.items()}, rounds
-
-
-def _path(n: int, p: int) -> list[tuple[int, bool]]:
-    """The places a binary search of ``n`` entries visits on its way to the gap after
-    ``p``, each with whether it goes on to the right there."""
-    lo, hi, out = 0, n, []
-    while lo < hi:
-        mid = (lo + hi) // 2
-        right = mid <= p
-        out.append((mid, right))
-        lo, hi = (mid + 1, hi) if right else (lo, mid)
-    return out
-
-
-def _placed(path: list[tuple[int, bool]], raw: dict[int, int]) -> int:
-    """The least time c for which the search (go right where a job's time is at most c)
-    ends after the place ``path`` leads to (see :class:`ListSide`)."""
-
-    def passes(c: int) -> bool:
-        for v, right in path:
-            goes = raw[v] <= c
-            if goes != right:
-                return goes  # ends further right (passes) or further left (does not)
-        return True
-
-    return min(c for c in {raw[v] for v, _ in path} if passes(c))
-
-
-def _runs(positions: Sequence[int]) -> list[tuple[int, int]]:
+def runs(positions: Sequence[int]) -> list[tuple[int, int]]:
     """``positions`` as runs of consecutive ones, [from, to)."""
     out: list[tuple[int, int]] = []
     for p in sorted(set(positions)):
@@ -278,9 +207,16 @@ async def cuts(sides: Sequence[Side], m: int, cost: Cost) -> list[tuple[int, int
     m = max(0, min(m, total))
     lo = [max(0, m - (total - s.size)) for s in sides]
     hi = [min(s.size, m) for s in sides]
-    while sum(h - low for low, h in zip(lo, hi, strict=True)) > WINDOW:
+    step = 0
+    while (width := sum(h - low for low, h in zip(lo, hi, strict=True))) > WINDOW:
         moving = [j for j in range(len(sides)) if hi[j] > lo[j]]
-        mids = {j: (lo[j] + hi[j]) // 2 for j in moving}
+        # Every other step each pivot is where the cut would be were the entries left
+        # spread evenly (its pivots then fall either side of the cuts, and the windows
+        # close around them); the steps between take the middle, so that the windows
+        # halve whatever the spread.
+        share = (m - sum(lo)) / width if step % 2 == 0 else 0.5
+        mids = {j: min(hi[j] - 1, lo[j] + int(share * (hi[j] - lo[j]))) for j in moving}
+        step += 1
         read = await gather([functools.partial(sides[j].keys, [mids[j]]) for j in moving])
         cost.rounds += max(took for _, took in read)
         pivots = {j: got[mids[j]] for j, (got, _) in zip(moving, read, strict=True)}
@@ -368,46 +304,10 @@ async def set_page(
 
 
 async def job_set_page(
-    shards: Sequence[Shard], which: JobSet, offset: int, count: int
+    shards: Sequence[Shard], which: JobSet, offset: int, count: int, cost: Cost | None = None
 ) -> tuple[int, list[tuple[int, str]]]:
     """:meth:`Admin.page` over several shards: the size of set ``which`` and its page as
     (shard's index, id), the dead set newest first."""
     key = lambda s: s.set_key(which)  # noqa: E731
-    total, rows = await set_page(shards, key, offset, count, newest=which == "dead")
+    total, rows = await set_page(shards, key, offset, count, newest=which == "dead", cost=cost)
     return total, [(i, j) for i, j, _ in rows]
-
-
-async def queue_page(
-    shards: Sequence[Shard],
-    name: str,
-    offset: int,
-    count: int,
-    *,
-    newest: bool,
-    cost: Cost | None = None,
-) -> tuple[list[int], bool, int, list[tuple[int, str]]]:
-    """A page of ``name``'s queue over ``shards`` in the order of :class:`ListSide`
-    (newest first: its reverse): each shard's length, whether any has it paused, its
-    jobs with a fair key (in their keys' lists, not in the queue's: counted, not
-    listed, as for one shard), and the page as (shard's index, id)."""
-    cost = cost or Cost()
-    sides = [ListSide(s, cost, s.keys.queue(name)) for s in shards]
-
-    async def start(side: ListSide) -> tuple[bool, int]:
-        k = side.shard.keys
-        size, paused, keyed = await side._send(
-            [("LLEN", side.key), ("SISMEMBER", k.paused, name), ("HGET", k.fair(name), "n")]
-        )
-        side.size = 0 if isinstance(size, Exception) else int(size)
-        return paused == 1, count_of(keyed)
-
-    heads = await gather([functools.partial(start, s) for s in sides])
-    cost.rounds += 1
-    rows = await page(sides, offset, count, newest, cost)
-    chosen = [(i, sides[i].ids.get(p)) for i, p, _ in rows]
-    return (
-        [s.size for s in sides],
-        any(p for p, _ in heads),
-        sum(n for _, n in heads),
-        [(i, j) for i, j in chosen if j is not None],
-    )

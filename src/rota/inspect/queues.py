@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Final, Literal
 import msgspec
 from msgspec import Meta
 
-from rota.client import admin_reads, pages
+from rota.client import admin_reads, queue_pages
 from rota.client.rules import gather
 from rota.client.shard import Shard
 from rota.client.workflow import MISSING
@@ -77,7 +77,7 @@ async def queue_view(
     shards = client.admin.shards
     if len(shards) == 1:
         return await _shard_queue(shards[0], name, offset, limit, newest, served)
-    sizes, paused, keyed, chosen = await pages.queue_page(
+    sizes, paused, keyed, chosen = await queue_pages.queue_page(
         shards, name, offset, limit, newest=newest
     )
     each = await gather(

@@ -28,6 +28,7 @@ from bench.redis_server import RedisServer
 from rota import Client
 from rota.client import pages, queue_pages
 from rota.inspect import queue_view
+from rota.protocol.job import JobSet
 
 NS = "deep"
 COUNT = 25
@@ -87,10 +88,13 @@ async def _run(url: str, jobs: int, shards: int, reps: int) -> None:
             "|---|---:|---:|---:|---:|---:|",
         ]
         offsets = [0, jobs // 2, jobs * 9 // 10, jobs - COUNT]
-        for which in ("scheduled", "retry", "dead"):
+        sets: tuple[JobSet, ...] = ("scheduled", "retry", "dead")
+        for which in sets:
             for offset in offsets:
-                select = functools.partial(pages.job_set_page, all_, which, offset, COUNT)  # type: ignore[arg-type]
-                view = functools.partial(client.admin.page, which, offset, COUNT)  # type: ignore[arg-type]
+                select: Callable[..., Awaitable[object]]
+                view: Callable[[], Awaitable[object]]
+                select = functools.partial(pages.job_set_page, all_, which, offset, COUNT)
+                view = functools.partial(client.admin.page, which, offset, COUNT)
                 rows.append(await _row(which, offset, select, view, reps))
         for newest in (False, True):
             for offset in offsets:

@@ -4,11 +4,13 @@ computed from every entry (rota.client.pages)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
+from unittest import mock
 
 import anyio
 import pytest
@@ -243,25 +245,46 @@ SPREAD = st.lists(st.tuples(st.integers(0, K - 1), st.integers(0, 12)), max_size
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(spread=SPREAD, offset=st.integers(0, 320), count=st.integers(1, 40), newest=st.booleans())
+@given(
+    spread=SPREAD,
+    offset=st.integers(0, 320),
+    count=st.integers(1, 40),
+    newest=st.booleans(),
+    small=st.booleans(),
+)
 def test_any_spread_pages_exactly(
+    redis_url: str,
+    spread: list[tuple[int, int]],
+    offset: int,
+    count: int,
+    newest: bool,
+    small: bool,
+) -> None:
+    """``small``: windows of 2 entries, searches of 2 probes and 1 level a read, so that
+    every step of the selection runs on a few hundred entries."""
+    with contextlib.ExitStack() as stack:
+        if small:
+            stack.enter_context(mock.patch.object(pages, "WINDOW", 2))
+            stack.enter_context(mock.patch.object(pages, "PROBES", 2))
+            stack.enter_context(mock.patch.object(queue_pages, "DEPTH", 1))
+        anyio.run(_any_spread, redis_url, spread, offset, count, newest)
+
+
+async def _any_spread(
     redis_url: str, spread: list[tuple[int, int]], offset: int, count: int, newest: bool
 ) -> None:
-    async def go() -> None:
-        async with Client.from_url(redis_url, "h" + uuid.uuid4().hex[:12], shards=K) as c:
-            shards = c.admin.shards
-            entries = [(s, f"i{n:03d}", float(score)) for n, (s, score) in enumerate(spread)]
-            await _fill_set(shards, "waiting", entries)
-            order = _set_order(entries)
-            want = (order[::-1] if newest else order)[offset : offset + count]
-            key = lambda s: s.set_key("waiting")  # noqa: E731
-            _, rows = await pages.set_page(shards, key, offset, count, newest=newest)
-            assert [i for _, i, _ in rows] == want
-            # the same spread as queues, each list in its own (any) time order
-            lists = [[(i, t) for s, i, t in entries if s == k] for k in range(K)]
-            await _fill_queue(shards, "q", lists)
-            got = await _queue_ids(shards, offset, count, newest)
-            qorder = _queue_order(lists)
-            assert got == (qorder[::-1] if newest else qorder)[offset : offset + count]
-
-    anyio.run(go)
+    async with Client.from_url(redis_url, "h" + uuid.uuid4().hex[:12], shards=K) as c:
+        shards = c.admin.shards
+        entries = [(s, f"i{n:03d}", float(score)) for n, (s, score) in enumerate(spread)]
+        await _fill_set(shards, "waiting", entries)
+        order = _set_order(entries)
+        want = (order[::-1] if newest else order)[offset : offset + count]
+        key = lambda s: s.set_key("waiting")  # noqa: E731
+        _, rows = await pages.set_page(shards, key, offset, count, newest=newest)
+        assert [i for _, i, _ in rows] == want
+        # the same spread as queues, each list in its own (any) time order
+        lists = [[(i, t) for s, i, t in entries if s == k] for k in range(K)]
+        await _fill_queue(shards, "q", lists)
+        got = await _queue_ids(shards, offset, count, newest)
+        qorder = _queue_order(lists)
+        assert got == (qorder[::-1] if newest else qorder)[offset : offset + count]

@@ -18,8 +18,9 @@ whatever the spread. Once the windows hold at most ``WINDOW`` entries in all, on
 of each window and of the ``count`` entries after it gives the cuts and the page,
 merged. A page of N entries at any depth so costs at most 2·⌈log2(N / WINDOW)⌉ + 2
 steps, of 2 + ⌈log_(PROBES+1)(N)⌉ round trips for a set (2 + 2·⌈log2(N) / DEPTH⌉ for a
-list, whose reads take two: the ids, then their times): measured in docs/web.md. Entries that come or go meanwhile can shift a page by as many
-places, never stop the search (every step narrows each window). One shard keeps its one
+list, whose reads take two: the ids, then their times): measured in docs/web.md.
+Entries that come or go meanwhile can shift a page by as many places, never stop the
+search (every step narrows each window). One shard keeps its one
 read (the callers do not come here).
 
 The global order is total: a sorted set's (score, id as bytes, shard), the order

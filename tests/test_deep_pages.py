@@ -96,9 +96,14 @@ async def test_a_page_inside_a_run_of_equal_scores(sharded: Client) -> None:
     entries += [(k % K, f"a-{k}", 4.0) for k in range(10)] + [
         (k % K, f"z-{k}", 6.0) for k in range(10)
     ]
+    # scores written by hand: infinite ones, and ids beyond ASCII (ordered as bytes)
+    entries += [(k % K, f"inf-{k}", float("inf")) for k in range(5)]
+    entries += [(k % K, f"-inf-{k}", float("-inf")) for k in range(5)]
+    entries += [(k % K, f"id{k}-é", 5.0) for k in range(5)] + [(1, "idz\u00ff", 5.0)]
     await _fill_set(sharded.admin.shards, "retry", entries)
     order = _set_order(entries)
-    for offset in (0, 9, 10, 2500, 4990, 5005):
+    assert order[:5] == [f"-inf-{k}" for k in range(5)]
+    for offset in (0, 4, 5, 9, 10, 2500, 5000, 5010, 5021):
         assert await _ids(sharded.admin.shards, "retry", offset, 20) == order[offset : offset + 20]
 
 

@@ -7,6 +7,8 @@ import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
+import anyio
+
 from rota.client.pages import Cost, Key, Side, page, runs
 from rota.client.rules import gather
 from rota.protocol.job import count_of, opt_int, reply_text
@@ -37,12 +39,32 @@ class ListSide(Side):
         super().__init__(shard, cost)
         self.key = key
         self.raw: dict[int, int] = {}
+        self.pending: dict[int, anyio.Event] = {}
 
     async def _read(self, positions: Sequence[int]) -> int:
         """Read the ids and enqueue times of ``positions`` not read yet: round trips."""
-        wanted = sorted({p for p in positions if p not in self.raw and 0 <= p < self.size})
+        wanted = {p for p in positions if p not in self.raw and 0 <= p < self.size}
         if not wanted:
             return 0
+        # The searches of one step start from the same jobs: one of them reads each.
+        others = {self.pending[p] for p in wanted if p in self.pending}
+        mine = sorted(p for p in wanted if p not in self.pending)
+        done = anyio.Event()
+        self.pending.update(dict.fromkeys(mine, done))
+        try:
+            await self._fetch(mine)
+        finally:
+            done.set()
+            for p in mine:
+                del self.pending[p]
+        for other in others:
+            await other.wait()
+        return 2
+
+    async def _fetch(self, wanted: list[int]) -> None:
+        """Read the ids and enqueue times of ``wanted``: two round trips."""
+        if not wanted:
+            return
         ranges = runs(wanted)
         cmds = [
             ("LINDEX", self.key, -a - 1) if b == a + 1 else ("LRANGE", self.key, -b, -a - 1)
@@ -63,7 +85,6 @@ class ListSide(Side):
             self.raw[p] = 0 if isinstance(t, Exception) else (opt_int(t) or 0)
         for p in wanted:  # gone since (the list shrank)
             self.raw.setdefault(p, 0)
-        return 2
 
     async def keys(self, positions: Sequence[int]) -> tuple[dict[int, Key], int]:
         paths = {p: _path(self.size, p) for p in positions}

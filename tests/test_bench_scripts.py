@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bench import debounce_cost, many_names, memory_soak
+from bench import debounce_cost, deep_pages, many_names, memory_soak
 
 
 def test_many_names_measures_each_count_of_names(capsys: pytest.CaptureFixture[str]) -> None:
@@ -76,3 +76,12 @@ def test_bench_fair_measures_keyed_runs_against_plain_ones(
     out = capsys.readouterr().out
     for ratio in ("keyed/plain", "idle/plain", "wide/plain-wide"):
         assert re.search(rf"^{ratio}: [\d.]+%$", out, re.M), out
+
+
+def test_deep_pages_prints_a_row_per_page(capsys: pytest.CaptureFixture[str]) -> None:
+    assert deep_pages.main(["--jobs", "400", "--reps", "1"]) == 0
+    out = capsys.readouterr().out
+    for page in ("scheduled", "retry", "dead", "queue", "queue, newest first"):
+        row = re.search(rf"^\| {re.escape(page)} \| 200 \| [\d.]+ \| (\d+) \| (\d+) \|", out, re.M)
+        assert row, out
+        assert int(row[1]) > 0 and int(row[2]) > 0

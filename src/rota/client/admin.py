@@ -24,6 +24,7 @@ from rota.client.finished import (
     finished,
 )
 from rota.client.follow import Follower
+from rota.client.pages import job_set_page
 from rota.client.pools import Command, PoolCommands
 from rota.client.rate_shares import read_rate_totals
 from rota.client.routing import Shards
@@ -269,7 +270,10 @@ class Admin(FairAdmin, RunTimesAdmin, JobActions):
 
     async def page(self, which: JobSet, offset: int = 0, count: int = 50) -> Page:
         """A page of the scheduled, retry, dead (newest first) or waiting set, in the
-        set's order over every shard: each shard's first ``offset + count``, merged."""
+        set's order: one shard's first ``offset + count``; several merged (pages.py)."""
+        if self._route.count > 1:  # exact at any depth
+            total, chosen = await job_set_page(self.shards, which, offset, count)
+            return Page(total, offset, await self._records(chosen))
         each = await self._route.each(lambda s: s.scored(which, offset + count))
         desc = which == "dead"
         rows = heapq.merge(

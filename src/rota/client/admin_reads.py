@@ -49,6 +49,7 @@ __all__ = [
     "member_rows",
     "queue_rows",
     "queue_totals",
+    "queued_rows",
     "related_rows",
     "session_ended",
     "stats_fields",
@@ -186,6 +187,13 @@ async def queue_rows(
         )
     )
     ids = [reply_text(i) for i in (raw if newest else reversed(raw))]
+    return int(total), bool(paused), await queued_rows(shard, ids, longest), count_of(keyed)
+
+
+async def queued_rows(shard: Shard, ids: list[str], longest: int) -> list[QueuedRow]:
+    """The rows of queued jobs ``ids`` of one shard (see :func:`queue_rows`): their
+    fields and args' lengths, then the args up to ``longest`` bytes (two round trips)."""
+    k = shard.keys
     jobs = [k.job(i) for i in ids]
     # A record that is no hash (written by others) answers errors: read as missing.
     rows = await shard.piped(
@@ -199,8 +207,7 @@ async def queue_rows(
     shown = [i for i, size in zip(ids, sizes, strict=True) if 0 < size <= longest]
     texts = await shard.piped(lambda p: [p.hget(k.job(i), "args") for i in shown])
     args = dict(zip(shown, texts, strict=True))
-    rows = [(i, *f, size, args.get(i)) for i, f, size in zip(ids, fields, sizes, strict=True)]
-    return int(total), bool(paused), rows, count_of(keyed)
+    return [(i, *f, size, args.get(i)) for i, f, size in zip(ids, fields, sizes, strict=True)]
 
 
 async def stats_fields(

@@ -3,8 +3,9 @@ jobs view of the web and ``rota complete list`` show (:meth:`Admin.finished`).
 
 The complete set (``{ns}:complete``, id -> time it completed in ms, capped by
 ``complete_max_count``) is ordered by time, so a page of all of it within a time window
-is exact and cheap: each shard's first ``offset + count`` entries of the window, merged by
-time, then the page's records (two round trips a shard). A page of one job name, or of a
+is exact and cheap: one shard's first ``offset + count`` entries of the window; over
+several shards the exact page at any depth (:mod:`rota.client.pages`), then the page's
+records (two round trips a shard). A page of one job name, or of a
 search, has no index to read (the scripts keep none per name): it is a bounded scan of the
 window in time order, a chunk of :data:`~rota.client.scan.SEARCH_CHUNK` a round trip and
 one ``HMGET`` a job in the next, that stops after ``scan`` jobs or a time ``budget`` and
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 import msgspec
 from msgspec import Meta
 
+from rota.client.pages import set_page
 from rota.client.scan import CONTENT_FIELDS, SEARCH_CHUNK, SEARCH_LIMIT, Fields, matches, scored
 from rota.protocol.job import field_int, field_seconds, field_text, reply_text
 
@@ -240,6 +242,12 @@ async def _details(
 _LATEST: Final = 253_402_300_799.0
 
 
+def _ms(score: float) -> int:
+    """A score read whole, as :func:`~rota.client.scan.scored` reads one (a hand-written
+    ``inf`` or 1e300 as a time past the year 9999)."""
+    return int(max(-(2**53), min(2**53, score)))
+
+
 def _small(size: object) -> bool:
     return isinstance(size, int) and 0 < size <= READ_MAX
 
@@ -262,6 +270,13 @@ async def finished(
     """A page of the complete jobs (see the module and :meth:`Admin.finished`)."""
     window = _window(since, until)
     sign = -1 if order == "newest" else 1
+    if name is None and not text.strip() and shards.count > 1:  # exact at any depth
+        key = lambda s: s.keys.complete  # noqa: E731
+        newest = order == "newest"
+        size, got = await set_page(shards.all, key, offset, count, newest=newest, window=window)
+        page = [(_ms(at), s, i) for s, i, at in got]
+        jobs = await _details(shards, page, preview)
+        return Finished(total=size, offset=offset, jobs=jobs, searched=size, size=size)
     if name is None and not text.strip():
         each = await shards.each(lambda s: _first(s, window, order, offset + count))
         merged = heapq.merge(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Final, Literal
 import msgspec
 from msgspec import Meta
 
-from rota.client import admin_reads
+from rota.client import admin_reads, queue_pages
 from rota.client.rules import gather
 from rota.client.shard import Shard
 from rota.client.workflow import MISSING
@@ -19,15 +19,12 @@ from rota.redis.outage import guarded
 if TYPE_CHECKING:
     from rota.client import Client
 
-__all__ = ["EXACT_DEPTH", "QueueView", "QueuedJob", "queue_view", "served_names"]
+__all__ = ["QueueView", "QueuedJob", "queue_view", "served_names"]
 
 #: The most characters of a queued job's args a queue's view holds, and the longest args
 #: read for that (longer ones are a read of the job away: a page of big jobs stays cheap).
 ARGS_PREVIEW: Final = 200
 ARGS_READ: Final = 4096
-#: How deep into a queue over several shards a page is merged exactly (see
-#: :func:`queue_view`): the reads of a page grow with its depth up to here.
-EXACT_DEPTH: Final = 1000
 
 
 class QueuedJob(msgspec.Struct, kw_only=True):
@@ -72,43 +69,51 @@ async def queue_view(
     the page's records: their fields and the length of their args, then the args that
     are short enough to show (three round trips whatever the queue's length).
 
-    Over several shards, the shards' jobs merged by the time they were enqueued: each
-    shard's first ``offset + limit`` from that end while that is at most
-    :data:`EXACT_DEPTH` (the page is exact, but for jobs enqueued in the same ms);
-    deeper, each shard's ``limit`` from ``offset / K`` on, as the jobs spread evenly
-    over the shards (the page is where the offset points, give or take a few jobs, for
-    the reads of ``K`` pages)."""
+    Over several shards, the shards' jobs merged by the time they were enqueued, each
+    shard's in its list's order, exactly at any depth (see
+    :class:`rota.client.pages.ListSide`), then the page's records in the shards that
+    hold them (two round trips each, all at once)."""
     served = name in await served_names(client)
     shards = client.admin.shards
     if len(shards) == 1:
         return await _shard_queue(shards[0], name, offset, limit, newest, served)
-    k = len(shards)
-    exact = offset + limit <= EXACT_DEPTH
-    start, count = (0, offset + limit) if exact else (offset // k, limit)
+    sizes, paused, keyed, chosen = await queue_pages.queue_page(
+        shards, name, offset, limit, newest=newest
+    )
     each = await gather(
         [
-            functools.partial(_shard_queue, shard, name, start, count, newest, served)
-            for shard in shards
+            functools.partial(
+                admin_reads.queued_rows, s, [j for i, j in chosen if i == s.index], ARGS_READ
+            )
+            for s in shards
         ]
     )
-    # One order over the shards, the same from either end: by enqueue time, then shard,
-    # then place in the shard's queue (counted from its oldest).
-    ranked = [
-        ((job.enqueued_at or 0.0, i, view.total - 1 - n if newest else n), job)
-        for i, view in enumerate(each)
-        for n, job in enumerate(view.jobs, start=start)
-    ]
-    ordered = [job for _, job in sorted(ranked, key=lambda r: r[0], reverse=newest)]
+    rows = {row[0]: _job(row) for part in each for row in part}
     return QueueView(
         name=name,
         order="newest" if newest else "oldest",
-        total=sum(v.total for v in each),
-        keyed=sum(v.keyed for v in each),
+        total=sum(sizes),
+        keyed=keyed,
         offset=offset,
         limit=limit,
-        paused=any(v.paused for v in each),
+        paused=paused,
         served=served,
-        jobs=ordered[offset : offset + limit] if exact else ordered[:limit],
+        jobs=[rows[j] for _, j in chosen],
+    )
+
+
+def _job(row: admin_reads.QueuedRow) -> QueuedJob:
+    """A queued job's row as the view shows it."""
+    i, job_name, state, enqueued, size, args = row
+    text = field_text(args)
+    gone = job_name is None and state is None
+    return QueuedJob(
+        id=i,
+        name=field_text(job_name),
+        state=MISSING if gone else state_text(state, job_name),
+        enqueued_at=field_seconds(enqueued) or None,
+        args=None if text is None else text[:ARGS_PREVIEW],
+        args_bytes=size,
     )
 
 
@@ -119,20 +124,7 @@ async def _shard_queue(
     total, paused, rows, keyed = await admin_reads.queue_rows(
         shard, name, offset, limit, newest, ARGS_READ
     )
-    jobs = []
-    for i, job_name, state, enqueued, size, args in rows:
-        text = field_text(args)
-        gone = job_name is None and state is None
-        jobs.append(
-            QueuedJob(
-                id=i,
-                name=field_text(job_name),
-                state=MISSING if gone else state_text(state, job_name),
-                enqueued_at=field_seconds(enqueued) or None,
-                args=None if text is None else text[:ARGS_PREVIEW],
-                args_bytes=size,
-            )
-        )
+    jobs = [_job(row) for row in rows]
     return QueueView(
         name=name,
         order="newest" if newest else "oldest",

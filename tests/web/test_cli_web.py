@@ -126,7 +126,7 @@ def test_rota_web_serves_until_sigint(tmp_path: Path, redis_url: str, namespace:
         answer = httpx.get(base + "/api/queues", auth=("ada", "pw"))
         assert (answer.status_code, answer.json()) == (
             200,
-            {"queues": [], "total": 0, "offset": 0, "limit": 100},
+            {"queues": [], "total": 0, "offset": 0, "limit": 100, "order": "busy"},
         )
         rebound = httpx.get(base + "/healthz", headers={"host": "rebind.example"})
         assert rebound.status_code == 400

@@ -19,7 +19,7 @@ from rota.errors import ConfigError, RedisRefused, RedisUnavailable, RotaError, 
 from rota.protocol.bounds import Bound, check
 from rota.protocol.reshard import BadRecord
 from rota.redis.access import explain
-from rota.redis.outage import MEANING, Condition, rota_error
+from rota.redis.outage import MEANING, REDIS_ERRORS, Condition, rota_error
 from rota.urls import redacted
 from rota.wire.redispy import RedisError
 
@@ -267,9 +267,10 @@ async def _as_recorded(client: Client, settings: Settings) -> Settings:
 async def _following(client: Client) -> None:
     """``client`` over the shards the namespace's record names: the old and the new ones
     while a change of the count is under way (see rota.client.follow). A record that
-    names none is left to the commands that need it (``rota shards resize`` names it);
-    the others read the shards of the count the settings say."""
-    with contextlib.suppress(BadRecord, RotaError):
+    names none, or a shard 0 away, is left to the commands that need it (``rota shards
+    resize`` names it); the others read the shards of the count the settings say (with
+    shard 0 down, the shards that answer serve what needs no other)."""
+    with contextlib.suppress(BadRecord, RotaError, *REDIS_ERRORS):
         await client.admin.follower.reread()
 
 

@@ -155,12 +155,14 @@ async def _lifespan(
     app: Starlette, closing: list[Client], following: list[Client]
 ) -> AsyncIterator[None]:
     """Follow a Sentinel failover while the app runs (see :mod:`rota.redis.sentinel`), and
-    each namespace's shard record (a change of its count: see rota.client.follow), and
-    close the clients the app made when it stops."""
+    the shard record of each namespace whose client the app made (a change of its count:
+    see rota.client.follow; a client given to the app is its giver's to follow, on the
+    giver's event loop), and close the clients the app made when it stops."""
     try:
         async with anyio.create_task_group() as tg:
             for each in following:
                 tg.start_soon(each.follow_primary)
+            for each in closing:
                 tg.start_soon(_follow_record, each)
             yield
             tg.cancel_scope.cancel()

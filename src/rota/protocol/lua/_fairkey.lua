@@ -37,8 +37,11 @@ local function fair_key_state(ctx, name, st, key)
     local ok, running = pcall(redis.call, 'ZCARD', key_fair_running(name, key))
     c.slots = limit - (ok and running or 0)
   end
-  local cnt, per = string.match(rate or '', '^([%d%.]+)/(%d+)$')
-  cnt, per = tonumber(cnt), tonumber(per)
+  local cnt, per -- (a key without a rate, the usual case, parses none)
+  if rate then
+    cnt, per = string.match(rate, '^([%d%.]+)/(%d+)$')
+    cnt, per = tonumber(cnt), tonumber(per)
+  end
   if cnt and per and cnt > 0 and per > 0 and cnt == cnt then
     c.interval = per / cnt
     local lag = math.max(c.interval, 100)

@@ -141,29 +141,29 @@ local function fair_head(st)
   return st.win[1] or st.bound
 end
 
--- The key a fetch holds (st.cur) goes back among the ready keys with its new time (the
+-- The key a fetch holds (st.cur, its state) goes back among the ready keys with its new time (the
 -- window's when it comes before the bound, a write either way), or leaves them with no
 -- jobs left. Held, a key takes its turns while it comes before the window's next key,
 -- its entries popped several at a time (fair_pop).
 local function fair_drop(name, st)
-  local cur = st.cur
-  if not cur then
+  local c = st.cur
+  if not c then
     return
   end
-  fair_give_back(name, cur)
-  fair_left(name, cur.key, cur.c)
-  if cur.c.left > 0 then
-    st.wr[cur.key] = cur.score
+  fair_give_back(name, c)
+  fair_left(name, c.key, c)
+  if c.left > 0 then
+    st.wr[c.key] = c.score
     local b = st.bound
-    if not b or entry_less(cur.score, cur.key, b.score, b.key) then
+    if not b or entry_less(c.score, c.key, b.score, b.key) then
       local win, at = st.win, #st.win + 1
-      while at > 1 and entry_less(cur.score, cur.key, win[at - 1].score, win[at - 1].key) do
+      while at > 1 and entry_less(c.score, c.key, win[at - 1].score, win[at - 1].key) do
         at = at - 1
       end
-      table.insert(win, at, {score = cur.score, key = cur.key})
+      table.insert(win, at, {score = c.score, key = c.key})
     end
   else
-    st.wr[cur.key] = false
+    st.wr[c.key] = false
   end
   st.cur = nil
 end
@@ -179,11 +179,11 @@ end
 local function fair_next(ctx, name, plain, want)
   local st = fair_state(ctx, name)
   while true do
-    local cur = st.cur
+    local cur = st.cur -- (the held key's state)
     if cur then
       local h = fair_head(st)
       if not ((not h or entry_less(cur.score, cur.key, h.score, h.key))
-        and cur.c.left ~= 0 and fair_room(ctx, cur.c)) then
+        and cur.left ~= 0 and fair_room(ctx, cur)) then
         fair_drop(name, st)
         cur = nil
       end
@@ -223,24 +223,24 @@ local function fair_next(ctx, name, plain, want)
           end
         end
         local h = fair_head(st)
-        cur = {key = key, c = c, score = low, next = h and h.score or math.huge}
-        st.cur = cur
+        c.score, c.next = low, h and h.score or math.huge
+        st.cur, cur = c, c
       end
     end
     if cur then
-      local c = cur.c
-      local id = fair_pop(ctx, name, st, cur, want)
+      local c = cur
+      local id = fair_pop(ctx, name, st, c, want)
       c.touched = true
       if id then
         c.popped = (c.popped or 0) + 1
         if c.left then -- counted down; at none, a fuller list than counted says so
           c.left, c.synced = c.left - 1, false
           local b = c.buf
-          if c.left <= 0 and not (b.drained and b.at > #b) then
-            c.left = redis.call('LLEN', key_fair_queue(name, key)) + #b - b.at + 1
+          if c.left <= 0 and not (c.drained and c.at > #b) then
+            c.left = redis.call('LLEN', key_fair_queue(name, key)) + #b - c.at + 1
           end
         end
-        cur.score = cur.score + 1 / c.w
+        c.score = c.score + 1 / c.w
         st.taken = st.taken + 1
         if c.slots ~= true then
           c.slots = c.slots - 1

@@ -22,7 +22,8 @@ local function entry_less(s, k, t, l)
   return s < t or (s == t and key_less(k, l))
 end
 
--- A key's state in this call: weight, slots under its limit (true: none), rate.
+-- A key's state in this call: weight, slots under its limit (true: none), rate; while
+-- the fetch holds it (st.cur is this state), its key, time and the next one's time.
 local function fair_key_state(ctx, name, st, key)
   local c = st.keys[key]
   if c then
@@ -32,7 +33,7 @@ local function fair_key_state(ctx, name, st, key)
   if st.settings then
     w, limit, rate, paused = fair_settings(name, key)
   end
-  c = {w = w, paused = paused, slots = true}
+  c = {key = key, w = w, paused = paused, slots = true}
   if limit then
     local ok, running = pcall(redis.call, 'ZCARD', key_fair_running(name, key))
     c.slots = limit - (ok and running or 0)
@@ -55,6 +56,9 @@ local function fair_key_state(ctx, name, st, key)
   st.keys[key] = c
   return c
 end
+
+-- What an RPOP that found nothing brought (never written to).
+local EMPTY = {}
 
 -- Whether a key may start a job now (not paused, under its limit, not resting).
 local function fair_room(ctx, c)
@@ -86,8 +90,7 @@ end
 -- How many entries the held key may give before another participant's turn comes (its
 -- time under the next key's and the plain list's), within its slots, its rate, its jobs
 -- left when known and the call's `want`: what one RPOP takes (this turn included).
-local function fair_turns(ctx, st, cur, want)
-  local c = cur.c
+local function fair_turns(ctx, st, c, want)
   local k = math.max(1, math.floor(tonumber(want) or 1))
   if c.slots ~= true then
     k = math.min(k, math.max(1, math.floor(c.slots)))
@@ -95,8 +98,8 @@ local function fair_turns(ctx, st, cur, want)
   if c.left then
     k = math.min(k, math.max(1, c.left))
   end
-  local n, s, tat = 1, cur.score + 1 / c.w, c.tat and c.tat + c.interval
-  while n < k and s < cur.next and not (st.plain and st.vt <= s)
+  local n, s, tat = 1, c.score + 1 / c.w, c.tat and c.tat + c.interval
+  while n < k and s < c.next and not (st.plain and st.vt <= s)
     and not (tat and tat > ctx.now) do
     n, s = n + 1, s + 1 / c.w
     tat = tat and tat + c.interval
@@ -110,39 +113,37 @@ end
 -- (fair_give_back), so no other client ever sees them gone. nil: its list is empty.
 -- An RPOP that may take the last of its jobs as its backlog counts them asks for one
 -- more: fewer coming back says the list is empty without a read of its length.
-local function fair_pop(ctx, name, st, cur, want)
-  local c = cur.c
+local function fair_pop(ctx, name, st, c, want)
   local b = c.buf
-  if b and b.at <= #b then
-    b.at = b.at + 1
-    return b[b.at - 1]
+  if b and c.at <= #b then
+    c.at = c.at + 1
+    return b[c.at - 1]
   end
-  if b and b.drained then -- (the RPOP brought fewer than asked: none is left)
+  if b and c.drained then -- (the RPOP brought fewer than asked: none is left)
     return nil
   end
-  local k = fair_turns(ctx, st, cur, want)
+  local k = fair_turns(ctx, st, c, want)
   if c.left and k >= c.left then
     k = k + 1
   end
-  local ok, got = pcall(redis.call, 'RPOP', key_fair_queue(name, cur.key), str(k))
+  local ok, got = pcall(redis.call, 'RPOP', key_fair_queue(name, c.key), str(k))
   if not ok or not got then
-    c.buf = {at = 1, drained = true}
+    c.buf, c.at, c.drained = EMPTY, 1, true
     return nil
   end
-  got.at, got.drained = 2, #got < k
-  c.buf = got
+  c.buf, c.at, c.drained = got, 2, #got < k
   return got[1]
 end
 
 -- The entries of the held key's RPOP not used go back to the tail of its list.
-local function fair_give_back(name, cur)
-  local b = cur.c.buf
-  if b and b.at <= #b then
+local function fair_give_back(name, c)
+  local b = c.buf
+  if b and c.at <= #b then
     local rest = {}
-    for i = #b, b.at, -1 do
+    for i = #b, c.at, -1 do
       rest[#rest + 1] = b[i]
     end
-    call_chunked('RPUSH', key_fair_queue(name, cur.key), rest)
+    call_chunked('RPUSH', key_fair_queue(name, c.key), rest)
   end
-  cur.c.buf = nil
+  c.buf = nil
 end

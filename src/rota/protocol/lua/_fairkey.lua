@@ -4,7 +4,7 @@
 
 -- Whether key a sorts before key b as Redis orders members of equal score (byte by
 -- byte): Lua's `<` follows the server's locale, which need not be bytes.
-local function key_less(a, b)
+local function bytes_less(a, b)
   if a == b then
     return false
   end
@@ -19,7 +19,7 @@ end
 
 -- Whether (score s, key k) comes before (t, l) in a sorted set's order.
 local function entry_less(s, k, t, l)
-  return s < t or (s == t and key_less(k, l))
+  return s < t or (s == t and bytes_less(k, l))
 end
 
 -- A key's state in this call: weight, slots under its limit (true: none), rate; while

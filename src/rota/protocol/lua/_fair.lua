@@ -118,14 +118,14 @@ end
 local function fair_held(name, keys)
   local held = {}
   for i = 1, #keys, 1000 do
-    local part = {unpack(keys, i, math.min(i + 999, #keys))}
-    local ok, scores = pcall(redis.call, 'ZMSCORE', key_fair_keys(name), unpack(part))
+    local last = math.min(i + 999, #keys)
+    local ok, scores = pcall(redis.call, 'ZMSCORE', key_fair_keys(name), unpack(keys, i, last))
     if not ok then
       return nil
     end
-    for j, key in ipairs(part) do
-      if scores[j] then
-        held[key] = true
+    for j = i, last do
+      if scores[j - i + 1] then
+        held[keys[j]] = true
       end
     end
   end

@@ -89,12 +89,16 @@ end
 -- The window's changes to the set of ready keys, written: one ZADD of every new time
 -- and one ZREM of the keys that left, instead of two commands per key taken.
 local function fair_flush(name, st)
-  local add, gone = {}, {}
+  if next(st.wr) == nil then
+    return
+  end
+  local add, gone = {}, nil
   for key, score in pairs(st.wr) do
     if score then
       add[#add + 1] = str(score)
       add[#add + 1] = key
     else
+      gone = gone or {}
       gone[#gone + 1] = key
     end
   end
@@ -102,7 +106,7 @@ local function fair_flush(name, st)
   if #add > 0 then
     call_chunked('ZADD', key_fair_keys(name), add)
   end
-  if #gone > 0 then
+  if gone then
     call_chunked('ZREM', key_fair_keys(name), gone)
   end
 end
@@ -281,24 +285,26 @@ local function fair_end(ctx, leases)
     for key, entries in pairs(leases and st.leased or {}) do
       pcall(call_chunked, 'ZADD', key_fair_running(name, key), entries)
     end
-    local add, gone = {}, {}
+    local add, gone = nil, nil
     for key, c in pairs(st.keys) do
       if c.moved then
         pcall(redis.call, 'HSET', key_fair(name), 't/' .. key, string.format('%.3f', c.tat))
       end
       if c.touched and not c.synced then -- (known: every key popped from was dropped)
         if c.left > 0 then
-          add[#add + 1] = c.left
+          add = add or {}
+          add[#add + 1] = str(c.left)
           add[#add + 1] = key
         else
+          gone = gone or {}
           gone[#gone + 1] = key
         end
       end
     end
-    if #add > 0 then
+    if add then
       pcall(call_chunked, 'ZADD', key_fair_backlog(name), add)
     end
-    if #gone > 0 then
+    if gone then
       pcall(call_chunked, 'ZREM', key_fair_backlog(name), gone)
     end
     if st.taken > 0 or st.touched or st.vt ~= st.vt0 then -- (else: nothing changed)

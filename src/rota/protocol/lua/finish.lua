@@ -230,7 +230,7 @@ for name, of_name in pairs(fkeyed) do
   for key in pairs(of_name) do
     keys[#keys + 1] = key
   end
-  held[name] = fair_held(name, keys)
+  held[name] = #keys > 1 and fair_held(name, keys) or nil -- (one key: its ZSCORE)
 end
 for _, e in ipairs(fended) do
   if fair_release(e[1], e[2], e[3], held[e[1]]) then -- back from its limit: the name too

@@ -315,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"worker: {measured['worker']} Python calls per no-op job ({parts})")  # noqa: T201
     print(f"redis: {measured['redis']} commands per no-op job")  # noqa: T201
     if args.record:
+        # (the sections after this one, [per_keyed_job] of bench.fair_cost, are kept)
+        kept = BUDGET.read_text(encoding="utf-8").partition("\n[per_keyed_job]")
         BUDGET.write_text(
             "# What a no-op job may cost (python -m bench.cost --record writes it;\n"
             "# tests/test_cost_guard.py fails past +10 % of worker or redis). Raise a\n"
@@ -323,7 +325,9 @@ def main(argv: list[str] | None = None) -> int:
             f"worker = {measured['worker']}  # Python calls in the pool's process\n"
             f"redis = {measured['redis']}  # commands Redis runs\n"
             "# The worker's parts (not guarded one by one: they say where it grew)\n"
-            + "".join(f"{p} = {measured[p]}\n" for p in PARTS),
+            + "".join(f"{p} = {measured[p]}\n" for p in PARTS)
+            + kept[1]
+            + kept[2],
             encoding="utf-8",
         )
         print(f"recorded in {BUDGET}")  # noqa: T201

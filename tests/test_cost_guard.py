@@ -14,15 +14,16 @@ from typing import Any
 
 import pytest
 from bench.cost import budget, failing_over, over_budget
+from bench.fair_cost import keyed_budget, keyed_over
 
 from tests.cli_helpers import REPO, rota_env
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def _measured(*flags: str) -> dict[str, Any]:
+def _measured(*flags: str, module: str = "bench.cost") -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-m", "bench.cost", "--json", *flags],
+        [sys.executable, "-m", module, "--json", *flags],
         cwd=REPO,
         env=rota_env(),
         capture_output=True,
@@ -46,3 +47,10 @@ def test_a_failing_job_costs_at_most_twice_a_noop_job() -> None:
     kept in its log) costs at most twice a no-op job, in calls and in commands."""
     figures = _measured("--failing")
     assert failing_over(figures) == [], figures
+
+
+def test_a_keyed_job_costs_no_more_commands_than_its_budget() -> None:
+    """Fair keys: the scripts' commands per keyed job, fetched in batches over many keys
+    as a busy pool fetches them, held to the recorded figure exactly (it never moves)."""
+    measured = _measured(module="bench.fair_cost")
+    assert keyed_over(measured, keyed_budget()) == [], measured

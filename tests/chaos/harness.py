@@ -310,6 +310,29 @@ class Audit:
         jobs = "\n".join(self.describe(j) for j in job_ids[:5])
         return f"{len(job_ids)} jobs:\n{jobs}\n{fleet.tails()}"
 
+    def most_running(
+        self, key_of: dict[str, str], killed_at: dict[int, float], held_only: bool = False
+    ) -> dict[str, int]:
+        """The most attempts of each fair key that ran at once, each attempt from its
+        start to its done line, or to the SIGKILL of its process. ``held_only``: only
+        the attempts whose finish was accepted (a lease reclaimed while its process was
+        cut off from Redis no longer counts against its key's limit there)."""
+        events: list[tuple[float, int, str]] = []
+        for job_id in self.ids:
+            dones = {(e.pid, e.attempt): e.t for e in self.dones.get(job_id, [])}
+            for e in self.starts.get(job_id, []):
+                if held_only and e.attempt != int(self.recs[job_id].get("attempts", 0)):
+                    continue
+                end = dones.get((e.pid, e.attempt), killed_at.get(e.pid))
+                assert end is not None, self.describe(job_id)
+                events += [(e.t, 1, key_of[job_id]), (end, -1, key_of[job_id])]
+        running = dict.fromkeys(key_of.values(), 0)
+        most = dict.fromkeys(key_of.values(), 0)
+        for _, step, key in sorted(events, key=lambda ev: (ev[0], ev[1])):  # ends first
+            running[key] += step
+            most[key] = max(most[key], running[key])
+        return most
+
     def accepted_result_ok(self, job_id: str) -> bool:
         """The stored result is the one of the attempt whose finish was accepted: the
         job's last attempt, with the token the finish retired."""

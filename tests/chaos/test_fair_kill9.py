@@ -80,19 +80,6 @@ def test_sigkill_loses_no_keyed_job_and_no_key_passes_its_limit(chaos: Chaos) ->
     assert audit.lost == [], [audit.describe(j) for j in audit.lost[:5]]
     assert stats(r, namespace)["processed"] == JOBS
     assert set(leftovers(r, namespace, ["work"]).values()) == {0}
-    # Every attempt as an interval of its key: from its start to its done line, or to
-    # the SIGKILL of its process (what it ran was gone then).
-    events: list[tuple[float, int, str]] = []
-    for job_id in ids:
-        dones = {(e.pid, e.attempt): e.t for e in audit.dones.get(job_id, [])}
-        for e in audit.starts.get(job_id, []):
-            end = dones.get((e.pid, e.attempt), killed_at.get(e.pid))
-            assert end is not None, audit.describe(job_id)
-            events += [(e.t, 1, key_of[job_id]), (end, -1, key_of[job_id])]
-    running = dict.fromkeys(KEYS, 0)
-    most = dict.fromkeys(KEYS, 0)
-    for _, step, key in sorted(events, key=lambda ev: (ev[0], ev[1])):  # ends first
-        running[key] += step
-        most[key] = max(most[key], running[key])
+    most = audit.most_running(key_of, killed_at)
     assert max(most.values()) <= KEY_LIMIT, most
     assert max(most.values()) == KEY_LIMIT  # reached: the check above means something

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bench.cost import FAILING_RATIO, TOLERANCE, failing_over, over_budget
+from bench.fair_cost import keyed_over
 
 
 def test_the_failing_guard_names_the_figure_and_the_part() -> None:
@@ -30,3 +31,9 @@ def test_the_guard_names_the_part_of_the_worker_that_grew() -> None:
     grown = {"worker": 300.0, "redis": 24.0, **parts, "attempt": 104.0}
     (worker,) = over_budget(grown, allowed)
     assert "(most in attempt: 60.0 -> 104.0)" in worker
+
+
+def test_the_keyed_guard_allows_no_command_more() -> None:
+    assert keyed_over({"keyed": 9.5, "plain": 6.1}, 9.5) == []
+    (line,) = keyed_over({"keyed": 10.5, "plain": 6.1}, 9.5)
+    assert line.startswith("redis: 10.5 commands per keyed job, budget 9.5 (6.1 per job without")

@@ -112,14 +112,38 @@ local function push_job(name, fkey, id, front)
   return redis.call(front and 'RPUSH' or 'LPUSH', key_queue(name), id) == 1
 end
 
+-- Which of `keys` (of one name) are among its ready keys: key -> true, read by one
+-- ZMSCORE for them all (a finish of many keys pays one read per name, not one per key).
+-- nil when the set cannot be read (another type): each key is then asked alone.
+local function fair_held(name, keys)
+  local held = {}
+  for i = 1, #keys, 1000 do
+    local last = math.min(i + 999, #keys)
+    local ok, scores = pcall(redis.call, 'ZMSCORE', key_fair_keys(name), unpack(keys, i, last))
+    if not ok then
+      return nil
+    end
+    for j = i, last do
+      if scores[j - i + 1] then
+        held[keys[j]] = true
+      end
+    end
+  end
+  return held
+end
+
 -- Keyed jobs' leases ended (finish, reap, abort of a running job; `ids`: those of one
 -- key, so that a finish of many pays once per key): its running set lets them go, and
 -- a key with jobs left that is among neither the ready nor the resting keys (it left at
 -- its limit) joins the ready keys again. Whether it joined (a pool is then woken for it).
-local function fair_release(name, key, ids)
+-- `known`: fair_held's answer for the key's name when the caller read it (else nil).
+local function fair_release(name, key, ids, known)
   pcall(call_chunked, 'ZREM', key_fair_running(name, key), ids)
-  local ok, held = pcall(redis.call, 'ZSCORE', key_fair_keys(name), key)
-  if not ok or held then -- (the usual case of a busy key: one read)
+  local ok, held = true, known and known[key]
+  if not known then
+    ok, held = pcall(redis.call, 'ZSCORE', key_fair_keys(name), key)
+  end
+  if not ok or held then -- (the usual case of a busy key: nothing more to read)
     return false
   end
   local okl, len = pcall(redis.call, 'LLEN', key_fair_queue(name, key))

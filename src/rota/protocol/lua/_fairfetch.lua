@@ -1,4 +1,4 @@
--- include: _base _fair
+-- include: _base _fair _fairkey
 -- Shared helpers: fair keys, the fetch's side (fetch.lua; the rest in _fair.lua). A
 -- fetch reads what it needs of each name with keys once per call (fair_state), takes
 -- turns (fair_next), holding a busy key while it stays the lowest, and writes back at
@@ -58,6 +58,9 @@ local function fair_state(ctx, name)
   f = ok and f or {}
   st = {vt = finite_score(f[1]), vt0 = finite_score(f[1]), n = math.max(0, math.floor(finite_score(f[2]))), plain = true,
     taken = 0, keys = {}, leased = {}, touched = false,
+    -- the window (fair_window): the lowest keys read, in order, bound: the first not
+    -- read (nil: none), wr: key -> its time to write, or false to remove it
+    win = {}, known = false, bound = nil, wr = {}, backlog = {},
     -- a name without settings (the usual case) reads none per key
     settings = redis.call('EXISTS', key_fair_set(name)) == 1}
   fair_st[name] = st
@@ -82,143 +85,96 @@ local function fair_state(ctx, name)
   return st
 end
 
--- A key's state in this call: weight, slots under its limit (true: none), rate.
-local function fair_key_state(ctx, name, st, key)
-  local c = st.keys[key]
-  if c then
-    return c
-  end
-  local w, limit, rate, paused = 1, nil, nil, false
-  if st.settings then
-    w, limit, rate, paused = fair_settings(name, key)
-  end
-  c = {w = w, paused = paused, slots = true}
-  if limit then
-    local ok, running = pcall(redis.call, 'ZCARD', key_fair_running(name, key))
-    c.slots = limit - (ok and running or 0)
-  end
-  local cnt, per = string.match(rate or '', '^([%d%.]+)/(%d+)$')
-  cnt, per = tonumber(cnt), tonumber(per)
-  if cnt and per and cnt > 0 and per > 0 and cnt == cnt then
-    c.interval = per / cnt
-    local lag = math.max(c.interval, 100)
-    local okt, raw = pcall(redis.call, 'HGET', key_fair(name), 't/' .. key)
-    local tat = tonumber(okt and raw) or 0
-    if not (tat >= ctx.now - lag and tat <= ctx.now + lag + 60000) then
-      tat = ctx.now - lag
-    end
-    c.tat = tat
-  end
-  st.keys[key] = c
-  return c
-end
 
--- Whether a key may start a job now (not paused, under its limit, not resting).
-local function fair_room(ctx, c)
-  return not c.paused and (c.slots == true or c.slots >= 1) and not (c.tat and c.tat > ctx.now)
-end
-
--- How many jobs a key this call popped from has left (c.left), learned when first needed
--- (its drop) rather than by an LLEN before its first pop: its backlog, which every push
--- sets to its list's length, less this call's pops (c.popped), by one ZINCRBY that also
--- writes the backlog (c.synced). A backlog reading less than one job (or none, or no
--- number) is not trusted: the list's length says, so that no key with jobs ever leaves
--- the set of ready keys for a backlog written by hand. One that reads too many costs a
--- later fetch one empty RPOP, which drops the key.
-local function fair_left(name, key, c)
-  if c.left then
+-- The window's changes to the set of ready keys, written: one ZADD of every new time
+-- and one ZREM of the keys that left, instead of two commands per key taken.
+local function fair_flush(name, st)
+  if next(st.wr) == nil then
     return
   end
-  local ok, r = pcall(redis.call, 'ZINCRBY', key_fair_backlog(name), str(-(c.popped or 0)),
-    key)
-  r = ok and tonumber(r)
-  if r and r >= 1 and r < 1e15 and r == math.floor(r) then
-    c.left, c.synced = r, true
-    return
-  end
-  local okl, len = pcall(redis.call, 'LLEN', key_fair_queue(name, key))
-  c.left, c.synced = okl and len or 0, false
-end
-
--- How many entries the held key may give before another participant's turn comes (its
--- time under the runner-up's and the plain list's), within its slots, its rate, its jobs
--- left when known and the call's `want`: what one RPOP takes (this turn included).
-local function fair_turns(ctx, st, cur, want)
-  local c = cur.c
-  local k = math.max(1, math.floor(tonumber(want) or 1))
-  if c.slots ~= true then
-    k = math.min(k, math.max(1, math.floor(c.slots)))
-  end
-  if c.left then
-    k = math.min(k, math.max(1, c.left))
-  end
-  local n, s, tat = 1, cur.score + 1 / c.w, c.tat and c.tat + c.interval
-  while n < k and s < cur.next and not (st.plain and st.vt <= s)
-    and not (tat and tat > ctx.now) do
-    n, s = n + 1, s + 1 / c.w
-    tat = tat and tat + c.interval
-  end
-  return n
-end
-
--- The held key's next entry: from what an earlier RPOP of this call brought (c.buf),
--- else by one RPOP of as many as its turns (fair_turns), as the fetch pops a plain
--- queue; those not used go back to the tail in their order when it is dropped
--- (fair_give_back), so no other client ever sees them gone. nil: its list is empty.
-local function fair_pop(ctx, name, st, cur, want)
-  local c = cur.c
-  local b = c.buf
-  if b and b.at <= #b then
-    b.at = b.at + 1
-    return b[b.at - 1]
-  end
-  if b and b.drained then -- (the RPOP brought fewer than asked: none is left)
-    return nil
-  end
-  local k = fair_turns(ctx, st, cur, want)
-  local ok, got = pcall(redis.call, 'RPOP', key_fair_queue(name, cur.key), str(k))
-  if not ok or not got then
-    c.buf = nil
-    return nil
-  end
-  got.at, got.drained = 2, #got < k
-  c.buf = got
-  return got[1]
-end
-
--- The entries of the held key's RPOP not used go back to the tail of its list.
-local function fair_give_back(name, cur)
-  local b = cur.c.buf
-  if b and b.at <= #b then
-    local rest = {}
-    for i = #b, b.at, -1 do
-      rest[#rest + 1] = b[i]
-    end
-    call_chunked('RPUSH', key_fair_queue(name, cur.key), rest)
-  end
-  cur.c.buf = nil
-end
-
--- The key a fetch holds (st.cur: its key, state c, virtual time and the runner-up's)
--- goes back into the set of ready keys with its time, or leaves it with no jobs left.
--- Held, a key takes its turns while its time stays below the runner-up's without a read
--- of the set per job, its entries popped several at a time (fair_pop).
--- st.nonempty: whether the set is known to hold a key (the runner-up of the last read
--- stays in it when the key read first leaves), so that the end of the call need not ask.
-local function fair_drop(name, st)
-  local cur = st.cur
-  if cur then
-    fair_give_back(name, cur)
-    fair_left(name, cur.key, cur.c)
-    if cur.c.left > 0 then
-      redis.call('ZADD', key_fair_keys(name), str(cur.score), cur.key)
-      st.nonempty = true
+  local add, gone = {}, nil
+  for key, score in pairs(st.wr) do
+    if score then
+      add[#add + 1] = str(score)
+      add[#add + 1] = key
     else
-      redis.call('ZREM', key_fair_keys(name), cur.key)
-      st.left_set, st.nonempty = true, st.other
+      gone = gone or {}
+      gone[#gone + 1] = key
     end
-    st.cur = nil
   end
+  st.wr = {}
+  if #add > 0 then
+    call_chunked('ZADD', key_fair_keys(name), add)
+  end
+  if gone then
+    call_chunked('ZREM', key_fair_keys(name), gone)
+  end
+end
+
+-- The window: the `want` lowest keys of the set (at most 32) with their times, read by
+-- one ZRANGE (and their backlogs by one ZMSCORE), and apart the next one, which bounds
+-- what the call knows: a key whose new time comes before it goes back into the window,
+-- in order; one whose time does not is written, and the window read again when it runs
+-- out. So the call takes the keys in the set's own order (time, then key) with two
+-- reads per window rather than a read and a write per key.
+local function fair_window(name, st, want)
+  fair_flush(name, st)
+  local w = math.min(math.max(1, math.floor(tonumber(want) or 1)), 32)
+  -- (Not by pcall: a set of keys of another type fails the fetch, whose pool then
+  -- moves it away, repair.lua, and the keys it listed join again.)
+  local top = redis.call('ZRANGE', key_fair_keys(name), 0, w, 'WITHSCORES')
+  local win, keys = {}, {}
+  for i = 1, math.min(#top, 2 * w), 2 do
+    win[#win + 1] = {score = finite_score(top[i + 1]), key = top[i]}
+    keys[#keys + 1] = top[i]
+  end
+  st.win, st.known, st.bound = win, true, nil
+  if #top > 2 * w then
+    st.bound = {score = finite_score(top[2 * w + 2]), key = top[2 * w + 1]}
+  end
+  if #keys > 1 then -- (one key learns it at its drop, by the write it needs anyway)
+    local ok, b = pcall(redis.call, 'ZMSCORE', key_fair_backlog(name), unpack(keys))
+    for i, key in ipairs(keys) do
+      st.backlog[key] = ok and tonumber(b[i]) or false
+    end
+  end
+end
+
+-- The next participant after the held key: the window's first, else its bound.
+local function fair_head(st)
+  return st.win[1] or st.bound
+end
+
+-- The key a fetch holds (st.cur, its state) goes back among the ready keys with its new time (the
+-- window's when it comes before the bound, a write either way), or leaves them with no
+-- jobs left. Held, a key takes its turns while it comes before the window's next key,
+-- its entries popped several at a time (fair_pop).
+local function fair_drop(name, st)
+  local c = st.cur
+  if not c then
+    return
+  end
+  fair_give_back(name, c)
+  fair_left(name, c.key, c)
+  if c.left > 0 then
+    st.wr[c.key] = c.score
+    local b = st.bound
+    if not b or entry_less(c.score, c.key, b.score, b.key) then
+      local win, at = st.win, #st.win + 1
+      while at > 1 and entry_less(c.score, c.key, win[at - 1].score, win[at - 1].key) do
+        at = at - 1
+      end
+      table.insert(win, at, {score = c.score, key = c.key})
+    end
+  else
+    st.wr[c.key] = false
+  end
+  st.cur = nil
+end
+
+-- A key leaves the ready keys (at its limit, paused, resting, or found empty).
+local function fair_out(st, key)
+  st.wr[key] = false
 end
 
 -- The next entry of a name with fair keys: the plain list's (via `plain`, nil when it
@@ -226,28 +182,21 @@ end
 -- the name. Returns the id and its key (nil: plain), or nil.
 local function fair_next(ctx, name, plain, want)
   local st = fair_state(ctx, name)
-  local fk = key_fair_keys(name)
   while true do
-    local cur = st.cur
-    if cur and not (cur.score < cur.next and cur.c.left ~= 0 and fair_room(ctx, cur.c)) then
-      fair_drop(name, st)
-      cur = nil
-    end
-    local low, key, runner_up = nil, nil, math.huge
+    local cur = st.cur -- (the held key's state)
     if cur then
-      low, key = cur.score, cur.key
-    else
-      -- (Not by pcall: a set of keys of another type fails the fetch, whose pool then
-      -- moves it away, repair.lua, and the keys it listed join again.)
-      local top = redis.call('ZRANGE', fk, 0, 1, 'WITHSCORES')
-      if top[1] then
-        low, key = finite_score(top[2]), top[1]
-        runner_up = top[4] and finite_score(top[4]) or math.huge
-        st.nonempty, st.other = true, top[3] ~= nil
-      else
-        st.left_set, st.nonempty = true, false -- (none: the ready set's mark may go)
+      local h = fair_head(st)
+      if not ((not h or entry_less(cur.score, cur.key, h.score, h.key))
+        and cur.left ~= 0 and fair_room(ctx, cur)) then
+        fair_drop(name, st)
+        cur = nil
       end
     end
+    if not cur and not st.win[1] and (st.bound or not st.known) then
+      fair_window(name, st, want)
+    end
+    local e = cur or st.win[1]
+    local low, key = e and e.score, e and e.key
     if st.plain and (not key or st.vt <= low) then
       local id = plain()
       if id then
@@ -260,35 +209,42 @@ local function fair_next(ctx, name, plain, want)
       return nil, nil
     end
     if not cur then
+      table.remove(st.win, 1)
       local c = fair_key_state(ctx, name, st, key)
       st.touched = true
       if c.tat and c.tat > ctx.now and not c.paused then
-        redis.call('ZREM', fk, key)
+        fair_out(st, key)
         redis.call('ZADD', key_fair_rest(name), str(c.tat), key)
         ctx.later(c.tat)
-        st.resting, st.left_set, st.nonempty = true, true, st.other
+        st.resting = true
       elseif not fair_room(ctx, c) then
-        redis.call('ZREM', fk, key) -- a resume, or the finish that frees a slot, adds it back
-        st.left_set, st.nonempty = true, st.other
+        fair_out(st, key) -- a resume, or the finish that frees a slot, adds it back
       else
-        -- (its jobs left, c.left, are learned at its drop: fair_left)
-        cur = {key = key, c = c, score = low, next = runner_up}
-        st.cur = cur
+        if not c.left then -- its backlog less this call's pops, when it reads sane
+          local r = st.backlog[key]
+          if r and r >= 1 and r < 1e15 and r == math.floor(r) then
+            c.left, c.synced = math.max(0, r - (c.popped or 0)), false
+          end
+        end
+        local h = fair_head(st)
+        c.score, c.next = low, h and h.score or math.huge
+        st.cur, cur = c, c
       end
     end
     if cur then
-      local c = cur.c
-      local id = fair_pop(ctx, name, st, cur, want)
+      local c = cur
+      local id = fair_pop(ctx, name, st, c, want)
       c.touched = true
       if id then
         c.popped = (c.popped or 0) + 1
-        if c.left then -- known from an earlier drop in this call: counted down
+        if c.left then -- counted down; at none, a fuller list than counted says so
           c.left, c.synced = c.left - 1, false
-          if c.left <= 0 then -- counted down to none: the list says
-            c.left = redis.call('LLEN', key_fair_queue(name, key))
+          local b = c.buf
+          if c.left <= 0 and not (c.drained and c.at > #b) then
+            c.left = redis.call('LLEN', key_fair_queue(name, key)) + #b - c.at + 1
           end
         end
-        cur.score = cur.score + 1 / c.w
+        c.score = c.score + 1 / c.w
         st.taken = st.taken + 1
         if c.slots ~= true then
           c.slots = c.slots - 1
@@ -307,7 +263,7 @@ end
 -- Whether this call knows the name's keys to have jobs ready (else nil: ask Redis).
 local function fair_has(name)
   local st = fair_st[name]
-  return st and (st.cur ~= nil or not st.left_set or st.nonempty) or nil
+  return st and st.known and (st.cur ~= nil or st.win[1] ~= nil or st.bound ~= nil) or nil
 end
 
 -- A keyed job leased by this call (its lease added at fair_end; fkey_of: id -> key).
@@ -319,28 +275,37 @@ local function fair_leased(name, key, deadline, id, fkey_of)
 end
 
 -- The end of a fetch: the leases of keys (unless `leases` is false: the call leased
--- nothing after all), the virtual time and counts written back; a name with no key
+-- nothing after all), the window's changes, the backlogs of the keys taken from (one
+-- ZADD and one ZREM), the virtual time and counts written back; a name with no key
 -- ready or resting leaves the ready set's marks.
 local function fair_end(ctx, leases)
   for name, st in pairs(fair_st) do
     fair_drop(name, st)
+    fair_flush(name, st)
     for key, entries in pairs(leases and st.leased or {}) do
       pcall(call_chunked, 'ZADD', key_fair_running(name, key), entries)
     end
+    local add, gone = nil, nil
     for key, c in pairs(st.keys) do
       if c.moved then
         pcall(redis.call, 'HSET', key_fair(name), 't/' .. key, string.format('%.3f', c.tat))
       end
-      if c.touched then
-        fair_left(name, key, c) -- (known already: every key popped from was dropped)
-      end
-      if c.touched and not c.synced then -- its backlog, once per call (or by fair_left)
+      if c.touched and not c.synced then -- (known: every key popped from was dropped)
         if c.left > 0 then
-          pcall(redis.call, 'ZADD', key_fair_backlog(name), c.left, key)
+          add = add or {}
+          add[#add + 1] = str(c.left)
+          add[#add + 1] = key
         else
-          pcall(redis.call, 'ZREM', key_fair_backlog(name), key)
+          gone = gone or {}
+          gone[#gone + 1] = key
         end
       end
+    end
+    if add then
+      pcall(call_chunked, 'ZADD', key_fair_backlog(name), add)
+    end
+    if gone then
+      pcall(call_chunked, 'ZREM', key_fair_backlog(name), gone)
     end
     if st.taken > 0 or st.touched or st.vt ~= st.vt0 then -- (else: nothing changed)
       pcall(redis.call, 'HSET', key_fair(name), 'vt', str(st.vt),
@@ -352,7 +317,7 @@ local function fair_end(ctx, leases)
     end
     if ok and rest[2] then
       ctx.later(finite_score(rest[2]))
-    elseif st.left_set and not st.nonempty
+    elseif st.known and not fair_has(name)
       and redis.call('EXISTS', key_fair_keys(name)) == 0 then
       redis.call('SREM', K_READY, FAIR_MARK .. name) -- no key left to take from
     end

@@ -235,8 +235,17 @@ local complete_max = tonumber(ARGV[3]) or COMPLETE_MAX
 for name, ids in pairs(ended) do
   call_chunked('ZREM', key_running(name), ids)
 end
+-- Whether each key is still among its name's ready keys: one read per name.
+local held = {} -- name -> fair_held's answer
+for name, of_name in pairs(fkeyed) do
+  local keys = {}
+  for key in pairs(of_name) do
+    keys[#keys + 1] = key
+  end
+  held[name] = #keys > 1 and fair_held(name, keys) or nil -- (one key: its ZSCORE)
+end
 for _, e in ipairs(fended) do
-  if fair_release(e[1], e[2], e[3]) then -- its key back from its limit: the name too
+  if fair_release(e[1], e[2], e[3], held[e[1]]) then -- back from its limit: the name too
     woken[e[1]] = true
   end
 end

@@ -7,9 +7,10 @@ over ``--keys`` keys (the name's jobs spread over them in turn), each followed b
 finish of the oldest batch once two are leased, on a private redis-server, and counts
 the commands Redis runs per job (``INFO commandstats``: the script calls and every
 command inside them), the same for as many jobs without a key, in one run. The count
-is the same from run to run, so ``tests/test_cost_guard.py`` holds it to the figure of
-``[per_keyed_job]`` in ``bench/budget.toml`` exactly: one command more per keyed job
-fails it. ``--record`` writes that figure.
+is the same from run to run but for a run that crosses a minute or a ten-minute slot
+(whose hashes get their expiry once), so ``tests/test_cost_guard.py`` holds it to the
+figure of ``[per_keyed_job]`` in ``bench/budget.toml`` within a hundredth: one command
+more per keyed job fails it. ``--record`` writes the figure measured plus that hundredth.
 """
 
 from __future__ import annotations
@@ -76,8 +77,9 @@ def keyed_budget() -> float:
 
 
 def keyed_over(measured: dict[str, float], allowed: float) -> list[str]:
-    """A sentence when a keyed job costs more commands than its budget (none of slack:
-    the count does not move from run to run)."""
+    """A sentence when a keyed job costs more commands than its budget (which keeps a
+    hundredth of slack: the count moves only when a run crosses a minute or a
+    ten-minute slot, whose hashes get their expiry once)."""
     if measured["keyed"] <= allowed:
         return []
     return [
@@ -113,8 +115,9 @@ def _section(keyed: float) -> str:
     return (
         f"[{SECTION}]\n"
         "# Commands Redis runs per keyed job, fetched 10 at a time over 100 keys and\n"
-        "# finished (python -m bench.fair_cost --record): held exactly, it does not move.\n"
-        f"redis = {keyed}\n"
+        "# finished (python -m bench.fair_cost --record): the figure measured and a\n"
+        "# hundredth, for a run that crosses a minute or a ten-minute slot.\n"
+        f"redis = {round(keyed + 0.01, 3)}\n"
     )
 
 

@@ -51,6 +51,6 @@ def test_a_failing_job_costs_at_most_twice_a_noop_job() -> None:
 
 def test_a_keyed_job_costs_no_more_commands_than_its_budget() -> None:
     """Fair keys: the scripts' commands per keyed job, fetched in batches over many keys
-    as a busy pool fetches them, held to the recorded figure exactly (it never moves)."""
+    as a busy pool fetches them, held to the recorded figure (within a hundredth)."""
     measured = _measured(module="bench.fair_cost")
     assert keyed_over(measured, keyed_budget()) == [], measured

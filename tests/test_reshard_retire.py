@@ -135,9 +135,13 @@ async def test_a_job_running_in_a_retired_shard_finishes_and_its_outcome_moves(
         # The job still runs there: the pool's heartbeat stays in its shard.
         home = next(s for s in retired if s.keys.prefix[1:-2] == tag)
         assert await live_pools(home) == [run.rt.pool_id]
+        named = op.admin.follower.route.named
+        # Without waiting: the pool is named where it still beats, and nothing moves.
+        said = await settle_retired(retired, named, union[0], wait=False, say=_say)
+        assert said == ({tag: [run.rt.pool_id]}, {}, 0)
         release.set()
         lingering, live, moved = await settle_retired(
-            retired, op.admin.follower.route.named, union[0], timeout=30, say=_say
+            retired, named, union[0], timeout=30, say=_say
         )
         assert (lingering, live) == ({}, {})
         assert moved >= 1

@@ -75,7 +75,8 @@ async def resize(
     """Change ``client``'s namespace to ``to`` shards, or resume a change cut short;
     ``say`` is told the progress, a line at a time. Without ``wait`` it returns after
     step 1 (or the check of step 2) while old shards still hold live jobs: run it again
-    later. ``timeout``: the seconds step 2 waits at most."""
+    later. ``timeout``: the seconds step 2 waits at most, and step 5 again (the pools
+    that still serve a retired shard then are in :attr:`Resized.lingering`)."""
     if isinstance(to, bool) or not isinstance(to, int) or not 1 <= to <= MAX_SHARDS:
         raise ValueError(f"shards: a count from 1 to {MAX_SHARDS}, got {to!r}")
     admin = client.admin
@@ -166,6 +167,8 @@ async def settle_retired(
     died left running: nothing is moved), the records moved."""
     deadline = time.monotonic() + timeout
     said: dict[str, list[str]] | None = None
+    if not retired:  # a change that only added shards
+        return {}, {}, 0
     tags = [s.keys.prefix[1:-2] for s in retired]
     while True:
         pools = await pools_serving(first, tags)

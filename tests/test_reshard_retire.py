@@ -136,9 +136,14 @@ async def test_a_job_running_in_a_retired_shard_finishes_and_its_outcome_moves(
         home = next(s for s in retired if s.keys.prefix[1:-2] == tag)
         assert await live_pools(home) == [run.rt.pool_id]
         named = op.admin.follower.route.named
-        # Without waiting: the pool is named where it still beats, and nothing moves.
-        said = await settle_retired(retired, named, union[0], wait=False, say=_say)
-        assert said == ({tag: [run.rt.pool_id]}, {}, 0)
+
+        async def only_there() -> bool:
+            """Without waiting: the pool is named where it still beats (once it left the
+            other retired shard), and nothing moves."""
+            said = await settle_retired(retired, named, union[0], wait=False, say=_say)
+            return said == ({tag: [run.rt.pool_id]}, {}, 0)
+
+        await wait_until(only_there, within=20)
         release.set()
         lingering, live, moved = await settle_retired(
             retired, named, union[0], timeout=30, say=_say

@@ -63,7 +63,8 @@ async def _list(client: Client, settings: Settings, as_json: bool) -> None:
     type=click.FloatRange(0, 86400),
     default=600.0,
     show_default=True,
-    help="Seconds to wait for the old shards to drain; then stop (run it again to resume).",
+    help="Seconds to wait for the old shards to drain, then again for the pools to leave"
+    " them; then stop (run it again to resume).",
 )
 @connection_options
 @with_client
@@ -83,4 +84,10 @@ async def resize(
             f"the change is under way ({done.record}): old shards still hold live jobs;"
             " run 'rota shards resize' again to finish it",
             3,
+        )
+    if done.lingering:  # the change is done; the pools leave the old tags by themselves
+        pools = "; ".join(f"{tag} {', '.join(ids)}" for tag, ids in done.lingering.items())
+        click.echo(
+            f"pools still serve retired shards: {pools}: each leaves once the jobs it runs"
+            " there end (see 'Changing the shard count' in docs/operations.md)"
         )

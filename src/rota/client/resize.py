@@ -15,6 +15,11 @@ shard count" in docs/operations.md for the procedure).
    its set entries, so that a reader by id finds it in one shard or the other.
 4. The record ``NEW@G+2`` is written into every shard of the union (a retired shard keeps
    it, so that a producer that still routes to it is refused), shard 0 last.
+5. The pools retire the old shards (:mod:`rota.worker.retire`) once the jobs they run
+   there have ended: the command waits until no live pool's heartbeat is in a retired
+   shard, then moves again what is left there (an outcome written by a job that ended
+   after step 3; the pools set and the heartbeats' keys are deleted), so that a retired
+   shard holds its record only.
 
 Every step can be run again: a command cut short is resumed by running it again.
 """
@@ -35,11 +40,12 @@ from rota.protocol.job import reply_text
 from rota.protocol.rate import Rate
 from rota.protocol.reshard import RESHARD_MESSAGE, ShardRecord
 from rota.protocol.shards import MAX_SHARDS, shard_tags
+from rota.protocol.snapshot import PoolSnapshot
 
 if TYPE_CHECKING:
     from rota.client.client import Client
 
-__all__ = ["Resized", "live_jobs", "resize"]
+__all__ = ["Resized", "live_jobs", "live_pools", "pools_serving", "resize", "settle_retired"]
 
 #: Ids moved per round trip.
 CHUNK: Final = 200
@@ -47,12 +53,15 @@ CHUNK: Final = 200
 
 class Resized(msgspec.Struct, frozen=True):
     """Where a ``resize`` left the namespace: its record, whether the change is done,
-    the live jobs left in each shard being retired (by tag), the records moved."""
+    the live jobs left in each shard being retired (by tag), the records moved, and
+    the pools whose heartbeat was still in a retired shard when the command gave up
+    waiting (by tag; empty: the retired shards hold their record only)."""
 
     record: str
     done: bool
     live: dict[str, int]
     moved: int = 0
+    lingering: dict[str, list[str]] = msgspec.field(default_factory=dict)
 
 
 async def resize(
@@ -66,7 +75,8 @@ async def resize(
     """Change ``client``'s namespace to ``to`` shards, or resume a change cut short;
     ``say`` is told the progress, a line at a time. Without ``wait`` it returns after
     step 1 (or the check of step 2) while old shards still hold live jobs: run it again
-    later. ``timeout``: the seconds step 2 waits at most."""
+    later. ``timeout``: the seconds step 2 waits at most, and step 5 again (the pools
+    that still serve a retired shard then are in :attr:`Resized.lingering`)."""
     if isinstance(to, bool) or not isinstance(to, int) or not 1 <= to <= MAX_SHARDS:
         raise ValueError(f"shards: a count from 1 to {MAX_SHARDS}, got {to!r}")
     admin = client.admin
@@ -109,7 +119,87 @@ async def resize(
     await _write(admin.shards, final)
     admin.follower.follow(final)
     say(f"done: {final.text()}")
-    return Resized(final.text(), True, {}, moved)
+    lingering, live, again = await settle_retired(
+        retiring, admin.follower.route.named, admin.shards[0], wait=wait, timeout=timeout, say=say
+    )
+    return Resized(final.text(), True, live, moved + again, lingering)
+
+
+async def live_pools(shard: Shard) -> list[str]:
+    """The ids of the pools whose heartbeat is in ``shard`` and alive (its snapshot,
+    which expires three heartbeat intervals after the pool's last beat, is there)."""
+    ids = [reply_text(p) for p in await shard.redis.zrange(shard.keys.pools, 0, -1)]
+    return [p for p in ids if await shard.redis.exists(shard.keys.pool(p))]
+
+
+async def pools_serving(first: Shard, tags: Sequence[str]) -> dict[str, list[str]]:
+    """The live pools whose snapshot in shard 0 ``first`` says their heartbeat runs in
+    one of ``tags``, by tag: a pool that has not yet read the end of a change, or still
+    runs a job of a retired shard."""
+    ids = [reply_text(p) for p in await first.redis.zrange(first.keys.pools, 0, -1)]
+    raws = await first.redis.mget([first.keys.pool(p) for p in ids]) if ids else []
+    out: dict[str, list[str]] = {}
+    for pool_id, raw in zip(ids, raws, strict=True):
+        try:
+            snap = msgspec.json.decode(raw, type=PoolSnapshot) if raw else None
+        except msgspec.DecodeError:
+            snap = None
+        for tag in (snap.shards or []) if snap is not None else []:
+            if tag in tags:
+                out.setdefault(tag, []).append(pool_id)
+    return out
+
+
+async def settle_retired(
+    retired: Sequence[Shard],
+    home: Callable[[str], Shard],
+    first: Shard,
+    *,
+    wait: bool = True,
+    timeout: float = 600.0,  # noqa: ASYNC109 - the pools' time, not one call's
+    say: Callable[[str], None] = lambda line: None,
+) -> tuple[dict[str, list[str]], dict[str, int], int]:
+    """After a change ended: wait (``timeout`` seconds at most; not at all without
+    ``wait``) until no live pool's heartbeat is in a ``retired`` shard (there, or as
+    its snapshot in shard 0 ``first`` says: see :func:`pools_serving`), then move what
+    is left there to its ``home`` (counters into ``first``). The pools still there by
+    tag (then nothing is moved), the live jobs found there by tag (a job a pool that
+    died left running: nothing is moved), the records moved."""
+    deadline = time.monotonic() + timeout
+    said: dict[str, list[str]] | None = None
+    if not retired:  # a change that only added shards
+        return {}, {}, 0
+    tags = [s.keys.prefix[1:-2] for s in retired]
+    while True:
+        pools = await pools_serving(first, tags)
+        for shard, tag in zip(retired, tags, strict=True):
+            for pool_id in await live_pools(shard):
+                if pool_id not in pools.setdefault(tag, []):
+                    pools[tag].append(pool_id)
+        pools = {tag: sorted(ids) for tag, ids in pools.items() if ids}
+        if pools != said:
+            said = pools
+            lines = [f"{tag} {', '.join(ids)}" for tag, ids in pools.items()]
+            say("pools still in retired shards: " + ("; ".join(lines) or "none"))
+        if not pools:
+            break
+        if not wait or time.monotonic() >= deadline:
+            return pools, {}, 0
+        await anyio.sleep(0.5)
+    live = {s.keys.prefix[1:-2]: await live_jobs(s) for s in retired}
+    live = {tag: n for tag, n in live.items() if n}
+    if live:
+        say(
+            "live jobs in retired shards (left there): "
+            + ", ".join(f"{t} {n}" for t, n in live.items())
+        )
+        return {}, live, 0
+    moved = 0
+    for shard in retired:
+        moved += await _move_rest(shard, home, first)
+    if moved:
+        say(f"moved {moved} record(s) written after the move")
+    return {}, {}, moved
 
 
 async def live_jobs(shard: Shard) -> int:

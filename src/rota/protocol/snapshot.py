@@ -60,3 +60,6 @@ class PoolSnapshot(PoolIdentity, frozen=True, kw_only=True):
     periodic: list[Schedule] = msgspec.field(default_factory=list)
     #: One of :data:`POOL_STATES`: how the pool acknowledges an operator's command.
     state: str = "running"
+    #: The tags of the shards where the pool's heartbeat runs (None: a pool that does
+    #: not say): ``rota shards resize`` waits until none lists a retired one.
+    shards: list[str] | None = None

@@ -122,6 +122,8 @@ class Fetcher:
         # wait left their names out, so the next one goes at once, with no wait.
         self._room_freed = False
         self._asked = 0  # how many jobs the last fetch asked for (isolated names only)
+        #: Set when the pool retires this fetcher's shard (see rota.worker.retire).
+        self.leaving = False
 
     async def run(self) -> None:
         self.rounds.nudges[FETCH, self.shard] = self.nudge
@@ -140,7 +142,7 @@ class Fetcher:
         # returns, the next fetch starts without a checkpoint outside the shield, and the
         # cancellation would never land.
         short = False  # the last fetch found less than it wanted: wait for a wake token
-        while not rt.stopping.is_set():
+        while not (rt.stopping.is_set() or self.leaving):
             if self.acker is not None:  # Redis refuses finishes: hold no more than a pool's worth
                 await self.acker.wait_room(rt.settings.concurrency)
             want = min(await handoff.wait_room(), rt.settings.fetch_batch)

@@ -6,8 +6,10 @@ and its job names' limits are split over that union again. It reads the record a
 start, each heartbeat interval, and at once when the command announces a change on the
 pool-commands channel: one GET of shard 0 a heartbeat interval.
 
-A shard the record no longer names stays served until the pool stops: the change moved
-its live jobs away before it ended, so it only costs the pool a wait on its wake lists.
+When a record ends a change (``K@G``), the shards it no longer names are retired: the
+pool stops serving each once it holds none of its jobs (:mod:`rota.worker.retire`).
+Every read compares what the pool serves with what the record names, so that a shard
+missed by one read (the pool was starting) is added or retired by the next.
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ import structlog
 from rota.client.shard import Shard
 from rota.protocol.reshard import BadRecord
 from rota.redis.outage import condition
+from rota.worker.acker import Acker
+from rota.worker.fetcher import Fetcher
+from rota.worker.heartbeat import Heartbeat
+from rota.worker.retire import ShardTasks
+from rota.worker.robin import Robin
 from rota.worker.runtime import PoolRuntime
+from rota.worker.scheduler import Scheduler
 
 __all__ = ["RecordFollower"]
 
@@ -35,11 +43,31 @@ class Serving(Protocol):
     def rt(self) -> PoolRuntime: ...
 
     @property
-    def shards(self) -> Sequence[PoolRuntime]: ...
+    def shards(self) -> list[PoolRuntime]: ...
 
-    def add_shard(self, shard: Shard) -> None: ...
+    @property
+    def serving(self) -> Sequence[PoolRuntime]: ...
+
+    @property
+    def ackers(self) -> list[Acker]: ...
+
+    @property
+    def fetchers(self) -> list[Fetcher]: ...
+
+    @property
+    def heartbeats(self) -> list[Heartbeat]: ...
+
+    @property
+    def schedulers(self) -> list[Scheduler]: ...
+
+    @property
+    def tasks(self) -> list[ShardTasks]: ...
 
     def ready(self, i: int) -> bool: ...
+
+    def launch(self, i: int) -> None: ...
+
+    def start_retiring(self, i: int) -> bool: ...
 
 
 class RecordFollower:
@@ -79,13 +107,53 @@ class RecordFollower:
             self._bad = str(exc)
             return
         self._bad = None
-        if record == before:
-            return
-        served = {id(rt.shard) for rt in run.shards}
+        if not record.changing:  # a change ended: what the old count alone had is retired
+            named = {id(shard) for shard in admin.shards}
+            for rt in run.serving:
+                if id(rt.shard) not in named:
+                    self.retire(rt.position)
+        served = {id(rt.shard) for rt in run.serving}
         for shard in admin.shards:
             if id(shard) not in served:
-                run.add_shard(shard)
+                self.add(shard)
+        if record == before:
+            return
         log.info("shard record followed", pool=run.rt.pool_id, record=record.text())
-        for rt in list(run.shards):
+        for rt in list(run.serving):
             if rt.shard in admin.shards and run.ready(rt.position):
                 await rt.register()
+
+    def add(self, shard: Shard) -> None:
+        """Serve ``shard`` too, from now on: a change of the namespace's shard count
+        named it. Its tasks start as a first shard's do; the pool's lists only grow, so
+        that the place a job carries stays its shard's (a shard retired and named again
+        is served at a new place)."""
+        run = self.run_
+        if run.rt.stopping.is_set():
+            return
+        i = len(run.shards)
+        rt = run.rt.beside(shard, i)
+        acker = Acker(rt)
+        priorities = {name: h.priority for name, h in run.rt.handlers.items()}
+        run.shards.append(rt)
+        run.ackers.append(acker)
+        run.fetchers.append(Fetcher(rt, Robin(priorities), acker))
+        run.heartbeats.append(Heartbeat(rt, acker))
+        run.schedulers.append(Scheduler(rt, [], listen=True))
+        run.tasks.append(ShardTasks())
+        log.info("shard added", pool=run.rt.pool_id, shard=i, tag=shard.keys.prefix[:-1])
+        run.launch(i)
+
+    def retire(self, i: int) -> None:
+        """Serve shard ``i`` no more (see :mod:`rota.worker.retire`); one that never
+        started ends at once."""
+        run = self.run_
+        tasks = run.tasks[i]
+        if tasks.retired or i == 0:  # shard 0 is in every count's set
+            return
+        tasks.retired = True
+        if not (run.ready(i) and run.start_retiring(i)):
+            tasks.fetching.cancel()
+            tasks.running.cancel()
+            tag = run.shards[i].keys.prefix[:-1]
+            log.info("shard retired", pool=run.rt.pool_id, shard=i, tag=tag)

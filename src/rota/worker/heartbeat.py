@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import random
 import socket
+from collections.abc import Callable
 
 import anyio
 import structlog
@@ -46,6 +47,8 @@ class Heartbeat:
         self.reads_memory = True
         self.rounds = rounds_of(rt.pool_id)
         self._warned = False  # about a pool commands' key of another type
+        #: The tags of the shards where the pool's heartbeat runs, for its snapshot.
+        self.serves: Callable[[], list[str]] | None = None
 
     def snapshot(self) -> PoolSnapshot:
         rt = self.rt
@@ -67,6 +70,7 @@ class Heartbeat:
             heartbeat_interval=rt.settings.heartbeat_interval,
             periodic=rt.schedules,
             state=rt.control.state(rt.stopping.is_set()),
+            shards=None if self.serves is None else self.serves(),
         )
 
     async def run(self) -> None:

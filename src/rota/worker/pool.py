@@ -71,6 +71,8 @@ class WorkerPool:
         self._lifespan: Lifespan | None = None
         self.periodic_jobs: list[Periodic] = []
         self.runtime: PoolRuntime | None = None
+        #: The run's tasks while the pool runs (which shards it serves: ``serving``).
+        self.current_run: PoolRun | None = None
         #: Writes each attempt's summary line (``rota.logging.configure_logging``
         #: returns one for JSON output; the daemon sets it). None: through structlog.
         self.job_line: JobLine | None = None
@@ -218,7 +220,7 @@ class WorkerPool:
                     state = await stack.enter_async_context(_noted(self._lifespan))
                 rt = self._runtime(settings, client, state, force or anyio.Event())
                 run = PoolRun(rt, self.periodic_jobs)
-                self.runtime = rt
+                self.runtime, self.current_run = rt, run
                 starting = True
                 async with run.running():
                     starting = False
@@ -231,7 +233,7 @@ class WorkerPool:
                 raise
             raise mine from exc
         finally:
-            self.runtime = None
+            self.runtime = self.current_run = None
             if own_client:
                 await client.close()
 

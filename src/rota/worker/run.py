@@ -13,14 +13,13 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator
 
 import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from rota.client.rules import recorded_shards
-from rota.client.shard import Shard
 from rota.config import describe
 from rota.protocol.job import Reason
 from rota.protocol.rows import Dead, Requeue
@@ -35,10 +34,12 @@ from rota.worker.isolation import check_target
 from rota.worker.loopwatch import LoopWatch
 from rota.worker.rebalance import Rebalancer
 from rota.worker.registry import Periodic
+from rota.worker.retire import ShardTasks, retire
 from rota.worker.robin import Robin
 from rota.worker.runner import run_job
 from rota.worker.runtime import PoolRuntime, worker_task
 from rota.worker.scheduler import Scheduler, listen_for_schedulers
+from rota.worker.scopes import until_forced, unwrapped
 from rota.worker.threads import HOLD_REPORT, HOLDING, LEFT
 from rota.worker.waits import SharedWakes
 
@@ -64,6 +65,7 @@ class PoolRun:
             Fetcher(r, Robin(priorities), a) for r, a in zip(self.shards, self.ackers, strict=True)
         ]
         self.heartbeats = [Heartbeat(r, a) for r, a in zip(self.shards, self.ackers, strict=True)]
+        self.heartbeats[0].serves = self._beating
         # The shards on the first one's server (all of them but in a cluster) wait on
         # their wake lists and listen for aborts together (see rota.worker.waits).
         self.together = sum(1 for r in self.shards if r.redis is rt.redis)  # the first ones
@@ -76,7 +78,7 @@ class PoolRun:
         # Over several shards, the parts of the limits follow the work (one pool at a time).
         # Always there: a change of the shard count may give a pool of one shard more
         # (a pass is skipped while the pool serves one).
-        self.rebalancer = Rebalancer(rt, lambda: self.shards)
+        self.rebalancer = Rebalancer(rt, lambda: self.serving)
         for heartbeat in self.heartbeats[1 : self.together]:
             heartbeat.reads_memory = False
         if shared:
@@ -92,46 +94,50 @@ class PoolRun:
         # forever for tasks that were cancelled.
         self._fetcher_done = anyio.Event()
         self._workers_done = anyio.Event()
-        # Set as each shard has registered, listens for aborts and has beaten once: its
-        # fetcher starts then. A shard whose Redis does not answer holds up only its own.
-        self._shard_ready = [anyio.Event() for _ in self.shards]
+        # Each shard's tasks in scopes of their own (a retired shard's end alone), and
+        # its ready event (see ShardTasks).
+        self.tasks = [ShardTasks() for _ in self.shards]
         # Set once the first shard has checked the namespace's shard count.
         self._count_checked = anyio.Event()
-        # Where the tasks of a shard added during the run start (see add_shard).
+        # Where the tasks of a shard added during the run start (see rota.worker.follow).
         self._bg: TaskGroup | None = None
         self._fetch_tg: TaskGroup | None = None
         self.follower = RecordFollower(self)
 
     def ready(self, i: int) -> bool:
         """Whether shard ``i`` of the pool has started."""
-        return self._shard_ready[i].is_set()
+        return self.tasks[i].ready.is_set()
 
-    def add_shard(self, shard: Shard) -> None:
-        """Serve ``shard`` too, from now on: a change of the namespace's shard count
-        named it (see :mod:`rota.worker.follow`). Its tasks start as a first shard's do;
-        the pool's lists only grow, so that the place a job carries stays its shard's."""
-        if self.rt.stopping.is_set():
-            return
-        i = len(self.shards)
-        rt = self.rt.beside(shard, i)
-        acker = Acker(rt)
-        priorities = {name: h.priority for name, h in self.rt.handlers.items()}
-        self.shards.append(rt)
-        self.ackers.append(acker)
-        self.fetchers.append(Fetcher(rt, Robin(priorities), acker))
-        self.heartbeats.append(Heartbeat(rt, acker))
-        self.schedulers.append(Scheduler(rt, [], listen=True))
-        self._shard_ready.append(anyio.Event())
-        log.info("shard added", pool=self.rt.pool_id, shard=i, tag=shard.keys.prefix[:-1])
+    @property
+    def serving(self) -> list[PoolRuntime]:
+        """The runtimes of the shards the pool serves: every one but those retired."""
+        return [r for r, t in zip(self.shards, self.tasks, strict=True) if not t.retired]
+
+    def _beating(self) -> list[str]:
+        """The tags of the shards whose tasks run (a shard being retired still beats)."""
+        tasks = zip(self.shards, self.tasks, strict=True)
+        return [r.keys.prefix[1:-2] for r, t in tasks if not t.ended.is_set()]
+
+    def launch(self, i: int) -> None:
+        """Start the tasks of shard ``i``, added during the run (see
+        :mod:`rota.worker.follow`): as a first shard's do, once the pool's run does."""
         if self._bg is not None:
             self._bg.start_soon(self._start_shard, i)
         if self._fetch_tg is not None:
             self._fetch_tg.start_soon(self._fetch_from, i)
 
+    def start_retiring(self, i: int) -> bool:
+        """Retire shard ``i`` in the background (:func:`rota.worker.retire.retire`);
+        False while the background tasks have not started."""
+        if self._bg is None:
+            return False
+        self._bg.start_soon(retire, self, i)
+        return True
+
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """Start the pool's tasks, run the block, and drain the pool when it ends."""
-        with _unwrapped():
+        with unwrapped():
             async with anyio.create_task_group() as tg:
                 await self.start(tg)
                 try:
@@ -172,7 +178,7 @@ class PoolRun:
         :data:`START_ALONE` seconds after the first did: the others join as their Redis
         answers (a pool started while one primary of a cluster is down serves the rest)."""
         rt = self.rt
-        with self._background, _unwrapped():
+        with self._background, unwrapped():
             async with anyio.create_task_group() as bg:
                 if rt.settings.loop_block_warn:
                     bg.start_soon(LoopWatch(rt).run)
@@ -190,7 +196,7 @@ class PoolRun:
                 bg.start_soon(follow_primary, rt.redis, rt.watch.wake)
 
     async def _first_shards_ready(self) -> None:
-        ready = self._shard_ready
+        ready = [t.ready for t in self.tasks]
         async with anyio.create_task_group() as tg:
 
             async def one(event: anyio.Event) -> None:
@@ -211,12 +217,21 @@ class PoolRun:
             )
 
     async def _start_shard(self, i: int) -> None:
+        """Run shard ``i``'s tasks (until the shard is retired: see
+        :mod:`rota.worker.retire`)."""
+        try:
+            with self.tasks[i].running:
+                await self._run_shard(i)
+        finally:
+            self.tasks[i].ended.set()
+
+    async def _run_shard(self, i: int) -> None:
         """Register shard ``i``, listen for its aborts, beat once in it, then run its
         tasks; its fetcher starts once it is ready (:meth:`_fetch_from`)."""
         shard, heartbeat = self.shards[i], self.heartbeats[i]
         # Redis unreachable, read-only or loading at the start: wait for it.
         await shard.watch.keep_trying("start", functools.partial(self._register, i), replies=False)
-        with _unwrapped():
+        with unwrapped():
             async with anyio.create_task_group() as tg:
                 if i == 0:
                     channels = [r.keys.abort for r in self.shards[: self.together]]
@@ -224,7 +239,7 @@ class PoolRun:
                 elif i >= self.together:
                     await tg.start(AbortListener(shard).run)
                 await shard.watch.keep_trying("heartbeat", heartbeat.beat)
-                self._shard_ready[i].set()
+                self.tasks[i].ready.set()
                 if i:
                     log.info("shard started", pool=self.rt.pool_id, shard=i)
                 tg.start_soon(self.ackers[i].run)
@@ -268,8 +283,12 @@ class PoolRun:
             self._fetcher_done.set()
 
     async def _fetch_from(self, i: int) -> None:
-        await self._shard_ready[i].wait()
-        await self.fetchers[i].run()
+        try:
+            with self.tasks[i].fetching:
+                await self.tasks[i].ready.wait()
+                await self.fetchers[i].run()
+        finally:
+            self.tasks[i].fetched.set()
 
     async def _run_workers(self) -> None:
         try:
@@ -339,7 +358,7 @@ class PoolRun:
         log.info(
             "pool draining", pool=rt.pool_id, running=len(rt.in_flight), grace=rt.settings.grace
         )
-        await self._until_forced(rt.settings.grace, self._workers_done.wait)
+        await until_forced(self.rt.force, rt.settings.grace, self._workers_done.wait)
 
     async def _cancel_the_rest(self) -> None:
         """Cancel the jobs still running on the event loop: they go back to their queues
@@ -353,7 +372,7 @@ class PoolRun:
         while held and not (self._workers_done.is_set() or rt.force.is_set()):
             if holding := threads.holding(rt.in_flight, held):
                 log.warning(HOLDING, pool=rt.pool_id, jobs=holding, lease=rt.settings.lease)
-            await self._until_forced(HOLD_REPORT, self._workers_done.wait)
+            await until_forced(self.rt.force, HOLD_REPORT, self._workers_done.wait)
         if rt.force.is_set() and (left := threads.leave(rt.in_flight)):
             log.error(LEFT, pool=rt.pool_id, jobs=left, lease=rt.settings.lease)
         await self._workers_done.wait()
@@ -384,38 +403,11 @@ class PoolRun:
         self._background.cancel()
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.rebalancer.stop)
-            for heartbeat, ready in zip(self.heartbeats, self._shard_ready, strict=True):
-                if ready.is_set():  # a shard that never started holds no heartbeat
+            for heartbeat, tasks in zip(self.heartbeats, self.tasks, strict=True):
+                if tasks.ready.is_set():  # a shard that never started holds no heartbeat
                     tg.start_soon(heartbeat.stop)
         stale = sum(acker.stale for acker in self.ackers)
         # Threads a second signal or a deadline left running: the process lives on until
         # they end (the daemon exits without them).
         left = {"threads_running": t} if (t := self.rt.threads.still_running()) else {}
         log.info("pool stopped", pool=self.rt.pool_id, stale_finishes=stale, **left)
-
-    async def _until_forced(self, limit: float, step: Callable[[], Awaitable[object]]) -> bool:
-        """Run ``step`` for at most ``limit`` seconds, or until a second signal; whether
-        the time ran out."""
-        with anyio.move_on_after(limit) as scope:
-            async with anyio.create_task_group() as wait:
-                wait.start_soon(_cancel_on, self.rt.force, wait)
-                await step()
-                wait.cancel_scope.cancel()
-        return scope.cancelled_caught
-
-
-async def _cancel_on(event: anyio.Event, tg: TaskGroup) -> None:
-    await event.wait()
-    tg.cancel_scope.cancel()
-
-
-@contextlib.contextmanager
-def _unwrapped() -> Iterator[None]:
-    """An error of one task comes out as itself, not wrapped in a group the caller did
-    not ask for."""
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise

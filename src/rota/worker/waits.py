@@ -65,6 +65,13 @@ class SharedWakes:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    def drop(self, member: int) -> None:
+        """Wait no more on ``member``'s wake lists (the pool retired its shard), from
+        the next BLPOP on."""
+        self._keys = [key for key in self._keys if self._owner[key] != member]
+        self._woken.discard(member)
+        self.nudge(member)
+
     async def run(self) -> None:
         """BLPOP while a member waits; hand each token to its member."""
         try:

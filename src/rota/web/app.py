@@ -166,9 +166,10 @@ async def _lifespan(
                 tg.start_soon(_follow_record, each)
             yield
             tg.cancel_scope.cancel()
-    finally:
-        for each in closing:
-            await each.close()
+    finally:  # shielded: a lifespan cancelled from outside still closes its clients
+        with anyio.CancelScope(shield=True):
+            for each in closing:
+                await each.close()
 
 
 #: Seconds between the web's reads of a namespace's shard record.
@@ -178,9 +179,15 @@ RECORD_EVERY: Final = 5.0
 async def _follow_record(client: Client) -> None:
     """Read the shard record now and every :data:`RECORD_EVERY` seconds: the pages show
     every shard served during a change of the count. A record that names no count, or
-    a Redis away, leaves the shards as they were until the next read."""
+    a Redis away, leaves the shards as they were until the next read. A read is never
+    cut in the middle (shielded, at most 5 s): a connection cancelled half-way through
+    its reply would be left neither in use nor free, and outlive the app's client."""
     while True:
-        with contextlib.suppress(ValueError, RedisRefused, RedisUnavailable):
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(5),
+            contextlib.suppress(ValueError, RedisRefused, RedisUnavailable),
+        ):
             await client.admin.follower.reread()
         await anyio.sleep(RECORD_EVERY)
 

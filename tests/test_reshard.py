@@ -50,7 +50,7 @@ async def change_under_load(redis_url: str, namespace: str, steps: list[int], st
     producer = Client.from_url(redis_url, namespace, shards=start)  # built before
     operator = Client.from_url(redis_url, namespace)
     sent: list[str] = []
-    stop = anyio.Event()
+    stop, stopped = anyio.Event(), anyio.Event()
 
     async def produce() -> None:
         i = 0
@@ -58,6 +58,7 @@ async def change_under_load(redis_url: str, namespace: str, steps: list[int], st
             sent.append((await producer.enqueue("work", i=i)).id)
             i += 1
             await anyio.sleep(0.003)
+        stopped.set()  # the last enqueue in flight at the stop is in `sent` too
 
     try:
         async with pool.running(), anyio.create_task_group() as tg:
@@ -76,6 +77,7 @@ async def change_under_load(redis_url: str, namespace: str, steps: list[int], st
                 )
                 await wait_until(lambda: len(starts) > len(sent) - 5, within=20)
             stop.set()
+            await stopped.wait()
             await wait_until(lambda: {i for _, i in starts} >= set(sent), within=30)
             tg.cancel_scope.cancel()
     finally:

@@ -114,3 +114,8 @@ def allocate(mb: int) -> int:
 
 def kills_itself() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def where() -> list[int]:
+    """The child's session, process group and pid."""
+    return [os.getsid(0), os.getpgid(0), os.getpid()]

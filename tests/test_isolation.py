@@ -301,3 +301,19 @@ async def test_a_child_whose_pool_is_killed_exits(
 def test_the_pool_size_defaults_to_the_cpu_count() -> None:
     assert Children(0, 0).size == (os.cpu_count() or 1)
     assert Children(3, 0).size == 3
+
+
+async def test_a_child_is_in_the_pools_session_and_a_process_group_of_its_own(
+    client: Client, redis_url: str, namespace: str
+) -> None:
+    """Its own process group: a terminal's Ctrl-C (to the foreground group) reaches the
+    pool, which drains its children. The pool's session: where the kernel shares CPU by
+    session (autogroup), CPU-bound children do not each weigh as much as the pool."""
+    pool = _pool(redis_url, namespace)
+    pool.job(isolated=True)(jobs.where)
+    job = await client.enqueue("where")
+    async with pool.running():
+        sid, pgid, pid = await client.wait(job.id, timeout=20)
+    assert pid != os.getpid()
+    assert sid == os.getsid(0)
+    assert pgid == pid != os.getpgid(0)

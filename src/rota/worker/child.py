@@ -20,6 +20,7 @@ it (its heap is in no state to be trusted with the next job).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import math
@@ -185,6 +186,10 @@ def _run(out: _Out, stopping: threading.Event, handlers: dict[str, Handler], msg
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     memory_mb = int(args[0]) if args else 0
+    # A process group of its own, in the pool's session: a terminal's Ctrl-C goes to the
+    # pool (which drains its children), and CPU shares stay the pool's (see _spawn).
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
     out = _Out(os.fdopen(os.dup(1), "wb"))
     os.dup2(2, 1)  # what a handler prints goes to stderr, not into the pool's pipe
     logging.basicConfig(level=logging.DEBUG, handlers=[_Forward(out)], force=True)

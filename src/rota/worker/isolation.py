@@ -218,11 +218,14 @@ class Children:
             stdout=subprocess.PIPE,
             stderr=None,
             env=env,
-            # A session of its own: a terminal's Ctrl-C (SIGINT to the foreground process
-            # group) reaches the pool, which drains its children, not the children
-            # themselves; and where the kernel groups CPU shares by session (autogroup),
-            # the children's work is not squeezed into the pool's one share.
-            start_new_session=True,
+            # The pool's session, and a process group of the child's own (the child sets
+            # it first thing: rota.worker.child): a terminal's Ctrl-C (SIGINT to the
+            # foreground process group) reaches the pool, which drains its children, not
+            # the children themselves. Not a session of its own: where the kernel shares
+            # CPU by session (autogroup), each child's session weighed as much as the
+            # pool's, and the pool's event loop waited behind CPU-bound children
+            # (bench.isolation, one run: async p99 start 209-264 ms in sessions of their
+            # own, 6-49 ms in the pool's).
         )
         child = _Child(proc)
         try:

@@ -16,11 +16,12 @@ new namespace of K shards after a FLUSHALL:
 
 Before and after each phase it reads every primary's ``INFO commandstats`` (every
 command Redis ran, those inside scripts included; the reads' own INFO calls are taken
-off) and ``INFO cpu`` (``used_cpu_user + used_cpu_sys``: the process's CPU time, with
-µs resolution). Per job and per node, CPU time rather than wall time: the host is
-shared, and what a command costs a node moves less with the load than how long a run
-takes. The cluster with no pool is measured once first (its bus and cron: the floor of
-the idle rows). The model these feed is in docs/performance.md ("The scale model").
+off), ``INFO cpu`` (``used_cpu_user + used_cpu_sys``: the process's CPU time, with µs
+resolution) and ``INFO stats`` (requests read: calls, a pipeline one; connections).
+Per job and per node, CPU time rather than wall time: the host is shared, and what a
+command costs a node moves less with the load than how long a run takes. The cluster
+with no pool is measured once first (its bus and cron: the floor of the idle rows).
+The model these feed is in docs/performance.md ("The scale model").
 """
 
 from __future__ import annotations

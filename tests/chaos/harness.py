@@ -41,6 +41,9 @@ BASE_SETTINGS: dict[str, Any] = {
     "heartbeat_interval": 0.5,
     "grace": 5,
     "keep_result": 600,
+    # jobs whose handler returns None (``brief``) as long: a run on a busy host outlasts
+    # the 60 s default, and the audit after it reads every record
+    "keep_none": 600,
     "max_lost": 3,
     "wake_timeout": 1,
 }

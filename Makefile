@@ -79,7 +79,8 @@ SHARD_TESTS ?= tests/test_queues.py tests/test_workflows.py tests/test_failures.
 	tests/test_debounce.py tests/test_fair_keys.py tests/test_finished.py \
 	tests/web/test_complete_page.py tests/web/test_browser_complete.py \
 	tests/chaos/test_kill9.py tests/chaos/test_redis_restart.py \
-	tests/test_console.py tests/web/test_editor.py
+	tests/test_console.py tests/web/test_editor.py tests/test_cli_keys.py tests/test_acl.py \
+	tests/web/test_pages.py tests/web/test_queue_contents.py
 
 test-shards: venv redis
 	ROTA_TEST_SHARDS=4 $(BIN)/pytest -q $(PYTEST_PARALLEL) $(SHARD_TESTS)

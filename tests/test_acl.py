@@ -28,6 +28,7 @@ from rota.protocol.render import library
 from rota.protocol.shards import shard_of
 from rota.web import create_app
 from tests.cli_helpers import REPO, rota_env, run_rota
+from tests.conftest import SHARDS
 from tests.helpers import pool_settings, wait_until
 from tests.redis_server import RedisServer
 
@@ -46,7 +47,7 @@ def server() -> Iterator[RedisServer]:
 def make_user(server: RedisServer, role: str, namespace: str) -> tuple[str, str]:
     user, password = f"{role}-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex
     server.client().execute_command(  # type: ignore[no-untyped-call]
-        "ACL", "SETUSER", user, "reset", "on", f">{password}", *rules(role, namespace)
+        "ACL", "SETUSER", user, "reset", "on", f">{password}", *rules(role, namespace, SHARDS)
     )
     return user, password
 
@@ -66,7 +67,7 @@ def settings_for(server: RedisServer, role: str, namespace: str, **changes: obje
 
 @pytest.fixture
 async def admin(server: RedisServer, namespace: str) -> AsyncIterator[Client]:
-    async with Client.from_url(server.url, namespace) as c:
+    async with Client.from_url(server.url, namespace, shards=SHARDS) as c:
         yield c
 
 
@@ -76,8 +77,9 @@ async def _state(client: Client, job_id: str, state: State) -> bool:
 
 
 def plain_enqueue(r: redis.Redis, namespace: str, job_id: str, name: str, args: str) -> None:
-    """The transaction of plain commands of docs/protocol.md, as another language sends it."""
-    keys = Keys(namespace)
+    """The transaction of plain commands of docs/protocol.md, as another language sends it,
+    into the shard the job's id names."""
+    keys = Keys(namespace, shard_of(job_id, SHARDS), SHARDS)
     now = int(time.time() * 1000)
     with r.pipeline(transaction=True) as pipe:
         pipe.hset(
@@ -193,7 +195,7 @@ async def test_a_pool_refused_a_finish_stays_up_and_runs_on(
     waiter is refused; the pool logs it once, keeps running other jobs, and does not
     hold the refused outcome: the job's lease expires and the reaper takes it."""
     user, password = f"nopub-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex
-    without = [r for r in rules("worker", namespace) if r != "+publish"]
+    without = [r for r in rules("worker", namespace, SHARDS) if r != "+publish"]
     server.client().execute_command(  # type: ignore[no-untyped-call]
         "ACL", "SETUSER", user, "reset", "on", f">{password}", *without
     )
@@ -217,7 +219,7 @@ async def test_a_pool_refused_a_finish_stays_up_and_runs_on(
         await anyio.sleep(0.3)  # host, 0.3 s alone could pass before the mark
         return x
 
-    async with Client.from_url(server.url, namespace) as admin:
+    async with Client.from_url(server.url, namespace, shards=SHARDS) as admin:
         with capture_logs() as logs:
             async with pool.running():
                 waited = await admin.enqueue("quick", 1)
@@ -313,17 +315,11 @@ async def test_the_web_operator_retries_and_deletes(
 ) -> None:
     first = await admin.enqueue("x")
     second = await admin.enqueue("x")
-    await admin.admin.shards[0].redis.lrem(admin.admin.shards[0].keys.queue("x"), 0, first.id)
-    await admin.admin.shards[0].redis.lrem(admin.admin.shards[0].keys.queue("x"), 0, second.id)
-    await admin.admin.shards[0].redis.zadd(
-        admin.admin.shards[0].keys.dead, {first.id: 1, second.id: 2}
-    )
-    await admin.admin.shards[0].redis.hset(
-        admin.admin.shards[0].keys.job(first.id), "state", "dead"
-    )
-    await admin.admin.shards[0].redis.hset(
-        admin.admin.shards[0].keys.job(second.id), "state", "dead"
-    )
+    for score, job in enumerate((first, second), 1):  # dead, in the shard its id names
+        shard = await admin.admin.shard_holding(job.id)
+        await shard.redis.lrem(shard.keys.queue("x"), 0, job.id)
+        await shard.redis.zadd(shard.keys.dead, {job.id: score})
+        await shard.redis.hset(shard.keys.job(job.id), "state", "dead")
     operator = settings_for(server, "web-operator", namespace)
     app = create_app(operator)
     transport = httpx.ASGITransport(app=app)
@@ -336,7 +332,7 @@ async def test_the_web_operator_retries_and_deletes(
         assert retried.status_code == 200, retried.text
         deleted = await http.post("/api/dead/delete", json={"ids": [second.id]})
         assert deleted.status_code == 200, deleted.text
-    assert await admin.admin.shards[0].redis.zcard(admin.admin.shards[0].keys.dead) == 0
+    assert [await s.redis.zcard(s.keys.dead) for s in admin.admin.shards] == [0] * SHARDS
     assert await _state(admin, first.id, State.QUEUED)
     assert await admin.job(second.id) is None
 

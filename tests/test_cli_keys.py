@@ -5,10 +5,12 @@ command with one line and exit code 2 before Redis is reached."""
 from __future__ import annotations
 
 import anyio
+import msgspec
 import pytest
 
 from rota import Client, JobSpec
-from tests.cli_helpers import rota_json, run_rota
+from tests.cli_helpers import rota_env, run_rota
+from tests.conftest import SHARDS
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -21,13 +23,15 @@ def conn(redis_url: str, namespace: str) -> tuple[str, ...]:
 
 
 async def _rota(*args: str) -> str:
-    done = await anyio.to_thread.run_sync(lambda: run_rota(*args))
+    """``rota ARGS`` over the tests' shards (no pool recorded the count), from a thread."""
+    env = rota_env(ROTA_SHARDS=str(SHARDS))
+    done = await anyio.to_thread.run_sync(lambda: run_rota(*args, env=env))
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
 async def _json(*args: str) -> object:
-    return await anyio.to_thread.run_sync(lambda: rota_json(*args))
+    return msgspec.json.decode(await _rota(*args, "--json"))
 
 
 async def test_list_and_act_on_one_key(conn: tuple[str, ...], client: Client) -> None:

@@ -37,6 +37,20 @@ def r(fresh_redis_server: RedisServer) -> Iterator[redis.Redis]:
 
 
 @pytest.fixture
+def aof_chaos(
+    aof_server: RedisServer, namespace: str, fleet: Fleet, ledger: Ledger
+) -> Iterator[Chaos]:
+    """A chaos run on a Redis whose every acknowledged write survives a SIGKILL, to be
+    killed and started again (``tests.chaos.disrupt.restart``); its client waits up to
+    5 s for an answer."""
+    client = aof_server.client(socket_timeout=5)
+    try:
+        yield Chaos(aof_server.url, client, namespace, fleet, ledger)
+    finally:
+        client.close()
+
+
+@pytest.fixture
 def chaos(
     fresh_redis_server: RedisServer, r: redis.Redis, namespace: str, fleet: Fleet, ledger: Ledger
 ) -> Chaos:

@@ -12,6 +12,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar, cast
 
@@ -40,6 +41,9 @@ BASE_SETTINGS: dict[str, Any] = {
     "heartbeat_interval": 0.5,
     "grace": 5,
     "keep_result": 600,
+    # jobs whose handler returns None (``brief``) as long: a run on a busy host outlasts
+    # the 60 s default, and the audit after it reads every record
+    "keep_none": 600,
     "max_lost": 3,
     "wake_timeout": 1,
 }
@@ -110,6 +114,20 @@ class Worker:
         self.pid = self.proc.pid
         self.started = time.time()
         self.killed_at: float | None = None
+        self._up_at: float | None = None
+
+    @property
+    def up_at(self) -> float | None:
+        """When its pool started (epoch seconds, from its log's line), from which on it
+        leases, runs and reaps jobs; None before. On a busy host the imports alone can
+        take seconds."""
+        if self._up_at is None:
+            with self.log.open("rb") as f:
+                for line in f.read(16384).splitlines():
+                    if b'"pool started"' in line:
+                        stamp = json.loads(line)["timestamp"].replace("Z", "+00:00")
+                        self._up_at = datetime.fromisoformat(stamp).timestamp()
+        return self._up_at
 
     @property
     def alive(self) -> bool:

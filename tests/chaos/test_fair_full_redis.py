@@ -12,11 +12,11 @@ import random
 import time
 from collections.abc import Iterator
 
-import anyio
 import pytest
 
-from rota import Client, JobSpec
-from tests.chaos.harness import SHARDS, Audit, Fleet, Ledger, enqueue, leftovers, pick, poll, report
+from rota import JobSpec
+from tests.chaos.disrupt import set_key_limit
+from tests.chaos.harness import Audit, Fleet, Ledger, enqueue, leftovers, pick, poll, report
 from tests.chaos.test_full_redis import all_done, count_runs, refuses_writes
 from tests.redis_server import RedisServer
 
@@ -37,14 +37,6 @@ def keyed_full_server() -> Iterator[RedisServer]:
         server.close()
 
 
-def _set_limit(url: str, namespace: str) -> None:
-    async def run() -> None:
-        async with Client.from_url(url, namespace, shards=SHARDS) as client:
-            await client.admin.set_key_limit("drain", None, KEY_LIMIT)
-
-    anyio.run(run)
-
-
 @pytest.mark.timeout(pick(150, 600))
 def test_keyed_jobs_drain_a_full_redis_once_each_within_their_key_limits(
     keyed_full_server: RedisServer, namespace: str, fleet: Fleet, ledger: Ledger
@@ -54,7 +46,7 @@ def test_keyed_jobs_drain_a_full_redis_once_each_within_their_key_limits(
     p = "{" + namespace + "}:"
     try:
         empty = int(r.info("memory")["used_memory"])
-        _set_limit(url, namespace)
+        set_key_limit(url, namespace, "drain", KEY_LIMIT)
         rng = random.Random(11)
         specs = [
             JobSpec(name="drain", kwargs={"ms": 2.0}, fair_key=rng.choice(KEYS))

@@ -10,12 +10,11 @@ from __future__ import annotations
 import random
 import time
 
-import anyio
 import pytest
 
-from rota import Client, JobSpec
+from rota import JobSpec
+from tests.chaos.disrupt import replace_one, set_key_limit
 from tests.chaos.harness import (
-    SHARDS,
     Audit,
     Chaos,
     durations,
@@ -36,18 +35,10 @@ KILL_EVERY = 2.0
 LEASE = 2.0
 
 
-def _set_limit(url: str, namespace: str) -> None:
-    async def run() -> None:
-        async with Client.from_url(url, namespace, shards=SHARDS) as client:
-            await client.admin.set_key_limit("work", None, KEY_LIMIT)
-
-    anyio.run(run)
-
-
 @pytest.mark.timeout(pick(240, 900))
 def test_sigkill_loses_no_keyed_job_and_no_key_passes_its_limit(chaos: Chaos) -> None:
     url, r, namespace, fleet, ledger = chaos
-    _set_limit(url, namespace)
+    set_key_limit(url, namespace, "work", KEY_LIMIT)
     rng = random.Random(3)
     key_of: dict[str, str] = {}
     specs = [
@@ -59,7 +50,6 @@ def test_sigkill_loses_no_keyed_job_and_no_key_passes_its_limit(chaos: Chaos) ->
     settings = {"concurrency": 10, "lease": LEASE, "heartbeat_interval": 0.5, "max_lost": 10}
     for _ in range(PROCESSES):
         fleet.start(url, namespace, **settings)
-    killed_at: dict[int, float] = {}
     started = time.monotonic()
     deadline = started + pick(180, 800)
     next_kill = started + KILL_EVERY
@@ -67,14 +57,11 @@ def test_sigkill_loses_no_keyed_job_and_no_key_passes_its_limit(chaos: Chaos) ->
         now = time.monotonic()
         assert now < deadline, f"{processed(r, namespace)} of {JOBS} done\n{fleet.tails()}"
         if now >= next_kill:
-            alive = fleet.alive
-            ripe = [w for w in alive if time.time() - w.started > 1.0] or alive[:1]
-            victim = rng.choice(ripe)
-            killed_at[victim.pid] = victim.kill9()
-            fleet.start(url, namespace, **settings)
+            replace_one(fleet, rng, url, namespace, **settings)
             next_kill += KILL_EVERY
         time.sleep(0.02)
     fleet.close()
+    killed_at = {w.pid: w.killed_at for w in fleet.workers if w.killed_at is not None}
 
     audit = Audit.of(r, namespace, ledger, ids)
     assert audit.lost == [], [audit.describe(j) for j in audit.lost[:5]]

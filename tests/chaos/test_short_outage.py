@@ -22,9 +22,10 @@ import time
 import pytest
 import redis
 
+from tests.chaos.disrupt import restart
 from tests.chaos.harness import (
     Audit,
-    Fleet,
+    Chaos,
     Ledger,
     durations,
     enqueue_work,
@@ -53,66 +54,60 @@ def _started_more(ledger: Ledger, n: int) -> bool:
 
 @pytest.mark.timeout(pick(240, 900))
 def test_outages_shorter_than_the_lease_run_no_job_twice(
-    aof_server: RedisServer, namespace: str, fleet: Fleet, ledger: Ledger
+    aof_server: RedisServer, aof_chaos: Chaos
 ) -> None:
-    url = aof_server.url
-    r = aof_server.client(socket_timeout=5)
-    try:
-        ids = enqueue_work(url, namespace, durations(JOBS, 100, 300))
-        workers = [fleet.start(url, namespace, **SETTINGS) for _ in range(3)]
-        resumed: list[float] = []
-        step = JOBS // (len(OUTAGES) + 1)
-        for i, seconds in enumerate(OUTAGES):
-            poll(
-                functools.partial(_done_at_least, r, namespace, step * (i + 1)),
-                within=120,
-                what=f"{step * (i + 1)} jobs done before outage {i + 1}",
-                details=fleet.tails,
-            )
-            started = ledger.count("start")
-            aof_server.kill()
-            time.sleep(seconds)
-            aof_server.start()
-            back = time.monotonic()
-            # Work resumes: a new attempt starts (jobs were queued all along).
-            poll(
-                functools.partial(_started_more, ledger, started + 30),
-                within=30,
-                what=f"work resumed after outage {i + 1}",
-                details=fleet.tails,
-            )
-            resumed.append(round(time.monotonic() - back, 3))
+    url, r, namespace, fleet, ledger = aof_chaos
+    ids = enqueue_work(url, namespace, durations(JOBS, 100, 300))
+    workers = [fleet.start(url, namespace, **SETTINGS) for _ in range(3)]
+    resumed: list[float] = []
+    step = JOBS // (len(OUTAGES) + 1)
+    for i, seconds in enumerate(OUTAGES):
         poll(
-            lambda: processed_or_away(r, namespace) >= JOBS,
-            within=pick(120, 400),
-            what="all jobs done",
+            functools.partial(_done_at_least, r, namespace, step * (i + 1)),
+            within=120,
+            what=f"{step * (i + 1)} jobs done before outage {i + 1}",
             details=fleet.tails,
         )
-        dead = [w for w in workers if not w.alive]
-        assert dead == [], f"workers exited\n{fleet.tails()}"
-        fleet.close()
-        audit = Audit.of(r, namespace, ledger, ids)
-        assert audit.lost == [], audit.explain(audit.lost, fleet)
-        assert audit.jobs_run_twice == [], audit.explain(audit.jobs_run_twice, fleet)
-        counters = stats(r, namespace)
-        assert counters["processed"] == JOBS, counters
-        # A lease may be reclaimed only when a fetch's reply was cut off by the kill (no
-        # pool holds that job): at most the jobs of one fetch per pool and outage.
-        assert counters.get("lost", 0) <= 32 * 3 * len(OUTAGES), counters
-        for w in workers:  # one line when Redis goes, per outage and pool, not one per task
-            text = w.log.read_text(errors="replace")
-            assert text.count("Redis cannot be reached") == len(OUTAGES), w.tail(60)
-            assert "Redis had lost" not in text, w.tail(60)  # it lost nothing
-        report(
-            "short_outage",
-            {
-                "jobs": JOBS,
-                "outages_s": list(OUTAGES),
-                "work_resumed_after_s": resumed,
-                "duplicate_runs": audit.duplicate_runs,
-                "reclaimed_leases": counters.get("lost", 0),
-                "stale_finishes": counters.get("stale", 0),
-            },
+        started = ledger.count("start")
+        restart(aof_server, seconds)
+        back = time.monotonic()
+        # Work resumes: a new attempt starts (jobs were queued all along).
+        poll(
+            functools.partial(_started_more, ledger, started + 30),
+            within=30,
+            what=f"work resumed after outage {i + 1}",
+            details=fleet.tails,
         )
-    finally:
-        r.close()
+        resumed.append(round(time.monotonic() - back, 3))
+    poll(
+        lambda: processed_or_away(r, namespace) >= JOBS,
+        within=pick(120, 400),
+        what="all jobs done",
+        details=fleet.tails,
+    )
+    dead = [w for w in workers if not w.alive]
+    assert dead == [], f"workers exited\n{fleet.tails()}"
+    fleet.close()
+    audit = Audit.of(r, namespace, ledger, ids)
+    assert audit.lost == [], audit.explain(audit.lost, fleet)
+    assert audit.jobs_run_twice == [], audit.explain(audit.jobs_run_twice, fleet)
+    counters = stats(r, namespace)
+    assert counters["processed"] == JOBS, counters
+    # A lease may be reclaimed only when a fetch's reply was cut off by the kill (no
+    # pool holds that job): at most the jobs of one fetch per pool and outage.
+    assert counters.get("lost", 0) <= 32 * 3 * len(OUTAGES), counters
+    for w in workers:  # one line when Redis goes, per outage and pool, not one per task
+        text = w.log.read_text(errors="replace")
+        assert text.count("Redis cannot be reached") == len(OUTAGES), w.tail(60)
+        assert "Redis had lost" not in text, w.tail(60)  # it lost nothing
+    report(
+        "short_outage",
+        {
+            "jobs": JOBS,
+            "outages_s": list(OUTAGES),
+            "work_resumed_after_s": resumed,
+            "duplicate_runs": audit.duplicate_runs,
+            "reclaimed_leases": counters.get("lost", 0),
+            "stale_finishes": counters.get("stale", 0),
+        },
+    )

@@ -4,17 +4,24 @@ headless Chromium of the browser tests."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import AsyncIterator, Iterator
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, sync_playwright
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from playwright.sync_api import Browser, Dialog, Page, sync_playwright
 from starlette.applications import Starlette
 
 from rota import Client, Settings
 from rota.web import create_app
 from tests.helpers import pool_settings
-from tests.web.live import Seeded, seed
+from tests.redis_server import RedisServer
+from tests.web.live import LiveServer, Seeded, seed
+
+T = TypeVar("T")
 
 BASE = "http://127.0.0.1:5040"
 CHROMIUM_ARGS = [
@@ -59,3 +66,66 @@ def browser() -> Iterator[Browser]:
         b = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+@dataclass
+class Site:
+    """The UI of a fresh namespace served on a loopback port, for the browser tests; a
+    client of that namespace, called from the test's thread through ``portal``."""
+
+    url: str
+    portal: BlockingPortal
+    client: Client
+    redis_url: str
+    namespace: str
+
+    def call(self, func: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        return self.portal.call(lambda: func(*args, **kwargs))
+
+    def record(self, job_id: str) -> Any:
+        return self.call(self.client.job, job_id)
+
+    def state(self, job_id: str) -> str | None:
+        record = self.record(job_id)
+        return record.state if record is not None else None
+
+
+@pytest.fixture(scope="module")
+def site(redis_server: RedisServer) -> Iterator[Site]:
+    """The UI of a fresh namespace for a module's browser tests; each test enqueues under
+    job names of its own."""
+    url, namespace = redis_server.url, "t" + uuid.uuid4().hex[:12]
+    with start_blocking_portal() as portal:
+        client = Client.from_url(url, namespace)
+        try:
+            app = create_app(pool_settings(url, namespace, heartbeat_interval=1.0))
+            with LiveServer(app) as server:
+                yield Site(server.url, portal, client, url, namespace)
+        finally:
+            portal.call(client.close)
+
+
+@dataclass
+class Tab:
+    page: Page
+    errors: list[str]  # console errors and script errors
+    dialogs: list[str]  # the questions asked (each answered yes)
+
+
+@pytest.fixture
+def tab(browser: Browser) -> Iterator[Tab]:
+    """A desktop-sized page of its own that answers yes to every dialog and keeps the
+    console's and the scripts' errors."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    tab = Tab(page, [], [])
+
+    def on_dialog(dialog: Dialog) -> None:
+        tab.dialogs.append(dialog.message)
+        dialog.accept()
+
+    page.on("console", lambda m: tab.errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda exc: tab.errors.append(str(exc)))
+    page.on("dialog", on_dialog)
+    yield tab
+    context.close()

@@ -6,97 +6,38 @@ port, real Redis, a real pool; screenshots go to artifacts/screenshots/."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
 
 import pytest
-from anyio.from_thread import BlockingPortal, start_blocking_portal
-from playwright.sync_api import Browser, Dialog, Page, expect
+from playwright.sync_api import Browser, Page, expect
 
-from rota import Client, JobContext, WorkerPool
-from rota.web import create_app
+from rota import JobContext, WorkerPool
 from tests.helpers import pool_settings
-from tests.redis_server import RedisServer
-from tests.web.live import LiveServer
+from tests.web.conftest import Site, Tab
 from tests.web.test_browser import SHOTS
 
 # Slow (a headless Chromium): `make test` runs it, `make check` does not.
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
-T = TypeVar("T")
 
 
-@dataclass
-class Site:
-    url: str
-    portal: BlockingPortal
-    client: Client
-    redis_url: str
-    namespace: str
+def _pool(site: Site) -> WorkerPool:
+    """``fix`` dies unless its label is "good"; ``nightly`` runs on new year's day."""
+    settings = pool_settings(
+        site.redis_url, site.namespace, heartbeat_interval=0.2, keep_result=600
+    )
+    pool = WorkerPool(settings=settings)
 
-    def call(self, func: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        return self.portal.call(lambda: func(*args, **kwargs))
+    @pool.job(max_fails=1)
+    async def fix(label: str) -> str:
+        if label != "good":
+            raise ValueError(f"bad label {label}")
+        return "fixed"
 
-    def record(self, job_id: str) -> Any:
-        return self.call(self.client.job, job_id)
+    @pool.periodic("0 0 1 1 *", name="nightly", kwargs={"scope": "all"})
+    async def nightly(ctx: JobContext, scope: str) -> str:
+        return scope
 
-    def pool(self) -> WorkerPool:
-        """``fix`` dies unless its label is "good"; ``nightly`` runs on new year's day."""
-        settings = pool_settings(
-            self.redis_url, self.namespace, heartbeat_interval=0.2, keep_result=600
-        )
-        pool = WorkerPool(settings=settings)
-
-        @pool.job(max_fails=1)
-        async def fix(label: str) -> str:
-            if label != "good":
-                raise ValueError(f"bad label {label}")
-            return "fixed"
-
-        @pool.periodic("0 0 1 1 *", name="nightly", kwargs={"scope": "all"})
-        async def nightly(ctx: JobContext, scope: str) -> str:
-            return scope
-
-        return pool
-
-
-@pytest.fixture(scope="module")
-def site(redis_server: RedisServer) -> Iterator[Site]:
-    url, namespace = redis_server.url, "t" + uuid.uuid4().hex[:12]
-    with start_blocking_portal() as portal:
-        client = Client.from_url(url, namespace)
-        try:
-            app = create_app(pool_settings(url, namespace, heartbeat_interval=1.0))
-            with LiveServer(app) as server:
-                yield Site(server.url, portal, client, url, namespace)
-        finally:
-            portal.call(client.close)
-
-
-@dataclass
-class Tab:
-    page: Page
-    errors: list[str]
-    dialogs: list[str]
-
-
-@pytest.fixture
-def tab(browser: Browser) -> Iterator[Tab]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    tab = Tab(page, [], [])
-
-    def on_dialog(dialog: Dialog) -> None:
-        tab.dialogs.append(dialog.message)
-        dialog.accept()
-
-    page.on("console", lambda m: tab.errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda exc: tab.errors.append(str(exc)))
-    page.on("dialog", on_dialog)
-    yield tab
-    context.close()
+    return pool
 
 
 def _job_of(page: Page, site: Site) -> str:
@@ -158,7 +99,7 @@ def test_enqueue_from_the_form_then_duplicate(site: Site, tab: Tab, browser: Bro
 def test_edit_a_dead_job_then_retry_it_and_run_a_periodic_job_now(site: Site, tab: Tab) -> None:
     page = tab.page
     job = site.call(site.client.enqueue, "fix", label="typo")
-    with site.portal.wrap_async_context_manager(site.pool().running()):
+    with site.portal.wrap_async_context_manager(_pool(site).running()):
         page.goto(site.url + f"/jobs/{job.id}")
         expect(page.locator(".badge.st-dead")).to_be_visible(timeout=15_000)
         with page.expect_navigation():

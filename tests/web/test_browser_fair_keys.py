@@ -9,15 +9,15 @@ import pytest
 from playwright.sync_api import expect
 
 from rota import JobSpec
+from tests.web.conftest import Site, Tab
 from tests.web.test_browser import SHOTS
-from tests.web.test_browser_operate import Site, Tab, site, tab  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 HOSTILE = "<img/src=x/onerror=window.hit=1>\"'"
 
 
-def test_the_fair_keys_section_and_one_action(site: Site, tab: Tab) -> None:  # noqa: F811
+def test_the_fair_keys_section_and_one_action(site: Site, tab: Tab) -> None:
     counts = {"big": 6, HOSTILE: 3, "small": 1}
     site.call(
         site.client.enqueue_many,
@@ -52,7 +52,7 @@ def test_the_fair_keys_section_and_one_action(site: Site, tab: Tab) -> None:  # 
     assert tab.errors == []
 
 
-def test_a_keys_jobs_opened_from_the_keys_table(site: Site, tab: Tab) -> None:  # noqa: F811
+def test_a_keys_jobs_opened_from_the_keys_table(site: Site, tab: Tab) -> None:
     specs = [JobSpec(name="by-key", args=(i,), fair_key=HOSTILE) for i in range(3)]
     ids = [job.id for job in site.call(site.client.enqueue_many, specs)]
     page = tab.page

@@ -9,8 +9,9 @@ import pytest
 from playwright.sync_api import expect
 
 from rota import Client
+from tests.web.conftest import Site, Tab
 from tests.web.test_browser import SHOTS
-from tests.web.test_browser_operate import Site, Tab, _dead, _row, site, tab  # noqa: F401
+from tests.web.test_browser_operate import _dead, _row
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
@@ -29,7 +30,7 @@ async def _retry(client: Client, name: str, n: int) -> list[str]:
 
 
 @pytest.mark.one_shard("writes shard 0's keys; a queue's page over shards is merged by time")
-def test_run_next_delete_kill_and_clean_from_the_pages(site: Site, tab: Tab) -> None:  # noqa: F811
+def test_run_next_delete_kill_and_clean_from_the_pages(site: Site, tab: Tab) -> None:
     page = tab.page
     ids = [site.call(site.client.enqueue, "parcel", i).id for i in range(3)]
     page.goto(site.url + "/queues/parcel?order=oldest")

@@ -5,80 +5,19 @@ server on a loopback port, real Redis; screenshots go to artifacts/screenshots/.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
-from anyio.from_thread import BlockingPortal, start_blocking_portal
-from playwright.sync_api import Browser, Dialog, Page, expect
+from playwright.sync_api import Browser, Page, expect
 
 from rota import Client, JobContext, JobSpec, WorkerPool
-from rota.web import create_app
 from tests.helpers import pool_settings
-from tests.redis_server import RedisServer
-from tests.web.live import LiveServer
+from tests.web.conftest import Site, Tab
 from tests.web.test_browser import SHOTS
 
 # Slow (a headless Chromium): `make test` runs it, `make check` does not.
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
-T = TypeVar("T")
-
-
-@dataclass
-class Site:
-    url: str
-    portal: BlockingPortal
-    client: Client
-    redis_url: str
-    namespace: str
-
-    def call(self, func: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        return self.portal.call(lambda: func(*args, **kwargs))
-
-    def state(self, job_id: str) -> str | None:
-        record = self.call(self.client.job, job_id)
-        return record.state if record is not None else None
-
-
-@pytest.fixture(scope="module")
-def site(redis_server: RedisServer) -> Iterator[Site]:
-    """The UI of a fresh namespace; each test enqueues under job names of its own."""
-    url, namespace = redis_server.url, "t" + uuid.uuid4().hex[:12]
-    with start_blocking_portal() as portal:
-        client = Client.from_url(url, namespace)
-        try:
-            app = create_app(pool_settings(url, namespace, heartbeat_interval=1.0))
-            with LiveServer(app) as server:
-                yield Site(server.url, portal, client, url, namespace)
-        finally:
-            portal.call(client.close)
-
-
-@dataclass
-class Tab:
-    page: Page
-    errors: list[str]  # console errors and script errors
-    dialogs: list[str]  # the questions asked (each answered yes)
-
-
-@pytest.fixture
-def tab(browser: Browser) -> Iterator[Tab]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    tab = Tab(page, [], [])
-
-    def on_dialog(dialog: Dialog) -> None:
-        tab.dialogs.append(dialog.message)
-        dialog.accept()
-
-    page.on("console", lambda m: tab.errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda exc: tab.errors.append(str(exc)))
-    page.on("dialog", on_dialog)
-    yield tab
-    context.close()
 
 
 def _fits_a_phone(browser: Browser, url: str, shot: str) -> None:

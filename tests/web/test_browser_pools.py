@@ -14,8 +14,8 @@ from playwright.sync_api import Page, expect
 
 from rota import JobContext, WorkerPool
 from tests.helpers import pool_settings
+from tests.web.conftest import Site, Tab
 from tests.web.test_browser import SHOTS
-from tests.web.test_browser_operate import Site, Tab, site, tab  # noqa: F401 - fixtures
 
 # Slow (a headless Chromium): `make test` runs it, `make check` does not.
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
@@ -61,7 +61,7 @@ def _click(page: Page, scope: Any, name: str) -> None:
     page.mouse.move(0, 0)
 
 
-def test_quiet_resume_and_stop_from_the_pools_page(site: Site, tab: Tab) -> None:  # noqa: F811
+def test_quiet_resume_and_stop_from_the_pools_page(site: Site, tab: Tab) -> None:
     held = Held(site)
     site.portal.start_task(held.run)
     try:

@@ -9,13 +9,13 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.test_run_times import finish_with_run_times
+from tests.web.conftest import Site, Tab
 from tests.web.test_browser import SHOTS
-from tests.web.test_browser_operate import Site, Tab, site, tab  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
-def test_the_queue_page_shows_the_run_times(site: Site, tab: Tab) -> None:  # noqa: F811
+def test_the_queue_page_shows_the_run_times(site: Site, tab: Tab) -> None:
     run_ms = [40] * 10 + [200] * 9 + [3000]
     site.call(finish_with_run_times, site.client, "render", run_ms, now_ms=int(time.time() * 1000))
     page = tab.page
@@ -38,7 +38,7 @@ def test_the_queue_page_shows_the_run_times(site: Site, tab: Tab) -> None:  # no
     assert tab.errors == []
 
 
-def test_a_queue_without_runs_says_so(site: Site, tab: Tab) -> None:  # noqa: F811
+def test_a_queue_without_runs_says_so(site: Site, tab: Tab) -> None:
     site.call(site.client.enqueue, "idle")
     page = tab.page
     page.goto(site.url + "/queues/idle")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,15 +57,36 @@ SERIES = {
 KEY_SERIES = {"rota_fair_key_queued", "rota_fair_key_running"}
 
 
-def _calls(r: redis.Redis) -> int:
-    stats: dict[str, Any] = r.info("commandstats")
-    return sum(int(v["calls"]) for v in stats.values())
+@dataclass
+class Scale:
+    """5,000 job names over ``k`` shards on one server, the app over them, and the
+    server's command counter."""
+
+    client: Client
+    http: httpx.AsyncClient
+    r: redis.Redis
+
+    @property
+    def k(self) -> int:
+        return len(self.client.admin.shards)
+
+    async def cost(self, path: str) -> tuple[int, str]:
+        """The commands Redis ran to answer ``GET path``, and the answer."""
+        self.r.config_resetstat()
+        answer = await self.http.get(path)
+        assert answer.status_code == 200, answer.text
+        stats: dict[str, Any] = self.r.info("commandstats")
+        return sum(int(v["calls"]) for v in stats.values()), answer.text
+
+    async def held(self) -> int:
+        """The job names each shard holds, added up over the shards."""
+        return sum([await s.redis.scard(s.keys.names) for s in self.client.admin.shards])
 
 
 @pytest.fixture(params=[1, 4], ids=["K=1", "K=4"])
 async def many(
-    request: pytest.FixtureRequest, redis_url: str, namespace: str
-) -> AsyncIterator[tuple[Client, httpx.AsyncClient]]:
+    request: pytest.FixtureRequest, redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> AsyncIterator[Scale]:
     """5,000 job names, a job queued of each (and 3 more of the last), one with 20
     keyed jobs over 20 fair keys, over ``K`` shards on one server."""
     shards: int = request.param
@@ -75,45 +97,27 @@ async def many(
     app = create_app(pool_settings(redis_url, namespace, shards=shards), client=client)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
-        yield client, http
+        yield Scale(client, http, redis_sync)
     await client.close()
 
 
-async def _cost(http: httpx.AsyncClient, r: redis.Redis, path: str) -> tuple[int, str]:
-    r.config_resetstat()
-    answer = await http.get(path)
-    assert answer.status_code == 200, answer.text
-    return _calls(r), answer.text
-
-
-async def _held(client: Client) -> int:
-    """The job names each shard holds, added up over the shards."""
-    return sum([await s.redis.scard(s.keys.names) for s in client.admin.shards])
-
-
-async def test_the_shards_view_reads_one_command_a_name_a_shard_holds(
-    many: tuple[Client, httpx.AsyncClient], redis_sync: redis.Redis
-) -> None:
-    client, http = many
-    k = len(client.admin.shards)
-    calls, text = await _cost(http, redis_sync, "/api/shards")
+async def test_the_shards_view_reads_one_command_a_name_a_shard_holds(many: Scale) -> None:
+    k = many.k
+    calls, text = await many.cost("/api/shards")
     # LLEN of each name a shard holds (each has a job), two EXISTS of 100 names (their
     # queues, their keyed counts), the HGET of each of the 100 where one has keyed jobs
     # (no running set: nothing is leased), and a few commands a shard (its names, its
     # leased names, its sets' sizes)
-    held = await _held(client)
+    held = await many.held()
     assert calls <= held + 2 * (held // 100 + k) + 100 * k + 12 * k, calls
     shards = httpx.Response(200, text=text).json()["shards"]
     assert len(shards) == k
     assert sum(s["queued"] for s in shards) == NAMES_AT_SCALE + 3 + 20
 
 
-async def test_a_scrape_at_5000_names_is_bounded_in_commands_and_size(
-    many: tuple[Client, httpx.AsyncClient], redis_sync: redis.Redis
-) -> None:
-    client, http = many
-    k = len(client.admin.shards)
-    calls, text = await _cost(http, redis_sync, "/metrics")
+async def test_a_scrape_at_5000_names_is_bounded_in_commands_and_size(many: Scale) -> None:
+    k = many.k
+    calls, text = await many.cost("/metrics")
     # the ranking: a command a name in every shard, two EXISTS of 100 and the HGETs of
     # the 100 with keyed jobs; the detailed names: eight and the oldest job's time in
     # every shard; counters by field; a few more a shard
@@ -127,19 +131,16 @@ async def test_a_scrape_at_5000_names_is_bounded_in_commands_and_size(
     # docs/web.md "Metrics": 9 series for each detailed name, each line at most its
     # name, the namespace and 80 bytes, and at most 8 KB of the namespace's own
     longest = max(map(len, named))
-    ns = len(client.namespace)
+    ns = len(many.client.namespace)
     assert len(text.encode()) <= 9 * NAMES * (80 + longest + ns) + 8000, len(text)
-    every = await http.get("/metrics", params={"names": "all"})
+    every = await many.http.get("/metrics", params={"names": "all"})
     assert len(re.findall(r"^rota_queue_size\{", every.text, re.M)) == NAMES_AT_SCALE
 
 
-async def test_a_scrape_reads_the_top_keys_of_its_names_at_once(
-    many: tuple[Client, httpx.AsyncClient], redis_sync: redis.Redis
-) -> None:
-    client, http = many
-    k = len(client.admin.shards)
-    plain, _ = await _cost(http, redis_sync, "/metrics")
-    keyed, text = await _cost(http, redis_sync, "/metrics?keys=top")
+async def test_a_scrape_reads_the_top_keys_of_its_names_at_once(many: Scale) -> None:
+    k = many.k
+    plain, _ = await many.cost("/metrics")
+    keyed, text = await many.cost("/metrics?keys=top")
     # one ZREVRANGE a detailed name a shard, then ZCARD and HMGET of each key found
     assert keyed - plain <= NAMES * k + 2 * KEYS * k + 4 * k, (plain, keyed)
     rows = re.findall(r'^rota_fair_key_queued\{[^}]*name="n0007"[^}]*\} 1\.0$', text, re.M)

@@ -18,6 +18,7 @@ __all__ = [
     "boom",
     "exits",
     "garbles",
+    "holds",
     "loop_forever",
     "reports",
     "retries",
@@ -89,6 +90,14 @@ def sleeps(path: str, seconds: float) -> str:
     _mark(path)
     time.sleep(seconds)
     return "slept"
+
+
+def holds(path: str, release: str) -> str:
+    """Writes its pid to ``path``, then waits until the file ``release`` exists."""
+    _mark(path)
+    while not Path(release).exists():
+        time.sleep(0.01)
+    return "released"
 
 
 def until_stopping(ctx: Any, path: str) -> str:

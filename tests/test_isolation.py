@@ -267,6 +267,38 @@ async def test_queued_isolated_jobs_leave_workers_to_the_other_jobs(
         assert await client.wait(after.id, timeout=20) == "quick"
 
 
+async def test_an_async_job_starts_while_a_batch_is_cut_to_the_childrens_room(
+    client: Client, redis_url: str, namespace: str, tmp_path: Path
+) -> None:
+    """One child runs an isolated job and no other is queued: the room is one more,
+    and a fetch holding the isolated name is cut to one job. An async job's wake token
+    must still lease it, whichever name the robin's turn puts first. (The cut once left
+    the async name out of the batch and the fill: a fetch with the isolated name alone
+    took its token and leased nothing, and the job waited for the next token, here for
+    the wait's timeout, after the child's job.) Each async job starts before the
+    isolated one ends, which waits for a file only the test writes."""
+    pool = _pool(redis_url, namespace, child_processes=1, wake_timeout=60)
+    pool.job(isolated=True)(jobs.holds)
+    mark, release = tmp_path / "pid", tmp_path / "release"
+    released_at_start: list[bool] = []
+
+    @pool.job
+    async def tick() -> None:
+        released_at_start.append(release.exists())
+
+    held = await client.enqueue("holds", str(mark), str(release))
+    async with pool.running():
+        await _pid_in(mark)
+        try:
+            for _ in range(6):  # both of the robin's orders, several times
+                ticked = await client.enqueue("tick")
+                await client.wait(ticked.id, timeout=20)
+        finally:
+            release.touch()
+        assert await client.wait(held.id, timeout=20) == "released"
+    assert released_at_start == [False] * 6
+
+
 _POOL_SCRIPT = """
 import sys
 import anyio

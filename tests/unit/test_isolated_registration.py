@@ -82,6 +82,19 @@ def test_with_room_a_batch_holding_an_isolated_name_is_cut_to_it() -> None:
     )
 
 
+def test_the_other_names_a_cut_leaves_out_lead_the_fill() -> None:
+    """A batch cut to an isolated name still leases the others' jobs: their names are
+    in the fill, before the robin's other names."""
+    assert within_room(["cpu", "tick", "cpu", "mail"], ["news", "cpu"], 1, ISOLATED) == (
+        ["cpu"],
+        ["tick", "mail", "news"],
+    )
+    assert within_room(["tick", "cpu", "mail", "tick"], ["mail"], 2, ISOLATED) == (
+        ["tick", "cpu"],
+        ["mail"],
+    )
+
+
 def test_a_batch_without_an_isolated_name_is_left_whole() -> None:
     assert within_room(["tick", "mail"], ["cpu", "mail"], 2, ISOLATED) == (
         ["tick", "mail"],

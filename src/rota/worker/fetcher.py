@@ -63,7 +63,14 @@ def within_room(
     ``isolated`` names go to the other names (the fill's, in turn); with room, the batch
     is no longer than it when it holds an isolated name (the script fills a batch from
     the names given, so every job of it could be isolated). Never a fill of isolated
-    names."""
+    names.
+
+    The other names a cut leaves out of the batch lead the fill: the fill lists only
+    the names outside the robin's turns, and a fetch sent behind a wait takes the wake
+    token of the name that woke it. Without them, a batch cut to an isolated name whose
+    queue was empty took an async job's token and leased nothing, and that job waited
+    for the next token (bench.isolation: ticks started up to 170 ms late while the
+    children ran the last jobs of a drained queue)."""
     fill = [n for n in fill if n not in isolated]
     if room <= 0:
         others = [n for n in names if n not in isolated] + fill
@@ -71,8 +78,11 @@ def within_room(
             return [], fill
         turn = itertools.cycle(others)
         return [next(turn) if n in isolated else n for n in names], fill
-    if any(n in isolated for n in names):
-        return names[:room], fill
+    if len(names) > room and any(n in isolated for n in names):
+        batch = names[:room]
+        skip = set(batch).union(isolated)
+        dropped = [n for n in dict.fromkeys(names[room:]) if n not in skip]
+        return batch, dropped + [n for n in fill if n not in dropped]
     return names, fill
 
 

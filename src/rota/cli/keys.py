@@ -24,7 +24,7 @@ from rota.client.fair_jobs import FAIR_JOBS
 from rota.client.fair_reads import default_key_limit
 from rota.client.spec import check_fair_key
 from rota.config import Settings
-from rota.protocol.bounds import FAIR, checked
+from rota.protocol.bounds import FAIR, Bound, checked
 from rota.protocol.rate import parse_rate
 
 __all__ = ["keys"]
@@ -40,6 +40,13 @@ def _key(key: str) -> str:
 #: KEY, a fair key checked before Redis is reached.
 key_argument = click.argument("key", callback=lambda ctx, param, key: _key(key))
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def _bounded(flag: str, default: int, bound: Bound, help: str) -> Any:
+    """A whole-number option whose range is the API's (``bound``), so that the command
+    refuses what the Python API and the web would."""
+    span = click.IntRange(int(bound.lo), int(bound.hi))
+    return click.option(flag, default=default, show_default=True, type=span, help=help)
 
 
 def _count(option: str, text: str) -> int | None:
@@ -67,13 +74,7 @@ def keys() -> None:
 
 @keys.command("list")
 @name_argument
-@click.option(
-    "--top",
-    default=20,
-    show_default=True,
-    type=click.IntRange(1, int(FAIR["top"].hi)),
-    help="Keys listed, the largest backlog first.",
-)
+@_bounded("--top", 20, FAIR["top"], "Keys listed, the largest backlog first.")
 @json_option
 @connection_options
 @with_client
@@ -108,20 +109,8 @@ async def list_keys(client: Client, settings: Settings, name: str, top: int, as_
 @keys.command("jobs")
 @name_argument
 @key_argument
-@click.option(
-    "--offset",
-    default=0,
-    show_default=True,
-    type=click.IntRange(0, int(FAIR_JOBS["offset"].hi)),
-    help="Queued jobs skipped.",
-)
-@click.option(
-    "--count",
-    default=50,
-    show_default=True,
-    type=click.IntRange(1, int(FAIR_JOBS["count"].hi)),
-    help="Queued jobs listed (and running ones at most).",
-)
+@_bounded("--offset", 0, FAIR_JOBS["offset"], "Queued jobs skipped.")
+@_bounded("--count", 50, FAIR_JOBS["count"], "Queued jobs listed (and running ones at most).")
 @json_option
 @connection_options
 @with_client

@@ -91,34 +91,30 @@ class Shards:
         raises JobNotFound) and another shard holds the job, ``read`` there. Found
         nowhere, the shard record is read again (:attr:`reread`): when the count
         changed since, the job is looked for over the shards it names now."""
+
+        async def once() -> T:
+            try:
+                answer = await read(self.home(job_id))
+            except JobNotFound:
+                if (there := (await self.holders([job_id])).get(job_id)) is None:
+                    raise
+                return await read(there)
+            if missing(answer) and (there := (await self.holders([job_id])).get(job_id)):
+                return await read(there)
+            return answer
+
         try:
-            answer = await self._by_id(job_id, read, missing)
+            answer = await once()
         except JobNotFound:
             if not await self._changed():
                 raise
-            return await self._by_id(job_id, read, missing)
+            return await once()
         if missing(answer) and await self._changed():
-            return await self._by_id(job_id, read, missing)
+            return await once()
         return answer
 
     async def _changed(self) -> bool:
         return self.reread is not None and await self.reread()
-
-    async def _by_id(
-        self,
-        job_id: str,
-        read: Callable[[Shard], Awaitable[T]],
-        missing: Callable[[T], bool] = operator.not_,
-    ) -> T:
-        try:
-            answer = await read(self.home(job_id))
-        except JobNotFound:
-            if (there := (await self.holders([job_id])).get(job_id)) is None:
-                raise
-            return await read(there)
-        if missing(answer) and (there := (await self.holders([job_id])).get(job_id)):
-            return await read(there)
-        return answer
 
     async def holding(self, job_id: str) -> Shard:
         """The shard that holds ``job_id``: the one its id names when it has the job (one

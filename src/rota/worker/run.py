@@ -20,6 +20,7 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from rota.client.rules import recorded_shards
+from rota.client.shard import Shard
 from rota.config import describe
 from rota.protocol.job import Reason
 from rota.protocol.rows import Dead, Requeue
@@ -117,6 +118,24 @@ class PoolRun:
         """The tags of the shards whose tasks run (a shard being retired still beats)."""
         tasks = zip(self.shards, self.tasks, strict=True)
         return [r.keys.prefix[1:-2] for r, t in tasks if not t.ended.is_set()]
+
+    def add(self, shard: Shard) -> int:
+        """Serve ``shard`` too, at the next place (returned): a change of the
+        namespace's shard count named it. Its tasks start as a first shard's do; the
+        lists only grow, so that the place a job carries stays its shard's (a shard
+        retired and named again is served at a new place)."""
+        i = len(self.shards)
+        rt = self.rt.beside(shard, i)
+        acker = Acker(rt)
+        priorities = {name: h.priority for name, h in self.rt.handlers.items()}
+        self.shards.append(rt)
+        self.ackers.append(acker)
+        self.fetchers.append(Fetcher(rt, Robin(priorities), acker))
+        self.heartbeats.append(Heartbeat(rt, acker))
+        self.schedulers.append(Scheduler(rt, [], listen=True))
+        self.tasks.append(ShardTasks())
+        self.launch(i)
+        return i
 
     def launch(self, i: int) -> None:
         """Start the tasks of shard ``i``, added during the run (see

@@ -81,6 +81,12 @@ local function queued(id)
   return f[1], f[2] ~= '' and f[2] or nil
 end
 
+-- The turn of a name's plain list among its keys' (its 'vt'; garbage: none, infinite).
+local function plain_turn(name)
+  local ok, vt = pcall(redis.call, 'HGET', key_fair(name), 'vt')
+  return finite_score(ok and vt)
+end
+
 if op == 'front' then
   local id = ARGV[2]
   local name, fkey = queued(id)
@@ -101,8 +107,7 @@ if op == 'front' then
     end
     local okh, held = pcall(redis.call, 'ZSCORE', key_fair_keys(name), fkey)
     if okh and held then -- its key takes the next turn, before the plain list's
-      local okv, vt = pcall(redis.call, 'HGET', key_fair(name), 'vt')
-      local first = math.min(low, finite_score(okv and vt))
+      local first = math.min(low, plain_turn(name))
       if tonumber(held) >= first then
         redis.call('ZADD', key_fair_keys(name), str(first - 1e-6), fkey)
       end
@@ -116,8 +121,7 @@ if op == 'front' then
     redis.call('RPUSH', qk, id) -- the tail, which a fetch pops first
     mark_ready(name)
     if low then -- the plain list takes the next turn, before every key
-      local okv, vt = pcall(redis.call, 'HGET', key_fair(name), 'vt')
-      if finite_score(okv and vt) >= low then
+      if plain_turn(name) >= low then
         pcall(redis.call, 'HSET', key_fair(name), 'vt', str(low - 1e-6))
       end
     end

@@ -11,7 +11,8 @@ setting. ``--json`` prints what was done (or the keys) as JSON, as the other com
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, ParamSpec, TypeVar
 
 import click
 import msgspec
@@ -29,6 +30,9 @@ from rota.protocol.rate import parse_rate
 
 __all__ = ["keys"]
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
 
 def _key(key: str) -> str:
     try:
@@ -42,7 +46,9 @@ key_argument = click.argument("key", callback=lambda ctx, param, key: _key(key))
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
-def _bounded(flag: str, default: int, bound: Bound, help: str) -> Any:
+def _bounded(
+    flag: str, default: int, bound: Bound, help: str
+) -> Callable[[Callable[P, T]], Callable[P, T]]:
     """A whole-number option whose range is the API's (``bound``), so that the command
     refuses what the Python API and the web would."""
     span = click.IntRange(int(bound.lo), int(bound.hi))

@@ -40,7 +40,7 @@ def keyed_full_server() -> Iterator[RedisServer]:
 def _set_limit(url: str, namespace: str) -> None:
     async def run() -> None:
         async with Client.from_url(url, namespace, shards=SHARDS) as client:
-            await client.admin.set_key_limit("drain", None, KEY_LIMIT)
+            await client.admin.fair.set_key_limit("drain", None, KEY_LIMIT)
 
     anyio.run(run)
 

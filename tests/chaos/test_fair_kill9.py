@@ -39,7 +39,7 @@ LEASE = 2.0
 def _set_limit(url: str, namespace: str) -> None:
     async def run() -> None:
         async with Client.from_url(url, namespace, shards=SHARDS) as client:
-            await client.admin.set_key_limit("work", None, KEY_LIMIT)
+            await client.admin.fair.set_key_limit("work", None, KEY_LIMIT)
 
     anyio.run(run)
 

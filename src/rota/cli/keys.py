@@ -89,7 +89,7 @@ async def list_keys(client: Client, settings: Settings, name: str, top: int, as_
     jobs running and none queued: queued, running, the limit each runs under, weight,
     pause and rate (a setting written wrong is marked); and the default limit of every
     key."""
-    rows = await client.admin.fair_keys(name, top)
+    rows = await client.admin.fair.fair_keys(name, top)
     default = await default_key_limit(client, name)
     if as_json:
         echo_json({"name": name, "default_limit": default, "keys": msgspec.to_builtins(rows)})
@@ -125,7 +125,7 @@ async def key_jobs(
 ) -> None:
     """The jobs of KEY of NAME: its running ones (the soonest lease deadline first),
     then a page of its queued ones, the next to run first."""
-    view = await client.admin.fair_key_jobs(name, key, offset, count)
+    view = await client.admin.fair.fair_key_jobs(name, key, offset, count)
     if as_json:
         echo_json(msgspec.to_builtins(view))
         return
@@ -149,7 +149,7 @@ def _switch(verb: Literal["pause", "resume"], help: str) -> click.Command:
         client: Client, settings: Settings, name: str, key: str, as_json: bool
     ) -> None:
         admin = client.admin
-        await (admin.pause_key if verb == "pause" else admin.resume_key)(name, key)
+        await (admin.fair.pause_key if verb == "pause" else admin.fair.resume_key)(name, key)
         _said(as_json, f"{verb}d {key} of {name}", name=name, key=key, paused=verb == "pause")
 
     return switch
@@ -194,7 +194,7 @@ async def limit(
     no limit of its own). With --default, give NAME N: the limit of every key of NAME
     without its own."""
     key, count = rest
-    await client.admin.set_key_limit(name, key, count)
+    await client.admin.fair.set_key_limit(name, key, count)
     who = f"every key of {name}" if key is None else f"{key} of {name}"
     line = f"{who}: at most {count} at once" if count else f"{who}: no limit"
     _said(as_json, line, name=name, key=key, limit=count)
@@ -212,7 +212,7 @@ async def weight(
 ) -> None:
     """Give KEY of NAME W turns (1 to 1000) for each one of a key of weight 1 while both
     have jobs; none: back to 1."""
-    await client.admin.set_weight(name, key, weight)
+    await client.admin.fair.set_weight(name, key, weight)
     _said(as_json, f"{key} of {name}: weight {weight or 1}", name=name, key=key, weight=weight)
 
 
@@ -238,7 +238,7 @@ async def rate(
 ) -> None:
     """Let at most RATE jobs of KEY of NAME start across all pools (10/s, 30/min,
     2/hour); none: no rate limit."""
-    await client.admin.set_key_rate(name, key, rate)
+    await client.admin.fair.set_key_rate(name, key, rate)
     line = f"{key} of {name}: at most {rate} start" if rate else f"{key} of {name}: no rate"
     _said(as_json, line, name=name, key=key, rate=rate)
 
@@ -256,5 +256,5 @@ async def clear(
     """Delete every queued job of KEY of NAME (running ones finish)."""
     if not yes:
         click.confirm(f"delete the queued jobs of {key} of {name}?", abort=True)
-    n = await client.admin.clear_key(name, key)
+    n = await client.admin.fair.clear_key(name, key)
     _said(as_json, f"deleted {n} jobs", name=name, key=key, deleted=n)

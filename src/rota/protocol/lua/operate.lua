@@ -87,12 +87,8 @@ local function plain_turn(name)
   return finite_score(ok and vt)
 end
 
-if op == 'front' then
-  local id = ARGV[2]
-  local name, fkey = queued(id)
-  if not name then
-    return 0
-  end
+-- 'front': the queued job `id` of `name` (its fair key `fkey`) to the front of its queue.
+local function front(id, name, fkey)
   local low = fair_min(name) -- the lowest turn among the name's ready keys (nil: none)
   local fq = fkey and key_fair_queue(name, fkey)
   local ok, gone = false, 0
@@ -128,12 +124,10 @@ if op == 'front' then
   end
   wake(name)
   return 1
-elseif op == 'unqueue' then
-  local id = ARGV[2]
-  local name, fkey = queued(id)
-  if not name then
-    return 0
-  end
+end
+
+-- 'unqueue': the queued job `id` of `name` deleted.
+local function unqueue(id, name, fkey)
   local ok, gone = pcall(redis.call, 'LREM', key_queue(name), 0, id)
   gone = ok and gone or 0
   if fkey then -- (a keyed job sits in the plain list only when its key's list was garbage)
@@ -146,6 +140,18 @@ elseif op == 'unqueue' then
   forget(id, fields_of(id), keys, false)
   delete_keys(keys)
   return 1
+end
+
+-- The actions on one queued job: on none (0) when it is no longer queued.
+local on_queued = {front = front, unqueue = unqueue}
+
+if on_queued[op] then
+  local id = ARGV[2]
+  local name, fkey = queued(id)
+  if not name then
+    return 0
+  end
+  return on_queued[op](id, name, fkey)
 elseif op == 'kill' then
   local reason, err = ARGV[2], ARGV[3]
   local killed = 0

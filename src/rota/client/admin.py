@@ -15,19 +15,13 @@ from rota.client.admin_jobs import JobActions
 from rota.client.balance import read_totals, set_whole, set_whole_rate
 from rota.client.fair import FairKeyInfo, FairKeys
 from rota.client.finished import (
-    MAX_COUNT,
-    MAX_OFFSET,
-    MAX_PREVIEW,
-    PREVIEW,
-    Finished,
-    Order,
     finished,
 )
 from rota.client.follow import Follower
 from rota.client.pages import job_set_page
 from rota.client.pools import PoolCommands
 from rota.client.rate_shares import read_rate_totals
-from rota.client.routing import Shards
+from rota.client.routing import Shards, on_route
 from rota.client.rules import add_counts, merge_bucket, merge_queue
 from rota.client.run_times import RunTimesAdmin
 from rota.client.scan import (
@@ -45,14 +39,11 @@ from rota.client.shard import Shard
 from rota.client.status import Found, History, LivePool, Page, QueueInfo, RunningJob
 from rota.client.workflow import Related
 from rota.protocol import operator_calls
-from rota.protocol.bounds import HANDLER, Bound, checked
+from rota.protocol.bounds import HANDLER, checked
 from rota.protocol.job import JobRecord, JobSet, validate_name
 from rota.protocol.rate import Rate, parse_rate
 
 __all__ = ["Admin"]
-
-#: The latest time a window of finished jobs may name: the end of year 9999 (seconds).
-TIME_MAX = 253_402_300_799.0
 
 
 class Admin(RunTimesAdmin):
@@ -323,53 +314,8 @@ class Admin(RunTimesAdmin):
         begun = start if k == 1 else sum(min(at, size) for size in sizes)
         return Found(len(chosen), offset, jobs, searched, sum(sizes), begun)
 
-    async def finished(
-        self,
-        *,
-        name: str | None = None,
-        text: str = "",
-        fields: Fields = "id",
-        since: float | None = None,
-        until: float | None = None,
-        order: Order = "newest",
-        offset: int = 0,
-        count: int = 50,
-        scan: int = SEARCH_LIMIT,
-        budget: float | None = None,
-        preview: int = PREVIEW,
-    ) -> Finished:
-        """A page of the kept complete jobs completed from ``since`` to ``until`` (epoch
-        seconds, both included; None: no bound), newest (or oldest) first, each with its
-        run time and the first ``preview`` bytes of its result. All of them: an exact
-        page. Of one ``name`` or matching ``text`` (as :meth:`search`): a bounded scan of
-        at most ``scan`` jobs (and ``budget`` seconds) that says where a later page goes
-        on (see :mod:`rota.client.finished`)."""
-        if name is not None:
-            validate_name(name)
-        checked("offset", offset, Bound(0, MAX_OFFSET, whole=True))
-        checked("count", count, Bound(1, MAX_COUNT, whole=True))
-        checked("preview", preview, Bound(1, MAX_PREVIEW, whole=True))
-        checked("scan", scan, JOBS)
-        for bound, at in (("since", since), ("until", until)):
-            if at is not None:
-                checked(bound, at, Bound(0, TIME_MAX))
-        if order not in ("newest", "oldest"):
-            raise ValueError(f"order: 'newest' or 'oldest', not {order!r}")
-        checked_scan(fields, budget)
-        return await finished(
-            self._route,
-            name=name,
-            text=text,
-            fields=fields,
-            since=since,
-            until=until,
-            order=order,
-            offset=offset,
-            count=count,
-            scan=scan,
-            budget=budget,
-            preview=preview,
-        )
+    #: A page of the kept complete jobs (:func:`rota.client.finished.finished`).
+    finished = on_route(finished)
 
     async def in_set(self, which: JobSet, ids: Sequence[str]) -> list[str]:
         """Those of ``ids`` the scheduled, retry, dead or waiting set holds now: what an

@@ -28,8 +28,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from rota.client.admin import TIME_MAX
-from rota.client.finished import MAX_COUNT, MAX_OFFSET, Order
+from rota.client.finished import MAX_COUNT, MAX_OFFSET, TIME_MAX, Order
 from rota.client.routing import Shards
 from rota.client.spec import Enqueued, JobSpec
 from rota.client.status import Page, QueueInfo

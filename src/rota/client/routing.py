@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from rota.client.rules import gather
 from rota.client.shard import Shard
@@ -38,9 +38,10 @@ from rota.protocol.reshard import ShardRecord
 from rota.protocol.rows import EnqueueRow
 from rota.protocol.shards import shard_of, shard_of_row, shard_tags
 
-__all__ = ["Shards"]
+__all__ = ["Shards", "on_route"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class Shards:
@@ -249,3 +250,17 @@ async def _at(
     found = await gather([functools.partial(call, s, at_s) for s, at_s in by_shard.items()])
     rows = zip(by_shard.values(), found, strict=True)
     return {at: row for at_s, got in rows for at, row in zip(at_s, got, strict=True)}
+
+
+def on_route(
+    read: Callable[Concatenate[Shards, P], Awaitable[T]],
+) -> Callable[Concatenate[Any, P], Awaitable[T]]:
+    """``read`` of a namespace's shards as a method of an object that routes over them
+    (``self._route``): one signature, the function's, instead of a method that passes
+    every argument on."""
+
+    @functools.wraps(read)
+    async def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await read(self._route, *args, **kwargs)
+
+    return method

@@ -14,9 +14,7 @@ from typing import Any, ClassVar, Literal
 from rota.client.admin_jobs import JobActions
 from rota.client.balance import read_totals, set_whole, set_whole_rate
 from rota.client.fair import FairKeyInfo, FairKeys
-from rota.client.finished import (
-    finished,
-)
+from rota.client.finished import finished
 from rota.client.follow import Follower
 from rota.client.pages import job_set_page
 from rota.client.pools import PoolCommands

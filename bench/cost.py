@@ -72,7 +72,7 @@ def _roots() -> dict[Any, str]:
     for an outcome to send) is "wait": how often a task wakes up to find nothing to do
     follows the host's timing, and so does that count."""
     from rota.redis import watch
-    from rota.worker import acker, fetcher, handoff, run, runner
+    from rota.worker import acker, fetcher, handoff, runner, workers
 
     return {
         handoff.Handoff.take.__code__: "wait",
@@ -80,7 +80,7 @@ def _roots() -> dict[Any, str]:
         acker.Acker.wait_room.__code__: "wait",
         acker.Acker.run.__code__: "wait",
         runner.run_job.__code__: "attempt",
-        run.PoolRun._worker.__code__: "attempt",
+        workers._worker.__code__: "attempt",
         fetcher.Fetcher._lease.__code__: "fetch",
         acker.Acker._send_first.__code__: "finish",
         watch.Watch.keep_trying.__code__: "retry",  # the wrapper of both

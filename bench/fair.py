@@ -82,12 +82,12 @@ async def _workload(url: str, kind: str, jobs: int, keys: int, idle: int) -> dic
 
 
 async def _idle_keys(client: Any, idle: int) -> None:
-    """``idle`` keys of ``noop`` with a weight each, as ``client.admin.set_weight``
+    """``idle`` keys of ``noop`` with a weight each, as ``client.admin.fair.set_weight``
     writes it (its script, 500 calls at a time)."""
     for i in range(0, idle, 500):
         async with anyio.create_task_group() as tg:
             for k in range(i, min(idle, i + 500)):
-                tg.start_soon(client.admin.set_weight, "noop", f"idle-{k}", 2)
+                tg.start_soon(client.admin.fair.set_weight, "noop", f"idle-{k}", 2)
 
 
 def run_workload(kind: str, jobs: int, keys: int, idle: int) -> dict[str, float]:

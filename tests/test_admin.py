@@ -10,7 +10,7 @@ import pytest
 
 import rota
 from rota import Admin, Client
-from rota.client.client import _MOVED
+from rota.client.methods import MOVED
 
 #: The producer's methods (and constructors): what Client offers besides ``admin``.
 PRODUCER = {
@@ -34,8 +34,8 @@ PRODUCER = {
 
 def test_the_client_offers_the_producer_s_methods_and_the_deprecated_aliases_only() -> None:
     public = {n for n, m in inspect.getmembers(Client, callable) if not n.startswith("_")}
-    assert public == PRODUCER | set(_MOVED)
-    assert set(_MOVED) <= {n for n, _ in inspect.getmembers(Admin, inspect.iscoroutinefunction)}
+    assert public == PRODUCER | set(MOVED)
+    assert set(MOVED) <= {n for n, _ in inspect.getmembers(Admin, inspect.iscoroutinefunction)}
     assert isinstance(Client.admin, property) and "Admin" in rota.__all__
 
 
@@ -54,7 +54,7 @@ async def test_an_operator_s_method_on_the_client_warns_and_answers_as_admin_s(
     assert (again.name, again.size, again.paused) == ("work", 1, True)
 
 
-@pytest.mark.parametrize("name", _MOVED)
+@pytest.mark.parametrize("name", MOVED)
 async def test_each_alias_warns_and_hands_its_call_to_admin_s_method_of_its_name(
     client: Client, name: str
 ) -> None:

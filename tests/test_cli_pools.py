@@ -81,7 +81,7 @@ async def _live(client: Client) -> bool:
 
 
 async def _gone(client: Client) -> bool:
-    return await client.admin.pools() == [] and await client.admin.pool_commands() == {}
+    return await client.admin.pools() == [] and await client.admin.commands.read() == {}
 
 
 async def test_a_stopped_child_of_a_supervisor_is_not_restarted(
@@ -98,12 +98,12 @@ async def test_a_stopped_child_of_a_supervisor_is_not_restarted(
     try:
         await wait_until(lambda: _count(client, 2), within=30)
         first, second = [p.id for p in await client.admin.pools()]
-        await client.admin.stop_pool(first)
+        await client.admin.commands.stop_pool(first)
         # the supervisor says it leaves that slot alone, and the other pool runs on
         await wait_until(lambda: _stopped_lines(log) == 1, within=30)
         assert [p.id for p in await client.admin.pools()] == [second]
         assert proc.poll() is None
-        await client.admin.stop_pool(second)  # the last one: the supervisor is done
+        await client.admin.commands.stop_pool(second)  # the last one: the supervisor is done
         await wait_until(lambda: proc.poll() is not None, within=30, every=0.05)
         assert proc.returncode == 0
         assert _stopped_lines(log) == 2

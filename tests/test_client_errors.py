@@ -4,7 +4,7 @@ redis-py error kept as the cause (see ``rota.redis.outage.guarded``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -29,7 +29,10 @@ async def test_a_stopped_server_is_rota_unavailable(server: RedisServer) -> None
     async with Client.from_url(server.url, "t", ride_through=0) as client:
         await client.admin.pause("x")
         server.stop()
-        for call in (client.admin.queues(), client.job("a"), client.admin.pause("x")):
+        admin = client.admin
+        calls: list[Awaitable[object]] = [admin.queues(), client.job("a"), admin.pause("x")]
+        calls += [admin.jobs.to_front("a"), admin.fair.fair_keys("x"), admin.commands.read()]
+        for call in calls:  # the admin's parts too
             with pytest.raises(RedisUnavailable, match=r"^Redis cannot be reached: ") as raised:
                 await call
             assert isinstance(raised.value.__cause__, redis.exceptions.ConnectionError)

@@ -38,7 +38,7 @@ async def state_of(client: Client, job_id: str) -> str | None:
 async def test_to_front_makes_a_queued_job_the_next_its_shard_gives(client: Client) -> None:
     jobs = [await client.enqueue("work", n=i) for i in range(6)]
     last = jobs[-1].id
-    assert await client.admin.to_front(last)
+    assert await client.admin.jobs.to_front(last)
     assert await lease(client, last, "work") == [last]
     assert await state_of(client, last) == "running"
     # the others keep their order (FIFO): the oldest of the shard next
@@ -54,9 +54,9 @@ async def test_to_front_of_a_keyed_job_gives_its_key_the_next_turn(client: Clien
         await client.enqueue_many([JobSpec(name="hook", kwargs={"n": i}, fair_key="a")])
     specs = [JobSpec(name="hook", kwargs={"n": i}, fair_key="b") for i in range(3)]
     late = (await client.enqueue_many(specs))[-1].id
-    assert await client.admin.to_front(late)
+    assert await client.admin.jobs.to_front(late)
     assert await lease(client, late, "hook") == [late]
-    rows = {r.key: r.queued for r in await client.admin.fair_keys("hook")}
+    rows = {r.key: r.queued for r in await client.admin.fair.fair_keys("hook")}
     assert rows == {"a": 3, "b": 2}  # the counts follow
 
 
@@ -73,7 +73,7 @@ async def test_to_front_of_a_plain_job_goes_before_every_key(client: Client) -> 
             plain.append(job.id)
     # the plain list's turn comes first, then the key's: after one plain job, key a's
     assert await lease(client, plain[0], "hook") == [plain[0]]
-    assert await client.admin.to_front(plain[1])
+    assert await client.admin.jobs.to_front(plain[1])
     assert await lease(client, plain[1], "hook") == [plain[1]]
     assert await lease(client, plain[1], "hook") == [keyed[0].id]
 
@@ -83,26 +83,26 @@ async def test_a_keyed_job_its_key_s_garbage_list_sent_to_the_plain_queue(
 ) -> None:
     (probe,) = await client.enqueue_many([JobSpec(name="hook", fair_key="g")])
     shard = await client.admin.shard_holding(probe.id)
-    assert await client.admin.delete_queued(probe.id)
+    assert await client.admin.jobs.delete_queued(probe.id)
     await shard.redis.set(shard.keys.fair_queue("hook", "g"), "not a list")  # by hand
     first = await client.enqueue_many([JobSpec(name="hook", fair_key="g", kwargs={"n": 1})])
     late = await client.enqueue_many([JobSpec(name="hook", fair_key="g", kwargs={"n": 2})])
-    assert await client.admin.to_front(late[0].id)  # found in the plain queue
+    assert await client.admin.jobs.to_front(late[0].id)  # found in the plain queue
     assert await lease(client, late[0].id, "hook") == [late[0].id]
-    assert await client.admin.delete_queued(first[0].id)
+    assert await client.admin.jobs.delete_queued(first[0].id)
     assert await client.job(first[0].id) is None
 
 
 async def test_delete_queued_removes_the_job_and_its_key_s_count(client: Client) -> None:
     plain = await client.enqueue("work")
     (keyed,) = await client.enqueue_many([JobSpec(name="hook", fair_key="t1")])
-    assert await client.admin.delete_queued(plain.id)
-    assert await client.admin.delete_queued(keyed.id)
+    assert await client.admin.jobs.delete_queued(plain.id)
+    assert await client.admin.jobs.delete_queued(keyed.id)
     assert await client.job(plain.id) is None and await client.job(keyed.id) is None
     assert await client.admin.backlog(["work", "hook"]) == {"work": (0, 0), "hook": (0, 0)}
-    assert await client.admin.fair_keys("hook") == []
-    assert not await client.admin.delete_queued(plain.id)  # gone: nothing to do
-    assert not await client.admin.to_front("no-such-job")
+    assert await client.admin.fair.fair_keys("hook") == []
+    assert not await client.admin.jobs.delete_queued(plain.id)  # gone: nothing to do
+    assert not await client.admin.jobs.to_front("no-such-job")
 
 
 async def test_a_job_a_pool_took_after_the_listing_is_left_to_run(client: Client) -> None:
@@ -113,8 +113,8 @@ async def test_a_job_a_pool_took_after_the_listing_is_left_to_run(client: Client
     assert await lease(client, job.id, "work") == [job.id]  # a pool takes them meanwhile
     assert await lease(client, keyed.id, "hook") == [keyed.id]
     for j in (job.id, keyed.id):
-        assert not await client.admin.to_front(j)
-        assert not await client.admin.delete_queued(j)
+        assert not await client.admin.jobs.to_front(j)
+        assert not await client.admin.jobs.delete_queued(j)
         assert await state_of(client, j) == "running"
     running = {r.job_id for r in await client.admin.running(["work", "hook"])}
     assert running == {job.id, keyed.id}
@@ -144,10 +144,10 @@ async def test_actions_racing_a_running_pool_lose_and_repeat_no_job(
     deleted: set[str] = set()
     async with pool.running():
         for i, job_id in enumerate(ids):  # the listing is the ids: the pool runs meanwhile
-            if i % 2 and await client.admin.delete_queued(job_id):
+            if i % 2 and await client.admin.jobs.delete_queued(job_id):
                 deleted.add(job_id)
             elif not i % 2:
-                await client.admin.to_front(job_id)
+                await client.admin.jobs.to_front(job_id)
         await wait_until(lambda: len(ran) + len(deleted) == len(ids))
     assert len(ran) == len(set(ran))  # none twice
     assert set(ran) | deleted == set(ids) and not set(ran) & deleted
@@ -161,8 +161,8 @@ async def test_an_entry_left_in_a_queue_for_a_running_job_is_not_its_place(
     assert await lease(client, job.id, "work") == [job.id]
     shard = await client.admin.shard_holding(job.id)
     await shard.redis.lpush(shard.keys.queue("work"), job.id)  # a second entry, by hand
-    assert not await client.admin.delete_queued(job.id)
-    assert not await client.admin.to_front(job.id)
+    assert not await client.admin.jobs.delete_queued(job.id)
+    assert not await client.admin.jobs.to_front(job.id)
     assert await state_of(client, job.id) == "running"  # its record is not deleted
 
 
@@ -188,7 +188,7 @@ async def test_kill_sends_a_retry_job_to_the_dead_set_with_reason_killed(
     client: Client, redis_url: str, namespace: str
 ) -> None:
     first, second, third = await _in_retry(client, redis_url, namespace, 3)
-    assert await client.admin.kill([first]) == 1
+    assert await client.admin.jobs.kill([first]) == 1
     record = await client.job(first)
     assert record is not None
     assert (record.state, record.reason) == ("dead", "killed")
@@ -197,10 +197,10 @@ async def test_kill_sends_a_retry_job_to_the_dead_set_with_reason_killed(
     assert await _sizes(client, retry=2, dead=1)
     # a job the scheduler queued between the listing and the kill is left queued
     assert await client.admin.retry("retry", [second]) == 1
-    assert await client.admin.kill([second, "no-such-job"]) == 0
+    assert await client.admin.jobs.kill([second, "no-such-job"]) == 0
     assert await state_of(client, second) == "queued"
     assert await client.admin.in_set("retry", [third]) == [third]
-    assert await client.admin.kill([first]) == 0  # dead already: once only
+    assert await client.admin.jobs.kill([first]) == 0  # dead already: once only
     assert await _sizes(client, retry=1, dead=1)
 
 
@@ -241,13 +241,13 @@ async def test_clean_deletes_the_dead_and_complete_jobs_older_than_an_age(
     await _age(client, dead[0], "dead", 2 * DAY_MS)
     for job_id in (done[0], others[0]):
         await _age(client, job_id, "complete", 2 * DAY_MS)
-    assert await client.admin.clean("dead", 86400) == 1
+    assert await client.admin.jobs.clean("dead", 86400) == 1
     assert await client.job(dead[0]) is None and await state_of(client, dead[1]) == "dead"
-    assert await client.admin.clean("complete", 86400, name="fine") == 1
+    assert await client.admin.jobs.clean("complete", 86400, name="fine") == 1
     assert await client.job(done[0]) is None and await state_of(client, others[0]) == "complete"
-    assert await client.admin.clean("complete", 86400) == 1
-    assert await client.admin.clean("dead", 0) == 2
-    assert await client.admin.clean("complete", 0, name="other") == 1
+    assert await client.admin.jobs.clean("complete", 86400) == 1
+    assert await client.admin.jobs.clean("dead", 0) == 2
+    assert await client.admin.jobs.clean("complete", 0, name="other") == 1
     assert await _kept(client, 2) and await _sizes(client, dead=0)
 
 
@@ -262,9 +262,9 @@ async def test_clean_of_the_scheduled_and_retry_sets_goes_by_the_enqueue(
     later = [(await client.enqueue_in(3600, "nap")).id for _ in range(3)]
     await _age(client, later[0], "job", 2 * DAY_MS)
     await _age(client, retrying[0], "job", 2 * DAY_MS)
-    assert await client.admin.clean("scheduled", 86400) == 1
-    assert await client.admin.clean("retry", 86400, name="nap") == 0
-    assert await client.admin.clean("retry", 86400, name="flaky") == 1
+    assert await client.admin.jobs.clean("scheduled", 86400) == 1
+    assert await client.admin.jobs.clean("retry", 86400, name="nap") == 0
+    assert await client.admin.jobs.clean("retry", 86400, name="flaky") == 1
     assert await client.job(later[0]) is None and await client.job(retrying[0]) is None
     assert await state_of(client, later[1]) == "scheduled"
     assert await _sizes(client, scheduled=2, retry=1)
@@ -274,9 +274,9 @@ async def test_clean_goes_through_a_set_larger_than_a_call_reads(client: Client)
     n = CLEAN_CHUNK + 100
     specs = [JobSpec(name="a" if i % 2 else "b", delay=3600) for i in range(2 * n)]
     await client.enqueue_many(specs)
-    assert await client.admin.clean("scheduled", 0, name="a") == n
+    assert await client.admin.jobs.clean("scheduled", 0, name="a") == n
     assert await _sizes(client, scheduled=n)
-    assert await client.admin.clean("scheduled", 0) == n
+    assert await client.admin.jobs.clean("scheduled", 0) == n
 
 
 @pytest.mark.parametrize(
@@ -293,13 +293,13 @@ async def test_a_clean_refuses_a_bad_input_in_one_line(
     client: Client, args: tuple[str, float], error: str
 ) -> None:
     with pytest.raises(ValueError, match=error):
-        await client.admin.clean(*args)  # type: ignore[arg-type]
+        await client.admin.jobs.clean(*args)  # type: ignore[arg-type]
 
 
 async def test_a_bad_name_and_too_many_ids_are_refused(client: Client) -> None:
     with pytest.raises(ValueError, match="invalid job name"):
-        await client.admin.clean("dead", 1, name="no spaces")
+        await client.admin.jobs.clean("dead", 1, name="no spaces")
     with pytest.raises(ValueError, match=r"\Aids: at most 1000 at once, got 1001\Z"):
-        await client.admin.kill([str(i) for i in range(1001)])
+        await client.admin.jobs.kill([str(i) for i in range(1001)])
     with pytest.raises(ValueError, match=r"\Aerror: at most 1000 characters, got 1001\Z"):
-        await client.admin.kill(["some-id"], error="x" * 1001)
+        await client.admin.jobs.kill(["some-id"], error="x" * 1001)

@@ -70,9 +70,9 @@ async def test_a_quiet_pool_finishes_what_it_runs_takes_nothing_new_until_resume
     with anyio.fail_after(30):
         async with pool.running() as rt:
             await wait_until(lambda: seen["started"] == ["a"])
-            await client.admin.quiet_pool(rt.pool_id)
+            await client.admin.commands.quiet_pool(rt.pool_id)
             await wait_until(says(client, rt.pool_id, "quiet"))
-            assert await client.admin.pool_commands() == {rt.pool_id: "quiet"}
+            assert await client.admin.commands.read() == {rt.pool_id: "quiet"}
             # enqueued after the pool said quiet: it waits until the pool resumes
             later = await client.enqueue("work")
             seen["events"]["a"].set()  # the held job finishes
@@ -82,10 +82,10 @@ async def test_a_quiet_pool_finishes_what_it_runs_takes_nothing_new_until_resume
             record = await client.job(later.id)
             assert record is not None and record.state == State.QUEUED
             seen["resumed"] = True
-            await client.admin.resume_pool(rt.pool_id)
+            await client.admin.commands.resume_pool(rt.pool_id)
             await wait_until(lambda: seen["work"] == [True])
             await wait_until(says(client, rt.pool_id, "running"))
-            assert await client.admin.pool_commands() == {}
+            assert await client.admin.commands.read() == {}
     done = await client.job(held.id)
     assert done is not None and done.state == State.COMPLETE
 
@@ -109,7 +109,7 @@ async def test_a_stopped_pool_drains_as_on_sigterm_and_its_block_ends(
                 pool_id = rt.pool_id
                 await wait_until(lambda: sorted(seen["started"]) == ["long", "short"])
                 tg.start_soon(release_once_stopping, pool_id)
-                await client.admin.stop_pool(pool_id)
+                await client.admin.commands.stop_pool(pool_id)
                 await anyio.sleep_forever()  # the stop ends the block
     assert stopping.is_set()
     assert seen["finished"] == ["short"]
@@ -117,7 +117,7 @@ async def test_a_stopped_pool_drains_as_on_sigterm_and_its_block_ends(
     assert finished is not None and finished.state == State.COMPLETE
     assert back is not None and back.state == State.QUEUED  # back in its queue
     assert await state_of(client, pool_id) is None  # its heartbeat is gone
-    assert await client.admin.pool_commands() == {}  # and so is its command
+    assert await client.admin.commands.read() == {}  # and so is its command
 
 
 async def test_a_stop_is_final_and_unknown_pools_are_refused(
@@ -126,11 +126,11 @@ async def test_a_stop_is_final_and_unknown_pools_are_refused(
     pool, seen = held_pool(redis_url, namespace, grace=0.5)
     await client.enqueue("hold", label="a")
     with pytest.raises(PoolNotFound, match="no live pool nope"):
-        await client.admin.quiet_pool("nope")
+        await client.admin.commands.quiet_pool("nope")
     with pytest.raises(PoolNotFound, match="no live pool on host nohost"):
-        await client.admin.stop_host("nohost")
+        await client.admin.commands.stop_host("nohost")
     with pytest.raises(ValueError, match="give a pool id or a host, not both"):
-        await client.admin.tell_pools("quiet", pool_id="a", host="b")
+        await client.admin.commands.give("quiet", pool_id="a", host="b")
     with anyio.fail_after(30):
         async with pool.running() as rt:
             await wait_until(lambda: seen["started"] == ["a"])
@@ -140,7 +140,7 @@ async def test_a_stop_is_final_and_unknown_pools_are_refused(
                 await pipe.execute()
             for command in ("quiet", "resume"):
                 with pytest.raises(StopIsFinal, match="a stop cannot be taken back"):
-                    await client.admin.tell_pools(command, pool_id=rt.pool_id)
+                    await client.admin.commands.give(command, pool_id=rt.pool_id)
             await anyio.sleep_forever()
 
 
@@ -183,15 +183,15 @@ async def test_a_host_command_reaches_that_hosts_pools_only(
     with anyio.fail_after(30):
         async with two_hosts(redis_url, namespace, monkeypatch) as pools:
             (_, seen_a, a), (pool_b, seen_b, b) = pools
-            assert await client.admin.quiet_host("host-a") == [a]
+            assert await client.admin.commands.quiet_host("host-a") == [a]
             await wait_until(says(client, a, "quiet"))
             await rounds(pool_b, BEAT, 2)  # b beat twice since: not told
             assert await state_of(client, b) == "running"
-            assert await client.admin.resume_host("host-a") == [a]
+            assert await client.admin.commands.resume_host("host-a") == [a]
             await wait_until(says(client, a, "running"))
-            assert await client.admin.quiet_host("host-a") == [a]
+            assert await client.admin.commands.quiet_host("host-a") == [a]
             await wait_until(says(client, a, "quiet"))
-            assert await client.admin.stop_host("host-a") == [a]  # a quiet pool stops too
+            assert await client.admin.commands.stop_host("host-a") == [a]  # a quiet pool stops too
             await seen_a["ended"].wait()  # a's block ended: it drained and left
             await wait_until(says(client, a, None))
             await rounds(pool_b, BEAT, 2)
@@ -209,7 +209,7 @@ async def test_a_commands_key_of_another_type_stops_no_heartbeat(
         async with pool.running() as rt:
             await rounds(pool, BEAT, 3)  # it beats on
             assert await state_of(client, rt.pool_id) == "running"
-            assert await client.admin.pool_commands() == {}
+            assert await client.admin.commands.read() == {}
             await client.enqueue("work")
             await wait_until(lambda: seen["work"] == [False])
     warned = [e for e in logs if "holds another type than a hash" in e["event"]]
@@ -225,7 +225,7 @@ async def test_a_command_reaches_the_pool_by_its_message_before_its_next_heartbe
     with anyio.fail_after(30):
         async with pool.running() as rt:
             for command, state in (("quiet", "quiet"), ("resume", "running")):
-                await client.admin.tell_pools(command, pool_id=rt.pool_id)  # type: ignore[arg-type]
+                await client.admin.commands.give(command, pool_id=rt.pool_id)  # type: ignore[arg-type]
                 await wait_until(says(client, rt.pool_id, state), within=20)
-            await client.admin.stop_pool(rt.pool_id)
+            await client.admin.commands.stop_pool(rt.pool_id)
             await anyio.sleep_forever()  # ended by the stop

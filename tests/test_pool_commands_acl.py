@@ -46,7 +46,7 @@ async def test_the_operator_role_quiets_and_stops_a_worker_role_pool(
                     if role == "web":
                         assert reply.status_code == 403, reply.text
                         assert "read-only" in reply.json()["error"]
-                        assert await admin.admin.pool_commands() == {}
+                        assert await admin.admin.commands.read() == {}
                         continue
                     assert reply.status_code == 200, reply.text
                     await wait_until(lambda: says(rt.pool_id, "quiet"))
@@ -54,4 +54,4 @@ async def test_the_operator_role_quiets_and_stops_a_worker_role_pool(
                     assert reply.status_code == 200, reply.text
             await anyio.sleep_forever()  # the stop ends the block
     await wait_until(lambda: says(rt.pool_id, None))
-    assert await admin.admin.pool_commands() == {}  # the worker role deleted its field
+    assert await admin.admin.commands.read() == {}  # the worker role deleted its field

@@ -344,9 +344,9 @@ async def test_a_fair_keys_settings_follow_it_to_its_new_home(
     async with Client.from_url(redis_url, namespace) as op:
         await resize(op, 2, say=_say)
         key = next(k for n in range(500) if shard_of(k := f"k{n}", 2) == 1)
-        await op.admin.set_weight("n", key, 5)
-        await op.admin.pause_key("n", key)
-        await op.admin.set_key_limit("n", None, 3)
+        await op.admin.fair.set_weight("n", key, 5)
+        await op.admin.fair.pause_key("n", key)
+        await op.admin.fair.set_key_limit("n", None, 3)
         await op.enqueue_in(3600, "other", job_id=_key_in(2, 1, "hold-"))  # holds the old shard
         assert not (await resize(op, 4, wait=False, say=_say)).done
         route = op.admin.follower.route
@@ -356,7 +356,7 @@ async def test_a_fair_keys_settings_follow_it_to_its_new_home(
         assert redis_sync.hget(fset, f"w/{key}") == b"5"
         assert redis_sync.hexists(fset, f"p/{key}")
         assert all(redis_sync.hget(s.keys.fair_set("n"), "l*") == b"3" for s in route.all)
-        await op.admin.set_key_limit("n", key, 7)  # during the change: both homes
+        await op.admin.fair.set_key_limit("n", key, 7)  # during the change: both homes
         for there in (old, new):
             assert redis_sync.hget(there.keys.fair_set("n"), f"l/{key}") == b"7"
 

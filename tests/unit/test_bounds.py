@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 
 from rota import ConfigError, Retry, Settings, WorkerPool, load_settings
 from rota.cli.common import ExitError, resolve
-from rota.config import _FIELDS
+from rota.config.settings import FIELDS
 from rota.protocol.bounds import HANDLER, JOB, MAX_DELAY, SETTINGS, Bound, check
 from rota.protocol.job import Reason, now_ms
 from rota.protocol.rows import Fetched
@@ -70,7 +70,7 @@ def _judge(
 
 
 def test_every_number_setting_has_a_range() -> None:
-    numbers = {n for n, f in _FIELDS.items() if f.type in (int, float)}
+    numbers = {n for n, f in FIELDS.items() if f.type in (int, float)}
     assert numbers == set(SETTINGS)
     for bound in (*SETTINGS.values(), *HANDLER.values(), *JOB.values()):
         assert math.isfinite(bound.lo) and math.isfinite(bound.hi) and bound.lo <= bound.hi

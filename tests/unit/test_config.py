@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from rota import Client, ConfigError, Settings, load_settings
-from rota.config import _FIELDS, describe
+from rota.config import describe
+from rota.config.settings import FIELDS
 
 
 def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -190,7 +191,7 @@ def test_a_bad_value_names_its_setting_and_where_it_came_from(
     assert "`" not in str(caught.value)
 
 
-FLOATS = [name for name, f in _FIELDS.items() if f.type is float]
+FLOATS = [name for name, f in FIELDS.items() if f.type is float]
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN", "Infinity"])

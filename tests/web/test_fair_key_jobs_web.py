@@ -50,7 +50,7 @@ async def test_a_keys_jobs_by_the_api_paged_with_its_running_ones(
     http: httpx.AsyncClient, client: Client
 ) -> None:
     ids = await _keyed(client, {"t": 5})
-    await client.admin.set_weight("hook", "t", 3)
+    await client.admin.fair.set_weight("hook", "t", 3)
     assert await _lease(client, "t") == ids[:1]
     got = (await http.get(_path("t") + "?offset=1&count=2")).json()
     assert (got["name"], got["key"], got["queued"], got["running"]) == ("hook", "t", 4, 1)

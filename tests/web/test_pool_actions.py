@@ -215,6 +215,6 @@ async def test_hostile_text_in_a_snapshot_is_escaped_and_reaches_no_other_action
     for action in actions:
         done = await http.post(html.unescape(action), headers=FORM, data={"next": "/pools"})
         assert done.status_code == 404, (action, done.status_code)
-    assert await client.admin.pool_commands() == {}
+    assert await client.admin.commands.read() == {}
     (mail,) = await client.admin.queues(["mail"])
     assert mail.paused

@@ -34,7 +34,7 @@ async def job_front(client: Client, settings: Settings, job_id: str) -> None:
     and its key takes the next turn) and wake an idle pool. This is "run now" for a
     queued job: a paused name, or one at its limit, still holds it. Exit code 1 when the
     job is in no queue (a pool took it, it finished, or it is elsewhere)."""
-    if not await client.admin.to_front(job_id):
+    if not await client.admin.jobs.to_front(job_id):
         raise ExitError(f"job {job_id} is not queued: nothing done", code=1)
     click.echo(f"{job_id}: at the front of its queue")
 
@@ -50,7 +50,7 @@ async def job_delete(client: Client, settings: Settings, job_id: str, yes: bool)
     a set: ``rota dead|retry|scheduled|waiting delete``."""
     if not yes:
         click.confirm(f"delete queued job {job_id}?", abort=True)
-    if not await client.admin.delete_queued(job_id):
+    if not await client.admin.jobs.delete_queued(job_id):
         raise ExitError(f"job {job_id} is not queued: nothing done", code=1)
     click.echo(f"deleted {job_id}")
 
@@ -76,7 +76,7 @@ async def retry_kill(client: Client, settings: Settings, ids: tuple[str, ...], y
     if present and not yes:
         click.confirm(f"kill {len(present)} retry jobs?", abort=True)
     if present:
-        click.echo(f"killed {await client.admin.kill(present)} jobs")
+        click.echo(f"killed {await client.admin.jobs.kill(present)} jobs")
     missing = [i for i in chosen if i not in set(present)]
     if missing:
         raise ExitError(f"not in the retry set: {' '.join(missing)}", code=1)
@@ -111,7 +111,7 @@ def clean_command(which: Cleaned) -> click.Command:
         if not yes:
             of = f" of {name}" if name else ""
             click.confirm(f"delete the {which} jobs{of} older than {age}?", abort=True)
-        n = await client.admin.clean(which, seconds, name)
+        n = await client.admin.jobs.clean(which, seconds, name)
         click.echo(f"deleted {n} {which} jobs")
 
     return clean

@@ -11,7 +11,8 @@ setting. ``--json`` prints what was done (or the keys) as JSON, as the other com
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, ParamSpec, TypeVar
 
 import click
 import msgspec
@@ -24,10 +25,13 @@ from rota.client.fair_jobs import FAIR_JOBS
 from rota.client.fair_reads import default_key_limit
 from rota.client.spec import check_fair_key
 from rota.config import Settings
-from rota.protocol.bounds import FAIR, checked
+from rota.protocol.bounds import FAIR, Bound, checked
 from rota.protocol.rate import parse_rate
 
 __all__ = ["keys"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def _key(key: str) -> str:
@@ -40,6 +44,15 @@ def _key(key: str) -> str:
 #: KEY, a fair key checked before Redis is reached.
 key_argument = click.argument("key", callback=lambda ctx, param, key: _key(key))
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def _bounded(
+    flag: str, default: int, bound: Bound, help: str
+) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """A whole-number option whose range is the API's (``bound``), so that the command
+    refuses what the Python API and the web would."""
+    span = click.IntRange(int(bound.lo), int(bound.hi))
+    return click.option(flag, default=default, show_default=True, type=span, help=help)
 
 
 def _count(option: str, text: str) -> int | None:
@@ -67,13 +80,7 @@ def keys() -> None:
 
 @keys.command("list")
 @name_argument
-@click.option(
-    "--top",
-    default=20,
-    show_default=True,
-    type=click.IntRange(1, int(FAIR["top"].hi)),
-    help="Keys listed, the largest backlog first.",
-)
+@_bounded("--top", 20, FAIR["top"], "Keys listed, the largest backlog first.")
 @json_option
 @connection_options
 @with_client
@@ -82,7 +89,7 @@ async def list_keys(client: Client, settings: Settings, name: str, top: int, as_
     jobs running and none queued: queued, running, the limit each runs under, weight,
     pause and rate (a setting written wrong is marked); and the default limit of every
     key."""
-    rows = await client.admin.fair_keys(name, top)
+    rows = await client.admin.fair.fair_keys(name, top)
     default = await default_key_limit(client, name)
     if as_json:
         echo_json({"name": name, "default_limit": default, "keys": msgspec.to_builtins(rows)})
@@ -108,20 +115,8 @@ async def list_keys(client: Client, settings: Settings, name: str, top: int, as_
 @keys.command("jobs")
 @name_argument
 @key_argument
-@click.option(
-    "--offset",
-    default=0,
-    show_default=True,
-    type=click.IntRange(0, int(FAIR_JOBS["offset"].hi)),
-    help="Queued jobs skipped.",
-)
-@click.option(
-    "--count",
-    default=50,
-    show_default=True,
-    type=click.IntRange(1, int(FAIR_JOBS["count"].hi)),
-    help="Queued jobs listed (and running ones at most).",
-)
+@_bounded("--offset", 0, FAIR_JOBS["offset"], "Queued jobs skipped.")
+@_bounded("--count", 50, FAIR_JOBS["count"], "Queued jobs listed (and running ones at most).")
 @json_option
 @connection_options
 @with_client
@@ -130,7 +125,7 @@ async def key_jobs(
 ) -> None:
     """The jobs of KEY of NAME: its running ones (the soonest lease deadline first),
     then a page of its queued ones, the next to run first."""
-    view = await client.admin.fair_key_jobs(name, key, offset, count)
+    view = await client.admin.fair.fair_key_jobs(name, key, offset, count)
     if as_json:
         echo_json(msgspec.to_builtins(view))
         return
@@ -154,7 +149,7 @@ def _switch(verb: Literal["pause", "resume"], help: str) -> click.Command:
         client: Client, settings: Settings, name: str, key: str, as_json: bool
     ) -> None:
         admin = client.admin
-        await (admin.pause_key if verb == "pause" else admin.resume_key)(name, key)
+        await (admin.fair.pause_key if verb == "pause" else admin.fair.resume_key)(name, key)
         _said(as_json, f"{verb}d {key} of {name}", name=name, key=key, paused=verb == "pause")
 
     return switch
@@ -199,7 +194,7 @@ async def limit(
     no limit of its own). With --default, give NAME N: the limit of every key of NAME
     without its own."""
     key, count = rest
-    await client.admin.set_key_limit(name, key, count)
+    await client.admin.fair.set_key_limit(name, key, count)
     who = f"every key of {name}" if key is None else f"{key} of {name}"
     line = f"{who}: at most {count} at once" if count else f"{who}: no limit"
     _said(as_json, line, name=name, key=key, limit=count)
@@ -217,7 +212,7 @@ async def weight(
 ) -> None:
     """Give KEY of NAME W turns (1 to 1000) for each one of a key of weight 1 while both
     have jobs; none: back to 1."""
-    await client.admin.set_weight(name, key, weight)
+    await client.admin.fair.set_weight(name, key, weight)
     _said(as_json, f"{key} of {name}: weight {weight or 1}", name=name, key=key, weight=weight)
 
 
@@ -243,7 +238,7 @@ async def rate(
 ) -> None:
     """Let at most RATE jobs of KEY of NAME start across all pools (10/s, 30/min,
     2/hour); none: no rate limit."""
-    await client.admin.set_key_rate(name, key, rate)
+    await client.admin.fair.set_key_rate(name, key, rate)
     line = f"{key} of {name}: at most {rate} start" if rate else f"{key} of {name}: no rate"
     _said(as_json, line, name=name, key=key, rate=rate)
 
@@ -261,5 +256,5 @@ async def clear(
     """Delete every queued job of KEY of NAME (running ones finish)."""
     if not yes:
         click.confirm(f"delete the queued jobs of {key} of {name}?", abort=True)
-    n = await client.admin.clear_key(name, key)
+    n = await client.admin.fair.clear_key(name, key)
     _said(as_json, f"deleted {n} jobs", name=name, key=key, deleted=n)

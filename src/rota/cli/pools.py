@@ -42,7 +42,7 @@ async def pools_list(client: Client, settings: Settings, as_json: bool) -> None:
     """The live pools: host, pid, state (running, quieting, quiet, stopping) and what an
     operator told them."""
     live = await client.admin.pools()
-    told = await client.admin.pool_commands()
+    told = await client.admin.commands.read()
     if as_json:
         echo_json([{**msgspec.structs.asdict(p), "told": told.get(p.id)} for p in live])
         return
@@ -103,7 +103,7 @@ async def _tell(
     as_json: bool,
 ) -> None:
     try:
-        told = await client.admin.tell_pools(command, pool_id=pool_id, host=host)
+        told = await client.admin.commands.give(command, pool_id=pool_id, host=host)
     except (PoolNotFound, StopIsFinal) as exc:
         raise ExitError(str(exc), code=1) from None
     states = await _obeyed(client, command, told) if wait else None

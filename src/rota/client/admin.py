@@ -9,25 +9,17 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from rota.client.admin_jobs import JobActions
 from rota.client.balance import read_totals, set_whole, set_whole_rate
-from rota.client.fair import FairAdmin
-from rota.client.finished import (
-    MAX_COUNT,
-    MAX_OFFSET,
-    MAX_PREVIEW,
-    PREVIEW,
-    Finished,
-    Order,
-    finished,
-)
+from rota.client.fair import FairKeyInfo, FairKeys
+from rota.client.finished import finished
 from rota.client.follow import Follower
 from rota.client.pages import job_set_page
-from rota.client.pools import Command, PoolCommands
+from rota.client.pools import PoolCommands
 from rota.client.rate_shares import read_rate_totals
-from rota.client.routing import Shards
+from rota.client.routing import Shards, on_route
 from rota.client.rules import add_counts, merge_bucket, merge_queue
 from rota.client.run_times import RunTimesAdmin
 from rota.client.scan import (
@@ -44,25 +36,32 @@ from rota.client.scan import (
 from rota.client.shard import Shard
 from rota.client.status import Found, History, LivePool, Page, QueueInfo, RunningJob
 from rota.client.workflow import Related
-from rota.protocol import calls
-from rota.protocol.bounds import HANDLER, Bound, checked
+from rota.protocol import operator_calls
+from rota.protocol.bounds import HANDLER, checked
 from rota.protocol.job import JobRecord, JobSet, validate_name
 from rota.protocol.rate import Rate, parse_rate
 
 __all__ = ["Admin"]
 
-#: The latest time a window of finished jobs may name: the end of year 9999 (seconds).
-TIME_MAX = 253_402_300_799.0
 
+class Admin(RunTimesAdmin):
+    """Operate the queues and job sets of one namespace (see the module). Its parts, each
+    over the same shards: :attr:`fair`, the fair keys of a name; :attr:`jobs`, the
+    actions on one job and the clean by age; :attr:`commands`, the live pools'
+    commands. A name's run times by the methods of ``RunTimesAdmin``."""
 
-class Admin(FairAdmin, RunTimesAdmin, JobActions):
-    """Operate the queues and job sets of one namespace (see the module); a name's fair
-    keys, its run times, one job's actions and the clean by age by the methods of the
-    mixins (``FairAdmin``, ``RunTimesAdmin``, ``JobActions``)."""
+    #: The classes of its parts: their methods raise rota's errors as the admin's do.
+    PARTS: ClassVar = (FairKeys, JobActions, PoolCommands)
 
     def __init__(self, shards: Shards, follower: Follower | None = None) -> None:
         self._route = shards
         self._follower = follower or Follower(shards, None)
+        #: The fair keys of a job name: their settings, the keys worth a look, a key's jobs.
+        self.fair = FairKeys(shards)
+        #: Move a queued job to the front, delete it, kill a retry, clean a set by age.
+        self.jobs = JobActions(shards)
+        #: Quiet, stop or resume a live pool, or every pool of a host; what each was told.
+        self.commands = PoolCommands(shards, self.pools)
 
     @property
     def follower(self) -> Follower:
@@ -111,11 +110,13 @@ class Admin(FairAdmin, RunTimesAdmin, JobActions):
     async def pause(self, name: str) -> None:
         """Stop workers from taking jobs of ``name``; running ones finish. Works while
         Redis is out of memory, as does :meth:`resume`."""
-        await self._route.each(lambda s: calls.pause(s.scope, validate_name(name)))
+        await self._route.each(lambda s: operator_calls.pause(s.scope, validate_name(name)))
 
     async def resume(self, name: str) -> None:
         """Let workers take jobs of ``name`` again (and wake a pool that waits for them)."""
-        await self._route.each(lambda s: calls.pause(s.scope, validate_name(name), resume=True))
+        await self._route.each(
+            lambda s: operator_calls.pause(s.scope, validate_name(name), resume=True)
+        )
 
     async def set_limit(self, name: str, limit: int | None) -> None:
         """Cap how many jobs of ``name`` run at once across all pools (None: no cap).
@@ -225,48 +226,9 @@ class Admin(FairAdmin, RunTimesAdmin, JobActions):
                     latest[pool.id] = pool
         return sorted(latest.values(), key=lambda p: p.started_at)
 
-    # -- the live pools' commands: shard 0 (see rota.client.pools) ------------------------
-
-    async def quiet_pool(self, pool_id: str) -> None:
-        """Tell a live pool to fetch no more jobs and finish those it holds; it stays
-        alive, beats, and says ``quiet`` (:class:`~rota.client.pools.PoolNotFound` for
-        no such live pool; :class:`~rota.client.pools.StopIsFinal` once told to stop)."""
-        await self.tell_pools("quiet", pool_id=pool_id)
-
-    async def stop_pool(self, pool_id: str) -> None:
-        """Tell a live pool to stop as on SIGTERM: it drains within its ``grace`` (the
-        jobs it cannot finish go back to their queues) and leaves; it says ``stopping``
-        until its heartbeat ends."""
-        await self.tell_pools("stop", pool_id=pool_id)
-
-    async def resume_pool(self, pool_id: str) -> None:
-        """Let a quiet pool fetch again (nothing for a pool that runs)."""
-        await self.tell_pools("resume", pool_id=pool_id)
-
-    async def quiet_host(self, host: str) -> list[str]:
-        """:meth:`quiet_pool` for every live pool of ``host`` (its snapshot's hostname):
-        the ids told (a pool told to stop is left out)."""
-        return await self.tell_pools("quiet", host=host)
-
-    async def stop_host(self, host: str) -> list[str]:
-        """:meth:`stop_pool` for every live pool of ``host``: the ids told."""
-        return await self.tell_pools("stop", host=host)
-
-    async def resume_host(self, host: str) -> list[str]:
-        """:meth:`resume_pool` for every live pool of ``host``: the ids told."""
-        return await self.tell_pools("resume", host=host)
-
-    async def tell_pools(
-        self, command: Command, *, pool_id: str | None = None, host: str | None = None
-    ) -> list[str]:
-        """Give ``command`` (quiet, stop, resume) to pool ``pool_id`` or to every pool of
-        ``host``: the ids told (see :meth:`rota.client.pools.PoolCommands.give`)."""
-        live = await self.pools()
-        return await PoolCommands(self.shards[0]).give(command, live, pool_id=pool_id, host=host)
-
-    async def pool_commands(self) -> dict[str, str]:
-        """What each live pool was told: pool id -> quiet or stop (none: run)."""
-        return await PoolCommands(self.shards[0]).read()
+    async def top_fair_keys(self, names: Sequence[str], top: int) -> dict[str, list[FairKeyInfo]]:
+        """:meth:`FairKeys.top_fair_keys` (``admin.fair``), for the readers of before."""
+        return await self.fair.top_fair_keys(names, top)
 
     async def page(self, which: JobSet, offset: int = 0, count: int = 50) -> Page:
         """A page of the scheduled, retry, dead (newest first) or waiting set, in the
@@ -350,53 +312,8 @@ class Admin(FairAdmin, RunTimesAdmin, JobActions):
         begun = start if k == 1 else sum(min(at, size) for size in sizes)
         return Found(len(chosen), offset, jobs, searched, sum(sizes), begun)
 
-    async def finished(
-        self,
-        *,
-        name: str | None = None,
-        text: str = "",
-        fields: Fields = "id",
-        since: float | None = None,
-        until: float | None = None,
-        order: Order = "newest",
-        offset: int = 0,
-        count: int = 50,
-        scan: int = SEARCH_LIMIT,
-        budget: float | None = None,
-        preview: int = PREVIEW,
-    ) -> Finished:
-        """A page of the kept complete jobs completed from ``since`` to ``until`` (epoch
-        seconds, both included; None: no bound), newest (or oldest) first, each with its
-        run time and the first ``preview`` bytes of its result. All of them: an exact
-        page. Of one ``name`` or matching ``text`` (as :meth:`search`): a bounded scan of
-        at most ``scan`` jobs (and ``budget`` seconds) that says where a later page goes
-        on (see :mod:`rota.client.finished`)."""
-        if name is not None:
-            validate_name(name)
-        checked("offset", offset, Bound(0, MAX_OFFSET, whole=True))
-        checked("count", count, Bound(1, MAX_COUNT, whole=True))
-        checked("preview", preview, Bound(1, MAX_PREVIEW, whole=True))
-        checked("scan", scan, JOBS)
-        for bound, at in (("since", since), ("until", until)):
-            if at is not None:
-                checked(bound, at, Bound(0, TIME_MAX))
-        if order not in ("newest", "oldest"):
-            raise ValueError(f"order: 'newest' or 'oldest', not {order!r}")
-        checked_scan(fields, budget)
-        return await finished(
-            self._route,
-            name=name,
-            text=text,
-            fields=fields,
-            since=since,
-            until=until,
-            order=order,
-            offset=offset,
-            count=count,
-            scan=scan,
-            budget=budget,
-            preview=preview,
-        )
+    #: A page of the kept complete jobs (:func:`rota.client.finished.finished`).
+    finished = on_route(finished)
 
     async def in_set(self, which: JobSet, ids: Sequence[str]) -> list[str]:
         """Those of ``ids`` the scheduled, retry, dead or waiting set holds now: what an

@@ -1,5 +1,5 @@
 """The operator's actions on one job wherever it waits, and the clean of a set by age, as
-methods of :class:`rota.client.admin.Admin` (``client.admin``): delete a queued job or
+the methods of :class:`JobActions` (``client.admin.jobs``): delete a queued job or
 move it to the front of its queue, kill a job of the retry set, and delete the jobs of
 the dead, retry and scheduled sets, or the kept complete jobs, older than an age.
 
@@ -13,8 +13,8 @@ is found on the shard its id names, then on the others (see
 "Run now" of a queued job is :meth:`JobActions.to_front`: a job cannot start sooner than
 being the next fetched with a pool woken for it; a paused name, or one at its
 concurrency or rate limit, holds it as it holds the rest. For the scheduled and retry
-sets, "run now" is :meth:`Admin.retry` (the job is queued now, behind the jobs queued
-already); :meth:`to_front` after it puts it first.
+sets, "run now" is :meth:`rota.client.admin.Admin.retry` (the job is queued now,
+behind the jobs queued already); :meth:`to_front` after it puts it first.
 
 A clean reads each shard's set :data:`CLEAN_CHUNK` entries per call, so a call blocks
 Redis for under a millisecond (0.5 to 0.85 ms measured in several runs, with and
@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final, Literal, get_args
 
-from rota.protocol import calls
+from rota.protocol import operator_calls
 from rota.protocol.bounds import TEN_YEARS, Bound, checked
 from rota.protocol.job import Reason, validate_name
 
@@ -53,10 +53,11 @@ MAX_ERROR: Final = 1000
 
 
 class JobActions:
-    """The actions on one job and the clean by age of :class:`~rota.client.admin.Admin`
-    (a mixin: it needs the admin's routing table, ``_route``)."""
+    """The actions on one job and the clean by age (``client.admin.jobs``, see the
+    module), over the shards of ``route``."""
 
-    _route: Shards
+    def __init__(self, route: Shards) -> None:
+        self._route = route
 
     async def to_front(self, job_id: str) -> bool:
         """Move a queued job to the front of its queue, so that it is fetched next among
@@ -64,13 +65,13 @@ class JobActions:
         turn), and wake an idle pool for it: "run now" for a queued job. False when the
         job is in no queue (a pool took it, it finished, it was deleted, or it is in
         another state)."""
-        return await self._route.by_id(job_id, lambda s: calls.to_front(s.scope, job_id))
+        return await self._route.by_id(job_id, lambda s: operator_calls.to_front(s.scope, job_id))
 
     async def delete_queued(self, job_id: str) -> bool:
         """Delete a queued job (its record, log and holds; what waits for it ends dead
         with reason ``dependency_failed``). False when the job is in no queue: a pool
         that took it meanwhile runs it, untouched."""
-        return await self._route.by_id(job_id, lambda s: calls.unqueue(s.scope, job_id))
+        return await self._route.by_id(job_id, lambda s: operator_calls.unqueue(s.scope, job_id))
 
     async def kill(self, ids: Sequence[str], error: str = "killed by an operator") -> int:
         """Move jobs of the retry set to the dead set now, with reason ``killed`` and
@@ -85,7 +86,7 @@ class JobActions:
         if not ids:
             return 0
         each = await self._route.each(
-            lambda s: calls.kill(s.scope, Reason.KILLED.value, error, ids)
+            lambda s: operator_calls.kill(s.scope, Reason.KILLED.value, error, ids)
         )
         return sum(each)
 
@@ -106,7 +107,7 @@ class JobActions:
         async def clean(shard: Shard) -> int:
             start = total = 0
             while True:
-                deleted, read = await calls.clean(
+                deleted, read = await operator_calls.clean(
                     shard.scope, which, age_ms, name or "", start, CLEAN_CHUNK
                 )
                 total += deleted

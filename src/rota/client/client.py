@@ -9,9 +9,7 @@ key, a read of a job to the shard its id names. One shard goes through the same 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import time
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Self
@@ -20,6 +18,7 @@ from rota.client.admin import Admin
 from rota.client.debounce import Debounce
 from rota.client.enqueue import durable_send, riding, traced
 from rota.client.follow import Follower
+from rota.client.methods import MOVED, guard_methods, moved
 from rota.client.options import DEFAULTS, Options
 from rota.client.routing import Shards
 from rota.client.shard import Shard
@@ -31,7 +30,6 @@ from rota.protocol.keys import Keys
 from rota.protocol.rows import EnqueueRow
 from rota.protocol.shards import place, shard_tag
 from rota.redis.access import connect, connect_to
-from rota.redis.outage import guarded
 from rota.redis.sentinel import follow_primary
 from rota.urls import CLUSTER
 from rota.wire.redispy import Redis
@@ -366,46 +364,7 @@ class Client:
         await self.close()
 
 
-#: The operator's methods documented on Client before :class:`Admin`: kept one release.
-_MOVED = [
-    "pause",
-    "resume",
-    "set_limit",
-    "set_rate",
-    "queues",
-    "page",
-    "retry",
-    "delete",
-    "clear_queue",
-    "stats",
-    "pools",
-    "running",
-]
-
-
-def _moved(name: str) -> Callable[..., Any]:
-    async def moved(self: Client, *args: Any, **kwargs: Any) -> Any:
-        warnings.warn(
-            f"Client.{name} is deprecated: use client.admin.{name}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return await getattr(self.admin, name)(*args, **kwargs)
-
-    moved.__name__ = moved.__qualname__ = name
-    moved.__doc__ = f"Deprecated: :meth:`Admin.{name}` (``client.admin.{name}``)."
-    return moved
-
-
-def _guard_methods(cls: type) -> None:
-    """Every public coroutine method of ``cls`` raises rota's errors, not redis-py's (see
-    :func:`rota.redis.outage.guarded`): the one place they change."""
-    for name, method in inspect.getmembers(cls, inspect.iscoroutinefunction):
-        if not name.startswith("_"):
-            setattr(cls, name, guarded(method))
-
-
-_guard_methods(Client)
-_guard_methods(Admin)
-for _name in _MOVED:
-    setattr(Client, _name, _moved(_name))
+for _cls in (Client, Admin, *Admin.PARTS):
+    guard_methods(_cls)
+for _name in MOVED:
+    setattr(Client, _name, moved(_name))

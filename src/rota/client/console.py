@@ -28,13 +28,12 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from rota.client.admin import TIME_MAX
-from rota.client.finished import MAX_COUNT, MAX_OFFSET, Order
+from rota.client.finished import MAX_COUNT, MAX_OFFSET, TIME_MAX, Order
 from rota.client.routing import Shards
 from rota.client.spec import Enqueued, JobSpec
 from rota.client.status import Page, QueueInfo
 from rota.errors import JobNotFound, PayloadTooLarge
-from rota.protocol import calls, codec
+from rota.protocol import codec, operator_calls
 from rota.protocol.bounds import Bound, checked
 from rota.protocol.job import JobSet, field_int, now_ms, reply_text, validate_name
 
@@ -158,7 +157,7 @@ async def retry_edited(client: Client, which: Editable, job_id: str, args: Any) 
             f"args of job {job_id} are {len(payload)} bytes encoded, over the limit of {limit}"
         )
     shard = await client.admin.shard_holding(job_id)
-    done = await calls.edit(shard.scope, which, job_id, payload)
+    done = await operator_calls.edit(shard.scope, which, job_id, payload)
     if done == -1:
         raise JobNotFound(f"job {job_id} is not among the {which} jobs (any more): nothing changed")
     if done != 1:

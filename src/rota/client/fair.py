@@ -1,7 +1,7 @@
 """Fair keys, the operator's side: the settings of one key of a job name, a read of the
 keys worth a look (:mod:`rota.client.fair_top`) and of one key's jobs
-(:mod:`rota.client.fair_jobs`), as methods of :class:`rota.client.admin.Admin`
-(``client.admin``). Within a job name, jobs that carry a fair key (``fair_key=`` at
+(:mod:`rota.client.fair_jobs`), as the methods of :class:`FairKeys`
+(``client.admin.fair``). Within a job name, jobs that carry a fair key (``fair_key=`` at
 enqueue) take turns by key (weighted round robin, FIFO within a key); see "Fair keys"
 in docs/protocol.md for what each setting does in Redis.
 
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from rota.client.fair_jobs import FAIR_JOBS, FairKeyJobs, key_jobs
 from rota.client.fair_top import FairKeyInfo, merged, ranked, setting
 from rota.client.spec import check_fair_key
-from rota.protocol import calls
+from rota.protocol import operator_calls
 from rota.protocol.bounds import FAIR, checked
 from rota.protocol.job import validate_name
 from rota.protocol.rate import Rate, parse_rate
@@ -28,14 +28,15 @@ if TYPE_CHECKING:
     from rota.client.routing import Shards
     from rota.client.shard import Shard
 
-__all__ = ["FairAdmin", "FairKeyInfo", "FairKeyJobs", "setting"]
+__all__ = ["FairKeyInfo", "FairKeyJobs", "FairKeys", "setting"]
 
 
-class FairAdmin:
-    """The fair-key methods of :class:`~rota.client.admin.Admin` (a mixin: it needs the
-    admin's routing table, ``_route``)."""
+class FairKeys:
+    """The fair keys of a namespace's job names (``client.admin.fair``, see the module),
+    over the shards of ``route``."""
 
-    _route: Shards
+    def __init__(self, route: Shards) -> None:
+        self._route = route
 
     def _of(self, name: str, key: str) -> tuple[str, str, Shard]:
         """``name`` and ``key`` checked, and the shard the key lives in."""
@@ -49,7 +50,7 @@ class FairAdmin:
         there until they end)."""
         name, key, shard = self._of(name, key)
         for there in dict.fromkeys((self._route.home(key), shard)):
-            await calls.fair_key(there.scope, what, name, key, value)
+            await operator_calls.fair_key(there.scope, what, name, key, value)
 
     async def set_weight(self, name: str, key: str, weight: int | None) -> None:
         """Give ``key`` of job name ``name`` ``weight`` turns (1..1000) for every one of
@@ -67,7 +68,9 @@ class FairAdmin:
         value = "" if limit is None else str(checked("limit", limit, FAIR["limit"]))
         if key is None:
             validate_name(name)
-            await self._route.each(lambda s: calls.fair_key(s.scope, "limit", name, "", value))
+            await self._route.each(
+                lambda s: operator_calls.fair_key(s.scope, "limit", name, "", value)
+            )
             return
         await self._set(name, key, "limit", value)
 
@@ -97,7 +100,7 @@ class FairAdmin:
         async def clear(shard: Shard) -> int:
             total = 0
             while True:
-                n = await calls.delete(shard.scope, "key", [key], name=name, limit=500)
+                n = await operator_calls.delete(shard.scope, "key", [key], name=name, limit=500)
                 total += n
                 if n < 500:
                     return total

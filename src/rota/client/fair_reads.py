@@ -1,10 +1,10 @@
 """Fair keys, the reads the operator's tools need beside
-:meth:`rota.client.fair.FairAdmin.fair_keys`: the default concurrency limit of a name's
+:meth:`rota.client.fair.FairKeys.fair_keys`: the default concurrency limit of a name's
 keys, which the web UI and ``rota keys list`` show above the keys (a key's own row says
 the limit it runs under, not whether that is its own or the default).
 
 The default is written to every shard whole (see
-:meth:`~rota.client.fair.FairAdmin.set_key_limit`), so the first shard's copy is read:
+:meth:`~rota.client.fair.FairKeys.set_key_limit`), so the first shard's copy is read:
 one command, whatever the number of keys or shards.
 """
 

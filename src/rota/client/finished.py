@@ -28,8 +28,18 @@ import msgspec
 from msgspec import Meta
 
 from rota.client.pages import set_page
-from rota.client.scan import CONTENT_FIELDS, SEARCH_CHUNK, SEARCH_LIMIT, Fields, matches, scored
-from rota.protocol.job import field_int, field_seconds, field_text, reply_text
+from rota.client.scan import (
+    CONTENT_FIELDS,
+    JOBS,
+    SEARCH_CHUNK,
+    SEARCH_LIMIT,
+    Fields,
+    checked_scan,
+    matches,
+    scored,
+)
+from rota.protocol.bounds import Bound, checked
+from rota.protocol.job import field_int, field_seconds, field_text, reply_text, validate_name
 
 if TYPE_CHECKING:
     from rota.client.routing import Shards
@@ -41,6 +51,7 @@ __all__ = [
     "MAX_PREVIEW",
     "PREVIEW",
     "READ_MAX",
+    "TIME_MAX",
     "Finished",
     "FinishedJob",
     "Order",
@@ -60,6 +71,10 @@ MAX_COUNT: Final = 1000
 Order = Literal["newest", "oldest"]
 #: The fields of a record a page reads besides the result.
 _FIELDS: Final = ("name", "started_at", "attempts", "pool", "args")
+
+
+#: The latest time a window of finished jobs may name: the end of year 9999 (seconds).
+TIME_MAX: Final = 253_402_300_799.0
 
 
 class FinishedJob(msgspec.Struct, frozen=True, kw_only=True):
@@ -267,7 +282,24 @@ async def finished(
     budget: float | None = None,
     preview: int = PREVIEW,
 ) -> Finished:
-    """A page of the complete jobs (see the module and :meth:`Admin.finished`)."""
+    """A page of the kept complete jobs completed from ``since`` to ``until`` (epoch
+    seconds, both included; None: no bound), newest (or oldest) first, each with its run
+    time and the first ``preview`` bytes of its result (``admin.finished``, the shards
+    its own). All of them: an exact page. Of one ``name`` or matching ``text`` (as
+    :meth:`rota.client.admin.Admin.search`): a bounded scan of at most ``scan`` jobs (and
+    ``budget`` seconds) that says where a later page goes on (see the module)."""
+    if name is not None:
+        validate_name(name)
+    checked("offset", offset, Bound(0, MAX_OFFSET, whole=True))
+    checked("count", count, Bound(1, MAX_COUNT, whole=True))
+    checked("preview", preview, Bound(1, MAX_PREVIEW, whole=True))
+    checked("scan", scan, JOBS)
+    for bound, at in (("since", since), ("until", until)):
+        if at is not None:
+            checked(bound, at, Bound(0, TIME_MAX))
+    if order not in ("newest", "oldest"):
+        raise ValueError(f"order: 'newest' or 'oldest', not {order!r}")
+    checked_scan(fields, budget)
     window = _window(since, until)
     sign = -1 if order == "newest" else 1
     if name is None and not text.strip() and shards.count > 1:  # exact at any depth

@@ -14,7 +14,7 @@ the hash holds no more than the live pools' commands.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Final, Literal
 
 from rota.client.status import LivePool
@@ -22,7 +22,7 @@ from rota.protocol.job import reply_text
 from rota.wire.redispy import wrong_type
 
 if TYPE_CHECKING:
-    from rota.client.shard import Shard
+    from rota.client.routing import Shards
 
 __all__ = ["COMMANDS", "Command", "PoolCommands", "PoolNotFound", "StopIsFinal"]
 
@@ -40,14 +40,16 @@ class StopIsFinal(ValueError):
 
 
 class PoolCommands:
-    """The commands of one namespace's pools, on its first shard (see the module)."""
+    """The commands of one namespace's pools (``client.admin.commands``, see the
+    module): written in its first shard, given to the pools ``live`` lists."""
 
-    def __init__(self, first: Shard) -> None:
-        self._shard = first
+    def __init__(self, route: Shards, live: Callable[[], Awaitable[Sequence[LivePool]]]) -> None:
+        self._route = route
+        self._live = live
 
     async def read(self) -> dict[str, str]:
         """What each pool was told and has not left since: pool id -> quiet or stop."""
-        s = self._shard
+        s = self._route.all[0]
         try:
             raw = await s.redis.hgetall(s.keys.pool_commands)
         except Exception as exc:  # a key of another type, written by hand: none
@@ -56,21 +58,51 @@ class PoolCommands:
             return {}
         return {reply_text(k): reply_text(v) for k, v in raw.items()}
 
+    async def quiet_pool(self, pool_id: str) -> None:
+        """Tell a live pool to fetch no more jobs and finish those it holds; it stays
+        alive, beats, and says ``quiet`` (:class:`PoolNotFound` for no such live pool;
+        :class:`StopIsFinal` once told to stop)."""
+        await self.give("quiet", pool_id=pool_id)
+
+    async def stop_pool(self, pool_id: str) -> None:
+        """Tell a live pool to stop as on SIGTERM: it drains within its ``grace`` (the
+        jobs it cannot finish go back to their queues) and leaves; it says ``stopping``
+        until its heartbeat ends."""
+        await self.give("stop", pool_id=pool_id)
+
+    async def resume_pool(self, pool_id: str) -> None:
+        """Let a quiet pool fetch again (nothing for a pool that runs)."""
+        await self.give("resume", pool_id=pool_id)
+
+    async def quiet_host(self, host: str) -> list[str]:
+        """:meth:`quiet_pool` for every live pool of ``host`` (its snapshot's hostname):
+        the ids told (a pool told to stop is left out)."""
+        return await self.give("quiet", host=host)
+
+    async def stop_host(self, host: str) -> list[str]:
+        """:meth:`stop_pool` for every live pool of ``host``: the ids told."""
+        return await self.give("stop", host=host)
+
+    async def resume_host(self, host: str) -> list[str]:
+        """:meth:`resume_pool` for every live pool of ``host``: the ids told."""
+        return await self.give("resume", host=host)
+
     async def give(
         self,
         command: Command,
-        live: Sequence[LivePool],
         *,
         pool_id: str | None = None,
         host: str | None = None,
     ) -> list[str]:
-        """Tell pool ``pool_id``, or every pool of ``host``, of the ``live`` ones,
-        ``command``: the ids told. A pool told to stop refuses a quiet or a resume
-        (:class:`StopIsFinal`, nothing written); of a host's pools, those are left out."""
+        """Tell pool ``pool_id``, or every pool of ``host``, of the live ones,
+        ``command`` (quiet, stop, resume): the ids told. A pool told to stop refuses a
+        quiet or a resume (:class:`StopIsFinal`, nothing written); of a host's pools,
+        those are left out."""
         if command not in COMMANDS:
             raise ValueError(f"command: must be one of {', '.join(COMMANDS)}, got {command!r}")
         if (pool_id is None) == (host is None):
             raise ValueError("give a pool id or a host, not both")
+        live = await self._live()
         chosen = [p.id for p in live if p.id == pool_id or p.host == host]
         if not chosen:
             raise PoolNotFound(
@@ -86,7 +118,7 @@ class PoolCommands:
                     f"pool {final[0]} was told to stop: a stop cannot be taken back"
                     + (f" (and {len(final) - 1} more)" if len(final) > 1 else "")
                 )
-        s = self._shard
+        s = self._route.all[0]
         key, field = s.keys.pool_commands, COMMANDS[command]
         gone = [p for p in told if p not in {pool.id for pool in live}]
         async with s.redis.pipeline(transaction=False) as pipe:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from rota.client.rules import gather
 from rota.client.shard import Shard
@@ -38,9 +38,10 @@ from rota.protocol.reshard import ShardRecord
 from rota.protocol.rows import EnqueueRow
 from rota.protocol.shards import shard_of, shard_of_row, shard_tags
 
-__all__ = ["Shards"]
+__all__ = ["Shards", "on_route"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class Shards:
@@ -91,34 +92,30 @@ class Shards:
         raises JobNotFound) and another shard holds the job, ``read`` there. Found
         nowhere, the shard record is read again (:attr:`reread`): when the count
         changed since, the job is looked for over the shards it names now."""
+
+        async def once() -> T:
+            try:
+                answer = await read(self.home(job_id))
+            except JobNotFound:
+                if (there := (await self.holders([job_id])).get(job_id)) is None:
+                    raise
+                return await read(there)
+            if missing(answer) and (there := (await self.holders([job_id])).get(job_id)):
+                return await read(there)
+            return answer
+
         try:
-            answer = await self._by_id(job_id, read, missing)
+            answer = await once()
         except JobNotFound:
             if not await self._changed():
                 raise
-            return await self._by_id(job_id, read, missing)
+            return await once()
         if missing(answer) and await self._changed():
-            return await self._by_id(job_id, read, missing)
+            return await once()
         return answer
 
     async def _changed(self) -> bool:
         return self.reread is not None and await self.reread()
-
-    async def _by_id(
-        self,
-        job_id: str,
-        read: Callable[[Shard], Awaitable[T]],
-        missing: Callable[[T], bool] = operator.not_,
-    ) -> T:
-        try:
-            answer = await read(self.home(job_id))
-        except JobNotFound:
-            if (there := (await self.holders([job_id])).get(job_id)) is None:
-                raise
-            return await read(there)
-        if missing(answer) and (there := (await self.holders([job_id])).get(job_id)):
-            return await read(there)
-        return answer
 
     async def holding(self, job_id: str) -> Shard:
         """The shard that holds ``job_id``: the one its id names when it has the job (one
@@ -253,3 +250,17 @@ async def _at(
     found = await gather([functools.partial(call, s, at_s) for s, at_s in by_shard.items()])
     rows = zip(by_shard.values(), found, strict=True)
     return {at: row for at_s, got in rows for at, row in zip(at_s, got, strict=True)}
+
+
+def on_route(
+    read: Callable[Concatenate[Shards, P], Awaitable[T]],
+) -> Callable[Concatenate[Any, P], Awaitable[T]]:
+    """``read`` of a namespace's shards as a method of an object that routes over them
+    (``self._route``): one signature, the function's, instead of a method that passes
+    every argument on."""
+
+    @functools.wraps(read)
+    async def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await read(self._route, *args, **kwargs)
+
+    return method

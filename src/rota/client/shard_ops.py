@@ -19,7 +19,7 @@ import msgspec
 
 from rota.client.scan import SEARCH_LIMIT, SearchedSet
 from rota.client.status import Bucket, History, LivePool, QueueInfo, RunningJob
-from rota.protocol import calls
+from rota.protocol import operator_calls
 from rota.protocol.calls import Scope
 from rota.protocol.job import (
     JobRecord,
@@ -133,7 +133,9 @@ class ShardOperations:
         forgotten: list[str] = []
         for i in range(0, len(names), chunk):
             cutoff = now - int(after * 1000)
-            forgotten += await calls.forget_names(self.scope, now, cutoff, names[i : i + chunk])
+            forgotten += await operator_calls.forget_names(
+                self.scope, now, cutoff, names[i : i + chunk]
+            )
         return forgotten
 
     async def backlog(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
@@ -308,17 +310,21 @@ class ShardOperations:
         if which == "waiting":
             raise ValueError("waiting jobs run when their parents complete: retry those")
         z = self.set_key(which)
-        return await self._in_chunks(functools.partial(calls.move, self.scope, which), ids, z)
+        return await self._in_chunks(
+            functools.partial(operator_calls.move, self.scope, which), ids, z
+        )
 
     async def delete(self, which: JobSet, ids: Sequence[str] | None = None) -> int:
         z = self.set_key(which)
-        return await self._in_chunks(functools.partial(calls.delete, self.scope, which), ids, z)
+        return await self._in_chunks(
+            functools.partial(operator_calls.delete, self.scope, which), ids, z
+        )
 
     async def clear_queue(self, name: str) -> int:
         name = validate_name(name)
         total = 0
         while True:
-            n = await calls.delete(self.scope, "queue", name=name, limit=_CHUNK)
+            n = await operator_calls.delete(self.scope, "queue", name=name, limit=_CHUNK)
             total += n
             if n < _CHUNK:
                 return total

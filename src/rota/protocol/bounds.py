@@ -109,7 +109,7 @@ HANDLER: Final[dict[str, Bound]] = {
     "expires_in": Bound(0.001, TEN_YEARS),  # a default for its jobs, from their enqueue
 }
 
-#: A fair key's settings (``client.admin.set_weight`` ...; see lua/_fair.lua).
+#: A fair key's settings (``client.admin.fair.set_weight`` ...; see lua/_fair.lua).
 FAIR: Final[dict[str, Bound]] = {
     "weight": _count(1, 1000),  # its share of its name's turns; default 1
     "limit": _count(1, 1_000_000),  # most of its jobs running at once

@@ -83,7 +83,9 @@ def _one(action: str, summary: str) -> None:
     async def act(request: Request) -> Response:
         job_id = request.path_params["job_id"]
         admin = client_of(request).admin
-        done = await (admin.to_front if action == "front" else admin.delete_queued)(job_id)
+        done = await (admin.jobs.to_front if action == "front" else admin.jobs.delete_queued)(
+            job_id
+        )
         if not done:
             raise _refuse(request, 404, f"job {job_id} is not queued (taken, finished or gone)")
         request.state.audit_ids = [job_id]
@@ -112,7 +114,7 @@ _one("delete", "Delete a queued job (404 when a pool took it meanwhile).")
 async def kill_one(request: Request) -> Response:
     """Kill one job of the retry set from a page."""
     job_id = request.path_params["job_id"]
-    n = request.state.audit_count = await client_of(request).admin.kill([job_id])
+    n = request.state.audit_count = await client_of(request).admin.jobs.kill([job_id])
     if n == 0:
         raise HTTPException(404, f"no job {job_id} among the retry jobs")
     request.state.audit_ids = [job_id]
@@ -132,7 +134,7 @@ async def kill(request: Request, body: Kill) -> Killed:
     if missing:
         raise ApiError(404, f"not among the retry jobs: {', '.join(missing[:10])}")
     request.state.audit_ids = ids
-    request.state.audit_count = n = await admin.kill(ids)
+    request.state.audit_count = n = await admin.jobs.kill(ids)
     return Killed(n)
 
 
@@ -140,7 +142,7 @@ async def _clean(request: Request, which: Cleaned, older_than: float, name: str 
     """The clean, its audit entry's filter and count; a bad value a 400 (422 in the
     API) of one line naming it."""
     try:
-        n = await client_of(request).admin.clean(which, older_than, name)
+        n = await client_of(request).admin.jobs.clean(which, older_than, name)
     except ValueError as exc:
         raise _refuse(request, 422 if is_api(request) else 400, str(exc)) from None
     given = {"older_than": older_than, "name": name}

@@ -130,7 +130,7 @@ async def pools(request: Request) -> Pools:
     client = client_of(request)
     live = await client.admin.pools()
     busy = Counter(r.pool for r in await client.admin.running(await leased_names(client), live))
-    told = await client.admin.pool_commands()
+    told = await client.admin.commands.read()
     out = [
         mirror(Pool, p, busy=busy[p.id], periodic=[c.name for c in p.periodic], told=told.get(p.id))
         for p in live

@@ -104,7 +104,7 @@ class KeyRateRequest(msgspec.Struct, forbid_unknown_fields=True):
 
 async def read(client: Client, name: str, top: int = TOP) -> FairKeys:
     """The section of the queue page and the API's answer."""
-    keys = await client.admin.fair_keys(name, top)
+    keys = await client.admin.fair.fair_keys(name, top)
     return FairKeys(name, await default_key_limit(client, name), keys)
 
 
@@ -131,7 +131,7 @@ async def key_jobs(request: Request) -> KeyJobs:
     running jobs."""
     name, key = await _named(request)
     offset, count = _OFFSET.read(request), _COUNT.read(request)
-    view = await client_of(request).admin.fair_key_jobs(name, key, offset, count)
+    view = await client_of(request).admin.fair.fair_key_jobs(name, key, offset, count)
     return mirror(
         KeyJobs,
         view,
@@ -159,7 +159,7 @@ async def _done(request: Request, name: str, body: Any, done: str, n: int | None
 async def _switch(request: Request, paused: bool) -> Any:
     name, key = await _named(request)
     admin = client_of(request).admin
-    await (admin.pause_key if paused else admin.resume_key)(name, key)
+    await (admin.fair.pause_key if paused else admin.fair.resume_key)(name, key)
     return await _done(request, name, KeyState(name, key, paused), "key-" + _PAST[paused])
 
 
@@ -182,7 +182,7 @@ async def resume(request: Request) -> Any:
 async def clear(request: Request) -> Any:
     """Delete the queued jobs of one fair key of a queue (running ones finish)."""
     name, key = await _named(request)
-    n = await client_of(request).admin.clear_key(name, key)
+    n = await client_of(request).admin.fair.clear_key(name, key)
     return await _done(request, name, KeyCleared(name, key, n), "key-cleared", n)
 
 
@@ -190,11 +190,11 @@ async def _set(client: Client, what: str, name: str, key: str | None, value: Any
     """One setting through the admin (a ValueError in its words for a value out of range)."""
     admin = client.admin
     if what == "limit":
-        await admin.set_key_limit(name, key, value)
+        await admin.fair.set_key_limit(name, key, value)
     elif key is not None and what == "weight":
-        await admin.set_weight(name, key, value)
+        await admin.fair.set_weight(name, key, value)
     elif key is not None:
-        await admin.set_key_rate(name, key, value)
+        await admin.fair.set_key_rate(name, key, value)
 
 
 async def _api_set(request: Request, what: str, value: Any) -> tuple[str, str]:
@@ -238,7 +238,7 @@ async def set_default_limit(request: Request, body: KeyLimitRequest) -> msgspec.
     """Set or remove the concurrency limit of every fair key of a queue without its own."""
     name = await known_queue(request)
     try:
-        await client_of(request).admin.set_key_limit(name, None, body.limit)
+        await client_of(request).admin.fair.set_key_limit(name, None, body.limit)
     except ValueError as exc:
         raise ApiError(422, str(exc)) from None
     return KeyLimit(name, None, body.limit)

@@ -39,7 +39,7 @@ class Told(msgspec.Struct):
 async def _tell(request: Request, command: Command, **chosen: str) -> Told:
     """404 for no such live pool (or none on the host), 409 for a pool told to stop."""
     try:
-        told = await client_of(request).admin.tell_pools(command, **chosen)
+        told = await client_of(request).admin.commands.give(command, **chosen)
     except PoolNotFound as exc:
         raise ApiError(404, str(exc)) from None
     except StopIsFinal as exc:

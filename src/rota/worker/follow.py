@@ -23,49 +23,22 @@ import structlog
 from rota.client.shard import Shard
 from rota.protocol.reshard import BadRecord
 from rota.redis.outage import condition
-from rota.worker.acker import Acker
-from rota.worker.fetcher import Fetcher
-from rota.worker.heartbeat import Heartbeat
-from rota.worker.retire import ShardTasks
-from rota.worker.robin import Robin
+from rota.worker.retire import Retiring
 from rota.worker.runtime import PoolRuntime
-from rota.worker.scheduler import Scheduler
 
 __all__ = ["RecordFollower"]
 
 log = structlog.get_logger("rota.pool")
 
 
-class Serving(Protocol):
-    """What a follower needs of the pool's run (rota.worker.run.PoolRun)."""
-
-    @property
-    def rt(self) -> PoolRuntime: ...
-
-    @property
-    def shards(self) -> list[PoolRuntime]: ...
+class Serving(Retiring, Protocol):
+    """What a follower needs of the pool's run (rota.worker.run.PoolRun): what a
+    retirement does, the shards it serves, and a shard more or less."""
 
     @property
     def serving(self) -> Sequence[PoolRuntime]: ...
 
-    @property
-    def ackers(self) -> list[Acker]: ...
-
-    @property
-    def fetchers(self) -> list[Fetcher]: ...
-
-    @property
-    def heartbeats(self) -> list[Heartbeat]: ...
-
-    @property
-    def schedulers(self) -> list[Scheduler]: ...
-
-    @property
-    def tasks(self) -> list[ShardTasks]: ...
-
-    def ready(self, i: int) -> bool: ...
-
-    def launch(self, i: int) -> None: ...
+    def add(self, shard: Shard) -> int: ...
 
     def start_retiring(self, i: int) -> bool: ...
 
@@ -125,24 +98,12 @@ class RecordFollower:
 
     def add(self, shard: Shard) -> None:
         """Serve ``shard`` too, from now on: a change of the namespace's shard count
-        named it. Its tasks start as a first shard's do; the pool's lists only grow, so
-        that the place a job carries stays its shard's (a shard retired and named again
-        is served at a new place)."""
+        named it (see :meth:`rota.worker.run.PoolRun.add`)."""
         run = self.run_
         if run.rt.stopping.is_set():
             return
-        i = len(run.shards)
-        rt = run.rt.beside(shard, i)
-        acker = Acker(rt)
-        priorities = {name: h.priority for name, h in run.rt.handlers.items()}
-        run.shards.append(rt)
-        run.ackers.append(acker)
-        run.fetchers.append(Fetcher(rt, Robin(priorities), acker))
-        run.heartbeats.append(Heartbeat(rt, acker))
-        run.schedulers.append(Scheduler(rt, [], listen=True))
-        run.tasks.append(ShardTasks())
+        i = run.add(shard)
         log.info("shard added", pool=run.rt.pool_id, shard=i, tag=shard.keys.prefix[:-1])
-        run.launch(i)
 
     def retire(self, i: int) -> None:
         """Serve shard ``i`` no more (see :mod:`rota.worker.retire`); one that never

@@ -36,7 +36,7 @@ from rota.worker.heartbeat import Heartbeat
 from rota.worker.runtime import PoolRuntime
 from rota.worker.waits import SharedWakes
 
-__all__ = ["POLL", "ShardTasks", "holds", "retire"]
+__all__ = ["POLL", "Retiring", "ShardTasks", "holds", "retire"]
 
 log = structlog.get_logger("rota.pool")
 

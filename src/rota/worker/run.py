@@ -2,17 +2,16 @@
 
 :class:`~rota.worker.pool.WorkerPool` registers handlers; a run runs them. Its start
 launches the background tasks (abort listener, acker, heartbeat, reaper, scheduler),
-then the fetcher and the workers. Its drain stops them in this order, one method per
-step: stop fetching, give back the jobs not started, wait for the running ones up to
-``grace``, cancel the rest, flush their outcomes, leave.
+then the fetcher and the workers (:mod:`rota.worker.workers`). Its drain stops them in
+this order, one named step each: stop fetching, give back the jobs not started, wait for
+the running ones up to ``grace``, cancel the rest (those three steps in
+:mod:`rota.worker.workers`), flush their outcomes, leave.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
-import time
 from collections.abc import AsyncIterator
 
 import anyio
@@ -20,9 +19,8 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from rota.client.rules import recorded_shards
+from rota.client.shard import Shard
 from rota.config import describe
-from rota.protocol.job import Reason
-from rota.protocol.rows import Dead, Requeue
 from rota.redis.outage import MEANING, condition
 from rota.redis.sentinel import follow_primary
 from rota.version import __version__
@@ -36,12 +34,16 @@ from rota.worker.rebalance import Rebalancer
 from rota.worker.registry import Periodic
 from rota.worker.retire import ShardTasks, retire
 from rota.worker.robin import Robin
-from rota.worker.runner import run_job
-from rota.worker.runtime import PoolRuntime, worker_task
+from rota.worker.runtime import PoolRuntime
 from rota.worker.scheduler import Scheduler, listen_for_schedulers
-from rota.worker.scopes import until_forced, unwrapped
-from rota.worker.threads import HOLD_REPORT, HOLDING, LEFT
+from rota.worker.scopes import unwrapped
 from rota.worker.waits import SharedWakes
+from rota.worker.workers import (
+    cancel_the_rest,
+    give_back_unstarted,
+    run_workers,
+    wait_for_workers,
+)
 
 __all__ = ["START_ALONE", "PoolRun"]
 
@@ -117,6 +119,24 @@ class PoolRun:
         """The tags of the shards whose tasks run (a shard being retired still beats)."""
         tasks = zip(self.shards, self.tasks, strict=True)
         return [r.keys.prefix[1:-2] for r, t in tasks if not t.ended.is_set()]
+
+    def add(self, shard: Shard) -> int:
+        """Serve ``shard`` too, at the next place (returned): a change of the
+        namespace's shard count named it. Its tasks start as a first shard's do; the
+        lists only grow, so that the place a job carries stays its shard's (a shard
+        retired and named again is served at a new place)."""
+        i = len(self.shards)
+        rt = self.rt.beside(shard, i)
+        acker = Acker(rt)
+        priorities = {name: h.priority for name, h in self.rt.handlers.items()}
+        self.shards.append(rt)
+        self.ackers.append(acker)
+        self.fetchers.append(Fetcher(rt, Robin(priorities), acker))
+        self.heartbeats.append(Heartbeat(rt, acker))
+        self.schedulers.append(Scheduler(rt, [], listen=True))
+        self.tasks.append(ShardTasks())
+        self.launch(i)
+        return i
 
     def launch(self, i: int) -> None:
         """Start the tasks of shard ``i``, added during the run (see
@@ -292,32 +312,9 @@ class PoolRun:
 
     async def _run_workers(self) -> None:
         try:
-            async with anyio.create_task_group() as workers:
-                for _ in range(self.rt.settings.concurrency):
-                    workers.start_soon(self._worker)
+            await run_workers(self.rt, self.shards, self.ackers)
         finally:
             self._workers_done.set()
-
-    async def _worker(self) -> None:
-        shards, ackers, handoff = self.shards, self.ackers, self.rt.handoff
-        children = self.rt.children
-        isolated = {name for name, h in self.rt.handlers.items() if h.isolated}
-        worker_task.set(asyncio.current_task())  # type: ignore[arg-type]
-        while (job := await handoff.take()) is not None:
-            start = time.perf_counter()
-            rt, acker = shards[job.shard], ackers[job.shard]
-            if rt.stopping.is_set():
-                acker.add(Requeue.of(job))
-            else:
-                try:
-                    if (outcome := await run_job(rt, job)) is not None:
-                        acker.add(outcome)
-                except Exception as exc:  # a bug must not take the pool down
-                    log.exception("job attempt failed inside rota", job_id=job.id)
-                    acker.add(Dead.of(job, Reason.ERROR, f"internal error: {exc!r}"))
-            if children is not None and job.name in isolated:
-                children.ended()
-            handoff.done(time.perf_counter() - start)
 
     # -- drain ----------------------------------------------------------------------
 
@@ -325,9 +322,9 @@ class PoolRun:
         """Stop the pool, losing no job: each step below waits for the one before."""
         self.rt.stopping.set()
         await self._stop_fetching()
-        self._give_back_unstarted()
-        await self._wait_for_workers()
-        await self._cancel_the_rest()
+        give_back_unstarted(self.rt, self.ackers)
+        await wait_for_workers(self.rt, self._workers_done)
+        await cancel_the_rest(self.rt, self._workers_done)
         await self._flush_outcomes()
         await self._leave()
 
@@ -345,37 +342,6 @@ class PoolRun:
                         raise
             with anyio.move_on_after(0.05):
                 await self._fetcher_done.wait()
-
-    def _give_back_unstarted(self) -> None:
-        """Jobs leased and not started go back to the front of their queues, the last
-        leased first, so that the first leased is next again: their order holds."""
-        for job in reversed(self.rt.handoff.close()):
-            self.ackers[job.shard].add(Requeue.of(job))
-
-    async def _wait_for_workers(self) -> None:
-        """Let running jobs finish, for ``grace`` seconds or until a second signal."""
-        rt = self.rt
-        log.info(
-            "pool draining", pool=rt.pool_id, running=len(rt.in_flight), grace=rt.settings.grace
-        )
-        await until_forced(self.rt.force, rt.settings.grace, self._workers_done.wait)
-
-    async def _cancel_the_rest(self) -> None:
-        """Cancel the jobs still running on the event loop: they go back to their queues
-        (see runner). Those whose handler runs in a thread are waited for, their leases
-        kept, until they end or a second signal leaves them (see rota.worker.threads)."""
-        rt, threads = self.rt, self.rt.threads
-        held = set(threads.awaited)
-        for entry in list(rt.in_flight.values()):
-            if entry.job.id not in held:
-                entry.cancel("shutdown")
-        while held and not (self._workers_done.is_set() or rt.force.is_set()):
-            if holding := threads.holding(rt.in_flight, held):
-                log.warning(HOLDING, pool=rt.pool_id, jobs=holding, lease=rt.settings.lease)
-            await until_forced(self.rt.force, HOLD_REPORT, self._workers_done.wait)
-        if rt.force.is_set() and (left := threads.leave(rt.in_flight)):
-            log.error(LEFT, pool=rt.pool_id, jobs=left, lease=rt.settings.lease)
-        await self._workers_done.wait()
 
     async def _flush_outcomes(self) -> None:
         """Record the outcomes; if Redis stays away, give up after a while: those jobs run

@@ -288,6 +288,29 @@ local function rearm_dependents(id, now)
   return n
 end
 
+-- An operator sends a job of the scheduled, retry or dead set back to its queue (its
+-- key's list, or the plain one; the caller took it out of the set) and its name is
+-- ready. A job revived from dead starts again with no failures and no lost attempts,
+-- and, when it has ties (`tied`: children or a group), what ended dead because of it
+-- waits for it again. Returns how many of those were re-armed.
+local function requeue(id, name, fkey, revived, tied, now)
+  local jk = key_job(id)
+  redis.call('HSET', jk, 'state', 'queued')
+  local rearmed = 0
+  if revived then
+    redis.call('HSET', jk, 'failures', 0, 'lost', 0)
+    redis.call('HDEL', jk, 'finished_at')
+    if tied then
+      rearmed = rearm_dependents(id, now)
+    end
+  end
+  if not push_job(name, fkey, id, false) then -- its key's list, or the queue
+    redis.call('SADD', K_NAMES, name)
+  end
+  mark_ready(name)
+  return rearmed
+end
+
 -- The first parent in `after` (space-separated ids) that has no record, and is not
 -- among the ids `made` earlier in the same call; nil when every parent exists.
 local function missing_parent(after, made)

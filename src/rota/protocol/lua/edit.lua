@@ -1,4 +1,4 @@
--- include: _base _counts _wake _graph _fair
+-- include: _base _counts _wake _graph
 -- Admin: edit then retry. Replace the args of one job of the retry or dead set and move
 -- it to its queue now, in one step: the same job (its id, attempts history, options,
 -- ties), with new args.
@@ -27,19 +27,8 @@ if set == 'dead' and f[2] == 'dependency_failed' then
   return -3
 end
 redis.call('ZREM', z, id)
-redis.call('HSET', jk, 'args', args, 'state', 'queued')
-if set == 'dead' then
-  -- as move: a job revived from dead starts again with no failures and no lost attempts
-  redis.call('HSET', jk, 'failures', 0, 'lost', 0)
-  redis.call('HDEL', jk, 'finished_at')
-  if f[4] or f[5] then
-    rearm_dependents(id, now)
-  end
-end
-if not push_job(name, f[3], id, false) then -- its key's list, or the queue
-  redis.call('SADD', K_NAMES, name)
-end
-mark_ready(name)
+redis.call('HSET', jk, 'args', args)
+requeue(id, name, f[3], set == 'dead', f[4] or f[5], now) -- as move
 wake(name)
 flush_counts(now)
 return 1

@@ -1,4 +1,4 @@
--- include: _base _counts _wake _graph _fair
+-- include: _base _counts _wake _graph
 -- Admin: move jobs out of a sorted set (scheduled, retry or dead) into their queues now.
 -- KEYS[1] namespace prefix
 -- ARGV set ('scheduled' | 'retry' | 'dead'), now_ms, id_1 .. id_n
@@ -25,20 +25,8 @@ for i = 3, #ARGV do
       dependents[#dependents + 1] = id
     elseif name and name ~= '' and redis.call('HEXISTS', jk, 'args') == 1 then
       redis.call('ZREM', z, id)
-      redis.call('HSET', jk, 'state', 'queued')
-      if set == 'dead' then
-        redis.call('HSET', jk, 'failures', 0, 'lost', 0)
-        redis.call('HDEL', jk, 'finished_at')
-        if f[3] or f[4] then
-          moved = moved + rearm_dependents(id, now)
-        end
-      end
-      if not push_job(name, f[5], id, false) then -- its key's list, or the queue
-        redis.call('SADD', K_NAMES, name)
-      end
-      mark_ready(name)
+      moved = moved + 1 + requeue(id, name, f[5], set == 'dead', f[3] or f[4], now)
       woken[name] = true
-      moved = moved + 1
     elseif set ~= 'dead' then
       redis.call('ZREM', z, id)
       bury(id, name, 'bad_payload', 'job has no record, name or args', now, nil)

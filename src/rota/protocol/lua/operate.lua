@@ -81,12 +81,14 @@ local function queued(id)
   return f[1], f[2] ~= '' and f[2] or nil
 end
 
-if op == 'front' then
-  local id = ARGV[2]
-  local name, fkey = queued(id)
-  if not name then
-    return 0
-  end
+-- The turn of a name's plain list among its keys' (its 'vt'; garbage: none, infinite).
+local function plain_turn(name)
+  local ok, vt = pcall(redis.call, 'HGET', key_fair(name), 'vt')
+  return finite_score(ok and vt)
+end
+
+-- 'front': the queued job `id` of `name` (its fair key `fkey`) to the front of its queue.
+local function front(id, name, fkey)
   local low = fair_min(name) -- the lowest turn among the name's ready keys (nil: none)
   local fq = fkey and key_fair_queue(name, fkey)
   local ok, gone = false, 0
@@ -101,8 +103,7 @@ if op == 'front' then
     end
     local okh, held = pcall(redis.call, 'ZSCORE', key_fair_keys(name), fkey)
     if okh and held then -- its key takes the next turn, before the plain list's
-      local okv, vt = pcall(redis.call, 'HGET', key_fair(name), 'vt')
-      local first = math.min(low, finite_score(okv and vt))
+      local first = math.min(low, plain_turn(name))
       if tonumber(held) >= first then
         redis.call('ZADD', key_fair_keys(name), str(first - 1e-6), fkey)
       end
@@ -116,20 +117,17 @@ if op == 'front' then
     redis.call('RPUSH', qk, id) -- the tail, which a fetch pops first
     mark_ready(name)
     if low then -- the plain list takes the next turn, before every key
-      local okv, vt = pcall(redis.call, 'HGET', key_fair(name), 'vt')
-      if finite_score(okv and vt) >= low then
+      if plain_turn(name) >= low then
         pcall(redis.call, 'HSET', key_fair(name), 'vt', str(low - 1e-6))
       end
     end
   end
   wake(name)
   return 1
-elseif op == 'unqueue' then
-  local id = ARGV[2]
-  local name, fkey = queued(id)
-  if not name then
-    return 0
-  end
+end
+
+-- 'unqueue': the queued job `id` of `name` deleted.
+local function unqueue(id, name, fkey)
   local ok, gone = pcall(redis.call, 'LREM', key_queue(name), 0, id)
   gone = ok and gone or 0
   if fkey then -- (a keyed job sits in the plain list only when its key's list was garbage)
@@ -142,6 +140,18 @@ elseif op == 'unqueue' then
   forget(id, fields_of(id), keys, false)
   delete_keys(keys)
   return 1
+end
+
+-- The actions on one queued job: on none (0) when it is no longer queued.
+local on_queued = {front = front, unqueue = unqueue}
+
+if on_queued[op] then
+  local id = ARGV[2]
+  local name, fkey = queued(id)
+  if not name then
+    return 0
+  end
+  return on_queued[op](id, name, fkey)
 elseif op == 'kill' then
   local reason, err = ARGV[2], ARGV[3]
   local killed = 0

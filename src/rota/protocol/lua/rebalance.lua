@@ -42,6 +42,12 @@ local function clean(raw)
   return v
 end
 
+-- Whether a newer lease than the raise's (ARGV[2]) read this shard since: its raise is
+-- refused, the newer holder's pass decides.
+local function fenced()
+  return tonumber(redis.call('GET', K_REBALANCE_FENCE)) ~= tonumber(ARGV[2])
+end
+
 -- A rate's part in starts per ``period`` ms: nil when there is none, false for garbage.
 local function rate_part(name, period)
   local ok, raw = pcall(redis.call, 'HGET', K_RATES, name)
@@ -159,8 +165,7 @@ if op == 'rlower' then
 end
 
 if op == 'rraise' then
-  local number = tonumber(ARGV[2])
-  if tonumber(redis.call('GET', K_REBALANCE_FENCE)) ~= number then
+  if fenced() then
     return 'fenced'
   end
   for i = 3, #ARGV - 2, 3 do
@@ -200,8 +205,7 @@ if op == 'lower' then
 end
 
 if op == 'raise' then
-  local number = tonumber(ARGV[2])
-  if tonumber(redis.call('GET', K_REBALANCE_FENCE)) ~= number then
+  if fenced() then
     return 'fenced'
   end
   local out = {}

@@ -11,6 +11,18 @@
 --      there (an operator's limit, rate or priority) when it did: a heartbeat's
 --      registration after a reaper forgot a late pool must not undo an operator's change.
 -- Returns the number of names written (with 'keep': the names Redis did not know).
+-- A name's limit or rate in hash `h`: '' removes it, a value ending in '?' (a shard's
+-- part) is written only where there is none, any other is written.
+local function write_setting(h, name, value)
+  if value == '' then
+    redis.call('HDEL', h, name)
+  elseif string.sub(value, -1) == '?' then
+    redis.call('HSETNX', h, name, string.sub(value, 1, -2))
+  else
+    redis.call('HSET', h, name, value)
+  end
+end
+
 local keep = #ARGV % 4 == 1 and ARGV[#ARGV] == 'keep'
 local n = 0
 local i = 1
@@ -25,20 +37,8 @@ while i + 3 <= #ARGV do
   end
   if not (keep and known) then
     redis.call('HSET', K_PRIORITIES, name, priority)
-    if limit == '' then
-      redis.call('HDEL', K_LIMITS, name)
-    elseif string.sub(limit, -1) == '?' then
-      redis.call('HSETNX', K_LIMITS, name, string.sub(limit, 1, -2))
-    else
-      redis.call('HSET', K_LIMITS, name, limit)
-    end
-    if rate == '' then
-      redis.call('HDEL', K_RATES, name)
-    elseif string.sub(rate, -1) == '?' then
-      redis.call('HSETNX', K_RATES, name, string.sub(rate, 1, -2))
-    else
-      redis.call('HSET', K_RATES, name, rate)
-    end
+    write_setting(K_LIMITS, name, limit)
+    write_setting(K_RATES, name, rate)
     n = n + 1
   end
   i = i + 4

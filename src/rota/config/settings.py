@@ -1,22 +1,12 @@
-"""Settings: defaults < TOML file < ``ROTA_*`` environment variables < explicit overrides.
-
-One frozen :class:`Settings` object is built and validated once; a bad value raises
-:class:`~rota.errors.ConfigError` whose message names the setting.
-
-Secrets (the Redis password, the web UI's token and Basic credentials) never have to be
-written on a command line, where ``ps`` and shell history keep them: each comes from its
-setting (``ROTA_REDIS_PASSWORD``...) or from a file named by its ``*_file`` setting, as
-container secrets are mounted (:meth:`Settings.secret`). The settings' ``repr`` masks
-them, so a log line or traceback that shows the settings does not show them.
+"""The settings' one object, :class:`Settings`, its checks, and where each value came
+from (see :mod:`rota.config`; the sources are read by :mod:`rota.config.load`).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import tomllib
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
@@ -29,18 +19,17 @@ from rota.protocol.keys import validate_namespace
 from rota.urls import SENTINEL, check_url, redacted, sentinel_url
 
 __all__ = [
+    "ENV_PREFIX",
+    "FIELDS",
     "SECRETS",
     "Settings",
+    "build",
     "describe",
-    "from_environment",
-    "load_settings",
+    "remember",
     "setting_sources",
 ]
 
 ENV_PREFIX = "ROTA_"
-#: ROTA_* variables that are no setting: the CLI reads them itself (`rota --local-time`).
-_NOT_SETTINGS: Final = frozenset({"ROTA_LOCAL_TIME"})
-DEFAULT_CONFIG = Path("config/rota.toml")
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, weakref=True):
@@ -187,8 +176,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             )
 
     def replace(self, **changes: Any) -> Settings:
-        built = _build({**msgspec.structs.asdict(self), **changes}, source="override")
-        _remember(built, {**_sources_of(self), **dict.fromkeys(changes, "override")})
+        built = build({**msgspec.structs.asdict(self), **changes}, source="override")
+        remember(built, {**_sources_of(self), **dict.fromkeys(changes, "override")})
         return built
 
     def secret(self, name: str) -> str | None:
@@ -229,7 +218,7 @@ def _shown(name: str, value: Any) -> Any:
     return redacted(value) if name == "redis_url" else value
 
 
-_FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}
+FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}
 #: Settings whose words are read in any case (``WARNING`` is ``warning``).
 _CASELESS = frozenset({"log_level", "log_format"})
 
@@ -255,7 +244,7 @@ def _sources_of(settings: Settings) -> dict[str, str]:
     return sources if ref is not None and ref() is settings else {}
 
 
-def _remember(settings: Settings, sources: dict[str, str]) -> None:
+def remember(settings: Settings, sources: dict[str, str]) -> None:
     key = id(settings)
 
     def forget(ref: weakref.ref[Settings]) -> None:
@@ -270,7 +259,7 @@ def setting_sources(settings: Settings, told: Mapping[str, str] | None = None) -
     ``told``, those first: a worker process that a supervisor started reads every
     setting from the ``ROTA_*`` variables it was given, not from where they came."""
     if told:
-        _remember(settings, {**_sources_of(settings), **told})
+        remember(settings, {**_sources_of(settings), **told})
     return dict(_sources_of(settings))
 
 
@@ -282,7 +271,7 @@ def describe(settings: Settings) -> dict[str, str]:
     password in ``redis_url``. A pool logs this at its start."""
     sources = _sources_of(settings)
     out = {}
-    for name, field in _FIELDS.items():
+    for name, field in FIELDS.items():
         value = getattr(settings, name)
         if value == field.default:
             continue
@@ -294,7 +283,7 @@ def _origin(name: str, source: str, sources: Mapping[str, str] | None) -> str:
     """Where the value of ``name`` came from, in the words of an error message: its own
     source when the caller knows the source of each setting, else ``source``."""
     if sources is None:
-        if source == "environment" and name in _FIELDS:
+        if source == "environment" and name in FIELDS:
             return f"environment variable {ENV_PREFIX}{name.upper()}"
         return source
     found = sources.get(name)
@@ -305,7 +294,7 @@ def _origin(name: str, source: str, sources: Mapping[str, str] | None) -> str:
     return {"flag": "a flag", "code": "code"}.get(found, found)
 
 
-def _build(
+def build(
     values: Mapping[str, Any],
     *,
     source: str,
@@ -313,7 +302,7 @@ def _build(
     sources: Mapping[str, str] | None = None,
 ) -> Settings:
     for key in values:
-        if key not in _FIELDS:
+        if key not in FIELDS:
             raise ConfigError(f"{key}: unknown setting (from {source})")
     if sources is not None:
         _check_lease(values, sources)
@@ -334,8 +323,8 @@ def _build(
         if what.startswith("Expected ") and where in values:
             kind = _KINDS.get(expected, expected.replace("`", ""))
             what = f"expected {kind}, got {values[where]!r}"
-        if what.startswith("Invalid enum value") and where in _FIELDS:
-            choices = get_args(_FIELDS[where].type)
+        if what.startswith("Invalid enum value") and where in FIELDS:
+            choices = get_args(FIELDS[where].type)
             what = f"{values.get(where)!r} is not one of {', '.join(map(str, choices))}"
         raise ConfigError(f"{where}: {what} (from {_origin(where, source, sources)})") from None
 
@@ -346,7 +335,7 @@ def _check_lease(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
     if "heartbeat_interval" not in sources or "lease" in sources:
         return
     try:
-        lease = float(values.get("lease", _FIELDS["lease"].default))
+        lease = float(values.get("lease", FIELDS["lease"].default))
         beat = float(values["heartbeat_interval"])
     except (TypeError, ValueError):
         return  # the conversion names the setting
@@ -356,78 +345,3 @@ def _check_lease(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
             f"heartbeat_interval: must be shorter than lease ({lease}, the default), got"
             f" {values['heartbeat_interval']} (from {origin})"
         )
-
-
-def from_environment(names: Iterable[str], env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The settings ``names`` that ``ROTA_*`` variables set, checked as
-    :func:`load_settings` checks them (a bad value: a ConfigError naming the variable):
-    what :meth:`rota.Client.from_url` reads for the arguments it is not given."""
-    environ = os.environ if env is None else env
-    variables = {name: f"{ENV_PREFIX}{name.upper()}" for name in names}
-    given = {name: environ[var] for name, var in variables.items() if var in environ}
-    if not given:
-        return {}
-    sources = {name: variables[name] for name in given}
-    built = _build(given, source="environment", strict=False, sources=sources)
-    return {name: getattr(built, name) for name in given}
-
-
-def load_settings(
-    config_file: str | Path | None = None,
-    *,
-    env: Mapping[str, str] | None = None,
-    base: Mapping[str, Any] | None = None,
-    **overrides: Any,
-) -> Settings:
-    """Build the settings from every source, highest last: the defaults, ``base`` (what
-    the application's code chose), the config file, ``ROTA_*`` variables, ``overrides``.
-
-    ``config_file`` None means ``config/rota.toml`` when it exists. Overrides whose value
-    is None are ignored, so command-line flags that were not given can be passed as is.
-    """
-    values: dict[str, Any] = {k: v for k, v in (base or {}).items() if v is not None}
-    sources = dict.fromkeys(values, "code")
-    path = Path(config_file) if config_file is not None else DEFAULT_CONFIG
-    if config_file is not None or path.exists():
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"config: cannot read {path}: {exc.strerror}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config: {path} is not valid TOML: {exc}") from None
-        section = data.get("rota", data)
-        if section is not data and len(data) > 1:
-            extra = sorted(k for k in data if k != "rota")
-            raise ConfigError(f"{extra[0]}: unknown setting outside [rota] (from {path})")
-        _build(
-            {**values, **section},
-            source=str(path),
-            sources={**sources, **dict.fromkeys(section, str(path))},
-        )
-        values.update(section)
-        sources.update(dict.fromkeys(section, str(path)))
-    environ = os.environ if env is None else env
-    from_env = {
-        k[len(ENV_PREFIX) :].lower(): v
-        for k, v in environ.items()
-        if k.startswith(ENV_PREFIX) and k not in _NOT_SETTINGS
-    }
-    for key in from_env:
-        if key not in _FIELDS:
-            raise ConfigError(f"{ENV_PREFIX}{key.upper()}: unknown setting (from environment)")
-    if from_env:
-        env_sources = {k: f"{ENV_PREFIX}{k.upper()}" for k in from_env}
-        _build(
-            {**values, **from_env},
-            source="environment",
-            strict=False,
-            sources={**sources, **env_sources},
-        )
-        values.update(from_env)
-        sources.update(env_sources)
-    given = {k: v for k, v in overrides.items() if v is not None}
-    values.update(given)
-    sources.update(dict.fromkeys(given, "flag"))
-    settings = _build(values, source="settings", strict=False, sources=sources)
-    _remember(settings, sources)
-    return settings

@@ -5,6 +5,12 @@ the old count that the new one does not have are retired: the command moved thei
 contents away, and a producer that still routes there is refused. A pool that served
 them during the change stops, one shard at a time (:func:`retire`):
 
+0. it serves the shard as before until the shard holds no job still to run, of any
+   pool (queued, running, scheduled, in retry or waiting: one look a heartbeat
+   interval). A job there is one leased after the command's last look, or one a pool
+   that died left with its lease: this pool's reaper reclaims its lease, its fetcher
+   runs it again and its outcome goes to the shard. A shard left by every pool while
+   such a job was there would keep it, with no reaper, for good;
 1. its fetcher stops (ended as the pool's drain ends it: a lease under way is handed
    to the workers, never dropped), so that no job is leased there any more;
 2. it waits until the pool holds no job of that shard (running, leased and waiting,
@@ -30,13 +36,16 @@ from typing import Protocol
 import anyio
 import structlog
 
+from rota.client.resize import live_jobs
+from rota.redis.outage import condition
+from rota.wire.redispy import REDIS_ERRORS
 from rota.worker.acker import Acker
 from rota.worker.fetcher import Fetcher
 from rota.worker.heartbeat import Heartbeat
 from rota.worker.runtime import PoolRuntime
 from rota.worker.waits import SharedWakes
 
-__all__ = ["POLL", "ShardTasks", "holds", "retire"]
+__all__ = ["POLL", "ShardTasks", "holds", "retire", "until_empty"]
 
 log = structlog.get_logger("rota.pool")
 
@@ -108,6 +117,7 @@ async def retire(run: Retiring, i: int) -> None:
     """Stop serving shard ``i`` once the pool holds none of its jobs (see above)."""
     rt, tasks = run.shards[i], run.tasks[i]
     tag = rt.keys.prefix[:-1]
+    await until_empty(rt)
     if run.wakes is not None:
         run.wakes.drop(i)
     run.fetchers[i].leaving = True  # it ends after the fetch under way, if any
@@ -128,3 +138,24 @@ async def retire(run: Retiring, i: int) -> None:
     if started:  # a shard that never started holds no heartbeat (Redis away: it expires)
         await run.heartbeats[i].stop()
     log.info("shard retired", pool=run.rt.pool_id, shard=i, tag=tag)
+
+
+async def until_empty(rt: PoolRuntime) -> None:
+    """Return once the shard of ``rt`` holds no job still to run (step 0 above), looking
+    once a heartbeat interval; a look Redis does not answer counts as "not yet"."""
+    said = False
+    while True:
+        try:
+            if not await live_jobs(rt.shard):
+                return
+        except Exception as exc:
+            if condition(exc) is None and not isinstance(exc, REDIS_ERRORS):
+                raise
+        if not said:
+            log.info(
+                "retired shard still holds jobs: serving it until they ran",
+                pool=rt.pool_id,
+                tag=rt.keys.prefix[:-1],
+            )
+            said = True
+        await anyio.sleep(rt.settings.heartbeat_interval)

@@ -19,9 +19,12 @@ shard count" in docs/operations.md for the procedure).
    there have ended: the command waits until no live pool's heartbeat is in a retired
    shard, then moves again what is left there (an outcome written by a job that ended
    after step 3; the pools set and the heartbeats' keys are deleted), so that a retired
-   shard holds its record only.
+   shard holds its record only. The retired tags are noted in shard 0 (``{ns}:retired``,
+   :data:`rota.protocol.reshard.RETIRED`) before step 4 and the note deleted after this
+   step: the record ``NEW@G+2`` does not say the old count.
 
-Every step can be run again: a command cut short is resumed by running it again.
+Every step can be run again: a command cut short is resumed by running it again (after
+step 4 too: it does step 5 for the noted tags).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from rota.client.rate_shares import read_rate_totals
 from rota.client.shard import Shard
 from rota.protocol.job import reply_text
 from rota.protocol.rate import Rate
-from rota.protocol.reshard import RESHARD_MESSAGE, ShardRecord
+from rota.protocol.reshard import RESHARD_MESSAGE, RETIRED, ShardRecord
 from rota.protocol.shards import MAX_SHARDS, shard_tags
 from rota.protocol.snapshot import PoolSnapshot
 
@@ -88,8 +91,12 @@ async def resize(
         )
     if not record.changing:
         if record.new == to:
-            say(f"namespace {client.namespace!r} spans {to} shard(s): nothing to change")
-            return Resized(record.text(), True, {})
+            if not await admin.shards[0].redis.exists(_noted(admin.shards[0])):
+                say(f"namespace {client.namespace!r} spans {to} shard(s): nothing to change")
+                return Resized(record.text(), True, {})
+            say(f"done: {record.text()} (resumed: the pools leave the retired shards)")
+            lingering, live, again = await _settle_noted(client, wait, timeout, say)
+            return Resized(record.text(), True, live, again, lingering)
         record = record.started(to)
         admin.follower.follow(record)
         await _limits_over_union(admin.shards, record.old)
@@ -116,13 +123,44 @@ async def resize(
     final = record.ended()
     if final.new == 1:
         await _wholes_to_one(admin.shards[0])
+    if retiring:  # kept until they are settled, so that a command cut short resumes it
+        await admin.shards[0].redis.sadd(_noted(admin.shards[0]), *(_tag(s) for s in retiring))
     await _write(admin.shards, final)
     admin.follower.follow(final)
     say(f"done: {final.text()}")
-    lingering, live, again = await settle_retired(
-        retiring, admin.follower.route.named, admin.shards[0], wait=wait, timeout=timeout, say=say
-    )
+    lingering, live, again = await _settle_noted(client, wait, timeout, say)
     return Resized(final.text(), True, live, moved + again, lingering)
+
+
+async def _settle_noted(
+    client: Client,
+    wait: bool,
+    timeout: float,  # noqa: ASYNC109 - the pools' time, not one call's
+    say: Callable[[str], None],
+) -> tuple[dict[str, list[str]], dict[str, int], int]:
+    """:func:`settle_retired` over the shards the changes retired that are not settled
+    yet (noted in shard 0 at each change's end, one not named again since); the note is
+    deleted once they hold their record only."""
+    admin = client.admin
+    first = admin.shards[0]
+    named = {_tag(s) for s in admin.shards}
+    tags = sorted(reply_text(t) for t in await first.redis.smembers(_noted(first)))
+    retired = [admin.follower.shard(t) for t in tags if t not in named]
+    said = await settle_retired(
+        retired, admin.follower.route.named, first, wait=wait, timeout=timeout, say=say
+    )
+    if not said[0] and not said[1]:
+        await first.redis.delete(_noted(first))
+    return said
+
+
+def _noted(first: Shard) -> str:
+    """The set in shard 0 of the tags changes retired whose shards are not settled."""
+    return first.keys.prefix + RETIRED
+
+
+def _tag(shard: Shard) -> str:
+    return shard.keys.prefix[1:-2]
 
 
 async def live_pools(shard: Shard) -> list[str]:

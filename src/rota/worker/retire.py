@@ -23,7 +23,11 @@ them during the change stops, one shard at a time (:func:`retire`):
 
 The pool's lists of runtimes never shrink (the place a job carries is its shard's):
 a retired shard stays at its place, its tasks ended, and is left out of
-:attr:`rota.worker.run.PoolRun.serving`, which the rebalancer and the follower read.
+:attr:`rota.worker.run.PoolRun.serving`, which the follower reads, from the start of
+its retirement, and out of :attr:`rota.worker.run.PoolRun.balanced`, which the
+rebalancer reads, only once the retirement ended: the jobs that still run there count
+against their names' limits until then (left out at once, the new shards' parts added
+up to the whole while they ran, a limit of 12 seen at 20).
 """
 
 from __future__ import annotations
@@ -69,8 +73,11 @@ class ShardTasks:
     #: Set once its fetcher's task, and its other tasks', have ended.
     fetched: anyio.Event = field(default_factory=anyio.Event)
     ended: anyio.Event = field(default_factory=anyio.Event)
-    #: Retired, or being retired: the pool serves it no more (no fetch, no rebalance).
+    #: Retired, or being retired: the pool serves it no more (no new fetch once empty).
     retired: bool = False
+    #: Its retirement ended (its tasks too): the rebalancer covers it no more. Until
+    #: then the jobs that run there count against their names' limits, as they run.
+    left: bool = False
 
 
 class Retiring(Protocol):
@@ -137,6 +144,7 @@ async def retire(run: Retiring, i: int) -> None:
         rt.watch.repairs.remove(rt.repair)
     if started:  # a shard that never started holds no heartbeat (Redis away: it expires)
         await run.heartbeats[i].stop()
+    tasks.left = True
     log.info("shard retired", pool=run.rt.pool_id, shard=i, tag=tag)
 
 

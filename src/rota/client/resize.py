@@ -11,8 +11,10 @@ shard count" in docs/operations.md for the procedure).
    new shards; what a job from before needs, its group, its unique or debounce key, its
    parents, stays in its old home until it ends).
 3. What is left there (dead and complete jobs, kept results, logs, groups, unique and
-   debounce keys, counters) is copied to its new home, then deleted there, a job with
-   its set entries, so that a reader by id finds it in one shard or the other.
+   debounce keys, counters) is copied to its new home; the records of jobs that ended
+   are deleted there with their set entries, so that a reader by id finds a job in one
+   shard or the other (:func:`rota.client.shard_move.move_rest`: a job that reached the
+   shard after the drain's last look stays and runs there, the rest is deleted in 5).
 4. The record ``NEW@G+2`` is written into every shard of the union (a retired shard keeps
    it, so that a producer that still routes to it is refused), shard 0 last.
 5. The pools retire the old shards (:mod:`rota.worker.retire`) once the jobs they run
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
@@ -39,6 +41,7 @@ import msgspec
 from rota.client.balance import parse_part, read_totals, set_whole, set_whole_rate
 from rota.client.rate_shares import read_rate_totals
 from rota.client.shard import Shard
+from rota.client.shard_move import glob, move_rest
 from rota.protocol.job import reply_text
 from rota.protocol.rate import Rate
 from rota.protocol.reshard import RESHARD_MESSAGE, RETIRED, ShardRecord
@@ -49,9 +52,6 @@ if TYPE_CHECKING:
     from rota.client.client import Client
 
 __all__ = ["Resized", "live_jobs", "live_pools", "pools_serving", "resize", "settle_retired"]
-
-#: Ids moved per round trip.
-CHUNK: Final = 200
 
 
 class Resized(msgspec.Struct, frozen=True):
@@ -115,7 +115,7 @@ async def resize(
         await anyio.sleep(0.5)
     moved = 0
     for shard in retiring:
-        n = await _move_rest(shard, admin.follower.route.named, admin.shards[0])
+        n = await move_rest(shard, admin.follower.route.named, admin.shards[0], final=False)
         say(f"moved {n} record(s) from {shard.keys.prefix[1:-2]}")
         moved += n
     if any([await live_jobs(s) for s in retiring]):  # a job came back meanwhile: again
@@ -234,7 +234,7 @@ async def settle_retired(
         return {}, live, 0
     moved = 0
     for shard in retired:
-        moved += await _move_rest(shard, home, first)
+        moved += await move_rest(shard, home, first)
     if moved:
         say(f"moved {moved} record(s) written after the move")
     return {}, {}, moved
@@ -304,7 +304,7 @@ async def _fair_settings(shards: Sequence[Shard], old: int, home: Callable[[str]
     tags = set(shard_tags(shards[0].keys.namespace, old))
     for shard in (s for s in shards if s.keys.prefix[1:-2] in tags):
         # Every name's, not only those of the names set: a setting may come before jobs.
-        found = shard.redis.scan_iter(match=_glob(shard.keys.fair_set("")) + "*", count=500)
+        found = shard.redis.scan_iter(match=glob(shard.keys.fair_set("")) + "*", count=500)
         for name in [reply_text(k)[len(shard.keys.fair_set("")) :] async for k in found]:
             settings = await shard.redis.hgetall(shard.keys.fair_set(name))
             for raw, value in settings.items():
@@ -313,80 +313,3 @@ async def _fair_settings(shards: Sequence[Shard], old: int, home: Callable[[str]
                 for dest in shards if kind == "l*" else [home(key)] if key else []:
                     if dest is not shard:
                         await dest.redis.hsetnx(dest.keys.fair_set(name), field, value)
-
-
-async def _move_rest(shard: Shard, home: Callable[[str], Shard], first: Shard) -> int:
-    """Copy what ``shard`` still holds (no live job) to its new home, then delete it
-    here; how many records moved. Run again, it copies again what is still here."""
-    moved = 0
-    k = shard.keys
-    for which in ("dead", "complete"):
-        key = k.dead if which == "dead" else k.complete
-        while entries := await shard.redis.zrange(key, 0, CHUNK - 1, withscores=True):
-            ids = [(reply_text(e[0]), float(e[1])) for e in entries]
-            for job_id, score in ids:
-                dest = home(job_id)
-                await _move_job(shard, dest, job_id)
-                to = dest.keys.dead if which == "dead" else dest.keys.complete
-                await dest.redis.zadd(to, {job_id: score})
-            await shard.redis.zrem(key, *[i for i, _ in ids])
-            await shard.redis.delete(*[k.job(i) for i, _ in ids])
-            moved += len(ids)
-    prefix = k.prefix
-    async for raw in shard.redis.scan_iter(match=_glob(prefix) + "*", count=500):
-        rest = reply_text(raw)[len(prefix) :]
-        kind, _, arg = rest.partition(":")
-        if kind == "job":
-            await _move_job(shard, home(arg), arg)
-            await shard.redis.delete(k.job(arg))
-            moved += 1
-        elif kind in ("group", "gresults", "gmembers", "log", "children"):
-            await _copy(shard, home(arg), rest, replace=True)
-        elif kind in ("unique", "debounce"):
-            await _copy(shard, home(arg), rest, replace=False)
-        elif kind == "stats":
-            await _add_counts(shard, first, rest)
-        elif kind == "quarantine":
-            await _copy(shard, first, rest, replace=True)
-        elif rest == "shards":
-            continue  # the record stays: a producer that still routes here is refused
-        await shard.redis.delete(prefix + rest)
-    return moved
-
-
-async def _move_job(src: Shard, dest: Shard, job_id: str) -> None:
-    for key in ("job:", "log:", "children:"):
-        await _copy(src, dest, key + job_id, replace=True)
-        if key != "job:":
-            await src.redis.delete(src.keys.prefix + key + job_id)
-
-
-async def _copy(src: Shard, dest: Shard, rest: str, *, replace: bool) -> None:
-    """The key ``rest`` (what follows the prefix) of ``src`` into ``dest``, with its
-    time to live; over one of ``dest`` only when ``replace``."""
-    dumped = await src.redis.dump(src.keys.prefix + rest)
-    if dumped is None:
-        return
-    ttl = max(0, await src.redis.pttl(src.keys.prefix + rest))
-    to = dest.keys.prefix + rest
-    if not replace and await dest.redis.exists(to):
-        return
-    await dest.redis.restore(to, ttl, dumped, replace=True)
-
-
-async def _add_counts(src: Shard, first: Shard, rest: str) -> None:
-    """A counters hash added into shard 0's of the same name (its time to live kept)."""
-    counts = await src.redis.hgetall(src.keys.prefix + rest)
-    to = first.keys.prefix + rest
-    pipe = first.redis.pipeline(transaction=False)
-    for field, n in counts.items():
-        pipe.hincrby(to, field, int(n))
-    ttl = await src.redis.pttl(src.keys.prefix + rest)
-    if ttl > 0:
-        pipe.pexpire(to, ttl)
-    await pipe.execute()
-
-
-def _glob(text: str) -> str:
-    """``text`` as a SCAN pattern that matches it only."""
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

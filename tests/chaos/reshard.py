@@ -4,7 +4,7 @@ retires a shard, ids of a chosen shard, a pool's liveness, what a retired tag ho
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import cast
 
 import redis
@@ -55,11 +55,17 @@ def up(r: redis.Redis, namespace: str) -> int:
 
 
 async def ran_once_or_after_a_kill(
-    op: Client, ledger: Ledger, ids: Iterable[str], killed: set[int]
+    op: Client,
+    ledger: Ledger,
+    ids: Iterable[str],
+    killed: set[int],
+    outages: Sequence[tuple[float, float]] = (),
 ) -> tuple[list[str], int]:
     """The jobs of ``ids`` not complete or with no done line (lost), and the runs beyond
-    the first of each; a job run twice must have had its first run in a pool that was
-    killed (``killed``: pids), the one cause of a second run the docs name."""
+    the first of each. A job run twice must have had its earlier run in a pool that was
+    killed (``killed``: pids) or cut off from Redis (running during one of ``outages``,
+    from the kill of the server to its start again, epoch seconds): the causes of a
+    second run the docs name."""
     starts, dones = ledger.by_job("start"), ledger.by_job("done")
     lost, again = [], 0
     for job_id in ids:
@@ -68,6 +74,8 @@ async def ran_once_or_after_a_kill(
             lost.append(job_id)
         runs = starts.get(job_id, [])
         for first in runs[:-1]:
-            assert first.pid in killed, (job_id, runs)
+            end = next((d.t for d in dones.get(job_id, []) if d.attempt == first.attempt), None)
+            cut = any(first.t <= back and (end is None or end >= down) for down, back in outages)
+            assert first.pid in killed or cut, (job_id, runs)
         again += max(0, len(runs) - 1)
     return lost, again

@@ -24,7 +24,8 @@ pytestmark = pytest.mark.chaos
 WAVE = pick(300, 1000)
 #: Holders killed, one after the other, each replaced by a new pool.
 KILLS = pick(3, 10)
-SETTINGS = {"shards": 2, "lease": 2, "heartbeat_interval": 0.5, "concurrency": 20}
+#: ``keep_none``: the records of ``capped`` jobs (which return None) are read at the end.
+SETTINGS = {"shards": 2, "lease": 2, "heartbeat_interval": 0.5, "concurrency": 20, "keep_none": 600}
 
 
 def _holder(chaos: Chaos) -> str | None:

@@ -30,7 +30,8 @@ RUN_MS, AGAIN_MS = 120_000, 1000
 #: Jobs of the limited name the killed pool holds in the retired shard, and those sent
 #: to the new shards after the end.
 CAPPED_HELD, MORE = 8, pick(120, 400)
-SETTINGS = {"shards": 2, "lease": 2, "heartbeat_interval": 0.5, "concurrency": 40}
+#: ``keep_none``: the records of ``capped`` jobs (which return None) are read at the end.
+SETTINGS = {"shards": 2, "lease": 2, "heartbeat_interval": 0.5, "concurrency": 40, "keep_none": 600}
 
 
 async def _held_by_the_first(

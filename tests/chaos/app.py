@@ -38,10 +38,12 @@ pool = rota.WorkerPool()
 
 
 @pool.job(max_fails=1)
-async def work(ctx: rota.JobContext, ms: float) -> list[Any]:
-    """Sleep ``ms`` milliseconds; the result names the attempt that produced it."""
+async def work(ctx: rota.JobContext, ms: float, again_ms: float | None = None) -> list[Any]:
+    """Sleep ``ms`` milliseconds (``again_ms`` from the second attempt on, when given:
+    a first attempt that lasts until its process is killed); the result names the
+    attempt that produced it."""
     note("start", ctx)
-    await anyio.sleep(ms / 1000)
+    await anyio.sleep((ms if again_ms is None or ctx.attempt == 1 else again_ms) / 1000)
     note("done", ctx)
     return [_PID, ctx.attempt, int(ctx.token)]
 
@@ -52,10 +54,10 @@ CAPPED = 12
 
 
 @pool.job(max_fails=1, max_concurrency=CAPPED)
-async def capped(ctx: rota.JobContext, ms: float) -> None:
+async def capped(ctx: rota.JobContext, ms: float, again_ms: float | None = None) -> None:
     """``work`` under a concurrency limit."""
     note("start", ctx)
-    await anyio.sleep(ms / 1000)
+    await anyio.sleep((ms if again_ms is None or ctx.attempt == 1 else again_ms) / 1000)
     note("done", ctx)
 
 

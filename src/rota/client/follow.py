@@ -85,19 +85,21 @@ class Follower:
         return self.route.record != before
 
     def follow(self, record: ShardRecord) -> None:
-        first = self.route.all[0]
-        ns = first.keys.namespace
-        shards = []
-        for i, tag in enumerate(record.tags(ns)):
-            shard = self.known.get(tag)
-            if shard is None:
-                redis = first.redis if self.connect is None else self.connect(tag)
-                shard = Shard(
-                    redis, Keys.of_tag(ns, tag, i), 0, owns_redis=self.connect is not None
-                )
-                self.known[tag] = shard
-            shards.append(shard)
+        ns = self.route.all[0].keys.namespace
+        shards = [self.shard(tag, i) for i, tag in enumerate(record.tags(ns))]
         self.route.follow(shards, record)
+
+    def shard(self, tag: str, i: int = 0) -> Shard:
+        """The shard of ``tag`` (made, at place ``i``, when the client has none yet): one
+        a record names, or one a change retired that the command still settles."""
+        shard = self.known.get(tag)
+        if shard is None:
+            first = self.route.all[0]
+            redis = first.redis if self.connect is None else self.connect(tag)
+            keys = Keys.of_tag(first.keys.namespace, tag, i)
+            shard = Shard(redis, keys, 0, owns_redis=self.connect is not None)
+            self.known[tag] = shard
+        return shard
 
     async def send(
         self,

@@ -11,24 +11,29 @@ shard count" in docs/operations.md for the procedure).
    new shards; what a job from before needs, its group, its unique or debounce key, its
    parents, stays in its old home until it ends).
 3. What is left there (dead and complete jobs, kept results, logs, groups, unique and
-   debounce keys, counters) is copied to its new home, then deleted there, a job with
-   its set entries, so that a reader by id finds it in one shard or the other.
+   debounce keys, counters) is copied to its new home; the records of jobs that ended
+   are deleted there with their set entries, so that a reader by id finds a job in one
+   shard or the other (:func:`rota.client.shard_move.move_rest`: a job that reached the
+   shard after the drain's last look stays and runs there, the rest is deleted in 5).
 4. The record ``NEW@G+2`` is written into every shard of the union (a retired shard keeps
    it, so that a producer that still routes to it is refused), shard 0 last.
 5. The pools retire the old shards (:mod:`rota.worker.retire`) once the jobs they run
    there have ended: the command waits until no live pool's heartbeat is in a retired
    shard, then moves again what is left there (an outcome written by a job that ended
    after step 3; the pools set and the heartbeats' keys are deleted), so that a retired
-   shard holds its record only.
+   shard holds its record only. The retired tags are noted in shard 0 (``{ns}:retired``,
+   :data:`rota.protocol.reshard.RETIRED`) before step 4 and the note deleted after this
+   step: the record ``NEW@G+2`` does not say the old count.
 
-Every step can be run again: a command cut short is resumed by running it again.
+Every step can be run again: a command cut short is resumed by running it again (after
+step 4 too: it does step 5 for the noted tags).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
@@ -36,9 +41,10 @@ import msgspec
 from rota.client.balance import parse_part, read_totals, set_whole, set_whole_rate
 from rota.client.rate_shares import read_rate_totals
 from rota.client.shard import Shard
+from rota.client.shard_move import glob, move_rest
 from rota.protocol.job import reply_text
 from rota.protocol.rate import Rate
-from rota.protocol.reshard import RESHARD_MESSAGE, ShardRecord
+from rota.protocol.reshard import RESHARD_MESSAGE, RETIRED, ShardRecord
 from rota.protocol.shards import MAX_SHARDS, shard_tags
 from rota.protocol.snapshot import PoolSnapshot
 
@@ -46,9 +52,6 @@ if TYPE_CHECKING:
     from rota.client.client import Client
 
 __all__ = ["Resized", "live_jobs", "live_pools", "pools_serving", "resize", "settle_retired"]
-
-#: Ids moved per round trip.
-CHUNK: Final = 200
 
 
 class Resized(msgspec.Struct, frozen=True):
@@ -88,8 +91,12 @@ async def resize(
         )
     if not record.changing:
         if record.new == to:
-            say(f"namespace {client.namespace!r} spans {to} shard(s): nothing to change")
-            return Resized(record.text(), True, {})
+            if not await admin.shards[0].redis.exists(_noted(admin.shards[0])):
+                say(f"namespace {client.namespace!r} spans {to} shard(s): nothing to change")
+                return Resized(record.text(), True, {})
+            say(f"done: {record.text()} (resumed: the pools leave the retired shards)")
+            lingering, live, again = await _settle_noted(client, wait, timeout, say)
+            return Resized(record.text(), True, live, again, lingering)
         record = record.started(to)
         admin.follower.follow(record)
         await _limits_over_union(admin.shards, record.old)
@@ -108,7 +115,7 @@ async def resize(
         await anyio.sleep(0.5)
     moved = 0
     for shard in retiring:
-        n = await _move_rest(shard, admin.follower.route.named, admin.shards[0])
+        n = await move_rest(shard, admin.follower.route.named, admin.shards[0], final=False)
         say(f"moved {n} record(s) from {shard.keys.prefix[1:-2]}")
         moved += n
     if any([await live_jobs(s) for s in retiring]):  # a job came back meanwhile: again
@@ -116,13 +123,44 @@ async def resize(
     final = record.ended()
     if final.new == 1:
         await _wholes_to_one(admin.shards[0])
+    if retiring:  # kept until they are settled, so that a command cut short resumes it
+        await admin.shards[0].redis.sadd(_noted(admin.shards[0]), *(_tag(s) for s in retiring))
     await _write(admin.shards, final)
     admin.follower.follow(final)
     say(f"done: {final.text()}")
-    lingering, live, again = await settle_retired(
-        retiring, admin.follower.route.named, admin.shards[0], wait=wait, timeout=timeout, say=say
-    )
+    lingering, live, again = await _settle_noted(client, wait, timeout, say)
     return Resized(final.text(), True, live, moved + again, lingering)
+
+
+async def _settle_noted(
+    client: Client,
+    wait: bool,
+    timeout: float,  # noqa: ASYNC109 - the pools' time, not one call's
+    say: Callable[[str], None],
+) -> tuple[dict[str, list[str]], dict[str, int], int]:
+    """:func:`settle_retired` over the shards the changes retired that are not settled
+    yet (noted in shard 0 at each change's end, one not named again since); the note is
+    deleted once they hold their record only."""
+    admin = client.admin
+    first = admin.shards[0]
+    named = {_tag(s) for s in admin.shards}
+    tags = sorted(reply_text(t) for t in await first.redis.smembers(_noted(first)))
+    retired = [admin.follower.shard(t) for t in tags if t not in named]
+    said = await settle_retired(
+        retired, admin.follower.route.named, first, wait=wait, timeout=timeout, say=say
+    )
+    if not said[0] and not said[1]:
+        await first.redis.delete(_noted(first))
+    return said
+
+
+def _noted(first: Shard) -> str:
+    """The set in shard 0 of the tags changes retired whose shards are not settled."""
+    return first.keys.prefix + RETIRED
+
+
+def _tag(shard: Shard) -> str:
+    return shard.keys.prefix[1:-2]
 
 
 async def live_pools(shard: Shard) -> list[str]:
@@ -196,7 +234,7 @@ async def settle_retired(
         return {}, live, 0
     moved = 0
     for shard in retired:
-        moved += await _move_rest(shard, home, first)
+        moved += await move_rest(shard, home, first)
     if moved:
         say(f"moved {moved} record(s) written after the move")
     return {}, {}, moved
@@ -266,7 +304,7 @@ async def _fair_settings(shards: Sequence[Shard], old: int, home: Callable[[str]
     tags = set(shard_tags(shards[0].keys.namespace, old))
     for shard in (s for s in shards if s.keys.prefix[1:-2] in tags):
         # Every name's, not only those of the names set: a setting may come before jobs.
-        found = shard.redis.scan_iter(match=_glob(shard.keys.fair_set("")) + "*", count=500)
+        found = shard.redis.scan_iter(match=glob(shard.keys.fair_set("")) + "*", count=500)
         for name in [reply_text(k)[len(shard.keys.fair_set("")) :] async for k in found]:
             settings = await shard.redis.hgetall(shard.keys.fair_set(name))
             for raw, value in settings.items():
@@ -275,80 +313,3 @@ async def _fair_settings(shards: Sequence[Shard], old: int, home: Callable[[str]
                 for dest in shards if kind == "l*" else [home(key)] if key else []:
                     if dest is not shard:
                         await dest.redis.hsetnx(dest.keys.fair_set(name), field, value)
-
-
-async def _move_rest(shard: Shard, home: Callable[[str], Shard], first: Shard) -> int:
-    """Copy what ``shard`` still holds (no live job) to its new home, then delete it
-    here; how many records moved. Run again, it copies again what is still here."""
-    moved = 0
-    k = shard.keys
-    for which in ("dead", "complete"):
-        key = k.dead if which == "dead" else k.complete
-        while entries := await shard.redis.zrange(key, 0, CHUNK - 1, withscores=True):
-            ids = [(reply_text(e[0]), float(e[1])) for e in entries]
-            for job_id, score in ids:
-                dest = home(job_id)
-                await _move_job(shard, dest, job_id)
-                to = dest.keys.dead if which == "dead" else dest.keys.complete
-                await dest.redis.zadd(to, {job_id: score})
-            await shard.redis.zrem(key, *[i for i, _ in ids])
-            await shard.redis.delete(*[k.job(i) for i, _ in ids])
-            moved += len(ids)
-    prefix = k.prefix
-    async for raw in shard.redis.scan_iter(match=_glob(prefix) + "*", count=500):
-        rest = reply_text(raw)[len(prefix) :]
-        kind, _, arg = rest.partition(":")
-        if kind == "job":
-            await _move_job(shard, home(arg), arg)
-            await shard.redis.delete(k.job(arg))
-            moved += 1
-        elif kind in ("group", "gresults", "gmembers", "log", "children"):
-            await _copy(shard, home(arg), rest, replace=True)
-        elif kind in ("unique", "debounce"):
-            await _copy(shard, home(arg), rest, replace=False)
-        elif kind == "stats":
-            await _add_counts(shard, first, rest)
-        elif kind == "quarantine":
-            await _copy(shard, first, rest, replace=True)
-        elif rest == "shards":
-            continue  # the record stays: a producer that still routes here is refused
-        await shard.redis.delete(prefix + rest)
-    return moved
-
-
-async def _move_job(src: Shard, dest: Shard, job_id: str) -> None:
-    for key in ("job:", "log:", "children:"):
-        await _copy(src, dest, key + job_id, replace=True)
-        if key != "job:":
-            await src.redis.delete(src.keys.prefix + key + job_id)
-
-
-async def _copy(src: Shard, dest: Shard, rest: str, *, replace: bool) -> None:
-    """The key ``rest`` (what follows the prefix) of ``src`` into ``dest``, with its
-    time to live; over one of ``dest`` only when ``replace``."""
-    dumped = await src.redis.dump(src.keys.prefix + rest)
-    if dumped is None:
-        return
-    ttl = max(0, await src.redis.pttl(src.keys.prefix + rest))
-    to = dest.keys.prefix + rest
-    if not replace and await dest.redis.exists(to):
-        return
-    await dest.redis.restore(to, ttl, dumped, replace=True)
-
-
-async def _add_counts(src: Shard, first: Shard, rest: str) -> None:
-    """A counters hash added into shard 0's of the same name (its time to live kept)."""
-    counts = await src.redis.hgetall(src.keys.prefix + rest)
-    to = first.keys.prefix + rest
-    pipe = first.redis.pipeline(transaction=False)
-    for field, n in counts.items():
-        pipe.hincrby(to, field, int(n))
-    ttl = await src.redis.pttl(src.keys.prefix + rest)
-    if ttl > 0:
-        pipe.pexpire(to, ttl)
-    await pipe.execute()
-
-
-def _glob(text: str) -> str:
-    """``text`` as a SCAN pattern that matches it only."""
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

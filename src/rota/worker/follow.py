@@ -116,5 +116,6 @@ class RecordFollower:
         if not (run.ready(i) and run.start_retiring(i)):
             tasks.fetching.cancel()
             tasks.running.cancel()
+            tasks.left = True
             tag = run.shards[i].keys.prefix[:-1]
             log.info("shard retired", pool=run.rt.pool_id, shard=i, tag=tag)

@@ -10,7 +10,8 @@ one that dies leaves it to run out (three intervals).
 
 Which shards a pass covers is :attr:`Rebalancer.served`, one function: the shards the
 pool serves, whatever they are (the namespace's K, or the old and new shards together
-while its count changes).
+while its count changes), and those it is still retiring after a change (jobs run
+there: they count against the whole).
 """
 
 from __future__ import annotations

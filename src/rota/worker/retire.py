@@ -5,6 +5,12 @@ the old count that the new one does not have are retired: the command moved thei
 contents away, and a producer that still routes there is refused. A pool that served
 them during the change stops, one shard at a time (:func:`retire`):
 
+0. it serves the shard as before until the shard holds no job still to run, of any
+   pool (queued, running, scheduled, in retry or waiting: one look a heartbeat
+   interval). A job there is one leased after the command's last look, or one a pool
+   that died left with its lease: this pool's reaper reclaims its lease, its fetcher
+   runs it again and its outcome goes to the shard. A shard left by every pool while
+   such a job was there would keep it, with no reaper, for good;
 1. its fetcher stops (ended as the pool's drain ends it: a lease under way is handed
    to the workers, never dropped), so that no job is leased there any more;
 2. it waits until the pool holds no job of that shard (running, leased and waiting,
@@ -17,7 +23,11 @@ them during the change stops, one shard at a time (:func:`retire`):
 
 The pool's lists of runtimes never shrink (the place a job carries is its shard's):
 a retired shard stays at its place, its tasks ended, and is left out of
-:attr:`rota.worker.run.PoolRun.serving`, which the rebalancer and the follower read.
+:attr:`rota.worker.run.PoolRun.serving`, which the follower reads, from the start of
+its retirement, and out of :attr:`rota.worker.run.PoolRun.balanced`, which the
+rebalancer reads, only once the retirement ended: the jobs that still run there count
+against their names' limits until then (left out at once, the new shards' parts added
+up to the whole while they ran, a limit of 12 seen at 20).
 """
 
 from __future__ import annotations
@@ -30,13 +40,16 @@ from typing import Protocol
 import anyio
 import structlog
 
+from rota.client.resize import live_jobs
+from rota.redis.outage import condition
+from rota.wire.redispy import REDIS_ERRORS
 from rota.worker.acker import Acker
 from rota.worker.fetcher import Fetcher
 from rota.worker.heartbeat import Heartbeat
 from rota.worker.runtime import PoolRuntime
 from rota.worker.waits import SharedWakes
 
-__all__ = ["POLL", "Retiring", "ShardTasks", "holds", "retire"]
+__all__ = ["POLL", "Retiring", "ShardTasks", "holds", "retire", "until_empty"]
 
 log = structlog.get_logger("rota.pool")
 
@@ -60,8 +73,11 @@ class ShardTasks:
     #: Set once its fetcher's task, and its other tasks', have ended.
     fetched: anyio.Event = field(default_factory=anyio.Event)
     ended: anyio.Event = field(default_factory=anyio.Event)
-    #: Retired, or being retired: the pool serves it no more (no fetch, no rebalance).
+    #: Retired, or being retired: the pool serves it no more (no new fetch once empty).
     retired: bool = False
+    #: Its retirement ended (its tasks too): the rebalancer covers it no more. Until
+    #: then the jobs that run there count against their names' limits, as they run.
+    left: bool = False
 
 
 class Retiring(Protocol):
@@ -108,6 +124,7 @@ async def retire(run: Retiring, i: int) -> None:
     """Stop serving shard ``i`` once the pool holds none of its jobs (see above)."""
     rt, tasks = run.shards[i], run.tasks[i]
     tag = rt.keys.prefix[:-1]
+    await until_empty(rt)
     if run.wakes is not None:
         run.wakes.drop(i)
     run.fetchers[i].leaving = True  # it ends after the fetch under way, if any
@@ -127,4 +144,26 @@ async def retire(run: Retiring, i: int) -> None:
         rt.watch.repairs.remove(rt.repair)
     if started:  # a shard that never started holds no heartbeat (Redis away: it expires)
         await run.heartbeats[i].stop()
+    tasks.left = True
     log.info("shard retired", pool=run.rt.pool_id, shard=i, tag=tag)
+
+
+async def until_empty(rt: PoolRuntime) -> None:
+    """Return once the shard of ``rt`` holds no job still to run (step 0 above), looking
+    once a heartbeat interval; a look Redis does not answer counts as "not yet"."""
+    said = False
+    while True:
+        try:
+            if not await live_jobs(rt.shard):
+                return
+        except Exception as exc:
+            if condition(exc) is None and not isinstance(exc, REDIS_ERRORS):
+                raise
+        if not said:
+            log.info(
+                "retired shard still holds jobs: serving it until they ran",
+                pool=rt.pool_id,
+                tag=rt.keys.prefix[:-1],
+            )
+            said = True
+        await anyio.sleep(rt.settings.heartbeat_interval)

@@ -80,7 +80,7 @@ class PoolRun:
         # Over several shards, the parts of the limits follow the work (one pool at a time).
         # Always there: a change of the shard count may give a pool of one shard more
         # (a pass is skipped while the pool serves one).
-        self.rebalancer = Rebalancer(rt, lambda: self.serving)
+        self.rebalancer = Rebalancer(rt, lambda: self.balanced)
         for heartbeat in self.heartbeats[1 : self.together]:
             heartbeat.reads_memory = False
         if shared:
@@ -114,6 +114,12 @@ class PoolRun:
     def serving(self) -> list[PoolRuntime]:
         """The runtimes of the shards the pool serves: every one but those retired."""
         return [r for r, t in zip(self.shards, self.tasks, strict=True) if not t.retired]
+
+    @property
+    def balanced(self) -> list[PoolRuntime]:
+        """The runtimes of the shards whose limits the rebalancer covers: those served
+        and those being retired (see :mod:`rota.worker.retire`)."""
+        return [r for r, t in zip(self.shards, self.tasks, strict=True) if not t.left]
 
     def _beating(self) -> list[str]:
         """The tags of the shards whose tasks run (a shard being retired still beats)."""

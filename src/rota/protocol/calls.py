@@ -39,6 +39,7 @@ __all__ = [
     "ReapReply",
     "Scope",
     "abort",
+    "backlog",
     "batch_entry",
     "clean",
     "delete",
@@ -421,6 +422,34 @@ async def delete(
     """Delete jobs of a set, or (``where="queue"``) of the queue ``name``: ``ids``, or
     its ``limit`` oldest entries. How many were deleted."""
     return int(await scope.call("delete", [where, name, limit, *ids]))
+
+
+async def backlog(scope: Scope, names: Sequence[str] | None) -> list[int] | None:
+    """Jobs queued and running (see ``lua/backlog.lua``), by ``FCALL_RO``: over the names
+    the shard knows, summed (``names`` None: ``[queued, running]``), else of each of
+    ``names``, flat (queued, running, queued...). None when this server runs no
+    function for this caller (no functions, the library not loaded and not loadable,
+    or ``FCALL_RO`` of it refused to an older role's rules): the caller reads the
+    figures by plain commands then. No other refusal is mended here, so that a read
+    never turns the scope's script mode to ``EVALSHA``."""
+    if not scope.mode.functions:
+        return None
+    read = script("backlog")
+    args = ("sum",) if names is None else ("each", *names)
+    for attempt in range(2):
+        try:
+            reply = await scope.conn.execute_command(
+                "FCALL_RO", read.function, 1, scope.prefix, *args
+            )
+        except ReplyError as error:
+            if attempt or scope.mode.remedy(error) != "library":
+                return None
+            await scope.mode.mend(scope.conn, "library", read)  # as any call does
+            if not scope.mode.functions:
+                return None
+            continue
+        return [reply_int(n) for n in reply]
+    return None
 
 
 async def forget_names(scope: Scope, now: int, cutoff: int, names: Sequence[str]) -> list[str]:

@@ -13,7 +13,7 @@
 -- count that is no whole number from 0 (written by others), reads as 0, as
 -- rota.protocol.job.count_of reads it.
 local function count(ok, n)
-  if not ok then
+  if not ok or n == false then -- an error, or no such field
     return 0
   end
   if type(n) ~= 'number' then
@@ -36,28 +36,51 @@ for _, n in ipairs(redis.call('SMEMBERS', K_LEASED)) do
   leased[n] = true
 end
 
-local function backlog(name)
-  local queued = count(pcall(redis.call, 'LLEN', key_queue(name)))
-    + count(pcall(redis.call, 'HGET', key_fair(name), 'n'))
-  local running = 0
-  if leased[name] then
-    running = count(pcall(redis.call, 'ZCARD', key_running(name)))
+-- Counts of `names`, added to `queued` and `running` at their index (a table of names
+-- per 100: an EXISTS of their keyed counts skips the HGET of each where none has any,
+-- as most names have no keyed jobs). redis.pcall answers an error reply (a key of
+-- another type) as a table, which count() reads as 0.
+local function backlog(names, queued, running)
+  local fair = {}
+  for i, name in ipairs(names) do
+    queued[i] = count(true, redis.pcall('LLEN', key_queue(name)))
+    fair[i] = key_fair(name)
+    if leased[name] then
+      running[i] = count(true, redis.pcall('ZCARD', key_running(name)))
+    else
+      running[i] = 0
+    end
   end
-  return queued, running
+  for first = 1, #names, 100 do
+    local last = math.min(first + 99, #names)
+    if redis.call('EXISTS', unpack(fair, first, last)) > 0 then
+      for i = first, last do
+        queued[i] = queued[i] + count(true, redis.pcall('HGET', fair[i], 'n'))
+      end
+    end
+  end
 end
 
+local names = {}
 if ARGV[1] == 'sum' then
-  local queued, running = 0, 0
-  for _, name in ipairs(redis.call('SMEMBERS', K_NAMES)) do
-    local q, r = backlog(name)
-    queued, running = queued + q, running + r
+  names = redis.call('SMEMBERS', K_NAMES)
+else
+  for i = 2, #ARGV do -- (not unpack: it takes at most about 8,000)
+    names[i - 1] = ARGV[i]
   end
-  return {queued, running}
+end
+local queued, running = {}, {}
+backlog(names, queued, running)
+if ARGV[1] == 'sum' then
+  local q, r = 0, 0
+  for i = 1, #names do
+    q, r = q + queued[i], r + running[i]
+  end
+  return {q, r}
 end
 local out = {}
-for i = 2, #ARGV do
-  local q, r = backlog(ARGV[i])
-  out[#out + 1] = q
-  out[#out + 1] = r
+for i = 1, #names do
+  out[2 * i - 1] = queued[i]
+  out[2 * i] = running[i]
 end
 return out

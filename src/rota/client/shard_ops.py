@@ -141,7 +141,8 @@ class ShardOperations:
         read-only function ``backlog`` (``lua/backlog.lua``), whatever the number of
         names, where the server runs it for this user; else by plain commands
         (:meth:`backlog_piped`)."""
-        counts = await calls.backlog(self.scope, names)
+        # on the bare connection: redis-py packs 5,000 arguments in Python (30 µs each)
+        counts = await calls.backlog(self.scope.on(self.conn), names)
         if counts is None:
             return await self.backlog_piped(names)
         return {n: (counts[2 * i], counts[2 * i + 1]) for i, n in enumerate(names)}

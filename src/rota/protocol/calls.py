@@ -448,7 +448,7 @@ async def backlog(scope: Scope, names: Sequence[str] | None) -> list[int] | None
             if not scope.mode.functions:
                 return None
             continue
-        return [reply_int(n) for n in reply]
+        return [n if n.__class__ is int else reply_int(n) for n in reply]
     return None
 
 

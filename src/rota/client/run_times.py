@@ -105,6 +105,8 @@ def _row(reply: object) -> list[object]:
     what an ``HMGET`` of those fields answers, a field of another name left out; no
     key (most slots of most names) is no row at all, which counts the same and costs
     the sum nothing."""
+    if not reply:  # no key (an error reply is an exception, which is true)
+        return []
     found = pipelined(reply)
     if not found:
         return []

@@ -10,10 +10,10 @@ every name (processed, failed and run time, as the finish script keeps them: the
 dashboard and the queues' figures read these hashes). It then serves
 the UI with uvicorn on a loopback port and loads every page and API list the app
 answers to ``GET`` (read from its routes, so a new page is measured without a change
-here), and the opt-in forms of some (``/metrics?names=all``, ``/metrics?keys=top``, a
-search, a last page...), over HTTP, ``--reps`` times each after one warm-up, and prints
-the median time and the size of each, one column pair per K (``--only PATH``: that page
-alone). A page over 300 ms or 500 KB is flagged.
+here), and the opt-in forms of some (``/metrics?names=all``, ``/metrics?keys=top``,
+``/metrics?run_times=``, a search, a last page...), over HTTP, ``--reps`` times each
+after one warm-up, and prints the median time and the size of each, one column pair per
+K (``--only PATH``: that page alone). A page over 300 ms or 500 KB is flagged.
 
 ``--against SRC`` compares in the same run: the UI of the rota package under ``SRC`` (the
 ``src`` directory of another checkout) is served beside this one, both in processes of
@@ -162,6 +162,8 @@ def _pages(app: Any, ids: dict[str, str], names: int) -> list[str]:
         "/metrics?names=all",
         "/metrics?keys=top",
         "/metrics?names=all&keys=top",
+        "/metrics?run_times=hour",
+        "/metrics?run_times=day",
     ]
     return paths
 

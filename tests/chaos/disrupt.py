@@ -35,7 +35,7 @@ def set_key_limit(url: str, namespace: str, name: str, limit: int) -> None:
 
     async def run() -> None:
         async with Client.from_url(url, namespace, shards=SHARDS) as client:
-            await client.admin.set_key_limit(name, None, limit)
+            await client.admin.fair.set_key_limit(name, None, limit)
 
     anyio.run(run)
 

@@ -13,13 +13,14 @@ abort or a shutdown cut short counts no run time, nor does one whose lease was l
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, get_args
 
 import msgspec
 from msgspec import Meta
 
 from rota.client.workflow import pipelined
-from rota.protocol.job import validate_name
+from rota.protocol.job import reply_text, validate_name
 from rota.protocol.run_times import (
     BOUNDS,
     BUCKETS,
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
 
 __all__ = ["HistogramBucket", "RunTimes", "RunTimesAdmin", "run_times_of"]
 
-#: The fields a slot's hash holds: the bucket indexes.
-_FIELDS = tuple(str(i) for i in range(BUCKETS))
+#: The fields a slot's hash holds, the bucket indexes, by their text.
+_BUCKET_OF = {str(i): i for i in range(BUCKETS)}
 _Ms = Annotated[int, Meta(ge=0, le=BOUNDS[-1])] | None
 
 
@@ -85,14 +86,37 @@ def run_times_of(name: str, window: Window, counts: list[int]) -> RunTimes:
     )
 
 
-async def _shard_rows(shard: Shard, name: str, names: list[str]) -> list[list[object]]:
-    """The slots' counters in one shard, one ``HMGET`` each in one round trip (a key of
-    another type, written by others, reads as empty)."""
+async def _shard_rows(
+    shard: Shard, names: Sequence[str], slot_names: list[str]
+) -> list[list[list[object]]]:
+    """The slots' counters of each of ``names`` in one shard, one ``HGETALL`` a name
+    and slot, all in one round trip on its bare connection (a slot that counted nothing
+    is no key, and answers an empty reply): per name, a row per slot, indexed by
+    bucket. A key of another type, written by others, reads as empty."""
     k = shard.keys
-    rows = await shard.piped(
-        lambda p: [p.hmget(k.run_times(name, s), _FIELDS) for s in names], errors=False
-    )
-    return [list(pipelined(r) or ()) for r in rows]
+    reads = [("HGETALL", k.run_times(name, s)) for name in names for s in slot_names]
+    replies = iter(await shard.conn.execute_many(reads))
+    return [[_row(next(replies)) for _ in slot_names] for _ in names]
+
+
+def _row(reply: object) -> list[object]:
+    """An ``HGETALL`` reply of a slot (a flat list from a bare connection, a dict from
+    redis-py) as the values of the fields ``0``..``39`` in order, None where absent:
+    what an ``HMGET`` of those fields answers, a field of another name left out; no
+    key (most slots of most names) is no row at all, which counts the same and costs
+    the sum nothing."""
+    if not reply:  # no key (an error reply is an exception, which is true)
+        return []
+    found = pipelined(reply)
+    if not found:
+        return []
+    row: list[object] = [None] * BUCKETS
+    pairs = found.items() if isinstance(found, dict) else zip(found[::2], found[1::2], strict=True)
+    for field, value in pairs:
+        i = _BUCKET_OF.get(reply_text(field))
+        if i is not None:
+            row[i] = value
+    return row
 
 
 class RunTimesAdmin:
@@ -116,14 +140,35 @@ class RunTimesAdmin:
         slots (one round trip per shard)."""
         return await self._read(name, get_args(Window), at)
 
+    async def run_times_of_names(
+        self, names: Sequence[str], window: Window = "hour", *, at: float | None = None
+    ) -> list[RunTimes]:
+        """:meth:`run_times` of each of ``names``, in that order, read in one round trip
+        per shard whatever their number (what ``/metrics?run_times=`` details)."""
+        if window not in get_args(Window):
+            raise ValueError(f"window: 'hour' or 'day', not {window!r}")
+        each = await self._rows(names, window, at)
+        return [run_times_of(n, window, _summed(each, i, window)) for i, n in enumerate(names)]
+
     async def _read(
         self, name: str, windows: tuple[Window, ...], at: float | None
     ) -> list[RunTimes]:
-        validate_name(name)
         widest = max(windows, key=lambda w: SLOTS[w])
-        names = slots(widest, time.time() if at is None else at)
-        each = await self._route.each(lambda s: _shard_rows(s, name, names))
-        return [
-            run_times_of(name, w, read_counts(r for rows in each for r in rows[-SLOTS[w] :]))
-            for w in windows
-        ]
+        each = await self._rows([name], widest, at)
+        return [run_times_of(name, w, _summed(each, 0, w)) for w in windows]
+
+    async def _rows(
+        self, names: Sequence[str], window: Window, at: float | None
+    ) -> list[list[list[list[object]]]]:
+        """Every shard's rows of ``names`` over ``window``: per shard, per name, a row
+        per slot, oldest first."""
+        for name in names:
+            validate_name(name)
+        slot_names = slots(window, time.time() if at is None else at)
+        return await self._route.each(lambda s: _shard_rows(s, names, slot_names))
+
+
+def _summed(each: list[list[list[list[object]]]], i: int, window: Window) -> list[int]:
+    """The bucket counts of the ``i``-th name read over ``window``'s slots (the last
+    of those read), added up over the shards."""
+    return read_counts(r for shard in each for r in shard[i][-SLOTS[window] :])

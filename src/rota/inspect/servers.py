@@ -107,56 +107,33 @@ async def shard_views(client: Client) -> list[ShardView]:
     namespace's whole. The shards are read at once; one whose server cannot be reached
     now (or refuses for a while) is shown away, with why, beside the others."""
     shards = client.admin.shards
-    named = await gather([functools.partial(_names_or_away, shard) for shard in shards])
-    return await gather(
-        [
-            functools.partial(_shard_view, shard, *_held_or_away(found))
-            for shard, found in zip(shards, named, strict=True)
-        ]
-    )
+    return await gather([functools.partial(_shard_view, shard) for shard in shards])
 
 
-def _held_or_away(found: list[str] | str) -> tuple[list[str], str]:
-    """The names a shard holds and why it is away ('': it answers), of what
-    :func:`_names_or_away` found."""
-    return (found, "") if isinstance(found, list) else ([], found)
-
-
-async def _names_or_away(shard: Shard) -> list[str] | str:
-    """The job names ``shard`` knows, or why its server cannot say now."""
-    try:
-        return await shard.names()
-    except REDIS_ERRORS as exc:
-        why = away_cause(exc)
-        if why is None:
-            raise
-        return why
-
-
-async def _shard_view(shard: Shard, names: list[str], away: str) -> ShardView:
+async def _shard_view(shard: Shard) -> ShardView:
     """One shard's view: its sets' sizes, and its queued and running jobs counted over
     the names it holds (its own ``Keys.names``: an enqueue into a shard adds the name
-    there), about one command a name (see :meth:`Shard.backlog`), not every figure of
-    its queues nor every name of the namespace; a shard whose server cannot be read now
-    is shown away, with why."""
+    there), in two round trips whatever the number of names (see
+    :meth:`Shard.backlog_total`), not every figure of its queues nor every name of the
+    namespace; a shard whose server cannot be read now is shown away, with why."""
     sizes: dict[str, int] = {}
-    counts: list[tuple[int, int]] = []
-    if not away:
-        try:
-            sizes = await shard.job_set_sizes()  # its own, not the namespace's
-            counts = list((await shard.backlog(names)).values())
-        except REDIS_ERRORS as exc:
-            away = away_cause(exc) or ""
-            if not away:
-                raise
+    queued = running = 0
+    away = ""
+    try:
+        sizes = await shard.job_set_sizes()  # its own, not the namespace's
+        queued, running = await shard.backlog_total()
+    except REDIS_ERRORS as exc:
+        away = away_cause(exc) or ""
+        if not away:
+            raise
     number, prefix, server = admin_servers.shard_place(shard)  # prefix: "{tag}:"
     return ShardView(
         shard=number,
         tag=prefix[:-1],
         slot=key_slot(prefix.encode()),
         server=server,
-        queued=sum(q for q, _ in counts),
-        running=sum(r for _, r in counts),
+        queued=queued,
+        running=running,
         scheduled=sizes.get("scheduled", 0),
         retry=sizes.get("retry", 0),
         dead=sizes.get("dead", 0),
@@ -205,8 +182,7 @@ def away_line(client: Client, away: dict[int, str]) -> str:
 
 async def backlog(client: Client, names: list[str]) -> dict[str, tuple[int, int]]:
     """Queued and running jobs of each name over every shard (the shards read at once,
-    about one command a name each, see :meth:`Shard.backlog`): what ``/metrics`` ranks the
-    names by."""
+    one call each, see :meth:`Shard.backlog`): what ``/metrics`` ranks the names by."""
     out = dict.fromkeys(names, (0, 0))
     each = [functools.partial(s.backlog, names) for s in client.admin.shards]
     for counts in await gather(each):

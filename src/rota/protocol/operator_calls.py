@@ -1,7 +1,8 @@
 """One typed function per script an operator's action calls (see :mod:`rota.protocol.calls`
 for the producer's and the pool's): a name paused or resumed, a fair key's setting, the
 jobs of a set moved, edited, deleted or cleaned by age, one job moved to the front of its
-queue, deleted from it or killed, idle names forgotten. Each takes the :class:`Scope` of
+queue, deleted from it or killed, idle names forgotten; and the one read by a function,
+every name's backlog of a shard. Each takes the :class:`Scope` of
 the shard it acts on, packs the script's arguments and reads its reply.
 """
 
@@ -10,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rota.protocol.calls import Scope
-from rota.protocol.job import now_ms, reply_text
+from rota.protocol.job import now_ms, reply_int, reply_text
+from rota.protocol.scripts import script
+from rota.wire.redispy import ReplyError
 
 __all__ = [
+    "backlog",
     "clean",
     "delete",
     "edit",
@@ -88,3 +92,31 @@ async def clean(
     ``limit`` entries from ``start``: how many were deleted, and how many read."""
     deleted, read = await scope.call("operate", ["clean", which, age_ms, name, start, limit])
     return int(deleted), int(read)
+
+
+async def backlog(scope: Scope, names: Sequence[str] | None) -> list[int] | None:
+    """Jobs queued and running (see ``lua/backlog.lua``), by ``FCALL_RO``: over the names
+    the shard knows, summed (``names`` None: ``[queued, running]``), else of each of
+    ``names``, flat (queued, running, queued...). None when this server runs no
+    function for this caller (no functions, the library not loaded and not loadable,
+    or ``FCALL_RO`` of it refused to an older role's rules): the caller reads the
+    figures by plain commands then. No other refusal is mended here, so that a read
+    never turns the scope's script mode to ``EVALSHA``."""
+    if not scope.mode.functions:
+        return None
+    read = script("backlog")
+    args = ("sum",) if names is None else ("each", *names)
+    for attempt in range(2):
+        try:
+            reply = await scope.conn.execute_command(
+                "FCALL_RO", read.function, 1, scope.prefix, *args
+            )
+        except ReplyError as error:
+            if attempt or scope.mode.remedy(error) != "library":
+                return None
+            await scope.mode.mend(scope.conn, "library", read)  # as any call does
+            if not scope.mode.functions:
+                return None
+            continue
+        return [n if n.__class__ is int else reply_int(n) for n in reply]
+    return None

@@ -26,7 +26,15 @@ from typing import Final
 from rota.protocol.includes import Plan, plan
 from rota.protocol.keys import lua_prelude
 
-__all__ = ["ALLOW_OOM", "SCRIPT_NAMES", "Library", "helpers", "library", "script_source"]
+__all__ = [
+    "ALLOW_OOM",
+    "NO_WRITES",
+    "SCRIPT_NAMES",
+    "Library",
+    "helpers",
+    "library",
+    "script_source",
+]
 
 SCRIPT_NAMES: Final = (
     "enqueue",
@@ -50,6 +58,7 @@ SCRIPT_NAMES: Final = (
     "edit",
     "operate",
     "rebalance",
+    "backlog",
 )
 
 #: Scripts registered once more under another name, with other flags: ``finish_kept``
@@ -60,7 +69,17 @@ ALIASES: Final = {"finish_kept": "finish"}
 #: functions): every script that moves, marks or deletes jobs and so does not grow
 #: memory (or by a few bytes), so that pools keep draining a full Redis, which frees it.
 #: Not the enqueues, a finish that keeps a result, nor an edit of args: they grow it.
-ALLOW_OOM: Final = frozenset(SCRIPT_NAMES) - {"enqueue", "enqueue_batch", "finish_kept", "edit"}
+ALLOW_OOM: Final = frozenset(SCRIPT_NAMES) - {
+    "enqueue",
+    "enqueue_batch",
+    "finish_kept",
+    "edit",
+    "backlog",
+}
+#: What writes nothing (the ``no-writes`` flag): ``FCALL_RO`` runs it, on a replica too,
+#: and a user who may run no script that writes (the ``web`` role) may be granted it.
+#: Redis runs such a script when it is over ``maxmemory`` without ``allow-oom``.
+NO_WRITES: Final = frozenset({"backlog"})
 
 _ENTER: Final = "enter(KEYS[1])\n"
 # A script without counters (no _counts) only sets the prefix: in a script, whose locals
@@ -101,7 +120,9 @@ def script_source(name: str, *, flagged: bool = False) -> str:
     shebang = ""
     first = ""
     if flagged:
-        shebang = "#!lua flags=allow-oom\n" if name in ALLOW_OOM else "#!lua\n"
+        shebang = "#!lua\n"
+        if name in ALLOW_OOM or name in NO_WRITES:
+            shebang = f"#!lua flags={'allow-oom' if name in ALLOW_OOM else 'no-writes'}\n"
     elif name in ALLOW_OOM:
         first = _FIRST_WRITE
     own = ALIASES.get(name, name)
@@ -133,6 +154,8 @@ def library() -> Library:
     parts = [f"#!lua name={lib.name}\n", shared]
     for name, body in bodies.items():
         flags = "{'allow-oom'}" if name in ALLOW_OOM else "{}"
+        if name in NO_WRITES:
+            flags = "{'no-writes'}"
         parts.append(
             f"redis.register_function{{function_name='{lib.function(name)}',"
             f" flags={flags}, callback=function(KEYS, ARGV)\n"

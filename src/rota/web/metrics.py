@@ -8,8 +8,8 @@ round trip), then a :class:`RotaCollector` turns that reading into metric famili
 Series per job name are bounded: a scrape details the :data:`NAMES` names with the most
 jobs queued and running (their figures and counters), and gives the namespace's totals
 over every name beside them; ``/metrics?names=all`` details every name. 5,000 names made
-a scrape of 2.7 MB and 45,000 series, read with 40,000 commands. The ranking reads about
-one command a name in each shard (:meth:`Shard.backlog`), the counters only the fields of
+a scrape of 2.7 MB and 45,000 series, read with 40,000 commands. The ranking is one call a
+shard (:meth:`Shard.backlog`, which counts every name inside Redis), the counters only the fields of
 the totals and of the detailed names (the hash holds five for every name).
 
 Fair keys are opt-in: ``/metrics?keys=top`` adds, for each detailed name, its :data:`KEYS`
@@ -22,8 +22,8 @@ found in one more), which a scrape without it does not pay.
 Run times are opt-in too: ``/metrics?run_times=hour`` (or ``day``) adds, for each
 detailed name, its attempts over that window and its p50, p95 and p99
 (``rota_job_run_time_attempts``, ``rota_job_run_time_seconds`` with a ``quantile``
-label; see :mod:`rota.client.run_times`): four series per name, read with one pipeline
-per detailed name and shard. They are gauges over a window that rolls (its counts drop
+label; see :mod:`rota.client.run_times`): four series per name, every detailed name's
+read in one round trip per shard. They are gauges over a window that rolls (its counts drop
 as old slots leave it), not a Prometheus histogram, whose counters may only grow.
 
 ``rota_redis_refusing_writes`` says whether Redis refuses writes and why, as Redis's
@@ -35,7 +35,6 @@ these gauges and the memory ones out of the scrape.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import math
 import time
@@ -112,7 +111,7 @@ async def read(
     run_times: Window | None = None,
 ) -> Reading:
     """The figures of a scrape: ``detailed`` names (None: all) in full, those with the
-    most jobs queued and running, ranked by about one command a name per shard (see
+    most jobs queued and running, ranked by one call a shard (see
     :meth:`Shard.backlog`); of the counters since the namespace began, the totals and
     the detailed names' only (the hash holds five fields for every name). ``keys``: the
     :data:`KEYS` fair keys of each detailed name with the most jobs queued too, read
@@ -132,8 +131,7 @@ async def read(
     fair = await client.admin.top_fair_keys([q.name for q in queues], KEYS) if keys else {}
     runs: list[RunTimes] = []
     if run_times is not None:
-        read_one = client.admin.run_times
-        runs = list(await asyncio.gather(*(read_one(q.name, run_times) for q in queues)))
+        runs = await client.admin.run_times_of_names([q.name for q in queues], run_times)
     return Reading(
         client.namespace,
         queues,

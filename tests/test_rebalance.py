@@ -133,6 +133,25 @@ async def test_the_limit_follows_jobs_from_one_shard_to_another(
     assert then.most == 4
 
 
+async def test_a_job_in_a_shard_without_a_part_starts_after_passes_skipped_while_idle(
+    redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    """The holder skips its passes while nothing of a limited name waits or runs
+    (rota.worker.rebalance); a job enqueued then in a shard whose part is 0 is seen by
+    the next check, and the pass that follows gives that shard the part."""
+    ledger = Ledger()
+    ledger.gate.set()
+    pool = _pool(redis_url, namespace, ledger, 1)
+    async with Client.from_url(redis_url, namespace, shards=K) as client, pool.running():
+        run = pool.current_run
+        assert run is not None
+        await wait_until(lambda: run.rebalancer.skipped >= 2, within=20)
+        assert _parts(redis_sync, namespace) == [b"1", b"0", b"0", b"0"]
+        await client.enqueue_many(_in_shard(3, 2))
+        await wait_until(lambda: ledger.done == 2, within=20)
+    assert ledger.most == 1
+
+
 async def test_garbage_in_a_part_counts_as_zero_and_is_written_back_clean(
     redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:

@@ -12,6 +12,14 @@ Which shards a pass covers is :attr:`Rebalancer.served`, one function: the shard
 pool serves, whatever they are (the namespace's K, or the old and new shards together
 while its count changes), and those it is still retiring after a change (jobs run
 there: they count against the whole).
+
+An idle namespace is not passed over again and again: before each pass the holder asks
+each server with one ``EXISTS`` whether a queue, a fair queue or a running set of a
+limited name holds anything in the shards it keeps. While none does, and the lease, the
+wholes and the shards are those of the last pass, which saw the namespace idle too
+(and so left the parts evenly placed), the pass is skipped (one in :data:`FULL_EVERY`
+still runs, for parts written by hand). A job enqueued anywhere makes the next check
+say so: it waits for a pass no longer than it did, one heartbeat interval at most.
 """
 
 from __future__ import annotations
@@ -28,9 +36,13 @@ from rota.redis.outage import MEANING, condition
 from rota.wire.redispy import REDIS_ERRORS
 from rota.worker.runtime import PoolRuntime
 
-__all__ = ["Rebalancer"]
+__all__ = ["FULL_EVERY", "Rebalancer"]
 
 log = structlog.get_logger("rota.limits")
+
+#: An idle namespace still gets one pass in this many heartbeat intervals (for parts
+#: written by hand, which only a pass reads).
+FULL_EVERY = 60
 
 
 class Rebalancer:
@@ -41,6 +53,10 @@ class Rebalancer:
         self.served = served
         self.number = 0  # the lease's number while this pool holds it
         self.passes = 0
+        #: What the last pass ran on (lease, wholes, shards) when it saw nothing queued
+        #: or running; None: it did not, or the pass did not end.
+        self._quiet: tuple[object, ...] | None = None
+        self.skipped = 0  # passes skipped since the last one that ran
 
     @property
     def _home(self) -> Scope:
@@ -78,9 +94,17 @@ class Rebalancer:
         if not number:
             return
         totals, rates = await read_totals(self._home), await read_rate_totals(self._home)
-        scopes = [r.shard.scope for r in self.served()]
+        served = self.served()
+        state = (number, totals, rates, [id(r.shard) for r in served])
+        idle = bool(totals or rates) and await _idle(served, [*totals, *rates])
+        if idle and state == self._quiet and self.skipped < FULL_EVERY - 1:
+            self.skipped += 1
+            return
+        self._quiet, self.skipped = None, 0
+        scopes = [r.shard.scope for r in served]
         if await balance(scopes, number, totals, rates, self.rt.pool_id):
             self.passes += 1
+            self._quiet = state if idle else None
         else:
             self.number = 0  # fenced off: its lease ended (see balance)
 
@@ -95,3 +119,22 @@ class Rebalancer:
                 if condition(exc) is None and not isinstance(exc, REDIS_ERRORS):
                     raise
         self.number = 0
+
+
+async def _idle(served: Sequence[PoolRuntime], names: Sequence[str]) -> bool:
+    """Whether no queue, fair queue or running set of ``names`` holds anything in the
+    shards ``served``: one EXISTS per server (the shards that share a connection share
+    a server, as their wake lists' BLPOP does; in a cluster each shard has its own)."""
+    servers: dict[int, list[PoolRuntime]] = {}
+    for r in served:
+        servers.setdefault(id(r.redis), []).append(r)
+    for group in servers.values():
+        keys = [
+            key
+            for r in group
+            for name in names
+            for key in (r.keys.queue(name), r.keys.fair(name), r.keys.running(name))
+        ]
+        if await group[0].redis.exists(*keys):
+            return False
+    return True

@@ -85,7 +85,9 @@ class PoolRun:
             heartbeat.reads_memory = False
         if shared:
             first = self.fetchers[: self.together]
-            self.wakes = SharedWakes(rt, [f.wake_keys for f in first])
+            self.wakes = SharedWakes(
+                rt, [f.wake_keys for f in first], [f.rt.keys.ready for f in first]
+            )
             for fetcher in first:
                 fetcher.shared = self.wakes
         if rt.children is not None:  # room for isolated jobs again: fetch them now

@@ -11,11 +11,21 @@ trip more than a fetcher's own BLPOP, whose fetch is sent behind it in the same 
 
 A token that comes for a fetcher that is not waiting (it is fetching) is kept for it:
 its next wait returns at once, as its own BLPOP would have found the token.
+
+When the BLPOP times out (``wake_timeout``: a safety net for a token that never came),
+one ``EXISTS`` over the members' ready sets says whether a fetch could find anything: a
+fetch visits the names of its shard's ready set only, so while every one is empty the
+members wait on, and an idle pool costs one command a timeout instead of a fetch call
+per shard (a fetch with every ready set empty would do nothing: a rate-limited name
+that waits for its next start stays in its set). A wait shorter than ``wake_timeout``
+(until a rate-limited job is due) ends on its own timer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,8 +44,12 @@ class SharedWakes:
     """The wake lists of several members (a pool's shards on one server), waited on
     with one BLPOP on a connection of its own."""
 
-    def __init__(self, rt: PoolRuntime, keys: Sequence[Sequence[str]]) -> None:
+    def __init__(
+        self, rt: PoolRuntime, keys: Sequence[Sequence[str]], ready: Sequence[str] = ()
+    ) -> None:
         self.rt = rt
+        #: Each member's ready set (see the module; none: every timeout ends the waits).
+        self._ready = dict(enumerate(ready))
         self._owner = {key: member for member, own in enumerate(keys) for key in own}
         self._keys = list(self._owner)
         self._waiting: dict[int, asyncio.Future[None]] = {}
@@ -45,19 +59,29 @@ class SharedWakes:
 
     async def wait(self, member: int, within: float) -> None:
         """Return once a token comes for one of ``member``'s wake lists (or came since
-        its last wait), or after ``within`` seconds."""
+        its last wait), or after ``within`` seconds when that is shorter than
+        ``wake_timeout``; else once a timeout of the BLPOP finds a ready set that is not
+        empty (see the module)."""
         if member in self._woken:
             self._woken.discard(member)
             return
         waiter = asyncio.get_running_loop().create_future()
         self._waiting[member] = waiter
         self._someone.set()
+        # A full wait ends when the BLPOP times out with something ready (run); only a
+        # shorter one needs a timer of its own.
+        full = within >= self.rt.settings.wake_timeout and self._ready
         try:
-            with anyio.move_on_after(within):
+            with anyio.move_on_after(math.inf if full else within):
                 await waiter
         finally:
             if self._waiting.get(member) is waiter:
                 del self._waiting[member]
+
+    @property
+    def waiting(self) -> set[int]:
+        """The members waiting now (a wait ended but not yet returned is not one)."""
+        return {member for member, waiter in self._waiting.items() if not waiter.done()}
 
     def nudge(self, member: int) -> None:
         """End ``member``'s wait now, as a token for it would."""
@@ -69,6 +93,7 @@ class SharedWakes:
         """Wait no more on ``member``'s wake lists (the pool retired its shard), from
         the next BLPOP on."""
         self._keys = [key for key in self._keys if self._owner[key] != member]
+        self._ready.pop(member, None)
         self._woken.discard(member)
         self.nudge(member)
 
@@ -80,10 +105,11 @@ class SharedWakes:
                     self._someone.clear()
                     await self._someone.wait()
                 reply = await self.rt.watch.keep_trying("fetcher", self._blpop, tell=False)
-                if reply is None:  # timed out: every member waiting fetches once
-                    for waiter in self._waiting.values():
-                        if not waiter.done():
-                            waiter.set_result(None)
+                if reply is None:  # timed out: every member waiting fetches once, if any may
+                    if await self._anything_ready():
+                        for waiter in self._waiting.values():
+                            if not waiter.done():
+                                waiter.set_result(None)
                     continue
                 member = self._owner.get(reply_text(reply[0]))
                 if member is None:
@@ -97,6 +123,13 @@ class SharedWakes:
         finally:
             with anyio.CancelScope(shield=True):
                 await self.conn.aclose()
+
+    async def _anything_ready(self) -> bool:
+        """Whether a fetch after this timeout could find a job (see the module)."""
+        if not self._ready:
+            return True
+        ready = functools.partial(self.conn.execute_command, "EXISTS", *self._ready.values())
+        return bool(await self.rt.watch.keep_trying("fetcher", ready, tell=False))
 
     async def _blpop(self) -> Any:
         return await self.conn.execute_command("BLPOP", *self._keys, self.rt.settings.wake_timeout)

@@ -64,23 +64,36 @@ local function fair_settings(name, key)
   return w, l and math.floor(l), v[4], v[5] ~= false and v[5] ~= nil
 end
 
+-- Add one member to a sorted set that is made in Redis's skiplist encoding (see
+-- add_leases): the ready keys and the backlogs are written by every fetch, several keys
+-- at a time, and in a listpack (up to 128 keys) each write scans every entry. Paid once,
+-- when the set is made: it stays a skiplist while it holds entries.
+local function zadd_skiplist(k, score, member)
+  pcall(redis.call, 'ZADD', k, '+inf', LONG_MEMBER, score, member)
+  pcall(redis.call, 'ZREM', k, LONG_MEMBER)
+end
+
 -- The key joins the ready keys (unless it is a member, or paused), at the lowest virtual
 -- time there (the plain list's when there is none): a key back from idle claims no
--- burst for the time it was away. The ready set learns of it.
+-- burst for the time it was away. The ready set learns of it. Whether the set of ready
+-- keys was empty (it is then made a skiplist).
 local function fair_join(name, key)
   local okp, paused = pcall(redis.call, 'HEXISTS', key_fair_set(name), 'p/' .. key)
   if okp and paused == 1 then
-    return
+    return false
   end
   local low = fair_min(name)
-  if not low then
+  local fresh = not low
+  if fresh then
     local okv, vt = pcall(redis.call, 'HGET', key_fair(name), 'vt')
-    low = finite_score(okv and vt)
+    zadd_skiplist(key_fair_keys(name), str(finite_score(okv and vt)), key)
+  else
+    pcall(redis.call, 'ZADD', key_fair_keys(name), 'NX', str(low), key)
   end
-  pcall(redis.call, 'ZADD', key_fair_keys(name), 'NX', str(low), key)
   redis.call('SADD', K_READY, FAIR_MARK .. name)
   redis.call('SADD', K_NAMES, name)
   mark_ready(name)
+  return fresh
 end
 
 -- Push a keyed job's id into its key's list: at the head (enqueue, promote: FIFO), or
@@ -94,10 +107,12 @@ local function fair_push(name, key, id, front)
     wake(name)
     return
   end
-  pcall(redis.call, 'ZADD', key_fair_backlog(name), len, key)
   incr(key_fair(name), 'n', 1)
-  if len == 1 then
-    fair_join(name, key)
+  -- (the first key of the name's ready keys: its backlogs start afresh too, a skiplist)
+  if len == 1 and fair_join(name, key) then
+    zadd_skiplist(key_fair_backlog(name), len, key)
+  else
+    pcall(redis.call, 'ZADD', key_fair_backlog(name), len, key)
   end
   wake(name)
 end

@@ -33,7 +33,11 @@ local function fair_key_state(ctx, name, st, key)
   if st.settings then
     w, limit, rate, paused = fair_settings(name, key)
   end
-  c = {key = key, w = w, paused = paused, slots = true}
+  -- Every field a turn sets, made at once (false: none yet): a table that grows field by
+  -- field is rebuilt twice on the way to its sixteen.
+  c = {key = key, w = w, paused = paused, slots = true, score = 0, next = 0, left = false,
+    synced = false, popped = 0, touched = false, buf = false, at = 1, drained = false,
+    tat = false, interval = false, moved = false}
   if limit then
     local ok, running = pcall(redis.call, 'ZCARD', key_fair_running(name, key))
     c.slots = limit - (ok and running or 0)

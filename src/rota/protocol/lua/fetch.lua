@@ -230,10 +230,23 @@ local function give_back()
   end
 end
 
+-- The plain list's entries of a name with fair keys, as fair_next takes them: one
+-- function per name and call, not a closure made (and collected) per job.
+local plains = {}
+local function plain_of(name)
+  local f = plains[name]
+  if not f then
+    local qk = key_queue(name)
+    f = function() return next_entry(name, qk) end
+    plains[name] = f
+  end
+  return f
+end
+
 -- Pop entries of one queue until one job is leased; false when none could be.
 local function take(name)
   local qk = key_queue(name)
-  local plain = fairs[name] and function() return next_entry(name, qk) end
+  local plain = fairs[name] and plain_of(name)
   while nburied < MAX_BURY do
     local id, fkey
     if plain then id, fkey = fair_next(ctx, name, plain, wanted(name)) else id = next_entry(name, qk) end

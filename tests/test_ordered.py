@@ -157,3 +157,15 @@ async def test_an_ordered_name_stays_in_its_old_home_while_jobs_queue_there(
         await during.enqueue(name, seq=21)
     new = Keys.of_tag(namespace, shard_tags(namespace, 4)[shard_of(name, 4)], 1)
     assert redis_sync.llen(new.queue(name)) == 1
+
+
+async def test_a_chain_of_an_ordered_name_starts_in_its_names_shard(
+    producers: tuple[Client, Client], redis_sync: redis.Redis, namespace: str
+) -> None:
+    """The first step of a chain has no parent: an ordered name routes it, and the steps
+    after it follow it there."""
+    steps = await producers[0].chain([JobSpec(name="invoice"), JobSpec(name="mail")])
+    home = shard_of("invoice", K)
+    assert redis_sync.llen(Keys(namespace, home, K).queue("invoice")) == 1
+    assert all(shard_of(s.id, K) == home for s in steps)
+    assert redis_sync.exists(Keys(namespace, home, K).job(steps[1].id))

@@ -279,7 +279,8 @@ class Client:
         """Enqueue ``specs`` so that each runs after the one before completes (and after its
         own ``after``), in one round trip. A step that ends dead or aborted makes the rest
         dead with reason ``dependency_failed``."""
-        linked, placed = await chained(specs, self._route.routing, self._route.holding)
+        route = self._route
+        linked, placed = await chained(specs, route.routing, route.holding, self.options.ordered)
         return await self._enqueue(linked, None, placed)
 
     async def group(

@@ -49,17 +49,7 @@ def test_debounce_cost_prints_a_row_per_kind(capsys: pytest.CaptureFixture[str])
 def test_isolation_runs_both_paths() -> None:
     """In a process of its own: it sets the logging of the process it runs in."""
     argv = ["--cpu-jobs", "4", "--cpu-ms", "20", "--ticks-per-s", "50", "--json"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.isolation", *argv],
-        cwd=Path(__file__).resolve().parents[1],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = _own_process("bench.isolation", *argv)
     rows = json.loads(done.stdout)["rows"]
     assert [r["path"] for r in rows] == ["thread", "isolated"]
     assert all(r["cpu_jobs_per_s"] > 0 and r["ticks"] > 0 for r in rows), rows
@@ -85,3 +75,29 @@ def test_deep_pages_prints_a_row_per_page(capsys: pytest.CaptureFixture[str]) ->
         row = re.search(rf"^\| {re.escape(page)} \| 200 \| [\d.]+ \| (\d+) \| (\d+) \|", out, re.M)
         assert row, out
         assert int(row[1]) > 0 and int(row[2]) > 0
+
+
+def test_ordered_cost_prints_both_kinds() -> None:
+    """``python -m bench.ordered_cost`` (docs/performance.md, "Ordered names"), in a
+    process of its own: it sets the logging of the process it runs in."""
+    done = _own_process("bench.ordered_cost", "--jobs", "200", "--reps", "1")
+    for kind in ("spread", "ordered"):
+        row = re.search(rf"^\| {kind} \| ([\d.]+) \| ([\d,]+) \(", done.stdout, re.M)
+        assert row, done.stdout
+        assert float(row[1]) > 0 and int(row[2].replace(",", "")) > 0
+
+
+def _own_process(module: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``python -m module argv`` from the repository, finished with exit code 0."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run(
+        [sys.executable, "-m", module, *argv],
+        cwd=Path(__file__).resolve().parents[1],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done

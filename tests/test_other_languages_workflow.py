@@ -407,6 +407,18 @@ async def test_redis_cli_enqueues_a_dependent_job(
 SHARDED = Path(__file__).parent / "other_languages" / "sharded.cjs"
 
 
+async def sharded(node_modules: Path, request: dict[str, Any]) -> Any:
+    """What the sharded Node producer tells of ``request``: its tags and placements."""
+    with anyio.fail_after(30):
+        done = await anyio.run_process(
+            [_tool("node"), str(SHARDED), json.dumps(request)],
+            env={**os.environ, "NODE_PATH": str(node_modules)},
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    return json.loads(done.stdout)
+
+
 async def test_a_node_producer_enqueues_into_every_shard_as_the_protocol_says(
     node_modules: Path, redis_server: RedisServer, namespace: str
 ) -> None:
@@ -416,14 +428,7 @@ async def test_a_node_producer_enqueues_into_every_shard_as_the_protocol_says(
     shards = 4
     jobs = [{"id": f"node-{i}", "name": "step", "args": args_of(f"j{i}")} for i in range(40)]
     request = {"url": redis_server.url, "namespace": namespace, "shards": shards, "jobs": jobs}
-    with anyio.fail_after(30):
-        done = await anyio.run_process(
-            [_tool("node"), str(SHARDED), json.dumps(request)],
-            env={**os.environ, "NODE_PATH": str(node_modules)},
-            check=False,
-        )
-    assert done.returncode == 0, done.stderr.decode()
-    told = json.loads(done.stdout)
+    told = await sharded(node_modules, request)
     assert told["tags"] == list(shard_tags(namespace, shards))
     assert {p["shard"] for p in told["placed"]} == set(range(shards))  # all four used
     assert all(p["shard"] == shard_of(p["id"], shards) for p in told["placed"])
@@ -443,6 +448,31 @@ async def test_a_node_producer_enqueues_into_every_shard_as_the_protocol_says(
         for j in jobs[:8]:
             record = await client.job(j["id"])
             assert record is not None and record.state == "complete"
+
+
+async def test_a_node_producer_and_a_python_one_keep_an_ordered_names_order(
+    node_modules: Path, redis_server: RedisServer, namespace: str
+) -> None:
+    """Node and Python producers of an ordered name, in turn, by the documented rule
+    alone: every job in the shard its name names, and one worker starts them in order."""
+    shards, url = 4, redis_server.url
+    started: list[str] = []
+    pool = WorkerPool(settings=pool_settings(url, namespace, shards=shards, concurrency=1))
+
+    @pool.job
+    async def step(ctx: JobContext, label: str) -> None:
+        started.append(label)
+
+    async with Client.from_url(url, namespace, shards=shards, ordered="step") as client:
+        for turn in range(10):
+            jobs = [{"id": f"node-{turn}", "name": "step", "args": args_of(f"{turn}a")}]
+            request = {"url": url, "namespace": namespace, "shards": shards, "jobs": jobs}
+            told = await sharded(node_modules, {**request, "ordered": ["step"]})
+            assert told["placed"][0]["shard"] == shard_of("step", shards)
+            await client.enqueue("step", label=f"{turn}b")
+        async with pool.running(client=client):
+            await wait_until(lambda: len(started) == 20, within=20)
+    assert started == [f"{turn}{side}" for turn in range(10) for side in "ab"]
 
 
 @pytest.mark.one_shard("the script is called on one shard's prefix")

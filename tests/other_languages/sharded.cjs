@@ -1,10 +1,11 @@
 // A rota producer in Node.js (ioredis) for a namespace over K shards, written from
 // docs/protocol.md ("A namespace over several shards") alone: it derives the shards'
 // hash tags from the CRC16 runs of the slot space, routes each job by the CRC-32 of its
-// id, and enqueues it in its shard by plain commands ("(a) A transaction of plain
-// commands").
+// id (of its name, for a name of "ordered": "Ordered names"), and enqueues it in its
+// shard by plain commands ("(a) A transaction of plain commands").
 //
-//   node sharded.cjs '{"url": ..., "namespace": ..., "shards": K, "jobs": [{"id", "name", "args"}]}'
+//   node sharded.cjs '{"url": ..., "namespace": ..., "shards": K, "jobs": [{"id", "name", "args"}],
+//                      "ordered": [names...]}'
 //
 // It prints one JSON line: {"tags": [...], "placed": [{"id", "shard"}...]}.
 'use strict';
@@ -61,9 +62,10 @@ async function main() {
   const request = JSON.parse(process.argv[2]);
   const redis = new Redis(request.url, { maxRetriesPerRequest: 1, retryStrategy: () => null });
   const tags = shardTags(request.namespace, request.shards);
+  const ordered = new Set(request.ordered || []);
   const placed = [];
   for (const job of request.jobs) {
-    const shard = crc32(job.id) % request.shards;
+    const shard = crc32(ordered.has(job.name) ? job.name : job.id) % request.shards;
     await plainJob(redis, `{${tags[shard]}}:`, job);
     placed.push({ id: job.id, shard });
   }

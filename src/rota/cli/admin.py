@@ -136,6 +136,11 @@ def _args(args_json: str | None, pairs: tuple[str, ...]) -> tuple[tuple[Any, ...
     metavar="KEY",
     help="Its fair key (a tenant, 1-200 printable characters): the name's keys take turns.",
 )
+@click.option(
+    "--ordered",
+    is_flag=True,
+    help="Route it by its name, as the setting 'ordered' does: the name's jobs start in order.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @debounce_options
 @connection_options
@@ -156,6 +161,7 @@ def enqueue(
     expires_at: str | None,
     job_id: str | None,
     fair_key: str | None,
+    ordered: bool,
     as_json: bool,
     debounce: Debounce | None,
 ) -> None:
@@ -189,6 +195,7 @@ def enqueue(
         expires_at=expires_at,
         debounce=debounce,
         fair_key=fair_key,
+        ordered=ordered,
     )
     try:  # every option as the client checks it (the args' size aside: a setting's)
         to_row(spec, max_args_bytes=sys.maxsize, unique_ttl=JOB["unique_ttl"].hi)

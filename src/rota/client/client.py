@@ -39,7 +39,7 @@ __all__ = ["Client"]
 _OPTIONS = frozenset(
     {"unique", "unique_ttl", "job_id", "max_fails", "timeout", "after", "expires_in", "expires_at"}
     | {"debounce"}
-    | {"fair_key"}
+    | {"fair_key", "ordered"}
 )
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Options))
 #: The shards of jobs enqueued before, by id (see :meth:`Client._enqueue`).
@@ -53,7 +53,10 @@ class Client:
     >>> job = await client.enqueue("send_email", to="a@b.c")
 
     ``options``: those of :class:`~rota.client.options.Options` (``max_args_bytes``,
-    ``unique_ttl``, ``durable``, ``durable_timeout``, ``ride_through``, ``shards``).
+    ``unique_ttl``, ``durable``, ``durable_timeout``, ``ride_through``, ``shards``,
+    ``ordered``: job names whose jobs start in enqueue order across the shards, each
+    routed to the one shard its name names; every producer of such a name must declare
+    it, see "Ordered names" in docs/protocol.md).
     ``shard_redis``: the connections of shards 1..K-1 (in a cluster, each to the node
     of its shard's slot); without them every shard is reached through ``redis``.
     """
@@ -154,6 +157,7 @@ class Client:
         expires_at: datetime | float | None = None,
         debounce: Debounce | None = None,
         fair_key: str | None = None,
+        ordered: bool = False,
         **kwargs: Any,
     ) -> Enqueued:
         """Enqueue a job now. Keyword arguments other than the options are the job's args.
@@ -168,7 +172,8 @@ class Client:
         by then never starts; it ends dead with reason ``expired`` (the handler's
         ``expires_in`` applies when neither is given). ``debounce``: many enqueues of a
         key become one job (:class:`~rota.Debounce`). ``fair_key``: its tenant (see
-        :mod:`rota.client.fair`): a name's keys take turns, FIFO within a key. Handlers
+        :mod:`rota.client.fair`): a name's keys take turns, FIFO within a key.
+        ``ordered``: route it by its name, as the client's ``ordered`` names are. Handlers
         whose parameters share an option's name are enqueued with :class:`JobSpec`.
         """
         spec = JobSpec(
@@ -185,6 +190,7 @@ class Client:
             expires_at=expires_at,
             debounce=debounce,
             fair_key=fair_key,
+            ordered=ordered,
         )
         return (await self._enqueue([spec], durable))[0]
 
@@ -263,6 +269,8 @@ class Client:
         shards, with an id that names the shard it is routed to, unless it has one."""
         o = self.options
         row = to_row(spec, o.max_args_bytes, o.unique_ttl, group, waits_group, group_size)
+        if spec.name in o.ordered and not row.ordered:
+            row = row._replace(ordered=True)
         # Over one shard every id names it: no draw (and no call) per job.
         k = self._route.routing
         return place(row, k) if k > 1 and spec.job_id is None else row
@@ -271,7 +279,8 @@ class Client:
         """Enqueue ``specs`` so that each runs after the one before completes (and after its
         own ``after``), in one round trip. A step that ends dead or aborted makes the rest
         dead with reason ``dependency_failed``."""
-        linked, placed = await chained(specs, self._route.routing, self._route.holding)
+        route = self._route
+        linked, placed = await chained(specs, route.routing, route.holding, self.options.ordered)
         return await self._enqueue(linked, None, placed)
 
     async def group(

@@ -1,4 +1,4 @@
-"""The client's seven options, written once: what :class:`rota.Client` takes, what
+"""The client's eight options, written once: what :class:`rota.Client` takes, what
 :meth:`Client.from_url` reads from ``ROTA_*`` variables for those not given, and what
 :meth:`Client.from_settings` takes from the settings. Each shard's handle is built from
 the same struct, so no option is restated per shard.
@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any
 
 from rota.config import Settings, from_environment
+from rota.protocol.job import validate_name
 
 __all__ = ["DEFAULTS", "Options"]
 
@@ -31,6 +32,15 @@ class Options:
     #: Seconds an enqueue rides out a Redis that is away or refusing (see enqueue_many).
     ride_through: float
     shards: int
+    #: Job names routed by their name, so that they start in enqueue order (see
+    #: rota.protocol.shards): a set of names, or the setting's text (comma-separated).
+    ordered: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        names = self.ordered
+        if isinstance(names, str):
+            names = names.replace(",", " ").split()
+        object.__setattr__(self, "ordered", frozenset(validate_name(n) for n in names))
 
     @classmethod
     def of(cls, settings: Settings) -> Options:

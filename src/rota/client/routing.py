@@ -10,8 +10,8 @@ by group the shard a group's id names                                      a gro
 to all   every shard at once, the answers merged (a job name's pause,      the operator's
          limit, rate; every count, page and search)                        (Admin)
 by key   each enqueue row to the shard of its group, its unique key, its   enqueue,
-         first parent, else its id (:func:`rota.protocol.shards.           chain, group
-         shard_of_row`)
+         first parent, its fair key, its name if the name is ordered,      chain, group
+         else its id (:func:`rota.protocol.shards.shard_of_row`)
 ======== ================================================================ ==============
 
 One shard goes through the same rules: its id names it, "every shard" is it, and there
@@ -20,7 +20,9 @@ are no others to ask.
 During a change of the shard count (see :mod:`rota.protocol.reshard`) "every shard" is
 the union of the old and the new shards, new jobs are routed by the new count, and what
 may exist already (a job by id, a group, a unique or debounce key's holder, a parent) is
-looked for in its old home first (its route under the old count), then in its new one.
+looked for in its old home first (its route under the old count), then in its new one;
+an ordered name whose old home still holds queued jobs of it is sent there, until that
+queue is empty (so that its jobs start in order across the change).
 """
 
 from __future__ import annotations
@@ -229,14 +231,39 @@ class Shards:
                 return None
             return (row.id, old.index) if found else None
 
-        keyed = [
+        keyed = [r for r in rows if _keyed(r) or r.id in chosen]
+        found = {a[0]: a[1] for a in await gather([functools.partial(ask, r) for r in keyed]) if a}
+        return found | await self._names_before(rows, found)
+
+    async def _names_before(
+        self, rows: Sequence[EnqueueRow], found: Mapping[str, int]
+    ) -> dict[str, int]:
+        """During a change: the rows routed by an ordered name (see
+        :func:`rota.protocol.shards.shard_of_row`) whose name still has jobs queued in
+        its old home, by id, with that place: a name stays there until its queue there
+        is empty, so that its jobs start in enqueue order across the change too. One
+        ``LLEN`` per such name, all at once; a call with none asks nothing."""
+        by_name = [
             r
             for r in rows
-            if r.group or r.waits_group or r.unique or r.debounce_key or r.after or r.id in chosen
+            if r.ordered and not (_keyed(r) or r.fair) and r.id not in found
+            if self.home(r.name) is not self.named(r.name)
         ]
-        if not keyed:
+        if not by_name:
             return {}
-        return {a[0]: a[1] for a in await gather([functools.partial(ask, r) for r in keyed]) if a}
+
+        async def queued(name: str) -> tuple[str, int] | None:
+            old = self.home(name)
+            return (name, old.index) if await old.redis.llen(old.keys.queue(name)) else None
+
+        names = {r.name for r in by_name}
+        held = dict(a for a in await gather([functools.partial(queued, n) for n in names]) if a)
+        return {r.id: held[r.name] for r in by_name if r.name in held}
+
+
+def _keyed(row: EnqueueRow) -> bool:
+    """Whether ``row`` is routed by a key that may exist from before a change."""
+    return bool(row.group or row.waits_group or row.unique or row.debounce_key or row.after)
 
 
 async def _at(

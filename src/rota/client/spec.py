@@ -70,6 +70,10 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     #: The job's fair key (a tenant, a customer): within its job name, keys take turns
     #: (weighted round robin), FIFO within a key. 1..200 printable ASCII characters.
     fair_key: str | None = None
+    #: Route it by its name, so that the name's jobs start in enqueue order across the
+    #: shards (see rota.protocol.shards); the client's ``ordered`` names are routed so
+    #: without it.
+    ordered: bool = False
 
 
 #: What a fair key may be: 1..200 printable ASCII characters, no space (a key of Redis
@@ -125,6 +129,7 @@ def to_row(
         group_size=group_size,
         expires=expires,
         fair="" if spec.fair_key is None else check_fair_key(spec.fair_key),
+        ordered=spec.ordered is True,
     )
     return row if spec.debounce is None else _debounced(row, spec.debounce)
 

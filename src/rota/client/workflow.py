@@ -176,12 +176,16 @@ def decoded(text: bytes | str) -> Any:
 
 
 async def chained(
-    specs: Sequence[JobSpec], shards: int, locate: Callable[[str], Awaitable[Any]]
+    specs: Sequence[JobSpec],
+    shards: int,
+    locate: Callable[[str], Awaitable[Any]],
+    ordered: frozenset[str] = frozenset(),
 ) -> tuple[list[JobSpec], dict[str, int]]:
     """The steps of a chain, each after the one before (and after its own ``after``),
     and the shard of each step and of each job from before that a step waits for first
     (``locate``: the Shard that holds a job, found where it is, one read each, as its id
-    may name another shard)."""
+    may name another shard). A first step of an ordered name (``ordered``, or its own
+    ``ordered``) goes where its name routes it, the chain after it."""
     _no_unique(specs, "chain")
     linked: list[JobSpec] = []
     previous: str | None = None
@@ -192,6 +196,8 @@ async def chained(
         # rota.protocol.shards), a step before it wherever its id points: an id drawn
         # here names that shard, so that a reader finds the step from its id alone.
         shard = placed.get(after[0], shard_of(after[0], shards)) if after else None
+        if shard is None and (spec.ordered or spec.name in ordered):
+            shard = shard_of(spec.name, shards)
         # (A parent in a shard only the old count has, during a change, names none.)
         named = shard is not None and shard < shards
         job_id = spec.job_id or (new_id_in(shard, shards) if named else new_id())  # type: ignore[arg-type]

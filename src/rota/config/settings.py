@@ -15,6 +15,7 @@ import msgspec
 from rota.errors import ConfigError
 from rota.protocol.bounds import SETTINGS as SETTINGS_BOUNDS
 from rota.protocol.bounds import first_wrong
+from rota.protocol.job import validate_name
 from rota.protocol.keys import validate_namespace
 from rota.urls import SENTINEL, check_url, redacted, sentinel_url
 
@@ -41,6 +42,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     # How many shards (hash tags) the namespace spans (rota.protocol.shards): 1 is one
     # slot; more spread one namespace over a cluster's nodes. Fixed for a namespace's life.
     shards: int = 1
+    # Job names whose jobs start in enqueue order across the shards (rota.protocol.shards:
+    # each is routed to one shard, the one its name names), comma- or space-separated.
+    # Every producer of such a name must say so: the pools' own enqueues read it here.
+    ordered: str = ""
     concurrency: int = 10
     lease: float = 30.0
     heartbeat_interval: float = 5.0
@@ -126,6 +131,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         except ValueError as exc:
             raise ConfigError(f"namespace: {exc}") from None
         self._check_numbers()
+        for name in self.ordered.replace(",", " ").split():
+            try:
+                validate_name(name)
+            except ValueError as exc:
+                raise ConfigError(f"ordered: {exc}") from None
 
     def _resolve_sentinels(self) -> None:
         """Sentinel settings become the ``redis+sentinel://`` URL the connection reads."""

@@ -75,6 +75,9 @@ class EnqueueRow(NamedTuple):
     debounce_ms: int = 0  # the debounce window (ms)
     debounce_mode: str = ""  # "first", "extend" or "replace"
     debounce_move: bool = True  # a replace moves the run time too
+    #: Routed by its name (rota.protocol.shards): its name's jobs share a shard, so they
+    #: start in enqueue order. Routing only: no script takes it.
+    ordered: bool = False
 
 
 _WIDTH: Final = 1 + len(FETCH_FIELDS)

@@ -19,10 +19,14 @@ to one node. The route is, in this order:
 4. its fair key, for a job that carries one: a key lives in one shard, so that its
    limit, rate and turns are exact (a keyed job routed by 1-3 instead lands where those
    name, its key's turns and limit then counted in that shard for it);
-5. its own id.
+5. its job name, for a job of an *ordered* name (``Client(ordered=...)``, the setting
+   ``ordered``, or ``ordered=True`` on the job): every job of the name then shares one
+   shard, whose queue is FIFO, so they start in enqueue order as on one server, at the
+   throughput of one shard (a job of the name routed by 1-4 is outside that order);
+6. its own id.
 
 A key is routed by ``crc32(route) % K`` (CRC-32 as zlib computes it). A job id chosen
-by rota for a job routed by 1-3 is drawn until its own CRC-32 names the same shard, so
+by rota for a job routed by 1-5 is drawn until its own CRC-32 names the same shard, so
 that a reader that knows only the id finds the job's shard from the id; a reader looks
 there first and, for an id chosen by a producer, in the other shards after.
 """
@@ -128,7 +132,7 @@ def shard_of_row(row: EnqueueRow, shards: int, placed: Mapping[str, int] | None 
         return parents.pop()
     if row.fair:
         return shard_of(row.fair, shards)
-    return shard_of(row.id, shards)
+    return shard_of(row.name if row.ordered else row.id, shards)
 
 
 def new_id_in(shard: int, shards: int, job_id: str = "") -> str:

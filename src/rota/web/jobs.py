@@ -137,6 +137,13 @@ class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         Annotated[str, doc(pattern=FAIR_KEY_RE.pattern)] | None,
         said("its fair key (a tenant): within the job name, keys take turns, FIFO within a key"),
     ] = None
+    ordered: Annotated[
+        bool,
+        said(
+            "route it by its name (as the setting ordered): the name's jobs share a shard"
+            " and start in enqueue order"
+        ),
+    ] = False
     after: Annotated[
         Annotated[list[Annotated[str, doc(pattern=NAME_PATTERN)]], doc(maxItems=MAX_IDS)] | None,
         Meta(
@@ -335,6 +342,7 @@ async def enqueue_body(request: Request, body: EnqueueRequest) -> Enqueued:
         expires_in=body.expires_in,
         expires_at=body.expires_at,
         fair_key=body.fair_key,
+        ordered=body.ordered,
     )
     try:
         (job_,) = await client_of(request).enqueue_many([spec_])

@@ -42,7 +42,7 @@ async def run_times(
     Counted: every attempt that ran to an outcome (complete, retried, dead), from its
     lease's start to its finish. Each figure is the upper bound of a bucket: never below
     the true value, and less than 1.5 times it."""
-    got = await client.admin.run_times(name, "day" if day else "hour")
+    got = await client.admin.run_times.of(name, "day" if day else "hour")
     if as_json:
         echo_json(msgspec.to_builtins(got))
         return

@@ -15,6 +15,7 @@ import msgspec
 from rota.cli.common import (
     ExitError,
     connection_options,
+    json_option,
     number_within,
     parse_duration,
     with_client,
@@ -136,7 +137,7 @@ def _args(args_json: str | None, pairs: tuple[str, ...]) -> tuple[tuple[Any, ...
     metavar="KEY",
     help="Its fair key (a tenant, 1-200 printable characters): the name's keys take turns.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 @debounce_options
 @connection_options
 def enqueue(
@@ -316,7 +317,7 @@ def _print_status(data: dict[str, Any]) -> None:
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 @click.option(
     "--watch",
     type=float,

@@ -54,7 +54,7 @@ async def test_a_key_with_running_jobs_and_none_queued_is_listed(client: Client)
     assert rows[0].key == "waiting" and rows[0].queued > 0
     assert [r.key for r in await client.admin.fair.fair_keys("hook", top=1)] == ["waiting"]
     # the read of the scrape ranks the backlogs only
-    tops = await client.admin.top_fair_keys(["hook"], 10)
+    tops = await client.admin.fair.top_fair_keys(["hook"], 10)
     assert [r.key for r in tops["hook"]] == ["waiting"]
     assert RUNNING_SCAN >= 2
 
@@ -135,7 +135,7 @@ async def test_a_backlog_running_set_or_settings_of_another_type_read_as_none(
     redis_sync.set(p + "fbacklog:hook", "text")
     redis_sync.set(p + "running:hook", "text")
     assert await client.admin.fair.fair_keys("hook") == []
-    assert await client.admin.top_fair_keys(["hook"], 10) == {}
+    assert await client.admin.fair.top_fair_keys(["hook"], 10) == {}
     # the name's settings of another type: every one read as the default, and said
     redis_sync.delete(p + "fbacklog:hook")
     redis_sync.zadd(p + "fbacklog:hook", {"a": 1})

@@ -92,7 +92,7 @@ async def test_percentiles_of_a_known_distribution_are_within_the_bucket_error(
     run_ms = [v for b in BOUNDS for v in (b, b + 1)] + [300 + 7 * i for i in range(60)]
     await finish_with_run_times(client, NAME, run_ms)
 
-    got = await client.admin.run_times(NAME, "hour", at=AT.timestamp())
+    got = await client.admin.run_times.of(NAME, "hour", at=AT.timestamp())
 
     assert got.count == len(run_ms)
     want = [0] * BUCKETS
@@ -106,7 +106,7 @@ async def test_percentiles_of_a_known_distribution_are_within_the_bucket_error(
         assert true <= value < 1.5 * true, (pct, true, value)
     assert got.max_ms is None  # the last bound + 1 ms is in the open bucket
     assert got.p99_ms is not None
-    day = await client.admin.run_times(NAME, "day", at=AT.timestamp())
+    day = await client.admin.run_times.of(NAME, "day", at=AT.timestamp())
     assert day.buckets == got.buckets
 
 
@@ -116,7 +116,7 @@ async def test_failed_attempts_count_and_those_cut_short_do_not(client: Client) 
     await finish_with_run_times(client, NAME, [900], ["aborted", 0, "stopped", ""])
     await finish_with_run_times(client, NAME, [900], ["requeue", "", "", ""])
 
-    got = await client.admin.run_times(NAME, at=AT.timestamp())
+    got = await client.admin.run_times.of(NAME, at=AT.timestamp())
 
     assert got.count == 3
     assert {b.le_ms: b.count for b in got.buckets if b.count} == {58: 2, 7482: 1}
@@ -132,12 +132,12 @@ async def test_a_slot_older_than_the_window_is_not_counted(
         slot = slot_of(AT - dt.timedelta(minutes=minutes))
         redis_sync.hset(keys.run_times(NAME, slot), bucket, 1)
 
-    hour = await client.admin.run_times(NAME, "hour", at=AT.timestamp())
-    day = await client.admin.run_times(NAME, "day", at=AT.timestamp())
+    hour = await client.admin.run_times.of(NAME, "hour", at=AT.timestamp())
+    day = await client.admin.run_times.of(NAME, "day", at=AT.timestamp())
 
     assert {i for i, b in enumerate(hour.buckets) if b.count} == {10, 11}
     assert {i for i, b in enumerate(day.buckets) if b.count} == {10, 11, 12, 13}
-    assert await client.admin.run_times_windows(NAME, at=AT.timestamp()) == [hour, day]
+    assert await client.admin.run_times.windows(NAME, at=AT.timestamp()) == [hour, day]
 
 
 async def test_garbage_in_the_counters_reads_as_nothing_and_a_finish_starts_it_again(
@@ -162,32 +162,32 @@ async def test_garbage_in_the_counters_reads_as_nothing_and_a_finish_starts_it_a
         )
     redis_sync.rpush(shards[0].keys.run_times(NAME, slot_of(AT - dt.timedelta(minutes=10))), "x")
 
-    got = await client.admin.run_times(NAME, at=AT.timestamp())
+    got = await client.admin.run_times.of(NAME, at=AT.timestamp())
     assert got.count == 2 * len(shards)
     assert {b.le_ms: b.count for b in got.buckets if b.count} == {39: 2 * len(shards)}
 
     await finish_with_run_times(client, NAME, [4, 12])  # buckets 3 ('text') and 6 ('1e300')
-    got = await client.admin.run_times(NAME, at=AT.timestamp())
+    got = await client.admin.run_times.of(NAME, at=AT.timestamp())
     assert {b.le_ms: b.count for b in got.buckets if b.count} == {4: 1, 12: 1, 39: 2 * len(shards)}
 
     # a slot of another type (a list) costs the finish nothing but its counts
     for shard in shards:
         redis_sync.rpush(shard.keys.run_times("other", slot), "x")
     await finish_with_run_times(client, "other", [5])  # its finish answers no error
-    assert (await client.admin.run_times("other", at=AT.timestamp())).count == 0
+    assert (await client.admin.run_times.of("other", at=AT.timestamp())).count == 0
 
 
 async def test_a_name_without_runs_reads_empty_and_bad_arguments_are_refused(
     client: Client,
 ) -> None:
-    got = await client.admin.run_times("nothing", "day", at=AT.timestamp())
+    got = await client.admin.run_times.of("nothing", "day", at=AT.timestamp())
     figures = (got.count, got.p50_ms, got.p95_ms, got.p99_ms, got.max_ms)
     assert figures == (0, None, None, None, None)
     assert len(got.buckets) == BUCKETS
     with pytest.raises(ValueError, match="window: 'hour' or 'day', not 'week'"):
-        await client.admin.run_times(NAME, "week")  # type: ignore[arg-type]
+        await client.admin.run_times.of(NAME, "week")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="invalid job name"):
-        await client.admin.run_times("a b")
+        await client.admin.run_times.of("a b")
 
 
 @pytest.mark.one_shard("reads one shard's key")

@@ -48,11 +48,11 @@ async def test_a_pool_counts_every_attempt_that_ran_to_an_outcome(
                 await client.wait(job.id, timeout=20)
 
     async def counted() -> bool:
-        flaky = await client.admin.run_times("flaky")
+        flaky = await client.admin.run_times.of("flaky")
         return flaky.count == 2
 
     await wait_until(counted, within=10)
-    naps_, stuck_, add_ = [await client.admin.run_times(n) for n in ("naps", "stuck", "add")]
+    naps_, stuck_, add_ = [await client.admin.run_times.of(n) for n in ("naps", "stuck", "add")]
     assert (naps_.count, stuck_.count, add_.count) == (3, 1, 2)
     assert naps_.p50_ms is not None and naps_.p50_ms >= 87  # 60 ms sleeps: bucket (58, 87]
     assert stuck_.max_ms is None or stuck_.max_ms >= 130  # cut at 100 ms: bucket (87, 130]

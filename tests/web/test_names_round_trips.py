@@ -141,9 +141,11 @@ async def test_the_run_times_of_many_names_are_each_names_own(
         redis_sync.hset(shard.keys.run_times("n0001", slot_of_now()), mapping={"2": i + 1})
     redis_sync.hset(client.admin.shards[0].keys.run_times("n0002", slot_of_now()), "x", "1")
     for window in ("hour", "day"):
-        many = await client.admin.run_times_of_names(["n0000", "n0001", "n0002"], window, at=at)
-        one = [await client.admin.run_times(n, window, at=at) for n in ("n0000", "n0001", "n0002")]
+        many = await client.admin.run_times.of_names(["n0000", "n0001", "n0002"], window, at=at)
+        one = [
+            await client.admin.run_times.of(n, window, at=at) for n in ("n0000", "n0001", "n0002")
+        ]
         assert many == one
     assert [r.count for r in many] == [0, sum(range(1, len(client.admin.shards) + 1)), 0]
     with pytest.raises(ValueError, match="window: 'hour' or 'day'"):
-        await client.admin.run_times_of_names(["n0000"], "week")  # type: ignore[arg-type]
+        await client.admin.run_times.of_names(["n0000"], "week")  # type: ignore[arg-type]

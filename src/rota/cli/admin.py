@@ -15,6 +15,7 @@ import msgspec
 from rota.cli.common import (
     ExitError,
     connection_options,
+    json_option,
     number_within,
     parse_duration,
     with_client,
@@ -141,7 +142,7 @@ def _args(args_json: str | None, pairs: tuple[str, ...]) -> tuple[tuple[Any, ...
     is_flag=True,
     help="Route it by its name, as the setting 'ordered' does: the name's jobs start in order.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 @debounce_options
 @connection_options
 def enqueue(
@@ -323,7 +324,7 @@ def _print_status(data: dict[str, Any]) -> None:
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 @click.option(
     "--watch",
     type=float,

@@ -26,6 +26,7 @@ from rota.wire.redispy import RedisError
 __all__ = [
     "ExitError",
     "connection_options",
+    "json_option",
     "page_options",
     "parse_duration",
     "preflight",
@@ -122,6 +123,10 @@ def page_options(default_limit: int = 50) -> Callable[[Callable[P, T]], Callable
         return f
 
     return decorate
+
+
+#: --json: print what the command shows as JSON, for scripts (``as_json``).
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
 def yes_option(f: Callable[P, T]) -> Callable[P, T]:

@@ -15,7 +15,14 @@ from typing import ParamSpec, TypeVar
 import click
 import msgspec
 
-from rota.cli.common import ExitError, connection_options, page_options, parse_duration, with_client
+from rota.cli.common import (
+    ExitError,
+    connection_options,
+    json_option,
+    page_options,
+    parse_duration,
+    with_client,
+)
 from rota.cli.output import echo_json, print_table, when
 from rota.client import Client
 from rota.client.finished import MAX_COUNT, MAX_OFFSET, Finished, FinishedJob
@@ -85,7 +92,7 @@ def complete() -> None:
     help="With --name or --search: read at most this many jobs, then say where it stopped.",
 )
 @click.option("--oldest", is_flag=True, help="Oldest first.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 @connection_options
 @with_client
 async def list_(

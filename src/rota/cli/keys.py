@@ -17,7 +17,7 @@ from typing import Any, Literal, ParamSpec, TypeVar
 import click
 import msgspec
 
-from rota.cli.common import ExitError, connection_options, with_client, yes_option
+from rota.cli.common import ExitError, connection_options, json_option, with_client, yes_option
 from rota.cli.operate import name_argument
 from rota.cli.output import echo_json, print_table, relative
 from rota.client import Client
@@ -43,7 +43,6 @@ def _key(key: str) -> str:
 
 #: KEY, a fair key checked before Redis is reached.
 key_argument = click.argument("key", callback=lambda ctx, param, key: _key(key))
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
 def _bounded(

@@ -15,7 +15,14 @@ from typing import Literal
 import click
 import msgspec
 
-from rota.cli.common import ExitError, connection_options, parse_duration, with_client, yes_option
+from rota.cli.common import (
+    ExitError,
+    connection_options,
+    json_option,
+    parse_duration,
+    with_client,
+    yes_option,
+)
 from rota.cli.output import echo_json, relative, when
 from rota.cli.workflows import print_relations, relations
 from rota.client import Client, validate_name
@@ -127,7 +134,7 @@ def job() -> None:
 
 @job.command("show")
 @click.argument("job_id")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @connection_options
 @with_client
 async def job_show(client: Client, settings: Settings, job_id: str, as_json: bool) -> None:

@@ -11,7 +11,7 @@ import anyio
 import click
 import msgspec
 
-from rota.cli.common import ExitError, connection_options, with_client
+from rota.cli.common import ExitError, connection_options, json_option, with_client
 from rota.cli.output import age, echo_json, print_table
 from rota.client import Client
 from rota.client.pools import Command, PoolNotFound, StopIsFinal
@@ -35,7 +35,7 @@ def pools() -> None:
 
 
 @pools.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 @connection_options
 @with_client
 async def pools_list(client: Client, settings: Settings, as_json: bool) -> None:
@@ -82,7 +82,7 @@ def _command(command: Command) -> click.Command:
         is_flag=True,
         help=f"Wait until each pool says it obeyed (up to {_WAIT_BEATS} of its heartbeats).",
     )
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    @json_option
     @connection_options
     def tell(pool_id: str | None, host: str | None, **kwargs: Any) -> None:
         if (pool_id is None) == (host is None):

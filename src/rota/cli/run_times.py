@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 import msgspec
 
-from rota.cli.common import connection_options, with_client
+from rota.cli.common import connection_options, json_option, with_client
 from rota.cli.operate import name_argument, queue
 from rota.cli.output import echo_json, print_table
 from rota.client import Client
@@ -30,7 +30,7 @@ def _text(ms: int | None, count: int) -> str:
 @queue.command("run-times")
 @name_argument
 @click.option("--day", is_flag=True, help="The last day (24 h) instead of the last hour.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 @connection_options
 @with_client
 async def run_times(
@@ -42,7 +42,7 @@ async def run_times(
     Counted: every attempt that ran to an outcome (complete, retried, dead), from its
     lease's start to its finish. Each figure is the upper bound of a bucket: never below
     the true value, and less than 1.5 times it."""
-    got = await client.admin.run_times(name, "day" if day else "hour")
+    got = await client.admin.run_times.of(name, "day" if day else "hour")
     if as_json:
         echo_json(msgspec.to_builtins(got))
         return

@@ -15,7 +15,14 @@ from typing import Any, Literal
 import click
 import msgspec
 
-from rota.cli.common import ExitError, connection_options, page_options, with_client, yes_option
+from rota.cli.common import (
+    ExitError,
+    connection_options,
+    json_option,
+    page_options,
+    with_client,
+    yes_option,
+)
 from rota.cli.complete import content_option
 from rota.cli.output import echo_json, print_table, when
 from rota.client import Client, JobSet
@@ -194,7 +201,7 @@ def _make_group(view: _View) -> click.Group:
         " whose args, kwargs, error, reason or result does.",
     )
     @content_option
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    @json_option
     @connection_options
     @with_client
     async def list_(

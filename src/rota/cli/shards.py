@@ -12,7 +12,7 @@ from __future__ import annotations
 import click
 import msgspec
 
-from rota.cli.common import ExitError, connection_options, with_client
+from rota.cli.common import ExitError, connection_options, json_option, with_client
 from rota.cli.output import echo_json, print_table
 from rota.client import Client
 from rota.client.resize import resize as resize_namespace
@@ -24,7 +24,7 @@ __all__ = ["shards"]
 
 
 @click.group(invoke_without_command=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 @connection_options
 @click.pass_context
 def shards(ctx: click.Context, /, **options: object) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 import msgspec
 
-from rota.cli.common import ExitError, connection_options, page_options, with_client
+from rota.cli.common import ExitError, connection_options, json_option, page_options, with_client
 from rota.cli.output import echo_json, print_table, when
 from rota.client import Client
 from rota.client.workflow import Related
@@ -72,7 +72,7 @@ def group() -> None:
 @group.command("show")
 @click.argument("group_id")
 @page_options()
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @connection_options
 @with_client
 async def group_show(

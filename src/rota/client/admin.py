@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from rota.client.admin_jobs import JobActions
 from rota.client.balance import read_totals, set_whole, set_whole_rate
-from rota.client.fair import FairKeyInfo, FairKeys
+from rota.client.fair import FairKeys
 from rota.client.finished import finished
 from rota.client.follow import Follower
 from rota.client.pages import job_set_page
@@ -21,7 +21,7 @@ from rota.client.pools import PoolCommands
 from rota.client.rate_shares import read_rate_totals
 from rota.client.routing import Shards, on_route
 from rota.client.rules import add_counts, merge_bucket, merge_queue
-from rota.client.run_times import RunTimesAdmin
+from rota.client.run_times import RunTimeReads
 from rota.client.scan import (
     JOBS,
     NEWEST_FIRST,
@@ -44,14 +44,14 @@ from rota.protocol.rate import Rate, parse_rate
 __all__ = ["Admin"]
 
 
-class Admin(RunTimesAdmin):
+class Admin:
     """Operate the queues and job sets of one namespace (see the module). Its parts, each
     over the same shards: :attr:`fair`, the fair keys of a name; :attr:`jobs`, the
     actions on one job and the clean by age; :attr:`commands`, the live pools'
-    commands. A name's run times by the methods of ``RunTimesAdmin``."""
+    commands; :attr:`run_times`, a name's run times."""
 
     #: The classes of its parts: their methods raise rota's errors as the admin's do.
-    PARTS: ClassVar = (FairKeys, JobActions, PoolCommands)
+    PARTS: ClassVar = (FairKeys, JobActions, PoolCommands, RunTimeReads)
 
     def __init__(self, shards: Shards, follower: Follower | None = None) -> None:
         self._route = shards
@@ -62,6 +62,8 @@ class Admin(RunTimesAdmin):
         self.jobs = JobActions(shards)
         #: Quiet, stop or resume a live pool, or every pool of a host; what each was told.
         self.commands = PoolCommands(shards, self.pools)
+        #: A name's run times over the last hour or day: ``of``, ``of_names``, ``windows``.
+        self.run_times = RunTimeReads(shards)
 
     @property
     def follower(self) -> Follower:
@@ -225,10 +227,6 @@ class Admin(RunTimesAdmin):
                 if seen is None or pool.last_heartbeat > seen.last_heartbeat:
                     latest[pool.id] = pool
         return sorted(latest.values(), key=lambda p: p.started_at)
-
-    async def top_fair_keys(self, names: Sequence[str], top: int) -> dict[str, list[FairKeyInfo]]:
-        """:meth:`FairKeys.top_fair_keys` (``admin.fair``), for the readers of before."""
-        return await self.fair.top_fair_keys(names, top)
 
     async def page(self, which: JobSet, offset: int = 0, count: int = 50) -> Page:
         """A page of the scheduled, retry, dead (newest first) or waiting set, in the

@@ -1,6 +1,7 @@
 """The operator's read of a job name's run times: percentiles and a histogram over the
 last hour or day, from the counters the finish script keeps per name and ten-minute
-slot (:mod:`rota.protocol.run_times`). Each shard counts the attempts it finished; a
+slot (:mod:`rota.protocol.run_times`), as the methods of :class:`RunTimeReads`
+(``client.admin.run_times``). Each shard counts the attempts it finished; a
 read asks every shard for the window's slots (one pipeline each, at once) and adds
 them up.
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from rota.client.routing import Shards
     from rota.client.shard import Shard
 
-__all__ = ["HistogramBucket", "RunTimes", "RunTimesAdmin", "run_times_of"]
+__all__ = ["HistogramBucket", "RunTimeReads", "RunTimes", "run_times_of"]
 
 #: The fields a slot's hash holds, the bucket indexes, by their text.
 _BUCKET_OF = {str(i): i for i in range(BUCKETS)}
@@ -119,35 +120,30 @@ def _row(reply: object) -> list[object]:
     return row
 
 
-class RunTimesAdmin:
-    """The run-time read of :class:`~rota.client.admin.Admin` (a mixin: it needs the
-    admin's routing table, ``_route``)."""
+class RunTimeReads:
+    """The run-time reads of a namespace's job names (``client.admin.run_times``, see
+    the module), over the shards of ``route``."""
 
-    _route: Shards
+    def __init__(self, route: Shards) -> None:
+        self._route = route
 
-    async def run_times(
-        self, name: str, window: Window = "hour", *, at: float | None = None
-    ) -> RunTimes:
+    async def of(self, name: str, window: Window = "hour", *, at: float | None = None) -> RunTimes:
         """Percentiles and histogram of ``name``'s run times over the last ``window``
         (``"hour"``: 60 to 70 minutes; ``"day"``: 24 h to 24 h 10 min; see the module),
         added up over every shard. ``at``: the present, in epoch seconds."""
-        if window not in get_args(Window):
-            raise ValueError(f"window: 'hour' or 'day', not {window!r}")
-        return (await self._read(name, (window,), at))[0]
+        return (await self._read(name, (_checked(window),), at))[0]
 
-    async def run_times_windows(self, name: str, *, at: float | None = None) -> list[RunTimes]:
-        """:meth:`run_times` of the hour and of the day, from one read of the day's
-        slots (one round trip per shard)."""
+    async def windows(self, name: str, *, at: float | None = None) -> list[RunTimes]:
+        """:meth:`of` the hour and of the day, from one read of the day's slots (one
+        round trip per shard)."""
         return await self._read(name, get_args(Window), at)
 
-    async def run_times_of_names(
+    async def of_names(
         self, names: Sequence[str], window: Window = "hour", *, at: float | None = None
     ) -> list[RunTimes]:
-        """:meth:`run_times` of each of ``names``, in that order, read in one round trip
-        per shard whatever their number (what ``/metrics?run_times=`` details)."""
-        if window not in get_args(Window):
-            raise ValueError(f"window: 'hour' or 'day', not {window!r}")
-        each = await self._rows(names, window, at)
+        """:meth:`of` each of ``names``, in that order, read in one round trip per shard
+        whatever their number (what ``/metrics?run_times=`` details)."""
+        each = await self._rows(names, _checked(window), at)
         return [run_times_of(n, window, _summed(each, i, window)) for i, n in enumerate(names)]
 
     async def _read(
@@ -166,6 +162,13 @@ class RunTimesAdmin:
             validate_name(name)
         slot_names = slots(window, time.time() if at is None else at)
         return await self._route.each(lambda s: _shard_rows(s, names, slot_names))
+
+
+def _checked(window: Window) -> Window:
+    """``window`` as given, or a ValueError that names the two there are."""
+    if window not in get_args(Window):
+        raise ValueError(f"window: 'hour' or 'day', not {window!r}")
+    return window
 
 
 def _summed(each: list[list[list[list[object]]]], i: int, window: Window) -> list[int]:

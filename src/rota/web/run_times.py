@@ -39,7 +39,7 @@ async def run_times(request: Request) -> QueueRunTimes:
     window = request.query_params.get("window", "hour")
     if window not in WINDOWS:
         raise ApiError(400, f"window: hour or day, not {window[:20]!r}")
-    got = await client_of(request).admin.run_times(name, window)
+    got = await client_of(request).admin.run_times.of(name, window)
     return QueueRunTimes(**msgspec.structs.asdict(got))
 
 
@@ -47,7 +47,7 @@ async def page_figures(client: Client, name: str) -> dict[str, Any]:
     """The queue page's run times: each window's figures as text, and the hour's
     histogram as a chart."""
     out: dict[str, Any] = {"windows": []}
-    for got in plain(await client.admin.run_times_windows(name)):
+    for got in plain(await client.admin.run_times.windows(name)):
         n = got["count"]
         texts = {f: run_time_text(got[f], n) for f in ("p50_ms", "p95_ms", "p99_ms", "max_ms")}
         out["windows"].append({"window": got["window"], "count": n, **texts})

@@ -1,19 +1,24 @@
-"""The read-only function ``backlog`` under the web roles' own rules: the ``web`` user
-counts the jobs of ``/shards`` and of the scrape's ranking by ``FCALL_RO`` of it, and a
-user whose older rules lack it reads the same figures by plain commands, its client
-still calling functions (a refused read never turns it to ``EVALSHA``)."""
+"""The read-only functions ``backlog`` and ``run_times`` under the web roles' own rules:
+the ``web`` user counts the jobs of ``/shards`` and of the scrape's ranking by
+``FCALL_RO`` of ``backlog``, and reads the run times a scrape details
+(``/metrics?run_times=``) by ``FCALL_RO`` of ``run_times``; a user whose older rules lack
+them reads the same figures by plain commands, its client still calling functions (a
+refused read never turns it to ``EVALSHA``)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
 
-from rota import Client, JobSpec
+from rota import Client, JobSpec, Settings
 from rota.acl import rules
+from rota.protocol.run_times import slot_of
 from rota.web import create_app
 from tests.helpers import pool_settings
 from tests.redis_server import RedisServer
@@ -32,24 +37,29 @@ async def admin(server: RedisServer, namespace: str) -> AsyncIterator[Client]:
 
 
 def _backlog_calls(server: RedisServer) -> tuple[int, int]:
-    """Calls of ``FCALL_RO`` so far, and those refused."""
+    """Calls of ``FCALL_RO`` so far (of either function), and those refused."""
     stats: dict[str, Any] = server.client().info("commandstats")
     row = stats.get("cmdstat_fcall_ro", {})
     return int(row.get("calls", 0)), int(row.get("rejected_calls", 0))
 
 
-async def _shards_and_ranking(settings: Any) -> tuple[int, str]:
+async def _get(settings: Settings, *paths: str) -> list[httpx.Response]:
+    """The answers of the web UI run with ``settings`` to ``paths``, each checked."""
     app = create_app(settings)
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:5040") as http,
     ):
-        shards = await http.get("/api/shards")
-        scrape = await http.get("/metrics")
-        assert shards.status_code == scrape.status_code == 200, (shards.text, scrape.text)
+        got = [await http.get(path) for path in paths]
+        assert all(r.status_code == 200 for r in got), [r.text for r in got]
         assert app.state.rota.client.admin.shards[0].script_mode.functions
-        return sum(s["queued"] for s in shards.json()["shards"]), scrape.text
+        return got
+
+
+async def _shards_and_ranking(settings: Settings) -> tuple[int, str]:
+    shards, scrape = await _get(settings, "/api/shards", "/metrics")
+    return sum(s["queued"] for s in shards.json()["shards"]), scrape.text
 
 
 async def test_the_web_role_counts_by_the_function(
@@ -64,13 +74,39 @@ async def test_the_web_role_counts_by_the_function(
 async def test_rules_without_the_function_read_the_same_by_commands(
     server: RedisServer, namespace: str, admin: Client
 ) -> None:
+    server.client().config_resetstat()
+    queued, scrape = await _shards_and_ranking(_older(server, "web-operator", namespace))
+    assert queued == 30 and "rota_queued_jobs{namespace=" in scrape
+    assert _backlog_calls(server) == (0, 2)  # refused, then read by commands
+
+
+def _older(server: RedisServer, role: str, namespace: str) -> Settings:
+    """Settings of a user of ``role`` whose rules lack the read-only functions."""
     user, password = f"older-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex
-    older = [r for r in rules("web-operator", namespace) if not r.startswith("+fcall_ro|")]
+    older = [r for r in rules(role, namespace) if not r.startswith("+fcall_ro|")]
     server.client().execute_command(  # type: ignore[no-untyped-call]
         "ACL", "SETUSER", user, "reset", "on", f">{password}", *older
     )
-    settings = pool_settings(server.url, namespace, redis_username=user, redis_password=password)
+    return pool_settings(server.url, namespace, redis_username=user, redis_password=password)
+
+
+async def _run_time_lines(settings: Settings) -> list[str]:
+    """The run-time series of a scrape with the day's run times."""
+    (scrape,) = await _get(settings, "/metrics?run_times=day")
+    return [line for line in scrape.text.splitlines() if line.startswith("rota_job_run_")]
+
+
+async def test_the_web_role_reads_run_times_by_the_function_and_older_rules_by_commands(
+    server: RedisServer, namespace: str, admin: Client
+) -> None:
+    slot = slot_of(datetime.fromtimestamp(time.time(), UTC))
+    k = admin.admin.shards[0].keys
+    server.client().hset(k.run_times("n1", slot), mapping={"5": 3, "9": 1})
+    server.client().hset(k.run_times("n3", slot), mapping={"0": 2})
     server.client().config_resetstat()
-    queued, scrape = await _shards_and_ranking(settings)
-    assert queued == 30 and "rota_queued_jobs{namespace=" in scrape
-    assert _backlog_calls(server) == (0, 2)  # refused, then read by commands
+    by_function = await _run_time_lines(settings_for(server, "web", namespace))
+    assert _backlog_calls(server) == (2, 0)  # the ranking's backlog, then the run times
+    assert f'rota_job_run_time_attempts{{name="n1",namespace="{namespace}"}} 4.0' in by_function
+    server.client().config_resetstat()
+    assert await _run_time_lines(_older(server, "web", namespace)) == by_function
+    assert _backlog_calls(server) == (0, 2)  # both refused, then read by commands

@@ -90,8 +90,9 @@ def rules(role: str, namespace: str = "rota", shards: int = 1) -> list[str]:
     if role == "web":
         return [
             *where, "-@all", "+@read", "-@dangerous", "+info", *_CONNECT,
-            # the one function that writes nothing: the jobs of every name at once
-            f"+fcall_ro|{lib}_backlog",
+            # the functions that write nothing: the jobs of every name at once, and the
+            # run times of the names a scrape details
+            f"+fcall_ro|{lib}_backlog", f"+fcall_ro|{lib}_run_times",
             # A logout ends its session (rota.web.sessions) and a login or logout goes
             # into the audit log (rota.web.audit): the only writes of this role.
             f"(%RW~{keys.web_sessions_ended} %RW~{keys.web_audit}"
@@ -112,7 +113,7 @@ def rules(role: str, namespace: str = "rota", shards: int = 1) -> list[str]:
                 "operate",
                 "rebalance",  # a limit or rate over several shards (rota.client.balance)
             )
-        ] + [f"+fcall_ro|{lib}_backlog"]
+        ] + [f"+fcall_ro|{lib}_backlog", f"+fcall_ro|{lib}_run_times"]
         return [
             *where, "-@all", "+@read", "+@write", "-@dangerous", "+info", *_CONNECT,
             *functions, "+subscribe", "+unsubscribe",

@@ -14,13 +14,14 @@ abort or a shutdown cut short counts no run time, nor does one whose lease was l
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Annotated, get_args
 
 import msgspec
 from msgspec import Meta
 
 from rota.client.workflow import pipelined
+from rota.protocol import operator_calls
 from rota.protocol.job import reply_text, validate_name
 from rota.protocol.run_times import (
     BOUNDS,
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from rota.client.routing import Shards
     from rota.client.shard import Shard
 
-__all__ = ["HistogramBucket", "RunTimeReads", "RunTimes", "run_times_of"]
+__all__ = ["HistogramBucket", "RunTimeReads", "RunTimes", "run_times_of", "shard_run_times"]
 
 #: The fields a slot's hash holds, the bucket indexes, by their text.
 _BUCKET_OF = {str(i): i for i in range(BUCKETS)}
@@ -85,6 +86,25 @@ def run_times_of(name: str, window: Window, counts: list[int]) -> RunTimes:
         _bound(slowest),
         [HistogramBucket(_bound(i), c) for i, c in enumerate(counts)],
     )
+
+
+async def shard_run_times(
+    shard: Shard, names: Sequence[str], slot_names: list[str]
+) -> list[list[int]]:
+    """The bucket counts of each of ``names`` over ``slot_names`` in one shard: one call
+    of the read-only function ``run_times`` (``lua/run_times.lua``), which adds up the
+    slots in the shard and answers a short row a name, where the server runs it for this
+    user; else the slots read by plain commands (:func:`_shard_rows`) and added up here.
+    The same figures either way."""
+    found = await operator_calls.run_times(shard.scope.on(shard.conn), slot_names, names)
+    if found is None:
+        return [read_counts(rows) for rows in await _shard_rows(shard, names, slot_names)]
+    return [[f.get(b, 0) for b in range(BUCKETS)] for f in found]
+
+
+def _added(counts: Iterable[list[int]]) -> list[int]:
+    """Bucket counts of several shards, added up."""
+    return [sum(c) for c in zip(*counts, strict=True)]
 
 
 async def _shard_rows(
@@ -142,9 +162,14 @@ class RunTimeReads:
         self, names: Sequence[str], window: Window = "hour", *, at: float | None = None
     ) -> list[RunTimes]:
         """:meth:`of` each of ``names``, in that order, read in one round trip per shard
-        whatever their number (what ``/metrics?run_times=`` details)."""
-        each = await self._rows(names, _checked(window), at)
-        return [run_times_of(n, window, _summed(each, i, window)) for i, n in enumerate(names)]
+        whatever their number (what ``/metrics?run_times=`` details): where the server
+        runs functions, added up in each shard by the read-only function ``run_times``."""
+        _checked(window)
+        for name in names:
+            validate_name(name)
+        slot_names = slots(window, time.time() if at is None else at)
+        each = await self._route.each(lambda s: shard_run_times(s, names, slot_names))
+        return [run_times_of(n, window, _added(s[i] for s in each)) for i, n in enumerate(names)]
 
     async def _read(
         self, name: str, windows: tuple[Window, ...], at: float | None

@@ -59,6 +59,7 @@ SCRIPT_NAMES: Final = (
     "operate",
     "rebalance",
     "backlog",
+    "run_times",
 )
 
 #: Scripts registered once more under another name, with other flags: ``finish_kept``
@@ -75,11 +76,12 @@ ALLOW_OOM: Final = frozenset(SCRIPT_NAMES) - {
     "finish_kept",
     "edit",
     "backlog",
+    "run_times",
 }
 #: What writes nothing (the ``no-writes`` flag): ``FCALL_RO`` runs it, on a replica too,
 #: and a user who may run no script that writes (the ``web`` role) may be granted it.
 #: Redis runs such a script when it is over ``maxmemory`` without ``allow-oom``.
-NO_WRITES: Final = frozenset({"backlog"})
+NO_WRITES: Final = frozenset({"backlog", "run_times"})
 
 _ENTER: Final = "enter(KEYS[1])\n"
 # A script without counters (no _counts) only sets the prefix: in a script, whose locals

@@ -23,6 +23,7 @@ before it (24 h to 24 h 10 min).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Final, Literal
@@ -61,6 +62,7 @@ SLOTS: Final[dict[str, int]] = {"hour": 7, "day": 145}
 #: The most attempts one bucket may report: a counter beyond it (written by others) is
 #: garbage and reads as 0.
 COUNT_MAX: Final = 2**53
+_DIGITS: Final = re.compile("[0-9]+")
 
 
 def bucket_of(ms: float) -> int:
@@ -93,8 +95,8 @@ def slots(window: Window, at: float) -> list[str]:
 
 def read_counts(rows: Iterable[Sequence[object]]) -> list[int]:
     """Add up rows of ``HMGET`` replies of the fields ``0``..``39`` (one row per slot
-    and shard). A value that is no whole number from 0 to 2^53 (text, NaN, a negative
-    count, 1e300, written by others) counts as 0."""
+    and shard). A value that is no whole number from 0 to 2^53 in digits alone (text,
+    NaN, a negative count, 1e300, " 5", written by others) counts as 0."""
     total = [0] * BUCKETS
     for row in rows:
         for i, raw in enumerate(row[:BUCKETS]):
@@ -103,15 +105,16 @@ def read_counts(rows: Iterable[Sequence[object]]) -> list[int]:
 
 
 def _count(raw: object) -> int:
+    # digits alone, as lua/run_times.lua reads them (int() would also take " 5", "+5"
+    # and "1_0", none of which HINCRBY writes)
     if isinstance(raw, bytes):
         raw = raw.decode("ascii", "replace")
-    if not isinstance(raw, str | int):
+    if isinstance(raw, int):
+        raw = str(raw)
+    if not isinstance(raw, str) or not _DIGITS.fullmatch(raw):
         return 0
-    try:
-        n = int(raw)
-    except ValueError:
-        return 0
-    return n if 0 <= n <= COUNT_MAX else 0
+    n = int(raw)
+    return n if n <= COUNT_MAX else 0
 
 
 def percentile(counts: Sequence[int], pct: int) -> int | None:

@@ -188,8 +188,12 @@ class Admin(RunTimesAdmin):
     async def running(
         self, names: Sequence[str] | None = None, pools: Sequence[LivePool] | None = None
     ) -> list[RunningJob]:
-        """The jobs running now, longest running first (see :meth:`Shard.running`)."""
+        """The jobs running now, longest running first (see :meth:`Shard.running`). Their
+        checkin messages come from ``pools``, else from the snapshots in shard 0 (a
+        pool over several shards writes its snapshot there only)."""
         names = await self.names() if names is None else list(names)
+        if pools is None and self._route.count > 1:
+            pools = await self._route.all[0].pools()
         each = await self._route.each(lambda s: s.running(names, pools))
         return sorted((r for rows in each for r in rows), key=lambda r: (r.since, r.job_id))
 

@@ -220,8 +220,9 @@ class Admin(RunTimesAdmin):
 
     async def pools(self) -> list[LivePool]:
         """Live pools, oldest first, each with the time of its last heartbeat and whether
-        it is stale (see :meth:`Shard.pools`). Every pool beats in every shard: each is
-        listed once, by its freshest beat."""
+        it is stale (see :meth:`Shard.pools`). Every pool beats in every shard, and
+        writes its snapshot in shard 0 (in every shard before, and in other languages
+        perhaps still): each is listed once, by its freshest snapshot's beat."""
         latest: dict[str, LivePool] = {}
         for pools in await self._route.each(Shard.pools):
             for pool in pools:

@@ -12,6 +12,7 @@ from structlog.testing import capture_logs
 from rota import Client, JobContext, WorkerPool
 from rota.protocol.job import now_ms
 from rota.protocol.keys import Keys
+from rota.protocol.shards import new_id_in
 from rota.protocol.snapshot import PoolSnapshot
 from rota.worker.rounds import REAP
 from tests.helpers import pool_settings, rounds, wait_until
@@ -89,6 +90,46 @@ async def test_a_pool_that_stops_beating_is_forgotten_in_every_shard(
     forgotten = [e for e in logs if e["event"] == "pool stopped beating: forgotten"]
     assert len(forgotten) == K, forgotten
     assert "gone" not in [p.id for p in listed]
+
+
+async def test_a_job_running_in_any_shard_shows_its_checkin(redis_url: str, namespace: str) -> None:
+    """The running jobs' checkin messages come from the pool's snapshot, in shard 0
+    alone: a job of another shard shows its message too."""
+    settings = pool_settings(redis_url, namespace, shards=K, heartbeat_interval=INTERVAL)
+    pool = WorkerPool(settings=settings)
+    release = anyio.Event()
+
+    @pool.job
+    async def told(ctx: JobContext) -> None:
+        await ctx.checkin("halfway")
+        await release.wait()
+
+    async with Client.from_url(redis_url, namespace, shards=K) as c, pool.running():
+        job = await c.enqueue("told", job_id=new_id_in(K - 1, K))
+
+        async def said() -> bool:
+            return [(r.job_id, r.message) for r in await c.admin.running()] == [(job.id, "halfway")]
+
+        await wait_until(said)
+        release.set()
+
+
+async def test_a_name_a_live_pool_serves_is_kept_in_every_shard(
+    redis_url: str, namespace: str
+) -> None:
+    """Idle names are forgotten in each shard but those a live pool serves, which its
+    snapshot in shard 0 lists."""
+    settings = pool_settings(redis_url, namespace, shards=K, heartbeat_interval=INTERVAL)
+    pool = WorkerPool(settings=settings)
+    pool.job(name="served")(_noop)
+    async with Client.from_url(redis_url, namespace, shards=K) as c, pool.running():
+        for shard in c.admin.shards:
+            await shard.redis.sadd(shard.keys.names, "old")
+        assert await c.admin.forget_idle_names(0.05) == []  # first seen idle: noted only
+        await anyio.sleep(0.1)  # past ``after``: no wait for the pool
+        assert await c.admin.forget_idle_names(0.05) == ["old"]
+        kept = [await shard.names() for shard in c.admin.shards]
+    assert kept == [["served"]] * K
 
 
 async def _noop(ctx: JobContext) -> None:

@@ -151,8 +151,12 @@ class Admin(RunTimesAdmin):
         self, after: float, chunk: int = 500, *, turn: float | None = None
     ) -> list[str]:
         """Forget the job names that have had no job, pause, limit or live pool for
-        ``after`` seconds, in every shard (see :meth:`Shard.forget_idle_names`)."""
-        each = await self._route.each(lambda s: s.forget_idle_names(after, chunk, turn=turn))
+        ``after`` seconds, in every shard (see :meth:`Shard.forget_idle_names`): the
+        names live pools serve, from their snapshots in shard 0."""
+        first = self._route.all[0]
+        each = await self._route.each(
+            lambda s: s.forget_idle_names(after, chunk, turn=turn, snapshots=first)
+        )
         return sorted({n for names in each for n in names})
 
     # -- what counts: every shard, merged ------------------------------------------------

@@ -272,7 +272,8 @@ class ShardOperations:
     async def pools(self) -> list[LivePool]:
         """Stale: no heartbeat for more than two of its intervals. A pool whose snapshot
         expired (it stopped beating) but which the reaper has not forgotten yet is left
-        out."""
+        out, and so is, but in shard 0, a pool over several shards: it writes its
+        snapshot there only."""
         entries: list[Any] = list(await self.redis.zrange(self.keys.pools, 0, -1, withscores=True))
         if not entries:
             return []

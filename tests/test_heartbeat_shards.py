@@ -28,7 +28,7 @@ async def test_a_pool_idle_in_a_shard_past_its_expiry_stays_alive_there(
     far longer than the pools' expiry (three intervals). Every shard's reaper passes
     meanwhile: the pool stays in every shard's pools set, nothing is reaped, its job runs
     once; its snapshot is in shard 0 alone, where the web and the CLI read it."""
-    settings = pool_settings(redis_url, namespace, shards=K, heartbeat_interval=INTERVAL, lease=0.6)
+    settings = pool_settings(redis_url, namespace, shards=K, heartbeat_interval=INTERVAL, lease=1.0)
     pool = WorkerPool(settings=settings)
     ran: list[str] = []
     holding = anyio.Event()

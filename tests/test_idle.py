@@ -116,15 +116,17 @@ async def _idle_commands(server: RedisServer, shards: int, window: float) -> flo
 async def test_an_idle_pools_commands_grow_little_with_its_shards_on_one_server(
     fresh_redis_server: RedisServer,
 ) -> None:
-    """Eight shards on one server cost an idle pool at most six times what one does:
+    """Eight shards on one server cost an idle pool at most five times what one does:
     the per-shard loops with nothing to do ask one command whether there is anything
     (the reaper, the scheduler), or one per server (the fetchers' safety net, the
-    rebalancer), instead of running their scripts (about 9.3 times before, 4.9 now:
-    the heartbeat, a call per shard an interval, is most of what is left)."""
+    rebalancer), instead of running their scripts, and the heartbeat writes the pool's
+    snapshot in shard 0 alone (about 9.3 times before the checks, 4.7-5.0 before the
+    snapshot's move, 4.2-4.7 now: the heartbeat, a call per shard an interval, is most
+    of what is left)."""
     one = await _idle_commands(fresh_redis_server, 1, 6.0)
     eight = await _idle_commands(fresh_redis_server, 8, 6.0)
     assert one > 0
-    assert eight <= 6 * one, (one, eight, eight / one)
+    assert eight <= 5 * one, (one, eight, eight / one)
 
 
 async def test_a_ready_job_without_a_wake_token_starts_at_the_safety_net_over_shards(

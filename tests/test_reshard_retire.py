@@ -137,7 +137,7 @@ async def test_a_job_running_in_a_retired_shard_finishes_and_its_outcome_moves(
         # retired shard not.
         await wait_until(lambda: _rebalanced(run) == [namespace, tag], within=20)
         home = next(s for s in retired if s.keys.prefix[1:-2] == tag)
-        assert await live_pools(home) == [run.rt.pool_id]
+        assert await live_pools(home, union[0]) == [run.rt.pool_id]
         named = op.admin.follower.route.named
 
         async def only_there() -> bool:

@@ -153,8 +153,12 @@ class Admin:
         self, after: float, chunk: int = 500, *, turn: float | None = None
     ) -> list[str]:
         """Forget the job names that have had no job, pause, limit or live pool for
-        ``after`` seconds, in every shard (see :meth:`Shard.forget_idle_names`)."""
-        each = await self._route.each(lambda s: s.forget_idle_names(after, chunk, turn=turn))
+        ``after`` seconds, in every shard (see :meth:`Shard.forget_idle_names`): the
+        names live pools serve, from their snapshots in shard 0."""
+        first = self._route.all[0]
+        each = await self._route.each(
+            lambda s: s.forget_idle_names(after, chunk, turn=turn, snapshots=first)
+        )
         return sorted({n for names in each for n in names})
 
     # -- what counts: every shard, merged ------------------------------------------------
@@ -190,8 +194,12 @@ class Admin:
     async def running(
         self, names: Sequence[str] | None = None, pools: Sequence[LivePool] | None = None
     ) -> list[RunningJob]:
-        """The jobs running now, longest running first (see :meth:`Shard.running`)."""
+        """The jobs running now, longest running first (see :meth:`Shard.running`). Their
+        checkin messages come from ``pools``, else from the snapshots in shard 0 (a
+        pool over several shards writes its snapshot there only)."""
         names = await self.names() if names is None else list(names)
+        if pools is None and self._route.count > 1:
+            pools = await self._route.all[0].pools()
         each = await self._route.each(lambda s: s.running(names, pools))
         return sorted((r for rows in each for r in rows), key=lambda r: (r.since, r.job_id))
 
@@ -218,8 +226,9 @@ class Admin:
 
     async def pools(self) -> list[LivePool]:
         """Live pools, oldest first, each with the time of its last heartbeat and whether
-        it is stale (see :meth:`Shard.pools`). Every pool beats in every shard: each is
-        listed once, by its freshest beat."""
+        it is stale (see :meth:`Shard.pools`). Every pool beats in every shard, and
+        writes its snapshot in shard 0 (in every shard before, and in other languages
+        perhaps still): each is listed once, by its freshest snapshot's beat."""
         latest: dict[str, LivePool] = {}
         for pools in await self._route.each(Shard.pools):
             for pool in pools:

@@ -163,11 +163,13 @@ def _tag(shard: Shard) -> str:
     return shard.keys.prefix[1:-2]
 
 
-async def live_pools(shard: Shard) -> list[str]:
-    """The ids of the pools whose heartbeat is in ``shard`` and alive (its snapshot,
-    which expires three heartbeat intervals after the pool's last beat, is there)."""
+async def live_pools(shard: Shard, first: Shard | None = None) -> list[str]:
+    """The ids of the pools whose heartbeat is in ``shard`` and alive: their snapshot,
+    which expires three heartbeat intervals after the pool's last beat, is there, or in
+    shard 0 ``first`` (a pool over several shards writes it there only)."""
     ids = [reply_text(p) for p in await shard.redis.zrange(shard.keys.pools, 0, -1)]
-    return [p for p in ids if await shard.redis.exists(shard.keys.pool(p))]
+    where = [shard] if first is None else [shard, first]
+    return [p for p in ids if any([await s.redis.exists(s.keys.pool(p)) for s in where])]
 
 
 async def pools_serving(first: Shard, tags: Sequence[str]) -> dict[str, list[str]]:
@@ -211,7 +213,7 @@ async def settle_retired(
     while True:
         pools = await pools_serving(first, tags)
         for shard, tag in zip(retired, tags, strict=True):
-            for pool_id in await live_pools(shard):
+            for pool_id in await live_pools(shard, first):
                 if pool_id not in pools.setdefault(tag, []):
                     pools[tag].append(pool_id)
         pools = {tag: sorted(ids) for tag, ids in pools.items() if ids}

@@ -116,18 +116,25 @@ class ShardOperations:
         return out
 
     async def forget_idle_names(
-        self, after: float, chunk: int = 500, *, turn: float | None = None
+        self,
+        after: float,
+        chunk: int = 500,
+        *,
+        turn: float | None = None,
+        snapshots: ShardOperations | None = None,
     ) -> list[str]:
         """Forget the job names that have had no job, pause, limit or live pool for
         ``after`` seconds (see ``lua/forget_names.lua``); the names forgotten. A name
         is first noted as idle, and forgotten by a later call once ``after`` passed.
         ``turn``: do it only when no other caller did within that many seconds (every
-        pool's reaper calls this; one of them per turn reads the names)."""
+        pool's reaper calls this; one of them per turn reads the names). ``snapshots``:
+        the shard whose pool snapshots say which names live pools serve (shard 0, where
+        pools over several shards write them; this one when not given)."""
         if turn is not None and not await self.redis.set(
             self.keys.forget_turn, "1", nx=True, px=max(1, int(turn * 1000))
         ):
             return []
-        served = {name for pool in await self.pools() for name in pool.jobs}
+        served = {name for pool in await (snapshots or self).pools() for name in pool.jobs}
         names = [n for n in await self.names() if n not in served]
         now = now_ms()
         forgotten: list[str] = []
@@ -265,7 +272,8 @@ class ShardOperations:
     async def pools(self) -> list[LivePool]:
         """Stale: no heartbeat for more than two of its intervals. A pool whose snapshot
         expired (it stopped beating) but which the reaper has not forgotten yet is left
-        out."""
+        out, and so is, but in shard 0, a pool over several shards: it writes its
+        snapshot there only."""
         entries: list[Any] = list(await self.redis.zrange(self.keys.pools, 0, -1, withscores=True))
         if not entries:
             return []

@@ -315,8 +315,9 @@ async def heartbeat(
     lease_deadline: int,
     held: Iterable[tuple[str, str, str]],
 ) -> HeartbeatReply:
-    """Score the pool, store its ``snapshot`` for ``ttl_ms``, and extend to
-    ``lease_deadline`` the leases it ``held`` (name, id, token) and still holds."""
+    """Score the pool, store its ``snapshot`` for ``ttl_ms`` (empty: none, as in the
+    shards but the first), and extend to ``lease_deadline`` the leases it ``held``
+    (name, id, token) and still holds."""
     args: list[Arg] = [now_ms(), pool_id, snapshot, ttl_ms, lease_deadline]
     for triple in held:
         args += triple

@@ -1,7 +1,10 @@
 """Heartbeat, reaper and abort listener: how a pool keeps its leases and reclaims others'.
 
 - The heartbeat (every ``heartbeat_interval``) scores the pool in ``{ns}:pools``, stores
-  its snapshot and extends the leases of every job it runs, in one script call.
+  its snapshot and extends the leases of every job it runs, in one script call. Over
+  several shards the snapshot (what the web's pools page and the CLI show) is written in
+  shard 0 only, where readers take it: elsewhere the beat scores the pool, notes Redis's
+  clock and extends what the pool holds there, one command fewer a shard an interval.
 - The reaper (about as often, jittered) gives expired leases back to their queues and
   forgets pools that stopped beating. Every pool runs it; the script is idempotent.
 - The abort listener cancels a running job within milliseconds of ``client.abort``;
@@ -20,6 +23,7 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
+from rota.client.shard import Shard
 from rota.protocol import calls, codec
 from rota.protocol.job import now_ms, reply_text
 from rota.protocol.reshard import RESHARD_MESSAGE
@@ -101,7 +105,7 @@ class Heartbeat:
         lost, aborts, fresh = await calls.heartbeat(
             rt.shard.scope,
             rt.pool_id,
-            codec.encode_json(self.snapshot()),
+            codec.encode_json(self.snapshot()) if shard == 0 else b"",
             int(s.heartbeat_interval * 3000),
             rt.lease_deadline(),
             held,
@@ -188,8 +192,11 @@ FORGET_EVERY = 12
 
 
 class Reaper:
-    def __init__(self, rt: PoolRuntime) -> None:
+    def __init__(self, rt: PoolRuntime, first: Shard | None = None) -> None:
         self.rt = rt
+        #: Shard 0, whose pool snapshots say which names live pools serve (a pool over
+        #: several shards writes its snapshot there only); None: this shard is it.
+        self.first = first
         self.passes = 1  # the first to forget names comes after FORGET_EVERY - 1 others
         self.rounds = rounds_of(rt.pool_id)
 
@@ -226,7 +233,9 @@ class Reaper:
         if forget and s.forget_names_after > 0:
             # One pool per FORGET_EVERY passes' interval does it for the namespace.
             turn = s.heartbeat_interval * FORGET_EVERY * 0.9
-            names = await rt.shard.forget_idle_names(s.forget_names_after, turn=turn)
+            names = await rt.shard.forget_idle_names(
+                s.forget_names_after, turn=turn, snapshots=self.first
+            )
             if names:
                 log.info("job names idle too long: forgotten", names=names[:20], count=len(names))
         self.rounds.end(REAP, rt.position)

@@ -272,7 +272,7 @@ class PoolRun:
                     log.info("shard started", pool=self.rt.pool_id, shard=i)
                 tg.start_soon(self.ackers[i].run)
                 tg.start_soon(heartbeat.run)
-                tg.start_soon(Reaper(shard).run)
+                tg.start_soon(Reaper(shard, self.shards[0].shard if i else None).run)
                 # Periodic jobs are claimed in shard 0 only: once per fire time.
                 tg.start_soon(self.schedulers[i].run)
                 if i == 0 and self.together > 1:

@@ -1,8 +1,10 @@
 -- include: _base
 -- A pool's heartbeat: score it in the pools set, store its snapshot, and extend the
--- leases of the jobs it runs (only those it still holds: same token).
+-- leases of the jobs it runs (only those it still holds: same token). An empty snapshot
+-- writes none: a pool over several shards writes it in shard 0 only, where readers take
+-- it, and only scores itself elsewhere (one command fewer in each other shard).
 -- KEYS[1] namespace prefix
--- ARGV now_ms, pool_id, snapshot (JSON), snapshot_ttl_ms, lease_deadline_ms,
+-- ARGV now_ms, pool_id, snapshot (JSON, or '' for none), snapshot_ttl_ms, lease_deadline_ms,
 --      then 3 per running job: name, id, token
 -- Returns {lost, abort, fresh}: ids whose lease this pool no longer holds, ids whose abort
 -- was requested (a fallback for a missed pub/sub message), and 1 when the pool was not in
@@ -23,7 +25,9 @@ else
   redis.call('HSET', K_BEATS, 'at', at_text)
 end
 local fresh = redis.call('ZADD', K_POOLS, now, pool)
-redis.call('SET', key_pool(pool), snapshot, 'PX', ttl)
+if snapshot ~= '' then
+  redis.call('SET', key_pool(pool), snapshot, 'PX', ttl)
+end
 local lost, abort = {}, {}
 local i = 6
 while i + 2 <= #ARGV do

@@ -132,6 +132,12 @@ class Fetcher:
         # wait left their names out, so the next one goes at once, with no wait.
         self._room_freed = False
         self._asked = 0  # how many jobs the last fetch asked for (isolated names only)
+        # How many jobs the last lease wanted: less than the loop's ``want`` when a wait
+        # on the shared wake lists ended with less room than before it (see _lease).
+        self._want = 0
+        # Set when such a wait ended with no room left: it spent its token, so the next
+        # fetch goes at once, with no wait.
+        self._spent = False
         #: Set when the pool retires this fetcher's shard (see rota.worker.retire).
         self.leaving = False
 
@@ -166,7 +172,7 @@ class Fetcher:
                 short = False
                 continue
             self.rounds.begin(FETCH, self.shard)
-            self._room_freed = False
+            self._room_freed = self._spent = False
             with rt.control.leasing():
                 jobs = await rt.watch.keep_trying(
                     "fetcher", functools.partial(self._lease, want, short)
@@ -181,8 +187,8 @@ class Fetcher:
                 handoff.put(job, self._expire)
             # With isolated names the batch asked for may be smaller than ``want`` (cut to
             # the children's room): short is finding less than was asked.
-            asked = self._asked if self.isolated else want
-            short = (len(jobs) < asked or not asked) and not self._room_freed
+            asked = self._asked if self.isolated else self._want
+            short = (len(jobs) < asked or not asked) and not (self._room_freed or self._spent)
 
     def _expire(self, job: Fetched) -> None:
         """End ``job``, expired while it waits in the handoff: it never starts, and ends
@@ -202,11 +208,22 @@ class Fetcher:
         handoff = self.rt.handoff
         held = 0 if short else want
         handoff.reserve(held)
+        self._want = want
         try:
             if short and self.shared is not None:
                 # Not shielded: a wait here sends nothing, and a stopping pool ends it.
                 await self.shared.wait(self.shard, self._wait_time())
                 short = False
+                # The wait held no room, so the other shards' fetchers may have taken it
+                # meanwhile: lease only what is left. Leasing ``want`` as reckoned before
+                # the wait let a pool over K shards hold up to K times its room, jobs
+                # that other pools' free workers could have run.
+                want = self._want = min(want, handoff.room())
+                if want <= 0:
+                    self._spent = True
+                    return []
+                held = want
+                handoff.reserve(held)
             if short and self._due:
                 short = await self._until_due()
             with anyio.CancelScope(shield=True):

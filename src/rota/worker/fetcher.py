@@ -132,6 +132,7 @@ class Fetcher:
         # wait left their names out, so the next one goes at once, with no wait.
         self._room_freed = False
         self._asked = 0  # how many jobs the last fetch asked for (isolated names only)
+        self._taking = 0  # the children's room the fetch under way took (see _fetch)
         # How many jobs the last lease wanted: less than the loop's ``want`` when a wait
         # on the shared wake lists ended with less room than before it (see _lease).
         self._want = 0
@@ -181,8 +182,6 @@ class Fetcher:
             if self.shard:
                 for job in jobs:
                     job.shard = self.shard
-            if self.isolated and rt.children is not None:
-                rt.children.leased(sum(1 for job in jobs if job.name in self.isolated))
             for job in jobs:
                 handoff.put(job, self._expire)
             # With isolated names the batch asked for may be smaller than ``want`` (cut to
@@ -209,6 +208,7 @@ class Fetcher:
         held = 0 if short else want
         handoff.reserve(held)
         self._want = want
+        jobs: list[Fetched] = []
         try:
             if short and self.shared is not None:
                 # Not shielded: a wait here sends nothing, and a stopping pool ends it.
@@ -237,6 +237,10 @@ class Fetcher:
         finally:
             self._disarm()
             handoff.release(held)
+            if self.isolated and self.rt.children is not None:
+                leased = sum(1 for job in jobs if job.name in self.isolated)
+                self.rt.children.leased(leased, self._taking)
+                self._taking = 0
 
     async def _until_due(self) -> bool:
         """Before waiting on the wake lists: make the wait end when a rate-limited job
@@ -314,6 +318,13 @@ class Fetcher:
 
     async def _fetch(self, want: int) -> list[Fetched]:
         names, fill = self._choose(want)
+        children = self.rt.children
+        if self.isolated and children is not None and not self.isolated.isdisjoint(names):
+            # Taken while the call runs, so that other shards' fetches do not lease the
+            # same room. Not by a fetch sent behind its own BLPOP (a pool whose shards
+            # wait apart, as in a cluster): it would hold the room through the wait.
+            self._taking = len(names)
+            children.take(self._taking)
         return self._read(await calls.fetch(self.scope, self.lessee, names, fill))
 
     def _choose(self, want: int, *, every: bool = False) -> tuple[list[str], list[str]]:

@@ -9,6 +9,7 @@ from typing import cast
 import anyio
 
 from rota import Client, JobContext, WorkerPool
+from rota.protocol.shards import new_id_in
 from rota.worker.rounds import REAP
 from tests.helpers import pool_settings, rounds, wait_until, waiting_on_wake_lists
 from tests.redis_server import RedisServer
@@ -35,8 +36,13 @@ async def test_prefetched_jobs_keep_their_leases_and_go_back_on_drain(
     fast = [await client.enqueue("work", seconds=0.01) for _ in range(20)]
     async with pool.running() as rt:
         await wait_until(lambda: all(runs[j.id] for j in fast))
-        slow = [await client.enqueue("work", seconds=1.5) for _ in range(2)]
-        rest = [await client.enqueue("work", seconds=0.01) for _ in range(2)]
+        # In one shard's queue, so that the slow ones start first (FIFO holds within a
+        # shard only): over four shards the rest sometimes ran before them.
+        k = len(client.admin.shards)
+        slow = [await client.enqueue("work", seconds=1.5, job_id=new_id_in(0, k)) for _ in range(2)]
+        rest = [
+            await client.enqueue("work", seconds=0.01, job_id=new_id_in(0, k)) for _ in range(2)
+        ]
         await wait_until(lambda: all(runs[j.id] for j in slow))
         await wait_until(lambda: len(rt.handoff.waiting()) == 2)
         await anyio.sleep(1.0)  # longer than the lease: the heartbeat must hold them

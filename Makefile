@@ -80,7 +80,10 @@ SHARD_TESTS ?= tests/test_queues.py tests/test_workflows.py tests/test_failures.
 	tests/web/test_complete_page.py tests/web/test_browser_complete.py \
 	tests/chaos/test_kill9.py tests/chaos/test_redis_restart.py \
 	tests/test_console.py tests/web/test_editor.py tests/test_cli_keys.py tests/test_acl.py \
-	tests/web/test_pages.py tests/web/test_queue_contents.py
+	tests/web/test_pages.py tests/web/test_queue_contents.py \
+	tests/test_expiry.py tests/test_handoff.py tests/test_isolation.py tests/test_bounds.py \
+	tests/test_key_types.py tests/test_cli_job_actions.py tests/test_admin.py \
+	tests/test_run_times.py tests/test_run_times_pool.py tests/test_cli_run_times.py
 
 test-shards: venv redis
 	ROTA_TEST_SHARDS=4 $(BIN)/pytest -q $(PYTEST_PARALLEL) $(SHARD_TESTS)

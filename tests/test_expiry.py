@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpx
@@ -16,6 +16,7 @@ import redis
 
 from rota import Client, JobContext, JobSpec, Retry, State, WorkerPool
 from rota.protocol.job import Reason
+from rota.protocol.shards import new_id_in
 from rota.web import create_app
 from tests.cli_helpers import rota_json
 from tests.helpers import pool_settings, rounds, wait_until
@@ -80,8 +81,16 @@ async def test_a_fetch_ends_an_expired_job_and_leases_the_next_one_in_its_place(
     # One job per fetch: the expired one is ended (by the fetch unless the scheduler
     # came first) and the same call leases the next in its slot.
     pool, ran = _recording(redis_url, namespace, {"concurrency": 1, "fetch_batch": 1})
-    gone = await client.enqueue("step", expires_at=time.time() - 1)
-    kept = [await client.enqueue("step", expires_in=60), await client.enqueue("step")]
+
+    # The three in one shard's queue: FIFO holds within a shard only.
+    def first() -> str:
+        return new_id_in(0, len(client.admin.shards))
+
+    gone = await client.enqueue("step", expires_at=time.time() - 1, job_id=first())
+    kept = [
+        await client.enqueue("step", expires_in=60, job_id=first()),
+        await client.enqueue("step", job_id=first()),
+    ]
     async with pool.running():
         await wait_until(lambda: ran == [k.id for k in kept])
     record = await client.job(gone.id)
@@ -243,10 +252,15 @@ async def test_a_job_that_expires_while_it_waits_in_the_pool_ends_then_unstarted
         warm = await client.enqueue("step", hold=0)  # short jobs: the pool leases ahead
         await wait_until(lambda: ran == [warm.id])
         await rounds(pool)
+        # Both in one shard's queue, so that the held one waits behind the other (FIFO
+        # holds within a shard only).
+        first = len(client.admin.shards)
         _, held = await client.enqueue_many(
             [
-                JobSpec(name="step", kwargs={"hold": 1.5}),
-                JobSpec(name="step", kwargs={"hold": 0}, expires_in=0.5),
+                JobSpec(name="step", kwargs={"hold": 1.5}, job_id=new_id_in(0, first)),
+                JobSpec(
+                    name="step", kwargs={"hold": 0}, expires_in=0.5, job_id=new_id_in(0, first)
+                ),
             ]
         )
         await wait_until(lambda: _reason(client, held.id), within=5)
@@ -256,6 +270,13 @@ async def test_a_job_that_expires_while_it_waits_in_the_pool_ends_then_unstarted
     assert record.finished_at - record.expires < 0.5 and held.id not in ran
 
 
+def _expiring(client: Client, r: redis.Redis) -> list[bytes]:
+    """The entries of every shard's expiring set."""
+    return [
+        e for s in client.admin.shards for e in cast(list[bytes], r.zrange(s.keys.expiring, 0, -1))
+    ]
+
+
 async def test_stale_and_hand_written_expiring_entries_end_nothing_and_leave(
     client: Client, redis_url: str, namespace: str, redis_sync: redis.Redis
 ) -> None:
@@ -263,21 +284,25 @@ async def test_stale_and_hand_written_expiring_entries_end_nothing_and_leave(
     # expiry that is no time or still ahead: the promote script drops each and ends no
     # job, and the pool serves the namespace as before.
     pool, ran = _recording(redis_url, namespace, keep_result=60)
-    prefix = "{" + namespace + "}:"
     done = await client.enqueue("step")
     async with pool.running():
         await wait_until(lambda: ran == [done.id])
     odd = await client.enqueue("step")
     later = await client.enqueue("step", expires_in=60)
-    redis_sync.hset(prefix + "job:" + odd.id, "expires", "nan")
-    redis_sync.set(prefix + "job:string", "x")
     past = time.time() * 1000 - 5000
-    entries = [done.id, odd.id, later.id, "deleted", "string", ""]
-    redis_sync.zadd(prefix + "expiring", dict.fromkeys(entries, past))
+    # Each job's entry in the shard that holds it; the others in shard 0.
+    for job in (done, odd, later):
+        keys = (await client.admin.shard_holding(job.id)).keys
+        redis_sync.zadd(keys.expiring, {job.id: past})
+        if job is odd:
+            redis_sync.hset(keys.job(odd.id), "expires", "nan")
+    keys = client.admin.shards[0].keys
+    redis_sync.set(keys.job("string"), "x")
+    redis_sync.zadd(keys.expiring, dict.fromkeys(["deleted", "string", ""], past))
     async with pool.running():
         await wait_until(lambda: sorted(ran) == sorted([done.id, odd.id, later.id]))
         await rounds(pool)
-    assert redis_sync.zcard(prefix + "expiring") == 0
+    assert _expiring(client, redis_sync) == []
     assert (await client.admin.job_set_sizes())["dead"] == 0
     record = await client.job(done.id)
     assert record is not None and record.state == State.COMPLETE
@@ -290,7 +315,6 @@ async def test_a_job_that_ends_or_is_deleted_leaves_the_expiring_set_at_once(
     # (an hour here, years at most): the set would grow with every job ever enqueued
     # with one. Each way a job ends takes its entry out; a job that may still start
     # (retrying) keeps it.
-    prefix = "{" + namespace + "}:"
     pool = WorkerPool(settings=pool_settings(redis_url, namespace, keep_result=60))
     outcomes: dict[str, str] = {}
 
@@ -318,12 +342,12 @@ async def test_a_job_that_ends_or_is_deleted_leaves_the_expiring_set_at_once(
     retrying = await client.enqueue("again", expires_in=3600)
     aborted = await client.enqueue_in(600, "once", how="abort", expires_in=3600)
     deleted = await client.enqueue_in(600, "once", how="delete", expires_in=3600)
-    assert redis_sync.zcard(prefix + "expiring") == 6
+    assert len(_expiring(client, redis_sync)) == 6
     assert await client.abort(aborted.id) == "scheduled"
     assert await client.admin.delete("scheduled", [deleted.id]) == 1
+    retry = (await client.admin.shard_holding(retrying.id)).keys.retry
     async with pool.running():
         await wait_until(lambda: len(outcomes) == 4)
-        await wait_until(lambda: redis_sync.zscore(prefix + "retry", retrying.id) is not None)
-    left = redis_sync.zrange(prefix + "expiring", 0, -1)
-    assert left == [retrying.id.encode()]
+        await wait_until(lambda: redis_sync.zscore(retry, retrying.id) is not None)
+    assert _expiring(client, redis_sync) == [retrying.id.encode()]
     assert {r.id for r in ran} <= outcomes.keys()

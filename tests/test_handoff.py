@@ -9,6 +9,7 @@ from typing import cast
 import anyio
 
 from rota import Client, JobContext, WorkerPool
+from rota.protocol.shards import new_id_in
 from rota.worker.rounds import REAP
 from tests.helpers import pool_settings, rounds, wait_until, waiting_on_wake_lists
 from tests.redis_server import RedisServer
@@ -35,8 +36,13 @@ async def test_prefetched_jobs_keep_their_leases_and_go_back_on_drain(
     fast = [await client.enqueue("work", seconds=0.01) for _ in range(20)]
     async with pool.running() as rt:
         await wait_until(lambda: all(runs[j.id] for j in fast))
-        slow = [await client.enqueue("work", seconds=1.5) for _ in range(2)]
-        rest = [await client.enqueue("work", seconds=0.01) for _ in range(2)]
+        # In one shard's queue, so that the slow ones start first (FIFO holds within a
+        # shard only): over four shards the rest sometimes ran before them.
+        k = len(client.admin.shards)
+        slow = [await client.enqueue("work", seconds=1.5, job_id=new_id_in(0, k)) for _ in range(2)]
+        rest = [
+            await client.enqueue("work", seconds=0.01, job_id=new_id_in(0, k)) for _ in range(2)
+        ]
         await wait_until(lambda: all(runs[j.id] for j in slow))
         await wait_until(lambda: len(rt.handoff.waiting()) == 2)
         await anyio.sleep(1.0)  # longer than the lease: the heartbeat must hold them
@@ -45,15 +51,22 @@ async def test_prefetched_jobs_keep_their_leases_and_go_back_on_drain(
         late = [await client.enqueue("work", seconds=0.01) for _ in range(3)]
         await wait_until(lambda: all(runs[j.id] for j in rest), within=5)
     assert max(runs.values()) == 1, runs
-    queued = cast(
-        list[bytes],
-        await client.admin.shards[0].redis.lrange(client.admin.shards[0].keys.queue("work"), 0, -1),
-    )
+    queued = {q for shard_queue in await _queues(client, "work") for q in shard_queue}
     ran = {j.id for j in late if runs[j.id]}
-    assert {j.id for j in late} == ran | {q.decode() for q in queued}
-    assert (
-        await client.admin.shards[0].redis.zcard(client.admin.shards[0].keys.running("work")) == 0
-    )
+    assert {j.id for j in late} == ran | queued
+    for shard in client.admin.shards:
+        assert await shard.redis.zcard(shard.keys.running("work")) == 0
+
+
+async def _queues(client: Client, name: str) -> list[list[str]]:
+    """Each shard's queue of ``name``, the next to run first (a fetch pops at the tail)."""
+    return [
+        [
+            q.decode()
+            for q in reversed(cast(list[bytes], await s.redis.lrange(s.keys.queue(name), 0, -1)))
+        ]
+        for s in client.admin.shards
+    ]
 
 
 async def test_an_idle_pool_stops_at_once_and_a_wake_starts_a_job_in_one_write(
@@ -74,18 +87,16 @@ async def test_an_idle_pool_stops_at_once_and_a_wake_starts_a_job_in_one_write(
         before = time.time()
         job = await client.enqueue("ping")
         await wait_until(lambda: len(started) == 1, within=2)
-        record = await client.admin.shards[0].redis.hmget(
-            client.admin.shards[0].keys.job(job.id), "started_at", "attempts"
-        )
+        shard = await client.admin.shard_holding(job.id)
+        record = await shard.redis.hmget(shard.keys.job(job.id), "started_at", "attempts")
         assert record[0] is not None and record[1] is not None
         assert int(record[1]) == 1
         assert abs(int(record[0]) / 1000 - before) < 1.0  # the server's clock, not stale
         await wait_until(lambda: waiting_on_wake_lists(redis_url))  # its 30 s wait again
         stopping = time.monotonic()
     assert time.monotonic() - stopping < 15  # the 30 s BLPOP was unblocked, not waited out
-    assert (
-        await client.admin.shards[0].redis.zcard(client.admin.shards[0].keys.running("ping")) == 0
-    )
+    for shard in client.admin.shards:
+        assert await shard.redis.zcard(shard.keys.running("ping")) == 0
 
 
 async def test_a_user_refused_client_commands_still_runs_and_stops(
@@ -131,16 +142,16 @@ async def test_jobs_given_back_on_drain_keep_their_order(
         slow = [await client.enqueue("work", seconds=5) for _ in range(2)]
         await wait_until(lambda: all(j.id in runs for j in slow))
         fast = [await client.enqueue("work", seconds=0.001) for _ in range(6)]
+        # The pool's room (2 running, 2 prefetched), whatever the shards the fast jobs
+        # went to: over K shards each fetcher once leased what it reckoned before its
+        # wait, 6 here.
         await wait_until(lambda: len(rt.handoff.waiting()) == 2)
-    queued = [
-        q.decode()
-        for q in cast(
-            list[bytes],
-            await client.admin.shards[0].redis.lrange(
-                client.admin.shards[0].keys.queue("work"), 0, -1
-            ),
-        )
-    ]
-    next_up = queued[::-1]  # fetch pops at the tail
-    assert set(next_up[:2]) == {j.id for j in slow}  # cancelled at shutdown: at the front
-    assert next_up[2:] == [j.id for j in fast]  # the leased ones, then the rest, in order
+    slow_ids = {j.id for j in slow}
+    given_back: list[str] = []
+    for next_up in await _queues(client, "work"):  # FIFO holds within a shard
+        cancelled = sum(1 for q in next_up if q in slow_ids)
+        assert set(next_up[:cancelled]) == slow_ids & set(next_up)  # at the front
+        # the leased ones, then the rest, in order
+        assert next_up[cancelled:] == [j.id for j in fast if j.id in next_up]
+        given_back += next_up
+    assert sorted(given_back) == sorted(slow_ids | {j.id for j in fast})

@@ -305,7 +305,9 @@ import anyio
 from rota import Settings, WorkerPool
 from tests import isolated_jobs
 
-settings = Settings(redis_url=sys.argv[1], namespace=sys.argv[2], child_processes=1)
+settings = Settings(
+    redis_url=sys.argv[1], namespace=sys.argv[2], shards=int(sys.argv[3]), child_processes=1
+)
 pool = WorkerPool(settings=settings)
 pool.job(isolated=True)(isolated_jobs.waits_for_kill)
 anyio.run(pool.run)
@@ -321,11 +323,17 @@ async def test_a_child_whose_pool_is_killed_exits(
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     mark = tmp_path / "pid"
     await client.enqueue("waits_for_kill", str(mark))
+    shards = str(len(client.admin.shards))
     async with await anyio.open_process(
-        [sys.executable, str(script), redis_url, namespace], env=env, stdout=None, stderr=None
+        [sys.executable, str(script), redis_url, namespace, shards],
+        env=env,
+        stdout=None,
+        stderr=None,
     ) as pool_process:
-        child = await _pid_in(mark)
-        pool_process.kill()
+        try:
+            child = await _pid_in(mark)
+        finally:  # a pool that never ran the job must not outlive the test either
+            pool_process.kill()
         await pool_process.wait()
     await wait_until(lambda: not _alive(child), within=10)
 

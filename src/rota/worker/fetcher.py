@@ -132,6 +132,13 @@ class Fetcher:
         # wait left their names out, so the next one goes at once, with no wait.
         self._room_freed = False
         self._asked = 0  # how many jobs the last fetch asked for (isolated names only)
+        self._taking = 0  # the children's room the fetch under way took (see _fetch)
+        # How many jobs the last lease wanted: less than the loop's ``want`` when a wait
+        # on the shared wake lists ended with less room than before it (see _lease).
+        self._want = 0
+        # Set when such a wait ended with no room left: it spent its token, so the next
+        # fetch goes at once, with no wait.
+        self._spent = False
         #: Set when the pool retires this fetcher's shard (see rota.worker.retire).
         self.leaving = False
 
@@ -166,7 +173,7 @@ class Fetcher:
                 short = False
                 continue
             self.rounds.begin(FETCH, self.shard)
-            self._room_freed = False
+            self._room_freed = self._spent = False
             with rt.control.leasing():
                 jobs = await rt.watch.keep_trying(
                     "fetcher", functools.partial(self._lease, want, short)
@@ -175,14 +182,12 @@ class Fetcher:
             if self.shard:
                 for job in jobs:
                     job.shard = self.shard
-            if self.isolated and rt.children is not None:
-                rt.children.leased(sum(1 for job in jobs if job.name in self.isolated))
             for job in jobs:
                 handoff.put(job, self._expire)
             # With isolated names the batch asked for may be smaller than ``want`` (cut to
             # the children's room): short is finding less than was asked.
-            asked = self._asked if self.isolated else want
-            short = (len(jobs) < asked or not asked) and not self._room_freed
+            asked = self._asked if self.isolated else self._want
+            short = (len(jobs) < asked or not asked) and not (self._room_freed or self._spent)
 
     def _expire(self, job: Fetched) -> None:
         """End ``job``, expired while it waits in the handoff: it never starts, and ends
@@ -202,11 +207,23 @@ class Fetcher:
         handoff = self.rt.handoff
         held = 0 if short else want
         handoff.reserve(held)
+        self._want = want
+        jobs: list[Fetched] = []
         try:
             if short and self.shared is not None:
                 # Not shielded: a wait here sends nothing, and a stopping pool ends it.
                 await self.shared.wait(self.shard, self._wait_time())
                 short = False
+                # The wait held no room, so the other shards' fetchers may have taken it
+                # meanwhile: lease only what is left. Leasing ``want`` as reckoned before
+                # the wait let a pool over K shards hold up to K times its room, jobs
+                # that other pools' free workers could have run.
+                want = self._want = min(want, handoff.room())
+                if want <= 0:
+                    self._spent = True
+                    return []
+                held = want
+                handoff.reserve(held)
             if short and self._due:
                 short = await self._until_due()
             with anyio.CancelScope(shield=True):
@@ -220,6 +237,10 @@ class Fetcher:
         finally:
             self._disarm()
             handoff.release(held)
+            if self.isolated and self.rt.children is not None:
+                leased = sum(1 for job in jobs if job.name in self.isolated)
+                self.rt.children.leased(leased, self._taking)
+                self._taking = 0
 
     async def _until_due(self) -> bool:
         """Before waiting on the wake lists: make the wait end when a rate-limited job
@@ -297,6 +318,13 @@ class Fetcher:
 
     async def _fetch(self, want: int) -> list[Fetched]:
         names, fill = self._choose(want)
+        children = self.rt.children
+        if self.isolated and children is not None and not self.isolated.isdisjoint(names):
+            # Taken while the call runs, so that other shards' fetches do not lease the
+            # same room. Not by a fetch sent behind its own BLPOP (a pool whose shards
+            # wait apart, as in a cluster): it would hold the room through the wait.
+            self._taking = len(names)
+            children.take(self._taking)
         return self._read(await calls.fetch(self.scope, self.lessee, names, fill))
 
     def _choose(self, want: int, *, every: bool = False) -> tuple[list[str], list[str]]:

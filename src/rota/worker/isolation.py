@@ -164,16 +164,31 @@ class Children:
         #: more than :meth:`room` leaves, so that jobs waiting for a child never take
         #: every worker from the other handlers' jobs.
         self.held = 0
+        #: Room taken by fetches under way, each as many jobs as its batch holds (every
+        #: one could be isolated): a pool over several shards fetches from each at once,
+        #: and each leased the whole room when it went by ``held`` alone.
+        self.taking = 0
         #: Called when room frees up again (the fetchers' nudges: see rota.worker.run).
         self.on_room: list[Callable[[], None]] = []
 
     def room(self) -> int:
         """How many more isolated jobs the pool may lease: a child's worth each, and as
         many again waiting, so that a child that ends a job finds the next one here."""
-        return 2 * self.size - self.held
+        return 2 * self.size - self.held - self.taking
 
-    def leased(self, count: int) -> None:
+    def take(self, count: int) -> None:
+        """A fetch under way may lease up to ``count`` isolated jobs."""
+        self.taking += count
+
+    def leased(self, count: int, taken: int = 0) -> None:
+        """A fetch that took ``taken`` of the room leased ``count`` isolated jobs: what
+        it took and did not lease is free again, for a fetch it kept out."""
+        full = self.room() <= 0
         self.held += count
+        self.taking -= taken
+        if full and self.room() > 0:
+            for nudge in self.on_room:
+                nudge()
 
     def ended(self) -> None:
         """An isolated job the pool held has ended (or gone back)."""

@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import datetime as dt
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -136,7 +137,7 @@ async def _fill(url: str, names: int, jobs: int, shards: int, complete: int) -> 
         await shard0.redis.expire(key, 7200)
     sys.stdout.write(f"K={shards}: filled in {time.perf_counter() - started:.1f} s\n")
     await client.close()
-    return {"job_id": dead[0], "group_id": group.id, "name": "job_00000"}
+    return {"job_id": dead[0], "group_id": group.id, "name": "job_00000", "key": "t7"}
 
 
 def _pages(app: Any, ids: dict[str, str], names: int) -> list[str]:
@@ -146,7 +147,8 @@ def _pages(app: Any, ids: dict[str, str], names: int) -> list[str]:
     for route in app.routes:
         get = isinstance(route, Route) and "GET" in (route.methods or ())
         if get and route.path not in NOT_PAGES:
-            paths.append(route.path.format(**ids))
+            # a converter ({key:path}) names the parameter as the others do
+            paths.append(re.sub(r"\{(\w+):\w+\}", r"{\1}", route.path).format(**ids))
     last = (names - 1) // 100 * 100
     paths += [
         f"/queues?offset={last}",
@@ -154,6 +156,8 @@ def _pages(app: Any, ids: dict[str, str], names: int) -> list[str]:
         f"/queues/{ids['name']}?order=newest&offset=0",
         "/queues/job_00003",  # its fair keys' section
         "/api/queues/job_00003/keys",
+        "/queues/job_00003/keys/t7/jobs",  # a key's page, of a key with jobs
+        "/api/queues/job_00003/keys/t7/jobs",
         "/dead?q=job_00042",
         "/scheduled?q=job_00042",
         "/complete?name=job_00042",

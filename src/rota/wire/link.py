@@ -225,6 +225,9 @@ class Link:
             task = self._connecting
             if task is None or task.done() or task.get_loop() is not loop:
                 task = self._connecting = loop.create_task(self._open(loop))
+                # Its callers may all be cancelled while it runs (a task group giving up
+                # on a shard): its failure is then heard by nobody, and is not news.
+                task.add_done_callback(_heard)
             conn = await asyncio.shield(task)
         while conn.writable is not None:
             await asyncio.shield(conn.writable)
@@ -293,3 +296,10 @@ class Link:
             raise
         self._conn = conn
         return conn
+
+
+def _heard(task: asyncio.Task[Wire]) -> None:
+    """Mark an open's failure as read, so that asyncio does not print it when no caller
+    is left to await it (each caller still gets it through its own ``await``)."""
+    if not task.cancelled():
+        task.exception()

@@ -160,3 +160,22 @@ async def test_a_job_running_in_a_retired_shard_finishes_and_its_outcome_moves(
         assert job is not None and job.state == "complete"
         assert job.result == '"done"'
     assert ran[job_id] == 1
+
+
+async def test_a_hand_written_member_of_the_retired_note_settles_no_foreign_keys(
+    redis_url: str, namespace: str, redis_sync: redis.Redis
+) -> None:
+    """Settling a retired shard deletes its keys: a tag written by hand into the note
+    (another namespace's, or none of this one's form) is said and left, never settled."""
+    async with Client.from_url(redis_url, namespace) as op:
+        note = op.admin.shards[0].keys.retired
+        foreign = ["other~1", namespace, f"{namespace}~x", f"{namespace}~1."]
+        redis_sync.sadd(note, *foreign)
+        for tag in foreign:
+            redis_sync.set(f"{{{tag}}}:queue:kept", "1")
+        said: list[str] = []
+        done = await resize(op, 1, say=said.append)
+    assert done.done
+    assert all(redis_sync.exists(f"{{{tag}}}:queue:kept") for tag in foreign)
+    assert sum("ignored" in line for line in said) == len(foreign), said
+    assert not redis_sync.exists(note)  # nothing left to settle: the note is gone

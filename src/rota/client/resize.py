@@ -22,7 +22,7 @@ shard count" in docs/operations.md for the procedure).
    shard, then moves again what is left there (an outcome written by a job that ended
    after step 3; the pools set and the heartbeats' keys are deleted), so that a retired
    shard holds its record only. The retired tags are noted in shard 0 (``{ns}:retired``,
-   :data:`rota.protocol.reshard.RETIRED`) before step 4 and the note deleted after this
+   :attr:`rota.protocol.keys.Keys.retired`) before step 4 and the note deleted after this
    step: the record ``NEW@G+2`` does not say the old count.
 
 Every step can be run again: a command cut short is resumed by running it again (after
@@ -44,8 +44,8 @@ from rota.client.shard import Shard
 from rota.client.shard_move import glob, move_rest
 from rota.protocol.job import reply_text
 from rota.protocol.rate import Rate
-from rota.protocol.reshard import RESHARD_MESSAGE, RETIRED, ShardRecord
-from rota.protocol.shards import MAX_SHARDS, shard_tags
+from rota.protocol.reshard import RESHARD_MESSAGE, ShardRecord
+from rota.protocol.shards import MAX_SHARDS, is_shard_tag, shard_tags
 from rota.protocol.snapshot import PoolSnapshot
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ async def resize(
         )
     if not record.changing:
         if record.new == to:
-            if not await admin.shards[0].redis.exists(_noted(admin.shards[0])):
+            if not await admin.shards[0].redis.exists(admin.shards[0].keys.retired):
                 say(f"namespace {client.namespace!r} spans {to} shard(s): nothing to change")
                 return Resized(record.text(), True, {})
             say(f"done: {record.text()} (resumed: the pools leave the retired shards)")
@@ -124,7 +124,7 @@ async def resize(
     if final.new == 1:
         await _wholes_to_one(admin.shards[0])
     if retiring:  # kept until they are settled, so that a command cut short resumes it
-        await admin.shards[0].redis.sadd(_noted(admin.shards[0]), *(_tag(s) for s in retiring))
+        await admin.shards[0].redis.sadd(admin.shards[0].keys.retired, *(_tag(s) for s in retiring))
     await _write(admin.shards, final)
     admin.follower.follow(final)
     say(f"done: {final.text()}")
@@ -144,19 +144,19 @@ async def _settle_noted(
     admin = client.admin
     first = admin.shards[0]
     named = {_tag(s) for s in admin.shards}
-    tags = sorted(reply_text(t) for t in await first.redis.smembers(_noted(first)))
-    retired = [admin.follower.shard(t) for t in tags if t not in named]
+    noted = {reply_text(t) for t in await first.redis.smembers(first.keys.retired)}
+    # Only this namespace's own tags: a member written by hand names no shard to settle
+    # (settling deletes keys), and is said once and left.
+    own = {t for t in noted if is_shard_tag(first.keys.namespace, t)}
+    for tag in sorted(noted - own):
+        say(f"ignored {tag!r} in {first.keys.retired}: not a shard of this namespace")
+    retired = [admin.follower.shard(t) for t in sorted(own) if t not in named]
     said = await settle_retired(
         retired, admin.follower.route.named, first, wait=wait, timeout=timeout, say=say
     )
     if not said[0] and not said[1]:
-        await first.redis.delete(_noted(first))
+        await first.redis.delete(first.keys.retired)
     return said
-
-
-def _noted(first: Shard) -> str:
-    """The set in shard 0 of the tags changes retired whose shards are not settled."""
-    return first.keys.prefix + RETIRED
 
 
 def _tag(shard: Shard) -> str:

@@ -29,7 +29,6 @@ __all__ = [
     "MAX_GENERATION",
     "RESHARDED",
     "RESHARD_MESSAGE",
-    "RETIRED",
     "BadRecord",
     "ShardRecord",
     "parse_record",
@@ -39,11 +38,6 @@ __all__ = [
 #: record: every pool reads the record at once, not at its next heartbeat.
 RESHARD_MESSAGE: Final = "reshard"
 
-#: What follows shard 0's prefix in the name of the set of the tags that changes
-#: retired and whose shards still hold more than their record (``{ns}:retired``): the
-#: command writes it before a change's end and deletes it once those shards are
-#: settled, so that the command run again after it was cut short settles them.
-RETIRED: Final = "retired"
 
 #: How an enqueue script's refusal for a stale generation starts.
 RESHARDED: Final = "RESHARDED"

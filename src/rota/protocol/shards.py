@@ -45,6 +45,7 @@ from rota.wire.redispy import key_slot
 __all__ = [
     "MAX_SHARDS",
     "SLOTS",
+    "is_shard_tag",
     "new_id_in",
     "place",
     "shard_of",
@@ -83,6 +84,16 @@ def shard_tags(namespace: str, shards: int) -> tuple[str, ...]:
             tag = f"{namespace}~{i}.{n}"
         tags.append(tag)
     return tuple(tags)
+
+
+def is_shard_tag(namespace: str, tag: str) -> bool:
+    """Whether ``tag`` has the form :func:`shard_tags` gives a shard past the first of
+    ``namespace`` (``ns~i`` or ``ns~i.n``), at some shard count."""
+    rest = tag.removeprefix(namespace + "~")
+    if rest == tag:
+        return False
+    i, dot, n = rest.partition(".")
+    return i.isdigit() and 1 <= int(i) < MAX_SHARDS and (n.isdigit() if dot else True)
 
 
 def shard_tag(namespace: str, shard: int, shards: int) -> str:

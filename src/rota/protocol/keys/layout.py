@@ -145,6 +145,12 @@ class Keys:
         return self.prefix + "cronoff"
 
     @property
+    def retired(self) -> str:
+        """Set, in shard 0: the tags an online change of the shard count retired whose
+        shards are not settled yet (see rota.client.resize); deleted once they are."""
+        return self.prefix + "retired"
+
+    @property
     def pool_commands(self) -> str:
         """Hash of what the operator asked of live pools: pool id -> ``quiet`` (fetch no
         more, finish what runs) or ``stop`` (drain and leave, as on SIGTERM); no field:

@@ -17,6 +17,7 @@ import redis.exceptions
 from structlog.testing import capture_logs
 
 from rota import Client, JobContext, JobSpec, RedisRefused, WorkerPool
+from rota.redis import watch as watch_module
 from rota.redis.outage import Condition, condition
 from rota.redis.watch import Watch
 from tests.helpers import fill_up, pool_settings, rounds, wait_until
@@ -249,6 +250,56 @@ async def test_a_pool_waits_for_redis_at_its_start_and_can_be_stopped_meanwhile(
                     await wait_until(lambda: job.id in runs)
                 done.set()
     assert runs == {job.id: 1}
+
+
+class _Waits:
+    """``anyio`` as rota.redis.watch sees it, noting how long each task that Redis
+    refused waits before it tries again (``failed`` names the task just before)."""
+
+    def __init__(self) -> None:
+        self.task = ""
+        self.waits: list[tuple[str, float]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(anyio, name)
+
+    def move_on_after(self, delay: float) -> anyio.CancelScope:
+        self.waits.append((self.task, delay))
+        return anyio.move_on_after(delay)
+
+
+async def test_a_pool_away_at_its_start_tries_again_as_often_as_a_heartbeat_probe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pool whose Redis is away when it starts tries again every probe interval, as a
+    running pool's heartbeat does, not after a backoff that grew to 5 s: a pool started
+    while a cluster's primary was down started that shard up to 5 s after the replica
+    took over (bench.cluster_checks down), where a running pool was back within 0.05 s."""
+    waits = _Waits()
+    real_failed = Watch.failed
+
+    async def failed(self: Watch, task: str, exc: BaseException, **options: Any) -> float:
+        waits.task = task
+        return await real_failed(self, task, exc, **options)
+
+    monkeypatch.setattr(watch_module, "anyio", waits)
+    monkeypatch.setattr(Watch, "failed", failed)
+    port = free_port()
+    pool, runs = counting_pool(keep_result=0)
+    pool.configure(pool_settings(f"redis://127.0.0.1:{port}/0", NS))
+    done = anyio.Event()
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: pool.run(shutdown=done))
+            await wait_until(lambda: len(waits.waits) >= 5)
+            with RedisServer(port=port) as late:
+                async with Client.from_url(late.url, NS) as client:
+                    job = await client.enqueue("work", 1)
+                    await wait_until(lambda: job.id in runs)
+                done.set()
+    starts = [delay for task, delay in waits.waits if task == "start"]
+    assert len(starts) >= 5, waits.waits
+    assert set(starts) == {watch_module.PROBE_INTERVAL}, starts
 
 
 async def test_a_redis_that_forgot_gets_the_pools_limits_back(server: RedisServer) -> None:

@@ -257,8 +257,11 @@ class PoolRun:
         """Register shard ``i``, listen for its aborts, beat once in it, then run its
         tasks; its fetcher starts once it is ready (:meth:`_fetch_from`)."""
         shard, heartbeat = self.shards[i], self.heartbeats[i]
-        # Redis unreachable, read-only or loading at the start: wait for it.
-        await shard.watch.keep_trying("start", functools.partial(self._register, i), replies=False)
+        # Redis unreachable, read-only or loading at the start: wait for it, trying as
+        # often as a running pool's heartbeat probes (a backoff grown to 5 s left a shard
+        # whose primary a replica had replaced unserved for up to 5 s more).
+        register = functools.partial(self._register, i)
+        await shard.watch.keep_trying("start", register, replies=False, probe=True)
         with unwrapped():
             async with anyio.create_task_group() as tg:
                 if i == 0:
@@ -266,7 +269,7 @@ class PoolRun:
                     await tg.start(AbortListener(shard, channels).run)
                 elif i >= self.together:
                     await tg.start(AbortListener(shard).run)
-                await shard.watch.keep_trying("heartbeat", heartbeat.beat)
+                await shard.watch.keep_trying("heartbeat", heartbeat.beat, probe=True)
                 self.tasks[i].ready.set()
                 if i:
                     log.info("shard started", pool=self.rt.pool_id, shard=i)

@@ -68,6 +68,17 @@ def test_bench_fair_measures_keyed_runs_against_plain_ones(
         assert re.search(rf"^{ratio}: [\d.]+%$", out, re.M), out
 
 
+def test_bench_fair_checks_judge_a_flood_and_weights() -> None:
+    """``python -m bench.fair_checks`` (docs/fair-keys.md): both checks run with worker
+    processes and print their figures (tiny runs: the figures mean nothing here)."""
+    argv = ["--flood", "3000", "--keys", "20", "--per-key", "400", "--window", "1"]
+    done = _own_process("bench.fair_checks", *argv)
+    assert re.search(r"^  small keys that started: 20$", done.stdout, re.M), done.stdout
+    assert re.search(r"^  jobs run twice: 0$", done.stdout, re.M), done.stdout
+    for key in ("w1", "w2", "w4"):
+        assert re.search(rf"^  {key}: share: [\d.]+ \(want ", done.stdout, re.M), done.stdout
+
+
 def test_deep_pages_prints_a_row_per_page(capsys: pytest.CaptureFixture[str]) -> None:
     assert deep_pages.main(["--jobs", "400", "--reps", "1"]) == 0
     out = capsys.readouterr().out

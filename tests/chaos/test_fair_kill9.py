@@ -1,7 +1,8 @@
 """Fair keys under SIGKILL: worker processes killed every two seconds while the jobs of
 six keys, each held to two running at once, run: no job is lost, and no key ever has
 more than two jobs running, counted from the ledger (each attempt from its start to its
-done line, or to the SIGKILL of its process when it has none).
+done line, or to the SIGKILL of its process when it has none). The jobs last 100-300 ms,
+so that the run outlasts a few kills (about 10 s of work at 12 at once).
 
 ``CHAOS_LENGTH=full`` runs 3,000 jobs."""
 
@@ -22,6 +23,7 @@ from tests.chaos.harness import (
     leftovers,
     pick,
     processed,
+    report,
     stats,
 )
 
@@ -43,7 +45,9 @@ def test_sigkill_loses_no_keyed_job_and_no_key_passes_its_limit(chaos: Chaos) ->
     key_of: dict[str, str] = {}
     specs = [
         JobSpec(name="work", kwargs={"ms": ms}, fair_key=rng.choice(KEYS))
-        for ms in durations(JOBS, 20, 60)
+        # 100-300 ms: at most 12 run at once, so the run outlasts a few kills (jobs of
+        # 20-60 ms were all done before the first pool was old enough to be killed)
+        for ms in durations(JOBS, 100, 300)
     ]
     ids = enqueue(url, namespace, specs)
     key_of = {job_id: spec.fair_key or "" for job_id, spec in zip(ids, specs, strict=True)}
@@ -63,10 +67,14 @@ def test_sigkill_loses_no_keyed_job_and_no_key_passes_its_limit(chaos: Chaos) ->
     fleet.close()
     killed_at = {w.pid: w.killed_at for w in fleet.workers if w.killed_at is not None}
 
+    assert killed_at, "no pool was killed: the run proved nothing"
+
     audit = Audit.of(r, namespace, ledger, ids)
+    most = audit.most_running(key_of, killed_at)
+    figures = {"jobs": JOBS, "kills": len(killed_at), "lost": len(audit.lost)}
+    report("fair_kill9", {**figures, "runs again": audit.duplicate_runs, "most": most})
     assert audit.lost == [], [audit.describe(j) for j in audit.lost[:5]]
     assert stats(r, namespace)["processed"] == JOBS
     assert set(leftovers(r, namespace, ["work"]).values()) == {0}
-    most = audit.most_running(key_of, killed_at)
     assert max(most.values()) <= KEY_LIMIT, most
     assert max(most.values()) == KEY_LIMIT  # reached: the check above means something

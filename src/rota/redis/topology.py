@@ -42,6 +42,7 @@ from redis.backoff import NoBackoff
 from redis.crc import key_slot
 
 from rota.errors import ConfigError
+from rota.redis.outage import condition
 from rota.redis.sentinel import SentinelPool
 from rota.urls import CLUSTER, SENTINEL, parse
 
@@ -215,8 +216,10 @@ async def slot_owner(redis: Redis) -> tuple[str, int] | None:
     assert isinstance(pool, SlotOwnerPool)
     try:
         return await pool.locate()
-    except (OSError, errors.RedisError):
-        return None
+    except Exception as exc:
+        if isinstance(exc, OSError | errors.RedisError) or condition(exc) is not None:
+            return None
+        raise
 
 
 def node_client(redis: Redis, node: tuple[str, int]) -> Redis:

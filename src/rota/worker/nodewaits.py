@@ -32,6 +32,7 @@ and a listener per scheduler.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
-from rota.redis.outage import REDIS_ERRORS
+from rota.redis.outage import REDIS_ERRORS, condition
 from rota.redis.topology import moved, node_client, slot_owner
 from rota.wire.redispy import NoPermissionError, ReplyError
 from rota.worker.scheduler import Scheduler, listen_for_schedulers
@@ -212,11 +213,14 @@ class NodeWakes:
                 self._refused = str(exc)
                 return False
             return True
-        except REDIS_ERRORS:
-            return True
+        except Exception as exc:
+            # The node lost (uvloop's write on a closed connection is a RuntimeError).
+            if isinstance(exc, REDIS_ERRORS) or condition(exc) is not None:
+                return True
+            raise
         finally:
             self.nodes.pop(where, None)
-            with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]
                 await client.aclose()
 

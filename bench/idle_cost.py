@@ -37,15 +37,24 @@ from bench.redis_server import RedisServer
 from rota import WorkerPool
 from rota.config import Settings
 
-__all__ = ["idle_cost"]
+__all__ = ["Servers", "idle_cost"]
 
 
-class _Servers:
+class Servers:
     """One server, or the primaries of a local cluster, read as one."""
 
     def __init__(self, servers: list[RedisServer], url: str) -> None:
         self.servers = servers
         self.url = url
+
+    @classmethod
+    def start(cls, stack: contextlib.ExitStack, *, cluster: bool) -> Servers:
+        """A private server, or a cluster of three primaries, stopped with ``stack``."""
+        if cluster:
+            group = stack.enter_context(ClusterGroup(replicas=0))
+            return cls(list(group.servers), group.url)
+        one = stack.enter_context(RedisServer())
+        return cls([one], one.url)
 
     def calls(self) -> dict[str, int]:
         """Each command's calls so far, every server's added up."""
@@ -85,7 +94,7 @@ def _kind(command: str, namespace: str) -> str:
     return name
 
 
-def _monitor(server: _Servers, namespace: str, seen: Counter[str], stop: threading.Event) -> None:
+def _monitor(server: Servers, namespace: str, seen: Counter[str], stop: threading.Event) -> None:
     client = Redis.from_url(server.servers[0].url)
     try:
         with client.monitor() as monitor:  # type: ignore[no-untyped-call]
@@ -99,7 +108,7 @@ def _monitor(server: _Servers, namespace: str, seen: Counter[str], stop: threadi
 
 
 async def idle_cost(
-    server: _Servers, shards: int, seconds: float, pools: int, by_command: bool = False
+    server: Servers, shards: int, seconds: float, pools: int, by_command: bool = False
 ) -> dict[str, Any]:
     """Commands per second Redis runs for ``pools`` idle pools over ``shards`` shards
     (with ``by_command``, under ``"sent"`` those MONITOR saw, by command; in a cluster,
@@ -146,12 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster", action="store_true", help="three primaries of a cluster")
     args = parser.parse_args(argv)
     with contextlib.ExitStack() as stack:
-        if args.cluster:
-            group = stack.enter_context(ClusterGroup(replicas=0))
-            servers = _Servers(group.servers, group.url)
-        else:
-            one = stack.enter_context(RedisServer())
-            servers = _Servers([one], one.url)
+        servers = Servers.start(stack, cluster=args.cluster)
         for k in args.shards:
             got = asyncio.run(idle_cost(servers, k, args.seconds, args.pools, args.by_command))
             sent = got.pop("sent", {})

@@ -18,6 +18,7 @@ import pytest
 from redis.crc import key_slot
 
 from rota import Client, JobContext, JobSpec, WorkerPool
+from rota.protocol.keys import Keys
 from rota.protocol.shards import shard_of, shard_tags
 from tests.helpers import pool_settings, wait_until
 from tests.topology.test_cluster import migrate_slot
@@ -115,3 +116,65 @@ async def test_a_slot_moved_under_a_waiting_pool(cluster: ClusterGroup) -> None:
         ids = [i for i in (f"moved-{n}" for n in range(40)) if shard_of(i, shards) == 1][:3]
         await _run_all(client, ran, ids)
         await _run_all(client, ran, _one_per_shard(shards, "after"))
+
+
+@pytest.mark.timeout(120)
+async def test_a_producer_that_does_not_ring_is_served_at_the_timeout(
+    cluster: ClusterGroup,
+) -> None:
+    """Plain commands that push the token but do not ring (docs/protocol.md, (a)
+    without SPUBLISH): the waiting pool finds the job when its wait times out."""
+    ns = "nw" + os.urandom(4).hex()
+    shards = 3
+    ran: set[str] = set()
+    settings = pool_settings(cluster.url, ns, shards=shards, wake_timeout=1.0)
+    pool = WorkerPool(settings=settings)
+
+    @pool.job
+    async def work(ctx: JobContext) -> None:
+        ran.add(ctx.id)
+
+    keys = Keys(ns, 1, shards)
+    async with pool.running():
+        await wait_until(lambda: sum(s for _, s in _waits(cluster).values()) == 3, within=20)
+        with cluster.owner(key_slot(keys.prefix.encode())).client(socket_timeout=5) as r:
+            pipe = r.pipeline(transaction=True)
+            pipe.hset(keys.job("plain-1"), mapping={"name": "work", "args": "[]", "enqueued_at": 1})
+            pipe.lpush(keys.queue("work"), "plain-1")
+            pipe.sadd(keys.names, "work")
+            pipe.sadd(keys.ready, "work")
+            pipe.lpush(keys.wake("work"), "1")
+            pipe.ltrim(keys.wake("work"), 0, 9)
+            pipe.execute()
+        await wait_until(lambda: "plain-1" in ran, within=20)
+
+
+@pytest.mark.timeout(120)
+async def test_a_pool_refused_the_wake_channels_waits_on_each_shard(
+    cluster: ClusterGroup,
+) -> None:
+    """A pool whose ACL lacks SSUBSCRIBE (as Redis 6.2 lacks the command) waits as
+    before, a BLPOP per shard, and is woken at once."""
+    ns = "nw" + os.urandom(4).hex()
+    shards = 3
+    user, password = "w" + os.urandom(3).hex(), os.urandom(8).hex()
+    rules = ["~*", "&*", "+@all", "-ssubscribe"]
+    for server in cluster.servers:
+        with server.client(socket_timeout=5) as r:
+            r.execute_command("ACL", "SETUSER", user, "reset", "on", f">{password}", *rules)
+    url = cluster.url.replace("://", f"://{user}:{password}@")
+    ran: set[str] = set()
+    pool = WorkerPool(settings=pool_settings(url, ns, shards=shards, wake_timeout=SAFETY_NET))
+
+    @pool.job
+    async def work(ctx: JobContext) -> None:
+        ran.add(ctx.id)
+
+    async with pool.running(), Client.from_url(cluster.url, ns, shards=shards) as client:
+        # A fetcher's BLPOP and a scheduler's per shard, and no subscription.
+        waits = {(2 * shards, 0)}
+        await wait_until(
+            lambda: {tuple(map(sum, zip(*_waits(cluster).values(), strict=True)))} == waits,
+            within=20,
+        )
+        await _run_all(client, ran, _one_per_shard(shards, "apart"))

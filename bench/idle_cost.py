@@ -10,6 +10,12 @@ the rebalancer's lease costs (``--pools 2``). ``--by-command`` also prints, from
 call by its function's name, a key command by its key's kind) and as scripts ran it
 (``lua``): what tells the pool's loops apart (docs/performance.md, "What an idle pool
 costs").
+
+``--cluster`` runs the same on a local cluster of three primaries (no replicas, made by
+``redis-cli --cluster create``, as the topology tests make theirs): the commands are
+those of every primary added up, and ``waits`` is the most connections one primary
+holds blocked in a ``BLPOP`` of the pool, sampled from ``CLIENT LIST`` at the window's
+end (a pool's waits on wake lists; see docs/protocol.md, "Wake lists").
 """
 
 from __future__ import annotations
@@ -25,21 +31,54 @@ from collections import Counter
 from typing import Any
 
 from redis import Redis
+from tests.topology_servers import ClusterGroup
 
 from bench.redis_server import RedisServer
 from rota import WorkerPool
 from rota.config import Settings
 
-__all__ = ["idle_cost"]
+__all__ = ["Servers", "idle_cost"]
 
 
-def _calls(server: RedisServer) -> dict[str, int]:
-    client = Redis.from_url(server.url)
-    try:
-        stats = client.info("commandstats")
-    finally:
-        client.close()
-    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
+class Servers:
+    """One server, or the primaries of a local cluster, read as one."""
+
+    def __init__(self, servers: list[RedisServer], url: str) -> None:
+        self.servers = servers
+        self.url = url
+
+    @classmethod
+    def start(cls, stack: contextlib.ExitStack, *, cluster: bool) -> Servers:
+        """A private server, or a cluster of three primaries, stopped with ``stack``."""
+        if cluster:
+            group = stack.enter_context(ClusterGroup(replicas=0))
+            return cls(list(group.servers), group.url)
+        one = stack.enter_context(RedisServer())
+        return cls([one], one.url)
+
+    def calls(self) -> dict[str, int]:
+        """Each command's calls so far, every server's added up."""
+        total: Counter[str] = Counter()
+        for server in self.servers:
+            client = Redis.from_url(server.url)
+            try:
+                stats = client.info("commandstats")
+            finally:
+                client.close()
+            total.update({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()})
+        return dict(total)
+
+    def waits(self) -> int:
+        """The most connections one server holds blocked in a BLPOP."""
+        most = 0
+        for server in self.servers:
+            client = Redis.from_url(server.url)
+            try:
+                listed = client.client_list()
+            finally:
+                client.close()
+            most = max(most, sum(1 for c in listed if c.get("cmd") == "blpop"))
+        return most
 
 
 def _kind(command: str, namespace: str) -> str:
@@ -55,10 +94,8 @@ def _kind(command: str, namespace: str) -> str:
     return name
 
 
-def _monitor(
-    server: RedisServer, namespace: str, seen: Counter[str], stop: threading.Event
-) -> None:
-    client = Redis.from_url(server.url)
+def _monitor(server: Servers, namespace: str, seen: Counter[str], stop: threading.Event) -> None:
+    client = Redis.from_url(server.servers[0].url)
     try:
         with client.monitor() as monitor:  # type: ignore[no-untyped-call]
             for event in monitor.listen():
@@ -71,10 +108,11 @@ def _monitor(
 
 
 async def idle_cost(
-    server: RedisServer, shards: int, seconds: float, pools: int, by_command: bool = False
+    server: Servers, shards: int, seconds: float, pools: int, by_command: bool = False
 ) -> dict[str, Any]:
     """Commands per second Redis runs for ``pools`` idle pools over ``shards`` shards
-    (with ``by_command``, under ``"sent"`` those MONITOR saw, by command)."""
+    (with ``by_command``, under ``"sent"`` those MONITOR saw, by command; in a cluster,
+    the first primary's only)."""
     namespace = "idle" + uuid.uuid4().hex[:8]
     settings = Settings(redis_url=server.url, namespace=namespace, shards=shards, concurrency=10)
     made = [WorkerPool(settings=settings) for _ in range(pools)]
@@ -89,13 +127,14 @@ async def idle_cost(
         watcher = threading.Thread(target=_monitor, args=(server, namespace, seen, stop))
         if by_command:
             watcher.start()
-        before, t0 = _calls(server), time.monotonic()
+        before, t0 = server.calls(), time.monotonic()
         await asyncio.sleep(seconds)
-        after, t1 = _calls(server), time.monotonic()
+        after, t1 = server.calls(), time.monotonic()
+        waits = server.waits()
         stop.set()
     spent = {k: (after[k] - before.get(k, 0)) / (t1 - t0) for k in after}
-    spent = {k: v for k, v in spent.items() if v > 0 and k not in ("info",)}
-    got: dict[str, Any] = {"total": sum(spent.values())}
+    spent = {k: v for k, v in spent.items() if v > 0 and k not in ("info", "client|list")}
+    got: dict[str, Any] = {"total": sum(spent.values()), "waits": waits}
     got.update(sorted(spent.items(), key=lambda kv: -kv[1]))
     if by_command:
         await asyncio.to_thread(watcher.join, 5)  # it ends at the next command it sees
@@ -113,13 +152,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--pools", type=int, default=1)
     parser.add_argument("--by-command", action="store_true", help="MONITOR's count by command")
+    parser.add_argument("--cluster", action="store_true", help="three primaries of a cluster")
     args = parser.parse_args(argv)
-    with RedisServer() as server:
+    with contextlib.ExitStack() as stack:
+        servers = Servers.start(stack, cluster=args.cluster)
         for k in args.shards:
-            got = asyncio.run(idle_cost(server, k, args.seconds, args.pools, args.by_command))
+            got = asyncio.run(idle_cost(servers, k, args.seconds, args.pools, args.by_command))
             sent = got.pop("sent", {})
+            waits = got.pop("waits")
             parts = ", ".join(f"{name} {v:.2f}" for name, v in list(got.items())[1:8])
-            sys.stdout.write(f"K={k} pools={args.pools}: {got['total']:.2f} commands/s ({parts})\n")
+            sys.stdout.write(
+                f"K={k} pools={args.pools}: {got['total']:.2f} commands/s,"
+                f" {waits} BLPOP waits on the busiest server ({parts})\n"
+            )
             for name, v in sent.items():
                 sys.stdout.write(f"  {v:7.2f}  {name}\n")
     return 0

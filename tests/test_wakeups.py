@@ -54,6 +54,36 @@ async def test_every_enqueue_pushes_a_token_up_to_ten(
     assert redis_sync.llen(wake) == 1  # one per name and batch
 
 
+@pytest.mark.one_shard("reads one shard's wake lists")
+async def test_a_push_into_an_empty_wake_list_rings_its_channel(
+    client: Client, redis_sync: redis.Redis
+) -> None:
+    version = str(redis_sync.info("server")["redis_version"])
+    if int(version.split(".")[0]) < 7:
+        pytest.skip(f"shard channels are Redis 7's; this is {version}")
+    wake = client.admin.shards[0].keys.wake("x")
+    pubsub = redis_sync.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+    pubsub.ssubscribe(wake)
+    pubsub.get_sharded_message(timeout=1)  # the confirmation
+
+    def rings() -> int:
+        n = 0
+        while pubsub.get_sharded_message(timeout=0.2) is not None:
+            n += 1
+        return n
+
+    try:
+        await _enqueue(client, 3)
+        assert rings() == 1  # the first push only: the list was empty
+        assert redis_sync.lpop(wake, 3) == [b"1"] * 3
+        await _enqueue(client, 1)
+        assert rings() == 1
+        await _enqueue(client, 1)
+        assert rings() == 0
+    finally:
+        pubsub.close()
+
+
 async def _fetch(client: Client, n: int, name: str) -> tuple[list[Any], list[Any]]:
     args: list[str | int] = [_now(), 30000, "pool-1", 1 << 20, n, *[name] * n, 0]
     flat, buried, _ = await script("fetch")(

@@ -4,9 +4,10 @@ Every key and channel of namespace ``ns`` starts with ``{ns}:`` (see
 :mod:`rota.protocol.keys`), so one pattern, ``~{ns}:*``, gives a user one namespace and
 nothing else. The roles differ in the commands they may run:
 
-- ``worker``: a pool. It reads and writes its keys, blocks on wake lists, subscribes to
-  abort requests, loads the function library (``FUNCTION LOAD``) and calls it (``FCALL``;
-  ``EVALSHA`` and ``SCRIPT LOAD`` where functions are missing). No command that is not
+- ``worker``: a pool. It reads and writes its keys, blocks on wake lists (in a cluster,
+  subscribes to their shard channels instead), subscribes to abort requests, loads the
+  function library (``FUNCTION LOAD``) and calls it (``FCALL``; ``EVALSHA`` and
+  ``SCRIPT LOAD`` where functions are missing). No command that is not
   about keys (``FLUSHALL``, ``CONFIG``, ``KEYS``...): ``-@dangerous`` takes those away,
   ``INFO`` is given back for the memory figures.
 - ``web``: the web UI and ``rota status``, read-only: reads of the namespace's keys and
@@ -58,12 +59,18 @@ def _producer_writes(k: Keys) -> list[str]:
     ]  # fmt: skip
 
 
+# A wake token pushed into an empty list rings the shard channel of the same name
+# (docs/protocol.md, "Wake lists").
+_SHARD_CHANNELS: Final = ("+spublish",)
+
+
 # What the enqueue functions run inside (each command of a function is checked
 # against the caller's rules too), and the plain-command enqueue.
 _PRODUCER_COMMANDS: Final = (
     "+multi", "+exec", "+discard", "+hset", "+hsetnx", "+hget", "+hmget", "+hexists",
     "+hincrby", "+exists", "+get", "+set", "+expire", "+pexpire", "+llen", "+lpush",
     "+rpush", "+sadd", "+smembers", "+type", "+zadd", "+zscore", "+publish",
+    *_SHARD_CHANNELS,
 )  # fmt: skip
 
 
@@ -86,6 +93,9 @@ def rules(role: str, namespace: str = "rota", shards: int = 1) -> list[str]:
             *where, "-@all", "+@read", "+@write", "+@blocking", "-@dangerous", "+info",
             *_CONNECT, *_SCRIPTS, "+function|load", "+subscribe", "+unsubscribe",
             "+publish",  # a finish tells the clients waiting on a job (Client.wait)
+            # In a cluster a pool waits on its wake channels, one subscription a node
+            # (rota.worker.nodewaits); the scripts ring them (Redis 7: SPUBLISH).
+            *_SHARD_CHANNELS, "+ssubscribe", "+sunsubscribe",
         ]  # fmt: skip
     if role == "web":
         return [
@@ -118,6 +128,7 @@ def rules(role: str, namespace: str = "rota", shards: int = 1) -> list[str]:
             *where, "-@all", "+@read", "+@write", "-@dangerous", "+info", *_CONNECT,
             *functions, "+subscribe", "+unsubscribe",
             "+publish",  # an abort tells the pool running the job
+            *_SHARD_CHANNELS,  # a wake token pushed rings its channel
         ]  # fmt: skip
     if role == "producer":
         return [

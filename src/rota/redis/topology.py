@@ -42,14 +42,18 @@ from redis.backoff import NoBackoff
 from redis.crc import key_slot
 
 from rota.errors import ConfigError
+from rota.redis.outage import condition
 from rota.redis.sentinel import SentinelPool
 from rota.urls import CLUSTER, SENTINEL, parse
 
 __all__ = [
     "SlotOwnerPool",
     "connect_topology",
+    "moved",
+    "node_client",
     "owner_lost",
     "server_of",
+    "slot_owner",
     "wait_replicas",
 ]
 
@@ -203,6 +207,40 @@ def owner_lost(redis: Redis) -> str | None:
     if isinstance(pool, SlotOwnerPool) and pool._lost is not None:
         return "{}:{}".format(*pool._lost)
     return None
+
+
+async def slot_owner(redis: Redis) -> tuple[str, int] | None:
+    """The primary that serves ``redis``'s slot of a cluster, as last located (asked
+    again after a second); None when no node names it now."""
+    pool = redis.connection_pool
+    assert isinstance(pool, SlotOwnerPool)
+    try:
+        return await pool.locate()
+    except Exception as exc:
+        if isinstance(exc, OSError | errors.RedisError) or condition(exc) is not None:
+            return None
+        raise
+
+
+def node_client(redis: Redis, node: tuple[str, int]) -> Redis:
+    """A client of the node ``node`` of ``redis``'s cluster, with its credentials, that
+    tries each command once: a pub/sub connection that must end, not reconnect, when
+    the node is lost (:mod:`rota.worker.nodewaits`)."""
+    kw = redis.connection_pool.connection_kwargs
+    return Redis(
+        host=node[0],
+        port=node[1],
+        username=kw.get("username"),
+        password=kw.get("password"),
+        socket_connect_timeout=kw.get("socket_connect_timeout"),
+        socket_keepalive=True,
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
+def moved(exc: BaseException) -> bool:
+    """Whether ``exc`` is a node's ``MOVED``: the slot is served elsewhere now."""
+    return isinstance(exc, errors.MovedError)
 
 
 def _text(value: Any) -> str:

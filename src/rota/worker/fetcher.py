@@ -37,7 +37,7 @@ from rota.worker.robin import Robin
 from rota.worker.rounds import FETCH, rounds_of
 from rota.worker.runner import expired
 from rota.worker.runtime import Fetched, PoolRuntime
-from rota.worker.waits import SharedWakes
+from rota.worker.waits import Wakes
 
 __all__ = ["Fetcher", "expiry_rules", "within_room"]
 
@@ -122,9 +122,10 @@ class Fetcher:
         # The names whose finish deletes the job's record (keep_result 0): what frees a
         # full Redis.
         self.freeing = {name for name, h in rt.handlers.items() if rt.keep_result(h) == 0}
-        #: Set when the shards of this one's server wait on their wake lists together
-        #: (see rota.worker.waits): this fetcher then waits there, as member ``shard``.
-        self.shared: SharedWakes | None = None
+        #: Set when the shards of this one's server (or cluster node: see
+        #: rota.worker.nodewaits) wait on their wake lists together (see
+        #: rota.worker.waits): this fetcher then waits there, as member ``shard``.
+        self.shared: Wakes | None = None
         self.rounds = rounds_of(rt.pool_id)
         #: The names of the isolated handlers, leased within the children's room.
         self.isolated = frozenset(name for name, h in rt.handlers.items() if h.isolated)
@@ -139,6 +140,7 @@ class Fetcher:
         # Set when such a wait ended with no room left: it spent its token, so the next
         # fetch goes at once, with no wait.
         self._spent = False
+        self._woken = False  # a shared wait ended, its fetch not yet made
         #: Set when the pool retires this fetcher's shard (see rota.worker.retire).
         self.leaving = False
 
@@ -212,7 +214,11 @@ class Fetcher:
         try:
             if short and self.shared is not None:
                 # Not shielded: a wait here sends nothing, and a stopping pool ends it.
-                await self.shared.wait(self.shard, self._wait_time())
+                # A wait that took a token is not waited again when the fetch behind it
+                # fails (a slot moved): the retry fetches, or the token would be lost.
+                if not self._woken:
+                    await self.shared.wait(self.shard, self._wait_time())
+                    self._woken = True
                 short = False
                 # The wait held no room, so the other shards' fetchers may have taken it
                 # meanwhile: lease only what is left. Leasing ``want`` as reckoned before
@@ -221,6 +227,7 @@ class Fetcher:
                 want = self._want = min(want, handoff.room())
                 if want <= 0:
                     self._spent = True
+                    self._woken = False
                     return []
                 held = want
                 handoff.reserve(held)
@@ -230,6 +237,7 @@ class Fetcher:
                 # Shielded: a lease whose reply never arrives would wait for the reaper.
                 # (A stopping pool ends the wait with CLIENT UNBLOCK: see unblock.)
                 jobs = await (self._wait_and_fetch(want) if short else self._fetch(want))
+            self._woken = False
             return jobs
         except Exception:
             self._client_id = None  # the connection may be a new one: ask its id again

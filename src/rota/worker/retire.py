@@ -47,7 +47,7 @@ from rota.worker.acker import Acker
 from rota.worker.fetcher import Fetcher
 from rota.worker.heartbeat import Heartbeat
 from rota.worker.runtime import PoolRuntime
-from rota.worker.waits import SharedWakes
+from rota.worker.waits import Wakes
 
 __all__ = ["POLL", "Retiring", "ShardTasks", "holds", "retire", "until_empty"]
 
@@ -102,7 +102,7 @@ class Retiring(Protocol):
     def tasks(self) -> Sequence[ShardTasks]: ...
 
     @property
-    def wakes(self) -> SharedWakes | None: ...
+    def wakes(self) -> Wakes | None: ...
 
     def ready(self, i: int) -> bool: ...
 

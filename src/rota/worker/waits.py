@@ -27,7 +27,7 @@ import asyncio
 import functools
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -37,7 +37,23 @@ from rota.wire.conn import Conn, hot_path
 if TYPE_CHECKING:
     from rota.worker.runtime import PoolRuntime
 
-__all__ = ["SharedWakes"]
+__all__ = ["SharedWakes", "Wakes"]
+
+
+class Wakes(Protocol):
+    """Where fetchers wait together: :class:`SharedWakes` on one server,
+    :class:`rota.worker.nodewaits.NodeWakes` over the nodes of a cluster."""
+
+    async def wait(self, member: int, within: float) -> None: ...
+
+    def nudge(self, member: int) -> None: ...
+
+    @property
+    def waiting(self) -> set[int]: ...
+
+    def drop(self, member: int) -> None: ...
+
+    async def run(self) -> None: ...
 
 
 class SharedWakes:

@@ -19,9 +19,22 @@ local WAKE_CAP = 10
 -- as an LPUSH and LTRIM to WAKE_CAP would leave it, for one read instead of two writes
 -- once it is full (no pool waiting). Every push counts: a token can be taken by a pool
 -- that then leases other work, or is stopping, and the next push still wakes another.
+--
+-- A push into an empty list also rings the list's shard channel of the same name
+-- (SPUBLISH, in the script's own slot): in a cluster, a pool waits on all the shards of
+-- a node with one SSUBSCRIBE instead of a BLPOP per shard, and takes the token with an
+-- LMPOP when the channel rings (docs/protocol.md, "Wake lists"). Only the push that
+-- made the list non-empty rings: such a pool waits only once its lists are empty, and
+-- takes the tokens one by one as a BLPOP would. Redis 6.2 has no shard channels
+-- (REDIS_VERSION_NUM is 7's), and pcall: a user whose ACL refuses SPUBLISH still
+-- enqueues, and its pools find the token at their wait's timeout.
 local function push_token(k)
-  if redis.call('LLEN', k) < WAKE_CAP then
+  local n = redis.call('LLEN', k)
+  if n < WAKE_CAP then
     redis.call('LPUSH', k, '1')
+    if n == 0 and redis.REDIS_VERSION_NUM then
+      redis.pcall('SPUBLISH', k, '1')
+    end
   end
 end
 

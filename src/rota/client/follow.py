@@ -55,7 +55,7 @@ class Follower:
     def __init__(self, route: Shards, connect: Callable[[str], Redis] | None) -> None:
         self.route = route
         self.connect = connect
-        self.known: dict[str, Shard] = {s.keys.prefix[1:-2]: s for s in route.all}
+        self.known: dict[str, Shard] = {s.keys.tag: s for s in route.all}
         #: The count the client was made with: what a namespace without a record spans
         #: (no pool of several shards has run yet), as before records had generations.
         self.configured = route.routing

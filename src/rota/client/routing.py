@@ -67,7 +67,7 @@ class Shards:
         self.routing = record.new
         self.old: tuple[Shard, ...] = ()  # the old count's shards, in order, during a change
         if record.changing:
-            by_tag = {s.keys.prefix[1:-2]: s for s in self.all}
+            by_tag = {s.keys.tag: s for s in self.all}
             namespace = self.all[0].keys.namespace
             self.old = tuple(by_tag[t] for t in shard_tags(namespace, record.old))
         for i, shard in enumerate(self.all):

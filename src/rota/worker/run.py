@@ -126,7 +126,7 @@ class PoolRun:
     def _beating(self) -> list[str]:
         """The tags of the shards whose tasks run (a shard being retired still beats)."""
         tasks = zip(self.shards, self.tasks, strict=True)
-        return [r.keys.prefix[1:-2] for r, t in tasks if not t.ended.is_set()]
+        return [r.keys.tag for r, t in tasks if not t.ended.is_set()]
 
     def add(self, shard: Shard) -> int:
         """Serve ``shard`` too, at the next place (returned): a change of the

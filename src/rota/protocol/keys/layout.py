@@ -42,6 +42,24 @@ class Keys:
         keys.prefix = "{" + namespace + "~*}:"
         return keys
 
+    @property
+    def tag(self) -> str:
+        """The shard's hash tag, without its braces (``ns``, ``ns~1``, ...): how an
+        operator and the retired note (:attr:`retired`) name a shard."""
+        return self.prefix[1:-2]
+
+    def rest(self, key: str) -> str:
+        """What follows this shard's prefix in ``key`` (``job:<id>``, ``stats``, ...); a
+        ValueError for a key of another shard or namespace."""
+        if not key.startswith(self.prefix):
+            raise ValueError(f"{key!r} is not a key of {self.prefix!r}")
+        return key[len(self.prefix) :]
+
+    def moved(self, key: str, into: Keys) -> str:
+        """``key`` of this shard, renamed into the shard of ``into``: the same kind and
+        argument under the other prefix (what a change of the shard count copies)."""
+        return into.prefix + self.rest(key)
+
     def job(self, job_id: str) -> str:
         return self.prefix + "job:" + job_id
 

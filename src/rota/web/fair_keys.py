@@ -104,7 +104,7 @@ class KeyRateRequest(msgspec.Struct, forbid_unknown_fields=True):
 
 async def read(client: Client, name: str, top: int = TOP) -> FairKeys:
     """The section of the queue page and the API's answer."""
-    keys = await client.admin.fair.fair_keys(name, top)
+    keys = await client.admin.fair.of(name, top)
     return FairKeys(name, await default_key_limit(client, name), keys)
 
 
@@ -131,7 +131,7 @@ async def key_jobs(request: Request) -> KeyJobs:
     running jobs."""
     name, key = await _named(request)
     offset, count = _OFFSET.read(request), _COUNT.read(request)
-    view = await client_of(request).admin.fair.fair_key_jobs(name, key, offset, count)
+    view = await client_of(request).admin.fair.jobs(name, key, offset, count)
     return mirror(
         KeyJobs,
         view,

@@ -197,34 +197,32 @@ async def _set(client: Client, what: str, name: str, key: str | None, value: Any
         await admin.fair.set_key_rate(name, key, value)
 
 
-async def _api_set(request: Request, what: str, value: Any) -> tuple[str, str]:
-    name, key = await _named(request)
-    try:
-        await _set(client_of(request), what, name, key, value)
-    except ValueError as exc:
-        raise ApiError(422, str(exc)) from None
-    return name, key
+_ACROSS: Final = " of one fair key (across all pools)."
+#: A key's settings the API sets, each at ``…/keys/{key}/<setting>``: the body it takes
+#: (one field, named as the setting), its answer, and what the document says of it.
+_SETTINGS: Final[dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct], str]]] = {
+    "limit": (KeyLimitRequest, KeyLimit, "Set or remove the concurrency limit" + _ACROSS),
+    "weight": (WeightRequest, KeyWeight, "Set the weight of one fair key (null: back to 1)."),
+    "rate": (KeyRateRequest, KeyRate, "Set or remove the rate limit" + _ACROSS),
+}
 
 
-@routes.api(_KEY + "limit", "queue_key_limit", KeyLimit, body=KeyLimitRequest, post=True)
-async def set_limit(request: Request, body: KeyLimitRequest) -> msgspec.Struct:
-    """Set or remove the concurrency limit of one fair key (across all pools)."""
-    name, key = await _api_set(request, "limit", body.limit)
-    return KeyLimit(name, key, body.limit)
+def _api_setting(what: str) -> None:
+    asked, said, summary = _SETTINGS[what]
+
+    @routes.api(_KEY + what, f"queue_key_{what}", said, body=asked, post=True, summary=summary)
+    async def setting(request: Request, body: msgspec.Struct) -> msgspec.Struct:
+        name, key = await _named(request)
+        value = getattr(body, what)
+        try:
+            await _set(client_of(request), what, name, key, value)
+        except ValueError as exc:
+            raise ApiError(422, str(exc)) from None
+        return said(name, key, value)
 
 
-@routes.api(_KEY + "weight", "queue_key_weight", KeyWeight, body=WeightRequest, post=True)
-async def set_weight(request: Request, body: WeightRequest) -> msgspec.Struct:
-    """Set the weight of one fair key (null: back to 1)."""
-    name, key = await _api_set(request, "weight", body.weight)
-    return KeyWeight(name, key, body.weight)
-
-
-@routes.api(_KEY + "rate", "queue_key_rate", KeyRate, body=KeyRateRequest, post=True)
-async def set_rate(request: Request, body: KeyRateRequest) -> msgspec.Struct:
-    """Set or remove the rate limit of one fair key (across all pools)."""
-    name, key = await _api_set(request, "rate", body.rate)
-    return KeyRate(name, key, body.rate)
+for _what in _SETTINGS:
+    _api_setting(_what)
 
 
 @routes.api(

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from rota.protocol.keys import Keys, lua_prelude, validate_namespace
+from rota.protocol.keys import Keys, key_rest, lua_prelude, renamed, tag_of, validate_namespace
 from rota.protocol.scripts import SCRIPT_NAMES, script
 
 
@@ -54,18 +54,20 @@ def test_bad_namespaces_are_refused(bad: str) -> None:
 
 def test_a_shards_tag_is_its_prefix_without_braces() -> None:
     """What an operator and the retired note call a shard: its hash tag, bare."""
-    assert Keys("ns1").tag == "ns1"
-    assert Keys("ns1", 2, 4).tag == Keys("ns1", 2, 4).prefix[1:-2]
-    assert Keys("ns1", 2, 4).tag.startswith("ns1~")
-    assert Keys.of_tag("ns1", "ns1~3.8", 3).tag == "ns1~3.8"
+    assert tag_of(Keys("ns1").prefix) == "ns1"
+    assert tag_of(Keys("ns1", 2, 4).prefix).startswith("ns1~")
+    assert f"{{{tag_of(Keys('ns1', 2, 4).prefix)}}}:" == Keys("ns1", 2, 4).prefix
+    assert tag_of(Keys.of_tag("ns1", "ns1~3.8", 3).prefix) == "ns1~3.8"
 
 
-def test_a_key_moved_into_another_shard_keeps_its_kind_and_argument() -> None:
+def test_a_key_renamed_into_another_shard_keeps_its_kind_and_argument() -> None:
     """A change of the shard count copies a key to its new home under that prefix."""
     old, new = Keys.of_tag("ns1", "ns1~1.2", 1), Keys("ns1")
-    assert old.moved(old.job("j1"), new) == new.job("j1")
-    assert old.moved(old.stats_bucket("20260101"), new) == new.stats_bucket("20260101")
-    assert old.moved(old.shards, new) == new.shards
-    assert old.rest(old.joblog("j1")) == "log:j1"
+    assert renamed(old.job("j1"), old.prefix, new.prefix) == new.job("j1")
+    assert renamed(old.stats_bucket("20260101"), old.prefix, new.prefix) == new.stats_bucket(
+        "20260101"
+    )
+    assert renamed(old.shards, old.prefix, new.prefix) == new.shards
+    assert key_rest(old.joblog("j1"), old.prefix) == "log:j1"
     with pytest.raises(ValueError, match="not a key of"):
-        old.moved(new.job("j1"), old)  # another shard's key: never renamed blindly
+        renamed(new.job("j1"), old.prefix, new.prefix)  # another shard's key: never blindly

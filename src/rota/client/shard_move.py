@@ -9,6 +9,7 @@ from typing import Final
 
 from rota.client.shard import Shard
 from rota.protocol.job import reply_text
+from rota.protocol.keys import key_rest, renamed
 
 __all__ = ["CHUNK", "glob", "move_rest"]
 
@@ -44,7 +45,7 @@ async def move_rest(
             moved += len(ids)
     async for raw in shard.redis.scan_iter(match=glob(k.prefix) + "*", count=500):
         key = reply_text(raw)
-        kind, _, arg = k.rest(key).partition(":")
+        kind, _, arg = key_rest(key, k.prefix).partition(":")
         if kind == "job":
             if not final and not await _ended(shard, arg):
                 continue  # a job that came after the drain's look: it runs here first
@@ -90,7 +91,7 @@ async def _copy(src: Shard, dest: Shard, key: str, *, replace: bool) -> None:
     if dumped is None:
         return
     ttl = max(0, await src.redis.pttl(key))
-    to = src.keys.moved(key, dest.keys)
+    to = renamed(key, src.keys.prefix, dest.keys.prefix)
     if not replace and await dest.redis.exists(to):
         return
     await dest.redis.restore(to, ttl, dumped, replace=True)
@@ -99,7 +100,7 @@ async def _copy(src: Shard, dest: Shard, key: str, *, replace: bool) -> None:
 async def _add_counts(src: Shard, first: Shard, key: str) -> None:
     """A counters hash added into shard 0's of the same name (its time to live kept)."""
     counts = await src.redis.hgetall(key)
-    to = src.keys.moved(key, first.keys)
+    to = renamed(key, src.keys.prefix, first.keys.prefix)
     pipe = first.redis.pipeline(transaction=False)
     for field, n in counts.items():
         pipe.hincrby(to, field, int(n))

@@ -280,6 +280,18 @@ class Routes(list[BaseRoute]):
 
         return mark
 
+    def action(
+        self, path: str, op: str, answer: Body, *codes: int, summary: str | None = None
+    ) -> Callable[[V], V]:
+        """An action that a page's form (at ``path``: a 303 back) and the API (at ``/api``
+        + ``path``: its JSON answer) both take, one view answering each."""
+
+        def mark(view: V) -> V:
+            self.api("/api" + path, op, answer, *codes, post=True, summary=summary)(view)
+            return self.form(path)(view)
+
+        return mark
+
     def form(self, path: str, *methods: str) -> Callable[[V], V]:
         """A page's form action (POST), or a page of its own."""
 

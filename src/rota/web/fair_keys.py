@@ -46,7 +46,6 @@ _COUNT: Final = Number(
 )
 _KEY: Final = "/api/queues/{name}/keys/{key:path}/"
 _FORM: Final = "/queues/{name}/keys/{key:path}/"
-_PAST: Final = {True: "paused", False: "resumed"}
 
 
 class FairKeys(msgspec.Struct):
@@ -156,29 +155,24 @@ async def _done(request: Request, name: str, body: Any, done: str, n: int | None
     return body if is_api(request) else await back(request, f"/queues/{quote(name)}", done, n)
 
 
-async def _switch(request: Request, paused: bool) -> Any:
-    name, key = await _named(request)
-    admin = client_of(request).admin
-    await (admin.fair.pause_key if paused else admin.fair.resume_key)(name, key)
-    return await _done(request, name, KeyState(name, key, paused), "key-" + _PAST[paused])
+def _switch(verb: str, paused: bool, summary: str) -> None:
+    """Pause or resume one fair key (a form and an API route), answered with its state."""
+
+    @routes.action(_FORM + verb, f"queue_key_{verb}", KeyState, summary=summary)
+    async def switch(request: Request) -> Any:
+        name, key = await _named(request)
+        fair = client_of(request).admin.fair
+        await (fair.pause_key if paused else fair.resume_key)(name, key)
+        return await _done(request, name, KeyState(name, key, paused), f"key-{verb}d")
 
 
-@routes.form(_FORM + "pause")
-@routes.api(_KEY + "pause", "queue_key_pause", KeyState, post=True)
-async def pause(request: Request) -> Any:
-    """Pause one fair key of a queue: its jobs stay queued, its running ones finish."""
-    return await _switch(request, paused=True)
+_switch(
+    "pause", True, "Pause one fair key of a queue: its jobs stay queued, its running ones finish."
+)
+_switch("resume", False, "Resume one fair key of a queue.")
 
 
-@routes.form(_FORM + "resume")
-@routes.api(_KEY + "resume", "queue_key_resume", KeyState, post=True)
-async def resume(request: Request) -> Any:
-    """Resume one fair key of a queue."""
-    return await _switch(request, paused=False)
-
-
-@routes.form(_FORM + "clear")
-@routes.api(_KEY + "clear", "queue_key_clear", KeyCleared, post=True)
+@routes.action(_FORM + "clear", "queue_key_clear", KeyCleared)
 async def clear(request: Request) -> Any:
     """Delete the queued jobs of one fair key of a queue (running ones finish)."""
     name, key = await _named(request)

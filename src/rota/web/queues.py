@@ -213,29 +213,23 @@ async def _done(request: Request, body: B, done: str, n: int | None = None) -> B
     return body if is_api(request) else await back(request, "/queues", done, n)
 
 
-async def _switch(request: Request, paused: bool) -> msgspec.Struct | Response:
-    """Pause or resume a queue, and answer with its state."""
-    name, admin = await known_queue(request), client_of(request).admin
-    await (admin.pause if paused else admin.resume)(name)
-    return await _done(request, QueueState(name, paused), "paused" if paused else "resumed")
+def _switch(verb: str, paused: bool) -> None:
+    """Pause or resume a queue (a form and an API route), answered with its state."""
+
+    @routes.action(
+        f"/queues/{{name}}/{verb}", f"queue_{verb}", QueueState, summary=f"{verb.title()} a queue."
+    )
+    async def switch(request: Request) -> msgspec.Struct | Response:
+        name, admin = await known_queue(request), client_of(request).admin
+        await (admin.pause if paused else admin.resume)(name)
+        return await _done(request, QueueState(name, paused), verb + "d")
 
 
-@routes.form("/queues/{name}/pause")
-@routes.api("/api/queues/{name}/pause", "queue_pause", QueueState, post=True)
-async def pause(request: Request) -> msgspec.Struct | Response:
-    """Pause a queue."""
-    return await _switch(request, paused=True)
+_switch("pause", True)
+_switch("resume", False)
 
 
-@routes.form("/queues/{name}/resume")
-@routes.api("/api/queues/{name}/resume", "queue_resume", QueueState, post=True)
-async def resume(request: Request) -> msgspec.Struct | Response:
-    """Resume a queue."""
-    return await _switch(request, paused=False)
-
-
-@routes.form("/queues/{name}/clear")
-@routes.api("/api/queues/{name}/clear", "queue_clear", Cleared, post=True)
+@routes.action("/queues/{name}/clear", "queue_clear", Cleared)
 async def clear(request: Request) -> msgspec.Struct | Response:
     """Clear a queue."""
     name = await known_queue(request)

@@ -65,7 +65,7 @@ async def test_list_and_act_on_one_key(conn: tuple[str, ...], client: Client) ->
         "key": "mid",
         "deleted": 3,
     }
-    rows2 = {r.key: r for r in await client.admin.fair.fair_keys("hook")}
+    rows2 = {r.key: r for r in await client.admin.fair.of("hook")}
     assert set(rows2) == {"big", "odd'<key>"}
     assert (rows2["big"].paused, rows2["big"].limit) == (False, 4)
 

@@ -31,7 +31,7 @@ async def test_a_stopped_server_is_rota_unavailable(server: RedisServer) -> None
         server.stop()
         admin = client.admin
         calls: list[Awaitable[object]] = [admin.queues(), client.job("a"), admin.pause("x")]
-        calls += [admin.jobs.to_front("a"), admin.fair.fair_keys("x"), admin.commands.read()]
+        calls += [admin.jobs.to_front("a"), admin.fair.of("x"), admin.commands.read()]
         calls += [admin.run_times.of("x")]
         for call in calls:  # the admin's parts too
             with pytest.raises(RedisUnavailable, match=r"^Redis cannot be reached: ") as raised:

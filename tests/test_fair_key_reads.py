@@ -45,16 +45,16 @@ async def test_a_key_with_running_jobs_and_none_queued_is_listed(client: Client)
     await _keyed(client, {"busy": 2, "waiting": 3})
     await client.admin.fair.set_key_limit("hook", "busy", 5)
     for _ in range(8):  # the keys take turns: until busy has none queued
-        if (await client.admin.fair.fair_key_jobs("hook", "busy")).queued == 0:
+        if (await client.admin.fair.jobs("hook", "busy")).queued == 0:
             break
         await _lease(client, "busy", 1)
-    rows = await client.admin.fair.fair_keys("hook")
+    rows = await client.admin.fair.of("hook")
     busy = rows[-1]  # the most queued first, then the most running
     assert (busy.key, busy.queued, busy.running, busy.limit) == ("busy", 0, 2, 5)
     assert rows[0].key == "waiting" and rows[0].queued > 0
-    assert [r.key for r in await client.admin.fair.fair_keys("hook", top=1)] == ["waiting"]
+    assert [r.key for r in await client.admin.fair.of("hook", top=1)] == ["waiting"]
     # the read of the scrape ranks the backlogs only
-    tops = await client.admin.fair.top_fair_keys(["hook"], 10)
+    tops = await client.admin.fair.of_names(["hook"], 10)
     assert [r.key for r in tops["hook"]] == ["waiting"]
     assert RUNNING_SCAN >= 2
 
@@ -65,7 +65,7 @@ async def test_one_keys_jobs_in_turn_order_paged_with_its_running_ones(client: C
     while not leased or leased[-1] not in ids:  # other's job may take the first turn
         leased += await _lease(client, "t", 1)
         assert len(leased) <= 3
-    first = await client.admin.fair.fair_key_jobs("hook", "t", 0, 4)
+    first = await client.admin.fair.jobs("hook", "t", 0, 4)
     assert (first.queued, first.running, first.offset, first.count) == (6, 1, 0, 4)
     assert [j.id for j in first.jobs] == ids[1:5]  # the next to run first
     assert {j.state for j in first.jobs} == {"queued"}
@@ -73,10 +73,10 @@ async def test_one_keys_jobs_in_turn_order_paged_with_its_running_ones(client: C
     (running,) = first.running_jobs
     assert (running.id, running.state) == (ids[0], "running")
     assert running.deadline is not None and running.started_at is not None
-    second = await client.admin.fair.fair_key_jobs("hook", "t", 4, 4)
+    second = await client.admin.fair.jobs("hook", "t", 4, 4)
     assert [j.id for j in second.jobs] == ids[5:]
-    assert (await client.admin.fair.fair_key_jobs("hook", "t", 6, 4)).jobs == []
-    nobody = await client.admin.fair.fair_key_jobs("hook", "nobody")
+    assert (await client.admin.fair.jobs("hook", "t", 6, 4)).jobs == []
+    nobody = await client.admin.fair.jobs("hook", "nobody")
     assert (nobody.queued, nobody.running, nobody.jobs, nobody.running_jobs) == (0, 0, [], [])
 
 
@@ -95,7 +95,7 @@ async def test_a_page_out_of_range_is_refused_in_one_line(
 ) -> None:
     args: dict[str, object] = {"name": "hook", "key": "t", **kwargs}
     with pytest.raises(ValueError, match=said):
-        await client.admin.fair.fair_key_jobs(**args)  # type: ignore[arg-type]
+        await client.admin.fair.jobs(**args)  # type: ignore[arg-type]
 
 
 async def test_garbage_in_a_keys_list_settings_and_running_set_shows_as_malformed(
@@ -108,11 +108,11 @@ async def test_garbage_in_a_keys_list_settings_and_running_set_shows_as_malforme
     redis_sync.hset(pa + "frun:hook/a", "x", "1")  # a hash where a sorted set belongs
     redis_sync.delete(pb + "fqueue:hook/b")
     redis_sync.set(pb + "fqueue:hook/b", "a string")
-    rows = {r.key: r for r in await client.admin.fair.fair_keys("hook")}
+    rows = {r.key: r for r in await client.admin.fair.of("hook")}
     a = rows["a"]
     assert (a.weight, a.rate, a.running) == (1, None, 0)
     assert a.malformed == ["rate", "running", "weight"]
-    page = await client.admin.fair.fair_key_jobs("hook", "a")
+    page = await client.admin.fair.jobs("hook", "a")
     assert page.malformed == ["rate", "running", "weight"] and page.running_jobs == []
     assert (page.weight, page.rate) == (1, None)
     assert [(j.id, j.state) for j in page.jobs] == [
@@ -121,7 +121,7 @@ async def test_garbage_in_a_keys_list_settings_and_running_set_shows_as_malforme
         ("not an id!", "malformed"),
         ("gone-job", "missing"),
     ]
-    b = await client.admin.fair.fair_key_jobs("hook", "b")
+    b = await client.admin.fair.jobs("hook", "b")
     assert (b.queued, b.jobs, b.malformed) == (0, [], ["queue"])
 
 
@@ -134,14 +134,41 @@ async def test_a_backlog_running_set_or_settings_of_another_type_read_as_none(
     redis_sync.delete(p + "fbacklog:hook")
     redis_sync.set(p + "fbacklog:hook", "text")
     redis_sync.set(p + "running:hook", "text")
-    assert await client.admin.fair.fair_keys("hook") == []
-    assert await client.admin.fair.top_fair_keys(["hook"], 10) == {}
+    assert await client.admin.fair.of("hook") == []
+    assert await client.admin.fair.of_names(["hook"], 10) == {}
     # the name's settings of another type: every one read as the default, and said
     redis_sync.delete(p + "fbacklog:hook")
     redis_sync.zadd(p + "fbacklog:hook", {"a": 1})
     redis_sync.set(p + "fset:hook", "text")
-    (a,) = await client.admin.fair.fair_keys("hook")
+    (a,) = await client.admin.fair.of("hook")
     assert (a.queued, a.limit, a.weight, a.paused) == (1, None, 1, False)
     assert a.malformed == ["limit", "rate", "weight"]
-    page = await client.admin.fair.fair_key_jobs("hook", "a")
+    page = await client.admin.fair.jobs("hook", "a")
     assert page.malformed == ["limit", "rate", "weight"] and len(page.jobs) == 1
+
+
+async def test_the_reads_old_names_warn_and_answer_as_the_new_ones(client: Client) -> None:
+    """``fair_keys``, ``top_fair_keys`` and ``fair_key_jobs`` are kept one release."""
+    await _keyed(client, {"a": 2})
+    fair = client.admin.fair
+    with pytest.warns(
+        DeprecationWarning,
+        match=r"\Aclient\.admin\.fair\.fair_keys is deprecated: use client\.admin\.fair\.of\Z",
+    ):
+        assert await fair.fair_keys("hook") == await fair.of("hook")
+    with pytest.warns(DeprecationWarning, match=r"use client\.admin\.fair\.of_names\Z"):
+        assert await fair.top_fair_keys(["hook"], 5) == await fair.of_names(["hook"], 5)
+    with pytest.warns(DeprecationWarning, match=r"use client\.admin\.fair\.jobs\Z"):
+        old = await fair.fair_key_jobs("hook", "a")
+    assert old == await fair.jobs("hook", "a") and old.queued == 2
+    # each hands its arguments on to the method of its new name, as they are
+    for was, now in [
+        ("fair_keys", "of"),
+        ("top_fair_keys", "of_names"),
+        ("fair_key_jobs", "jobs"),
+    ]:
+        with (
+            pytest.warns(DeprecationWarning, match=rf"use client\.admin\.fair\.{now}\Z"),
+            pytest.raises(TypeError, match=rf"\b{now}\(\) got an unexpected keyword argument"),
+        ):
+            await getattr(fair, was)(not_an_argument=1)

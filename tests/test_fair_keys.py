@@ -98,7 +98,7 @@ async def test_weights_share_the_turns_within_two_percent(
     for key, w in weights.items():
         expected = 2800 * w / 7
         assert abs(first[key] - expected) <= 0.02 * expected, first
-    rows = {r.key: r for r in await client.admin.fair.fair_keys("hook")}
+    rows = {r.key: r for r in await client.admin.fair.of("hook")}
     assert {k: r.weight for k, r in rows.items()} == weights
     assert sum(r.queued for r in rows.values()) == 6000 - len(ran)
 
@@ -126,7 +126,7 @@ async def test_a_key_limit_holds_across_three_pools(
     await client.admin.fair.set_key_limit("hook", None, 3)  # every key's default
     await client.admin.fair.set_key_limit("hook", "two", 2)
     await enqueue(client, keyed("two", 60) + keyed("three", 60) + keyed("free", 1))
-    rows = {r.key: r.limit for r in await client.admin.fair.fair_keys("hook")}
+    rows = {r.key: r.limit for r in await client.admin.fair.of("hook")}
     assert rows == {"two": 2, "three": 3, "free": 3}
     shards = client.admin.shards  # a key lives in the shard it names: its limit is exact
     frun = shards[shard_of("two", len(shards))].keys.fair_running("hook", "two")
@@ -156,7 +156,7 @@ async def test_pause_and_resume_one_key(client: Client, redis_url: str, namespac
         await wait_until(lambda: len(ran) == 5, within=20)
         await rounds(pool)
         assert {k for k, _ in ran} == {"loud"}
-        (row,) = [r for r in await client.admin.fair.fair_keys("hook") if r.key == "quiet"]
+        (row,) = [r for r in await client.admin.fair.of("hook") if r.key == "quiet"]
         assert (row.queued, row.paused) == (5, True)
         await client.admin.fair.resume_key("hook", "quiet")
         await wait_until(lambda: len(ran) == 10, within=20)
@@ -176,7 +176,7 @@ async def test_a_rate_per_key_rests_the_key_and_brings_it_back(
     fast_end = max(i for i, (k, _) in enumerate(ran) if k == "fast")
     assert sum(1 for k, _ in ran[: fast_end + 1] if k == "slow") < 8
     assert [s for k, s in ran if k == "slow"] == list(range(8))
-    assert await client.admin.fair.fair_keys("hook") == []  # none queued: none listed
+    assert await client.admin.fair.of("hook") == []  # none queued: none listed
 
 
 @pytest.mark.one_shard("the scripts are called on one shard")
@@ -238,9 +238,9 @@ async def test_clear_key_and_clear_queue_count_keyed_jobs(client: Client) -> Non
     await enqueue(client, keyed("a", 30) + keyed("b", 20))
     await client.enqueue("hook", key="-", seq=0)
     assert await client.admin.fair.clear_key("hook", "a") == 30
-    assert [(r.key, r.queued) for r in await client.admin.fair.fair_keys("hook")] == [("b", 20)]
+    assert [(r.key, r.queued) for r in await client.admin.fair.of("hook")] == [("b", 20)]
     assert await client.admin.clear_queue("hook") == 21
-    assert await client.admin.fair.fair_keys("hook") == []
+    assert await client.admin.fair.of("hook") == []
     (q,) = await client.admin.queues(["hook"])
     assert q.size == 0
 
@@ -347,9 +347,7 @@ async def test_heartbeats_extend_a_keyed_lease_in_its_keys_running_set(
         await wait_until(lambda: redis_sync.zcard(frun) == 1, within=10)
         first = deadline(redis_sync, frun)
         await wait_until(lambda: deadline(redis_sync, frun) > first)
-        rows = {
-            r.key: (r.queued, r.running, r.limit) for r in await client.admin.fair.fair_keys("hook")
-        }
+        rows = {r.key: (r.queued, r.running, r.limit) for r in await client.admin.fair.of("hook")}
         assert rows == {"t1": (1, 1, 1)}  # the second waits for the first's slot
         release.set()
         await wait_until(
@@ -427,7 +425,7 @@ async def test_garbage_settings_and_backlog_read_as_the_defaults(
     )
     redis_sync.zadd(p + "fbacklog:hook", {"a": 3, "b": float("inf"), "c": float("-inf")})
     redis_sync.set(p + "frun:hook/a", "not a set")
-    rows = {r.key: r for r in await client.admin.fair.fair_keys("hook")}
+    rows = {r.key: r for r in await client.admin.fair.of("hook")}
     assert set(rows) == {"a", "b", "c"}
     a, b = rows["a"], rows["b"]
     assert (a.queued, a.running, a.limit, a.weight, a.paused, a.rate) == (

@@ -56,7 +56,7 @@ async def test_to_front_of_a_keyed_job_gives_its_key_the_next_turn(client: Clien
     late = (await client.enqueue_many(specs))[-1].id
     assert await client.admin.jobs.to_front(late)
     assert await lease(client, late, "hook") == [late]
-    rows = {r.key: r.queued for r in await client.admin.fair.fair_keys("hook")}
+    rows = {r.key: r.queued for r in await client.admin.fair.of("hook")}
     assert rows == {"a": 3, "b": 2}  # the counts follow
 
 
@@ -100,7 +100,7 @@ async def test_delete_queued_removes_the_job_and_its_key_s_count(client: Client)
     assert await client.admin.jobs.delete_queued(keyed.id)
     assert await client.job(plain.id) is None and await client.job(keyed.id) is None
     assert await client.admin.backlog(["work", "hook"]) == {"work": (0, 0), "hook": (0, 0)}
-    assert await client.admin.fair.fair_keys("hook") == []
+    assert await client.admin.fair.of("hook") == []
     assert not await client.admin.jobs.delete_queued(plain.id)  # gone: nothing to do
     assert not await client.admin.jobs.to_front("no-such-job")
 

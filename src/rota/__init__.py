@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rota import errors
 from rota.client import (
     Admin,
     Client,
@@ -25,19 +26,7 @@ from rota.client.debounce import Debounce
 from rota.client.status import Bucket, CronEntry, Found, History, LivePool, PoolJob
 from rota.client.workflow import Group, GroupProgress, Related
 from rota.config import Settings, load_settings
-from rota.errors import (
-    Abort,
-    ConfigError,
-    InvalidArgs,
-    JobFailed,
-    JobNotFound,
-    NotReplicated,
-    PayloadTooLarge,
-    RedisRefused,
-    RedisUnavailable,
-    Retry,
-    RotaError,
-)
+from rota.errors import *  # noqa: F403 (the errors, re-exported: its __all__ joins this one)
 from rota.protocol.job import JobRecord, Reason, State
 from rota.version import __version__
 
@@ -79,23 +68,12 @@ __all__ = [  # noqa: RUF022 (grouped by use, as the comments say)
     "Lifespan",
     "Middleware",
     "WorkerPool",
-    # -- what a handler raises to steer its job
-    "Abort",
-    "Retry",
-    # -- errors a caller catches
-    "ConfigError",
-    "InvalidArgs",
-    "JobFailed",
-    "JobNotFound",
-    "NotReplicated",
-    "PayloadTooLarge",
-    "RedisRefused",
-    "RedisUnavailable",
-    "RotaError",
     # -- settings
     "Settings",
     "load_settings",
 ]
+# -- what a handler raises to steer its job, and the errors a caller catches
+__all__ += errors.__all__
 
 
 # The worker's names load the worker (anyio, the handlers' machinery) on first use only,

@@ -6,9 +6,13 @@ from typing import Any
 
 from rota.protocol.bounds import JOB, check
 
-__all__ = [
-    "LIFESPAN_NOTE",
+# What the package exports at its top (rota.__all__ takes this list as it is); the
+# helpers below (LIFESPAN_NOTE, from_lifespan, redis_cause) are rota's own.
+__all__ = [  # noqa: RUF022 (grouped by use, as the comments say)
+    # -- what a handler raises to steer its job
     "Abort",
+    "Retry",
+    # -- errors a caller catches
     "ConfigError",
     "InvalidArgs",
     "JobFailed",
@@ -17,10 +21,7 @@ __all__ = [
     "PayloadTooLarge",
     "RedisRefused",
     "RedisUnavailable",
-    "Retry",
     "RotaError",
-    "from_lifespan",
-    "redis_cause",
 ]
 
 #: How the note begins that a pool adds to what its lifespan raised (see from_lifespan).

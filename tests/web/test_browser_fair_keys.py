@@ -39,12 +39,12 @@ def test_the_fair_keys_section_and_one_action(site: Site, tab: Tab) -> None:
         row.get_by_role("button", name="Set limit").click()
     expect(page.locator(".notice")).to_have_text("Key limit set.")
     assert page.url.startswith(site.url + "/queues/tenant")
-    rows = {r.key: r for r in site.call(site.client.admin.fair.fair_keys, "tenant")}
+    rows = {r.key: r for r in site.call(site.client.admin.fair.of, "tenant")}
     assert rows["big"].limit == 2
     expect(row.locator('td[data-label="Running / limit"]')).to_have_text("0 / 2")
     with page.expect_navigation():
         section.locator("tr").nth(2).get_by_role("button", name="Pause").click()
-    rows = {r.key: r for r in site.call(site.client.admin.fair.fair_keys, "tenant")}
+    rows = {r.key: r for r in site.call(site.client.admin.fair.of, "tenant")}
     assert rows[HOSTILE].paused and not rows["big"].paused
     expect(page.locator(".notice")).to_have_text("Fair key paused.")
     SHOTS.mkdir(parents=True, exist_ok=True)

@@ -60,14 +60,14 @@ async def test_acting_on_one_key_by_the_api(http: httpx.AsyncClient, client: Cli
     assert done.json() == {"name": "hook", "key": "a", "limit": 2}
     assert (await http.post(_path("a") + "/weight", json={"weight": 9})).status_code == 200
     assert (await http.post(_path("a") + "/rate", json={"rate": "10/s"})).status_code == 200
-    (a,) = [k for k in await client.admin.fair.fair_keys("hook") if k.key == "a"]
+    (a,) = [k for k in await client.admin.fair.of("hook") if k.key == "a"]
     assert (a.paused, a.limit, a.weight, a.rate) == (True, 2, 9, "10/s")
     assert (await http.post(_path("a") + "/resume")).json()["paused"] is False
     done = await http.post("/api/queues/hook/key-limit", json={"limit": 3})
     assert done.json() == {"name": "hook", "key": None, "limit": 3}
     cleared = await http.post(_path("b") + "/clear")
     assert cleared.json() == {"name": "hook", "key": "b", "deleted": 2}
-    rows = {k.key: k for k in await client.admin.fair.fair_keys("hook")}
+    rows = {k.key: k for k in await client.admin.fair.of("hook")}
     assert set(rows) == {"a"} and not rows["a"].paused
     for what, body in (
         ("limit", {"limit": 0}),
@@ -77,7 +77,7 @@ async def test_acting_on_one_key_by_the_api(http: httpx.AsyncClient, client: Cli
         refused = await http.post(_path("a") + "/" + what, json=body)
         assert refused.status_code == 422, (what, refused.text)
         assert what in refused.json()["error"] or "rate" in refused.json()["error"]
-    (a,) = await client.admin.fair.fair_keys("hook")
+    (a,) = await client.admin.fair.of("hook")
     assert (a.limit, a.weight, a.rate) == (2, 9, "10/s")
     assert (await http.post("/api/queues/hook/keys/with%20space/pause")).status_code == 404
 
@@ -99,7 +99,7 @@ async def test_hostile_key_text_is_escaped_and_reached(
     assert f'action="{escape(action)}' in page.text
     sent = await http.post(action, data={"value": "3", "next": "/queues/hook"})
     assert (sent.status_code, sent.headers["location"]) == (303, "/queues/hook?done=key-weight-set")
-    rows = {k.key: k for k in await client.admin.fair.fair_keys("hook")}
+    rows = {k.key: k for k in await client.admin.fair.of("hook")}
     assert (rows[HOSTILE].paused, rows[HOSTILE].weight) == (True, 3)
 
 
@@ -123,7 +123,7 @@ async def test_the_page_shows_the_keys_and_its_forms_act(
     assert sent.headers["location"] == "/queues/hook?done=key-default-set"
     sent = await http.post("/queues/hook/keys/t2/clear", data={"next": "/queues/hook"})
     assert sent.headers["location"] == "/queues/hook?done=key-cleared&n=1"
-    (t1,) = await client.admin.fair.fair_keys("hook")
+    (t1,) = await client.admin.fair.of("hook")
     assert (t1.key, t1.limit, t1.rate, t1.weight) == ("t1", 2, "2/s", 1)
     page = await http.get("/queues/hook?done=key-default-set", headers=HTML)
     assert "Default key limit set." in page.text
@@ -149,12 +149,12 @@ async def test_refusals_change_nothing(settings: Settings, client: Client) -> No
         await web.post("/login", data={"token": "fair-tok", "csrf": csrf, "next": "/"})
         refused = await web.post("/queues/hook/keys/t1/pause", data={"next": "/queues/hook"})
         assert refused.status_code == 403
-        (t1,) = await client.admin.fair.fair_keys("hook")
+        (t1,) = await client.admin.fair.of("hook")
         assert not t1.paused
         done = await web.post("/queues/hook/keys/t1/pause", data={"csrf": csrf})
         assert done.status_code == 303
         log = (await web.get("/api/audit", headers={"authorization": "Bearer fair-tok"})).json()
-    (t1,) = await client.admin.fair.fair_keys("hook")
+    (t1,) = await client.admin.fair.of("hook")
     assert t1.paused
     acted = [(e["path"], e["status"]) for e in log["entries"] if "/keys/" in e["path"]]
     assert acted == [("/queues/hook/keys/t1/pause", 303)]
@@ -197,7 +197,7 @@ async def test_the_web_operator_role_sets_a_key_and_the_read_only_one_is_refused
             done = await web.post(_path("t1") + "/limit", json={"limit": 2})
             assert done.status_code == status, (role, done.text)
             assert (await web.post(_path("t1") + "/clear")).status_code == status
-    assert await admin.admin.fair.fair_keys("hook") == []
+    assert await admin.admin.fair.of("hook") == []
 
 
 async def test_the_queue_page_counts_the_keyed_jobs_beside_its_list(

@@ -30,7 +30,7 @@ from rota.client.scan import SEARCH_LIMIT
 from rota.client.spec import moment_seconds
 from rota.config import Settings
 
-__all__ = ["complete", "content_option", "moment_option"]
+__all__ = ["complete", "moment_option", "search_options"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -58,13 +58,24 @@ def moment_option(name: str, what: str) -> Callable[[Callable[P, T]], Callable[P
     return click.option(f"--{name}", metavar="TIME", callback=read, help=what)
 
 
-#: ``--content``: what a ``--search`` matches.
-content_option = click.option(
+_search_option = click.option(
+    "--search",
+    metavar="TEXT",
+    help="Only the jobs whose id or name contains TEXT (any case); with --content, or"
+    " whose args, kwargs, error, reason or result does.",
+)
+_content_option = click.option(
     "--content",
     is_flag=True,
     help="Match the search in each job's args, kwargs, error, reason and result too"
     " (reads each record's fields; default: the id and name only).",
 )
+
+
+def search_options(command: Callable[P, T]) -> Callable[P, T]:
+    """``--search`` and what it matches (``--content``): one search over the kept jobs of
+    a set, told alike by ``complete list`` and the sets' ``list``."""
+    return _search_option(_content_option(command))
 
 
 def _row(j: FinishedJob) -> list[object]:
@@ -82,8 +93,7 @@ def complete() -> None:
 @click.option("--name", metavar="NAME", help="Only the jobs of this name.")
 @moment_option("since", "Only those completed at this time or after.")
 @moment_option("until", "Only those completed at this time or before.")
-@click.option("--search", metavar="TEXT", help="Only the jobs whose id or name contains TEXT.")
-@content_option
+@search_options
 @click.option(
     "--scan",
     default=SEARCH_LIMIT,

@@ -88,7 +88,7 @@ async def list_keys(client: Client, settings: Settings, name: str, top: int, as_
     jobs running and none queued: queued, running, the limit each runs under, weight,
     pause and rate (a setting written wrong is marked); and the default limit of every
     key."""
-    rows = await client.admin.fair.fair_keys(name, top)
+    rows = await client.admin.fair.of(name, top)
     default = await default_key_limit(client, name)
     if as_json:
         echo_json({"name": name, "default_limit": default, "keys": msgspec.to_builtins(rows)})
@@ -124,7 +124,7 @@ async def key_jobs(
 ) -> None:
     """The jobs of KEY of NAME: its running ones (the soonest lease deadline first),
     then a page of its queued ones, the next to run first."""
-    view = await client.admin.fair.fair_key_jobs(name, key, offset, count)
+    view = await client.admin.fair.jobs(name, key, offset, count)
     if as_json:
         echo_json(msgspec.to_builtins(view))
         return

@@ -23,7 +23,7 @@ from rota.cli.common import (
     with_client,
     yes_option,
 )
-from rota.cli.complete import content_option
+from rota.cli.complete import search_options
 from rota.cli.output import echo_json, print_table, when
 from rota.client import Client, JobSet
 from rota.config import Settings
@@ -194,13 +194,7 @@ def _make_group(view: _View) -> click.Group:
 
     @group.command("list", help=view.order)
     @page_options()
-    @click.option(
-        "--search",
-        metavar="TEXT",
-        help="Only the jobs whose id or name contains TEXT (any case); with --content, or"
-        " whose args, kwargs, error, reason or result does.",
-    )
-    @content_option
+    @search_options
     @json_option
     @connection_options
     @with_client

@@ -45,6 +45,7 @@ from rota.protocol.calls import Scope
 from rota.protocol.job import reply_text
 from rota.protocol.keys import fixed_key
 from rota.protocol.rate import Rate
+from rota.wire.conn import hash_pairs
 
 __all__ = [
     "MAX_PART",
@@ -137,9 +138,8 @@ async def read_totals(scope: Scope) -> dict[str, int]:
     """The whole limits of shard 0 ``scope``, by name; one that is no whole number in
     1..MAX_PART is left out, with one warning line (its parts stay where they are)."""
     raw = await scope.conn.execute_command("HGETALL", fixed_key(scope.prefix, "limit_totals"))
-    pairs = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2], strict=True)
     out: dict[str, int] = {}
-    for name, value in pairs:
+    for name, value in hash_pairs(raw):
         n, garbage = parse_part(value)
         if garbage or not n:
             log.warning("whole limit is no whole number in 1..1e9: left out", name=name, held=value)

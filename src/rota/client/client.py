@@ -54,9 +54,8 @@ class Client:
 
     ``options``: those of :class:`~rota.client.options.Options` (``max_args_bytes``,
     ``unique_ttl``, ``durable``, ``durable_timeout``, ``ride_through``, ``shards``,
-    ``ordered``: job names whose jobs start in enqueue order across the shards, each
-    routed to the one shard its name names; every producer of such a name must declare
-    it, see "Ordered names" in docs/protocol.md).
+    ``ordered``: the setting ``ordered`` of :class:`~rota.config.Settings`, see
+    "Ordered names" in docs/operations.md).
     ``shard_redis``: the connections of shards 1..K-1 (in a cluster, each to the node
     of its shard's slot); without them every shard is reached through ``redis``.
     """

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from rota.client.fair_jobs import FAIR_JOBS, FairKeyJobs, key_jobs
 from rota.client.fair_top import FairKeyInfo, merged, ranked, setting
+from rota.client.methods import renamed
 from rota.client.spec import check_fair_key
 from rota.protocol import operator_calls
 from rota.protocol.bounds import FAIR, checked
@@ -38,7 +39,7 @@ class FairKeys:
     def __init__(self, route: Shards) -> None:
         self._route = route
 
-    def _of(self, name: str, key: str) -> tuple[str, str, Shard]:
+    def _checked(self, name: str, key: str) -> tuple[str, str, Shard]:
         """``name`` and ``key`` checked, and the shard the key lives in."""
         validate_name(name)
         check_fair_key(key, "key")
@@ -48,7 +49,7 @@ class FairKeys:
         """A setting of ``key`` of ``name`` written where the key lives: in its old home
         too while a change of the shard count is under way (its jobs from before are
         there until they end)."""
-        name, key, shard = self._of(name, key)
+        name, key, shard = self._checked(name, key)
         for there in dict.fromkeys((self._route.home(key), shard)):
             await operator_calls.fair_key(there.scope, what, name, key, value)
 
@@ -95,7 +96,7 @@ class FairKeys:
         """Delete every queued job of ``key`` of ``name`` (running ones finish); returns
         how many. A job of the key routed to another shard (by a group, unique key or
         parents) is deleted there too."""
-        name, key, _ = self._of(name, key)
+        name, key, _ = self._checked(name, key)
 
         async def clear(shard: Shard) -> int:
             total = 0
@@ -107,7 +108,7 @@ class FairKeys:
 
         return sum(await self._route.each(clear))
 
-    async def fair_keys(self, name: str, top: int = 20) -> list[FairKeyInfo]:
+    async def of(self, name: str, top: int = 20) -> list[FairKeyInfo]:
         """The ``top`` keys (1..1000) of ``name`` worth a look, with their running
         count and settings: those with the largest backlog, largest first, then those
         with jobs running and none queued, the most running first (found among the
@@ -118,7 +119,7 @@ class FairKeys:
         each = await self._route.each(lambda s: ranked(s, [name], top, running=True))
         return _top([found[name] for found in each], top)
 
-    async def top_fair_keys(self, names: Sequence[str], top: int) -> dict[str, list[FairKeyInfo]]:
+    async def of_names(self, names: Sequence[str], top: int) -> dict[str, list[FairKeyInfo]]:
         """The ``top`` keys (1..1000) with the largest backlog of each of ``names``
         (those with none left out), largest first: two round trips per shard whatever
         the number of names and keys, the read of ``/metrics?keys=top``."""
@@ -129,16 +130,19 @@ class FairKeys:
         tops = {name: _top([found[name] for found in each], top) for name in names}
         return {name: rows for name, rows in tops.items() if rows}
 
-    async def fair_key_jobs(
-        self, name: str, key: str, offset: int = 0, count: int = 50
-    ) -> FairKeyJobs:
+    async def jobs(self, name: str, key: str, offset: int = 0, count: int = 50) -> FairKeyJobs:
         """A page of the queued jobs of ``key`` of ``name``, the next to run first
         (``offset`` 0..1e9, ``count`` 1..1000), and its first ``count`` running jobs;
         see :func:`rota.client.fair_jobs.key_jobs`."""
-        name, key, home = self._of(name, key)
+        name, key, home = self._checked(name, key)
         checked("offset", offset, FAIR_JOBS["offset"])
         checked("count", count, FAIR_JOBS["count"])
         return await key_jobs(self._route.all, home, name, key, offset, count)
+
+    # The names these reads had before: kept one release, each warns.
+    fair_keys = renamed("client.admin.fair", "fair_keys", "of")
+    top_fair_keys = renamed("client.admin.fair", "top_fair_keys", "of_names")
+    fair_key_jobs = renamed("client.admin.fair", "fair_key_jobs", "jobs")
 
 
 def _top(found: list[list[FairKeyInfo]], top: int) -> list[FairKeyInfo]:

@@ -1,4 +1,4 @@
-"""Fair keys, one key's jobs (:meth:`rota.client.fair.FairKeys.fair_key_jobs`): a page
+"""Fair keys, one key's jobs (:meth:`rota.client.fair.FairKeys.jobs`): a page
 of the jobs queued in ``fqueue:<name>/<key>`` in the order the key's turns take them
 (the list's tail first), and its running jobs from ``frun:<name>/<key>``, the soonest
 lease deadline first. BullMQ Pro's ``getGroupJobs``, for the operator who asks which

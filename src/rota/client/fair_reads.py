@@ -1,5 +1,5 @@
 """Fair keys, the reads the operator's tools need beside
-:meth:`rota.client.fair.FairKeys.fair_keys`: the default concurrency limit of a name's
+:meth:`rota.client.fair.FairKeys.of`: the default concurrency limit of a name's
 keys, which the web UI and ``rota keys list`` show above the keys (a key's own row says
 the limit it runs under, not whether that is its own or the default).
 

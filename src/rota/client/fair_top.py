@@ -1,5 +1,5 @@
 """Fair keys, the read of the keys of job names worth an operator's look, one shard at
-a time (:meth:`rota.client.fair.FairKeys.fair_keys` and ``top_fair_keys`` merge the
+a time (:meth:`rota.client.fair.FairKeys.of` and ``of_names`` merge the
 shards): the keys with the largest backlog, ranked by ``fbacklog:<name>``, and, where
 asked, the keys with jobs running and none queued, which no ranking holds (a key's
 running set, ``frun:<name>/<key>``, is found only by its name): they are found from the

@@ -18,7 +18,7 @@ from rota.client.routing import Shards
 from rota.client.shard import Resharded, Shard
 from rota.client.spec import Enqueued
 from rota.errors import RedisRefused
-from rota.protocol.keys import Keys
+from rota.protocol.keys import Keys, tag_of
 from rota.protocol.reshard import BadRecord, ShardRecord, parse_record
 from rota.protocol.rows import EnqueueRow
 from rota.wire.redispy import REDIS_ERRORS, Redis, wrong_type
@@ -55,7 +55,7 @@ class Follower:
     def __init__(self, route: Shards, connect: Callable[[str], Redis] | None) -> None:
         self.route = route
         self.connect = connect
-        self.known: dict[str, Shard] = {s.keys.prefix[1:-2]: s for s in route.all}
+        self.known: dict[str, Shard] = {tag_of(s.keys.prefix): s for s in route.all}
         #: The count the client was made with: what a namespace without a record spans
         #: (no pool of several shards has run yet), as before records had generations.
         self.configured = route.routing

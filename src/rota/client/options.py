@@ -32,8 +32,8 @@ class Options:
     #: Seconds an enqueue rides out a Redis that is away or refusing (see enqueue_many).
     ride_through: float
     shards: int
-    #: Job names routed by their name, so that they start in enqueue order (see
-    #: rota.protocol.shards): a set of names, or the setting's text (comma-separated).
+    #: The setting ``ordered`` (see :class:`rota.config.Settings`): a set of names, or
+    #: the setting's text.
     ordered: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:

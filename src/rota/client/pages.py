@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from rota.client.rules import gather
 from rota.protocol.job import JobSet, reply_text
+from rota.wire.conn import score_pairs
 
 if TYPE_CHECKING:
     from rota.client.shard import Shard
@@ -177,12 +178,7 @@ def runs(positions: Sequence[int]) -> list[tuple[int, int]]:
 
 def _pairs(reply: Any) -> list[tuple[bytes, float]]:
     """A ``WITHSCORES`` reply as (member bytes, score); an error reply is raised."""
-    if isinstance(reply, Exception):
-        raise reply
-    items = list(reply)
-    if items and isinstance(items[0], list | tuple):
-        return [(_bytes(m), float(s)) for m, s in items]
-    return [(_bytes(items[j]), float(items[j + 1])) for j in range(0, len(items), 2)]
+    return [(_bytes(m), float(s)) for m, s in score_pairs(reply)]
 
 
 def _bytes(member: Any) -> bytes:

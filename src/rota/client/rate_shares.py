@@ -28,6 +28,7 @@ from rota.protocol.calls import Scope
 from rota.protocol.job import reply_text
 from rota.protocol.keys import fixed_key
 from rota.protocol.rate import Rate
+from rota.wire.conn import hash_pairs
 
 
 class Step(Protocol):
@@ -88,9 +89,8 @@ def plan_rate(total: float, parts: Sequence[float | None], waiting: Sequence[int
 async def read_rate_totals(scope: Scope) -> dict[str, Rate]:
     """The whole rates of shard 0 ``scope``, by name; garbage left out, with one line."""
     raw = await scope.conn.execute_command("HGETALL", fixed_key(scope.prefix, "rate_totals"))
-    pairs = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2], strict=True)
     out: dict[str, Rate] = {}
-    for name, value in pairs:
+    for name, value in hash_pairs(raw):
         rate = Rate.from_stored(reply_text(value))
         if rate is None:
             log.warning("whole rate is no rate: left out", name=name, held=value)

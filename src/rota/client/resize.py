@@ -43,6 +43,7 @@ from rota.client.rate_shares import read_rate_totals
 from rota.client.shard import Shard
 from rota.client.shard_move import glob, move_rest
 from rota.protocol.job import reply_text
+from rota.protocol.keys import tag_of
 from rota.protocol.rate import Rate
 from rota.protocol.reshard import RESHARD_MESSAGE, ShardRecord
 from rota.protocol.shards import MAX_SHARDS, is_shard_tag, shard_tags
@@ -106,7 +107,7 @@ async def resize(
     retiring = list(admin.shards[record.new :])
     deadline = time.monotonic() + timeout
     while True:
-        live = {s.keys.prefix[1:-2]: await live_jobs(s) for s in retiring}
+        live = {tag_of(s.keys.prefix): await live_jobs(s) for s in retiring}
         say("live jobs left: " + (", ".join(f"{t} {n}" for t, n in live.items()) or "none"))
         if not any(live.values()):
             break
@@ -116,7 +117,7 @@ async def resize(
     moved = 0
     for shard in retiring:
         n = await move_rest(shard, admin.follower.route.named, admin.shards[0], final=False)
-        say(f"moved {n} record(s) from {shard.keys.prefix[1:-2]}")
+        say(f"moved {n} record(s) from {tag_of(shard.keys.prefix)}")
         moved += n
     if any([await live_jobs(s) for s in retiring]):  # a job came back meanwhile: again
         return await resize(client, to, wait=wait, timeout=timeout, say=say)
@@ -124,7 +125,9 @@ async def resize(
     if final.new == 1:
         await _wholes_to_one(admin.shards[0])
     if retiring:  # kept until they are settled, so that a command cut short resumes it
-        await admin.shards[0].redis.sadd(admin.shards[0].keys.retired, *(_tag(s) for s in retiring))
+        await admin.shards[0].redis.sadd(
+            admin.shards[0].keys.retired, *(tag_of(s.keys.prefix) for s in retiring)
+        )
     await _write(admin.shards, final)
     admin.follower.follow(final)
     say(f"done: {final.text()}")
@@ -143,7 +146,7 @@ async def _settle_noted(
     deleted once they hold their record only."""
     admin = client.admin
     first = admin.shards[0]
-    named = {_tag(s) for s in admin.shards}
+    named = {tag_of(s.keys.prefix) for s in admin.shards}
     noted = {reply_text(t) for t in await first.redis.smembers(first.keys.retired)}
     # Only this namespace's own tags: a member written by hand names no shard to settle
     # (settling deletes keys), and is said once and left.
@@ -157,10 +160,6 @@ async def _settle_noted(
     if not said[0] and not said[1]:
         await first.redis.delete(first.keys.retired)
     return said
-
-
-def _tag(shard: Shard) -> str:
-    return shard.keys.prefix[1:-2]
 
 
 async def live_pools(shard: Shard, first: Shard | None = None) -> list[str]:
@@ -209,7 +208,7 @@ async def settle_retired(
     said: dict[str, list[str]] | None = None
     if not retired:  # a change that only added shards
         return {}, {}, 0
-    tags = [s.keys.prefix[1:-2] for s in retired]
+    tags = [tag_of(s.keys.prefix) for s in retired]
     while True:
         pools = await pools_serving(first, tags)
         for shard, tag in zip(retired, tags, strict=True):
@@ -226,7 +225,7 @@ async def settle_retired(
         if not wait or time.monotonic() >= deadline:
             return pools, {}, 0
         await anyio.sleep(0.5)
-    live = {s.keys.prefix[1:-2]: await live_jobs(s) for s in retired}
+    live = {tag_of(s.keys.prefix): await live_jobs(s) for s in retired}
     live = {tag: n for tag, n in live.items() if n}
     if live:
         say(
@@ -304,7 +303,7 @@ async def _fair_settings(shards: Sequence[Shard], old: int, home: Callable[[str]
     the old shards to the key's new home, where it did not have them; a name's default
     key limit to every shard. A setting changed during the change is written to both."""
     tags = set(shard_tags(shards[0].keys.namespace, old))
-    for shard in (s for s in shards if s.keys.prefix[1:-2] in tags):
+    for shard in (s for s in shards if tag_of(s.keys.prefix) in tags):
         # Every name's, not only those of the names set: a setting may come before jobs.
         found = shard.redis.scan_iter(match=glob(shard.keys.fair_set("")) + "*", count=500)
         for name in [reply_text(k)[len(shard.keys.fair_set("")) :] async for k in found]:

@@ -36,6 +36,7 @@ from rota.client.rules import gather
 from rota.client.shard import Shard
 from rota.client.workflow import MISSING
 from rota.errors import JobNotFound
+from rota.protocol.keys import tag_of
 from rota.protocol.reshard import ShardRecord
 from rota.protocol.rows import EnqueueRow
 from rota.protocol.shards import shard_of, shard_of_row, shard_tags
@@ -67,7 +68,7 @@ class Shards:
         self.routing = record.new
         self.old: tuple[Shard, ...] = ()  # the old count's shards, in order, during a change
         if record.changing:
-            by_tag = {s.keys.prefix[1:-2]: s for s in self.all}
+            by_tag = {tag_of(s.keys.prefix): s for s in self.all}
             namespace = self.all[0].keys.namespace
             self.old = tuple(by_tag[t] for t in shard_tags(namespace, record.old))
         for i, shard in enumerate(self.all):

@@ -32,6 +32,7 @@ from rota.protocol.run_times import (
     read_counts,
     slots,
 )
+from rota.wire.conn import hash_pairs
 
 if TYPE_CHECKING:
     from rota.client.routing import Shards
@@ -132,8 +133,7 @@ def _row(reply: object) -> list[object]:
     if not found:
         return []
     row: list[object] = [None] * BUCKETS
-    pairs = found.items() if isinstance(found, dict) else zip(found[::2], found[1::2], strict=True)
-    for field, value in pairs:
+    for field, value in hash_pairs(found):
         i = _BUCKET_OF.get(reply_text(field))
         if i is not None:
             row[i] = value

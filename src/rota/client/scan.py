@@ -22,7 +22,7 @@ from typing import Any, Final, Literal, get_args
 from rota.protocol.bounds import Bound, checked
 from rota.protocol.job import reply_text
 from rota.protocol.keys import Keys
-from rota.wire.conn import Conn
+from rota.wire.conn import Conn, score_pairs
 
 __all__ = [
     "CONTENT_FIELDS",
@@ -78,12 +78,7 @@ def scored(reply: Any) -> list[tuple[int, str]]:
     """A ``WITHSCORES`` reply (flat, or in pairs as RESP3 gives it) as (score, id), the
     scores whole (the sets hold times in ms); an error reply is raised (a key of
     another type)."""
-    if isinstance(reply, Exception):
-        raise reply
-    items = list(reply)
-    if items and isinstance(items[0], list | tuple):
-        return [(_whole(s), reply_text(i)) for i, s in items]
-    return [(_whole(items[j + 1]), reply_text(items[j])) for j in range(0, len(items), 2)]
+    return [(_whole(s), reply_text(i)) for i, s in score_pairs(reply)]
 
 
 #: The furthest a score is read as: a set's ``inf`` or 1e300 (written by hand) is a time

@@ -25,7 +25,7 @@ from rota.protocol.reshard import RESHARDED
 from rota.protocol.rows import EnqueueRow
 from rota.protocol.scripts import ScriptMode
 from rota.redis.outage import refused
-from rota.wire.conn import Conn, RedisPyConn, hot_path
+from rota.wire.conn import Conn, RedisPyConn, hash_pairs, hot_path
 from rota.wire.redispy import Redis, ReplyError, wrong_type
 
 __all__ = ["Resharded", "Shard"]
@@ -168,11 +168,7 @@ class Shard(ShardOperations):
         callback, the members' in the order they were enqueued. What a worker reads
         before the job's handler runs: on the hot path's connection, no pool checkout."""
         reply = await self.conn.execute_command("HGETALL", self.keys.job(job_id))
-        # A Link answers the flat list of the wire, redis-py a dict.
-        pairs = (
-            reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
-        )
-        raw = {reply_text(k): v for k, v in pairs}
+        raw = {reply_text(k): v for k, v in hash_pairs(reply)}
         out = {
             p: decoded(raw["r:" + p])
             for p in reply_text(raw.get("after", b"")).split()

@@ -9,6 +9,7 @@ from typing import Final
 
 from rota.client.shard import Shard
 from rota.protocol.job import reply_text
+from rota.protocol.keys import key_rest, renamed
 
 __all__ = ["CHUNK", "glob", "move_rest"]
 
@@ -42,10 +43,9 @@ async def move_rest(
             await shard.redis.zrem(key, *[i for i, _ in ids])
             await shard.redis.delete(*[k.job(i) for i, _ in ids])
             moved += len(ids)
-    prefix = k.prefix
-    async for raw in shard.redis.scan_iter(match=glob(prefix) + "*", count=500):
-        rest = reply_text(raw)[len(prefix) :]
-        kind, _, arg = rest.partition(":")
+    async for raw in shard.redis.scan_iter(match=glob(k.prefix) + "*", count=500):
+        key = reply_text(raw)
+        kind, _, arg = key_rest(key, k.prefix).partition(":")
         if kind == "job":
             if not final and not await _ended(shard, arg):
                 continue  # a job that came after the drain's look: it runs here first
@@ -53,18 +53,18 @@ async def move_rest(
             await shard.redis.delete(k.job(arg))
             moved += 1
         elif kind in ("group", "gresults", "gmembers", "log", "children"):
-            await _copy(shard, home(arg), rest, replace=True)
+            await _copy(shard, home(arg), key, replace=True)
         elif kind in ("unique", "debounce"):
-            await _copy(shard, home(arg), rest, replace=False)
+            await _copy(shard, home(arg), key, replace=False)
         elif kind == "stats":
-            await _add_counts(shard, first, rest)
-            await shard.redis.delete(prefix + rest)  # added once
+            await _add_counts(shard, first, key)
+            await shard.redis.delete(key)  # added once
         elif kind == "quarantine":
-            await _copy(shard, first, rest, replace=True)
-        elif rest == "shards":
+            await _copy(shard, first, key, replace=True)
+        elif key == k.shards:
             continue  # the record stays: a producer that still routes here is refused
         if final:
-            await shard.redis.delete(prefix + rest)
+            await shard.redis.delete(key)
     return moved
 
 
@@ -75,33 +75,36 @@ async def _ended(shard: Shard, job_id: str) -> bool:
 
 
 async def _move_job(src: Shard, dest: Shard, job_id: str) -> None:
-    for key in ("job:", "log:", "children:"):
-        await _copy(src, dest, key + job_id, replace=True)
-        if key != "job:":
-            await src.redis.delete(src.keys.prefix + key + job_id)
+    """The job's record, log and children set into ``dest``; the record is deleted by
+    the caller (with its set's member), the other two here."""
+    k = src.keys
+    for key in (k.job(job_id), k.joblog(job_id), k.children(job_id)):
+        await _copy(src, dest, key, replace=True)
+        if key != k.job(job_id):
+            await src.redis.delete(key)
 
 
-async def _copy(src: Shard, dest: Shard, rest: str, *, replace: bool) -> None:
-    """The key ``rest`` (what follows the prefix) of ``src`` into ``dest``, with its
-    time to live; over one of ``dest`` only when ``replace``."""
-    dumped = await src.redis.dump(src.keys.prefix + rest)
+async def _copy(src: Shard, dest: Shard, key: str, *, replace: bool) -> None:
+    """The key ``key`` of ``src`` into ``dest`` under its prefix, with its time to
+    live; over one of ``dest`` only when ``replace``."""
+    dumped = await src.redis.dump(key)
     if dumped is None:
         return
-    ttl = max(0, await src.redis.pttl(src.keys.prefix + rest))
-    to = dest.keys.prefix + rest
+    ttl = max(0, await src.redis.pttl(key))
+    to = renamed(key, src.keys.prefix, dest.keys.prefix)
     if not replace and await dest.redis.exists(to):
         return
     await dest.redis.restore(to, ttl, dumped, replace=True)
 
 
-async def _add_counts(src: Shard, first: Shard, rest: str) -> None:
+async def _add_counts(src: Shard, first: Shard, key: str) -> None:
     """A counters hash added into shard 0's of the same name (its time to live kept)."""
-    counts = await src.redis.hgetall(src.keys.prefix + rest)
-    to = first.keys.prefix + rest
+    counts = await src.redis.hgetall(key)
+    to = renamed(key, src.keys.prefix, first.keys.prefix)
     pipe = first.redis.pipeline(transaction=False)
     for field, n in counts.items():
         pipe.hincrby(to, field, int(n))
-    ttl = await src.redis.pttl(src.keys.prefix + rest)
+    ttl = await src.redis.pttl(key)
     if ttl > 0:
         pipe.pexpire(to, ttl)
     await pipe.execute()

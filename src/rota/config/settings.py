@@ -44,7 +44,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     shards: int = 1
     # Job names whose jobs start in enqueue order across the shards (rota.protocol.shards:
     # each is routed to one shard, the one its name names), comma- or space-separated.
-    # Every producer of such a name must say so: the pools' own enqueues read it here.
+    # Every producer of such a name must say so: the pools' own enqueues read it here, a
+    # client takes it as its option ``ordered`` (docs/operations.md, "Ordered names",
+    # tells every way to declare it; this is the one place that says what it is).
     ordered: str = ""
     concurrency: int = 10
     lease: float = 30.0

@@ -19,21 +19,10 @@ from msgspec import Meta
 
 from rota.client import admin_reads
 from rota.client.workflow import MISSING, GroupProgress, Related, pipelined, read_related
+from rota.inspect import servers
 from rota.inspect.members import MEMBER_STATES, MemberState, members_in_state
 from rota.inspect.queues import QueuedJob, QueueView, queue_view, served_names
-from rota.inspect.servers import (
-    RedisFigures,
-    ServerInfo,
-    ShardView,
-    away_cause,
-    away_line,
-    backlog,
-    ping,
-    redis_figures,
-    server_info,
-    shard_views,
-    shards_away,
-)
+from rota.inspect.servers import *  # noqa: F403 (re-exported: its __all__ joins this one)
 from rota.protocol.job import (
     JobRecord,
     field_int,
@@ -58,23 +47,14 @@ __all__ = [
     "MemberState",
     "QueueView",
     "QueuedJob",
-    "RedisFigures",
-    "ServerInfo",
-    "ShardView",
-    "away_cause",
-    "away_line",
-    "backlog",
     "group_view",
     "job_view",
-    "ping",
     "queue_view",
-    "redis_figures",
     "served_names",
-    "server_info",
-    "shard_views",
-    "shards_away",
     "unserved",
 ]
+# The server's figures and the shards' reachability, read in rota.inspect.servers.
+__all__ += servers.__all__
 
 #: The most jobs a flow graph holds; a larger flow is cut, and says so.
 FLOW_LIMIT: Final = 200

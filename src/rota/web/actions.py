@@ -97,10 +97,7 @@ def _one(action: str, summary: str) -> None:
         return await back(request, "/queues", notice, 1, f"/jobs/{job_id}")
 
     answer = Fronted if action == "front" else Unqueued
-    routes.form(f"/queued/{{job_id}}/{action}")(act)
-    routes.api(
-        f"/api/queued/{{job_id}}/{action}", f"queued_{action}", answer, post=True, summary=summary
-    )(act)
+    routes.action(f"/queued/{{job_id}}/{action}", f"queued_{action}", answer, summary=summary)(act)
 
 
 _one(

@@ -17,10 +17,11 @@ import msgspec
 from starlette.requests import Request
 
 from rota.client.finished import MAX_OFFSET, Finished
+from rota.client.scan import Fields
 from rota.client.spec import moment_seconds
 from rota.protocol.job import MAX_MS, NAME_RE
 from rota.web.base import ApiError, client_of
-from rota.web.declare import Ms, Number, Routes, ms, pages, query, said
+from rota.web.declare import Choice, Ms, Number, Routes, ms, pages, query, said
 
 __all__ = [
     "ORDERS",
@@ -45,11 +46,12 @@ _NAME: Final = query("name", {"type": "string", "pattern": NAME_RE.pattern}, "on
 _Q: Final = query(
     "q", {"type": "string", "maxLength": _MAX_SEARCH}, "part of a job's id or name (or content)"
 )
-_FIELDS: Final = query(
+_FIELDS: Final[Choice[Fields]] = Choice(
     "fields",
-    {"type": "string", "enum": ["id", "content"]},
+    ("id", "content"),
     "what q matches: id (the id and name, the default: cheap) or content (args, kwargs,"
     " error, reason and result too: reads each record's fields)",
+    lenient=False,
 )
 _MOMENT: Final[dict[str, Any]] = {"type": "string", "maxLength": 40}
 _SINCE: Final = query(
@@ -58,7 +60,7 @@ _SINCE: Final = query(
 _UNTIL: Final = query(
     "until", _MOMENT, "completed at or before: ms since the epoch, or an ISO-8601 time (UTC)"
 )
-_ORDER: Final = query("order", {"type": "string", "enum": list(ORDERS)}, "default newest")
+_ORDER: Final = Choice("order", ORDERS, lenient=False)
 
 
 class FinishedRow(msgspec.Struct, kw_only=True):
@@ -118,13 +120,6 @@ def moment_param(request: Request, field: str) -> float | None:
     return value
 
 
-def _choice(request: Request, field: str, allowed: tuple[str, ...]) -> str:
-    value = request.query_params.get(field) or allowed[0]
-    if value not in allowed:
-        raise ApiError(400, f"{field}: one of {', '.join(allowed)}, not {value[:40]!r}")
-    return value
-
-
 def _row(j: Any) -> FinishedRow:
     return FinishedRow(
         id=j.id,
@@ -172,11 +167,9 @@ async def complete(request: Request) -> FinishedPage:
     q = request.query_params.get("q", "")
     if len(q) > _MAX_SEARCH:
         raise ApiError(400, f"q: at most {_MAX_SEARCH} characters")
-    fields: Literal["id", "content"] = (
-        "content" if _choice(request, "fields", ("id", "content")) == "content" else "id"
-    )
+    fields = _FIELDS.read(request)
     since, until = moment_param(request, "since"), moment_param(request, "until")
-    order = _choice(request, "order", ORDERS)
+    order = _ORDER.read(request)
     offset, count = _OFFSET.read(request), _COUNT.read(request)
     page: Finished = await client_of(request).admin.finished(
         name=name,

@@ -81,12 +81,10 @@ def _switch(on: bool) -> None:
     action = "enable" if on else "disable"
     what = "on again" if on else "off: its fire times pass"
 
-    @routes.form(f"/cron/{{name}}/{action}")
-    @routes.api(
-        f"/api/cron/{{name}}/{action}",
+    @routes.action(
+        f"/cron/{{name}}/{action}",
         f"cron_{action}",
         CronState,
-        post=True,
         summary=f"Turn a periodic job {what} (on every pool).",
     )
     async def switch(request: Request) -> msgspec.Struct | Response:
@@ -108,12 +106,10 @@ _switch(True)
 _switch(False)
 
 
-@routes.form("/cron/{name}/run")
-@routes.api(
-    "/api/cron/{name}/run",
+@routes.action(
+    "/cron/{name}/run",
     "cron_run",
     Enqueued,
-    post=True,
     summary="Enqueue one run of a periodic job now; its schedule goes on as planned.",
 )
 async def run(request: Request) -> Enqueued | Response:

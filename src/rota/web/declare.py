@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import typing
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Final, NamedTuple, TypeVar
+from typing import Annotated, Any, Final, Generic, NamedTuple, TypeVar
 
 import msgspec
 from msgspec import Meta
@@ -26,7 +26,18 @@ from rota.protocol import codec
 from rota.protocol.job import MAX_MS
 from rota.web.base import ApiError, JSONResponse, render
 
-__all__ = ["REF", "REFRESH", "Error", "Ms", "Number", "Operation", "Routes", "mirror", "ms"]
+__all__ = [
+    "REF",
+    "REFRESH",
+    "Choice",
+    "Error",
+    "Ms",
+    "Number",
+    "Operation",
+    "Routes",
+    "mirror",
+    "ms",
+]
 
 #: Where the OpenAPI document keeps the schema of a body type.
 REF: Final = "#/components/schemas/{name}"
@@ -41,6 +52,7 @@ Body = type[msgspec.Struct] | str
 STR: Final[Schema] = {"type": "string"}
 S = TypeVar("S", bound=msgspec.Struct)
 V = TypeVar("V", bound=Callable[..., Awaitable[Any]])
+W = TypeVar("W", bound=str)
 Context = Callable[[Request, Any], Awaitable[dict[str, Any]]]
 
 
@@ -171,6 +183,31 @@ class Number(NamedTuple):
         return query(self.name, {"type": "integer", "minimum": self.lo, "maximum": self.hi}, text)
 
 
+class Choice(NamedTuple, Generic[W]):
+    """A query parameter of a few ``words``, the first its default: the document lists
+    them; another word is a 400 naming them in the API, and on a page unless ``lenient``
+    (a page then takes the default, or the ``default`` its read is given)."""
+
+    name: str
+    words: tuple[W, ...]
+    about: str = ""
+    lenient: bool = True
+
+    def read(self, request: Request, default: W | None = None) -> W:
+        fallback = self.words[0] if default is None else default
+        asked = request.query_params.get(self.name) or fallback
+        word = next((w for w in self.words if w == asked), None)
+        if word is None and (is_api(request) or not self.lenient):
+            two = len(self.words) == 2
+            some = " or ".join(self.words) if two else "one of " + ", ".join(self.words)
+            raise ApiError(400, f"{self.name}: {some}, not {asked[:40]!r}")
+        return fallback if word is None else word
+
+    def schema(self) -> Schema:
+        about = self.about or f"default {self.words[0]}"
+        return query(self.name, {"type": "string", "enum": list(self.words)}, about)
+
+
 class Operation(NamedTuple):
     """What the document says of an endpoint beside its docstring's summary and the
     route's path parameters: ``answer`` (None: JSON of any shape), the error ``codes``
@@ -216,7 +253,7 @@ class Routes(list[BaseRoute]):
         op: str,
         answer: Body | None,
         *codes: int,
-        params: tuple[Schema | Number, ...] = (),
+        params: tuple[Schema | Number | Choice[Any], ...] = (),
         body: type[msgspec.Struct] | None = None,
         answers: dict[str, Any] | None = None,
         post: bool = False,
@@ -226,7 +263,7 @@ class Routes(list[BaseRoute]):
         returns the answer's body (or a response of its own). Its error ``codes`` are
         those its declaration implies (400 for parameters or a body, 404 for a path
         parameter, 415 and 422 for a body) and those given."""
-        said = tuple(p.schema() if isinstance(p, Number) else p for p in params)
+        said = tuple(p.schema() if isinstance(p, Number | Choice) else p for p in params)
         implied = (400,) * bool(params or body) + (404,) * ("{" in path) + (415, 422) * bool(body)
         codes = tuple(sorted({*implied, *codes}))
 
@@ -240,6 +277,18 @@ class Routes(list[BaseRoute]):
             documented(endpoint, Operation(op, answer, codes, said, body, answers))
             self.append(Route(path, endpoint, methods=["POST" if post else "GET"]))
             return view
+
+        return mark
+
+    def action(
+        self, path: str, op: str, answer: Body, *codes: int, summary: str | None = None
+    ) -> Callable[[V], V]:
+        """An action that a page's form (at ``path``: a 303 back) and the API (at ``/api``
+        + ``path``: its JSON answer) both take, one view answering each."""
+
+        def mark(view: V) -> V:
+            self.api("/api" + path, op, answer, *codes, post=True, summary=summary)(view)
+            return self.form(path)(view)
 
         return mark
 

@@ -46,7 +46,6 @@ _COUNT: Final = Number(
 )
 _KEY: Final = "/api/queues/{name}/keys/{key:path}/"
 _FORM: Final = "/queues/{name}/keys/{key:path}/"
-_PAST: Final = {True: "paused", False: "resumed"}
 
 
 class FairKeys(msgspec.Struct):
@@ -104,7 +103,7 @@ class KeyRateRequest(msgspec.Struct, forbid_unknown_fields=True):
 
 async def read(client: Client, name: str, top: int = TOP) -> FairKeys:
     """The section of the queue page and the API's answer."""
-    keys = await client.admin.fair.fair_keys(name, top)
+    keys = await client.admin.fair.of(name, top)
     return FairKeys(name, await default_key_limit(client, name), keys)
 
 
@@ -131,7 +130,7 @@ async def key_jobs(request: Request) -> KeyJobs:
     running jobs."""
     name, key = await _named(request)
     offset, count = _OFFSET.read(request), _COUNT.read(request)
-    view = await client_of(request).admin.fair.fair_key_jobs(name, key, offset, count)
+    view = await client_of(request).admin.fair.jobs(name, key, offset, count)
     return mirror(
         KeyJobs,
         view,
@@ -156,29 +155,24 @@ async def _done(request: Request, name: str, body: Any, done: str, n: int | None
     return body if is_api(request) else await back(request, f"/queues/{quote(name)}", done, n)
 
 
-async def _switch(request: Request, paused: bool) -> Any:
-    name, key = await _named(request)
-    admin = client_of(request).admin
-    await (admin.fair.pause_key if paused else admin.fair.resume_key)(name, key)
-    return await _done(request, name, KeyState(name, key, paused), "key-" + _PAST[paused])
+def _switch(verb: str, paused: bool, summary: str) -> None:
+    """Pause or resume one fair key (a form and an API route), answered with its state."""
+
+    @routes.action(_FORM + verb, f"queue_key_{verb}", KeyState, summary=summary)
+    async def switch(request: Request) -> Any:
+        name, key = await _named(request)
+        fair = client_of(request).admin.fair
+        await (fair.pause_key if paused else fair.resume_key)(name, key)
+        return await _done(request, name, KeyState(name, key, paused), f"key-{verb}d")
 
 
-@routes.form(_FORM + "pause")
-@routes.api(_KEY + "pause", "queue_key_pause", KeyState, post=True)
-async def pause(request: Request) -> Any:
-    """Pause one fair key of a queue: its jobs stay queued, its running ones finish."""
-    return await _switch(request, paused=True)
+_switch(
+    "pause", True, "Pause one fair key of a queue: its jobs stay queued, its running ones finish."
+)
+_switch("resume", False, "Resume one fair key of a queue.")
 
 
-@routes.form(_FORM + "resume")
-@routes.api(_KEY + "resume", "queue_key_resume", KeyState, post=True)
-async def resume(request: Request) -> Any:
-    """Resume one fair key of a queue."""
-    return await _switch(request, paused=False)
-
-
-@routes.form(_FORM + "clear")
-@routes.api(_KEY + "clear", "queue_key_clear", KeyCleared, post=True)
+@routes.action(_FORM + "clear", "queue_key_clear", KeyCleared)
 async def clear(request: Request) -> Any:
     """Delete the queued jobs of one fair key of a queue (running ones finish)."""
     name, key = await _named(request)
@@ -197,34 +191,32 @@ async def _set(client: Client, what: str, name: str, key: str | None, value: Any
         await admin.fair.set_key_rate(name, key, value)
 
 
-async def _api_set(request: Request, what: str, value: Any) -> tuple[str, str]:
-    name, key = await _named(request)
-    try:
-        await _set(client_of(request), what, name, key, value)
-    except ValueError as exc:
-        raise ApiError(422, str(exc)) from None
-    return name, key
+_ACROSS: Final = " of one fair key (across all pools)."
+#: A key's settings the API sets, each at ``…/keys/{key}/<setting>``: the body it takes
+#: (one field, named as the setting), its answer, and what the document says of it.
+_SETTINGS: Final[dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct], str]]] = {
+    "limit": (KeyLimitRequest, KeyLimit, "Set or remove the concurrency limit" + _ACROSS),
+    "weight": (WeightRequest, KeyWeight, "Set the weight of one fair key (null: back to 1)."),
+    "rate": (KeyRateRequest, KeyRate, "Set or remove the rate limit" + _ACROSS),
+}
 
 
-@routes.api(_KEY + "limit", "queue_key_limit", KeyLimit, body=KeyLimitRequest, post=True)
-async def set_limit(request: Request, body: KeyLimitRequest) -> msgspec.Struct:
-    """Set or remove the concurrency limit of one fair key (across all pools)."""
-    name, key = await _api_set(request, "limit", body.limit)
-    return KeyLimit(name, key, body.limit)
+def _api_setting(what: str) -> None:
+    asked, said, summary = _SETTINGS[what]
+
+    @routes.api(_KEY + what, f"queue_key_{what}", said, body=asked, post=True, summary=summary)
+    async def setting(request: Request, body: msgspec.Struct) -> msgspec.Struct:
+        name, key = await _named(request)
+        value = getattr(body, what)
+        try:
+            await _set(client_of(request), what, name, key, value)
+        except ValueError as exc:
+            raise ApiError(422, str(exc)) from None
+        return said(name, key, value)
 
 
-@routes.api(_KEY + "weight", "queue_key_weight", KeyWeight, body=WeightRequest, post=True)
-async def set_weight(request: Request, body: WeightRequest) -> msgspec.Struct:
-    """Set the weight of one fair key (null: back to 1)."""
-    name, key = await _api_set(request, "weight", body.weight)
-    return KeyWeight(name, key, body.weight)
-
-
-@routes.api(_KEY + "rate", "queue_key_rate", KeyRate, body=KeyRateRequest, post=True)
-async def set_rate(request: Request, body: KeyRateRequest) -> msgspec.Struct:
-    """Set or remove the rate limit of one fair key (across all pools)."""
-    name, key = await _api_set(request, "rate", body.rate)
-    return KeyRate(name, key, body.rate)
+for _what in _SETTINGS:
+    _api_setting(_what)
 
 
 @routes.api(

@@ -14,8 +14,8 @@ from rota.client.workflow import Related
 from rota.inspect import FINAL_STATES, MISSING, FlowView
 from rota.inspect.flows import flow_view
 from rota.inspect.members import MEMBER_STATES, MemberState, member_state
-from rota.web.base import ApiError, client_of
-from rota.web.declare import REFRESH, Number, Routes, found, is_api, mirror, pages, query, said
+from rota.web.base import client_of
+from rota.web.declare import REFRESH, Choice, Number, Routes, found, mirror, pages, said
 from rota.web.graph import STATES, layout
 from rota.web.jobs import GroupProgress
 
@@ -24,8 +24,8 @@ __all__ = ["Flow", "Group", "group_state", "routes"]
 routes = Routes()
 _OFFSET: Final = Number("offset", 0, 0, 10**9)
 _LIMIT: Final = Number("limit", 100, 1, 1000, page=25)
-_MEMBERS: Final = query(
-    "state", {"enum": ["all", *MEMBER_STATES]}, "keep the members in this state (default all)"
+_MEMBERS: Final = Choice(
+    "state", ("all", *MEMBER_STATES), "keep the members in this state (default all)"
 )
 #: What the group page says of a callback that will not run, or ran and failed.
 _CALLBACK_ENDED: Final = {
@@ -137,10 +137,7 @@ async def group(request: Request) -> Group:
     """A group's progress, its callback, and a page of its members (those in a state)."""
     group_id = request.path_params["group_id"]
     offset, limit = _OFFSET.read(request), _LIMIT.read(request)
-    text = request.query_params.get("state", "all")
-    state = member_state(text)  # None: all
-    if state is None and text != "all" and is_api(request):
-        raise ApiError(400, f"state: one of all, {', '.join(MEMBER_STATES)}")
+    state = member_state(_MEMBERS.read(request))  # None: all
     view = await inspect.group_view(client_of(request), group_id, offset, limit, state)
     view = found(request, view, "group", group_id, " (never enqueued, or expired)")
     page = ("then", "members", "failed_members", "state", "matching", "scanned")

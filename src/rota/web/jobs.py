@@ -259,8 +259,7 @@ _stored("args")
 _stored("result")
 
 
-@routes.form("/jobs/{job_id}/abort")
-@routes.api("/api/jobs/{job_id}/abort", "abort", Aborted, post=True)
+@routes.action("/jobs/{job_id}/abort", "abort", Aborted)
 async def abort(request: Request) -> Aborted | Response:
     """Abort a job."""
     job_id = request.path_params["job_id"]

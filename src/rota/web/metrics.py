@@ -128,7 +128,7 @@ async def read(
     stats = await stats_totals(client, fields)
     pools = await client.admin.pools()
     sets = await client.admin.job_set_sizes()
-    fair = await client.admin.fair.top_fair_keys([q.name for q in queues], KEYS) if keys else {}
+    fair = await client.admin.fair.of_names([q.name for q in queues], KEYS) if keys else {}
     runs: list[RunTimes] = []
     if run_times is not None:
         runs = await client.admin.run_times.of_names([q.name for q in queues], run_times)

@@ -51,13 +51,11 @@ async def _tell(request: Request, command: Command, **chosen: str) -> Told:
 def _command(command: Command, where: str, param: str, whom: str) -> None:
     """The form and the API route of ``command`` for one pool or for a host's."""
 
-    @routes.form(f"/{where}/{{{param}}}/{command}")
-    @routes.api(
-        f"/api/{where}/{{{param}}}/{command}",
+    @routes.action(
+        f"/{where}/{{{param}}}/{command}",
         f"{where[:-1]}_{command}",
         Told,
         409,
-        post=True,
         summary=f"Tell {whom} to {_WHAT[command]}.",
     )
     async def tell(request: Request) -> msgspec.Struct | Response:

@@ -23,7 +23,7 @@ from rota.web.base import ApiError, back, client_of, known_queue, render
 from rota.web.charts import bar_chart, duration_chart
 from rota.web.declare import (
     REFRESH,
-    STR,
+    Choice,
     Ms,
     Number,
     Routes,
@@ -34,7 +34,6 @@ from rota.web.declare import (
     ms,
     pages,
     plain,
-    query,
     said,
 )
 
@@ -47,10 +46,10 @@ _OFFSET: Final = Number("offset", 0, 0, 10**9)
 _LIMIT: Final = Number("limit", 100, 1, 1000, page=100)  # a page stays small with 1000s of names
 _JOBS: Final = Number("limit", 25, 1, 500, page=25)
 _MINUTES: Final = Number("minutes", MINUTES, 1, 120)
-_ORDER: Final = query("order", {**STR, "enum": ["oldest", "newest"]}, "default oldest")
-_SORT: Final = query(
+_ORDER: Final = Choice("order", ("oldest", "newest"))
+_SORT: Final = Choice(
     "order",
-    {**STR, "enum": list(console.QUEUE_ORDERS)},
+    console.QUEUE_ORDERS,
     "busy (queued and running, the default), name, size, running or latency (the oldest"
     " queued job first); ties by name",
 )
@@ -132,11 +131,7 @@ async def queues(request: Request) -> Queues:
     client, offset, limit = client_of(request), _OFFSET.read(request), _LIMIT.read(request)
     now = time.time()
     weight = 1 - (now % 60) / 60  # the share of the previous minute inside the last 60 s
-    asked = request.query_params.get("order") or "busy"
-    order: console.QueueOrder = next((o for o in console.QUEUE_ORDERS if o == asked), "busy")
-    if order != asked and is_api(request):
-        known = ", ".join(console.QUEUE_ORDERS)
-        raise ApiError(400, f"order: one of {known}, not {asked[:40]!r}")
+    order = _SORT.read(request)
     total, page = await console.queue_page(client, order, offset, limit)
     previous, current = await done_last_minutes(client, [q.name for q in page], now)
     served = await served_names(client)
@@ -192,9 +187,7 @@ async def _queue(request: Request, data: Any) -> dict[str, Any]:
 async def queue_jobs(request: Request) -> QueueJobs:
     """A page of the jobs waiting in a queue, the next to run first (or the newest)."""
     name = await known_queue(request)
-    order = request.query_params.get("order", "oldest")
-    if order not in ("oldest", "newest") and is_api(request):
-        raise ApiError(400, "order: oldest or newest")
+    order = _ORDER.read(request)
     offset, limit = _OFFSET.read(request), _JOBS.read(request)
     view = await inspect.queue_view(client_of(request), name, offset, limit, order == "newest")
     return mirror(QueueJobs, view, jobs=[mirror(QueuedJob, j) for j in view.jobs])
@@ -220,29 +213,23 @@ async def _done(request: Request, body: B, done: str, n: int | None = None) -> B
     return body if is_api(request) else await back(request, "/queues", done, n)
 
 
-async def _switch(request: Request, paused: bool) -> msgspec.Struct | Response:
-    """Pause or resume a queue, and answer with its state."""
-    name, admin = await known_queue(request), client_of(request).admin
-    await (admin.pause if paused else admin.resume)(name)
-    return await _done(request, QueueState(name, paused), "paused" if paused else "resumed")
+def _switch(verb: str, paused: bool) -> None:
+    """Pause or resume a queue (a form and an API route), answered with its state."""
+
+    @routes.action(
+        f"/queues/{{name}}/{verb}", f"queue_{verb}", QueueState, summary=f"{verb.title()} a queue."
+    )
+    async def switch(request: Request) -> msgspec.Struct | Response:
+        name, admin = await known_queue(request), client_of(request).admin
+        await (admin.pause if paused else admin.resume)(name)
+        return await _done(request, QueueState(name, paused), verb + "d")
 
 
-@routes.form("/queues/{name}/pause")
-@routes.api("/api/queues/{name}/pause", "queue_pause", QueueState, post=True)
-async def pause(request: Request) -> msgspec.Struct | Response:
-    """Pause a queue."""
-    return await _switch(request, paused=True)
+_switch("pause", True)
+_switch("resume", False)
 
 
-@routes.form("/queues/{name}/resume")
-@routes.api("/api/queues/{name}/resume", "queue_resume", QueueState, post=True)
-async def resume(request: Request) -> msgspec.Struct | Response:
-    """Resume a queue."""
-    return await _switch(request, paused=False)
-
-
-@routes.form("/queues/{name}/clear")
-@routes.api("/api/queues/{name}/clear", "queue_clear", Cleared, post=True)
+@routes.action("/queues/{name}/clear", "queue_clear", Cleared)
 async def clear(request: Request) -> msgspec.Struct | Response:
     """Clear a queue."""
     name = await known_queue(request)

@@ -12,15 +12,15 @@ from starlette.requests import Request
 from rota.client import Client
 from rota.client.run_times import RunTimes
 from rota.protocol.run_times import Window
-from rota.web.base import ApiError, client_of, known_queue
+from rota.web.base import client_of, known_queue
 from rota.web.charts import histogram_chart, run_time_text
-from rota.web.declare import STR, Routes, plain, query
+from rota.web.declare import Choice, Routes, plain
 
 __all__ = ["page_figures", "routes"]
 
 routes = Routes()
 WINDOWS: Final[tuple[Window, ...]] = get_args(Window)
-_WINDOW: Final = query("window", {**STR, "enum": list(WINDOWS)}, "default hour")
+_WINDOW: Final = Choice("window", WINDOWS, lenient=False)
 
 
 class QueueRunTimes(RunTimes, frozen=True):
@@ -36,9 +36,7 @@ class QueueRunTimes(RunTimes, frozen=True):
 async def run_times(request: Request) -> QueueRunTimes:
     """A job name's run-time percentiles and histogram over the last hour or day."""
     name = await known_queue(request)
-    window = request.query_params.get("window", "hour")
-    if window not in WINDOWS:
-        raise ApiError(400, f"window: hour or day, not {window[:20]!r}")
+    window = _WINDOW.read(request)
     got = await client_of(request).admin.run_times.of(name, window)
     return QueueRunTimes(**msgspec.structs.asdict(got))
 

@@ -17,7 +17,20 @@ from rota.client.scan import SEARCH_LIMIT, Fields
 from rota.protocol.job import JobRecord, JobSet
 from rota.web.base import ApiError, JSONResponse, back, client_of
 from rota.web.complete import date_field, moment_param
-from rota.web.declare import Ms, Number, Routes, doc, is_api, mirror, ms, pages, query, ref, said
+from rota.web.declare import (
+    Choice,
+    Ms,
+    Number,
+    Routes,
+    doc,
+    is_api,
+    mirror,
+    ms,
+    pages,
+    query,
+    ref,
+    said,
+)
 
 __all__ = ["JOB_SETS", "MAX_IDS", "MAX_POSITION", "MAX_SEARCH", "RETRYABLE", "SUMMARY", "routes"]
 
@@ -45,9 +58,9 @@ _LIMIT: Final = Number("limit", 25, 1, 500, page=25)
 _FROM: Final = Number("from", 0, 0, MAX_POSITION, "where in the set a search begins")
 _SEARCH: Final = query("q", {"type": "string", "maxLength": MAX_SEARCH}, "part of a job id or name")
 _ORDERS: Final[tuple[Order, ...]] = ("newest", "oldest")
-_ORDER: Final = query(
+_ORDER: Final = Choice(
     "order",
-    {"type": "string", "enum": list(_ORDERS)},
+    _ORDERS,
     "by the set's time: newest or oldest first (default: dead newest, the others oldest)",
 )
 _MOMENT: Final[dict[str, Any]] = {"type": "string", "maxLength": 40}
@@ -263,11 +276,7 @@ _WINDOW: Final = ("order", "since", "until")
 def _window(request: Request, which: JobSet) -> tuple[Order, float | None, float | None]:
     """The order and the window (``since``, ``until`` in seconds) a page asks for; a
     page brings an unknown order to the set's own, the API answers 400."""
-    order = request.query_params.get("order") or console.default_order(which)
-    if order not in _ORDERS:
-        if is_api(request):
-            raise ApiError(400, f"order: newest or oldest, not {order[:40]!r}")
-        order = console.default_order(which)
+    order = _ORDER.read(request, console.default_order(which))
     since, until = moment_param(request, "since"), moment_param(request, "until")
     return order, since, until
 

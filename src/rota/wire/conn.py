@@ -18,7 +18,7 @@ from redis.exceptions import ResponseError
 
 from rota.wire.link import Arg, Link
 
-__all__ = ["Conn", "RedisPyConn", "hot_path"]
+__all__ = ["Conn", "RedisPyConn", "hash_pairs", "hot_path", "score_pairs"]
 
 
 class Conn(Protocol):
@@ -79,3 +79,20 @@ def hot_path(redis: Redis) -> Conn:
     """A Link to the server of ``redis`` (same credentials, TLS and timeouts), or the
     client itself where a Link cannot copy its connections."""
     return Link.beside(redis) or RedisPyConn(redis)
+
+
+def hash_pairs(reply: Any) -> Iterable[tuple[Any, Any]]:
+    """An HGETALL reply as (field, value) pairs, as either connection answers it: a dict
+    from redis-py, the flat list of the wire from a Link."""
+    return reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
+
+
+def score_pairs(reply: Any) -> list[tuple[Any, Any]]:
+    """A ``WITHSCORES`` reply as (member, score) pairs, flat (RESP2) or in pairs (RESP3);
+    an error reply (a key of another type, in a pipeline's replies) is raised."""
+    if isinstance(reply, Exception):
+        raise reply
+    items = list(reply)
+    if items and isinstance(items[0], list | tuple):
+        return [(member, score) for member, score in items]
+    return list(zip(items[::2], items[1::2], strict=True))

@@ -21,6 +21,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from rota.client.rules import recorded_shards
 from rota.client.shard import Shard
 from rota.config import describe
+from rota.protocol.keys import tag_of
 from rota.redis.outage import MEANING, condition
 from rota.redis.sentinel import follow_primary
 from rota.redis.topology import SlotOwnerPool
@@ -134,7 +135,7 @@ class PoolRun:
     def _beating(self) -> list[str]:
         """The tags of the shards whose tasks run (a shard being retired still beats)."""
         tasks = zip(self.shards, self.tasks, strict=True)
-        return [r.keys.prefix[1:-2] for r, t in tasks if not t.ended.is_set()]
+        return [tag_of(r.keys.prefix) for r, t in tasks if not t.ended.is_set()]
 
     def add(self, shard: Shard) -> int:
         """Serve ``shard`` too, at the next place (returned): a change of the

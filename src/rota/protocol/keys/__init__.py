@@ -16,7 +16,7 @@ as ``KEYS[1]``, hand it to ``set_prefix`` and call ``key_queue(name)``,
 
 from __future__ import annotations
 
-from rota.protocol.keys.layout import Keys
+from rota.protocol.keys.layout import Keys, key_rest, renamed, tag_of
 from rota.protocol.keys.names import (
     FAIR_MARK,
     LUA_KEYS,
@@ -25,4 +25,14 @@ from rota.protocol.keys.names import (
     validate_namespace,
 )
 
-__all__ = ["FAIR_MARK", "LUA_KEYS", "Keys", "fixed_key", "lua_prelude", "validate_namespace"]
+__all__ = [
+    "FAIR_MARK",
+    "LUA_KEYS",
+    "Keys",
+    "fixed_key",
+    "key_rest",
+    "lua_prelude",
+    "renamed",
+    "tag_of",
+    "validate_namespace",
+]

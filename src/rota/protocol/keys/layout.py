@@ -7,7 +7,31 @@ from __future__ import annotations
 from rota.protocol.keys.names import PAIR_KEYS, PARAM_KEYS, validate_namespace
 from rota.protocol.shards import shard_tag
 
-__all__ = ["Keys"]
+__all__ = ["Keys", "key_rest", "renamed", "tag_of"]
+
+
+# What reads a key name rather than naming a key: functions, so that every public member
+# of Keys stays a key name (tests/unit/test_key_slots.py holds each to the namespace's slot).
+
+
+def tag_of(prefix: str) -> str:
+    """The hash tag of a shard's ``prefix`` (``{ns~1}:``), without its braces (``ns~1``):
+    how an operator and the retired note (:attr:`Keys.retired`) name a shard."""
+    return prefix[1:-2]
+
+
+def key_rest(key: str, prefix: str) -> str:
+    """What follows ``prefix`` in ``key`` (``job:<id>``, ``stats``, ...); a ValueError for
+    a key under another prefix (another shard's or namespace's)."""
+    if not key.startswith(prefix):
+        raise ValueError(f"{key!r} is not a key of {prefix!r}")
+    return key[len(prefix) :]
+
+
+def renamed(key: str, prefix: str, into: str) -> str:
+    """``key`` under ``prefix`` renamed under the prefix ``into``: the same kind and
+    argument in another shard (what a change of the shard count copies)."""
+    return into + key_rest(key, prefix)
 
 
 class Keys:

@@ -361,6 +361,36 @@ async def test_a_fair_keys_settings_follow_it_to_its_new_home(
             assert redis_sync.hget(there.keys.fair_set("n"), f"l/{key}") == b"7"
 
 
+async def test_a_pass_of_the_old_count_cannot_leave_one_shard_below_its_whole(
+    redis_url: str, namespace: str
+) -> None:
+    """2 -> 1 with a pool running: a rebalancer pass of the old count, under way when
+    its pool took the new count, that lowers shard 0's part after the pool wrote its
+    limit there (here written when the command sees no pool left in the retired shard)
+    does not stay: one shard has no rebalancer to raise it back, so the command writes
+    the whole again once no pool serves a retired shard."""
+    settings = pool_settings(redis_url, namespace, concurrency=4, heartbeat_interval=0.2)
+    pool = WorkerPool(settings=settings)
+
+    @pool.job(name="cap", max_concurrency=2)
+    async def cap(ctx: JobContext) -> None:
+        pass
+
+    sync = redis.Redis.from_url(redis_url)
+    async with Client.from_url(redis_url, namespace) as op, pool.running():
+        await resize(op, 2, timeout=60, say=_say)
+        limits = op.admin.shards[0].keys.limits
+
+        def lowered_after_the_write(line: str) -> None:
+            _say(line)
+            if line == "pools still in retired shards: none":  # what a late pass leaves
+                sync.hset(limits, "cap", 1)
+
+        await resize(op, 1, timeout=60, say=lowered_after_the_write)
+        assert await op.admin.shards[0].redis.hget(limits, "cap") == b"2"
+    sync.close()
+
+
 async def test_a_limit_holds_and_follows_the_jobs_through_a_change(
     redis_url: str, namespace: str
 ) -> None:

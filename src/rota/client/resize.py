@@ -97,6 +97,8 @@ async def resize(
                 return Resized(record.text(), True, {})
             say(f"done: {record.text()} (resumed: the pools leave the retired shards)")
             lingering, live, again = await _settle_noted(client, wait, timeout, say)
+            if record.new == 1 and not lingering:
+                await _wholes_to_one(admin.shards[0])
             return Resized(record.text(), True, live, again, lingering)
         record = record.started(to)
         admin.follower.follow(record)
@@ -132,6 +134,11 @@ async def resize(
     admin.follower.follow(final)
     say(f"done: {final.text()}")
     lingering, live, again = await _settle_noted(client, wait, timeout, say)
+    if final.new == 1 and not lingering:
+        # Again once no pool serves a retired shard: a rebalancer pass of the old count
+        # under way at the first write may have lowered shard 0's part since, and one
+        # shard has no rebalancer to raise it back.
+        await _wholes_to_one(admin.shards[0])
     return Resized(final.text(), True, live, moved + again, lingering)
 
 

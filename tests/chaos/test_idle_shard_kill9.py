@@ -12,6 +12,8 @@ again, and the lease is reclaimed (reason lost) once it expires and the shard is
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 import redis
 
@@ -35,7 +37,8 @@ async def _other(ctx: JobContext) -> None:
 
 
 def _record(r: redis.Redis, keys: Keys, job_id: str) -> dict[str, str]:
-    return {k.decode(): v.decode() for k, v in r.hgetall(keys.job(job_id)).items()}
+    raw = cast(dict[bytes, bytes], r.hgetall(keys.job(job_id)))
+    return {k.decode(): v.decode() for k, v in raw.items()}
 
 
 @pytest.mark.timeout(120)
@@ -57,7 +60,7 @@ async def test_a_job_leased_in_an_idle_shard_by_a_pool_killed_at_once_is_reclaim
         assert run.heartbeats[SHARD].skipped > skipped, "the live pool still beats there"
 
         worker = fleet.start(url, namespace, **settings)
-        await client.enqueue_many([JobSpec(name="work", args=[600_000], job_id=job_id)])
+        await client.enqueue_many([JobSpec(name="work", args=(600_000,), job_id=job_id)])
         await wait_until(lambda: job_id in ledger.by_job("start"), within=60)
         worker.kill9()
         holder = _record(r, keys, job_id)

@@ -112,7 +112,7 @@ class Heartbeat:
         if self.acker is not None:  # run, its outcome not written yet: held too
             held += self.acker.unsent()
         quiet = self.look is not None and shard != 0  # scored in shard 0 alone
-        if quiet and self.look is not None and not (held or self.look.busy or not self.beats):
+        if quiet and self.look is not None and not held and self.beats and self.look.idle(rt):
             # Nothing of this pool here, and no lease nor scored pool in any shard of the
             # look: no clock to keep (see rota.worker.idle). The first beat always runs.
             self.skipped += 1
@@ -247,7 +247,7 @@ class Reaper:
         self.passes += 1
         expiry = int(s.heartbeat_interval * 3000)
         reclaimed, buried, forgotten = calls.ReapReply([], [], [])
-        idle = self.look is not None and not self.look.busy
+        idle = self.look is not None and self.look.idle(rt)
         if not idle and await self._anything_to_reap(expiry):
             reclaimed, buried, forgotten = await calls.reap(
                 rt.shard.scope, s.max_lost, expiry, 1000

@@ -67,6 +67,17 @@ class ShardLook:
         #: Some shard holds a scheduled, retry or expiring job: tick in every one.
         self.scheduled = True
 
+    def idle(self, rt: PoolRuntime) -> bool:
+        """Whether ``rt``'s heartbeat and reaper may skip their round: the look found
+        nothing, and Redis answers. While a condition lasts every round goes to Redis
+        as before: a round that skips would tell the watch that Redis takes commands
+        again (each task's success ends the episode), and the heartbeat is its probe."""
+        return not self.busy and rt.watch.current is None
+
+    def nothing_scheduled(self, rt: PoolRuntime) -> bool:
+        """Whether ``rt``'s scheduler may skip a tick at its timer (as :meth:`idle`)."""
+        return not self.scheduled and rt.watch.current is None
+
     async def look(self) -> None:
         """Read whether the other shards need their heartbeat and reaper."""
         keys = [k for r in self.others for k in (r.keys.leased, r.keys.pools)]

@@ -165,7 +165,7 @@ class Scheduler:
         look = self.look
         if rt.position == 0 and look is not None:
             await look.look_scheduled()
-        skip = look is not None and rt.position != 0 and self._timed and not look.scheduled
+        skip = look is not None and rt.position != 0 and self._timed and look.nothing_scheduled(rt)
         if not skip and await rt.redis.exists(rt.keys.scheduled, rt.keys.retry, rt.keys.expiring):
             dropping = [name for name, h in rt.handlers.items() if h.skip_dead]
             moved, due, buried = await calls.promote(rt.shard.scope, now, _LIMIT, dropping)

@@ -101,6 +101,8 @@ class Heartbeat:
         rt = self.rt
         s = rt.settings
         shard = rt.position  # a pool over several shards beats in each, for its jobs
+        # (on one server, in another than shard 0 only while it holds one there or the
+        # look finds a lease or a score in some shard: see rota.worker.idle)
         self.rounds.begin(BEAT, shard)
         if shard == 0:  # the operator's command, acknowledged by the snapshot below
             await rt.control.obey(await self._told(), rt.pool_id, s.heartbeat_interval)

@@ -12,15 +12,17 @@ shard i >= 1 has to do there depends on a few keys of that shard only:
   whether beats land; that clock matters only where there is a lease to reclaim, so
   where ``{tag}:leased`` names something;
 - the scheduler's timer moves the jobs of ``{tag}:scheduled``, ``retry`` and
-  ``expiring`` (a wake token starts it for a new one: see rota.worker.scheduler).
+  ``expiring`` (a wake token starts it for a new one: see rota.worker.scheduler), and
+  once a minute trims ``{tag}:dead``.
 
 :class:`ShardLook` asks for all of them with one ``EXISTS`` over those keys of every
 such shard (a multi-key command spans hash tags on one server, as the fetchers' shared
 check of the ready sets does), once a heartbeat interval from shard 0's heartbeat, and
-once a scheduler tick from shard 0's scheduler. While the answer is 0 the other shards'
-heartbeats skip their beat (unless the pool holds a job there), their reapers skip their
-pass and their schedulers' timed ticks skip theirs: no command per shard. Once something
-is there, they all do what they did before, until it is gone.
+once a scheduler tick (and a trim) from shard 0's scheduler. While the answer is 0 the
+other shards' heartbeats skip their beat (unless the pool holds a job there), their
+reapers skip their pass and their schedulers' timed ticks (and trims) skip theirs: no
+command per shard. Once something is there, they all do what they did before, until it
+is gone.
 
 Why nothing is lost or reclaimed twice:
 
@@ -47,7 +49,7 @@ a beat, a reaper check and a tick each (see docs/performance.md).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rota.worker.runtime import PoolRuntime
 
@@ -66,6 +68,8 @@ class ShardLook:
         self.busy = True
         #: Some shard holds a scheduled, retry or expiring job: tick in every one.
         self.scheduled = True
+        #: Some shard holds a dead job: trim every dead set (once a minute).
+        self.dead = True
 
     def idle(self, rt: PoolRuntime) -> bool:
         """Whether ``rt``'s heartbeat and reaper may skip their round: the look found
@@ -78,15 +82,28 @@ class ShardLook:
         """Whether ``rt``'s scheduler may skip a tick at its timer (as :meth:`idle`)."""
         return not self.scheduled and rt.watch.current is None
 
+    def nothing_dead(self, rt: PoolRuntime) -> bool:
+        """Whether ``rt``'s scheduler may skip its trim of the dead set (as :meth:`idle`)."""
+        return not self.dead and rt.watch.current is None
+
     async def look(self) -> None:
         """Read whether the other shards need their heartbeat and reaper."""
-        keys = [k for r in self.others for k in (r.keys.leased, r.keys.pools)]
-        self.busy = bool(await self.first.redis.exists(*keys)) if keys else False
+        self.busy = await self._any(lambda r: (r.keys.leased, r.keys.pools))
 
     async def look_scheduled(self) -> None:
         """Read whether the other shards' schedulers have anything to move."""
-        keys = [k for r in self.others for k in (r.keys.scheduled, r.keys.retry, r.keys.expiring)]
-        self.scheduled = bool(await self.first.redis.exists(*keys)) if keys else False
+        self.scheduled = await self._any(
+            lambda r: (r.keys.scheduled, r.keys.retry, r.keys.expiring)
+        )
+
+    async def look_dead(self) -> None:
+        """Read whether the other shards' dead sets have anything to trim."""
+        self.dead = await self._any(lambda r: (r.keys.dead,))
+
+    async def _any(self, keys_of: Callable[[PoolRuntime], tuple[str, ...]]) -> bool:
+        """Whether any of the keys ``keys_of`` names in the other shards exists."""
+        keys = [k for r in self.others for k in keys_of(r)]
+        return bool(await self.first.redis.exists(*keys)) if keys else False
 
     async def register_again(self) -> None:
         """Redis lost its data (shard 0's beat says so): the other shards' job names,

@@ -20,7 +20,9 @@ any other shard holds a scheduled, retry or expiring job (rota.worker.idle); whi
 does, the other shards' ticks at their timer skip their own ``EXISTS``. A tick that a
 wake token or a known due time started always looks: a job enqueued for later pushes a
 token, so only a token taken by a pool that died before its tick waits for the next
-look (one ``scheduler_interval`` more at most).
+look (one ``scheduler_interval`` more at most). Shard 0's trim of the dead set (once a
+minute) asks alike whether any other shard holds a dead job; while none does, theirs
+skip the trim.
 """
 
 from __future__ import annotations
@@ -173,9 +175,12 @@ class Scheduler:
             log.warning("job due past the year 9999 made dead", job_id=job_id)
         if now >= self._next_trim:
             self._next_trim = now + _TRIM_EVERY_MS
-            s = rt.settings
-            max_age = int(s.dead_max_age * 1000)
-            await calls.trim_dead(rt.shard.scope, now, max_age, s.dead_max_count, _LIMIT)
+            if rt.position == 0 and look is not None:
+                await look.look_dead()
+            if look is None or rt.position == 0 or not look.nothing_dead(rt):
+                s = rt.settings
+                max_age = int(s.dead_max_age * 1000)
+                await calls.trim_dead(rt.shard.scope, now, max_age, s.dead_max_count, _LIMIT)
         next_fire = await self.fire_periodic(now_ms())
         if moved >= _LIMIT:
             return 0  # more are due: go again at once

@@ -5,8 +5,8 @@ about 1.4 commands a second per shard while nothing happens anywhere. What each 
 shard i >= 1 has to do there depends on a few keys of that shard only:
 
 - the reaper reclaims leases of the names in ``{tag}:leased`` and forgets the pools
-  scored in ``{tag}:pools`` (since this contract's change, only pools of an older
-  version, or of another language, score themselves in a shard but 0);
+  scored in ``{tag}:pools`` (on one server, only pools that score themselves in every
+  shard do so in a shard but 0: an older version, another language);
 - the heartbeat extends the pool's own leases there, and notes Redis's clock in
   ``{tag}:beats`` so that the reaper's calm rule (docs/protocol.md, "Lost leases") knows
   whether beats land; that clock matters only where there is a lease to reclaim, so
@@ -31,8 +31,10 @@ Why nothing is lost or reclaimed twice:
   ``{tag}:leased``: the next look of every other pool (within one interval) finds it,
   and from then on they beat and reap there as before; the first beat after the quiet
   starts the calm clock afresh (a gap), so the reaper waits two intervals as after an
-  outage, then reclaims the lease at its deadline (a default lease is six intervals,
-  longer than the look's interval plus that wait).
+  outage. That calm ends at most four intervals after the lease (a look, a beat, two
+  intervals), before a default lease (six intervals) does: the lease is reclaimed at
+  the first pass after its deadline, as before (a lease under four intervals waits for
+  the calm, never longer).
 - A Redis paused or stopped holds every beat back, the pool's own included; a shard with
   a lease is one where every pool beats, as before, so the calm rule sees the gap as
   before. A shard without a lease has nothing to reclaim.

@@ -5,10 +5,10 @@
 -- it, and only scores itself elsewhere (one command fewer in each other shard). An empty
 -- pool id scores no pool: over several shards on one server a pool is scored in shard 0
 -- alone, and beats in another shard only to note the clock and extend its leases there
--- (see docs/protocol.md, "Pools and heartbeats").
+-- (see docs/protocol.md, "Idle shards on one server").
 -- KEYS[1] namespace prefix
--- ARGV now_ms, pool_id (or '' for none), snapshot (JSON, or '' for none), snapshot_ttl_ms, lease_deadline_ms,
---      then 3 per running job: name, id, token
+-- ARGV now_ms, pool_id (or '' for none), snapshot (JSON, or '' for none), snapshot_ttl_ms,
+--      lease_deadline_ms, then 3 per running job: name, id, token
 -- Returns {lost, abort, fresh}: ids whose lease this pool no longer holds, ids whose abort
 -- was requested (a fallback for a missed pub/sub message), and 1 when the pool was not in
 -- the pools set (its first beat, or Redis forgot it: the pool registers itself again).

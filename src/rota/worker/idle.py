@@ -45,8 +45,9 @@ Why nothing is lost or reclaimed twice:
   which registers the pool's names again in every shard of the look, not in shard 0
   alone.
 
-In a cluster a multi-key command cannot span slots: a pool's shards on other nodes keep
-a beat, a reaper check and a tick each (see docs/performance.md).
+In a cluster a multi-key command cannot span slots, and a pool holds a connection per
+shard: every shard keeps its beat, reaper check and tick, as before (see
+docs/performance.md).
 """
 
 from __future__ import annotations

@@ -226,9 +226,9 @@ class Admin:
 
     async def pools(self) -> list[LivePool]:
         """Live pools, oldest first, each with the time of its last heartbeat and whether
-        it is stale (see :meth:`Shard.pools`). Every pool beats in every shard, and
-        writes its snapshot in shard 0 (in every shard before, and in other languages
-        perhaps still): each is listed once, by its freshest snapshot's beat."""
+        it is stale (see :meth:`Shard.pools`). A pool writes its snapshot and, on one
+        server, its score in shard 0 (its snapshot in every shard before, and in other
+        languages perhaps still): each is listed once, by its freshest snapshot's beat."""
         latest: dict[str, LivePool] = {}
         for pools in await self._route.each(Shard.pools):
             for pool in pools:

@@ -5,6 +5,10 @@
   several shards the snapshot (what the web's pools page and the CLI show) is written in
   shard 0 only, where readers take it: elsewhere the beat scores the pool, notes Redis's
   clock and extends what the pool holds there, one command fewer a shard an interval.
+  On one server the other shards need not even that while idle: the pool is scored in
+  shard 0 alone, beats in another shard only while it holds a job there or one look a
+  beat (rota.worker.idle) finds a lease or a scored pool in some shard, and their
+  reapers skip their pass meanwhile.
 - The reaper (about as often, jittered) gives expired leases back to their queues and
   forgets pools that stopped beating. Every pool runs it; the script is idempotent.
 - The abort listener cancels a running job within milliseconds of ``client.abort``;
@@ -32,6 +36,7 @@ from rota.redis.outage import MEANING, condition
 from rota.version import __version__
 from rota.wire.redispy import wrong_type
 from rota.worker.acker import Acker
+from rota.worker.idle import ShardLook
 from rota.worker.rounds import BEAT, REAP, rounds_of
 from rota.worker.runtime import PoolRuntime
 
@@ -53,6 +58,10 @@ class Heartbeat:
         self._warned = False  # about a pool commands' key of another type
         #: The tags of the shards where the pool's heartbeat runs, for its snapshot.
         self.serves: Callable[[], list[str]] | None = None
+        #: The look over the pool's other shards on shard 0's server: shard 0's beat
+        #: takes it, theirs follow it (None: beat at every interval, as in a cluster).
+        self.look: ShardLook | None = None
+        self.skipped = 0  # beats skipped: the pool held nothing in an idle shard
 
     def snapshot(self) -> PoolSnapshot:
         rt = self.rt
@@ -92,6 +101,8 @@ class Heartbeat:
         rt = self.rt
         s = rt.settings
         shard = rt.position  # a pool over several shards beats in each, for its jobs
+        # (on one server, in another than shard 0 only while it holds one there or the
+        # look finds a lease or a score in some shard: see rota.worker.idle)
         self.rounds.begin(BEAT, shard)
         if shard == 0:  # the operator's command, acknowledged by the snapshot below
             await rt.control.obey(await self._told(), rt.pool_id, s.heartbeat_interval)
@@ -102,9 +113,17 @@ class Heartbeat:
         held = [(job.name, job.id, job.token) for job in jobs if job.shard == shard]
         if self.acker is not None:  # run, its outcome not written yet: held too
             held += self.acker.unsent()
+        quiet = self.look is not None and shard != 0  # scored in shard 0 alone
+        if quiet and self.look is not None and not held and self.beats and self.look.idle(rt):
+            # Nothing of this pool here, and no lease nor scored pool in any shard of the
+            # look: no clock to keep (see rota.worker.idle). The first beat always runs.
+            self.skipped += 1
+            rt.repeat_cancels()
+            self.rounds.end(BEAT, shard)
+            return
         lost, aborts, fresh = await calls.heartbeat(
             rt.shard.scope,
-            rt.pool_id,
+            "" if quiet else rt.pool_id,
             codec.encode_json(self.snapshot()) if shard == 0 else b"",
             int(s.heartbeat_interval * 3000),
             rt.lease_deadline(),
@@ -116,6 +135,8 @@ class Heartbeat:
             # event loop), or Redis lost its data: the names tell them apart, and only
             # what Redis lost is written again (an operator's limit stays).
             if await rt.register(keep=True):
+                if self.look is not None:  # the other shards are not scored to say it
+                    await self.look.register_again()
                 log.warning(
                     "Redis had lost this pool's job names (restarted without persistence,"
                     " or flushed): registered its job names, priorities and limits again",
@@ -137,6 +158,8 @@ class Heartbeat:
         rt.repeat_cancels()
         if self.reads_memory:
             await rt.watch.check_memory()
+        if self.look is not None and shard == 0:
+            await self.look.look()
         self.rounds.end(BEAT, shard)
 
     async def _told(self) -> str | None:
@@ -192,8 +215,14 @@ FORGET_EVERY = 12
 
 
 class Reaper:
-    def __init__(self, rt: PoolRuntime, first: Shard | None = None) -> None:
+    def __init__(
+        self, rt: PoolRuntime, first: Shard | None = None, look: ShardLook | None = None
+    ) -> None:
         self.rt = rt
+        #: The look over this shard and the pool's other shards on its server (None:
+        #: check this shard at every pass): while it finds neither a lease nor a scored
+        #: pool there, the pass skips its check (see rota.worker.idle).
+        self.look = look
         #: Shard 0, whose pool snapshots say which names live pools serve (a pool over
         #: several shards writes its snapshot there only); None: this shard is it.
         self.first = first
@@ -220,7 +249,8 @@ class Reaper:
         self.passes += 1
         expiry = int(s.heartbeat_interval * 3000)
         reclaimed, buried, forgotten = calls.ReapReply([], [], [])
-        if await self._anything_to_reap(expiry):
+        idle = self.look is not None and self.look.idle(rt)
+        if not idle and await self._anything_to_reap(expiry):
             reclaimed, buried, forgotten = await calls.reap(
                 rt.shard.scope, s.max_lost, expiry, 1000
             )

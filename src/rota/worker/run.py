@@ -30,6 +30,7 @@ from rota.worker.acker import Acker
 from rota.worker.fetcher import Fetcher
 from rota.worker.follow import RecordFollower
 from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
+from rota.worker.idle import ShardLook
 from rota.worker.isolation import check_target
 from rota.worker.loopwatch import LoopWatch
 from rota.worker.nodewaits import NodeWakes
@@ -90,6 +91,12 @@ class PoolRun:
         self.rebalancer = Rebalancer(rt, lambda: self.balanced)
         for heartbeat in self.heartbeats[1 : self.together]:
             heartbeat.reads_memory = False
+        # ... and their heartbeats, reapers and timed ticks follow one look from shard 0
+        # while they are idle (see rota.worker.idle).
+        self.look = ShardLook(rt, self.shards[1 : self.together]) if shared else None
+        group = zip(self.heartbeats[: self.together], self.schedulers, strict=False)
+        for heartbeat, scheduler in group:
+            heartbeat.look = scheduler.look = self.look
         first = self.fetchers if nodes else self.fetchers[: self.together] if shared else []
         if nodes:
             self.wakes = NodeWakes(first, self.schedulers)
@@ -284,7 +291,8 @@ class PoolRun:
                     log.info("shard started", pool=self.rt.pool_id, shard=i)
                 tg.start_soon(self.ackers[i].run)
                 tg.start_soon(heartbeat.run)
-                tg.start_soon(Reaper(shard, self.shards[0].shard if i else None).run)
+                look = self.look if 0 < i < self.together else None
+                tg.start_soon(Reaper(shard, self.shards[0].shard if i else None, look).run)
                 # Periodic jobs are claimed in shard 0 only: once per fire time.
                 tg.start_soon(self.schedulers[i].run)
                 if i == 0 and self.together > 1:

@@ -14,6 +14,15 @@ A periodic job fires once per fire time across any number of pools: each pool th
 registered it tries to claim the time with ``SET NX``, and only the winner enqueues. A
 name turned off (``Keys.cron_off``, from the web's cron page) is looked up when one of
 its times comes, by every pool, and that time passes without a claim or a job.
+
+Over several shards on one server, shard 0's tick also asks with one ``EXISTS`` whether
+any other shard holds a scheduled, retry or expiring job (rota.worker.idle); while none
+does, the other shards' ticks at their timer skip their own ``EXISTS``. A tick that a
+wake token or a known due time started always looks: a job enqueued for later pushes a
+token, so only a token taken by a pool that died before its tick waits for the next
+look (one ``scheduler_interval`` more at most). Shard 0's trim of the dead set (once a
+minute) asks alike whether any other shard holds a dead job; while none does, theirs
+skip the trim.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from rota.client import JobSpec
 from rota.protocol import calls, codec
 from rota.protocol.job import now_ms, reply_text
 from rota.protocol.snapshot import Schedule
+from rota.worker.idle import ShardLook
 from rota.worker.registry import Periodic
 from rota.worker.rounds import TICK, rounds_of
 from rota.worker.runtime import PoolRuntime
@@ -62,6 +72,10 @@ class Scheduler:
         self._periodic = [(p, _ms(p.cron.next_after(start))) for p in periodic or []]
         self._last: dict[str, int] = {}
         self.rounds = rounds_of(rt.pool_id)
+        #: The look over the pool's other shards on shard 0's server: shard 0's tick
+        #: takes it, theirs follow it at their timer (None: every tick looks itself).
+        self.look: ShardLook | None = None
+        self._timed = False  # this tick began at the timer's cap, nothing known due
         if self._periodic:
             self._tell()
 
@@ -130,9 +144,12 @@ class Scheduler:
                 self.rounds.begin(TICK, self.rt.position)
                 wait = await self.rt.watch.keep_trying("scheduler", self.tick)
                 self.rounds.end(TICK, self.rt.position)
+                self._timed = False
                 if wait > 0:
                     with anyio.move_on_after(wait):
                         await self._woken.wait()
+                    cap = self.rt.settings.scheduler_interval
+                    self._timed = wait >= cap and not self._woken.is_set()
 
     def wake(self) -> None:
         """A token came: tick now."""
@@ -145,17 +162,25 @@ class Scheduler:
         now = now_ms()
         moved, due, buried = calls.PromoteReply(0, -1, [])
         # One command says whether the promote call has anything to look at: an idle
-        # shard costs one EXISTS a tick instead of the script's call and its reads.
-        if await rt.redis.exists(rt.keys.scheduled, rt.keys.retry, rt.keys.expiring):
+        # shard costs one EXISTS a tick instead of the script's call and its reads, and
+        # none at its timer while shard 0's look finds nothing in any other shard.
+        look = self.look
+        if rt.position == 0 and look is not None:
+            await look.look_scheduled()
+        skip = look is not None and rt.position != 0 and self._timed and look.nothing_scheduled(rt)
+        if not skip and await rt.redis.exists(rt.keys.scheduled, rt.keys.retry, rt.keys.expiring):
             dropping = [name for name, h in rt.handlers.items() if h.skip_dead]
             moved, due, buried = await calls.promote(rt.shard.scope, now, _LIMIT, dropping)
         for job_id in buried:
             log.warning("job due past the year 9999 made dead", job_id=job_id)
         if now >= self._next_trim:
             self._next_trim = now + _TRIM_EVERY_MS
-            s = rt.settings
-            max_age = int(s.dead_max_age * 1000)
-            await calls.trim_dead(rt.shard.scope, now, max_age, s.dead_max_count, _LIMIT)
+            if rt.position == 0 and look is not None:
+                await look.look_dead()
+            if look is None or rt.position == 0 or not look.nothing_dead(rt):
+                s = rt.settings
+                max_age = int(s.dead_max_age * 1000)
+                await calls.trim_dead(rt.shard.scope, now, max_age, s.dead_max_count, _LIMIT)
         next_fire = await self.fire_periodic(now_ms())
         if moved >= _LIMIT:
             return 0  # more are due: go again at once

@@ -2,10 +2,13 @@
 -- A pool's heartbeat: score it in the pools set, store its snapshot, and extend the
 -- leases of the jobs it runs (only those it still holds: same token). An empty snapshot
 -- writes none: a pool over several shards writes it in shard 0 only, where readers take
--- it, and only scores itself elsewhere (one command fewer in each other shard).
+-- it, and only scores itself elsewhere (one command fewer in each other shard). An empty
+-- pool id scores no pool: over several shards on one server a pool is scored in shard 0
+-- alone, and beats in another shard only to note the clock and extend its leases there
+-- (see docs/protocol.md, "Idle shards on one server").
 -- KEYS[1] namespace prefix
--- ARGV now_ms, pool_id, snapshot (JSON, or '' for none), snapshot_ttl_ms, lease_deadline_ms,
---      then 3 per running job: name, id, token
+-- ARGV now_ms, pool_id (or '' for none), snapshot (JSON, or '' for none), snapshot_ttl_ms,
+--      lease_deadline_ms, then 3 per running job: name, id, token
 -- Returns {lost, abort, fresh}: ids whose lease this pool no longer holds, ids whose abort
 -- was requested (a fallback for a missed pub/sub message), and 1 when the pool was not in
 -- the pools set (its first beat, or Redis forgot it: the pool registers itself again).
@@ -24,7 +27,10 @@ elseif at - last > ttl / 2 then
 else
   redis.call('HSET', K_BEATS, 'at', at_text)
 end
-local fresh = redis.call('ZADD', K_POOLS, now, pool)
+local fresh = 0
+if pool ~= '' then
+  fresh = redis.call('ZADD', K_POOLS, now, pool)
+end
 if snapshot ~= '' then
   redis.call('SET', key_pool(pool), snapshot, 'PX', ttl)
 end

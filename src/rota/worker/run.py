@@ -24,16 +24,13 @@ from rota.config import describe
 from rota.protocol.keys import tag_of
 from rota.redis.outage import MEANING, condition
 from rota.redis.sentinel import follow_primary
-from rota.redis.topology import SlotOwnerPool
 from rota.version import __version__
 from rota.worker.acker import Acker
 from rota.worker.fetcher import Fetcher
 from rota.worker.follow import RecordFollower
 from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
-from rota.worker.idle import ShardLook
 from rota.worker.isolation import check_target
 from rota.worker.loopwatch import LoopWatch
-from rota.worker.nodewaits import NodeWakes
 from rota.worker.rebalance import Rebalancer
 from rota.worker.registry import Periodic
 from rota.worker.retire import ShardTasks, retire
@@ -41,7 +38,7 @@ from rota.worker.robin import Robin
 from rota.worker.runtime import PoolRuntime
 from rota.worker.scheduler import Scheduler, listen_for_schedulers
 from rota.worker.scopes import unwrapped
-from rota.worker.waits import SharedWakes, Wakes
+from rota.worker.together import share
 from rota.worker.workers import (
     cancel_the_rest,
     give_back_unstarted,
@@ -72,40 +69,15 @@ class PoolRun:
         ]
         self.heartbeats = [Heartbeat(r, a) for r, a in zip(self.shards, self.ackers, strict=True)]
         self.heartbeats[0].serves = self._beating
-        # The shards on the first one's server (all of them but in a cluster) wait on
-        # their wake lists and listen for aborts together (see rota.worker.waits); in a
-        # cluster, those of each node wait together (rota.worker.nodewaits).
-        self.together = sum(1 for r in self.shards if r.redis is rt.redis)  # the first ones
-        shared = self.together > 1
-        nodes = isinstance(rt.redis.connection_pool, SlotOwnerPool)
-        self.schedulers = [
-            Scheduler(
-                r, periodic if i == 0 else [], listen=not (nodes or (shared and i < self.together))
-            )
-            for i, r in enumerate(self.shards)
-        ]
-        self.wakes: Wakes | None = None
+        # The shards on one server (or a cluster's node) share their waits, listens and
+        # looks (see rota.worker.together).
+        shared = share(rt, self.shards, self.fetchers, self.heartbeats, periodic)
+        self.together, self.schedulers = shared.count, shared.schedulers
+        self.wakes, self.look = shared.wakes, shared.look
         # Over several shards, the parts of the limits follow the work (one pool at a time).
         # Always there: a change of the shard count may give a pool of one shard more
         # (a pass is skipped while the pool serves one).
         self.rebalancer = Rebalancer(rt, lambda: self.balanced)
-        for heartbeat in self.heartbeats[1 : self.together]:
-            heartbeat.reads_memory = False
-        # ... and their heartbeats, reapers and timed ticks follow one look from shard 0
-        # while they are idle (see rota.worker.idle).
-        self.look = ShardLook(rt, self.shards[1 : self.together]) if shared else None
-        group = zip(self.heartbeats[: self.together], self.schedulers, strict=False)
-        for heartbeat, scheduler in group:
-            heartbeat.look = scheduler.look = self.look
-        first = self.fetchers if nodes else self.fetchers[: self.together] if shared else []
-        if nodes:
-            self.wakes = NodeWakes(first, self.schedulers)
-        elif shared:
-            self.wakes = SharedWakes(
-                rt, [f.wake_keys for f in first], [f.rt.keys.ready for f in first]
-            )
-        for fetcher in first:
-            fetcher.shared = self.wakes
         if rt.children is not None:  # room for isolated jobs again: fetch them now
             rt.children.on_room.extend(f.room_freed for f in self.fetchers)
         self._fetching = anyio.CancelScope()

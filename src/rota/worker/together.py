@@ -1,0 +1,71 @@
+"""What the shards of one pool share when they share a server or a cluster's node.
+
+Over several shards a pool keeps a fetcher, heartbeat and scheduler per shard, but the
+shards on the first one's server (all of them, but in a cluster) need not each hold a
+connection blocked in a wait, listen for aborts or schedulers alone, or beat while they
+are idle: they wait on their wake lists together (:mod:`rota.worker.waits`), and their
+heartbeats, reapers and timed ticks follow one look from shard 0 while nothing is there
+(:mod:`rota.worker.idle`). In a cluster, the shards of each node wait together on one
+subscription (:mod:`rota.worker.nodewaits`). This module makes that wiring, once, at the
+pool's start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rota.redis.topology import SlotOwnerPool
+from rota.worker.fetcher import Fetcher
+from rota.worker.heartbeat import Heartbeat
+from rota.worker.idle import ShardLook
+from rota.worker.nodewaits import NodeWakes
+from rota.worker.registry import Periodic
+from rota.worker.runtime import PoolRuntime
+from rota.worker.scheduler import Scheduler
+from rota.worker.waits import SharedWakes, Wakes
+
+__all__ = ["Shared", "share"]
+
+
+@dataclass
+class Shared:
+    """``count``: how many shards, the first ones, share the first one's server."""
+
+    count: int
+    schedulers: list[Scheduler]
+    wakes: Wakes | None
+    look: ShardLook | None
+
+
+def share(
+    rt: PoolRuntime,
+    shards: Sequence[PoolRuntime],
+    fetchers: list[Fetcher],
+    heartbeats: Sequence[Heartbeat],
+    periodic: list[Periodic],
+) -> Shared:
+    """The schedulers of ``shards`` (the periodic jobs in the first one's), and the wait
+    and look they share, set on their fetchers, heartbeats and schedulers."""
+    count = sum(1 for r in shards if r.redis is rt.redis)
+    together = count > 1
+    nodes = isinstance(rt.redis.connection_pool, SlotOwnerPool)
+    schedulers = [
+        Scheduler(r, periodic if i == 0 else [], listen=not (nodes or (together and i < count)))
+        for i, r in enumerate(shards)
+    ]
+    for heartbeat in heartbeats[1:count]:  # one heartbeat a server reads its memory
+        heartbeat.reads_memory = False
+    look = ShardLook(rt, shards[1:count]) if together else None
+    for heartbeat, scheduler in zip(heartbeats[:count], schedulers, strict=False):
+        heartbeat.look = scheduler.look = look
+    # In a cluster the pool's own list: a shard added during the run joins the waits.
+    first = fetchers if nodes else fetchers[:count] if together else []
+    wakes: Wakes | None = None
+    if nodes:
+        wakes = NodeWakes(first, schedulers)
+    elif together:
+        wakes = SharedWakes(rt, [f.wake_keys for f in first], [f.rt.keys.ready for f in first])
+    for fetcher in first:
+        fetcher.shared = wakes
+    return Shared(count, schedulers, wakes, look)

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from rota import Client, JobSpec
-from rota.protocol import calls
+from rota.protocol import calls, operator_calls
 from rota.protocol.rows import Complete
 from tests.helpers import lease_tokens
 
@@ -59,3 +59,21 @@ async def test_a_limit_set_while_a_keys_jobs_run_counts_them(
     await _finish(client, {i: t for i, t in first.items() if i != a_jobs[0]} | again)
     assert redis_sync.zcard(p + "frun:hook/a") == 0
     assert len(await lease_tokens(client, "hook", 5)) == 2  # the last two of a, to its limit
+
+
+async def test_recount_counts_the_running_jobs_of_a_limit_written_otherwise(
+    client: Client, redis_sync: redis.Redis, namespace: str
+) -> None:
+    """A change of the shard count copies a key's limit into a shard by HSETNX, then asks
+    for the count (client/resize.py): the key's running jobs there are counted."""
+    await client.enqueue_many(_keyed("a", 4) + _keyed("b", 2))
+    running = await lease_tokens(client, "hook", 5)
+    p = "{" + namespace + "}:"
+    redis_sync.hset(p + "fset:hook", "l*", "2")  # as a copy writes it
+    scope = client.admin.shards[0].scope
+    assert not redis_sync.exists(p + "frun:hook/a")
+    await operator_calls.fair_key(scope, "recount", "hook", "")
+    assert redis_sync.zcard(p + "frun:hook/a") == 3 and redis_sync.zcard(p + "frun:hook/b") == 2
+    assert {redis_sync.hget(p + "job:" + i, "flease") for i in running} == {b"1"}
+    await _finish(client, running)
+    assert not redis_sync.exists(p + "frun:hook/a") and not redis_sync.exists(p + "frun:hook/b")

@@ -10,7 +10,10 @@ command inside them), the same for as many jobs without a key, in one run. The c
 is the same from run to run but for a run that crosses a minute or a ten-minute slot
 (whose hashes get their expiry once), so ``tests/test_cost_guard.py`` holds it to the
 figure of ``[per_keyed_job]`` in ``bench/budget.toml`` within a hundredth: one command
-more per keyed job fails it. ``--record`` writes the figure measured plus that hundredth.
+more per keyed job fails it. ``--record`` writes the figure measured plus that
+hundredth. ``--callgrind`` runs the server under valgrind and adds the instructions it
+runs per job of the same loop (the enqueue left out), which no host's load moves
+either (see :mod:`bench.callgrind`).
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import tomllib
+from collections.abc import Callable
 from typing import Final
 
 import anyio
 import redis
 
+from bench.callgrind import CallgrindRedis
 from bench.cost import BUDGET
 from bench.redis_server import RedisServer
 from rota import Client, JobSpec
@@ -34,7 +39,9 @@ __all__ = ["keyed_budget", "keyed_over", "measure_keyed"]
 SECTION: Final = "per_keyed_job"
 
 
-async def _run(url: str, keys: int, jobs: int, batch: int, namespace: str) -> float:
+async def _run(
+    url: str, keys: int, jobs: int, batch: int, namespace: str, mark: Callable[[str], None]
+) -> float:
     client = Client.from_url(url, namespace)
     specs = [JobSpec(name="noop", fair_key=f"k{i % keys}" if keys else None) for i in range(jobs)]
     for i in range(0, jobs, 5000):
@@ -43,6 +50,7 @@ async def _run(url: str, keys: int, jobs: int, batch: int, namespace: str) -> fl
     lessee = calls.Lessee(600_000, "cost", 1 << 20)
     r = redis.Redis.from_url(url)
     r.config_resetstat()
+    mark("start")
     held: list[Fetched] = []
     done = 0
     while True:
@@ -55,6 +63,7 @@ async def _run(url: str, keys: int, jobs: int, batch: int, namespace: str) -> fl
             outcomes = [Complete(j.id, j.name, j.token, "", "0", "") for j in ending]
             await calls.finish(scope, outcomes, complete_max=100_000)
             done += len(ending)
+    mark("end")
     stats = r.info("commandstats")
     r.close()
     await client.close()
@@ -66,9 +75,30 @@ def measure_keyed(keys: int = 100, jobs: int = 2000, batch: int = 10) -> dict[st
     """Commands per job of fetch and finish for ``jobs`` jobs over ``keys`` fair keys
     (``keyed``) and as many without a key (``plain``), in batches of ``batch``."""
     with RedisServer() as server:
-        keyed = anyio.run(_run, server.url, keys, jobs, batch, "cost-keyed")
-        plain = anyio.run(_run, server.url, 0, jobs, batch, "cost-plain")
+        keyed = anyio.run(_run, server.url, keys, jobs, batch, "cost-keyed", _no_mark)
+        plain = anyio.run(_run, server.url, 0, jobs, batch, "cost-plain", _no_mark)
     return {"keyed": round(keyed, 3), "plain": round(plain, 3)}
+
+
+def measure_instructions(keys: int = 100, jobs: int = 2000, batch: int = 10) -> dict[str, float]:
+    """The same loops as :func:`measure_keyed` on a server under callgrind: commands and
+    instructions (``keyed_ins``, ``plain_ins``) per job."""
+    out: dict[str, float] = {}
+    with CallgrindRedis() as cg:
+        for label, n in (("keyed", keys), ("plain", 0)):
+            seen: list[str] = []
+
+            def mark(at: str, label: str = label, seen: list[str] = seen) -> None:
+                seen.append(f"{label}-{at}")
+                cg.mark(seen[-1])
+
+            out[label] = round(anyio.run(_run, cg.url, n, jobs, batch, f"cost-{label}", mark), 3)
+            out[f"{label}_ins"] = round(cg.instructions(f"{label}-end") / jobs)
+    return out
+
+
+def _no_mark(at: str) -> None:
+    """No phase to mark: a server not under callgrind."""
 
 
 def keyed_budget() -> float:
@@ -96,8 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--batch", type=int, default=10)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--callgrind", action="store_true", help="instructions per job too")
     parser.add_argument("--record", action="store_true", help="write the budget's figure")
     args = parser.parse_args(argv)
+    if args.callgrind:
+        counted = measure_instructions(args.keys, args.jobs, args.batch)
+        print(json.dumps(counted))  # noqa: T201
+        return 0
     measured = measure_keyed(args.keys, args.jobs, args.batch)
     if args.json:
         print(json.dumps(measured))  # noqa: T201

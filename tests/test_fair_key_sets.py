@@ -23,6 +23,7 @@ async def test_ready_keys_backlogs_and_a_busy_keys_running_set_are_skiplists(
     client: Client, namespace: str, redis_sync: redis.Redis
 ) -> None:
     p = "{" + namespace + "}:"
+    await client.admin.fair.set_key_limit("hook", None, 100)  # the keys keep running sets
     await client.enqueue_many(specs("busy", 10) + specs("calm", 1))
     for k in ("fkeys:hook", "fbacklog:hook"):
         assert redis_sync.object("encoding", p + k) == b"skiplist", k

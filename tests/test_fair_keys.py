@@ -183,6 +183,7 @@ async def test_a_rate_per_key_rests_the_key_and_brings_it_back(
 async def test_a_lost_lease_returns_a_keyed_job_to_the_front_of_its_key(
     client: Client, redis_sync: redis.Redis, namespace: str
 ) -> None:
+    await client.admin.fair.set_key_limit("hook", "t1", 5)  # a limit keeps its running set
     await enqueue(client, keyed("t1", 3))
     tokens = await lease_tokens(client, "hook", 1)
     (job_id,) = tokens

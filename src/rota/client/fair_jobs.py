@@ -1,15 +1,17 @@
 """Fair keys, one key's jobs (:meth:`rota.client.fair.FairKeys.jobs`): a page
 of the jobs queued in ``fqueue:<name>/<key>`` in the order the key's turns take them
-(the list's tail first), and its running jobs from ``frun:<name>/<key>``, the soonest
-lease deadline first. BullMQ Pro's ``getGroupJobs``, for the operator who asks which
-jobs a tenant has waiting.
+(the list's tail first), and its running jobs from ``frun:<name>/<key>``, and from the
+name's running set (its first :data:`~rota.client.fair_top.RUNNING_SCAN` jobs) for a key
+that no limit reaches, which has no running set: the soonest lease deadline first.
+BullMQ Pro's ``getGroupJobs``, for the operator who asks which jobs a tenant has
+waiting.
 
 A key lives in the shard its key names, but a job of the key routed elsewhere (by a
 group, a unique key or parents) waits in that shard's list of the key: the pages run
 over the key's own shard first, then the others in order (each shard takes its own
-turns, so there is no order between them). Three round trips per shard at most,
-whatever the length of the list: the lengths and the running jobs, the page's ids,
-then their records.
+turns, so there is no order between them). Four round trips per shard at most,
+whatever the length of the list: the lengths and the running jobs, their keys, the
+page's ids, then their records.
 
 Whatever a hand wrote there is shown, never a failure: an entry of the list that is no
 job id reads as a row of state ``malformed`` (its text, cut, as the id), one whose
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, NamedTuple
 import msgspec
 from msgspec import Meta
 
-from rota.client.fair_top import row_of, settings_of
+from rota.client.fair_top import RUNNING_SCAN, row_of, settings_of
 from rota.client.rules import gather
 from rota.protocol.bounds import Bound
 from rota.protocol.job import NAME_RE, count_of, field_seconds, field_text, reply_text, state_text
@@ -143,18 +145,40 @@ async def key_jobs(
 async def _sizes(shard: Shard, name: str, key: str, count: int, home: bool) -> _Sizes:
     """The first round trip of one shard (and the key's settings in its ``home``)."""
     k = shard.keys
-    queued, running, leases, *settings = await shard.piped(
+    queued, running, leases, named, *settings = await shard.piped(
         lambda p: (
             p.llen(k.fair_queue(name, key)),
             p.zcard(k.fair_running(name, key)),
             p.zrange(k.fair_running(name, key), 0, count - 1, withscores=True),
+            p.zrange(k.running(name), 0, RUNNING_SCAN - 1, withscores=True),
             *([settings_of(p, shard, name, key)] if home else []),
         ),
         errors=False,  # a key of another type answers an error: read as empty
     )
     bad = ["queue"] * (not isinstance(queued, int)) + ["running"] * (not isinstance(running, int))
     rows = [(reply_text(i), float(d)) for i, d in leases] if isinstance(leases, list) else []
-    return _Sizes(count_of(queued), count_of(running), rows, bad, settings[0] if home else None)
+    found = await _of_key(shard, key, named if isinstance(named, list) else [])
+    kept = dict(rows)
+    rows += [(i, d) for i, d in found if i not in kept]
+    rows.sort(key=lambda row: row[1])
+    total = max(count_of(running), len(found))
+    return _Sizes(count_of(queued), total, rows[:count], bad, settings[0] if home else None)
+
+
+async def _of_key(shard: Shard, key: str, leases: list[Any]) -> list[tuple[str, float]]:
+    """The leases (id, deadline in ms) of the name's running set read whose job is of
+    ``key``: one round trip, none when nothing runs."""
+    if not leases:
+        return []
+    ids = [reply_text(i) for i, _ in leases]
+    keys = await shard.piped(
+        lambda p: [p.hget(shard.keys.job(i), "fair") for i in ids], errors=False
+    )
+    return [
+        (i, float(d))
+        for i, (_, d), fair in zip(ids, leases, keys, strict=True)
+        if isinstance(fair, bytes) and reply_text(fair) == key
+    ]
 
 
 async def _page(shard: Shard, name: str, key: str, cut: tuple[int, int] | None) -> list[str]:

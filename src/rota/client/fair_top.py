@@ -4,6 +4,11 @@ shards): the keys with the largest backlog, ranked by ``fbacklog:<name>``, and, 
 asked, the keys with jobs running and none queued, which no ranking holds (a key's
 running set, ``frun:<name>/<key>``, is found only by its name): they are found from the
 fair key of the jobs of the name's running set, at most :data:`RUNNING_SCAN` of them.
+A key's running set holds its leases only while a limit reaches it (a key without one
+would pay for it per job, see "Fair keys" in docs/protocol.md): a key's running count is
+the larger of its size and the key's jobs found among those of the name's running set
+(with ``running``; the scrape's read, without it, counts the running sets only, so
+that its cost stays one read per name).
 
 Every read is a few round trips per shard whatever the number of names and keys: the
 rankings of every name in one pipeline, then the settings and running counts of every
@@ -17,6 +22,7 @@ infinity) reads as the default the fetch reads it as, and the row names it in
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
@@ -34,8 +40,9 @@ if TYPE_CHECKING:
 __all__ = ["RUNNING_SCAN", "FairKeyInfo", "merged", "ranked", "row_of", "setting", "settings_of"]
 
 #: Running jobs of a name read per shard to find the keys with jobs running and none
-#: queued (the longest without a heartbeat first): a key none of whose jobs is among
-#: them is not listed.
+#: queued (the longest without a heartbeat first), and to count the running jobs of
+#: keys that no limit reaches (they have no running set): a key none of whose jobs is
+#: among them is not listed, and counts no more of them than are found there.
 RUNNING_SCAN: Final = 1000
 
 
@@ -84,7 +91,7 @@ async def ranked(
     with ``running`` those found running with none queued, each with its figures and
     settings: two round trips, three where keys run with none queued."""
     k = shard.keys
-    scan = RUNNING_SCAN if running else 0
+    scan = RUNNING_SCAN if running else 0  # (a scrape's read: the running sets only)
     first = await shard.piped(
         lambda p: [
             *(p.zrevrange(k.fair_backlog(n), 0, top - 1, withscores=True) for n in names),
@@ -105,13 +112,14 @@ async def ranked(
     )
     found = dict(zip(asked, _pairs(second[: 2 * len(asked)]), strict=True))
     fair = zip(leased, second[2 * len(asked) :], strict=True)
-    keys = {(n, reply_text(raw)) for (n, _), raw in fair if isinstance(raw, bytes)}
-    extra = sorted(pair for pair in keys - found.keys() if FAIR_KEY_RE.match(pair[1]))
+    seen = Counter((n, reply_text(raw)) for (n, _), raw in fair if isinstance(raw, bytes))
+    extra = sorted(p for p in seen.keys() - found.keys() if FAIR_KEY_RE.match(p[1]))
     if extra:
         third = await shard.piped(lambda p: _details(p, shard, extra), errors=False)
         found.update(zip(extra, _pairs(third), strict=True))
     out: dict[str, list[FairKeyInfo]] = {n: [] for n in names}
-    for (n, key), (count, fields) in found.items():
+    for (n, key), (kept, fields) in found.items():
+        count = max(kept, seen[n, key]) if isinstance(kept, int) else kept
         if key in queued[n] or count != 0:  # not a key whose running jobs ended since
             out[n].append(row_of(key, queued[n].get(key), count, fields))
     return out

@@ -42,6 +42,7 @@ from rota.client.balance import parse_part, read_totals, set_whole, set_whole_ra
 from rota.client.rate_shares import read_rate_totals
 from rota.client.shard import Shard
 from rota.client.shard_move import glob, move_rest
+from rota.protocol import operator_calls
 from rota.protocol.job import reply_text
 from rota.protocol.keys import tag_of
 from rota.protocol.rate import Rate
@@ -319,5 +320,8 @@ async def _fair_settings(shards: Sequence[Shard], old: int, home: Callable[[str]
                 field = reply_text(raw)
                 kind, _, key = field.partition("/")
                 for dest in shards if kind == "l*" else [home(key)] if key else []:
-                    if dest is not shard:
-                        await dest.redis.hsetnx(dest.keys.fair_set(name), field, value)
+                    if dest is shard:
+                        continue
+                    copied = await dest.redis.hsetnx(dest.keys.fair_set(name), field, value)
+                    if copied and kind in ("l", "l*"):  # the key's jobs running there count
+                        await operator_calls.fair_key(dest.scope, "recount", name, key)

@@ -40,7 +40,8 @@ async def pause(scope: Scope, name: str, *, resume: bool = False) -> bool:
 async def fair_key(scope: Scope, op: str, name: str, key: str, value: str = "") -> bool:
     """Change a fair key's setting (see ``lua/fair_keys.lua``): ``op`` weight, limit
     (``key`` '' for the name's default), rate, pause or resume; ``value`` '' clears it.
-    Whether it changed anything."""
+    Whether it changed anything. ``recount``: the key's running set (every key's: ``key``
+    '') made again from the name's, for a limit written otherwise."""
     return bool(await scope.call("fair_keys", [op, name, key, value]))
 
 

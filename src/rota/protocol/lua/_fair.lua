@@ -10,7 +10,9 @@
 --   fqueue:<name>/<key>  list  the key's queued ids, the next at the tail
 --   frun:<name>/<key>    zset  lease deadline (ms) -> id: the key's running jobs, kept
 --                              beside the name's running set (fetch, finish, reap,
---                              heartbeat), so that its count cannot drift
+--                              heartbeat), so that its count cannot drift, while a
+--                              limit reaches the key (the jobs marked `flease`; none
+--                              for a key without one: fair_leased, fair_keys.lua)
 --   fkeys:<name>   zset  key -> virtual time: the keys with jobs to take, neither paused
 --                        nor at their limit nor resting (a fetch finding one so removes it)
 --   frest:<name>   zset  key -> when (ms) a key out of rate-limit slots is due again

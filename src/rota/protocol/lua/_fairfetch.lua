@@ -272,10 +272,20 @@ end
 -- its jobs' fetch. A key of a lease or two keeps the listpack, cheaper at that size.
 local RUN_SKIPLIST = 4
 
--- A keyed job leased by this call (its lease added at fair_end; fkey_of: id -> key).
+-- A keyed job leased by this call (fkey_of: id -> key); its lease is added to its key's
+-- running set at fair_end, and its record marked `flease` (what tells the finish and
+-- the heartbeat that there is a lease to end or extend), only when a limit
+-- reaches the key: no running set is made and deleted per job, and the finish has
+-- nothing to do, for a key that no limit counts (a limit set later counts the key's
+-- running jobs from the name's running set, fair_keys.lua).
 local function fair_leased(name, key, deadline, id, fkey_of)
   fkey_of[id] = key
-  local l = table_at(fair_st[name].leased, key)
+  local st = fair_st[name]
+  if st.keys[key].slots == true then
+    return
+  end
+  redis.call('HSET', key_job(id), 'flease', '1')
+  local l = table_at(st.leased, key)
   l[#l + 1] = deadline
   l[#l + 1] = id
 end

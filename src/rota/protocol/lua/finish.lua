@@ -81,7 +81,7 @@ local function finish_one(id, name, token, outcome, a, b, c)
   -- One read fences the outcome and holds all it needs. It fails on a key that is not a
   -- hash and finds no token for a missing job: either way the outcome is stale.
   local ok, f = pcall(redis.call, 'HMGET', jk, 'token', 'abort', 'waiters', 'unique_key',
-    'children', 'group', 'logged', 'started_at', 'finished_token', 'expires', 'fair')
+    'children', 'group', 'logged', 'started_at', 'finished_token', 'expires', 'fair', 'flease')
   if not ok or f[1] ~= token then
     if ok and f[9] == token then
       return -- this attempt's outcome, recorded already: the reply to it was lost
@@ -92,7 +92,9 @@ local function finish_one(id, name, token, outcome, a, b, c)
   end
   local ids = table_at(ended, name)
   ids[#ids + 1] = id
-  if f[11] then -- a keyed job: its key's lease ends too (at the end, fair_release)
+  if f[11] and f[12] then -- its key's lease ends too (at the end, fair_release): a key
+    -- without a limit has none (_fairfetch.lua, fair_leased), nor ever leaves the ready
+    -- keys for one
     local of_name = table_at(fkeyed, name)
     local e = of_name[f[11]]
     if not e then

@@ -40,10 +40,10 @@ while i + 2 <= #ARGV do
   local name, id, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local jk = key_job(id)
   -- HMGET fails on a key that is not a hash: no job of this pool's any more.
-  local ok, f = pcall(redis.call, 'HMGET', jk, 'token', 'abort', 'fair')
+  local ok, f = pcall(redis.call, 'HMGET', jk, 'token', 'abort', 'fair', 'flease')
   if ok and f[1] == token then
     redis.call('ZADD', key_running(name), 'XX', deadline, id)
-    if f[3] then -- a keyed job: its key's running set too (_fair.lua)
+    if f[3] and f[4] then -- a lease in its key's running set too (_fairfetch.lua)
       pcall(redis.call, 'ZADD', key_fair_running(name, f[3]), 'XX', deadline, id)
     end
     if f[2] then

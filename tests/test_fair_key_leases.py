@@ -33,13 +33,13 @@ async def test_a_key_without_a_limit_keeps_no_running_set(
     assert not redis_sync.exists(p + "frun:hook/a")
     assert [redis_sync.hget(p + "job:" + i, "flease") for i in tokens] == [None, None]
     # its running jobs are found in the name's running set
-    (row,) = await client.admin.fair.fair_keys("hook")
+    (row,) = await client.admin.fair.of("hook")
     assert (row.key, row.queued, row.running) == ("a", 1, 2)
-    page = await client.admin.fair.fair_key_jobs("hook", "a")
+    page = await client.admin.fair.jobs("hook", "a")
     assert page.running == 2 and {j.id for j in page.running_jobs} == set(tokens)
     await _finish(client, tokens)
     assert not redis_sync.exists(p + "frun:hook/a")
-    assert (await client.admin.fair.fair_key_jobs("hook", "a")).running == 0
+    assert (await client.admin.fair.jobs("hook", "a")).running == 0
 
 
 @pytest.mark.parametrize("of", ["a", None])

@@ -26,7 +26,9 @@ from tests.topology_servers import ClusterGroup
 
 pytestmark = pytest.mark.topology
 
-SAFETY_NET = 30.0  # the pools' wake_timeout: far beyond any wait here
+# The pools' wake_timeout: far beyond any wait here, and under the connections'
+# socket_timeout (15 s), which a per-shard BLPOP of a pool in a cluster must not outlast.
+SAFETY_NET = 12.0
 K = 6
 
 

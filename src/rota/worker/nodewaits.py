@@ -73,6 +73,9 @@ class NodeWakes:
             self._channels[f.rt.keys.sched_wake] = (f.shard, True)
         self._waiting: dict[int, asyncio.Future[bool]] = {}
         self._rung: dict[int, int] = defaultdict(int)  # rings so far, per member
+        #: Nudges so far, per member: one that comes while the member looks (its LMPOP
+        #: under way, no waiter yet) ends the wait that follows.
+        self._nudged: dict[int, int] = defaultdict(int)
         self._refused: str | None = None  # why a node refused SSUBSCRIBE
         #: The nodes subscribed now, as ``host:port`` -> their members.
         self.nodes: dict[str, list[int]] = {}
@@ -90,10 +93,13 @@ class NodeWakes:
         full = within >= rt.settings.wake_timeout
         deadline = anyio.current_time() + within
         look = True  # at the start, and after each ring; not after a timeout
+        nudged = self._nudged[member]
         while True:
             rung = self._rung[member]
             if look and await self._take(member):
                 return
+            if self._nudged[member] != nudged:
+                return  # nudged while it looked (or told to wait apart)
             if self._rung[member] != rung:
                 continue  # a ring came while it looked: look again
             look = True
@@ -123,6 +129,7 @@ class NodeWakes:
 
     def nudge(self, member: int) -> None:
         """End ``member``'s wait now, as a token would."""
+        self._nudged[member] += 1
         waiter = self._waiting.get(member)
         if waiter is not None and not waiter.done():
             waiter.set_result(False)

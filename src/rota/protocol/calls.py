@@ -30,6 +30,7 @@ from rota.protocol.rows import (
     Retry,
 )
 from rota.protocol.scripts import Arg, Batching, Script, ScriptMode, call_many, script
+from rota.wire.conn import block_within
 from rota.wire.redispy import ReplyError
 
 __all__ = [
@@ -224,7 +225,8 @@ async def fetch(
         reply = await fetching(scope.conn, scope.prefix, args, scope.mode)
     else:
         command = scope.mode.command(fetching, scope.prefix, args)
-        _, reply = await scope.conn.execute_many([("BLPOP", *wait[0], wait[1]), command])
+        seconds = block_within(scope.conn, wait[1])  # redis-py's reads time out
+        _, reply = await scope.conn.execute_many([("BLPOP", *wait[0], seconds), command])
         if isinstance(reply, ReplyError):  # e.g. the library is gone: loaded again there
             reply = await fetching(scope.conn, scope.prefix, args, scope.mode)
         elif isinstance(reply, Exception):

@@ -18,7 +18,7 @@ from redis.exceptions import ResponseError
 
 from rota.wire.link import Arg, Link
 
-__all__ = ["Conn", "RedisPyConn", "hash_pairs", "hot_path", "score_pairs"]
+__all__ = ["Conn", "RedisPyConn", "block_within", "hash_pairs", "hot_path", "score_pairs"]
 
 
 class Conn(Protocol):
@@ -79,6 +79,21 @@ def hot_path(redis: Redis) -> Conn:
     """A Link to the server of ``redis`` (same credentials, TLS and timeouts), or the
     client itself where a Link cannot copy its connections."""
     return Link.beside(redis) or RedisPyConn(redis)
+
+
+def block_within(via: object, seconds: float) -> float:
+    """How long a blocking pop (``BLPOP``) asked to wait ``seconds`` may wait ``via`` a
+    connection: a Link extends a blocking pop's deadline by its wait, but redis-py times
+    a read out after ``socket_timeout`` whatever the command (a cluster's and a
+    sentinel's connections are redis-py's), so there a second less than that at most.
+    A shorter wait only times out sooner, and the caller waits again."""
+    redis = via.redis if isinstance(via, RedisPyConn) else via
+    if not isinstance(redis, Redis):
+        return seconds
+    timeout = redis.connection_pool.connection_kwargs.get("socket_timeout")
+    if not isinstance(timeout, int | float) or timeout <= 0:
+        return seconds
+    return min(seconds, max(timeout - 1, timeout / 2))
 
 
 def hash_pairs(reply: Any) -> Iterable[tuple[Any, Any]]:

@@ -38,6 +38,7 @@ from rota.client import JobSpec
 from rota.protocol import calls, codec
 from rota.protocol.job import now_ms, reply_text
 from rota.protocol.snapshot import Schedule
+from rota.wire.conn import block_within
 from rota.worker.idle import ShardLook
 from rota.worker.registry import Periodic
 from rota.worker.rounds import TICK, rounds_of
@@ -201,7 +202,9 @@ async def listen_for_schedulers(rt: PoolRuntime, schedulers: Sequence[Scheduler]
     owner = {s.rt.keys.sched_wake: s for s in schedulers}
 
     async def wait_token() -> Any:
-        return await rt.redis.blpop(list(owner), timeout=rt.settings.scheduler_interval)
+        return await rt.redis.blpop(
+            list(owner), timeout=block_within(rt.redis, rt.settings.scheduler_interval)
+        )
 
     while True:
         reply = await rt.watch.keep_trying("scheduler wake", wait_token, tell=False)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 
 from rota.protocol.job import reply_text
-from rota.wire.conn import Conn, hot_path
+from rota.wire.conn import Conn, block_within, hot_path
 
 if TYPE_CHECKING:
     from rota.worker.runtime import PoolRuntime
@@ -148,4 +148,5 @@ class SharedWakes:
         return bool(await self.rt.watch.keep_trying("fetcher", ready, tell=False))
 
     async def _blpop(self) -> Any:
-        return await self.conn.execute_command("BLPOP", *self._keys, self.rt.settings.wake_timeout)
+        seconds = block_within(self.conn, self.rt.settings.wake_timeout)  # redis-py's time out
+        return await self.conn.execute_command("BLPOP", *self._keys, seconds)

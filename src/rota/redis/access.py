@@ -34,7 +34,8 @@ def connect(url: str, *, namespace: str | None = None, **options: Any) -> Redis:
 
     Blocking reads (the fetcher's and scheduler's BLPOP) hold a connection each, so the
     pool is not capped; health checks keep idle connections honest after a Redis restart.
-    Blocking reads wait at most a few seconds, well inside the socket timeout.
+    A blocking read waits a second less than the socket timeout at most
+    (:func:`rota.wire.conn.block_within`), so that it never reads as a Redis away.
     """
     check_url(url)
     # redis-py 8 caps a pool at 100 connections and fails the next checkout ("Too many

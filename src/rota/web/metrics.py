@@ -243,6 +243,8 @@ def _key_families(namespace: str, keys: dict[str, list[FairKeyInfo]]) -> Iterato
         family = GaugeMetricFamily(metric, doc, labels=labels)
         for name, rows in keys.items():
             for row in rows:
+                if value == "r" and row.limit is None:
+                    continue  # no running set to read: no series rather than a false 0
                 family.add_metric(
                     [namespace, name, row.key], row.queued if value == "q" else row.running
                 )

@@ -147,6 +147,18 @@ class SentinelGroup:
         _poll(moved, within, "the sentinels failing over")
         return self.primary()
 
+    def rejoin(self, old: RedisServer, new: RedisServer) -> None:
+        """Start ``old`` (a killed primary) again as ``new``'s replica.
+
+        It keeps nothing on disk, so it comes back empty. Started with its first
+        configuration (a primary) it would be an empty primary, on an address the group
+        knows, until a sentinel converts it about ten seconds later; a server that
+        replicates from it meanwhile is emptied, durable writes and all. Redis's advice
+        for a server without persistence is that it must not come back as a primary by
+        itself: an operator brings it back as a replica of the new primary, as here."""
+        old.extra_args = [*old.extra_args, "--replicaof", "127.0.0.1", str(new.port)]
+        old.start()
+
     def close(self) -> None:
         for s in self.sentinels:
             s.close()

@@ -4,8 +4,9 @@ A primary, one replica and three sentinels. Worker pools run in two processes, s
 with a ``redis+sentinel://`` URL; the test process enqueues jobs all along (each batch
 with its own ids, sent again until accepted). When a third of the jobs are accepted the
 primary is killed with SIGKILL; the sentinels promote the replica, the pools reconnect
-to it by themselves, and the old server, started again, becomes the new replica (so
-that durable enqueues can be acknowledged again).
+to it by themselves, and the old server is started again as the new primary's replica
+(so that durable enqueues can be acknowledged again; it comes back empty, and as a
+primary it could empty the new one: see ``SentinelGroup.rejoin``).
 
 Replication is asynchronous: a job the old primary acknowledged but had not yet sent to
 the replica is gone with it. On loopback the replica is a fraction of a millisecond
@@ -94,6 +95,19 @@ def _processed(group: SentinelGroup, namespace: str) -> int:
         return -1
 
 
+def _descent(r: redis.Redis, lineage: str) -> str:
+    """Whether the new primary's data set is the old primary's, carried on (a promoted
+    replica keeps its primary's replication id as its second one), or was replaced by a
+    full sync since (a lost data set, not lost writes)."""
+    info = r.info("replication")
+    kept = info.get("master_replid2") == lineage
+    return (
+        f"the new primary ({info.get('role')}) "
+        + ("carries the old primary's data set on" if kept else "holds a data set synced anew")
+        + f" (old replid {lineage}, now {info.get('master_replid')} / {info.get('master_replid2')})"
+    )
+
+
 @pytest.mark.timeout(600 if LONG else 150)
 @pytest.mark.parametrize("durable", [1, 0], ids=["durable", "plain"])
 def test_primary_killed_pools_follow_the_new_primary(
@@ -118,6 +132,8 @@ def test_primary_killed_pools_follow_the_new_primary(
         details=fleet.tails,
     )
     old = group.primary()
+    with old.client(socket_timeout=2) as r:
+        lineage = str(r.info("replication")["master_replid"])
     stalled = next(s for s in group.servers if s is not old)
     accepted_at_stall = len(producer.accepted)
     os.kill(stalled.pid or 0, signal.SIGSTOP)
@@ -132,7 +148,7 @@ def test_primary_killed_pools_follow_the_new_primary(
     accepted_at_kill = len(producer.accepted)
     new = group.wait_failover(old)
     failover_s = time.monotonic() - killed
-    old.start()  # comes back empty; the sentinels make it the new primary's replica
+    group.rejoin(old, new)
     promoted_ms = int(time.time() * 1000)
     with new.client(socket_timeout=2) as r:
 
@@ -171,6 +187,6 @@ def test_primary_killed_pools_follow_the_new_primary(
         }
         report("sentinel_failover", figures)
         if durable:
-            assert audit.lost == [], audit.explain(audit.lost, fleet)
+            assert audit.lost == [], f"{_descent(r, lineage)}\n{audit.explain(audit.lost, fleet)}"
         else:  # only what the old primary acknowledged while the replica was behind
             assert set(audit.lost) <= set(ids[accepted_at_stall:accepted_at_kill]), figures

@@ -97,3 +97,24 @@ async def test_a_socket_timeout_within_durable_timeout_is_refused_before_any_wri
             NotReplicated, match=r"acknowledged within 0\.2 s: a failover now may lose them"
         ):
             await client.enqueue("work", n=1, durable=True)
+
+
+async def test_a_durable_enqueue_sent_again_waits_for_the_first_write_too(
+    fresh_redis_server: RedisServer, replica: RedisServer, namespace: str
+) -> None:
+    """An enqueue sent again after its connection broke between the write and the WAIT
+    finds its job written and writes nothing: the WAIT of the new connection, which
+    covers that connection's own writes only, must still cover the first write (here
+    made by a plain enqueue while the replica acknowledges nothing)."""
+    assert replica.pid is not None
+    os.kill(replica.pid, signal.SIGSTOP)
+    try:
+        async with Client.from_url(
+            fresh_redis_server.url, namespace, durable=1, durable_timeout=0.2
+        ) as client:
+            first = await client.enqueue("work", n=1, job_id="sent-twice", durable=False)
+            assert first.created
+            with pytest.raises(NotReplicated, match="0 of 1 replica"):
+                await client.enqueue("work", n=1, job_id="sent-twice")
+    finally:
+        os.kill(replica.pid, signal.SIGCONT)

@@ -7,6 +7,7 @@ started late, ``FLUSHALL``), and counts every job.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 from typing import Any, cast
 
@@ -254,17 +255,18 @@ async def test_a_pool_waits_for_redis_at_its_start_and_can_be_stopped_meanwhile(
 
 class _Waits:
     """``anyio`` as rota.redis.watch sees it, noting how long each task that Redis
-    refused waits before it tries again (``failed`` names the task just before)."""
+    refused waits before it tries again (``failed`` names the task just before, in the
+    same asyncio task: several shards' tasks fail at once)."""
 
     def __init__(self) -> None:
-        self.task = ""
+        self.task: dict[asyncio.Task[Any] | None, str] = {}
         self.waits: list[tuple[str, float]] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(anyio, name)
 
     def move_on_after(self, delay: float) -> anyio.CancelScope:
-        self.waits.append((self.task, delay))
+        self.waits.append((self.task.get(asyncio.current_task(), ""), delay))
         return anyio.move_on_after(delay)
 
 
@@ -279,7 +281,7 @@ async def test_a_pool_away_at_its_start_tries_again_as_often_as_a_heartbeat_prob
     real_failed = Watch.failed
 
     async def failed(self: Watch, task: str, exc: BaseException, **options: Any) -> float:
-        waits.task = task
+        waits.task[asyncio.current_task()] = task
         return await real_failed(self, task, exc, **options)
 
     monkeypatch.setattr(watch_module, "anyio", waits)

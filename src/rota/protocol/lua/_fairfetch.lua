@@ -58,9 +58,10 @@ local function fair_state(ctx, name)
   f = ok and f or {}
   st = {vt = finite_score(f[1]), vt0 = finite_score(f[1]), n = math.max(0, math.floor(finite_score(f[2]))), plain = true,
     taken = 0, keys = {}, leased = {}, touched = false,
-    -- the window (fair_window): the lowest keys read, in order, bound: the first not
-    -- read (nil: none), wr: key -> its time to write, or false to remove it
-    win = {}, known = false, bound = nil, wr = {}, backlog = {},
+    -- the window (fair_window): the lowest keys read, in order (wk, their times ws;
+    -- wi: the first not taken), bk and bs: the first key not read and its time (nil:
+    -- none), wr: key -> its time to write, or false to remove it
+    wk = {}, ws = {}, wi = 1, known = false, bk = nil, bs = nil, wr = {}, backlog = {},
     -- a name without settings (the usual case) reads none per key
     settings = redis.call('EXISTS', key_fair_set(name)) == 1}
   fair_st[name] = st
@@ -123,26 +124,31 @@ local function fair_window(name, st, want)
   -- (Not by pcall: a set of keys of another type fails the fetch, whose pool then
   -- moves it away, repair.lua, and the keys it listed join again.)
   local top = redis.call('ZRANGE', key_fair_keys(name), 0, w, 'WITHSCORES')
-  local win, keys = {}, {}
+  local wk, ws = {}, {} -- (two arrays and an index: no table per key, no shift per turn)
   for i = 1, math.min(#top, 2 * w), 2 do
-    win[#win + 1] = {score = finite_score(top[i + 1]), key = top[i]}
-    keys[#keys + 1] = top[i]
+    local j = (i + 1) / 2
+    wk[j], ws[j] = top[i], finite_score(top[i + 1])
   end
-  st.win, st.known, st.bound = win, true, nil
+  st.wk, st.ws, st.wi, st.known, st.bk, st.bs = wk, ws, 1, true, nil, nil
   if #top > 2 * w then
-    st.bound = {score = finite_score(top[2 * w + 2]), key = top[2 * w + 1]}
+    st.bk, st.bs = top[2 * w + 1], finite_score(top[2 * w + 2])
   end
-  if #keys > 1 then -- (one key learns it at its drop, by the write it needs anyway)
-    local ok, b = pcall(redis.call, 'ZMSCORE', key_fair_backlog(name), unpack(keys))
-    for i, key in ipairs(keys) do
+  if #wk > 1 then -- (one key learns it at its drop, by the write it needs anyway)
+    local ok, b = pcall(redis.call, 'ZMSCORE', key_fair_backlog(name), unpack(wk))
+    for i, key in ipairs(wk) do
       st.backlog[key] = ok and tonumber(b[i]) or false
     end
   end
 end
 
--- The next participant after the held key: the window's first, else its bound.
+-- The next participant after the held key: the window's first, else its bound (its
+-- time and key; nil: none).
 local function fair_head(st)
-  return st.win[1] or st.bound
+  local i = st.wi
+  if i <= #st.wk then
+    return st.ws[i], st.wk[i]
+  end
+  return st.bs, st.bk
 end
 
 -- The key a fetch holds (st.cur, its state) goes back among the ready keys with its new time (the
@@ -158,13 +164,14 @@ local function fair_drop(name, st)
   fair_left(name, c.key, c)
   if c.left > 0 then
     st.wr[c.key] = c.score
-    local b = st.bound
-    if not b or entry_less(c.score, c.key, b.score, b.key) then
-      local win, at = st.win, #st.win + 1
-      while at > 1 and entry_less(c.score, c.key, win[at - 1].score, win[at - 1].key) do
+    if not st.bk or entry_less(c.score, c.key, st.bs, st.bk) then
+      local wk, ws = st.wk, st.ws
+      local at = #wk + 1
+      while at > st.wi and entry_less(c.score, c.key, ws[at - 1], wk[at - 1]) do
         at = at - 1
       end
-      table.insert(win, at, {score = c.score, key = c.key})
+      table.insert(wk, at, c.key)
+      table.insert(ws, at, c.score)
     end
   else
     st.wr[c.key] = false
@@ -185,18 +192,22 @@ local function fair_next(ctx, name, plain, want)
   while true do
     local cur = st.cur -- (the held key's state)
     if cur then
-      local h = fair_head(st)
-      if not ((not h or entry_less(cur.score, cur.key, h.score, h.key))
+      local hs, hk = fair_head(st)
+      if not ((not hk or entry_less(cur.score, cur.key, hs, hk))
         and cur.left ~= 0 and fair_room(ctx, cur)) then
         fair_drop(name, st)
         cur = nil
       end
     end
-    if not cur and not st.win[1] and (st.bound or not st.known) then
+    if not cur and st.wi > #st.wk and (st.bk or not st.known) then
       fair_window(name, st, want)
     end
-    local e = cur or st.win[1]
-    local low, key = e and e.score, e and e.key
+    local low, key
+    if cur then
+      low, key = cur.score, cur.key
+    elseif st.wi <= #st.wk then
+      low, key = st.ws[st.wi], st.wk[st.wi]
+    end
     if st.plain and (not key or st.vt <= low) then
       local id = plain()
       if id then
@@ -209,7 +220,7 @@ local function fair_next(ctx, name, plain, want)
       return nil, nil
     end
     if not cur then
-      table.remove(st.win, 1)
+      st.wi = st.wi + 1
       local c = fair_key_state(ctx, name, st, key)
       st.touched = true
       if c.tat and c.tat > ctx.now and not c.paused then
@@ -226,8 +237,7 @@ local function fair_next(ctx, name, plain, want)
             c.left, c.synced = math.max(0, r - (c.popped or 0)), false
           end
         end
-        local h = fair_head(st)
-        c.score, c.next = low, h and h.score or math.huge
+        c.score, c.next = low, fair_head(st) or math.huge
         st.cur, cur = c, c
       end
     end
@@ -263,7 +273,7 @@ end
 -- Whether this call knows the name's keys to have jobs ready (else nil: ask Redis).
 local function fair_has(name)
   local st = fair_st[name]
-  return st and st.known and (st.cur ~= nil or st.win[1] ~= nil or st.bound ~= nil) or nil
+  return st and st.known and (st.cur ~= nil or st.wi <= #st.wk or st.bk ~= nil) or nil
 end
 
 -- Leases of one key in one call from which its running set is made a skiplist (a

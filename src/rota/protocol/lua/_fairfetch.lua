@@ -62,6 +62,9 @@ local function fair_state(ctx, name)
     -- wi: the first not taken), bk and bs: the first key not read and its time (nil:
     -- none), wr: key -> its time to write, or false to remove it
     wk = {}, ws = {}, wi = 1, known = false, bk = nil, bs = nil, wr = {}, backlog = {},
+    -- the held key's (st.cur): the next participant's time, what its RPOP brought and
+    -- the first of it not used, whether that was all its list held
+    next = 0, buf = false, at = 1, drained = false,
     -- a name without settings (the usual case) reads none per key
     settings = redis.call('EXISTS', key_fair_set(name)) == 1}
   fair_st[name] = st
@@ -160,7 +163,7 @@ local function fair_drop(name, st)
   if not c then
     return
   end
-  fair_give_back(name, c)
+  fair_give_back(name, st, c)
   fair_left(name, c.key, c)
   if c.left > 0 then
     st.wr[c.key] = c.score
@@ -237,7 +240,7 @@ local function fair_next(ctx, name, plain, want)
             c.left, c.synced = math.max(0, r - (c.popped or 0)), false
           end
         end
-        c.score, c.next = low, fair_head(st) or math.huge
+        c.score, st.next = low, fair_head(st) or math.huge
         st.cur, cur = c, c
       end
     end
@@ -249,9 +252,9 @@ local function fair_next(ctx, name, plain, want)
         c.popped = (c.popped or 0) + 1
         if c.left then -- counted down; at none, a fuller list than counted says so
           c.left, c.synced = c.left - 1, false
-          local b = c.buf
-          if c.left <= 0 and not (c.drained and c.at > #b) then
-            c.left = redis.call('LLEN', key_fair_queue(name, key)) + #b - c.at + 1
+          local b = st.buf
+          if c.left <= 0 and not (st.drained and st.at > #b) then
+            c.left = redis.call('LLEN', key_fair_queue(name, key)) + #b - st.at + 1
           end
         end
         c.score = c.score + 1 / c.w

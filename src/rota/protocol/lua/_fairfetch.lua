@@ -63,8 +63,9 @@ local function fair_state(ctx, name)
     -- none), wr: key -> its time to write, or false to remove it
     wk = {}, ws = {}, wi = 1, known = false, bk = nil, bs = nil, wr = {}, backlog = {},
     -- the held key's (st.cur): the next participant's time, what its RPOP brought and
-    -- the first of it not used, whether that was all its list held
-    next = 0, buf = false, at = 1, drained = false,
+    -- the first of it not used, whether that was all its list held; one: the array that
+    -- holds what an RPOP of one brought
+    next = 0, buf = false, at = 1, drained = false, one = {false},
     -- a name without settings (the usual case) reads none per key
     settings = redis.call('EXISTS', key_fair_set(name)) == 1}
   fair_st[name] = st
@@ -90,28 +91,41 @@ local function fair_state(ctx, name)
 end
 
 
+-- The arguments of a write of several keys (a ZADD's score, key, ... and a ZREM's keys),
+-- in two arrays that every call reuses (a library's locals outlive a call), filled from
+-- the first entry: a fresh array per write grew, and was rebuilt, at 1, 2, 4, 8, ...
+-- entries, and was collected. What lies past the count is left from an earlier write.
+local ADD, GONE = {}, {}
+
+-- Call cmd on k with items[1..n], at most 1,000 arguments at a time (n even for a ZADD).
+local function call_n(cmd, k, items, n)
+  for i = 1, n, 1000 do
+    redis.call(cmd, k, unpack(items, i, math.min(i + 999, n)))
+  end
+end
+
 -- The window's changes to the set of ready keys, written: one ZADD of every new time
 -- and one ZREM of the keys that left, instead of two commands per key taken.
 local function fair_flush(name, st)
   if next(st.wr) == nil then
     return
   end
-  local add, gone = {}, nil
+  local na, ng = 0, 0
   for key, score in pairs(st.wr) do
     if score then
-      add[#add + 1] = str(score)
-      add[#add + 1] = key
+      ADD[na + 1], ADD[na + 2] = str(score), key
+      na = na + 2
     else
-      gone = gone or {}
-      gone[#gone + 1] = key
+      ng = ng + 1
+      GONE[ng] = key
     end
   end
   st.wr = {}
-  if #add > 0 then
-    call_chunked('ZADD', key_fair_keys(name), add)
+  if na > 0 then
+    call_n('ZADD', key_fair_keys(name), ADD, na)
   end
-  if gone then
-    call_chunked('ZREM', key_fair_keys(name), gone)
+  if ng > 0 then
+    call_n('ZREM', key_fair_keys(name), GONE, ng)
   end
 end
 
@@ -318,27 +332,26 @@ local function fair_end(ctx, leases)
         pcall(call_chunked, 'ZADD', key_fair_running(name, key), entries)
       end
     end
-    local add, gone = nil, nil
+    local na, ng = 0, 0
     for key, c in pairs(st.keys) do
       if c.moved then
         pcall(redis.call, 'HSET', key_fair(name), 't/' .. key, string.format('%.3f', c.tat))
       end
       if c.touched and not c.synced then -- (known: every key popped from was dropped)
         if c.left > 0 then
-          add = add or {}
-          add[#add + 1] = str(c.left)
-          add[#add + 1] = key
+          ADD[na + 1], ADD[na + 2] = str(c.left), key
+          na = na + 2
         else
-          gone = gone or {}
-          gone[#gone + 1] = key
+          ng = ng + 1
+          GONE[ng] = key
         end
       end
     end
-    if add then
-      pcall(call_chunked, 'ZADD', key_fair_backlog(name), add)
+    if na > 0 then
+      pcall(call_n, 'ZADD', key_fair_backlog(name), ADD, na)
     end
-    if gone then
-      pcall(call_chunked, 'ZREM', key_fair_backlog(name), gone)
+    if ng > 0 then
+      pcall(call_n, 'ZREM', key_fair_backlog(name), GONE, ng)
     end
     if st.taken > 0 or st.touched or st.vt ~= st.vt0 then -- (else: nothing changed)
       pcall(redis.call, 'HSET', key_fair(name), 'vt', str(st.vt),

@@ -134,7 +134,16 @@ local function fair_pop(ctx, name, st, c, want)
   if c.left and k >= c.left then
     k = k + 1
   end
-  local ok, got = pcall(redis.call, 'RPOP', key_fair_queue(name, c.key), str(k))
+  local ok, got
+  if k == 1 then -- (a reply of one id, not an array: no table made per turn)
+    ok, got = pcall(redis.call, 'RPOP', key_fair_queue(name, c.key))
+    if ok and got then
+      st.one[1] = got
+      got = st.one
+    end
+  else
+    ok, got = pcall(redis.call, 'RPOP', key_fair_queue(name, c.key), str(k))
+  end
   if not ok or not got then
     st.buf, st.at, st.drained = EMPTY, 1, true
     return nil

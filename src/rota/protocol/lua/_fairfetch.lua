@@ -59,9 +59,10 @@ local function fair_state(ctx, name)
   st = {vt = finite_score(f[1]), vt0 = finite_score(f[1]), n = math.max(0, math.floor(finite_score(f[2]))), plain = true,
     taken = 0, keys = {}, leased = {}, touched = false,
     -- the window (fair_window): the lowest keys read, in order (wk, their times ws;
-    -- wi: the first not taken), bk and bs: the first key not read and its time (nil:
-    -- none), wr: key -> its time to write, or false to remove it
-    wk = {}, ws = {}, wi = 1, known = false, bk = nil, bs = nil, wr = {}, backlog = {},
+    -- wi: the first not taken; wb: their backlogs as ZMSCORE replied, false: not read),
+    -- bk and bs: the first key not read and its time (nil: none), wr: key -> its time
+    -- to write, or false to remove it
+    wk = {}, ws = {}, wi = 1, wb = false, known = false, bk = nil, bs = nil, wr = {},
     -- the held key's (st.cur): the next participant's time, what its RPOP brought and
     -- the first of it not used, whether that was all its list held; one: the array that
     -- holds what an RPOP of one brought
@@ -150,11 +151,10 @@ local function fair_window(name, st, want)
   if #top > 2 * w then
     st.bk, st.bs = top[2 * w + 1], finite_score(top[2 * w + 2])
   end
+  st.wb = false
   if #wk > 1 then -- (one key learns it at its drop, by the write it needs anyway)
     local ok, b = pcall(redis.call, 'ZMSCORE', key_fair_backlog(name), unpack(wk))
-    for i, key in ipairs(wk) do
-      st.backlog[key] = ok and tonumber(b[i]) or false
-    end
+    st.wb = ok and b -- (the reply itself, read as each key is taken)
   end
 end
 
@@ -189,6 +189,9 @@ local function fair_drop(name, st)
       end
       table.insert(wk, at, c.key)
       table.insert(ws, at, c.score)
+      if st.wb then -- (its backlog is known: its state holds it)
+        table.insert(st.wb, at, false)
+      end
     end
   else
     st.wr[c.key] = false
@@ -249,7 +252,7 @@ local function fair_next(ctx, name, plain, want)
         fair_out(st, key) -- a resume, or the finish that frees a slot, adds it back
       else
         if not c.left then -- its backlog less this call's pops, when it reads sane
-          local r = st.backlog[key]
+          local r = st.wb and tonumber(st.wb[st.wi - 1]) -- (its place in the window)
           if r and r >= 1 and r < 1e15 and r == math.floor(r) then
             c.left, c.synced = math.max(0, r - (c.popped or 0)), false
           end

@@ -92,18 +92,12 @@ local function fair_state(ctx, name)
 end
 
 
--- The arguments of a write of several keys (a ZADD's score, key, ... and a ZREM's keys),
--- in two arrays that every call reuses (a library's locals outlive a call), filled from
--- the first entry: a fresh array per write grew, and was rebuilt, at 1, 2, 4, 8, ...
+-- The arguments of a write of several keys: [1] a ZADD's score, key, ..., [2] a ZREM's
+-- keys, in two arrays that every call reuses (a library's locals outlive a call), filled
+-- from the first entry: a fresh array per write grew, and was rebuilt, at 1, 2, 4, 8, ...
 -- entries, and was collected. What lies past the count is left from an earlier write.
-local ADD, GONE = {}, {}
-
--- Call cmd on k with items[1..n], at most 1,000 arguments at a time (n even for a ZADD).
-local function call_n(cmd, k, items, n)
-  for i = 1, n, 1000 do
-    redis.call(cmd, k, unpack(items, i, math.min(i + 999, n)))
-  end
-end
+-- (One local: a script's main function holds at most 200.)
+local fair_args = {{}, {}}
 
 -- The window's changes to the set of ready keys, written: one ZADD of every new time
 -- and one ZREM of the keys that left, instead of two commands per key taken.
@@ -111,22 +105,22 @@ local function fair_flush(name, st)
   if next(st.wr) == nil then
     return
   end
-  local na, ng = 0, 0
+  local add, gone, na, ng = fair_args[1], fair_args[2], 0, 0
   for key, score in pairs(st.wr) do
     if score then
-      ADD[na + 1], ADD[na + 2] = str(score), key
+      add[na + 1], add[na + 2] = str(score), key
       na = na + 2
     else
       ng = ng + 1
-      GONE[ng] = key
+      gone[ng] = key
     end
   end
   st.wr = {}
   if na > 0 then
-    call_n('ZADD', key_fair_keys(name), ADD, na)
+    call_chunked('ZADD', key_fair_keys(name), add, na)
   end
   if ng > 0 then
-    call_n('ZREM', key_fair_keys(name), GONE, ng)
+    call_chunked('ZREM', key_fair_keys(name), gone, ng)
   end
 end
 
@@ -335,26 +329,26 @@ local function fair_end(ctx, leases)
         pcall(call_chunked, 'ZADD', key_fair_running(name, key), entries)
       end
     end
-    local na, ng = 0, 0
+    local add, gone, na, ng = fair_args[1], fair_args[2], 0, 0
     for key, c in pairs(st.keys) do
       if c.moved then
         pcall(redis.call, 'HSET', key_fair(name), 't/' .. key, string.format('%.3f', c.tat))
       end
       if c.touched and not c.synced then -- (known: every key popped from was dropped)
         if c.left > 0 then
-          ADD[na + 1], ADD[na + 2] = str(c.left), key
+          add[na + 1], add[na + 2] = str(c.left), key
           na = na + 2
         else
           ng = ng + 1
-          GONE[ng] = key
+          gone[ng] = key
         end
       end
     end
     if na > 0 then
-      pcall(call_n, 'ZADD', key_fair_backlog(name), ADD, na)
+      pcall(call_chunked, 'ZADD', key_fair_backlog(name), add, na)
     end
     if ng > 0 then
-      pcall(call_n, 'ZREM', key_fair_backlog(name), GONE, ng)
+      pcall(call_chunked, 'ZREM', key_fair_backlog(name), gone, ng)
     end
     if st.taken > 0 or st.touched or st.vt ~= st.vt0 then -- (else: nothing changed)
       pcall(redis.call, 'HSET', key_fair(name), 'vt', str(st.vt),

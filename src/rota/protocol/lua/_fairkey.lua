@@ -34,9 +34,9 @@ local function fair_key_state(ctx, name, st, key)
   if st.settings then
     w, limit, rate, paused = fair_settings(name, key)
   end
-  -- Every field a turn sets, made at once (false: none yet): eight, which a table's hash
-  -- part holds without growing (made per key taken, its size is what a turn costs most
-  -- of). A key with a setting adds its own (paused, interval, tat, moved).
+  -- Every field a turn sets, made at once (false: none yet): eight, the most a table's
+  -- hash part holds without the next size up (one is made per key taken). A key with a
+  -- setting adds its own (paused, interval, tat, moved).
   c = {key = key, w = w, slots = true, score = 0, left = false, synced = false, popped = 0,
     touched = false}
   if paused then

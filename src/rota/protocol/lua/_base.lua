@@ -115,11 +115,13 @@ local next_count = memo(function(v) return str(whole(v) + 1) end)
 local same_count = memo(function(v) return str(whole(v)) end)
 local retire = memo(function(token) return '-' .. token end)
 
--- Run `cmd key item...` over a list of items, at most 1000 per call: unpack() has a limit
--- on how many values it returns. Items of ZADD come in pairs, and 1000 keeps them so.
-local function call_chunked(cmd, key, items)
-  for i = 1, #items, 1000 do
-    redis.call(cmd, key, unpack(items, i, math.min(i + 999, #items)))
+-- Run `cmd key item...` over a list of items (its first n when given), at most 1000 per
+-- call: unpack() has a limit on how many values it returns. Items of ZADD come in pairs,
+-- and 1000 keeps them so.
+local function call_chunked(cmd, key, items, n)
+  n = n or #items
+  for i = 1, n, 1000 do
+    redis.call(cmd, key, unpack(items, i, math.min(i + 999, n)))
   end
 end
 

@@ -58,9 +58,15 @@ local function fair_state(ctx, name)
   f = ok and f or {}
   st = {vt = finite_score(f[1]), vt0 = finite_score(f[1]), n = math.max(0, math.floor(finite_score(f[2]))), plain = true,
     taken = 0, keys = {}, leased = {}, touched = false,
-    -- the window (fair_window): the lowest keys read, in order, bound: the first not
-    -- read (nil: none), wr: key -> its time to write, or false to remove it
-    win = {}, known = false, bound = nil, wr = {}, backlog = {},
+    -- the window (fair_window): the lowest keys read, in order (wk, their times ws;
+    -- wi: the first not taken; wb: their backlogs as ZMSCORE replied, false: not read),
+    -- bk and bs: the first key not read and its time (nil: none), wr: key -> its time
+    -- to write, or false to remove it
+    wk = {}, ws = {}, wi = 1, wb = false, known = false, bk = nil, bs = nil, wr = {},
+    -- the held key's (st.cur): the next participant's time, what its RPOP brought and
+    -- the first of it not used, whether that was all its list held; one: the array that
+    -- holds what an RPOP of one brought
+    next = 0, buf = false, at = 1, drained = false, one = {false},
     -- a name without settings (the usual case) reads none per key
     settings = redis.call('EXISTS', key_fair_set(name)) == 1}
   fair_st[name] = st
@@ -86,28 +92,35 @@ local function fair_state(ctx, name)
 end
 
 
+-- The arguments of a write of several keys: [1] a ZADD's score, key, ..., [2] a ZREM's
+-- keys, in two arrays that every call reuses (a library's locals outlive a call), filled
+-- from the first entry: a fresh array per write grew, and was rebuilt, at 1, 2, 4, 8, ...
+-- entries, and was collected. What lies past the count is left from an earlier write.
+-- (One local: a script's main function holds at most 200.)
+local fair_args = {{}, {}}
+
 -- The window's changes to the set of ready keys, written: one ZADD of every new time
 -- and one ZREM of the keys that left, instead of two commands per key taken.
 local function fair_flush(name, st)
   if next(st.wr) == nil then
     return
   end
-  local add, gone = {}, nil
+  local add, gone, na, ng = fair_args[1], fair_args[2], 0, 0
   for key, score in pairs(st.wr) do
     if score then
-      add[#add + 1] = str(score)
-      add[#add + 1] = key
+      add[na + 1], add[na + 2] = str(score), key
+      na = na + 2
     else
-      gone = gone or {}
-      gone[#gone + 1] = key
+      ng = ng + 1
+      gone[ng] = key
     end
   end
   st.wr = {}
-  if #add > 0 then
-    call_chunked('ZADD', key_fair_keys(name), add)
+  if na > 0 then
+    call_chunked('ZADD', key_fair_keys(name), add, na)
   end
-  if gone then
-    call_chunked('ZREM', key_fair_keys(name), gone)
+  if ng > 0 then
+    call_chunked('ZREM', key_fair_keys(name), gone, ng)
   end
 end
 
@@ -123,26 +136,30 @@ local function fair_window(name, st, want)
   -- (Not by pcall: a set of keys of another type fails the fetch, whose pool then
   -- moves it away, repair.lua, and the keys it listed join again.)
   local top = redis.call('ZRANGE', key_fair_keys(name), 0, w, 'WITHSCORES')
-  local win, keys = {}, {}
+  local wk, ws = {}, {} -- (two arrays and an index: no table per key, no shift per turn)
   for i = 1, math.min(#top, 2 * w), 2 do
-    win[#win + 1] = {score = finite_score(top[i + 1]), key = top[i]}
-    keys[#keys + 1] = top[i]
+    local j = (i + 1) / 2
+    wk[j], ws[j] = top[i], finite_score(top[i + 1])
   end
-  st.win, st.known, st.bound = win, true, nil
+  st.wk, st.ws, st.wi, st.known, st.bk, st.bs = wk, ws, 1, true, nil, nil
   if #top > 2 * w then
-    st.bound = {score = finite_score(top[2 * w + 2]), key = top[2 * w + 1]}
+    st.bk, st.bs = top[2 * w + 1], finite_score(top[2 * w + 2])
   end
-  if #keys > 1 then -- (one key learns it at its drop, by the write it needs anyway)
-    local ok, b = pcall(redis.call, 'ZMSCORE', key_fair_backlog(name), unpack(keys))
-    for i, key in ipairs(keys) do
-      st.backlog[key] = ok and tonumber(b[i]) or false
-    end
+  st.wb = false
+  if #wk > 1 then -- (one key learns it at its drop, by the write it needs anyway)
+    local ok, b = pcall(redis.call, 'ZMSCORE', key_fair_backlog(name), unpack(wk))
+    st.wb = ok and b -- (the reply itself, read as each key is taken)
   end
 end
 
--- The next participant after the held key: the window's first, else its bound.
+-- The next participant after the held key: the window's first, else its bound (its
+-- time and key; nil: none).
 local function fair_head(st)
-  return st.win[1] or st.bound
+  local i = st.wi
+  if i <= #st.wk then
+    return st.ws[i], st.wk[i]
+  end
+  return st.bs, st.bk
 end
 
 -- The key a fetch holds (st.cur, its state) goes back among the ready keys with its new time (the
@@ -154,17 +171,21 @@ local function fair_drop(name, st)
   if not c then
     return
   end
-  fair_give_back(name, c)
+  fair_give_back(name, st, c)
   fair_left(name, c.key, c)
   if c.left > 0 then
     st.wr[c.key] = c.score
-    local b = st.bound
-    if not b or entry_less(c.score, c.key, b.score, b.key) then
-      local win, at = st.win, #st.win + 1
-      while at > 1 and entry_less(c.score, c.key, win[at - 1].score, win[at - 1].key) do
+    if not st.bk or entry_less(c.score, c.key, st.bs, st.bk) then
+      local wk, ws = st.wk, st.ws
+      local at = #wk + 1
+      while at > st.wi and entry_less(c.score, c.key, ws[at - 1], wk[at - 1]) do
         at = at - 1
       end
-      table.insert(win, at, {score = c.score, key = c.key})
+      table.insert(wk, at, c.key)
+      table.insert(ws, at, c.score)
+      if st.wb then -- (its backlog is known: its state holds it)
+        table.insert(st.wb, at, false)
+      end
     end
   else
     st.wr[c.key] = false
@@ -185,18 +206,22 @@ local function fair_next(ctx, name, plain, want)
   while true do
     local cur = st.cur -- (the held key's state)
     if cur then
-      local h = fair_head(st)
-      if not ((not h or entry_less(cur.score, cur.key, h.score, h.key))
+      local hs, hk = fair_head(st)
+      if not ((not hk or entry_less(cur.score, cur.key, hs, hk))
         and cur.left ~= 0 and fair_room(ctx, cur)) then
         fair_drop(name, st)
         cur = nil
       end
     end
-    if not cur and not st.win[1] and (st.bound or not st.known) then
+    if not cur and st.wi > #st.wk and (st.bk or not st.known) then
       fair_window(name, st, want)
     end
-    local e = cur or st.win[1]
-    local low, key = e and e.score, e and e.key
+    local low, key
+    if cur then
+      low, key = cur.score, cur.key
+    elseif st.wi <= #st.wk then
+      low, key = st.ws[st.wi], st.wk[st.wi]
+    end
     if st.plain and (not key or st.vt <= low) then
       local id = plain()
       if id then
@@ -209,7 +234,7 @@ local function fair_next(ctx, name, plain, want)
       return nil, nil
     end
     if not cur then
-      table.remove(st.win, 1)
+      st.wi = st.wi + 1
       local c = fair_key_state(ctx, name, st, key)
       st.touched = true
       if c.tat and c.tat > ctx.now and not c.paused then
@@ -221,13 +246,12 @@ local function fair_next(ctx, name, plain, want)
         fair_out(st, key) -- a resume, or the finish that frees a slot, adds it back
       else
         if not c.left then -- its backlog less this call's pops, when it reads sane
-          local r = st.backlog[key]
+          local r = st.wb and tonumber(st.wb[st.wi - 1]) -- (its place in the window)
           if r and r >= 1 and r < 1e15 and r == math.floor(r) then
             c.left, c.synced = math.max(0, r - (c.popped or 0)), false
           end
         end
-        local h = fair_head(st)
-        c.score, c.next = low, h and h.score or math.huge
+        c.score, st.next = low, fair_head(st) or math.huge
         st.cur, cur = c, c
       end
     end
@@ -239,9 +263,9 @@ local function fair_next(ctx, name, plain, want)
         c.popped = (c.popped or 0) + 1
         if c.left then -- counted down; at none, a fuller list than counted says so
           c.left, c.synced = c.left - 1, false
-          local b = c.buf
-          if c.left <= 0 and not (c.drained and c.at > #b) then
-            c.left = redis.call('LLEN', key_fair_queue(name, key)) + #b - c.at + 1
+          local b = st.buf
+          if c.left <= 0 and not (st.drained and st.at > #b) then
+            c.left = redis.call('LLEN', key_fair_queue(name, key)) + #b - st.at + 1
           end
         end
         c.score = c.score + 1 / c.w
@@ -263,7 +287,7 @@ end
 -- Whether this call knows the name's keys to have jobs ready (else nil: ask Redis).
 local function fair_has(name)
   local st = fair_st[name]
-  return st and st.known and (st.cur ~= nil or st.win[1] ~= nil or st.bound ~= nil) or nil
+  return st and st.known and (st.cur ~= nil or st.wi <= #st.wk or st.bk ~= nil) or nil
 end
 
 -- Leases of one key in one call from which its running set is made a skiplist (a
@@ -305,27 +329,26 @@ local function fair_end(ctx, leases)
         pcall(call_chunked, 'ZADD', key_fair_running(name, key), entries)
       end
     end
-    local add, gone = nil, nil
+    local add, gone, na, ng = fair_args[1], fair_args[2], 0, 0
     for key, c in pairs(st.keys) do
       if c.moved then
         pcall(redis.call, 'HSET', key_fair(name), 't/' .. key, string.format('%.3f', c.tat))
       end
       if c.touched and not c.synced then -- (known: every key popped from was dropped)
         if c.left > 0 then
-          add = add or {}
-          add[#add + 1] = str(c.left)
-          add[#add + 1] = key
+          add[na + 1], add[na + 2] = str(c.left), key
+          na = na + 2
         else
-          gone = gone or {}
-          gone[#gone + 1] = key
+          ng = ng + 1
+          gone[ng] = key
         end
       end
     end
-    if add then
-      pcall(call_chunked, 'ZADD', key_fair_backlog(name), add)
+    if na > 0 then
+      pcall(call_chunked, 'ZADD', key_fair_backlog(name), add, na)
     end
-    if gone then
-      pcall(call_chunked, 'ZREM', key_fair_backlog(name), gone)
+    if ng > 0 then
+      pcall(call_chunked, 'ZREM', key_fair_backlog(name), gone, ng)
     end
     if st.taken > 0 or st.touched or st.vt ~= st.vt0 then -- (else: nothing changed)
       pcall(redis.call, 'HSET', key_fair(name), 'vt', str(st.vt),

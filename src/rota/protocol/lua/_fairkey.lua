@@ -23,7 +23,8 @@ local function entry_less(s, k, t, l)
 end
 
 -- A key's state in this call: weight, slots under its limit (true: none), rate; while
--- the fetch holds it (st.cur is this state), its key, time and the next one's time.
+-- the fetch holds it (st.cur is this state), its key and time. (What only the held key
+-- needs, the next one's time and what its RPOP brought, is kept in the name's state.)
 local function fair_key_state(ctx, name, st, key)
   local c = st.keys[key]
   if c then
@@ -33,11 +34,14 @@ local function fair_key_state(ctx, name, st, key)
   if st.settings then
     w, limit, rate, paused = fair_settings(name, key)
   end
-  -- Every field a turn sets, made at once (false: none yet): a table that grows field by
-  -- field is rebuilt twice on the way to its sixteen.
-  c = {key = key, w = w, paused = paused, slots = true, score = 0, next = 0, left = false,
-    synced = false, popped = 0, touched = false, buf = false, at = 1, drained = false,
-    tat = false, interval = false, moved = false}
+  -- Every field a turn sets, made at once (false: none yet): eight, the most a table's
+  -- hash part holds without the next size up (one is made per key taken). A key with a
+  -- setting adds its own (paused, interval, tat, moved).
+  c = {key = key, w = w, slots = true, score = 0, left = false, synced = false, popped = 0,
+    touched = false}
+  if paused then
+    c.paused = true
+  end
   if limit then
     local ok, running = pcall(redis.call, 'ZCARD', key_fair_running(name, key))
     c.slots = limit - (ok and running or 0)
@@ -103,7 +107,7 @@ local function fair_turns(ctx, st, c, want)
     k = math.min(k, math.max(1, c.left))
   end
   local n, s, tat = 1, c.score + 1 / c.w, c.tat and c.tat + c.interval
-  while n < k and s < c.next and not (st.plain and st.vt <= s)
+  while n < k and s < st.next and not (st.plain and st.vt <= s)
     and not (tat and tat > ctx.now) do
     n, s = n + 1, s + 1 / c.w
     tat = tat and tat + c.interval
@@ -111,43 +115,52 @@ local function fair_turns(ctx, st, c, want)
   return n
 end
 
--- The held key's next entry: from what an earlier RPOP of this call brought (c.buf),
+-- The held key's next entry: from what an earlier RPOP of this call brought (st.buf),
 -- else by one RPOP of as many as its turns (fair_turns), as the fetch pops a plain
 -- queue; those not used go back to the tail in their order when it is dropped
 -- (fair_give_back), so no other client ever sees them gone. nil: its list is empty.
 -- An RPOP that may take the last of its jobs as its backlog counts them asks for one
 -- more: fewer coming back says the list is empty without a read of its length.
 local function fair_pop(ctx, name, st, c, want)
-  local b = c.buf
-  if b and c.at <= #b then
-    c.at = c.at + 1
-    return b[c.at - 1]
+  local b = st.buf
+  if b and st.at <= #b then
+    st.at = st.at + 1
+    return b[st.at - 1]
   end
-  if b and c.drained then -- (the RPOP brought fewer than asked: none is left)
+  if b and st.drained then -- (the RPOP brought fewer than asked: none is left)
     return nil
   end
   local k = fair_turns(ctx, st, c, want)
   if c.left and k >= c.left then
     k = k + 1
   end
-  local ok, got = pcall(redis.call, 'RPOP', key_fair_queue(name, c.key), str(k))
+  local ok, got
+  if k == 1 then -- (a reply of one id, not an array: no table made per turn)
+    ok, got = pcall(redis.call, 'RPOP', key_fair_queue(name, c.key))
+    if ok and got then
+      st.one[1] = got
+      got = st.one
+    end
+  else
+    ok, got = pcall(redis.call, 'RPOP', key_fair_queue(name, c.key), str(k))
+  end
   if not ok or not got then
-    c.buf, c.at, c.drained = EMPTY, 1, true
+    st.buf, st.at, st.drained = EMPTY, 1, true
     return nil
   end
-  c.buf, c.at, c.drained = got, 2, #got < k
+  st.buf, st.at, st.drained = got, 2, #got < k
   return got[1]
 end
 
 -- The entries of the held key's RPOP not used go back to the tail of its list.
-local function fair_give_back(name, c)
-  local b = c.buf
-  if b and c.at <= #b then
+local function fair_give_back(name, st, c)
+  local b = st.buf
+  if b and st.at <= #b then
     local rest = {}
-    for i = #b, c.at, -1 do
+    for i = #b, st.at, -1 do
       rest[#rest + 1] = b[i]
     end
     call_chunked('RPUSH', key_fair_queue(name, c.key), rest)
   end
-  c.buf = nil
+  st.buf = false
 end

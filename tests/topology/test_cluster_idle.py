@@ -11,13 +11,14 @@ from collections import Counter
 
 import anyio
 import pytest
+from redis.crc import key_slot
 
 from rota import JobContext, WorkerPool
 from rota.acl import rules
 from rota.protocol.keys import Keys
 from rota.protocol.render import library
 from rota.worker.rounds import BEAT, REAP, TICK, rounds_of
-from tests.helpers import pool_settings, rounds, wait_until
+from tests.helpers import pool_settings, quiet_in, rounds, wait_until
 from tests.test_idle_shards import _TAG, _watch
 from tests.topology_servers import ClusterGroup
 
@@ -37,7 +38,7 @@ def _by_shard(seen: list[tuple[bool, list[str]]], tags: list[str]) -> tuple[Coun
         if words[0].upper() == "FCALL_RO" and words[1].lower() == look:
             looks += 1
             continue
-        if lua and words[0].upper() == "EXISTS":
+        if lua and words[0].upper() in ("EXISTS", "SISMEMBER"):
             continue  # the look's reads, inside its call
         named = {tags.index(t) for w in words[1:] for t in _TAG.findall(w) if t in tags}
         if len(named) == 1 and 0 not in named:
@@ -127,3 +128,30 @@ async def test_a_node_that_refuses_the_look_keeps_every_round_of_its_shards(
         await rounds(pool, BEAT, n=6)
         skipped = [h.skipped for h in run.heartbeats[1:]]
     assert (not any(skipped)) if refused else all(skipped), skipped
+
+
+@pytest.mark.timeout(120)
+async def test_a_node_that_lost_its_data_gets_the_pool_names_again(cluster: ClusterGroup) -> None:
+    """A node other than shard 0's flushed under an idle pool (as one restarted without
+    persistence): its shards' beats are quiet and score nobody, so the look tells it
+    (the pool's job name is gone from the names there), and the pool registers its
+    names, priorities and limits again in those shards."""
+    namespace = "clost"
+    settings = pool_settings(cluster.url, namespace, shards=K, heartbeat_interval=INTERVAL)
+    pool = WorkerPool(settings=settings)
+    pool.job(name="n", priority=7)(_noop)
+    every = [Keys(namespace, i, K) for i in range(K)]
+    owners = [cluster.owner(key_slot(k.prefix.encode())) for k in every]
+    node = next(s for s in owners if s.port != owners[0].port)
+    there = [k for k, s in zip(every, owners, strict=True) if s.port == node.port]
+
+    def registered() -> bool:
+        with node.client(socket_timeout=5) as r:
+            return all(r.hget(k.priorities, "n") == b"7" for k in there)
+
+    async with pool.running():
+        await quiet_in(pool, every.index(there[0]))
+        assert registered()
+        with node.client(socket_timeout=5) as r:
+            r.flushall()
+        await wait_until(registered, within=30)

@@ -43,7 +43,9 @@ Why nothing is lost or reclaimed twice:
   another shard are reclaimed there by their deadline, which needs no score.
 - A Redis that lost its data (restarted without persistence) is seen by shard 0's beat,
   which registers the pool's names again in every shard of the look, not in shard 0
-  alone.
+  alone. In a cluster a node may lose its data alone: the look there asks whether the
+  names of its first shard still hold one of the pool's job names, and when not the
+  pool registers its names again in that node's shards.
 
 In a cluster a multi-key command cannot span slots: there the look is made per node, by
 the read-only function ``look`` (``lua/look.lua``, flagged ``allow-cross-slot-keys``: it
@@ -62,6 +64,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 import anyio
+import structlog
 
 from rota.protocol import operator_calls
 from rota.redis.outage import REDIS_ERRORS, condition
@@ -69,6 +72,8 @@ from rota.redis.topology import SlotOwnerPool
 from rota.worker.runtime import PoolRuntime
 
 __all__ = ["ShardLook"]
+
+log = structlog.get_logger("rota.pool")
 
 KeysOf = Callable[[PoolRuntime], tuple[str, ...]]
 
@@ -120,7 +125,7 @@ class ShardLook:
 
     async def look(self) -> None:
         """Read whether the other shards need their heartbeat and reaper."""
-        self.busy = await self._holding(lambda r: (r.keys.leased, r.keys.pools))
+        self.busy = await self._holding(lambda r: (r.keys.leased, r.keys.pools), known=True)
 
     async def look_scheduled(self) -> None:
         """Read whether the other shards' schedulers have anything to move."""
@@ -132,9 +137,11 @@ class ShardLook:
         """Read whether the other shards' dead sets have anything to trim."""
         self.dead = await self._holding(lambda r: (r.keys.dead,))
 
-    async def _holding(self, keys_of: KeysOf) -> set[int]:
+    async def _holding(self, keys_of: KeysOf, *, known: bool = False) -> set[int]:
         """The other shards whose server (or node) holds one of the keys ``keys_of``
-        names in its shards."""
+        names in its shards; ``known``: in a cluster, a node that no longer knows one of
+        the pool's job names lost its data, and its shards register again (on one
+        server shard 0's beat tells it)."""
         if not self.nodes:
             keys = [k for r in self.others for k in keys_of(r)]
             found = bool(await self.first.redis.exists(*keys)) if keys else False
@@ -142,7 +149,7 @@ class ShardLook:
         held: set[int] = set()
 
         async def node(shards: list[PoolRuntime]) -> None:
-            if await self._node_holds(shards, keys_of):
+            if await self._node_holds(shards, keys_of, known):
                 held.update(r.position for r in shards)
 
         async with anyio.create_task_group() as tg:
@@ -164,18 +171,29 @@ class ShardLook:
                 nodes[owner].append(r)
         return [*nodes.values(), *alone]
 
-    async def _node_holds(self, shards: list[PoolRuntime], keys_of: KeysOf) -> bool:
+    async def _node_holds(self, shards: list[PoolRuntime], keys_of: KeysOf, known: bool) -> bool:
         """Whether the node of ``shards`` holds one of their keys: True too when it does
-        not say (see the module). Its errors are not shard 0's: they end no beat."""
+        not say (see the module), or lost its data (they register again, and beat). Its
+        errors are not shard 0's: they end no beat."""
         keys = [keys_of(r) for r in shards]
+        name = min(self.first.handlers, default="") if known else ""
+        marker = (shards[0].keys.names, name) if name else ("", "")
         with anyio.move_on_after(self.first.settings.heartbeat_interval / 2):
             try:
-                found = await operator_calls.look(shards[0].shard.scope, keys)
+                found = await operator_calls.look(shards[0].shard.scope, keys, marker)
+                if found == 2:  # the shard asked last: cut short, the next look asks again
+                    for rt in reversed(shards):
+                        await rt.register(keep=True)
+                    log.warning(
+                        "a cluster node had lost this pool's job names (restarted without"
+                        " persistence, or flushed): registered them again in its shards",
+                        pool=self.first.pool_id,
+                    )
             except Exception as exc:
                 if isinstance(exc, REDIS_ERRORS) or condition(exc) is not None:
                     return True
                 raise
-            return found is None or found
+            return found != 0
         return True
 
     async def register_again(self) -> None:

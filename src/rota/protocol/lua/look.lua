@@ -6,12 +6,17 @@
 -- FCALL_RO). A key of a slot the node does not serve (moved) is an error: the caller
 -- then looks shard by shard.
 -- KEYS[1] namespace prefix of one shard on the node (it routes the call there)
--- ARGV[1] the number n of keys of each shard, then n keys of each shard in turn: their
---      leased and pools, or scheduled, retry and expiring, or dead. One EXISTS a shard
---      (a command of a script still spans one slot).
--- Replies 1 when one of them exists, else 0.
+-- ARGV[1] the number n of keys of each shard; ARGV[2] a set of that shard ('' for none)
+--      and ARGV[3] a member it must hold (a job name of the pool in its names: gone,
+--      the node lost its data); then n keys of each shard in turn: their leased and
+--      pools, or scheduled, retry and expiring, or dead. One EXISTS a shard (a command
+--      of a script still spans one slot).
+-- Replies 2 when the set lacks the member, else 1 when one of the keys exists, else 0.
+if ARGV[2] ~= '' and redis.call('SISMEMBER', ARGV[2], ARGV[3]) == 0 then
+  return 2
+end
 local n = tonumber(ARGV[1])
-for i = 2, #ARGV, n do
+for i = 4, #ARGV, n do
   if redis.call('EXISTS', unpack(ARGV, i, i + n - 1)) > 0 then
     return 1
   end

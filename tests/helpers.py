@@ -16,7 +16,7 @@ from rota import Client, JobContext, JobSpec, Settings, WorkerPool
 from rota.client import Shard
 from rota.protocol import calls
 from rota.wire.link import Link
-from rota.worker.rounds import FETCH, every_pool, rounds_of
+from rota.worker.rounds import BEAT, FETCH, every_pool, rounds_of
 
 
 def finish_args(now: Any, fields: list[Any], complete_max: int = 100_000) -> list[Any]:
@@ -173,3 +173,14 @@ def waiting_on_wake_lists(url: str) -> bool:
     fixed sleep let a slow host test the fetch that runs before the wait instead)."""
     with redis.Redis.from_url(url) as r:
         return any(c["cmd"] == "blpop" for c in r.client_list())
+
+
+async def quiet_in(pool: WorkerPool, shard: int) -> None:
+    """Assert that the running ``pool`` skips its beats in ``shard`` (its look over the
+    shards found nothing there: see rota.worker.idle)."""
+    run = pool.current_run
+    assert run is not None and run.look is not None, "no look over the pool's shards"
+    await rounds(pool, BEAT, n=2)  # past the start, and shard 0's first look
+    skipped = run.heartbeats[shard].skipped
+    await rounds(pool, BEAT, n=2)
+    assert run.heartbeats[shard].skipped > skipped, "the pool still beats there"

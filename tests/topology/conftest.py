@@ -21,3 +21,10 @@ def sentinel_group() -> Iterator[SentinelGroup]:
 def cluster_group() -> Iterator[ClusterGroup]:
     with ClusterGroup() as group:
         yield group
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[ClusterGroup]:
+    """Three primaries without replicas, shared by the tests of one module."""
+    with ClusterGroup(replicas=0) as group:
+        yield group

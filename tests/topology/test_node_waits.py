@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -30,12 +29,6 @@ pytestmark = pytest.mark.topology
 # socket_timeout (15 s), which a per-shard BLPOP of a pool in a cluster must not outlast.
 SAFETY_NET = 12.0
 K = 6
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[ClusterGroup]:
-    with ClusterGroup(replicas=0) as group:
-        yield group
 
 
 def _clients(cluster: ClusterGroup) -> dict[int, list[dict[str, Any]]]:

@@ -24,6 +24,7 @@ __all__ = [
     "fair_key",
     "forget_names",
     "kill",
+    "look",
     "move",
     "pause",
     "run_times",
@@ -124,6 +125,19 @@ async def run_times(
         ints = [reply_int(n) for n in row]
         each.append({ints[i]: ints[i + 1] * _SPLIT + ints[i + 2] for i in range(0, len(ints), 3)})
     return each
+
+
+async def look(
+    scope: Scope, keys: Sequence[Sequence[str]], known: tuple[str, str] = ("", "")
+) -> int | None:
+    """Whether any of ``keys`` (the same number of each shard on the node that serves
+    ``scope``'s, in a cluster) exists (see ``lua/look.lua``), by ``FCALL_RO``: 1 or 0;
+    2 when the set ``known[0]`` lacks the member ``known[1]``. None when this server
+    runs no function for this caller, or refused the call (a key of a slot it does not
+    serve): the caller looks shard by shard then."""
+    flat = [k for each in keys for k in each]
+    reply = await _read_only(scope, "look", (len(keys[0]) if keys else 1, *known, *flat))
+    return None if reply is None else int(reply)
 
 
 #: ``lua/run_times.lua`` answers a count as two numbers, ``hi * _SPLIT + lo``.

@@ -28,6 +28,7 @@ from rota.protocol.keys import lua_prelude
 
 __all__ = [
     "ALLOW_OOM",
+    "CROSS_SLOT",
     "NO_WRITES",
     "SCRIPT_NAMES",
     "Library",
@@ -60,6 +61,7 @@ SCRIPT_NAMES: Final = (
     "rebalance",
     "backlog",
     "run_times",
+    "look",
 )
 
 #: Scripts registered once more under another name, with other flags: ``finish_kept``
@@ -77,11 +79,15 @@ ALLOW_OOM: Final = frozenset(SCRIPT_NAMES) - {
     "edit",
     "backlog",
     "run_times",
+    "look",
 }
 #: What writes nothing (the ``no-writes`` flag): ``FCALL_RO`` runs it, on a replica too,
 #: and a user who may run no script that writes (the ``web`` role) may be granted it.
 #: Redis runs such a script when it is over ``maxmemory`` without ``allow-oom``.
-NO_WRITES: Final = frozenset({"backlog", "run_times"})
+NO_WRITES: Final = frozenset({"backlog", "run_times", "look"})
+#: What reads keys of every slot its cluster node serves (the ``allow-cross-slot-keys``
+#: flag, Redis 7): the idle shards' look of a pool on one node (rota.worker.idle).
+CROSS_SLOT: Final = frozenset({"look"})
 
 _ENTER: Final = "enter(KEYS[1])\n"
 # A script without counters (no _counts) only sets the prefix: in a script, whose locals
@@ -124,7 +130,10 @@ def script_source(name: str, *, flagged: bool = False) -> str:
     if flagged:
         shebang = "#!lua\n"
         if name in ALLOW_OOM or name in NO_WRITES:
-            shebang = f"#!lua flags={'allow-oom' if name in ALLOW_OOM else 'no-writes'}\n"
+            flags = "allow-oom" if name in ALLOW_OOM else "no-writes"
+            if name in CROSS_SLOT:
+                flags += ",allow-cross-slot-keys"
+            shebang = f"#!lua flags={flags}\n"
     elif name in ALLOW_OOM:
         first = _FIRST_WRITE
     own = ALIASES.get(name, name)
@@ -158,6 +167,8 @@ def library() -> Library:
         flags = "{'allow-oom'}" if name in ALLOW_OOM else "{}"
         if name in NO_WRITES:
             flags = "{'no-writes'}"
+        if name in CROSS_SLOT:
+            flags = "{'no-writes', 'allow-cross-slot-keys'}"
         parts.append(
             f"redis.register_function{{function_name='{lib.function(name)}',"
             f" flags={flags}, callback=function(KEYS, ARGV)\n"

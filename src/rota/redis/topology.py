@@ -114,6 +114,12 @@ class SlotOwnerPool(ConnectionPool):
         owner = "?" if self._owner is None else "{}:{}".format(*self._owner)
         return f"<SlotOwnerPool {CLUSTER}://{auth}{seeds} slot={self.slot} owner={owner}>"
 
+    @property
+    def owner(self) -> tuple[str, int] | None:
+        """The primary that serves the slot as last located, without asking (None: not
+        located, or since found moved or lost)."""
+        return self._owner
+
     def forget(self) -> None:
         """The owner moved: the next connection asks the cluster again."""
         self._owner = None

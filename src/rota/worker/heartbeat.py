@@ -5,10 +5,10 @@
   several shards the snapshot (what the web's pools page and the CLI show) is written in
   shard 0 only, where readers take it: elsewhere the beat scores the pool, notes Redis's
   clock and extends what the pool holds there, one command fewer a shard an interval.
-  On one server the other shards need not even that while idle: the pool is scored in
-  shard 0 alone, beats in another shard only while it holds a job there or one look a
-  beat (rota.worker.idle) finds a lease or a scored pool in some shard, and their
-  reapers skip their pass meanwhile.
+  The other shards need not even that while idle: the pool is scored in shard 0 alone,
+  beats in another shard only while it holds a job there or one look a beat per server
+  or cluster node (rota.worker.idle) finds a lease or a scored pool in some shard of it,
+  and their reapers skip their pass meanwhile.
 - The reaper (about as often, jittered) gives expired leases back to their queues and
   forgets pools that stopped beating. Every pool runs it; the script is idempotent.
 - The abort listener cancels a running job within milliseconds of ``client.abort``;
@@ -58,8 +58,9 @@ class Heartbeat:
         self._warned = False  # about a pool commands' key of another type
         #: The tags of the shards where the pool's heartbeat runs, for its snapshot.
         self.serves: Callable[[], list[str]] | None = None
-        #: The look over the pool's other shards on shard 0's server: shard 0's beat
-        #: takes it, theirs follow it (None: beat at every interval, as in a cluster).
+        #: The look over the pool's other shards (on shard 0's server, or per node of a
+        #: cluster): shard 0's beat takes it, theirs follow it (None: beat at every
+        #: interval, as a shard added during the run does).
         self.look: ShardLook | None = None
         self.skipped = 0  # beats skipped: the pool held nothing in an idle shard
 
@@ -101,8 +102,8 @@ class Heartbeat:
         rt = self.rt
         s = rt.settings
         shard = rt.position  # a pool over several shards beats in each, for its jobs
-        # (on one server, in another than shard 0 only while it holds one there or the
-        # look finds a lease or a score in some shard: see rota.worker.idle)
+        # (in another than shard 0 only while it holds one there or the look finds a
+        # lease or a score in some shard of its server or node: see rota.worker.idle)
         self.rounds.begin(BEAT, shard)
         if shard == 0:  # the operator's command, acknowledged by the snapshot below
             await rt.control.obey(await self._told(), rt.pool_id, s.heartbeat_interval)

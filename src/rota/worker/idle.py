@@ -1,4 +1,4 @@
-"""One look a heartbeat for the idle shards of a pool on one server.
+"""One look a heartbeat for the idle shards of a pool on one server (or cluster node).
 
 A pool over K shards on one server (no cluster) beat, reaped and ticked in every shard:
 about 1.4 commands a second per shard while nothing happens anywhere. What each loop of
@@ -43,70 +43,158 @@ Why nothing is lost or reclaimed twice:
   another shard are reclaimed there by their deadline, which needs no score.
 - A Redis that lost its data (restarted without persistence) is seen by shard 0's beat,
   which registers the pool's names again in every shard of the look, not in shard 0
-  alone.
+  alone. In a cluster a node may lose its data alone: the look there asks whether the
+  names of its first shard still hold one of the pool's job names, and when not the
+  pool registers its names again in that node's shards.
 
-In a cluster a multi-key command cannot span slots, and a pool holds a connection per
-shard: every shard keeps its beat, reaper check and tick, as before (see
-docs/performance.md).
+In a cluster a multi-key command cannot span slots: there the look is made per node, by
+the read-only function ``look`` (``lua/look.lua``, flagged ``allow-cross-slot-keys``: it
+reads the keys of every slot its node serves), called through one shard of each node
+over the keys of that node's shards, as last located by their connections (no command
+to locate them). What a node answers holds for its shards alone. A node that does not
+answer within half an interval, refuses (Redis 6.2, scripts without functions, an ACL
+without it) or names a key of a slot it no longer serves (moved) counts as holding
+something: its shards do every round as before, until a look answers 0. So does every
+shard until the first look.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 
+import anyio
+import structlog
+
+from rota.protocol import operator_calls
+from rota.redis.outage import REDIS_ERRORS, condition
+from rota.redis.topology import SlotOwnerPool
 from rota.worker.runtime import PoolRuntime
 
 __all__ = ["ShardLook"]
 
+log = structlog.get_logger("rota.pool")
+
+KeysOf = Callable[[PoolRuntime], tuple[str, ...]]
+
 
 class ShardLook:
-    """What the shards ``others`` (all on the server of shard 0 ``first``) hold for the
-    pool's upkeep, read with one command each for the heartbeat and the scheduler."""
+    """What the shards ``others`` hold for the pool's upkeep, read with one command each
+    for the heartbeat and the scheduler: on the server of shard 0 ``first`` (``nodes``
+    False), or one a node of its cluster (``nodes`` True)."""
 
-    def __init__(self, first: PoolRuntime, others: Sequence[PoolRuntime]) -> None:
+    def __init__(
+        self, first: PoolRuntime, others: Sequence[PoolRuntime], *, nodes: bool = False
+    ) -> None:
         self.first = first
         self.others = list(others)
-        #: Some shard holds a lease or a scored pool: beat and reap in every one. True
-        #: until the first look, so that nothing is skipped before it is known.
-        self.busy = True
-        #: Some shard holds a scheduled, retry or expiring job: tick in every one.
-        self.scheduled = True
-        #: Some shard holds a dead job: trim every dead set (once a minute).
-        self.dead = True
+        self.nodes = nodes
+        self._every = frozenset(r.position for r in self.others)
+        #: The shards where some shard of their server holds a lease or a scored pool:
+        #: they beat and reap. Every one until the first look, so that nothing is
+        #: skipped before it is known.
+        self.busy: set[int] = set(self._every)
+        #: The shards where some shard of their server holds a scheduled, retry or
+        #: expiring job: they tick.
+        self.scheduled: set[int] = set(self._every)
+        #: The shards where some shard of their server holds a dead job: they trim their
+        #: dead set (once a minute).
+        self.dead: set[int] = set(self._every)
+
+    def covers(self, rt: PoolRuntime) -> bool:
+        """Whether ``rt`` is one of the shards the look reads for."""
+        return any(r is rt for r in self.others)
+
+    def _quiet(self, rt: PoolRuntime, held: set[int]) -> bool:
+        return rt.position in self._every and rt.position not in held
 
     def idle(self, rt: PoolRuntime) -> bool:
         """Whether ``rt``'s heartbeat and reaper may skip their round: the look found
         nothing, and Redis answers. While a condition lasts every round goes to Redis
         as before: a round that skips would tell the watch that Redis takes commands
         again (each task's success ends the episode), and the heartbeat is its probe."""
-        return not self.busy and rt.watch.current is None
+        return self._quiet(rt, self.busy) and rt.watch.current is None
 
     def nothing_scheduled(self, rt: PoolRuntime) -> bool:
         """Whether ``rt``'s scheduler may skip a tick at its timer (as :meth:`idle`)."""
-        return not self.scheduled and rt.watch.current is None
+        return self._quiet(rt, self.scheduled) and rt.watch.current is None
 
     def nothing_dead(self, rt: PoolRuntime) -> bool:
         """Whether ``rt``'s scheduler may skip its trim of the dead set (as :meth:`idle`)."""
-        return not self.dead and rt.watch.current is None
+        return self._quiet(rt, self.dead) and rt.watch.current is None
 
     async def look(self) -> None:
         """Read whether the other shards need their heartbeat and reaper."""
-        self.busy = await self._any(lambda r: (r.keys.leased, r.keys.pools))
+        self.busy = await self._holding(lambda r: (r.keys.leased, r.keys.pools), known=True)
 
     async def look_scheduled(self) -> None:
         """Read whether the other shards' schedulers have anything to move."""
-        self.scheduled = await self._any(
+        self.scheduled = await self._holding(
             lambda r: (r.keys.scheduled, r.keys.retry, r.keys.expiring)
         )
 
     async def look_dead(self) -> None:
         """Read whether the other shards' dead sets have anything to trim."""
-        self.dead = await self._any(lambda r: (r.keys.dead,))
+        self.dead = await self._holding(lambda r: (r.keys.dead,))
 
-    async def _any(self, keys_of: Callable[[PoolRuntime], tuple[str, ...]]) -> bool:
-        """Whether any of the keys ``keys_of`` names in the other shards exists."""
-        keys = [k for r in self.others for k in keys_of(r)]
-        return bool(await self.first.redis.exists(*keys)) if keys else False
+    async def _holding(self, keys_of: KeysOf, *, known: bool = False) -> set[int]:
+        """The other shards whose server (or node) holds one of the keys ``keys_of``
+        names in its shards; ``known``: in a cluster, a node that no longer knows one of
+        the pool's job names lost its data, and its shards register again (on one
+        server shard 0's beat tells it)."""
+        if not self.nodes:
+            keys = [k for r in self.others for k in keys_of(r)]
+            found = bool(await self.first.redis.exists(*keys)) if keys else False
+            return set(self._every) if found else set()
+        held: set[int] = set()
+
+        async def node(shards: list[PoolRuntime]) -> None:
+            if await self._node_holds(shards, keys_of, known):
+                held.update(r.position for r in shards)
+
+        async with anyio.create_task_group() as tg:
+            for shards in self._by_node():
+                tg.start_soon(node, shards)
+        return held
+
+    def _by_node(self) -> list[list[PoolRuntime]]:
+        """The other shards by the node their connections last located (a shard not
+        located now is looked at alone, through its own connection, which locates it)."""
+        nodes: dict[tuple[str, int], list[PoolRuntime]] = defaultdict(list)
+        alone: list[list[PoolRuntime]] = []
+        for r in self.others:
+            pool = r.redis.connection_pool
+            owner = pool.owner if isinstance(pool, SlotOwnerPool) else None
+            if owner is None:
+                alone.append([r])
+            else:
+                nodes[owner].append(r)
+        return [*nodes.values(), *alone]
+
+    async def _node_holds(self, shards: list[PoolRuntime], keys_of: KeysOf, known: bool) -> bool:
+        """Whether the node of ``shards`` holds one of their keys: True too when it does
+        not say (see the module), or lost its data (they register again, and beat). Its
+        errors are not shard 0's: they end no beat."""
+        keys = [keys_of(r) for r in shards]
+        name = min(self.first.handlers, default="") if known else ""
+        marker = (shards[0].keys.names, name) if name else ("", "")
+        with anyio.move_on_after(self.first.settings.heartbeat_interval / 2):
+            try:
+                found = await operator_calls.look(shards[0].shard.scope, keys, marker)
+                if found == 2:  # the shard asked last: cut short, the next look asks again
+                    for rt in reversed(shards):
+                        await rt.register(keep=True)
+                    log.warning(
+                        "a cluster node had lost this pool's job names (restarted without"
+                        " persistence, or flushed): registered them again in its shards",
+                        pool=self.first.pool_id,
+                    )
+            except Exception as exc:
+                if isinstance(exc, REDIS_ERRORS) or condition(exc) is not None:
+                    return True
+                raise
+            return found != 0
+        return True
 
     async def register_again(self) -> None:
         """Redis lost its data (shard 0's beat says so): the other shards' job names,

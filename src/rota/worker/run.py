@@ -263,7 +263,7 @@ class PoolRun:
                     log.info("shard started", pool=self.rt.pool_id, shard=i)
                 tg.start_soon(self.ackers[i].run)
                 tg.start_soon(heartbeat.run)
-                look = self.look if 0 < i < self.together else None
+                look = self.look if self.look is not None and self.look.covers(shard) else None
                 tg.start_soon(Reaper(shard, self.shards[0].shard if i else None, look).run)
                 # Periodic jobs are claimed in shard 0 only: once per fire time.
                 tg.start_soon(self.schedulers[i].run)

@@ -15,12 +15,13 @@ registered it tries to claim the time with ``SET NX``, and only the winner enque
 name turned off (``Keys.cron_off``, from the web's cron page) is looked up when one of
 its times comes, by every pool, and that time passes without a claim or a job.
 
-Over several shards on one server, shard 0's tick also asks with one ``EXISTS`` whether
-any other shard holds a scheduled, retry or expiring job (rota.worker.idle); while none
-does, the other shards' ticks at their timer skip their own ``EXISTS``. A tick that a
-wake token or a known due time started always looks: a job enqueued for later pushes a
-token, so only a token taken by a pool that died before its tick waits for the next
-look (one ``scheduler_interval`` more at most). Shard 0's trim of the dead set (once a
+Over several shards, shard 0's tick also asks with one ``EXISTS`` (one call of the
+function ``look`` per node of a cluster) whether any other shard holds a scheduled,
+retry or expiring job (rota.worker.idle); while none does, the other shards' ticks at
+their timer skip their own ``EXISTS``. A tick that a wake token or a known due time
+started always looks: a job enqueued for later pushes a token, so only a token taken by
+a pool that died before its tick waits for the next look (one ``scheduler_interval``
+more at most). Shard 0's trim of the dead set (once a
 minute) asks alike whether any other shard holds a dead job; while none does, theirs
 skip the trim.
 """
@@ -73,8 +74,9 @@ class Scheduler:
         self._periodic = [(p, _ms(p.cron.next_after(start))) for p in periodic or []]
         self._last: dict[str, int] = {}
         self.rounds = rounds_of(rt.pool_id)
-        #: The look over the pool's other shards on shard 0's server: shard 0's tick
-        #: takes it, theirs follow it at their timer (None: every tick looks itself).
+        #: The look over the pool's other shards (on shard 0's server, or per node):
+        #: shard 0's tick takes it, theirs follow it at their timer (None: every tick
+        #: looks itself).
         self.look: ShardLook | None = None
         self._timed = False  # this tick began at the timer's cap, nothing known due
         if self._periodic:

@@ -2,12 +2,12 @@
 
 Over several shards a pool keeps a fetcher, heartbeat and scheduler per shard, but the
 shards on the first one's server (all of them, but in a cluster) need not each hold a
-connection blocked in a wait, listen for aborts or schedulers alone, or beat while they
-are idle: they wait on their wake lists together (:mod:`rota.worker.waits`), and their
-heartbeats, reapers and timed ticks follow one look from shard 0 while nothing is there
-(:mod:`rota.worker.idle`). In a cluster, the shards of each node wait together on one
-subscription (:mod:`rota.worker.nodewaits`). This module makes that wiring, once, at the
-pool's start.
+connection blocked in a wait, or listen for aborts or schedulers alone: they wait on
+their wake lists together (:mod:`rota.worker.waits`). In a cluster, the shards of each
+node wait together on one subscription (:mod:`rota.worker.nodewaits`). Either way the
+other shards' heartbeats, reapers and timed ticks follow shard 0's look (one command a
+server or node) while nothing is there (:mod:`rota.worker.idle`). This module makes that
+wiring, once, at the pool's start.
 """
 
 from __future__ import annotations
@@ -56,8 +56,10 @@ def share(
     ]
     for heartbeat in heartbeats[1:count]:  # one heartbeat a server reads its memory
         heartbeat.reads_memory = False
-    look = ShardLook(rt, shards[1:count]) if together else None
-    for heartbeat, scheduler in zip(heartbeats[:count], schedulers, strict=False):
+    # In a cluster the look is one a node over every shard but 0 (see rota.worker.idle).
+    looked = len(shards) if nodes else count
+    look = ShardLook(rt, shards[1:looked], nodes=nodes) if looked > 1 else None
+    for heartbeat, scheduler in zip(heartbeats[:looked], schedulers, strict=False):
         heartbeat.look = scheduler.look = look
     # In a cluster the pool's own list: a shard added during the run joins the waits.
     first = fetchers if nodes else fetchers[:count] if together else []

@@ -3,9 +3,9 @@
 -- leases of the jobs it runs (only those it still holds: same token). An empty snapshot
 -- writes none: a pool over several shards writes it in shard 0 only, where readers take
 -- it, and only scores itself elsewhere (one command fewer in each other shard). An empty
--- pool id scores no pool: over several shards on one server a pool is scored in shard 0
+-- pool id scores no pool: over several shards a pool is scored in shard 0
 -- alone, and beats in another shard only to note the clock and extend its leases there
--- (see docs/protocol.md, "Idle shards on one server").
+-- (see docs/protocol.md, "Idle shards").
 -- KEYS[1] namespace prefix
 -- ARGV now_ms, pool_id (or '' for none), snapshot (JSON, or '' for none), snapshot_ttl_ms,
 --      lease_deadline_ms, then 3 per running job: name, id, token

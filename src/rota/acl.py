@@ -40,7 +40,11 @@ __all__ = ["ROLES", "rules", "setuser"]
 
 ROLES: Final = ("worker", "web", "web-operator", "producer")
 
-_CONNECT: Final = ("+ping", "+client|setname", "+select", "+time", "+acl|whoami")
+# ``cluster|slots``: a client in a cluster asks a node which node owns its slots
+# (rota.redis.topology); without it no role could locate a shard there.
+_CONNECT: Final = (
+    "+ping", "+client|setname", "+select", "+time", "+acl|whoami", "+cluster|slots",
+)  # fmt: skip
 _SCRIPTS: Final = ("+fcall", "+fcall_ro", "+evalsha", "+script|load", "+function|list")
 
 

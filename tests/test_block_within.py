@@ -23,7 +23,9 @@ def test_a_wait_is_cut_below_redis_pys_read_timeout_only() -> None:
     assert block_within(RedisPyConn(Redis(socket_timeout=1)), 3.0) == 0.5
     assert block_within(Redis(socket_timeout=15), 5.0) == 5.0
     assert block_within(Redis(socket_timeout=None), 3600.0) == 3600.0
-    assert block_within(object(), 30.0) == 30.0  # a Link: its deadline follows the wait
+    assert block_within(Redis(socket_timeout=0.001), 3.0) == 0.01  # 0 ms: 'forever'
+    # Any other connection (a Link extends its deadline by the wait): as asked.
+    assert block_within(object(), 30.0) == 30.0
 
 
 @pytest.mark.timeout(60)

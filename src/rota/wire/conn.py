@@ -93,7 +93,8 @@ def block_within(via: object, seconds: float) -> float:
     timeout = redis.connection_pool.connection_kwargs.get("socket_timeout")
     if not isinstance(timeout, int | float) or timeout <= 0:
         return seconds
-    return min(seconds, max(timeout - 1, timeout / 2))
+    # Never under 10 ms: Redis reads a BLPOP timeout that rounds to 0 ms as 'forever'.
+    return min(seconds, max(timeout - 1, timeout / 2, 0.01))
 
 
 def hash_pairs(reply: Any) -> Iterable[tuple[Any, Any]]:

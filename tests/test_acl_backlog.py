@@ -62,22 +62,21 @@ async def _shards_and_ranking(settings: Settings) -> tuple[int, str]:
     return sum(s["queued"] for s in shards.json()["shards"]), scrape.text
 
 
-async def test_the_web_role_counts_by_the_function(
-    server: RedisServer, namespace: str, admin: Client
+@pytest.mark.parametrize("older", [False, True], ids=["web", "older-web-operator"])
+async def test_the_web_roles_count_by_the_function_or_by_commands(
+    server: RedisServer, namespace: str, admin: Client, older: bool
 ) -> None:
+    """The web role counts by the function: /shards, then the scrape's ranking. Rules
+    without it (an older web-operator) are refused, then read the same by commands."""
     server.client().config_resetstat()
-    queued, scrape = await _shards_and_ranking(settings_for(server, "web", namespace))
+    settings = (
+        _older(server, "web-operator", namespace)
+        if older
+        else settings_for(server, "web", namespace)
+    )
+    queued, scrape = await _shards_and_ranking(settings)
     assert queued == 30 and "rota_queued_jobs{namespace=" in scrape
-    assert _backlog_calls(server) == (2, 0)  # /shards, then the scrape's ranking
-
-
-async def test_rules_without_the_function_read_the_same_by_commands(
-    server: RedisServer, namespace: str, admin: Client
-) -> None:
-    server.client().config_resetstat()
-    queued, scrape = await _shards_and_ranking(_older(server, "web-operator", namespace))
-    assert queued == 30 and "rota_queued_jobs{namespace=" in scrape
-    assert _backlog_calls(server) == (0, 2)  # refused, then read by commands
+    assert _backlog_calls(server) == ((0, 2) if older else (2, 0))
 
 
 def _older(server: RedisServer, role: str, namespace: str) -> Settings:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import redis
 
 from rota import Client, JobSpec
-from rota.protocol import operator_calls
+from rota.protocol import read_calls
 
 
 async def test_the_function_counts_what_the_commands_count(
@@ -32,7 +32,7 @@ async def _compare(client: Client, redis_sync: redis.Redis) -> None:
     redis_sync.zadd(k.running("c"), {"j3": 1})  # not leased: not read
     redis_sync.sadd(k.names, "gone")  # a name with no key at all
     names = [*sorted({"a", "b", "c", "d", "e", "f", "g", "gone"}), "never"]
-    assert await operator_calls.backlog(shard.scope, names) is not None  # the function ran
+    assert await read_calls.backlog(shard.scope, names) is not None  # the function ran
     each = await shard.backlog(names)
     assert each == await shard.backlog_piped(names)
     assert each["a"] == (2, 2) and each["d"] == (2, 0) and each["g"] == (3, 0)

@@ -12,7 +12,7 @@ import redis
 
 from rota import Client
 from rota.client.run_times import shard_run_times
-from rota.protocol import operator_calls
+from rota.protocol import read_calls
 from rota.protocol.run_times import slot_of, slots
 
 AT = dt.datetime(2026, 11, 28, 9, 55, 30, tzinfo=dt.UTC)
@@ -71,5 +71,5 @@ async def test_the_function_adds_up_what_the_plain_read_adds_up(
         assert _fcall_ro(redis_sync) == 4  # a call a shard and window, none by ``plain``
         day = slots("day", AT.timestamp())
         for shard in client.admin.shards:
-            assert await operator_calls.run_times(shard.scope, day, []) == []
+            assert await read_calls.run_times(shard.scope, day, []) == []
             assert await shard_run_times(shard, [], day) == []

@@ -21,7 +21,7 @@ import msgspec
 from msgspec import Meta
 
 from rota.client.workflow import pipelined
-from rota.protocol import operator_calls
+from rota.protocol import read_calls
 from rota.protocol.job import reply_text, validate_name
 from rota.protocol.run_times import (
     BOUNDS,
@@ -97,7 +97,7 @@ async def shard_run_times(
     slots in the shard and answers a short row a name, where the server runs it for this
     user; else the slots read by plain commands (:func:`_shard_rows`) and added up here.
     The same figures either way."""
-    found = await operator_calls.run_times(shard.scope.on(shard.conn), slot_names, names)
+    found = await read_calls.run_times(shard.scope.on(shard.conn), slot_names, names)
     if found is None:
         return [read_counts(rows) for rows in await _shard_rows(shard, names, slot_names)]
     return [[f.get(b, 0) for b in range(BUCKETS)] for f in found]

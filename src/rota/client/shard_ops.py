@@ -19,7 +19,7 @@ import msgspec
 
 from rota.client.scan import SEARCH_LIMIT, SearchedSet
 from rota.client.status import Bucket, History, LivePool, QueueInfo, RunningJob
-from rota.protocol import operator_calls
+from rota.protocol import operator_calls, read_calls
 from rota.protocol.calls import Scope
 from rota.protocol.job import (
     JobRecord,
@@ -151,7 +151,7 @@ class ShardOperations:
         names, where the server runs it for this user; else by plain commands
         (:meth:`backlog_piped`)."""
         # on the bare connection: redis-py packs 5,000 arguments in Python (30 µs each)
-        counts = await operator_calls.backlog(self.scope.on(self.conn), names)
+        counts = await read_calls.backlog(self.scope.on(self.conn), names)
         if counts is None:
             return await self.backlog_piped(names)
         return {n: (counts[2 * i], counts[2 * i + 1]) for i, n in enumerate(names)}
@@ -160,7 +160,7 @@ class ShardOperations:
         """Queued and running jobs over the names this shard knows (its own
         ``Keys.names``: an enqueue into a shard adds the name there): one call of
         ``backlog``, else its names and :meth:`backlog_piped` of them."""
-        counts = await operator_calls.backlog(self.scope, None)
+        counts = await read_calls.backlog(self.scope, None)
         if counts is not None:
             return counts[0], counts[1]
         each = (await self.backlog_piped(await self.names())).values()

@@ -7,7 +7,8 @@ they want done, never an argument's position. The hot paths (:func:`enqueue`,
 :func:`fetch`, :func:`finish`) call their script without a hop in between: a function
 call here costs each job about what one of its Redis commands costs. The operator's
 scripts (a name paused, a set moved or cleaned, one job's actions) have theirs in
-:mod:`rota.protocol.operator_calls`.
+:mod:`rota.protocol.operator_calls`, the read-only functions (the operator's reads, the
+pool's look over idle shards) in :mod:`rota.protocol.read_calls`.
 """
 
 from __future__ import annotations

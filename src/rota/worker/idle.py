@@ -66,7 +66,7 @@ from collections.abc import Callable, Sequence
 import anyio
 import structlog
 
-from rota.protocol import operator_calls
+from rota.protocol import read_calls
 from rota.redis.outage import REDIS_ERRORS, condition
 from rota.redis.topology import SlotOwnerPool
 from rota.worker.runtime import PoolRuntime
@@ -180,7 +180,7 @@ class ShardLook:
         marker = (shards[0].keys.names, name) if name else ("", "")
         with anyio.move_on_after(self.first.settings.heartbeat_interval / 2):
             try:
-                found = await operator_calls.look(shards[0].shard.scope, keys, marker)
+                found = await read_calls.look(shards[0].shard.scope, keys, marker)
                 if found == 2:  # the shard asked last: cut short, the next look asks again
                     for rt in reversed(shards):
                         await rt.register(keep=True)

@@ -16,7 +16,7 @@ from rota.protocol.job import reply_int
 from rota.protocol.scripts import script
 from rota.wire.redispy import ReplyError
 
-__all__ = ["backlog", "look", "run_times"]
+__all__ = ["backlog", "look", "look_each", "run_times"]
 
 
 async def backlog(scope: Scope, names: Sequence[str] | None) -> list[int] | None:
@@ -59,6 +59,16 @@ async def look(
     flat = [k for each in keys for k in each]
     reply = await _read_only(scope, "look", (len(keys[0]) if keys else 1, *known, *flat))
     return None if reply is None else int(reply)
+
+
+async def look_each(scope: Scope, keys: Sequence[Sequence[str]]) -> list[bool] | None:
+    """Whether each shard's ``keys`` (the same number of each shard on the node that
+    serves ``scope``'s) holds something, in turn (see ``lua/look.lua``), by one
+    ``FCALL_RO``: what a fetcher's safety net asks of its ready set, for every fetcher
+    on the node at once. None as :func:`look`."""
+    flat = [k for each in keys for k in each]
+    reply = await _read_only(scope, "look", (-len(keys[0]) if keys else -1, "", "", *flat))
+    return None if reply is None else [bool(int(n)) for n in reply]
 
 
 #: ``lua/run_times.lua`` answers a count as two numbers, ``hi * _SPLIT + lo``.

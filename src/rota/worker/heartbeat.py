@@ -286,7 +286,15 @@ class AbortListener:
     def __init__(self, rt: PoolRuntime, channels: list[str] | None = None) -> None:
         self.rt = rt
         #: The abort channels of the shards it listens for (its own shard's, or those of
-        #: every shard on its server: one subscription serves them all).
+        #: every shard on its server: one subscription serves them all). In a cluster
+        #: shard 0's hears every shard's: a classic PUBLISH is carried to every node,
+        #: so a SUBSCRIBE on any node hears it, and one connection a pool listens where
+        #: one a shard did. After its node fails over or restarts, ``run`` subscribes
+        #: again (on the node that serves shard 0 then); what was published meanwhile is
+        #: lost, and the next beat of the job's shard answers the abort, as after any
+        #: missed message. The per-node ``SSUBSCRIBE`` connections would carry it too,
+        #: but only with an ``SPUBLISH`` from the abort (a sharded channel per shard),
+        #: which producers of older versions do not send.
         self.channels = channels or [rt.keys.abort]
         #: The first shard's listener hears of the operator's commands too.
         self.told = rt.keys.pool_commands_told if rt.position == 0 else None

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
+from rota.protocol import read_calls
 from rota.redis.outage import REDIS_ERRORS, condition
 from rota.redis.topology import moved, node_client, slot_owner
 from rota.wire.redispy import NoPermissionError, ReplyError
@@ -77,6 +78,11 @@ class NodeWakes:
         #: under way, no waiter yet) ends the wait that follows.
         self._nudged: dict[int, int] = defaultdict(int)
         self._refused: str | None = None  # why a node refused SSUBSCRIBE
+        #: The members whose ready set the last safety look of their node read: their
+        #: full waits time out with no command of their own (see :meth:`_safety`).
+        self.covered: set[int] = set()
+        #: The safety looks sent so far (one a node a ``wake_timeout``).
+        self.looks = 0
         #: The nodes subscribed now, as ``host:port`` -> their members.
         self.nodes: dict[str, list[int]] = {}
 
@@ -113,7 +119,9 @@ class NodeWakes:
             finally:
                 if self._waiting.get(member) is waiter:
                     del self._waiting[member]
-            if not full or await rt.redis.exists(rt.keys.ready):
+            if not full:
+                return
+            if member not in self.covered and await rt.redis.exists(rt.keys.ready):
                 return
             deadline = anyio.current_time() + rt.settings.wake_timeout
             look = False
@@ -211,7 +219,16 @@ class NodeWakes:
                 channels = self._channels_of(member)
                 await pubsub.execute_command("SSUBSCRIBE", *channels)
                 expected += len(channels)
-            await self._messages(pubsub, where, members, expected)
+            ended: Exception | None = None  # raised here, not in the task group's group
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._safety, members)
+                try:
+                    await self._messages(pubsub, where, members, expected)
+                except Exception as exc:
+                    ended = exc
+                tg.cancel_scope.cancel()
+            if ended is not None:
+                raise ended
             return False
         except ReplyError as exc:
             if moved(exc):
@@ -230,6 +247,40 @@ class NodeWakes:
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]
                 await client.aclose()
+
+    async def _safety(self, members: list[int]) -> None:
+        """The safety net of ``members`` (the shards of one node) for producers that do
+        not ring: every ``wake_timeout`` one read-only function ``look`` over their
+        ready sets (one command a node, however many shards it serves), and each member
+        whose set holds a name ends its wait and fetches, as its own ``EXISTS`` at its
+        timeout did. While it answers, the members' full waits send nothing of their own
+        (:attr:`covered`); a node that refuses it (no functions, an ACL without
+        ``FCALL_RO``, a slot moved) or errs leaves them to their own ``EXISTS`` at each
+        timeout, as before, from then on or until it answers again."""
+        try:
+            while True:
+                live = [m for m in members if self._keys[m]]
+                if not live:
+                    return
+                rt = self.fetchers[live[0]].rt
+                keys = [[self.fetchers[m].rt.keys.ready] for m in live]
+                try:
+                    found = await read_calls.look_each(rt.shard.scope, keys)
+                except Exception as exc:
+                    if not isinstance(exc, REDIS_ERRORS) and condition(exc) is None:
+                        raise
+                    self.covered.difference_update(members)  # tried again next time
+                else:
+                    if found is None:
+                        return  # refused: each member's own EXISTS (see finally)
+                    self.looks += 1
+                    self.covered.update(live)
+                    for member, holds in zip(live, found, strict=False):
+                        if holds:
+                            self.nudge(member)
+                await anyio.sleep(rt.settings.wake_timeout)
+        finally:
+            self.covered.difference_update(members)
 
     async def _messages(self, pubsub: Any, node: str, members: list[int], expected: int) -> None:
         """Ring the members as their channels ring, once every subscription is

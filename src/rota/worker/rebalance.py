@@ -14,12 +14,13 @@ while its count changes), and those it is still retiring after a change (jobs ru
 there: they count against the whole).
 
 An idle namespace is not passed over again and again: before each pass the holder asks
-each server with one ``EXISTS`` whether a queue, a fair queue or a running set of a
-limited name holds anything in the shards it keeps. While none does, and the lease, the
-wholes and the shards are those of the last pass, which saw the namespace idle too
-(and so left the parts evenly placed), the pass is skipped (one in :data:`FULL_EVERY`
-still runs, for parts written by hand). A job enqueued anywhere makes the next check
-say so: it waits for a pass no longer than it did, one heartbeat interval at most.
+each server with one ``EXISTS`` (each cluster node with one read-only ``look``) whether
+a queue, a fair queue or a running set of a limited name holds anything in the shards
+it keeps. While none does, and the lease, the wholes and the shards are those of the
+last pass, which saw the namespace idle too (and so left the parts evenly placed), the
+pass is skipped (one in :data:`FULL_EVERY` still runs, for parts written by hand). A
+job enqueued anywhere makes the next check say so: it waits for a pass no longer than
+it did, one heartbeat interval at most.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ import structlog
 
 from rota.client.balance import balance, lead, leave, read_totals
 from rota.client.rate_shares import read_rate_totals
+from rota.protocol import read_calls
 from rota.protocol.calls import Scope
 from rota.redis.outage import MEANING, condition
+from rota.redis.topology import SlotOwnerPool
 from rota.wire.redispy import REDIS_ERRORS
 from rota.worker.runtime import PoolRuntime
 
@@ -123,18 +126,36 @@ class Rebalancer:
 
 async def _idle(served: Sequence[PoolRuntime], names: Sequence[str]) -> bool:
     """Whether no queue, fair queue or running set of ``names`` holds anything in the
-    shards ``served``: one EXISTS per server (the shards that share a connection share
-    a server, as their wake lists' BLPOP does; in a cluster each shard has its own)."""
-    servers: dict[int, list[PoolRuntime]] = {}
+    shards ``served``: one command per server or cluster node. The shards that share a
+    connection share a server (one ``EXISTS`` over all their keys, as their wake lists'
+    ``BLPOP`` does); in a cluster each shard has its own, and the shards a node serves
+    (as their connections last located it) are read together by the read-only function
+    ``look`` (see rota.worker.idle). A node that refuses it (or a slot moved) is read
+    shard by shard, one ``EXISTS`` each, as before."""
+    servers: dict[object, list[PoolRuntime]] = {}
     for r in served:
-        servers.setdefault(id(r.redis), []).append(r)
-    for group in servers.values():
-        keys = [
+        pool = r.redis.connection_pool
+        owner = pool.owner if isinstance(pool, SlotOwnerPool) else None
+        servers.setdefault(owner or id(r.redis), []).append(r)
+
+    def keys(r: PoolRuntime) -> list[str]:
+        return [
             key
-            for r in group
             for name in names
             for key in (r.keys.queue(name), r.keys.fair(name), r.keys.running(name))
         ]
-        if await group[0].redis.exists(*keys):
+
+    for group in servers.values():
+        if len(group) > 1 and isinstance(group[0].redis.connection_pool, SlotOwnerPool):
+            found = await read_calls.look(group[0].shard.scope, [keys(r) for r in group])
+            if found is not None:
+                if found:
+                    return False
+                continue
+            for r in group:  # refused: shard by shard
+                if await r.redis.exists(*keys(r)):
+                    return False
+            continue
+        if await group[0].redis.exists(*[k for r in group for k in keys(r)]):
             return False
     return True

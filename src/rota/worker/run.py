@@ -73,6 +73,7 @@ class PoolRun:
         # looks (see rota.worker.together).
         shared = share(rt, self.shards, self.fetchers, self.heartbeats, periodic)
         self.together, self.schedulers = shared.count, shared.schedulers
+        self.listened = shared.listened
         self.wakes, self.look = shared.wakes, shared.look
         # Over several shards, the parts of the limits follow the work (one pool at a time).
         # Always there: a change of the shard count may give a pool of one shard more
@@ -253,9 +254,9 @@ class PoolRun:
         with unwrapped():
             async with anyio.create_task_group() as tg:
                 if i == 0:
-                    channels = [r.keys.abort for r in self.shards[: self.together]]
+                    channels = [r.keys.abort for r in self.shards[: self.listened]]
                     await tg.start(AbortListener(shard, channels).run)
-                elif i >= self.together:
+                elif i >= self.listened:
                     await tg.start(AbortListener(shard).run)
                 await shard.watch.keep_trying("heartbeat", heartbeat.beat, probe=True)
                 self.tasks[i].ready.set()

@@ -4,7 +4,8 @@ Over several shards a pool keeps a fetcher, heartbeat and scheduler per shard, b
 shards on the first one's server (all of them, but in a cluster) need not each hold a
 connection blocked in a wait, or listen for aborts or schedulers alone: they wait on
 their wake lists together (:mod:`rota.worker.waits`). In a cluster, the shards of each
-node wait together on one subscription (:mod:`rota.worker.nodewaits`). Either way the
+node wait together on one subscription (:mod:`rota.worker.nodewaits`), and shard 0's
+abort listener hears every shard's aborts (a classic ``PUBLISH`` reaches every node). Either way the
 other shards' heartbeats, reapers and timed ticks follow shard 0's look (one command a
 server or node) while nothing is there (:mod:`rota.worker.idle`). This module makes that
 wiring, once, at the pool's start.
@@ -30,9 +31,11 @@ __all__ = ["Shared", "share"]
 
 @dataclass
 class Shared:
-    """``count``: how many shards, the first ones, share the first one's server."""
+    """``count``: how many shards, the first ones, share the first one's server;
+    ``listened``: how many, the first ones, shard 0's abort listener hears for."""
 
     count: int
+    listened: int
     schedulers: list[Scheduler]
     wakes: Wakes | None
     look: ShardLook | None
@@ -70,4 +73,8 @@ def share(
         wakes = SharedWakes(rt, [f.wake_keys for f in first], [f.rt.keys.ready for f in first])
     for fetcher in first:
         fetcher.shared = wakes
-    return Shared(count, schedulers, wakes, look)
+    # In a cluster a classic PUBLISH reaches every node (the cluster's bus carries it),
+    # so shard 0's one SUBSCRIBE hears every shard's abort channel: one listener a pool,
+    # not one a shard. On one server the shards on shard 0's server share it.
+    listened = len(shards) if nodes else count
+    return Shared(count, listened, schedulers, wakes, look)

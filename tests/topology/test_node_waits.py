@@ -113,14 +113,16 @@ async def test_a_slot_moved_under_a_waiting_pool(cluster: ClusterGroup) -> None:
         await _run_all(client, ran, _one_per_shard(shards, "after"))
 
 
+@pytest.mark.parametrize("shards", [3, 6])
 @pytest.mark.timeout(120)
 async def test_a_producer_that_does_not_ring_is_served_at_the_timeout(
-    cluster: ClusterGroup,
+    cluster: ClusterGroup, shards: int
 ) -> None:
     """Plain commands that push the token but do not ring (docs/protocol.md, (a)
-    without SPUBLISH): the waiting pool finds the job when its wait times out."""
+    without SPUBLISH), into each shard in turn: the waiting pool finds the job at the
+    next safety look of the shard's node (one a node a ``wake_timeout``), also in a
+    shard its node looks at through another (6 shards on 3 primaries)."""
     ns = "nw" + os.urandom(4).hex()
-    shards = 3
     ran: set[str] = set()
     settings = pool_settings(cluster.url, ns, shards=shards, wake_timeout=1.0)
     pool = WorkerPool(settings=settings)
@@ -129,19 +131,48 @@ async def test_a_producer_that_does_not_ring_is_served_at_the_timeout(
     async def work(ctx: JobContext) -> None:
         ran.add(ctx.id)
 
-    keys = Keys(ns, 1, shards)
     async with pool.running():
-        await wait_until(lambda: sum(s for _, s in _waits(cluster).values()) == 3, within=20)
-        with cluster.owner(key_slot(keys.prefix.encode())).client(socket_timeout=5) as r:
-            pipe = r.pipeline(transaction=True)
-            pipe.hset(keys.job("plain-1"), mapping={"name": "work", "args": "[]", "enqueued_at": 1})
-            pipe.lpush(keys.queue("work"), "plain-1")
-            pipe.sadd(keys.names, "work")
-            pipe.sadd(keys.ready, "work")
-            pipe.lpush(keys.wake("work"), "1")
-            pipe.ltrim(keys.wake("work"), 0, 9)
-            pipe.execute()
-        await wait_until(lambda: "plain-1" in ran, within=20)
+        await wait_until(lambda: {s for _, s in _waits(cluster).values()} == {1}, within=20)
+        for shard in range(shards):
+            keys = Keys(ns, shard, shards)
+            job_id = f"plain-{shard}"
+            with cluster.owner(key_slot(keys.prefix.encode())).client(socket_timeout=5) as r:
+                pipe = r.pipeline(transaction=True)
+                pipe.hset(
+                    keys.job(job_id), mapping={"name": "work", "args": "[]", "enqueued_at": 1}
+                )
+                pipe.lpush(keys.queue("work"), job_id)
+                pipe.sadd(keys.names, "work")
+                pipe.sadd(keys.ready, "work")
+                pipe.lpush(keys.wake("work"), "1")
+                pipe.ltrim(keys.wake("work"), 0, 9)
+                pipe.execute()
+            await wait_until(lambda job_id=job_id: job_id in ran, within=20)  # type: ignore[misc]
+
+
+@pytest.mark.timeout(60)
+async def test_a_rate_set_rings_the_wake_channel(cluster: ClusterGroup) -> None:
+    """``set_rate`` on one shard pushes a wake token so that waiting pools take the new
+    rate at once: into an empty list it rings the list's shard channel too, as the
+    scripts' pushes do (a pool in a cluster waits on the channel, not the list)."""
+    ns = "nw" + os.urandom(4).hex()
+    keys = Keys(ns)
+    channel = keys.wake("work")
+    with cluster.owner(key_slot(channel.encode())).client(socket_timeout=5) as r:
+        pubsub = r.pubsub()
+        pubsub.ssubscribe(channel)
+        async with Client.from_url(cluster.url, ns) as client:
+            await client.admin.set_rate("work", "10/s")
+
+        def rung() -> bool:
+            for _ in range(50):
+                message = pubsub.get_sharded_message(timeout=0.2)
+                if message is not None and message["type"] == "smessage":
+                    return True
+            return False
+
+        assert await anyio.to_thread.run_sync(rung)
+        pubsub.close()
 
 
 @pytest.mark.timeout(120)

@@ -9,6 +9,7 @@ shard and merges them; what each means for the operator is said there.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -37,7 +38,7 @@ from rota.protocol.keys import Keys
 from rota.protocol.rate import Rate
 from rota.protocol.snapshot import PoolSnapshot
 from rota.wire.conn import Conn
-from rota.wire.redispy import Pipeline, Redis
+from rota.wire.redispy import Pipeline, Redis, ReplyError
 
 __all__ = ["SEARCH_LIMIT", "ShardOperations"]
 
@@ -332,9 +333,17 @@ class ShardOperations:
             pipe.hdel(self.keys.rates, name)
         else:
             pipe.hset(self.keys.rates, name, rate.stored)
-        pipe.lpush(self.keys.wake(name), "1")
-        pipe.ltrim(self.keys.wake(name), 0, 9)
-        await pipe.execute()
+        wake = self.keys.wake(name)
+        pipe.lpush(wake, "1")
+        pipe.ltrim(wake, 0, 9)
+        if (await pipe.execute())[-2] == 1:
+            # A token into an empty list rings its shard channel, as the scripts' push
+            # does (docs/protocol.md, "Wake lists"): a pool in a cluster waits on the
+            # channel, not on the list. Outside the transaction, so that a server
+            # without SPUBLISH (Redis 6.2) or a user refused it still sets the rate;
+            # its pools then find the token at their wait's timeout.
+            with contextlib.suppress(ReplyError):
+                await self.redis.execute_command("SPUBLISH", wake, "1")  # type: ignore[no-untyped-call]
 
     async def retry(self, which: JobSet, ids: Sequence[str] | None = None) -> int:
         if which == "waiting":

@@ -17,8 +17,10 @@ import pytest
 from redis.crc import key_slot
 
 from rota import Client, JobContext, JobSpec, WorkerPool
+from rota.acl import rules
 from rota.protocol.keys import Keys
 from rota.protocol.shards import shard_of, shard_tags
+from rota.worker.nodewaits import NodeWakes
 from tests.helpers import pool_settings, wait_until
 from tests.topology.test_cluster import migrate_slot
 from tests.topology_servers import ClusterGroup
@@ -113,18 +115,28 @@ async def test_a_slot_moved_under_a_waiting_pool(cluster: ClusterGroup) -> None:
         await _run_all(client, ran, _one_per_shard(shards, "after"))
 
 
-@pytest.mark.parametrize("shards", [3, 6])
+@pytest.mark.parametrize(("shards", "refused"), [(3, False), (6, False), (6, True)])
 @pytest.mark.timeout(120)
 async def test_a_producer_that_does_not_ring_is_served_at_the_timeout(
-    cluster: ClusterGroup, shards: int
+    cluster: ClusterGroup, shards: int, refused: bool
 ) -> None:
     """Plain commands that push the token but do not ring (docs/protocol.md, (a)
     without SPUBLISH), into each shard in turn: the waiting pool finds the job at the
     next safety look of the shard's node (one a node a ``wake_timeout``), also in a
-    shard its node looks at through another (6 shards on 3 primaries)."""
+    shard its node looks at through another (6 shards on 3 primaries); a pool whose
+    ACL refuses the look (no ``FCALL_RO``) reads each shard's ready set at its own
+    timeout, as before the look."""
     ns = "nw" + os.urandom(4).hex()
     ran: set[str] = set()
-    settings = pool_settings(cluster.url, ns, shards=shards, wake_timeout=1.0)
+    url = cluster.url
+    if refused:
+        user, password = "w" + os.urandom(3).hex(), os.urandom(8).hex()
+        role = [r for r in rules("worker", ns, shards) if r != "+fcall_ro"]
+        for server in cluster.servers:
+            with server.client(socket_timeout=5) as r:
+                r.execute_command("ACL", "SETUSER", user, "reset", "on", f">{password}", *role)
+        url = url.replace("://", f"://{user}:{password}@")
+    settings = pool_settings(url, ns, shards=shards, wake_timeout=1.0)
     pool = WorkerPool(settings=settings)
 
     @pool.job
@@ -148,6 +160,8 @@ async def test_a_producer_that_does_not_ring_is_served_at_the_timeout(
                 pipe.ltrim(keys.wake("work"), 0, 9)
                 pipe.execute()
             await wait_until(lambda job_id=job_id: job_id in ran, within=20)  # type: ignore[misc]
+        wakes = pool.current_run.wakes if pool.current_run is not None else None
+        assert isinstance(wakes, NodeWakes) and bool(wakes.looks) is not refused
 
 
 @pytest.mark.timeout(60)

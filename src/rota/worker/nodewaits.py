@@ -15,11 +15,15 @@ channel only says when to look:
   empty, and the next push, into an empty list, rings;
 - a subscription made again (a node lost, a slot moved: the node says ``sunsubscribe``)
   rings every member of the node, which then looks for what came meanwhile;
-- a member whose full wait passes ``wake_timeout`` with nothing heard reads its ready
-  set (``EXISTS``, one command per shard and timeout, where a ``BLPOP`` cost two with
-  the fetch behind it) and fetches when it is not empty: a producer that pushes a token
-  but does not publish (plain commands, another language) is served within
-  ``wake_timeout``, as one that pushes no token was before.
+- a producer that pushes a token but does not publish (plain commands, another
+  language, an older rota) is served within ``wake_timeout``, as one that pushes no
+  token was before: every ``wake_timeout`` each node's subscription reads the ready
+  sets of its members with one read-only function ``look`` (``lua/look.lua``, an
+  answer per shard: one command a node, however many shards it serves), and a member
+  whose set is not empty ends its wait and fetches. Where a node refuses the look
+  (no functions, an ACL without ``FCALL_RO``, a moved slot) or errs, each of its
+  members whose full wait passes ``wake_timeout`` with nothing heard reads its own
+  ready set (``EXISTS``) instead, as before the look.
 
 The schedulers of those shards are woken the same way (their channel is named as
 ``{ns}:schedwake``) and otherwise tick on their own timer, every ``scheduler_interval``.
@@ -251,12 +255,14 @@ class NodeWakes:
     async def _safety(self, members: list[int]) -> None:
         """The safety net of ``members`` (the shards of one node) for producers that do
         not ring: every ``wake_timeout`` one read-only function ``look`` over their
-        ready sets (one command a node, however many shards it serves), and each member
+        ready sets (one command a node, however many shards it serves; a node of one
+        shard reads its set with ``EXISTS``, one inner command less), and each member
         whose set holds a name ends its wait and fetches, as its own ``EXISTS`` at its
         timeout did. While it answers, the members' full waits send nothing of their own
         (:attr:`covered`); a node that refuses it (no functions, an ACL without
-        ``FCALL_RO``, a slot moved) or errs leaves them to their own ``EXISTS`` at each
-        timeout, as before, from then on or until it answers again."""
+        ``FCALL_RO``, a slot moved) leaves them to their own ``EXISTS`` at each timeout,
+        as before, until the node's next subscription; one that errs, until it answers
+        again."""
         try:
             while True:
                 live = [m for m in members if self._keys[m]]
@@ -264,8 +270,12 @@ class NodeWakes:
                     return
                 rt = self.fetchers[live[0]].rt
                 keys = [[self.fetchers[m].rt.keys.ready] for m in live]
+                found: list[bool] | None
                 try:
-                    found = await read_calls.look_each(rt.shard.scope, keys)
+                    if len(live) == 1:  # one shard: its EXISTS, one command less
+                        found = [bool(await rt.redis.exists(rt.keys.ready))]
+                    else:
+                        found = await read_calls.look_each(rt.shard.scope, keys)
                 except Exception as exc:
                     if not isinstance(exc, REDIS_ERRORS) and condition(exc) is None:
                         raise

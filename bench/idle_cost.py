@@ -13,9 +13,16 @@ costs").
 
 ``--cluster`` runs the same on a local cluster of three primaries (no replicas, made by
 ``redis-cli --cluster create``, as the topology tests make theirs): the commands are
-those of every primary added up, and ``waits`` is the most connections one primary
-holds blocked in a ``BLPOP`` of the pool, sampled from ``CLIENT LIST`` at the window's
-end (a pool's waits on wake lists; see docs/protocol.md, "Wake lists").
+those of every primary added up.
+
+Each K also prints, from ``MONITOR`` on every primary over the same window, the
+commands the pool sent (``sent``: what a client puts on the wire, a script or function
+call counting one) apart from those run inside scripts and functions (``inner``:
+MONITOR tags them ``lua``), in all and on the busiest primary; and from ``CLIENT LIST``
+at the window's end, on each primary, the pool's connections (every one but the
+bench's own), those subscribed to shard channels (``SSUBSCRIBE``: the wake waits, see
+docs/protocol.md, "Wake lists"), to classic channels (``SUBSCRIBE``: the abort and
+command listeners) and blocked in a ``BLPOP``.
 """
 
 from __future__ import annotations
@@ -68,17 +75,34 @@ class Servers:
             total.update({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()})
         return dict(total)
 
-    def waits(self) -> int:
-        """The most connections one server holds blocked in a BLPOP."""
-        most = 0
+    def ping(self) -> None:
+        for server in self.servers:
+            client = Redis.from_url(server.url)
+            try:
+                client.ping()
+            finally:
+                client.close()
+
+    def connections(self) -> list[dict[str, int]]:
+        """Each server's connections but the bench's own (its MONITORs and this read):
+        in all, subscribed to shard channels, to classic channels, blocked in a BLPOP."""
+        each = []
         for server in self.servers:
             client = Redis.from_url(server.url)
             try:
                 listed = client.client_list()
             finally:
                 client.close()
-            most = max(most, sum(1 for c in listed if c.get("cmd") == "blpop"))
-        return most
+            pool = [c for c in listed if c.get("cmd") not in ("monitor", "client|list")]
+            each.append(
+                {
+                    "all": len(pool),
+                    "ssub": sum(1 for c in pool if int(c.get("ssub", 0)) > 0),
+                    "sub": sum(1 for c in pool if int(c.get("sub", 0)) > 0),
+                    "blpop": sum(1 for c in pool if c.get("cmd") == "blpop"),
+                }
+            )
+        return each
 
 
 def _kind(command: str, namespace: str) -> str:
@@ -94,14 +118,24 @@ def _kind(command: str, namespace: str) -> str:
     return name
 
 
-def _monitor(server: Servers, namespace: str, seen: Counter[str], stop: threading.Event) -> None:
-    client = Redis.from_url(server.servers[0].url)
+#: The bench's own commands, left out of MONITOR's counts.
+_OWN = ("INFO", "CLIENT")
+
+
+def _monitor(
+    url: str, namespace: str, seen: Counter[str], started: threading.Event, stop: threading.Event
+) -> None:
+    client = Redis.from_url(url)
     try:
         with client.monitor() as monitor:  # type: ignore[no-untyped-call]
+            started.set()
             for event in monitor.listen():
                 if stop.is_set():
                     break
-                kind = _kind(str(event["command"]), namespace)
+                command = str(event["command"])
+                if command.partition(" ")[0].strip('"').upper() in _OWN:
+                    continue
+                kind = _kind(command, namespace)
                 seen[("lua " if event.get("client_type") == "lua" else "") + kind] += 1
     finally:
         client.close()
@@ -111,8 +145,10 @@ async def idle_cost(
     server: Servers, shards: int, seconds: float, pools: int, by_command: bool = False
 ) -> dict[str, Any]:
     """Commands per second Redis runs for ``pools`` idle pools over ``shards`` shards
-    (with ``by_command``, under ``"sent"`` those MONITOR saw, by command; in a cluster,
-    the first primary's only)."""
+    (``INFO commandstats``), and by MONITOR on every server those the pools sent and
+    those run inside scripts (``sent``/``inner``, in all and per server), with the
+    pools' connections per server (``connections``); with ``by_command``, under
+    ``"commands"`` those MONITOR saw by command, every server's added up."""
     namespace = "idle" + uuid.uuid4().hex[:8]
     settings = Settings(redis_url=server.url, namespace=namespace, shards=shards, concurrency=10)
     made = [WorkerPool(settings=settings) for _ in range(pools)]
@@ -122,23 +158,40 @@ async def idle_cost(
         for pool in made:
             await stack.enter_async_context(pool.running())
         await asyncio.sleep(2)  # past the start
-        seen: Counter[str] = Counter()
+        seen: list[Counter[str]] = [Counter() for _ in server.servers]
         stop = threading.Event()
-        watcher = threading.Thread(target=_monitor, args=(server, namespace, seen, stop))
-        if by_command:
+        watchers = []
+        for one, into in zip(server.servers, seen, strict=True):
+            started = threading.Event()
+            watcher = threading.Thread(
+                target=_monitor, args=(one.url, namespace, into, started, stop)
+            )
             watcher.start()
+            await asyncio.to_thread(started.wait, 5)
+            watchers.append(watcher)
         before, t0 = server.calls(), time.monotonic()
         await asyncio.sleep(seconds)
         after, t1 = server.calls(), time.monotonic()
-        waits = server.waits()
         stop.set()
-    spent = {k: (after[k] - before.get(k, 0)) / (t1 - t0) for k in after}
+        connections = server.connections()
+        server.ping()  # a command on each server, that its MONITOR ends at
+    for watcher in watchers:
+        await asyncio.to_thread(watcher.join, 5)  # it ends at the next command it sees
+    span = t1 - t0
+    spent = {k: (after[k] - before.get(k, 0)) / span for k in after}
     spent = {k: v for k, v in spent.items() if v > 0 and k not in ("info", "client|list")}
-    got: dict[str, Any] = {"total": sum(spent.values()), "waits": waits}
+    sent = [sum(n for k, n in c.items() if not k.startswith("lua ")) / span for c in seen]
+    inner = [sum(n for k, n in c.items() if k.startswith("lua ")) / span for c in seen]
+    got: dict[str, Any] = {
+        "total": sum(spent.values()),
+        "sent": sent,
+        "inner": inner,
+        "connections": connections,
+    }
     got.update(sorted(spent.items(), key=lambda kv: -kv[1]))
     if by_command:
-        await asyncio.to_thread(watcher.join, 5)  # it ends at the next command it sees
-        got["sent"] = {k: n / (t1 - t0) for k, n in seen.most_common()}
+        every = sum(seen, Counter())
+        got["commands"] = {k: n / span for k, n in every.most_common()}
     return got
 
 
@@ -158,14 +211,20 @@ def main(argv: list[str] | None = None) -> int:
         servers = Servers.start(stack, cluster=args.cluster)
         for k in args.shards:
             got = asyncio.run(idle_cost(servers, k, args.seconds, args.pools, args.by_command))
-            sent = got.pop("sent", {})
-            waits = got.pop("waits")
+            commands = got.pop("commands", {})
+            sent, inner, connections = got.pop("sent"), got.pop("inner"), got.pop("connections")
             parts = ", ".join(f"{name} {v:.2f}" for name, v in list(got.items())[1:8])
-            sys.stdout.write(
-                f"K={k} pools={args.pools}: {got['total']:.2f} commands/s,"
-                f" {waits} BLPOP waits on the busiest server ({parts})\n"
+            each = " ".join(
+                f"{c['all']}({c['ssub']} ssub, {c['sub']} sub, {c['blpop']} blpop)"
+                for c in connections
             )
-            for name, v in sent.items():
+            sys.stdout.write(
+                f"K={k} pools={args.pools}: {got['total']:.2f} commands/s;"
+                f" sent {sum(sent):.2f} (busiest server {max(sent):.2f}),"
+                f" inner {sum(inner):.2f} (busiest {max(inner):.2f});"
+                f" connections per server {each} ({parts})\n"
+            )
+            for name, v in commands.items():
                 sys.stdout.write(f"  {v:7.2f}  {name}\n")
     return 0
 

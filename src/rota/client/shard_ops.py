@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from rota.client.forget import forget_idle_names
 from rota.client.scan import SEARCH_LIMIT, SearchedSet
 from rota.client.status import Bucket, History, LivePool, QueueInfo, RunningJob
 from rota.protocol import operator_calls, read_calls
@@ -124,27 +125,8 @@ class ShardOperations:
         turn: float | None = None,
         snapshots: ShardOperations | None = None,
     ) -> list[str]:
-        """Forget the job names that have had no job, pause, limit or live pool for
-        ``after`` seconds (see ``lua/forget_names.lua``); the names forgotten. A name
-        is first noted as idle, and forgotten by a later call once ``after`` passed.
-        ``turn``: do it only when no other caller did within that many seconds (every
-        pool's reaper calls this; one of them per turn reads the names). ``snapshots``:
-        the shard whose pool snapshots say which names live pools serve (shard 0, where
-        pools over several shards write them; this one when not given)."""
-        if turn is not None and not await self.redis.set(
-            self.keys.forget_turn, "1", nx=True, px=max(1, int(turn * 1000))
-        ):
-            return []
-        served = {name for pool in await (snapshots or self).pools() for name in pool.jobs}
-        names = [n for n in await self.names() if n not in served]
-        now = now_ms()
-        forgotten: list[str] = []
-        for i in range(0, len(names), chunk):
-            cutoff = now - int(after * 1000)
-            forgotten += await operator_calls.forget_names(
-                self.scope, now, cutoff, names[i : i + chunk]
-            )
-        return forgotten
+        """:func:`rota.client.forget.forget_idle_names` in this shard alone."""
+        return await forget_idle_names([self], after, chunk, turn=turn, snapshots=snapshots)
 
     async def backlog(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
         """Queued (plain and keyed) and running jobs of each name: one call of the

@@ -16,7 +16,7 @@ from rota.protocol.job import reply_int
 from rota.protocol.scripts import script
 from rota.wire.redispy import ReplyError
 
-__all__ = ["backlog", "look", "look_each", "run_times"]
+__all__ = ["backlog", "look", "look_each", "look_kinds", "run_times"]
 
 
 async def backlog(scope: Scope, names: Sequence[str] | None) -> list[int] | None:
@@ -69,6 +69,25 @@ async def look_each(scope: Scope, keys: Sequence[Sequence[str]]) -> list[bool] |
     flat = [k for each in keys for k in each]
     reply = await _read_only(scope, "look", (-len(keys[0]) if keys else -1, "", "", *flat))
     return None if reply is None else [bool(int(n)) for n in reply]
+
+
+async def look_kinds(
+    scope: Scope, shards: Sequence[Sequence[Sequence[str]]], known: tuple[str, str] = ("", "")
+) -> list[int] | None:
+    """What each of ``shards`` (on the node that serves ``scope``'s) holds, by kind: for
+    each shard its keys of each kind, and per shard in turn the kinds of which some key
+    exists, as bits (1 the first kind), by one ``FCALL_RO`` (see ``lua/look.lua``: one
+    ``EXISTS`` a shard, a few more only in a shard that holds something). An empty
+    list when the set ``known[0]`` lacks the member ``known[1]`` (the node lost its
+    data); None as :func:`look`."""
+    args: list[str | int] = ["0", *known]
+    for kinds in shards:
+        args += [len(kinds), *(len(keys) for keys in kinds)]
+        args += [k for keys in kinds for k in keys]
+    reply = await _read_only(scope, "look", args)
+    if reply is None:
+        return None
+    return [int(n) for n in reply] if isinstance(reply, list) else []
 
 
 #: ``lua/run_times.lua`` answers a count as two numbers, ``hi * _SPLIT + lo``.

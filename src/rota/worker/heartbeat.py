@@ -21,18 +21,19 @@ from __future__ import annotations
 import os
 import random
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import anyio
 import structlog
 from anyio.abc import TaskStatus
 
+from rota.client.forget import forget_idle_names
 from rota.client.shard import Shard
 from rota.protocol import calls, codec
 from rota.protocol.job import now_ms, reply_text
 from rota.protocol.reshard import RESHARD_MESSAGE
 from rota.protocol.snapshot import BusyWorker, PoolSnapshot
-from rota.redis.outage import MEANING, condition
+from rota.redis.outage import MEANING, REDIS_ERRORS, condition
 from rota.version import __version__
 from rota.wire.redispy import wrong_type
 from rota.worker.acker import Acker
@@ -217,9 +218,16 @@ FORGET_EVERY = 12
 
 class Reaper:
     def __init__(
-        self, rt: PoolRuntime, first: Shard | None = None, look: ShardLook | None = None
+        self,
+        rt: PoolRuntime,
+        first: Shard | None = None,
+        look: ShardLook | None = None,
+        every: Callable[[], Sequence[PoolRuntime]] | None = None,
     ) -> None:
         self.rt = rt
+        #: Shard 0's reaper: the shards whose idle job names its pass forgets, the
+        #: pool's every shard (None: this one alone). The others' reapers forget none.
+        self.every = every
         #: The look over this shard and the pool's other shards on its server (None:
         #: check this shard at every pass): while it finds neither a lease nor a scored
         #: pool there, the pass skips its check (see rota.worker.idle).
@@ -261,15 +269,28 @@ class Reaper:
             log.error("lease expired too often: job is dead", job_id=job_id, reason="lost")
         for pool_id in forgotten:
             log.warning("pool stopped beating: forgotten", pool=pool_id)
-        if forget and s.forget_names_after > 0:
-            # One pool per FORGET_EVERY passes' interval does it for the namespace.
-            turn = s.heartbeat_interval * FORGET_EVERY * 0.9
-            names = await rt.shard.forget_idle_names(
-                s.forget_names_after, turn=turn, snapshots=self.first
-            )
-            if names:
-                log.info("job names idle too long: forgotten", names=names[:20], count=len(names))
+        if forget and s.forget_names_after > 0 and self.first is None:
+            await self._forget()
         self.rounds.end(REAP, rt.position)
+
+    async def _forget(self) -> None:
+        """Forget the job names idle too long in every shard of the pool: one pool per
+        FORGET_EVERY passes' interval does it for the namespace, its turn taken and the
+        live pools' names read once in shard 0, then one read of the names a shard (see
+        rota.client.forget). A shard that does not answer leaves its names to the next
+        turn; its errors are not shard 0's."""
+        rt, s = self.rt, self.rt.settings
+        turn = s.heartbeat_interval * FORGET_EVERY * 0.9
+        shards = [r.shard for r in self.every()] if self.every is not None else [rt.shard]
+        try:
+            names = await forget_idle_names(shards, s.forget_names_after, turn=turn)
+        except Exception as exc:
+            if len(shards) < 2 or (condition(exc) is None and not isinstance(exc, REDIS_ERRORS)):
+                raise
+            log.info("job names not forgotten this turn", pool=rt.pool_id, error=str(exc))
+            return
+        if names:
+            log.info("job names idle too long: forgotten", names=names[:20], count=len(names))
 
     async def _anything_to_reap(self, expiry: int) -> bool:
         """Whether a pass would find a lease to look at or a pool to forget: an idle

@@ -47,28 +47,17 @@ Why nothing is lost or reclaimed twice:
   names of its first shard still hold one of the pool's job names, and when not the
   pool registers its names again in that node's shards.
 
-In a cluster a multi-key command cannot span slots: there the look is made per node, by
-the read-only function ``look`` (``lua/look.lua``, flagged ``allow-cross-slot-keys``: it
-reads the keys of every slot its node serves), called through one shard of each node
-over the keys of that node's shards, as last located by their connections (no command
-to locate them). What a node answers holds for its shards alone. A node that does not
-answer within half an interval, refuses (Redis 6.2, scripts without functions, an ACL
-without it) or names a key of a slot it no longer serves (moved) counts as holding
-something: its shards do every round as before, until a look answers 0. So does every
-shard until the first look.
+In a cluster a multi-key command cannot span slots: there
+:class:`rota.worker.nodelook.NodeLook` makes the look, one call a node an interval,
+which answers the fetchers' safety net and the rebalancer too.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 
-import anyio
 import structlog
 
-from rota.protocol import read_calls
-from rota.redis.outage import REDIS_ERRORS, condition
-from rota.redis.topology import SlotOwnerPool
 from rota.worker.runtime import PoolRuntime
 
 __all__ = ["ShardLook"]
@@ -80,8 +69,8 @@ KeysOf = Callable[[PoolRuntime], tuple[str, ...]]
 
 class ShardLook:
     """What the shards ``others`` hold for the pool's upkeep, read with one command each
-    for the heartbeat and the scheduler: on the server of shard 0 ``first`` (``nodes``
-    False), or one a node of its cluster (``nodes`` True)."""
+    for the heartbeat and the scheduler on the server of shard 0 ``first``; ``nodes``:
+    one a node of a cluster (:class:`rota.worker.nodelook.NodeLook`)."""
 
     def __init__(
         self, first: PoolRuntime, others: Sequence[PoolRuntime], *, nodes: bool = False
@@ -138,63 +127,12 @@ class ShardLook:
         self.dead = await self._holding(lambda r: (r.keys.dead,))
 
     async def _holding(self, keys_of: KeysOf, *, known: bool = False) -> set[int]:
-        """The other shards whose server (or node) holds one of the keys ``keys_of``
-        names in its shards; ``known``: in a cluster, a node that no longer knows one of
-        the pool's job names lost its data, and its shards register again (on one
-        server shard 0's beat tells it)."""
-        if not self.nodes:
-            keys = [k for r in self.others for k in keys_of(r)]
-            found = bool(await self.first.redis.exists(*keys)) if keys else False
-            return set(self._every) if found else set()
-        held: set[int] = set()
-
-        async def node(shards: list[PoolRuntime]) -> None:
-            if await self._node_holds(shards, keys_of, known):
-                held.update(r.position for r in shards)
-
-        async with anyio.create_task_group() as tg:
-            for shards in self._by_node():
-                tg.start_soon(node, shards)
-        return held
-
-    def _by_node(self) -> list[list[PoolRuntime]]:
-        """The other shards by the node their connections last located (a shard not
-        located now is looked at alone, through its own connection, which locates it)."""
-        nodes: dict[tuple[str, int], list[PoolRuntime]] = defaultdict(list)
-        alone: list[list[PoolRuntime]] = []
-        for r in self.others:
-            pool = r.redis.connection_pool
-            owner = pool.owner if isinstance(pool, SlotOwnerPool) else None
-            if owner is None:
-                alone.append([r])
-            else:
-                nodes[owner].append(r)
-        return [*nodes.values(), *alone]
-
-    async def _node_holds(self, shards: list[PoolRuntime], keys_of: KeysOf, known: bool) -> bool:
-        """Whether the node of ``shards`` holds one of their keys: True too when it does
-        not say (see the module), or lost its data (they register again, and beat). Its
-        errors are not shard 0's: they end no beat."""
-        keys = [keys_of(r) for r in shards]
-        name = min(self.first.handlers, default="") if known else ""
-        marker = (shards[0].keys.names, name) if name else ("", "")
-        with anyio.move_on_after(self.first.settings.heartbeat_interval / 2):
-            try:
-                found = await read_calls.look(shards[0].shard.scope, keys, marker)
-                if found == 2:  # the shard asked last: cut short, the next look asks again
-                    for rt in reversed(shards):
-                        await rt.register(keep=True)
-                    log.warning(
-                        "a cluster node had lost this pool's job names (restarted without"
-                        " persistence, or flushed): registered them again in its shards",
-                        pool=self.first.pool_id,
-                    )
-            except Exception as exc:
-                if isinstance(exc, REDIS_ERRORS) or condition(exc) is not None:
-                    return True
-                raise
-            return found != 0
-        return True
+        """The other shards, when their server holds one of the keys ``keys_of`` names
+        in its shards (``known``: in a cluster, see NodeLook; on one server shard 0's
+        beat tells whether Redis lost its data)."""
+        keys = [k for r in self.others for k in keys_of(r)]
+        found = bool(await self.first.redis.exists(*keys)) if keys else False
+        return set(self._every) if found else set()
 
     async def register_again(self) -> None:
         """Redis lost its data (shard 0's beat says so): the other shards' job names,

@@ -17,13 +17,14 @@ channel only says when to look:
   rings every member of the node, which then looks for what came meanwhile;
 - a producer that pushes a token but does not publish (plain commands, another
   language, an older rota) is served within ``wake_timeout``, as one that pushes no
-  token was before: every ``wake_timeout`` each node's subscription reads the ready
-  sets of its members with one read-only function ``look`` (``lua/look.lua``, an
-  answer per shard: one command a node, however many shards it serves), and a member
-  whose set is not empty ends its wait and fetches. Where a node refuses the look
-  (no functions, an ACL without ``FCALL_RO``, a moved slot) or errs, each of its
-  members whose full wait passes ``wake_timeout`` with nothing heard reads its own
-  ready set (``EXISTS``) instead, as before the look.
+  token was before: the pool's one look a node (rota.worker.nodelook, at least once a
+  ``wake_timeout``, the call that answers the heartbeats and the rebalancer too) reads
+  the ready sets of its members, and a member whose set is not empty ends its wait and
+  fetches. Where a node refuses the look (no functions, an ACL without ``FCALL_RO``, a
+  moved slot) or errs, each of its members whose full wait passes ``wake_timeout``
+  with nothing heard reads its own ready set (``EXISTS``) instead, as before the look.
+  A pool of one shard has no such look: its node's subscription reads the ready set
+  itself, one ``EXISTS`` a ``wake_timeout``.
 
 The schedulers of those shards are woken the same way (their channel is named as
 ``{ns}:schedwake``) and otherwise tick on their own timer, every ``scheduler_interval``.
@@ -48,6 +49,7 @@ from rota.protocol import read_calls
 from rota.redis.outage import REDIS_ERRORS, condition
 from rota.redis.topology import moved, node_client, slot_owner
 from rota.wire.redispy import NoPermissionError, ReplyError
+from rota.worker.nodelook import READY, NodeLook
 from rota.worker.scheduler import Scheduler, listen_for_schedulers
 
 if TYPE_CHECKING:
@@ -67,8 +69,18 @@ AGAIN_UNLOCATED = 5.0
 class NodeWakes:
     """The wake channels of a pool's shards in a cluster, one subscription per node."""
 
-    def __init__(self, fetchers: Sequence[Fetcher], schedulers: Sequence[Scheduler]) -> None:
+    def __init__(
+        self,
+        fetchers: Sequence[Fetcher],
+        schedulers: Sequence[Scheduler],
+        look: NodeLook | None = None,
+    ) -> None:
         self.fetchers = {f.shard: f for f in fetchers}
+        #: The pool's look over its shards, one a node (None: over one shard, each
+        #: node's subscription reads its members' ready sets itself: :meth:`_safety`).
+        self.look = look
+        if look is not None:
+            look.listen(self._looked)
         self.schedulers = {s.rt.position: s for s in schedulers}
         self._keys = {f.shard: list(f.wake_keys) for f in fetchers}
         #: Channel -> (member, whether it is the scheduler's).
@@ -225,7 +237,8 @@ class NodeWakes:
                 expected += len(channels)
             ended: Exception | None = None  # raised here, not in the task group's group
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._safety, members)
+                if self.look is None:
+                    tg.start_soon(self._safety, members)
                 try:
                     await self._messages(pubsub, where, members, expected)
                 except Exception as exc:
@@ -251,6 +264,22 @@ class NodeWakes:
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]
                 await client.aclose()
+
+    def _looked(self) -> None:
+        """The pool's look answered (see rota.worker.nodelook): each member whose node
+        answered is covered, and nudged when its ready set holds a name; the others
+        read their own ready set at their timeouts until their node answers again."""
+        look = self.look
+        assert look is not None
+        for member, fetcher in self.fetchers.items():
+            holds = look.holds(fetcher.rt, READY) if self._keys[member] else None
+            if holds is None:
+                self.covered.discard(member)
+                continue
+            self.covered.add(member)
+            if holds:
+                self.nudge(member)
+        self.looks = look.looks
 
     async def _safety(self, members: list[int]) -> None:
         """The safety net of ``members`` (the shards of one node) for producers that do

@@ -14,9 +14,12 @@ while its count changes), and those it is still retiring after a change (jobs ru
 there: they count against the whole).
 
 An idle namespace is not passed over again and again: before each pass the holder asks
-each server with one ``EXISTS`` (each cluster node with one read-only ``look``) whether
-a queue, a fair queue or a running set of a limited name holds anything in the shards
-it keeps. While none does, and the lease, the wholes and the shards are those of the
+each server with one ``EXISTS`` whether a queue, a fair queue or a running set of a
+limited name holds anything in the shards it keeps. In a cluster it asks nothing
+itself: the pool's one look a node (rota.worker.nodelook) reads those keys too, and the
+holder passes right after a look, once a heartbeat interval, on its answer (a shard
+whose node did not answer is read as before: one ``look`` a node, else an ``EXISTS``
+a shard). While none does, and the lease, the wholes and the shards are those of the
 last pass, which saw the namespace idle too (and so left the parts evenly placed), the
 pass is skipped (one in :data:`FULL_EVERY` still runs, for parts written by hand). A
 job enqueued anywhere makes the next check say so: it waits for a pass no longer than
@@ -37,6 +40,7 @@ from rota.protocol.calls import Scope
 from rota.redis.outage import MEANING, condition
 from rota.redis.topology import SlotOwnerPool
 from rota.wire.redispy import REDIS_ERRORS
+from rota.worker.nodelook import QUEUED, NodeLook
 from rota.worker.runtime import PoolRuntime
 
 __all__ = ["FULL_EVERY", "Rebalancer"]
@@ -51,9 +55,17 @@ FULL_EVERY = 60
 class Rebalancer:
     """``served()``: the runtimes of the shards the pool serves, shard 0 first."""
 
-    def __init__(self, rt: PoolRuntime, served: Callable[[], Sequence[PoolRuntime]]) -> None:
+    def __init__(
+        self,
+        rt: PoolRuntime,
+        served: Callable[[], Sequence[PoolRuntime]],
+        look: NodeLook | None = None,
+    ) -> None:
         self.rt = rt
         self.served = served
+        #: The pool's look over the nodes of a cluster: the pass follows it, and reads
+        #: the queues from its answer (None: one server, or one shard).
+        self.look = look
         self.number = 0  # the lease's number while this pool holds it
         self.passes = 0
         #: What the last pass ran on (lease, wholes, shards) when it saw nothing queued
@@ -69,6 +81,7 @@ class Rebalancer:
         """Pass once a heartbeat interval (the first at once), riding out errors: a pass
         cut short by a shard that does not answer leaves the parts where they are."""
         while True:
+            began = anyio.current_time()
             try:
                 await self.step()
             except Exception as exc:
@@ -80,7 +93,22 @@ class Rebalancer:
                     pool=self.rt.pool_id,
                     why=MEANING[cond] if cond is not None else str(exc),
                 )
-            await anyio.sleep(self.rt.settings.heartbeat_interval)
+            await self._until_next(began)
+
+    async def _until_next(self, began: float) -> None:
+        """Wait for the next pass, one heartbeat interval after ``began``: in a cluster
+        until the next look, and on until one ends a look's period short of it or later
+        (so that the pass reads an answer as fresh as its own check was, and passes no
+        further apart than an interval), never longer than two intervals."""
+        interval = self.rt.settings.heartbeat_interval
+        look = self.look
+        if look is None:
+            await anyio.sleep(interval)
+            return
+        with anyio.move_on_after(2 * interval):
+            await look.after_look()
+            while anyio.current_time() - began < interval - look.period:
+                await look.after_look()
 
     async def step(self) -> None:
         """Take or renew the lease; holding it, pass over the shards served (none
@@ -99,7 +127,7 @@ class Rebalancer:
         totals, rates = await read_totals(self._home), await read_rate_totals(self._home)
         served = self.served()
         state = (number, totals, rates, [id(r.shard) for r in served])
-        idle = bool(totals or rates) and await _idle(served, [*totals, *rates])
+        idle = bool(totals or rates) and await _idle(served, [*totals, *rates], self.look)
         if idle and state == self._quiet and self.skipped < FULL_EVERY - 1:
             self.skipped += 1
             return
@@ -124,14 +152,25 @@ class Rebalancer:
         self.number = 0
 
 
-async def _idle(served: Sequence[PoolRuntime], names: Sequence[str]) -> bool:
+async def _idle(
+    served: Sequence[PoolRuntime], names: Sequence[str], look: NodeLook | None = None
+) -> bool:
     """Whether no queue, fair queue or running set of ``names`` holds anything in the
     shards ``served``: one command per server or cluster node. The shards that share a
     connection share a server (one ``EXISTS`` over all their keys, as their wake lists'
     ``BLPOP`` does); in a cluster each shard has its own, and the shards a node serves
     (as their connections last located it) are read together by the read-only function
     ``look`` (see rota.worker.idle). A node that refuses it (or a slot moved) is read
-    shard by shard, one ``EXISTS`` each, as before."""
+    shard by shard, one ``EXISTS`` each, as before. ``look``: the pool's look over the
+    nodes, which reads ``names``' keys from its next look on; the shards its last look
+    answered for, over these names, are not read again."""
+    if look is not None:
+        look.names = tuple(sorted(set(names)))
+        if look.looked_names == look.names:
+            answered = [(r, look.holds(r, QUEUED)) for r in served]
+            if any(held for _, held in answered):
+                return False
+            served = [r for r, held in answered if held is None]
     servers: dict[object, list[PoolRuntime]] = {}
     for r in served:
         pool = r.redis.connection_pool

@@ -31,6 +31,7 @@ from rota.worker.follow import RecordFollower
 from rota.worker.heartbeat import AbortListener, Heartbeat, Reaper
 from rota.worker.isolation import check_target
 from rota.worker.loopwatch import LoopWatch
+from rota.worker.nodelook import NodeLook
 from rota.worker.rebalance import Rebalancer
 from rota.worker.registry import Periodic
 from rota.worker.retire import ShardTasks, retire
@@ -78,7 +79,8 @@ class PoolRun:
         # Over several shards, the parts of the limits follow the work (one pool at a time).
         # Always there: a change of the shard count may give a pool of one shard more
         # (a pass is skipped while the pool serves one).
-        self.rebalancer = Rebalancer(rt, lambda: self.balanced)
+        look = self.look if isinstance(self.look, NodeLook) else None
+        self.rebalancer = Rebalancer(rt, lambda: self.balanced, look)
         if rt.children is not None:  # room for isolated jobs again: fetch them now
             rt.children.on_room.extend(f.room_freed for f in self.fetchers)
         self._fetching = anyio.CancelScope()
@@ -265,12 +267,15 @@ class PoolRun:
                 tg.start_soon(self.ackers[i].run)
                 tg.start_soon(heartbeat.run)
                 look = self.look if self.look is not None and self.look.covers(shard) else None
-                tg.start_soon(Reaper(shard, self.shards[0].shard if i else None, look).run)
+                every = None if i else (lambda: self.serving)  # shard 0's forgets names
+                tg.start_soon(Reaper(shard, self.shards[0].shard if i else None, look, every).run)
                 # Periodic jobs are claimed in shard 0 only: once per fire time.
                 tg.start_soon(self.schedulers[i].run)
                 if i == 0 and self.together > 1:
                     tg.start_soon(listen_for_schedulers, shard, self.schedulers[: self.together])
                 if i == 0:
+                    if isinstance(self.look, NodeLook):  # one look a node (nodelook)
+                        tg.start_soon(self.look.run)
                     tg.start_soon(self.rebalancer.run)
 
     async def _register(self, i: int) -> None:

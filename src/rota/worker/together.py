@@ -7,8 +7,9 @@ their wake lists together (:mod:`rota.worker.waits`). In a cluster, the shards o
 node wait together on one subscription (:mod:`rota.worker.nodewaits`), and shard 0's
 abort listener hears every shard's aborts (a classic ``PUBLISH`` reaches every node). Either way the
 other shards' heartbeats, reapers and timed ticks follow shard 0's look (one command a
-server or node) while nothing is there (:mod:`rota.worker.idle`). This module makes that
-wiring, once, at the pool's start.
+server or node) while nothing is there (:mod:`rota.worker.idle`); in a cluster that look
+(:mod:`rota.worker.nodelook`) answers the fetchers' safety net and the rebalancer too.
+This module makes that wiring, once, at the pool's start.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rota.redis.topology import SlotOwnerPool
 from rota.worker.fetcher import Fetcher
 from rota.worker.heartbeat import Heartbeat
 from rota.worker.idle import ShardLook
+from rota.worker.nodelook import NodeLook
 from rota.worker.nodewaits import NodeWakes
 from rota.worker.registry import Periodic
 from rota.worker.runtime import PoolRuntime
@@ -59,16 +61,19 @@ def share(
     ]
     for heartbeat in heartbeats[1:count]:  # one heartbeat a server reads its memory
         heartbeat.reads_memory = False
-    # In a cluster the look is one a node over every shard but 0 (see rota.worker.idle).
+    # In a cluster the look is one a node over every shard, which answers the fetchers'
+    # safety net and the rebalancer too (see rota.worker.nodelook).
     looked = len(shards) if nodes else count
-    look = ShardLook(rt, shards[1:looked], nodes=nodes) if looked > 1 else None
+    look: ShardLook | None = None
+    if looked > 1:
+        look = NodeLook(rt, shards[:looked]) if nodes else ShardLook(rt, shards[1:looked])
     for heartbeat, scheduler in zip(heartbeats[:looked], schedulers, strict=False):
         heartbeat.look = scheduler.look = look
     # In a cluster the pool's own list: a shard added during the run joins the waits.
     first = fetchers if nodes else fetchers[:count] if together else []
     wakes: Wakes | None = None
     if nodes:
-        wakes = NodeWakes(first, schedulers)
+        wakes = NodeWakes(first, schedulers, look if isinstance(look, NodeLook) else None)
     elif together:
         wakes = SharedWakes(rt, [f.wake_keys for f in first], [f.rt.keys.ready for f in first])
     for fetcher in first:

@@ -76,3 +76,32 @@ async def test_many_pools_forget_in_turn_not_each(client: Client) -> None:
         client.admin.shards[0].keys.forget_turn
     )  # the turn passed
     assert await client.admin.forget_idle_names(0.1, turn=60) == ["old"]
+
+
+async def test_a_pool_over_shards_forgets_in_each_with_one_turn(
+    redis_url: str, namespace: str
+) -> None:
+    """A pool over 3 shards forgets an idle name in each of them, by one pass of shard
+    0's reaper: the turn is taken in shard 0 alone (before, each shard's reaper took its
+    own and read the pools' snapshots again, a few commands a shard a turn)."""
+    settings = pool_settings(
+        redis_url, namespace, shards=3, heartbeat_interval=0.05, forget_names_after=0.3
+    )
+    pool = WorkerPool(settings=settings)
+
+    @pool.job
+    async def served(ctx: JobContext) -> None:
+        pass
+
+    async with Client.from_url(redis_url, namespace, shards=3) as client:
+        shards = client.admin.shards
+        for shard in shards:
+            await shard.redis.sadd(shard.keys.names, "gone")
+
+        async def forgotten() -> bool:
+            return all([await s.names() == ["served"] for s in shards])
+
+        async with pool.running(client=client):
+            await wait_until(forgotten, within=20)
+        for shard in shards[1:]:
+            assert not await shard.redis.exists(shard.keys.forget_turn)

@@ -2,7 +2,8 @@
 scripts included: its heartbeat's idle look, its fetchers' safety net and its
 rebalancer's check read each shard with one ``EXISTS`` of one look a node an interval
 (rota.worker.nodelook), not one look each (three ``EXISTS`` a shard an interval), and
-no shard but 0 runs anything else of the pool's while nothing is there."""
+no shard but 0 runs anything else of the pool's while nothing is there; the rebalancer
+reads the queues from that look and still passes once a job waits."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from collections import Counter
 import anyio
 import pytest
 
-from rota import JobContext, WorkerPool
+from rota import Client, JobContext, WorkerPool
 from rota.protocol.keys import Keys
+from rota.worker.nodelook import NodeLook
 from rota.worker.rounds import BEAT
-from tests.helpers import pool_settings, rounds
+from tests.helpers import pool_settings, rounds, wait_until
 from tests.test_idle_shards import _TAG, _watch
+from tests.test_rebalance import NAME, Ledger, _in_shard
 from tests.topology.test_cluster_idle import pool_noise
 from tests.topology_servers import ClusterGroup
 
@@ -89,3 +92,37 @@ async def test_an_idle_pool_runs_one_command_a_shard_an_interval_inside_scripts_
     per = sum((_each_shard(s, tags) for s in seen), Counter())
     assert set(per) == set(range(1, K)), per  # each shard is looked at
     assert max(per.values()) <= BEATS * 3 // 2 + 2, per
+
+
+@pytest.mark.timeout(120)
+async def test_the_rebalancer_reads_the_look_and_passes_once_a_job_waits(
+    cluster: ClusterGroup,
+) -> None:
+    """The holder skips its passes while the look a node finds nothing of the limited
+    name (its queues read in that look, not by a call of their own); jobs enqueued
+    then in a shard whose part is 0 are seen by the next look, and the pass after it
+    gives that shard the part: they run, one at a time."""
+    namespace = "clookbal" + os.urandom(3).hex()
+    shards = 4
+    settings = pool_settings(
+        cluster.url,
+        namespace,
+        shards=shards,
+        concurrency=20,
+        heartbeat_interval=INTERVAL,
+        scheduler_interval=INTERVAL,
+        wake_timeout=INTERVAL,
+    )
+    ledger = Ledger()
+    ledger.gate.set()
+    pool = WorkerPool(settings=settings)
+    pool.job(name=NAME, max_concurrency=1)(ledger.run)
+    async with Client.from_url(cluster.url, namespace, shards=shards) as client, pool.running():
+        run = pool.current_run
+        assert run is not None and isinstance(run.look, NodeLook)
+        look = run.look
+        await wait_until(lambda: run.rebalancer.skipped >= 2, within=30)
+        assert look.looked_names == (NAME,)
+        await client.enqueue_many(_in_shard(3, 2))
+        await wait_until(lambda: ledger.done == 2, within=30)
+    assert ledger.most == 1

@@ -6,9 +6,11 @@
   shard 0 only, where readers take it: elsewhere the beat scores the pool, notes Redis's
   clock and extends what the pool holds there, one command fewer a shard an interval.
   The other shards need not even that while idle: the pool is scored in shard 0 alone,
-  beats in another shard only while it holds a job there or one look a beat per server
-  or cluster node (rota.worker.idle) finds a lease or a scored pool in some shard of it,
-  and their reapers skip their pass meanwhile.
+  beats in another shard only while it holds a job there or the look (one a beat per
+  server, rota.worker.idle; one an interval per cluster node, rota.worker.nodelook)
+  finds a lease or a scored pool in some shard of it, and their reapers skip their
+  pass meanwhile. Shard 0's reaper alone forgets idle job names, in every shard of
+  the pool with one turn (rota.client.forget).
 - The reaper (about as often, jittered) gives expired leases back to their queues and
   forgets pools that stopped beating. Every pool runs it; the script is idempotent.
 - The abort listener cancels a running job within milliseconds of ``client.abort``;

@@ -1,0 +1,198 @@
+-- include: _base _fairwindow
+-- Shared helpers: fair keys, the turns of a name without settings (no fset hash: every
+-- key of weight 1, none limited, rate-limited nor paused), the usual case. The turns
+-- are the same as _fairfetch.lua's (the lowest key goes next, one job a turn, its time
+-- one on; the plain list one participant more), but planned several at a time over the
+-- window's arrays, with no state per key but its jobs left (st.fl) and its time after
+-- its last turn (st.sc), and popped with one RPOP per key for all its turns: the
+-- general path's steps per job (a key's state made, held, dropped, its settings read)
+-- cost a keyed job more Lua than the rest of its fetch.
+--
+-- What a plan popped is handed out one job a call (st.q, their keys st.qk, st.qi the
+-- next, st.qn the count); what the call does not use goes back to the tail of its key's
+-- list at the end (fast.back), as the general path gives back what an RPOP brought.
+
+-- (The steps in one table: a script's main function holds at most 200 locals.)
+local fast = {}
+
+-- The plain list's turn (a name's jobs without a key) when it comes before the lowest
+-- key's time `low` (nil: no key ready): its next id, or nil, and then it takes no more
+-- turns in this call. (Shared with the turns of _fairfetch.lua.)
+function fast.plain(st, plain, low)
+  if st.plain and (not low or st.vt <= low) then
+    local id = plain()
+    if id then
+      st.vt = math.max(st.vt, low or st.vt) + 1 -- back from idle: no burst credit
+      return id
+    end
+    st.plain = false
+  end
+  return nil
+end
+
+-- Plan up to `want` turns from the window: the key of each turn in order (st.qk), and
+-- key -> its turns (the keys in the order first taken). A key's jobs left come from the
+-- window's read of the backlogs, else its list's length; a key left with none leaves
+-- the ready keys, one whose new time comes before the window's bound goes back into the
+-- window (ties after the keys of the same time), others are written and read again
+-- when the window runs out. Stops where the plain list's turn comes.
+function fast.plan(name, st, want)
+  local fl, sc, wr, qk = st.fl, st.sc, st.wr, st.qk
+  local order, count, planned = {}, {}, 0
+  while planned < want do
+    if st.wi > #st.wk then
+      if not st.bk then
+        break
+      end
+      fair_window(name, st, want - planned)
+      wr = st.wr -- (the window's read wrote the changes so far: a new table)
+      if st.wi > #st.wk then
+        break
+      end
+    end
+    local wk, ws, i = st.wk, st.ws, st.wi
+    local key, s = wk[i], ws[i]
+    if st.plain and st.vt <= s then
+      break
+    end
+    local left = fl[key]
+    if not left then
+      local r = st.wb and tonumber(st.wb[i])
+      if r and r >= 1 and r < 1e15 and r == math.floor(r) then
+        left = r
+      else -- (a backlog not read, or not trusted: the list's length says)
+        local ok, len = pcall(redis.call, 'LLEN', key_fair_queue(name, key))
+        left = ok and len or 0
+      end
+    end
+    st.wi = i + 1
+    if left > 0 then
+      local k = count[key]
+      if not k then
+        order[#order + 1] = key
+      end
+      count[key] = (k or 0) + 1
+      planned = planned + 1
+      qk[planned] = key
+      left, s = left - 1, s + 1
+      sc[key] = s
+      if left > 0 then
+        wr[key] = s
+        if not st.bk or s < st.bs then
+          local at = #wk + 1
+          while at > st.wi and ws[at - 1] > s do
+            at = at - 1
+          end
+          table.insert(wk, at, key)
+          table.insert(ws, at, s)
+          if st.wb then
+            table.insert(st.wb, at, false)
+          end
+        end
+      else
+        wr[key] = false
+      end
+    else
+      wr[key] = false
+    end
+    fl[key] = left
+  end
+  return order, count, planned
+end
+
+-- Pop what a plan takes: one RPOP a key, of one more than its jobs left when the plan
+-- takes them all (fewer coming back says the list is empty without a read; more, that
+-- its backlog read short: the extra goes back and the key stays); then the jobs in the
+-- order of the turns (st.q), so that what the call does not use is its last turns.
+function fast.pop(name, st, order, count, planned)
+  local got = {} -- key -> its one id, or the array of its ids
+  for _, key in ipairs(order) do
+    local k, fk = count[key], key_fair_queue(name, key)
+    local ask = st.fl[key] == 0 and k + 1 or k
+    local n = 0
+    if ask == 1 then -- (a reply of one id, not an array: no table made)
+      local ok, id = pcall(redis.call, 'RPOP', fk)
+      if ok and id then
+        got[key], n = id, 1
+      end
+    else
+      local ok, ids = pcall(redis.call, 'RPOP', fk, str(ask))
+      if ok and ids then
+        got[key], n = ids, #ids
+        if n > k then
+          redis.call('RPUSH', fk, ids[n])
+        end
+      end
+    end
+    if n < k then -- its list held fewer than its backlog said: none is left
+      st.fl[key], st.wr[key] = 0, false
+    elseif n > k then
+      local okl, len = pcall(redis.call, 'LLEN', fk)
+      st.fl[key], st.wr[key] = okl and len or 1, st.sc[key]
+    end
+  end
+  local q, qk, m, at = st.q, st.qk, 0, {}
+  for i = 1, planned do
+    local key = qk[i]
+    local g = got[key]
+    local id = g
+    if type(g) == 'table' then
+      local j = (at[key] or 0) + 1
+      id, at[key] = g[j], j
+    else
+      got[key] = nil
+    end
+    if id then
+      m = m + 1
+      q[m], qk[m] = id, key
+    end
+  end
+  st.qi, st.qn = 1, m
+  st.taken = st.taken + m
+end
+
+-- The jobs a plan popped that the call did not use go back to the tail of their keys'
+-- lists, next again, and their keys get back the turns (st.fl, st.wr).
+function fast.back(name, st)
+  if st.qi > st.qn then
+    return
+  end
+  local back = {}
+  for i = st.qn, st.qi, -1 do
+    local ids = table_at(back, st.qk[i])
+    ids[#ids + 1] = st.q[i]
+  end
+  for key, ids in pairs(back) do
+    call_chunked('RPUSH', key_fair_queue(name, key), ids)
+    st.fl[key] = st.fl[key] + #ids
+    st.wr[key] = st.sc[key] - #ids
+  end
+  st.taken = st.taken - (st.qn - st.qi + 1)
+  st.qi, st.qn = 1, 0
+end
+
+-- The next entry of a name without settings (see fair_next): a planned job, the plain
+-- list's when its turn comes, or a new plan. Returns the id and its key (nil: plain),
+-- or nil.
+local function fair_fast(name, st, plain, want)
+  while true do
+    local i = st.qi
+    if i <= st.qn then
+      st.qi = i + 1
+      return st.q[i], st.qk[i]
+    end
+    if st.wi > #st.wk and (st.bk or not st.known) then
+      fair_window(name, st, want)
+    end
+    local low = st.ws[st.wi]
+    local id = fast.plain(st, plain, low)
+    if id then
+      return id, nil
+    end
+    if not low then
+      return nil, nil
+    end
+    local order, count, planned = fast.plan(name, st, want)
+    fast.pop(name, st, order, count, planned)
+  end
+end

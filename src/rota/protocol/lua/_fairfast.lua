@@ -31,14 +31,14 @@ function fast.plain(st, plain, low)
 end
 
 -- Plan up to `want` turns from the window: the key of each turn in order (st.qk), and
--- key -> its turns (the keys in the order first taken). A key's jobs left come from the
+-- key -> its turns, and how many. A key's jobs left come from the
 -- window's read of the backlogs, else its list's length; a key left with none leaves
 -- the ready keys, one whose new time comes before the window's bound goes back into the
 -- window (ties after the keys of the same time), others are written and read again
 -- when the window runs out. Stops where the plain list's turn comes.
 function fast.plan(name, st, want)
   local fl, sc, wr, qk = st.fl, st.sc, st.wr, st.qk
-  local order, count, planned = {}, {}, 0
+  local count, planned = {}, 0
   while planned < want do
     if st.wi > #st.wk then
       if not st.bk then
@@ -67,11 +67,7 @@ function fast.plan(name, st, want)
     end
     st.wi = i + 1
     if left > 0 then
-      local k = count[key]
-      if not k then
-        order[#order + 1] = key
-      end
-      count[key] = (k or 0) + 1
+      count[key] = (count[key] or 0) + 1
       planned = planned + 1
       qk[planned] = key
       left, s = left - 1, s + 1
@@ -97,50 +93,53 @@ function fast.plan(name, st, want)
     end
     fl[key] = left
   end
-  return order, count, planned
+  return count, planned
 end
 
--- Pop what a plan takes: one RPOP a key, of one more than its jobs left when the plan
--- takes them all (fewer coming back says the list is empty without a read; more, that
--- its backlog read short: the extra goes back and the key stays); then the jobs in the
--- order of the turns (st.q), so that what the call does not use is its last turns.
-function fast.pop(name, st, order, count, planned)
-  local got = {} -- key -> its one id, or the array of its ids
-  for _, key in ipairs(order) do
-    local k, fk = count[key], key_fair_queue(name, key)
-    local ask = st.fl[key] == 0 and k + 1 or k
-    local n = 0
-    if ask == 1 then -- (a reply of one id, not an array: no table made)
-      local ok, id = pcall(redis.call, 'RPOP', fk)
-      if ok and id then
-        got[key], n = id, 1
-      end
-    else
-      local ok, ids = pcall(redis.call, 'RPOP', fk, str(ask))
-      if ok and ids then
-        got[key], n = ids, #ids
-        if n > k then
-          redis.call('RPUSH', fk, ids[n])
-        end
-      end
-    end
-    if n < k then -- its list held fewer than its backlog said: none is left
-      st.fl[key], st.wr[key] = 0, false
-    elseif n > k then
-      local okl, len = pcall(redis.call, 'LLEN', fk)
-      st.fl[key], st.wr[key] = okl and len or 1, st.sc[key]
-    end
+-- A key's turns of a plan, `k` of them, popped at once (what fast.pop takes from): one
+-- more than its jobs left when the plan takes them all (fewer coming back says the list
+-- is empty without a read; more, that its backlog read short: the extra goes back and
+-- the key stays). The ids, the next to hand out at .at + 1.
+function fast.take(name, st, key, k)
+  local fk = key_fair_queue(name, key)
+  local ask = st.fl[key] == 0 and k + 1 or k
+  local ok, ids = pcall(redis.call, 'RPOP', fk, str(ask))
+  ids = ok and ids or {}
+  local n = #ids
+  if n > k then
+    redis.call('RPUSH', fk, ids[n])
+    local okl, len = pcall(redis.call, 'LLEN', fk)
+    st.fl[key], st.wr[key] = okl and len or 1, st.sc[key]
+  elseif n < k then -- its list held fewer than its backlog said: none is left
+    st.fl[key], st.wr[key] = 0, false
   end
-  local q, qk, m, at = st.q, st.qk, 0, {}
+  ids.at = 0
+  return ids
+end
+
+-- Pop what a plan takes, in the order of its turns (st.q), so that what the call does
+-- not use is its last turns: a key of one turn with jobs left after it (the usual case)
+-- by one RPOP of one, no table made; any other by fast.take at its first turn.
+function fast.pop(name, st, count, planned)
+  local q, qk, fl, m, got = st.q, st.qk, st.fl, 0, nil
   for i = 1, planned do
     local key = qk[i]
-    local g = got[key]
-    local id = g
-    if type(g) == 'table' then
-      local j = (at[key] or 0) + 1
-      id, at[key] = g[j], j
+    local id
+    if count[key] == 1 and fl[key] > 0 then
+      local ok, one = pcall(redis.call, 'RPOP', key_fair_queue(name, key))
+      id = ok and one
+      if not id then -- its list held fewer than its backlog said: none is left
+        fl[key], st.wr[key] = 0, false
+      end
     else
-      got[key] = nil
+      got = got or {}
+      local g = got[key]
+      if not g then
+        g = fast.take(name, st, key, count[key])
+        got[key] = g
+      end
+      g.at = g.at + 1
+      id = g[g.at]
     end
     if id then
       m = m + 1
@@ -192,7 +191,7 @@ local function fair_fast(name, st, plain, want)
     if not low then
       return nil, nil
     end
-    local order, count, planned = fast.plan(name, st, want)
-    fast.pop(name, st, order, count, planned)
+    local count, planned = fast.plan(name, st, want)
+    fast.pop(name, st, count, planned)
   end
 end

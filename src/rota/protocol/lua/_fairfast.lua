@@ -3,10 +3,17 @@
 -- key of weight 1, none limited, rate-limited nor paused), the usual case. The turns
 -- are the same as _fairfetch.lua's (the lowest key goes next, one job a turn, its time
 -- one on; the plain list one participant more), but planned several at a time over the
--- window's arrays, with no state per key but its jobs left (st.fl) and its time after
--- its last turn (st.sc), and popped with one RPOP per key for all its turns: the
--- general path's steps per job (a key's state made, held, dropped, its settings read)
--- cost a keyed job more Lua than the rest of its fetch.
+-- window's arrays, with no state per key but whether it was found empty (st.fl: 0) and
+-- its time after its last turn (st.sc), and popped with one RPOP per key for all its
+-- turns: the general path's steps per job (a key's state made, held, dropped, its
+-- settings read) cost a keyed job more Lua than the rest of its fetch.
+--
+-- Nor does a plan read or write the keys' backlogs (fbacklog: the length of a key's
+-- list at its last push; docs/protocol.md): a key is known to have no job left when an
+-- RPOP brings fewer than asked, and only then leaves the ready keys and the backlogs. A
+-- key whose last job a call took stays among the ready keys until its next turn finds
+-- it empty (one RPOP more a key, once). Keeping every backlog exact cost a read and a
+-- write of each key taken per call, as much as the rest of a keyed job's turn.
 --
 -- What a plan popped is handed out one job a call (st.q, their keys st.qk, st.qi the
 -- next, st.qn the count); what the call does not use goes back to the tail of its key's
@@ -31,11 +38,10 @@ function fast.plain(st, plain, low)
 end
 
 -- Plan up to `want` turns from the window: the key of each turn in order (st.qk), and
--- key -> its turns, and how many. A key's jobs left come from the
--- window's read of the backlogs, else its list's length; a key left with none leaves
--- the ready keys, one whose new time comes before the window's bound goes back into the
--- window (ties after the keys of the same time), others are written and read again
--- when the window runs out. Stops where the plain list's turn comes.
+-- key -> its turns, and how many. A key found empty in this call takes none; one whose
+-- new time comes before the window's bound goes back into the window (ties after the
+-- keys of the same time), others are written and read again when the window runs out.
+-- Stops where the plain list's turn comes.
 function fast.plan(name, st, want)
   local fl, sc, wr, qk = st.fl, st.sc, st.wr, st.qk
   local count, planned = {}, 0
@@ -55,87 +61,58 @@ function fast.plan(name, st, want)
     if st.plain and st.vt <= s then
       break
     end
-    local left = fl[key]
-    if not left then
-      local r = st.wb and tonumber(st.wb[i])
-      if r and r >= 1 and r < 1e15 and r == math.floor(r) then
-        left = r
-      else -- (a backlog not read, or not trusted: the list's length says)
-        local ok, len = pcall(redis.call, 'LLEN', key_fair_queue(name, key))
-        left = ok and len or 0
-      end
-    end
     st.wi = i + 1
-    if left > 0 then
+    if fl[key] ~= 0 then
       count[key] = (count[key] or 0) + 1
       planned = planned + 1
       qk[planned] = key
-      left, s = left - 1, s + 1
-      sc[key] = s
-      if left > 0 then
-        wr[key] = s
-        if not st.bk or s < st.bs then
-          local at = #wk + 1
-          while at > st.wi and ws[at - 1] > s do
-            at = at - 1
-          end
-          table.insert(wk, at, key)
-          table.insert(ws, at, s)
-          if st.wb then
-            table.insert(st.wb, at, false)
-          end
+      s = s + 1
+      sc[key], wr[key] = s, s
+      if not st.bk or s < st.bs then
+        local at = #wk + 1
+        while at > st.wi and ws[at - 1] > s do
+          at = at - 1
         end
-      else
-        wr[key] = false
+        table.insert(wk, at, key)
+        table.insert(ws, at, s)
       end
-    else
-      wr[key] = false
     end
-    fl[key] = left
   end
   return count, planned
 end
 
--- A key's turns of a plan, `k` of them, popped at once (what fast.pop takes from): one
--- more than its jobs left when the plan takes them all (fewer coming back says the list
--- is empty without a read; more, that its backlog read short: the extra goes back and
--- the key stays). The ids, the next to hand out at .at + 1.
-function fast.take(name, st, key, k)
-  local fk = key_fair_queue(name, key)
-  local ask = st.fl[key] == 0 and k + 1 or k
-  local ok, ids = pcall(redis.call, 'RPOP', fk, str(ask))
-  ids = ok and ids or {}
-  local n = #ids
-  if n > k then
-    redis.call('RPUSH', fk, ids[n])
-    local okl, len = pcall(redis.call, 'LLEN', fk)
-    st.fl[key], st.wr[key] = okl and len or 1, st.sc[key]
-  elseif n < k then -- its list held fewer than its backlog said: none is left
-    st.fl[key], st.wr[key] = 0, false
-  end
-  ids.at = 0
-  return ids
+-- A key found with no job left (an RPOP that brought fewer than asked): it leaves the
+-- ready keys and its backlog (st.fl: 0), and its time is that of the turns it gave
+-- (`short` of them had no job).
+function fast.empty(st, key, short)
+  st.fl[key], st.wr[key] = 0, false
+  st.sc[key] = st.sc[key] - short
 end
 
 -- Pop what a plan takes, in the order of its turns (st.q), so that what the call does
--- not use is its last turns: a key of one turn with jobs left after it (the usual case)
--- by one RPOP of one, no table made; any other by fast.take at its first turn.
+-- not use is its last turns: a key of one turn by one RPOP of one (no table made), one
+-- of more by one RPOP of them all at its first turn.
 function fast.pop(name, st, count, planned)
-  local q, qk, fl, m, got = st.q, st.qk, st.fl, 0, nil
+  local q, qk, m, got = st.q, st.qk, 0, nil
   for i = 1, planned do
     local key = qk[i]
-    local id
-    if count[key] == 1 and fl[key] > 0 then
+    local k, id = count[key], nil
+    if k == 1 then
       local ok, one = pcall(redis.call, 'RPOP', key_fair_queue(name, key))
       id = ok and one
-      if not id then -- its list held fewer than its backlog said: none is left
-        fl[key], st.wr[key] = 0, false
+      if not id then
+        fast.empty(st, key, 1)
       end
     else
       got = got or {}
       local g = got[key]
       if not g then
-        g = fast.take(name, st, key, count[key])
+        local ok, ids = pcall(redis.call, 'RPOP', key_fair_queue(name, key), str(k))
+        g = ok and ids or {}
+        if #g < k then
+          fast.empty(st, key, k - #g)
+        end
+        g.at = 0
         got[key] = g
       end
       g.at = g.at + 1
@@ -163,7 +140,7 @@ function fast.back(name, st)
   end
   for key, ids in pairs(back) do
     call_chunked('RPUSH', key_fair_queue(name, key), ids)
-    st.fl[key] = st.fl[key] + #ids
+    st.fl[key] = nil -- (not empty, whatever an RPOP found)
     st.wr[key] = st.sc[key] - #ids
   end
   st.taken = st.taken - (st.qn - st.qi + 1)

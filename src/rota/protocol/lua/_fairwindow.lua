@@ -69,7 +69,7 @@ local function fair_window(name, st, want)
     st.bk, st.bs = top[2 * w + 1], finite_score(top[2 * w + 2])
   end
   st.wb = false
-  if #wk > 1 then -- (one key learns it at its drop, by the write it needs anyway)
+  if #wk > 1 and st.settings then -- (one key learns it at its drop; see _fairfast.lua)
     local ok, b = pcall(redis.call, 'ZMSCORE', key_fair_backlog(name), unpack(wk))
     st.wb = ok and b -- (the reply itself, read as each key is taken)
   end

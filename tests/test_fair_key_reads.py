@@ -172,3 +172,20 @@ async def test_the_reads_old_names_warn_and_answer_as_the_new_ones(client: Clien
             pytest.raises(TypeError, match=rf"\b{now}\(\) got an unexpected keyword argument"),
         ):
             await getattr(fair, was)(not_an_argument=1)
+
+
+@pytest.mark.one_shard("the keys' turns are taken on one shard")
+async def test_the_keys_listed_are_those_with_the_most_jobs_whatever_their_backlogs(
+    client: Client,
+) -> None:
+    # A fetch does not lower a key's backlog (the length of its list at its last push):
+    # twenty keys of ten jobs, each taken down to two, still read 10; a key of eight
+    # pushed since reads 8. Listed by what their lists hold, the late key comes first,
+    # with its count, though twenty backlogs rank above it (the read goes on past them).
+    await _keyed(client, {f"k{i:02d}": 10 for i in range(20)})
+    assert len(await _lease(client, "k00", 160)) == 160
+    await _keyed(client, {"late": 8})
+    rows = await client.admin.fair.of("hook", top=3)
+    assert [(r.key, r.queued) for r in rows] == [("late", 8), ("k00", 2), ("k01", 2)]
+    by_name = await client.admin.fair.of_names(["hook"], 3)
+    assert [(r.key, r.queued) for r in by_name["hook"]] == [("late", 8), ("k00", 2), ("k01", 2)]

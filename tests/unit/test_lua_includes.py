@@ -60,6 +60,8 @@ def test_the_library_holds_every_helper_once_in_include_order() -> None:
         "_graph",
         "_enqueue",
         "_expiry",
+        "_fairwindow",
+        "_fairfast",
         "_fairkey",
         "_fairfetch",
         "_runtimes",

@@ -1,4 +1,4 @@
--- include: _base _fair _fairkey
+-- include: _base _fair _fairkey _fairwindow _fairfast
 -- Shared helpers: fair keys, the fetch's side (fetch.lua; the rest in _fair.lua). A
 -- fetch reads what it needs of each name with keys once per call (fair_state), takes
 -- turns (fair_next), holding a busy key while it stays the lowest, and writes back at
@@ -50,25 +50,33 @@ end
 -- per name read once per call and written back by fair_end.
 
 local function fair_state(ctx, name)
-  local st = fair_st[name]
-  if st then
-    return st
-  end
   local ok, f = pcall(redis.call, 'HMGET', key_fair(name), 'vt', 'n')
   f = ok and f or {}
-  st = {vt = finite_score(f[1]), vt0 = finite_score(f[1]), n = math.max(0, math.floor(finite_score(f[2]))), plain = true,
-    taken = 0, keys = {}, leased = {}, touched = false,
+  local vt = finite_score(f[1])
+  local st = {vt = vt, vt0 = vt, n = math.max(0, math.floor(finite_score(f[2]))), plain = true,
+    taken = 0, touched = false,
+    -- a name without settings (the usual case) reads none per key, and takes its turns
+    -- in _fairfast.lua
+    settings = redis.call('EXISTS', key_fair_set(name)) == 1,
     -- the window (fair_window): the lowest keys read, in order (wk, their times ws;
     -- wi: the first not taken; wb: their backlogs as ZMSCORE replied, false: not read),
     -- bk and bs: the first key not read and its time (nil: none), wr: key -> its time
     -- to write, or false to remove it
-    wk = {}, ws = {}, wi = 1, wb = false, known = false, bk = nil, bs = nil, wr = {},
-    -- the held key's (st.cur): the next participant's time, what its RPOP brought and
-    -- the first of it not used, whether that was all its list held; one: the array that
-    -- holds what an RPOP of one brought
-    next = 0, buf = false, at = 1, drained = false, one = {false},
-    -- a name without settings (the usual case) reads none per key
-    settings = redis.call('EXISTS', key_fair_set(name)) == 1}
+    wk = {}, ws = {}, wi = 1, wb = false, known = false, wr = {},
+    -- the jobs a plan of _fairfast.lua popped (q, their keys qk, the next qi, the count qn)
+    qi = 1, qn = 0}
+  if st.settings then
+    -- each key's state (fair_key_state), the leases of keys a limit reaches; the held
+    -- key's (st.cur): the next participant's time, what its RPOP brought and the first
+    -- of it not used, whether that was all its list held; one: the array that holds
+    -- what an RPOP of one brought
+    st.keys, st.leased, st.fl, st.next, st.buf, st.at, st.drained, st.one =
+      {}, {}, {}, 0, false, 1, false, {false}
+  else
+    -- each key's jobs left and time after its last turn (_fairfast.lua); (EMPTY: no key
+    -- state, no lease, never written to)
+    st.keys, st.leased, st.fl, st.sc, st.q, st.qk = EMPTY, EMPTY, {}, {}, {}, {}
+  end
   fair_st[name] = st
   -- Keys resting for their rate whose time has come are ready again; the first of the
   -- others says when the pools come back (read again at the end when one rests). Only
@@ -91,76 +99,6 @@ local function fair_state(ctx, name)
   return st
 end
 
-
--- The arguments of a write of several keys: [1] a ZADD's score, key, ..., [2] a ZREM's
--- keys, in two arrays that every call reuses (a library's locals outlive a call), filled
--- from the first entry: a fresh array per write grew, and was rebuilt, at 1, 2, 4, 8, ...
--- entries, and was collected. What lies past the count is left from an earlier write.
--- (One local: a script's main function holds at most 200.)
-local fair_args = {{}, {}}
-
--- The window's changes to the set of ready keys, written: one ZADD of every new time
--- and one ZREM of the keys that left, instead of two commands per key taken.
-local function fair_flush(name, st)
-  if next(st.wr) == nil then
-    return
-  end
-  local add, gone, na, ng = fair_args[1], fair_args[2], 0, 0
-  for key, score in pairs(st.wr) do
-    if score then
-      add[na + 1], add[na + 2] = str(score), key
-      na = na + 2
-    else
-      ng = ng + 1
-      gone[ng] = key
-    end
-  end
-  st.wr = {}
-  if na > 0 then
-    call_chunked('ZADD', key_fair_keys(name), add, na)
-  end
-  if ng > 0 then
-    call_chunked('ZREM', key_fair_keys(name), gone, ng)
-  end
-end
-
--- The window: the `want` lowest keys of the set (at most 32) with their times, read by
--- one ZRANGE (and their backlogs by one ZMSCORE), and apart the next one, which bounds
--- what the call knows: a key whose new time comes before it goes back into the window,
--- in order; one whose time does not is written, and the window read again when it runs
--- out. So the call takes the keys in the set's own order (time, then key) with two
--- reads per window rather than a read and a write per key.
-local function fair_window(name, st, want)
-  fair_flush(name, st)
-  local w = math.min(math.max(1, math.floor(tonumber(want) or 1)), 32)
-  -- (Not by pcall: a set of keys of another type fails the fetch, whose pool then
-  -- moves it away, repair.lua, and the keys it listed join again.)
-  local top = redis.call('ZRANGE', key_fair_keys(name), 0, w, 'WITHSCORES')
-  local wk, ws = {}, {} -- (two arrays and an index: no table per key, no shift per turn)
-  for i = 1, math.min(#top, 2 * w), 2 do
-    local j = (i + 1) / 2
-    wk[j], ws[j] = top[i], finite_score(top[i + 1])
-  end
-  st.wk, st.ws, st.wi, st.known, st.bk, st.bs = wk, ws, 1, true, nil, nil
-  if #top > 2 * w then
-    st.bk, st.bs = top[2 * w + 1], finite_score(top[2 * w + 2])
-  end
-  st.wb = false
-  if #wk > 1 then -- (one key learns it at its drop, by the write it needs anyway)
-    local ok, b = pcall(redis.call, 'ZMSCORE', key_fair_backlog(name), unpack(wk))
-    st.wb = ok and b -- (the reply itself, read as each key is taken)
-  end
-end
-
--- The next participant after the held key: the window's first, else its bound (its
--- time and key; nil: none).
-local function fair_head(st)
-  local i = st.wi
-  if i <= #st.wk then
-    return st.ws[i], st.wk[i]
-  end
-  return st.bs, st.bk
-end
 
 -- The key a fetch holds (st.cur, its state) goes back among the ready keys with its new time (the
 -- window's when it comes before the bound, a write either way), or leaves them with no
@@ -193,16 +131,20 @@ local function fair_drop(name, st)
   st.cur = nil
 end
 
--- A key leaves the ready keys (at its limit, paused, resting, or found empty).
-local function fair_out(st, key)
-  st.wr[key] = false
-end
-
 -- The next entry of a name with fair keys: the plain list's (via `plain`, nil when it
--- is empty) or its lowest key's; `want`: how many entries the call may still take of
--- the name. Returns the id and its key (nil: plain), or nil.
+-- is empty) or its lowest key's; `want(name)`: how many entries the call may still take
+-- of the name. Returns the id and its key (nil: plain), or nil.
 local function fair_next(ctx, name, plain, want)
-  local st = fair_state(ctx, name)
+  local st = fair_st[name] or fair_state(ctx, name)
+  local i = st.qi -- (a job a plan of _fairfast.lua popped: the usual case, first)
+  if i <= st.qn then
+    st.qi = i + 1
+    return st.q[i], st.qk[i]
+  end
+  want = want(name) -- (asked only here: a planned job needs it not)
+  if not st.settings then
+    return fair_fast(name, st, plain, want)
+  end
   while true do
     local cur = st.cur -- (the held key's state)
     if cur then
@@ -222,13 +164,9 @@ local function fair_next(ctx, name, plain, want)
     elseif st.wi <= #st.wk then
       low, key = st.ws[st.wi], st.wk[st.wi]
     end
-    if st.plain and (not key or st.vt <= low) then
-      local id = plain()
-      if id then
-        st.vt = math.max(st.vt, low or st.vt) + 1 -- back from idle: no burst credit
-        return id, nil
-      end
-      st.plain = false
+    local id = fast.plain(st, plain, key and low)
+    if id then
+      return id, nil
     end
     if not key then
       return nil, nil
@@ -238,12 +176,12 @@ local function fair_next(ctx, name, plain, want)
       local c = fair_key_state(ctx, name, st, key)
       st.touched = true
       if c.tat and c.tat > ctx.now and not c.paused then
-        fair_out(st, key)
+        st.wr[key] = false -- (leaves the ready keys)
         redis.call('ZADD', key_fair_rest(name), str(c.tat), key)
         ctx.later(c.tat)
         st.resting = true
       elseif not fair_room(ctx, c) then
-        fair_out(st, key) -- a resume, or the finish that frees a slot, adds it back
+        st.wr[key] = false -- a resume, or the finish that frees a slot, adds it back
       else
         if not c.left then -- its backlog less this call's pops, when it reads sane
           local r = st.wb and tonumber(st.wb[st.wi - 1]) -- (its place in the window)
@@ -287,7 +225,8 @@ end
 -- Whether this call knows the name's keys to have jobs ready (else nil: ask Redis).
 local function fair_has(name)
   local st = fair_st[name]
-  return st and st.known and (st.cur ~= nil or st.wi <= #st.wk or st.bk ~= nil) or nil
+  return st and (st.qi <= st.qn
+    or st.known and (st.cur ~= nil or st.wi <= #st.wk or st.bk ~= nil)) or nil
 end
 
 -- Leases of one key in one call from which its running set is made a skiplist (a
@@ -296,16 +235,17 @@ end
 -- its jobs' fetch. A key of a lease or two keeps the listpack, cheaper at that size.
 local RUN_SKIPLIST = 4
 
--- A keyed job leased by this call (fkey_of: id -> key); its lease is added to its key's
--- running set at fair_end, and its record marked `flease` (what tells the finish and
--- the heartbeat that there is a lease to end or extend), only when a limit
--- reaches the key: no running set is made and deleted per job, and the finish has
--- nothing to do, for a key that no limit counts (a limit set later counts the key's
--- running jobs from the name's running set, fair_keys.lua).
-local function fair_leased(name, key, deadline, id, fkey_of)
-  fkey_of[id] = key
+-- A keyed job of a name with settings leased by this call (the fetch notes every keyed
+-- one's key, in fkey_of); its lease is added to its key's running set at fair_end, and
+-- its record marked `flease` (what tells the finish and the heartbeat that there is a
+-- lease to end or extend), only when a limit reaches the key: no running set is made
+-- and deleted per job, and the finish has nothing to do, for a key that no limit
+-- counts (a limit set later counts the key's running jobs from the name's running set,
+-- fair_keys.lua). A name without settings has no limit: the fetch calls none.
+local function fair_leased(name, key, deadline, id)
   local st = fair_st[name]
-  if st.keys[key].slots == true then
+  local c = st.keys[key]
+  if c.slots == true then
     return
   end
   redis.call('HSET', key_job(id), 'flease', '1')
@@ -321,6 +261,7 @@ end
 local function fair_end(ctx, leases)
   for name, st in pairs(fair_st) do
     fair_drop(name, st)
+    fast.back(name, st)
     fair_flush(name, st)
     for key, entries in pairs(leases and st.leased or {}) do
       if #entries >= 2 * RUN_SKIPLIST then -- a busy key's: see add_leases
@@ -329,27 +270,16 @@ local function fair_end(ctx, leases)
         pcall(call_chunked, 'ZADD', key_fair_running(name, key), entries)
       end
     end
-    local add, gone, na, ng = fair_args[1], fair_args[2], 0, 0
+    local fl = st.fl -- (a name without settings: _fairfast.lua keeps it as it goes)
     for key, c in pairs(st.keys) do
       if c.moved then
         pcall(redis.call, 'HSET', key_fair(name), 't/' .. key, string.format('%.3f', c.tat))
       end
       if c.touched and not c.synced then -- (known: every key popped from was dropped)
-        if c.left > 0 then
-          add[na + 1], add[na + 2] = str(c.left), key
-          na = na + 2
-        else
-          ng = ng + 1
-          gone[ng] = key
-        end
+        fl[key] = c.left
       end
     end
-    if na > 0 then
-      pcall(call_chunked, 'ZADD', key_fair_backlog(name), add, na)
-    end
-    if ng > 0 then
-      pcall(call_chunked, 'ZREM', key_fair_backlog(name), gone, ng)
-    end
+    zset_write(key_fair_backlog(name), fl, 0, true)
     if st.taken > 0 or st.touched or st.vt ~= st.vt0 then -- (else: nothing changed)
       pcall(redis.call, 'HSET', key_fair(name), 'vt', str(st.vt),
         'n', str(math.max(0, st.n - st.taken)))

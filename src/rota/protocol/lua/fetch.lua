@@ -246,10 +246,10 @@ end
 -- Pop entries of one queue until one job is leased; false when none could be.
 local function take(name)
   local qk = key_queue(name)
-  local plain = fairs[name] and plain_of(name)
+  local plain = fairs[name] and (plains[name] or plain_of(name))
   while nburied < MAX_BURY do
     local id, fkey
-    if plain then id, fkey = fair_next(ctx, name, plain, wanted(name)) else id = next_entry(name, qk) end
+    if plain then id, fkey = fair_next(ctx, name, plain, wanted) else id = next_entry(name, qk) end
     if not id then
       status[name] = false
       if not (plain and fair_resting(name)) then unready(name) end -- (resting: see due)
@@ -308,7 +308,10 @@ local function take(name)
         local ids = table_at(leased, name)
         ids[#ids + 1] = deadline
         ids[#ids + 1] = id
-        if fkey then fair_leased(name, fkey, deadline, id, fkey_of) end
+        if fkey then
+          fkey_of[id] = fkey
+          if fair_st[name].settings then fair_leased(name, fkey, deadline, id) end
+        end
         if status[name] ~= true then
           status[name] = status[name] - 1
         end

@@ -1,0 +1,86 @@
+-- include: _base _fair
+-- Shared helpers: fair keys, the window a fetch reads of a name's ready keys (its
+-- lowest, a few at a time) and the writes it gathers for them, shared by the turns of
+-- a name with settings (_fairfetch.lua) and without (_fairfast.lua).
+
+-- A write of several keys of one sorted set `k`: one ZADD of every key of `map` whose
+-- value is a number (above `floor` when given) and one ZREM of the others (false, or
+-- at most `floor`), instead of two commands per key; by pcall when `guarded`. The
+-- arguments are two arrays that every call reuses (a library's locals outlive a call),
+-- filled from the first entry: a fresh array per write grew, and was rebuilt, at 1, 2,
+-- 4, 8, ... entries, and was collected. What lies past the count is left from an
+-- earlier write.
+local zset_write
+do
+  local add, gone = {}, {}
+  zset_write = function(k, map, floor, guarded)
+    local na, ng = 0, 0
+    for key, v in pairs(map) do
+      if v and not (floor and v <= floor) then
+        add[na + 1], add[na + 2] = str(v), key
+        na = na + 2
+      else
+        ng = ng + 1
+        gone[ng] = key
+      end
+    end
+    if na > 0 then
+      if guarded then pcall(call_chunked, 'ZADD', k, add, na) else call_chunked('ZADD', k, add, na) end
+    end
+    if ng > 0 then
+      if guarded then pcall(call_chunked, 'ZREM', k, gone, ng) else call_chunked('ZREM', k, gone, ng) end
+    end
+  end
+end
+
+-- The window's changes to the set of ready keys (st.wr: key -> its new time, or false
+-- when it left them), written at once.
+local function fair_flush(name, st)
+  if next(st.wr) ~= nil then
+    local wr = st.wr
+    st.wr = {}
+    zset_write(key_fair_keys(name), wr, nil, false)
+  end
+end
+
+-- The window: the `want` lowest keys of the set (at most 32) with their times, read by
+-- one ZRANGE (and their backlogs by one ZMSCORE), and apart the next one, which bounds
+-- what the call knows: a key whose new time comes before it goes back into the window,
+-- in order; one whose time does not is written, and the window read again when it runs
+-- out. So the call takes the keys in the set's own order (time, then key) with two
+-- reads per window rather than a read and a write per key.
+local function fair_window(name, st, want)
+  fair_flush(name, st)
+  local w = math.min(math.max(1, math.floor(tonumber(want) or 1)), 32)
+  -- (Not by pcall: a set of keys of another type fails the fetch, whose pool then
+  -- moves it away, repair.lua, and the keys it listed join again.)
+  local top = redis.call('ZRANGE', key_fair_keys(name), 0, w, 'WITHSCORES')
+  local wk, ws = {}, {} -- (two arrays and an index: no table per key, no shift per turn)
+  for i = 1, math.min(#top, 2 * w), 2 do
+    local j = (i + 1) / 2
+    local x = tonumber(top[i + 1]) -- (finite_score, without a call per key)
+    if not x or x ~= x or x == math.huge or x == -math.huge then
+      x = 0
+    end
+    wk[j], ws[j] = top[i], x
+  end
+  st.wk, st.ws, st.wi, st.known, st.bk, st.bs = wk, ws, 1, true, nil, nil
+  if #top > 2 * w then
+    st.bk, st.bs = top[2 * w + 1], finite_score(top[2 * w + 2])
+  end
+  st.wb = false
+  if #wk > 1 and st.settings then -- (one key learns it at its drop; see _fairfast.lua)
+    local ok, b = pcall(redis.call, 'ZMSCORE', key_fair_backlog(name), unpack(wk))
+    st.wb = ok and b -- (the reply itself, read as each key is taken)
+  end
+end
+
+-- The next participant after the held key: the window's first, else its bound (its
+-- time and key; nil: none).
+local function fair_head(st)
+  local i = st.wi
+  if i <= #st.wk then
+    return st.ws[i], st.wk[i]
+  end
+  return st.bs, st.bk
+end

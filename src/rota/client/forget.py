@@ -10,24 +10,37 @@ them), not one of each a shard: an idle pool's commands must not grow with its s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from rota.protocol import operator_calls
+from rota.protocol.calls import Scope
 from rota.protocol.job import now_ms
+from rota.protocol.keys import Keys
+from rota.wire.redispy import Redis
 
-if TYPE_CHECKING:
-    from rota.client.shard_ops import ShardOperations
+__all__ = ["NamedShard", "forget_idle_names"]
 
-__all__ = ["forget_idle_names"]
+
+class NamedShard(Protocol):
+    """What a pass reads of a shard (a :class:`rota.client.shard_ops.ShardOperations`,
+    which calls this module: a protocol, so that neither imports the other back)."""
+
+    redis: Redis
+    keys: Keys
+    scope: Scope
+
+    async def names(self) -> list[str]: ...
+
+    async def pools(self) -> Sequence[Any]: ...
 
 
 async def forget_idle_names(
-    shards: Sequence[ShardOperations],
+    shards: Sequence[NamedShard],
     after: float,
     chunk: int = 500,
     *,
     turn: float | None = None,
-    snapshots: ShardOperations | None = None,
+    snapshots: NamedShard | None = None,
 ) -> list[str]:
     """Forget, in each of ``shards``, the job names that have had no job, pause, limit
     or live pool for ``after`` seconds (see ``lua/forget_names.lua``); the names

@@ -31,9 +31,9 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from redis.crc import key_slot
@@ -51,14 +51,18 @@ __all__ = [
     "Primaries",
     "Run",
     "ceiling",
+    "each_k",
     "fit_line",
     "floor",
     "main",
     "measure",
+    "noop_pool",
     "spent",
     "summary",
     "table",
 ]
+
+R = TypeVar("R")
 
 #: enqueue_many's specs per call: 20 pipelines of 20 scripts of 50 jobs for 20,000.
 BATCH = 1000
@@ -161,11 +165,11 @@ def spent(before: list[Node], after: list[Node]) -> list[Node]:
     ]
 
 
-async def _one(
-    nodes: Primaries, shards: int, jobs: int, concurrency: int, settle: float, idle: float
-) -> Run:
-    """Enqueue, drain and idle one namespace of ``shards``; see the module docstring."""
-    url, ns = nodes.cluster.url, "scale" + uuid.uuid4().hex[:8]
+def noop_pool(
+    url: str, ns: str, shards: int, concurrency: int, jobs: int
+) -> tuple[WorkerPool, anyio.Event, list[float]]:
+    """A pool (default settings otherwise) of the job ``noop``, which notes when each
+    run ends; the event is set once ``jobs`` have."""
     settings = Settings(redis_url=url, namespace=ns, shards=shards, concurrency=concurrency)
     pool = WorkerPool(settings=settings)
     done = anyio.Event()
@@ -176,6 +180,16 @@ async def _one(
         marks.append(time.monotonic())
         if len(marks) == jobs:
             done.set()
+
+    return pool, done, marks
+
+
+async def _one(
+    nodes: Primaries, shards: int, jobs: int, concurrency: int, settle: float, idle: float
+) -> Run:
+    """Enqueue, drain and idle one namespace of ``shards``; see the module docstring."""
+    url, ns = nodes.cluster.url, "scale" + uuid.uuid4().hex[:8]
+    pool, done, marks = noop_pool(url, ns, shards, concurrency, jobs)
 
     async with Client.from_url(url, ns, shards=shards) as client:
         s0 = nodes.read()
@@ -202,6 +216,19 @@ async def _one(
     )
 
 
+def each_k(
+    nodes: Primaries, shard_counts: Sequence[int], reps: int, one: Callable[[int], R]
+) -> list[R]:
+    """``one(K)`` for every K in ``shard_counts``, the order repeated ``reps`` times, each
+    after a FLUSHALL (the runs before leave their finished jobs)."""
+    runs = []
+    for _ in range(reps):
+        for k in shard_counts:
+            nodes.flush()
+            runs.append(one(k))
+    return runs
+
+
 def measure(
     nodes: Primaries,
     shard_counts: Sequence[int],
@@ -212,25 +239,14 @@ def measure(
     settle: float = 10.0,
     idle: float = 10.0,
 ) -> list[Run]:
-    """Every K in ``shard_counts``, the order repeated ``reps`` times, each after a
-    FLUSHALL (the runs before leave their finished jobs)."""
-    runs = []
-    for _ in range(reps):
-        for k in shard_counts:
-            nodes.flush()
-            runs.append(
-                anyio.run(
-                    _one,
-                    nodes,
-                    k,
-                    jobs,
-                    concurrency,
-                    settle,
-                    idle,
-                    backend_options={"use_uvloop": True},
-                )
-            )
-    return runs
+    """:func:`_one` for every K (:func:`each_k`)."""
+
+    def one(k: int) -> Run:
+        return anyio.run(
+            _one, nodes, k, jobs, concurrency, settle, idle, backend_options={"use_uvloop": True}
+        )
+
+    return each_k(nodes, shard_counts, reps, one)
 
 
 def floor(nodes: Primaries, seconds: float) -> list[Node]:

@@ -3,8 +3,9 @@
 :class:`SentinelGroup`: a primary, a replica and three ``redis-sentinel`` processes
 (Debian's package: installed here when running as root, else the tests skip with a
 message). :class:`ClusterGroup`: three primaries and three replicas joined by
-``redis-cli --cluster create``. Every server is a :class:`tests.redis_server.RedisServer`
-(a temporary directory, no snapshots), so killing one with SIGKILL is a test step.
+``redis-cli --cluster create`` (or more primaries, for the scale benchmarks). Every
+server is a :class:`tests.redis_server.RedisServer` (a temporary directory, no
+snapshots), so killing one with SIGKILL is a test step.
 """
 
 from __future__ import annotations
@@ -194,13 +195,19 @@ def _link_up(replica: RedisServer) -> bool:
 
 
 class ClusterGroup:
-    """Three primaries with one replica each (or ``replicas``), made by ``redis-cli
-    --cluster create``."""
+    """Three primaries (or ``primaries``, at least the three ``redis-cli`` asks for) with
+    one replica each (or ``replicas``), made by ``redis-cli --cluster create``. The slots
+    are shared out evenly in port order of creation; the time allowed to join and agree
+    grows with the nodes (a node learns of the others by gossip, a few at a time)."""
 
-    def __init__(self, node_timeout_ms: int = 2000, replicas: int = 1) -> None:
+    def __init__(self, node_timeout_ms: int = 2000, replicas: int = 1, primaries: int = 3) -> None:
+        if primaries < 3:
+            raise ValueError(f"a cluster needs 3 primaries or more, not {primaries}")
         self.servers: list[RedisServer] = []
+        nodes = primaries * (1 + replicas)
+        within = 30 + nodes  # seconds: about 1 s per node on a loaded 2-core host
         try:
-            for _ in range(3 * (1 + replicas)):
+            for _ in range(nodes):
                 self.servers.append(
                     RedisServer(
                         port=_cluster_port(),
@@ -230,10 +237,10 @@ class ClusterGroup:
                 ],
                 check=True,
                 capture_output=True,
-                timeout=60,
+                timeout=30 + within,
             )
-            _poll(self.ok, 30, "the cluster state ok on every node")
-            _poll(self._replicas_in_sync, 30, "every replica in sync with its primary")
+            _poll(self.ok, within, "the cluster state ok on every node")
+            _poll(self._replicas_in_sync, within, "every replica in sync with its primary")
         except BaseException:
             self.close()
             raise

@@ -53,7 +53,7 @@ def _slots_asked(cluster: ClusterGroup) -> dict[int, int]:
     return out
 
 
-async def _get(client: Redis, key: str) -> bytes | None:
+async def _get(client: Redis, key: str) -> bytes | str | None:
     """GET ``key``, again once after a ``MOVED`` (a client tries once; rota's callers
     wait out and retry, :mod:`rota.redis.outage`)."""
     try:

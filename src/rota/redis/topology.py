@@ -12,9 +12,12 @@ sends for it goes to one node, the owner of that slot. :class:`SlotOwnerPool` is
 ordinary connection pool whose connections ask the cluster (``CLUSTER SLOTS``, which
 6.2 to 8 answer) for that owner when they connect, and drop themselves when a reply says
 the slot is elsewhere (``MOVED``) or the connection is lost; the next command connects to
-the new owner. Pipelines, ``MULTI``, ``FCALL``, blocking reads and the hot-path
-:class:`~rota.wire.link.Link` (which connects through :meth:`SlotOwnerPool.locate` too) stay
-single-node code: no per-command slot routing, no cluster client in the hot path.
+the new owner. The answers are kept in one map of the cluster's slots that every pool of
+the process over that cluster shares (:mod:`rota.redis.slotmap`): one ``CLUSTER SLOTS``
+answer serves every shard, a second at a time. Pipelines, ``MULTI``, ``FCALL``, blocking
+reads and the hot-path :class:`~rota.wire.link.Link` (which connects through
+:meth:`SlotOwnerPool.locate` too) stay single-node code: no per-command slot routing, no
+cluster client in the hot path.
 
 ``ASK`` is deliberately not followed. While a namespace's slot migrates, its keys are
 split between two nodes, and a script sent to either would find some of its keys

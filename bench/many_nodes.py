@@ -9,9 +9,9 @@ pool of ``--concurrency`` 50 in this process, wait ``--settle`` s, count the idl
 for ``--idle`` s) and besides:
 
 - times the pool's start (``WorkerPool.running`` until it yields, the jobs already
-  queued) and counts the connections each primary accepted meanwhile: each shard's
-  first connections ask every node they know who owns their slot (``CLUSTER SLOTS``
-  on a short connection, ``rota.redis.topology``);
+  queued) and counts the connections each primary accepted meanwhile: the shards'
+  first connections share one ``CLUSTER SLOTS`` (on a short connection, to a node of
+  the URL) that names every slot's owner (``rota.redis.slotmap``);
 - at the end of the idle count, lists each primary's clients (``CLIENT LIST``; the
   read's own connection left out): the connections the pool holds on each node, and
   what they last ran.

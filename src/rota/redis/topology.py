@@ -12,9 +12,12 @@ sends for it goes to one node, the owner of that slot. :class:`SlotOwnerPool` is
 ordinary connection pool whose connections ask the cluster (``CLUSTER SLOTS``, which
 6.2 to 8 answer) for that owner when they connect, and drop themselves when a reply says
 the slot is elsewhere (``MOVED``) or the connection is lost; the next command connects to
-the new owner. Pipelines, ``MULTI``, ``FCALL``, blocking reads and the hot-path
-:class:`~rota.wire.link.Link` (which connects through :meth:`SlotOwnerPool.locate` too) stay
-single-node code: no per-command slot routing, no cluster client in the hot path.
+the new owner. The answers are kept in one map of the cluster's slots that every pool of
+the process over that cluster shares (:mod:`rota.redis.slotmap`): one ``CLUSTER SLOTS``
+answer serves every shard, a second at a time. Pipelines, ``MULTI``, ``FCALL``, blocking
+reads and the hot-path :class:`~rota.wire.link.Link` (which connects through
+:meth:`SlotOwnerPool.locate` too) stay single-node code: no per-command slot routing, no
+cluster client in the hot path.
 
 ``ASK`` is deliberately not followed. While a namespace's slot migrates, its keys are
 split between two nodes, and a script sent to either would find some of its keys
@@ -28,10 +31,8 @@ and retry", and once ``CLUSTER SETSLOT ... NODE`` ends the migration the old nod
 
 from __future__ import annotations
 
-import asyncio
-import time
 import weakref
-from typing import Any, Final
+from typing import Any
 
 import redis.exceptions as errors
 from redis.asyncio import ConnectionPool, Redis
@@ -44,6 +45,7 @@ from redis.crc import key_slot
 from rota.errors import ConfigError
 from rota.redis.outage import condition
 from rota.redis.sentinel import SentinelPool
+from rota.redis.slotmap import slot_map
 from rota.urls import CLUSTER, SENTINEL, parse
 
 __all__ = [
@@ -56,8 +58,6 @@ __all__ = [
     "slot_owner",
     "wait_replicas",
 ]
-
-_OWNER_TTL: Final = 1.0  # seconds a located owner is trusted without asking again
 
 
 class SlotOwnerConnection(Connection):
@@ -82,25 +82,25 @@ class SlotOwnerConnection(Connection):
             self.owner_pool.lost((str(self.host), int(self.port)))
             raise
         except errors.MovedError as exc:  # not ASK: see the module's docstring
-            self.owner_pool.forget()
+            self.owner_pool.forget((exc.host, int(exc.port)))
             await self.disconnect()
             # A ConnectionError: redis-py's retry connects again, to the new owner.
             raise errors.ConnectionError(f"the namespace's slot moved: MOVED {exc}") from None
 
 
 class SlotOwnerPool(ConnectionPool):
-    """A pool of connections to the owner of one hash slot of a cluster."""
+    """A pool of connections to the owner of one hash slot of a cluster, located through
+    the cluster's :class:`~rota.redis.slotmap.SlotMap`, which every pool of this process
+    over the same cluster shares (one ``CLUSTER SLOTS`` answer covers every slot)."""
 
     def __init__(self, seeds: tuple[tuple[str, int], ...], slot: int, **kwargs: Any) -> None:
         kwargs["connection_class"] = SlotOwnerConnection
         super().__init__(**kwargs)
         self.connection_kwargs["connection_pool"] = weakref.proxy(self)
         self.seeds = list(seeds)
-        self.nodes = list(seeds)  # the seeds and every node a reply named since
         self.slot = slot
+        self.map = slot_map(seeds, kwargs)
         self._owner: tuple[str, int] | None = None
-        self._located = 0.0
-        self._locating: asyncio.Lock | None = None
         self._lost: tuple[str, int] | None = None  # the owner last found unreachable
 
     def __repr__(self) -> str:
@@ -115,14 +115,25 @@ class SlotOwnerPool(ConnectionPool):
         return f"<SlotOwnerPool {CLUSTER}://{auth}{seeds} slot={self.slot} owner={owner}>"
 
     @property
+    def nodes(self) -> list[tuple[str, int]]:
+        """The seeds and every node a reply named since."""
+        return self.map.nodes
+
+    @property
     def owner(self) -> tuple[str, int] | None:
         """The primary that serves the slot as last located, without asking (None: not
         located, or since found moved or lost)."""
         return self._owner
 
-    def forget(self) -> None:
-        """The owner moved: the next connection asks the cluster again."""
+    def forget(self, where: tuple[str, int] | None = None) -> None:
+        """The owner moved (to ``where``, as a ``MOVED`` reply says: the cluster's map
+        places the slot there; else the next connection asks the cluster again, once for
+        every pool over it)."""
         self._owner = None
+        if where is None:
+            self.map.stale()
+        else:
+            self.map.moved(self.slot, where)
 
     def lost(self, where: tuple[str, int]) -> None:
         """A connection to ``where`` failed: if it is the owner, the next connection asks
@@ -132,66 +143,13 @@ class SlotOwnerPool(ConnectionPool):
         self._lost = where
         if self._owner == where:
             self._owner = None
+        self.map.lost(where)
 
     async def locate(self) -> tuple[str, int]:
-        """The primary that owns the slot, as the first node that answers says."""
-        owner = self._owner
-        if owner is not None and time.monotonic() - self._located < _OWNER_TTL:
-            return owner
-        if self._locating is None:
-            self._locating = asyncio.Lock()
-        async with self._locating:
-            if self._owner is not None and time.monotonic() - self._located < _OWNER_TTL:
-                return self._owner
-            found = await self._ask()
-            self._owner, self._located = found, time.monotonic()
-            return found
-
-    async def _ask(self) -> tuple[str, int]:
-        """Every known node is asked at once (and each answer awaited: none is cancelled
-        halfway); an answer naming an owner other than the one last found unreachable
-        wins, else any answer (that owner came back)."""
-        problems: list[str] = []
-        nodes = list(self.nodes)
-        owners = await asyncio.gather(*(self._ask_node(h, p, problems) for h, p in nodes))
-        found = [o for o in owners if o is not None]
-        if not found:
-            raise errors.ConnectionError(
-                f"no cluster node names the owner of slot {self.slot}: " + "; ".join(problems)
-            )
-        return next((o for o in found if o != self._lost), found[0])
-
-    async def _ask_node(self, host: str, port: int, problems: list[str]) -> tuple[str, int] | None:
-        """The owner of the slot as the node ``host:port`` says (``CLUSTER SLOTS``, which
-        6.2 to 8 answer), learning the nodes it names; None when it cannot say."""
-        kw = self.connection_kwargs
-        node = Redis(
-            host=host,
-            port=port,
-            username=kw.get("username"),
-            password=kw.get("password"),
-            socket_connect_timeout=min(2.0, kw.get("socket_connect_timeout") or 2.0),
-            socket_timeout=min(2.0, kw.get("socket_timeout") or 2.0),
-            retry=Retry(NoBackoff(), 0),
-        )
-        try:
-            ranges = await node.execute_command("CLUSTER SLOTS")  # type: ignore[no-untyped-call]
-        except (errors.ConnectionError, errors.TimeoutError, errors.ResponseError) as exc:
-            problems.append(f"{host}:{port}: {exc}")
-            return None
-        finally:
-            await node.aclose()
-        owner = None
-        for start, end, primary, *replicas in ranges:
-            for entry in (primary, *replicas):
-                where = (_text(entry[0]) or host, int(entry[1]))
-                if where not in self.nodes:
-                    self.nodes.append(where)
-            if int(start) <= self.slot <= int(end):
-                owner = (_text(primary[0]) or host, int(primary[1]))
-        if owner is None:
-            problems.append(f"{host}:{port}: no node serves slot {self.slot}")
-        return owner
+        """The primary that owns the slot, as the cluster's map says (asked again when
+        older than a second, once for every pool locating at the same time)."""
+        self._owner = await self.map.locate(self.slot)
+        return self._owner
 
 
 def server_of(redis: Redis) -> str:
@@ -247,10 +205,6 @@ def node_client(redis: Redis, node: tuple[str, int]) -> Redis:
 def moved(exc: BaseException) -> bool:
     """Whether ``exc`` is a node's ``MOVED``: the slot is served elsewhere now."""
     return isinstance(exc, errors.MovedError)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def connect_topology(url: str, namespace: str | None, **options: Any) -> Redis:

@@ -66,15 +66,16 @@ local function fair_state(ctx, name)
     -- the jobs a plan of _fairfast.lua popped (q, their keys qk, the next qi, the count qn)
     qi = 1, qn = 0}
   if st.settings then
-    -- each key's state (fair_key_state), the leases of keys a limit reaches; the held
-    -- key's (st.cur): the next participant's time, what its RPOP brought and the first
-    -- of it not used, whether that was all its list held; one: the array that holds
-    -- what an RPOP of one brought
+    -- each key's state (fair_key_state), the leases of keys a limit reaches, the
+    -- backlogs to write (fl: key -> its jobs left); the held key's (st.cur): the next
+    -- participant's time, what its RPOP brought and the first of it not used, whether
+    -- that was all its list held; one: the array that holds what an RPOP of one brought
     st.keys, st.leased, st.fl, st.next, st.buf, st.at, st.drained, st.one =
       {}, {}, {}, 0, false, 1, false, {false}
   else
-    -- each key's jobs left and time after its last turn (_fairfast.lua); (EMPTY: no key
-    -- state, no lease, never written to)
+    -- the keys found empty (fl: key -> 0, their backlogs removed at the end) and each
+    -- key's time after its last turn (sc), _fairfast.lua; (EMPTY: no key state, no
+    -- lease, never written to)
     st.keys, st.leased, st.fl, st.sc, st.q, st.qk = EMPTY, EMPTY, {}, {}, {}, {}
   end
   fair_st[name] = st

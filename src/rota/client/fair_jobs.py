@@ -157,7 +157,11 @@ async def _sizes(shard: Shard, name: str, key: str, count: int, home: bool) -> _
     )
     bad = ["queue"] * (not isinstance(queued, int)) + ["running"] * (not isinstance(running, int))
     rows = [(reply_text(i), float(d)) for i, d in leases] if isinstance(leases, list) else []
-    found = await _of_key(shard, key, named if isinstance(named, list) else [])
+    # A key with a running set is one a limit reaches, whose set holds all its leases
+    # (a first limit counts them in: fair_keys.lua): only a key without one is looked
+    # for among the name's running jobs, one HGET each.
+    scan = named if isinstance(named, list) and not count_of(running) else []
+    found = await _of_key(shard, key, scan)
     kept = dict(rows)
     rows += [(i, d) for i, d in found if i not in kept]
     rows.sort(key=lambda row: row[1])

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from rota import Client, JobSpec
-from rota.client.fair_top import RUNNING_SCAN
+from rota.client.fair_top import RUNNING_SCAN, SCRAPE_WIDEST
 from rota.protocol import calls
 from rota.protocol.shards import shard_of
 
@@ -189,3 +189,22 @@ async def test_the_keys_listed_are_those_with_the_most_jobs_whatever_their_backl
     assert [(r.key, r.queued) for r in rows] == [("late", 8), ("k00", 2), ("k01", 2)]
     by_name = await client.admin.fair.of_names(["hook"], 3)
     assert [(r.key, r.queued) for r in by_name["hook"]] == [("late", 8), ("k00", 2), ("k01", 2)]
+
+
+@pytest.mark.one_shard("the keys' turns are taken and counted on one shard")
+async def test_the_scrapes_read_of_drained_keys_stays_bounded_by_its_top(
+    client: Client, redis_sync: redis.Redis
+) -> None:
+    # A hundred keys drained from 5 jobs to 1 all keep a backlog of 5: the read of one
+    # name counts every list to be exact; the scrape's read of many stops at
+    # SCRAPE_WIDEST times its top a name, so that a scrape costs the same however many
+    # keys were drained (three commands a key read, one ZREVRANGE a round).
+    await _keyed(client, {f"k{i:03d}": 5 for i in range(100)})
+    assert len(await _lease(client, "k000", 400)) == 400
+    redis_sync.config_resetstat()
+    rows = (await client.admin.fair.of_names(["hook"], 3))["hook"]
+    stats = redis_sync.info("commandstats")
+    calls = sum(int(v["calls"]) for k, v in stats.items() if k != "cmdstat_config|resetstat")
+    assert [r.queued for r in rows] == [1, 1, 1]
+    assert calls <= 3 * SCRAPE_WIDEST * 3 + 4 * 3, calls
+    assert [r.queued for r in await client.admin.fair.of("hook", top=3)] == [1, 1, 1]

@@ -16,7 +16,11 @@ from, per call): an upper bound of its jobs queued. So the read takes the keys o
 largest backlogs, :data:`CANDIDATES` times ``top`` of them, counts each one's list, and
 ranks them by that; while a key it did not read may still hold more jobs than the
 ``top``-th it counted (its backlog says so), it reads the next ones, as many again as it
-read, up to :data:`WIDEST` keys a name.
+read, up to :data:`WIDEST` keys for the read of one name (the key pages, the CLI), and
+up to :data:`SCRAPE_WIDEST` times ``top`` a name for the scrape's read of many (without
+``running``), so that a scrape's cost stays bounded by its names and ``top`` whatever the
+backlogs say: where more keys than that were drained since their last push, a key of more
+jobs may go unlisted there until its next push.
 
 Every read is a few round trips per shard whatever the number of names and keys: the
 backlogs of every name in one pipeline, then the lists, settings and running counts of
@@ -49,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CANDIDATES",
     "RUNNING_SCAN",
+    "SCRAPE_WIDEST",
     "WIDEST",
     "FairKeyInfo",
     "merged",
@@ -65,10 +70,12 @@ __all__ = [
 RUNNING_SCAN: Final = 1000
 #: Keys read per name at first, in times ``top``, of the largest backlogs.
 CANDIDATES: Final = 2
-#: Keys read per name at most: past it, a key with more jobs than the last listed may
-#: go unlisted while more than this many keys' backlogs (lengths at their last push)
-#: exceed what their lists hold now.
+#: Keys read at most by the read of one name: past it, a key with more jobs than the
+#: last listed may go unlisted while more than this many keys' backlogs (lengths at
+#: their last push) exceed what their lists hold now.
 WIDEST: Final = 8000
+#: Keys read at most by the scrape's read, per name, in times ``top``.
+SCRAPE_WIDEST: Final = 8
 
 
 class FairKeyInfo(msgspec.Struct, frozen=True):
@@ -140,7 +147,7 @@ async def ranked(
     found = dict(zip(asked, _triples(second[: 3 * len(asked)]), strict=True))
     fair = zip(leased, second[3 * len(asked) :], strict=True)
     seen = Counter((n, reply_text(raw)) for (n, _), raw in fair if isinstance(raw, bytes))
-    await _widen(shard, listed, found, top)
+    await _widen(shard, listed, found, top, WIDEST if running else SCRAPE_WIDEST * top)
     extra = sorted(p for p in seen.keys() - found.keys() if FAIR_KEY_RE.match(p[1]))
     if extra:
         third = await shard.piped(lambda p: _details(p, shard, extra), errors=False)
@@ -167,14 +174,18 @@ def _length(reply: Any) -> int:
 
 
 async def _widen(
-    shard: Shard, listed: dict[str, list[tuple[str, float]]], found: dict[Any, Any], top: int
+    shard: Shard,
+    listed: dict[str, list[tuple[str, float]]],
+    found: dict[Any, Any],
+    top: int,
+    widest: int,
 ) -> None:
     """Read the next keys of each name, as many again as were read, while one of them
     may hold more jobs than the ``top``-th counted so far (its backlog, the length of its
-    list at its last push, exceeds that count), up to :data:`WIDEST` keys a name."""
+    list at its last push, exceeds that count), up to ``widest`` keys a name."""
     k = shard.keys
     start = CANDIDATES * top
-    while start < WIDEST:
+    while start < widest:
         names = [
             n for n, rows in listed.items() if len(rows) == start and _open(n, rows, found, top)
         ]

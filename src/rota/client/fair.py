@@ -113,7 +113,8 @@ class FairKeys:
         count and settings: those with the largest backlog, largest first, then those
         with jobs running and none queued, the most running first (found among the
         first ``RUNNING_SCAN`` jobs of the name's running set of each shard). Three round
-        trips per shard at most, whatever the number of keys."""
+        trips per shard whatever the number of keys, and one more each time drained keys'
+        backlogs make it read on (:mod:`rota.client.fair_top`)."""
         validate_name(name)
         checked("top", top, FAIR["top"])
         each = await self._route.each(lambda s: ranked(s, [name], top, running=True))
@@ -122,7 +123,8 @@ class FairKeys:
     async def of_names(self, names: Sequence[str], top: int) -> dict[str, list[FairKeyInfo]]:
         """The ``top`` keys (1..1000) with the largest backlog of each of ``names``
         (those with none left out), largest first: two round trips per shard whatever
-        the number of names and keys, the read of ``/metrics?keys=top``."""
+        the number of names and keys (and at most three more where drained keys' backlogs
+        make it read on), the read of ``/metrics?keys=top``."""
         for name in names:
             validate_name(name)
         checked("top", top, FAIR["top"])

@@ -123,7 +123,7 @@ class FairKeys:
     async def of_names(self, names: Sequence[str], top: int) -> dict[str, list[FairKeyInfo]]:
         """The ``top`` keys (1..1000) with the largest backlog of each of ``names``
         (those with none left out), largest first: two round trips per shard whatever
-        the number of names and keys (and at most three more where drained keys' backlogs
+        the number of names and keys (and at most four more where drained keys' backlogs
         make it read on), the read of ``/metrics?keys=top``."""
         for name in names:
             validate_name(name)

@@ -47,7 +47,7 @@ import structlog
 
 from rota.protocol import read_calls
 from rota.redis.outage import REDIS_ERRORS, condition
-from rota.redis.topology import SlotOwnerPool
+from rota.redis.topology import located
 from rota.worker.idle import ShardLook
 from rota.worker.runtime import PoolRuntime
 
@@ -161,8 +161,7 @@ class NodeLook(ShardLook):
         nodes: dict[tuple[str, int], list[PoolRuntime]] = defaultdict(list)
         alone: list[list[PoolRuntime]] = []
         for r in shards:
-            pool = r.redis.connection_pool
-            owner = pool.owner if isinstance(pool, SlotOwnerPool) else None
+            owner = located(r.redis)
             if owner is None:
                 alone.append([r])
             else:

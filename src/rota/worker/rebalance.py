@@ -38,7 +38,7 @@ from rota.client.rate_shares import read_rate_totals
 from rota.protocol import read_calls
 from rota.protocol.calls import Scope
 from rota.redis.outage import MEANING, condition
-from rota.redis.topology import SlotOwnerPool
+from rota.redis.topology import SlotOwnerPool, located
 from rota.wire.redispy import REDIS_ERRORS
 from rota.worker.nodelook import QUEUED, NodeLook
 from rota.worker.runtime import PoolRuntime
@@ -173,9 +173,7 @@ async def _idle(
             served = [r for r, held in answered if held is None]
     servers: dict[object, list[PoolRuntime]] = {}
     for r in served:
-        pool = r.redis.connection_pool
-        owner = pool.owner if isinstance(pool, SlotOwnerPool) else None
-        servers.setdefault(owner or id(r.redis), []).append(r)
+        servers.setdefault(located(r.redis) or id(r.redis), []).append(r)
 
     def keys(r: PoolRuntime) -> list[str]:
         return [

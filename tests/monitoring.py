@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 
 from rota import JobContext, WorkerPool
-from rota.protocol.keys import Keys
+from rota.protocol.keys import Keys, tag_of
 from tests.helpers import pool_settings
 from tests.redis_server import RedisServer
 
@@ -47,7 +47,7 @@ def idle_pool(
     )
     pool = WorkerPool(settings=settings)
     pool.job(name="n", **job)(_noop)
-    return pool, [Keys(namespace, i, shards).prefix[1:-2] for i in range(shards)]
+    return pool, [tag_of(Keys(namespace, i, shards).prefix) for i in range(shards)]
 
 
 def _watch(server: RedisServer, seen: list[tuple[bool, list[str]]], stop: threading.Event) -> None:

@@ -5,36 +5,15 @@ that dies, is tests/chaos/test_idle_shard_kill9.py's)."""
 
 from __future__ import annotations
 
-import re
-import threading
 from collections import Counter
 
-import anyio
-
-from rota import JobContext, WorkerPool
-from rota.protocol.keys import Keys
 from rota.worker.rounds import BEAT, REAP, TICK, rounds_of
-from tests.helpers import pool_settings, rounds, wait_until
+from tests.helpers import rounds, wait_until
+from tests.monitoring import TAG, Monitor, idle_pool
 from tests.redis_server import RedisServer
 
 K = 8
 INTERVAL = 0.2
-_TAG = re.compile(r"\{([^}]*)\}")
-
-
-def _watch(server: RedisServer, seen: list[tuple[bool, list[str]]], stop: threading.Event) -> None:
-    """Every command Redis runs (MONITOR: those scripts run inside too, marked True),
-    as its words, until ``stop`` is set (at the next command after it)."""
-    r = server.client()
-    try:
-        with r.monitor() as m:  # type: ignore[no-untyped-call]
-            for event in m.listen():
-                if stop.is_set():
-                    break
-                words = [w.strip('"') for w in str(event["command"]).split(" ")]
-                seen.append((event.get("client_type") == "lua", words))
-    finally:
-        r.close()
 
 
 def _by_shard(seen: list[tuple[bool, list[str]]], tags: list[str]) -> Counter[str]:
@@ -43,7 +22,7 @@ def _by_shard(seen: list[tuple[bool, list[str]]], tags: list[str]) -> Counter[st
     BLPOP for them all) is the pool's, not a shard's, and is left out."""
     per: Counter[str] = Counter()
     for lua, words in seen:
-        named = {tags.index(t) for w in words[1:] for t in _TAG.findall(w) if t in tags}
+        named = {tags.index(t) for w in words[1:] for t in TAG.findall(w) if t in tags}
         if len(named) == 1 and 0 not in named:
             per[f"{named.pop()} {'lua ' if lua else ''}{words[0].upper()}"] += 1
     return per
@@ -59,34 +38,17 @@ async def test_an_idle_pool_sends_nothing_to_one_shard_alone_but_shard_0_on_one_
     pass of idle names (once in 12 reaper passes, a turn per shard) is turned off, so
     that the window holds the loops that run at every interval only."""
     namespace = "idleshards"
-    settings = pool_settings(
-        fresh_redis_server.url,
-        namespace,
-        shards=K,
-        heartbeat_interval=INTERVAL,
-        wake_timeout=INTERVAL,
-        scheduler_interval=INTERVAL,
-        forget_names_after=0,
-    )
-    pool = WorkerPool(settings=settings)
-    pool.job(name="n")(_noop)
-    tags = [Keys(namespace, i, K).prefix[1:-2] for i in range(K)]
-    seen: list[tuple[bool, list[str]]] = []
-    stop = threading.Event()
+    pool, tags = idle_pool(fresh_redis_server.url, namespace, K, INTERVAL, INTERVAL)
+    monitor = Monitor([fresh_redis_server])
     async with pool.running() as rt:
         await rounds(pool, BEAT, n=2)  # past the start, and shard 0's first look
         counts = rounds_of(rt.pool_id)
         ticks = counts.mark(TICK)  # not waited on with rounds(): a nudge is a wake token
-        watcher = threading.Thread(target=_watch, args=(fresh_redis_server, seen, stop))
-        watcher.start()
+        monitor.start()
         await rounds(pool, BEAT, n=8)
         await rounds(pool, REAP, n=2)
         await wait_until(lambda: counts.since(TICK, ticks, 2))
-        stop.set()
-    await anyio.to_thread.run_sync(watcher.join, 10)
+        await monitor.stop()
+    seen = monitor.seen[0]
     assert any(words[0].upper() == "FCALL" for _, words in seen), "the window saw no beat"
     assert _by_shard(seen, tags) == Counter(), _by_shard(seen, tags)
-
-
-async def _noop(ctx: JobContext) -> None:
-    return None

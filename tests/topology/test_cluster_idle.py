@@ -9,7 +9,6 @@ import threading
 import uuid
 from collections import Counter
 
-import anyio
 import pytest
 from redis.crc import key_slot
 
@@ -19,7 +18,7 @@ from rota.protocol.keys import Keys
 from rota.protocol.render import library
 from rota.worker.rounds import BEAT, REAP, TICK, rounds_of
 from tests.helpers import pool_settings, quiet_in, rounds, wait_until
-from tests.test_idle_shards import _TAG, _watch
+from tests.monitoring import TAG, Monitor, idle_pool, primaries
 from tests.topology_servers import ClusterGroup
 
 pytestmark = pytest.mark.topology
@@ -40,7 +39,7 @@ def _by_shard(seen: list[tuple[bool, list[str]]], tags: list[str]) -> tuple[Coun
             continue
         if lua and words[0].upper() in ("EXISTS", "SISMEMBER"):
             continue  # the look's reads, inside its call
-        named = {tags.index(t) for w in words[1:] for t in _TAG.findall(w) if t in tags}
+        named = {tags.index(t) for w in words[1:] for t in TAG.findall(w) if t in tags}
         if len(named) == 1 and 0 not in named:
             per[f"{named.pop()} {'lua ' if lua else ''}{words[0].upper()}"] += 1
     return per, looks
@@ -55,48 +54,21 @@ async def test_an_idle_pool_sends_one_look_per_node_not_a_round_per_shard(
     each node sees the look over its shards (before, each shard had its beat, its
     reaper's check and its scheduler's check)."""
     namespace = "cidle" + str(threading.get_ident() % 10_000)
-    settings = pool_settings(
-        cluster.url,
-        namespace,
-        shards=K,
-        heartbeat_interval=INTERVAL,
-        scheduler_interval=INTERVAL,
-        wake_timeout=12.0,  # the fetchers' safety net: past the window
-        forget_names_after=0,
-    )
-    pool = WorkerPool(settings=settings)
-    pool.job(name="n")(_noop)
-    tags = [Keys(namespace, i, K).prefix[1:-2] for i in range(K)]
-    primaries = [s for s in cluster.servers if s.client().info("replication")["role"] == "master"]
-    seen = [[] for _ in primaries]  # type: list[list[tuple[bool, list[str]]]]
-    stop = threading.Event()
+    # wake_timeout: the fetchers' safety net, past the window
+    pool, tags = idle_pool(cluster.url, namespace, K, INTERVAL, wake_timeout=12.0)
+    monitor = Monitor(primaries(cluster.servers))
     async with pool.running() as rt:
         await rounds(pool, BEAT, n=2)  # past the start, and shard 0's first look
         counts = rounds_of(rt.pool_id)
         ticks = counts.mark(TICK)
-        watchers = [
-            threading.Thread(target=_watch, args=(server, into, stop))
-            for server, into in zip(primaries, seen, strict=True)
-        ]
-        for w in watchers:
-            w.start()
+        monitor.start()
         await rounds(pool, BEAT, n=8)
         await rounds(pool, REAP, n=2)
         await wait_until(lambda: counts.since(TICK, ticks, 2))
-        stop.set()
-        await pool_noise(primaries)
-    for w in watchers:
-        await anyio.to_thread.run_sync(w.join, 10)
-    per_node = [_by_shard(s, tags) for s in seen]
-    assert [per for per, _ in per_node] == [Counter()] * len(primaries), per_node
+        await monitor.stop()
+    per_node = [_by_shard(s, tags) for s in monitor.seen]
+    assert [per for per, _ in per_node] == [Counter()] * len(per_node), per_node
     assert all(looks > 0 for _, looks in per_node), per_node
-
-
-async def pool_noise(primaries: list) -> None:  # type: ignore[type-arg]
-    """A command on each primary, so that each watcher sees one after ``stop``."""
-    for server in primaries:
-        with server.client() as r:
-            r.ping()
 
 
 async def _noop(ctx: JobContext) -> None:

@@ -8,7 +8,6 @@ reaches a job in a shard on another node, also after the listener's node is gone
 from __future__ import annotations
 
 import os
-import threading
 from collections import Counter
 from typing import Any
 
@@ -22,8 +21,8 @@ from rota.protocol.shards import shard_of
 from rota.worker.nodewaits import NodeWakes
 from rota.worker.rounds import BEAT, REAP
 from tests.helpers import pool_settings, rounds, wait_until
-from tests.test_idle_shards import _watch
-from tests.topology.test_cluster_idle import _by_shard, pool_noise
+from tests.monitoring import Monitor, idle_pool, primaries
+from tests.topology.test_cluster_idle import _by_shard
 from tests.topology_servers import ClusterGroup
 
 pytestmark = pytest.mark.topology
@@ -66,10 +65,6 @@ def _one_listener(cluster: ClusterGroup) -> bool:
     )
 
 
-async def _noop(ctx: JobContext) -> None:
-    return None
-
-
 @pytest.mark.timeout(120)
 async def test_an_idle_pool_names_no_shard_alone_over_several_wake_timeouts(
     cluster: ClusterGroup,
@@ -80,21 +75,8 @@ async def test_an_idle_pool_names_no_shard_alone_over_several_wake_timeouts(
     set was read at each of its fetcher's timeouts and its queues at each of the
     rebalancer's checks. One subscription a node, one listener in all."""
     namespace = "cflat" + os.urandom(3).hex()
-    settings = pool_settings(
-        cluster.url,
-        namespace,
-        shards=K,
-        heartbeat_interval=INTERVAL,
-        scheduler_interval=INTERVAL,
-        wake_timeout=WAKE,
-        forget_names_after=0,
-    )
-    pool = WorkerPool(settings=settings)
-    pool.job(name="n", max_concurrency=24)(_noop)
-    tags = [Keys(namespace, i, K).prefix[1:-2] for i in range(K)]
-    primaries = [s for s in cluster.servers if s.client().info("replication")["role"] == "master"]
-    seen = [[] for _ in primaries]  # type: list[list[tuple[bool, list[str]]]]
-    stop = threading.Event()
+    pool, tags = idle_pool(cluster.url, namespace, K, INTERVAL, WAKE, max_concurrency=24)
+    monitor = Monitor(primaries(cluster.servers))
     async with pool.running():
         await rounds(pool, BEAT, n=3)  # past the start, and the rebalancer's first pass
         await wait_until(lambda: _one_listener(cluster), within=20)
@@ -102,23 +84,15 @@ async def test_an_idle_pool_names_no_shard_alone_over_several_wake_timeouts(
         assert run is not None
         wakes = run.wakes
         looks = wakes.looks if isinstance(wakes, NodeWakes) else 0
-        watchers = [
-            threading.Thread(target=_watch, args=(server, into, stop))
-            for server, into in zip(primaries, seen, strict=True)
-        ]
-        for w in watchers:
-            w.start()
+        monitor.start()
         await rounds(pool, BEAT, n=8)
         await rounds(pool, REAP, n=2)
-        stop.set()
-        await pool_noise(primaries)
+        await monitor.stop()
         assert _one_listener(cluster), _connections(cluster)
         # The safety net ran meanwhile, one look a node a timeout.
         assert isinstance(wakes, NodeWakes) and wakes.looks > looks
-    for w in watchers:
-        await anyio.to_thread.run_sync(w.join, 10)
-    per_node = [_by_shard(s, tags) for s in seen]
-    assert [per for per, _ in per_node] == [Counter()] * len(primaries), per_node
+    per_node = [_by_shard(s, tags) for s in monitor.seen]
+    assert [per for per, _ in per_node] == [Counter()] * len(per_node), per_node
 
 
 @pytest.mark.timeout(180)

@@ -51,6 +51,7 @@ from rota.urls import CLUSTER, SENTINEL, parse
 __all__ = [
     "SlotOwnerPool",
     "connect_topology",
+    "located",
     "moved",
     "node_client",
     "owner_lost",
@@ -161,6 +162,14 @@ def server_of(redis: Redis) -> str:
         return "?" if owner is None else f"{owner[0]}:{owner[1]}"
     kw = pool.connection_kwargs
     return str(kw.get("path") or f"{kw.get('host', '?')}:{kw.get('port', '?')}")
+
+
+def located(redis: Redis) -> tuple[str, int] | None:
+    """In a cluster, the primary of ``redis``'s slot as last located, without asking
+    (see :attr:`SlotOwnerPool.owner`): what groups a pool's shards by node for one call
+    a node. None elsewhere, and while it is not located."""
+    pool = redis.connection_pool
+    return pool.owner if isinstance(pool, SlotOwnerPool) else None
 
 
 def owner_lost(redis: Redis) -> str | None:

@@ -95,22 +95,23 @@ class ShardLook:
         return any(r is rt for r in self.others)
 
     def _quiet(self, rt: PoolRuntime, held: set[int]) -> bool:
-        return rt.position in self._every and rt.position not in held
+        """``rt`` is one of the look's shards, not in ``held``, and Redis answers."""
+        return rt.position in self._every and rt.position not in held and rt.watch.current is None
 
     def idle(self, rt: PoolRuntime) -> bool:
         """Whether ``rt``'s heartbeat and reaper may skip their round: the look found
         nothing, and Redis answers. While a condition lasts every round goes to Redis
         as before: a round that skips would tell the watch that Redis takes commands
         again (each task's success ends the episode), and the heartbeat is its probe."""
-        return self._quiet(rt, self.busy) and rt.watch.current is None
+        return self._quiet(rt, self.busy)
 
     def nothing_scheduled(self, rt: PoolRuntime) -> bool:
         """Whether ``rt``'s scheduler may skip a tick at its timer (as :meth:`idle`)."""
-        return self._quiet(rt, self.scheduled) and rt.watch.current is None
+        return self._quiet(rt, self.scheduled)
 
     def nothing_dead(self, rt: PoolRuntime) -> bool:
         """Whether ``rt``'s scheduler may skip its trim of the dead set (as :meth:`idle`)."""
-        return self._quiet(rt, self.dead) and rt.watch.current is None
+        return self._quiet(rt, self.dead)
 
     async def look(self) -> None:
         """Read whether the other shards need their heartbeat and reaper."""

@@ -47,11 +47,11 @@ import structlog
 
 from rota.protocol import read_calls
 from rota.redis.outage import REDIS_ERRORS, condition
-from rota.redis.topology import SlotOwnerPool
+from rota.redis.topology import located
 from rota.worker.idle import ShardLook
 from rota.worker.runtime import PoolRuntime
 
-__all__ = ["NodeLook"]
+__all__ = ["NodeLook", "queue_keys"]
 
 log = structlog.get_logger("rota.pool")
 
@@ -60,6 +60,13 @@ log = structlog.get_logger("rota.pool")
 #: first: a dead job stays for days, a job scheduled for later until it is due).
 DEAD, SCHEDULED, BUSY, READY, QUEUED = 1, 2, 4, 8, 16
 EVERYTHING = DEAD | SCHEDULED | BUSY | READY | QUEUED
+
+
+def queue_keys(rt: PoolRuntime, names: Sequence[str]) -> list[str]:
+    """The queue, fair queue and running set of each of ``names`` in ``rt``'s shard:
+    what the rebalancer asks of a limited name (held: it passes)."""
+    k = rt.keys
+    return [key for n in names for key in (k.queue(n), k.fair(n), k.running(n))]
 
 
 class NodeLook(ShardLook):
@@ -144,7 +151,7 @@ class NodeLook(ShardLook):
         """The keys of each kind the look reads in ``rt``'s shard (in the order of the
         bits); shard 0 beats, reaps and ticks at every round: its ready set and queues."""
         k = rt.keys
-        queues = [key for n in names for key in (k.queue(n), k.fair(n), k.running(n))]
+        queues = queue_keys(rt, names)
         if rt.position == 0:
             return [[], [], [], [k.ready], queues]
         return [
@@ -161,8 +168,7 @@ class NodeLook(ShardLook):
         nodes: dict[tuple[str, int], list[PoolRuntime]] = defaultdict(list)
         alone: list[list[PoolRuntime]] = []
         for r in shards:
-            pool = r.redis.connection_pool
-            owner = pool.owner if isinstance(pool, SlotOwnerPool) else None
+            owner = located(r.redis)
             if owner is None:
                 alone.append([r])
             else:

@@ -38,9 +38,9 @@ from rota.client.rate_shares import read_rate_totals
 from rota.protocol import read_calls
 from rota.protocol.calls import Scope
 from rota.redis.outage import MEANING, condition
-from rota.redis.topology import SlotOwnerPool
+from rota.redis.topology import SlotOwnerPool, located
 from rota.wire.redispy import REDIS_ERRORS
-from rota.worker.nodelook import QUEUED, NodeLook
+from rota.worker.nodelook import QUEUED, NodeLook, queue_keys
 from rota.worker.runtime import PoolRuntime
 
 __all__ = ["FULL_EVERY", "Rebalancer"]
@@ -173,28 +173,21 @@ async def _idle(
             served = [r for r, held in answered if held is None]
     servers: dict[object, list[PoolRuntime]] = {}
     for r in served:
-        pool = r.redis.connection_pool
-        owner = pool.owner if isinstance(pool, SlotOwnerPool) else None
-        servers.setdefault(owner or id(r.redis), []).append(r)
-
-    def keys(r: PoolRuntime) -> list[str]:
-        return [
-            key
-            for name in names
-            for key in (r.keys.queue(name), r.keys.fair(name), r.keys.running(name))
-        ]
+        servers.setdefault(located(r.redis) or id(r.redis), []).append(r)
 
     for group in servers.values():
         if len(group) > 1 and isinstance(group[0].redis.connection_pool, SlotOwnerPool):
-            found = await read_calls.look(group[0].shard.scope, [keys(r) for r in group])
+            found = await read_calls.look(
+                group[0].shard.scope, [queue_keys(r, names) for r in group]
+            )
             if found is not None:
                 if found:
                     return False
                 continue
             for r in group:  # refused: shard by shard
-                if await r.redis.exists(*keys(r)):
+                if await r.redis.exists(*queue_keys(r, names)):
                     return False
             continue
-        if await group[0].redis.exists(*[k for r in group for k in keys(r)]):
+        if await group[0].redis.exists(*[k for r in group for k in queue_keys(r, names)]):
             return False
     return True

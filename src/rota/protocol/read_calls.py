@@ -58,7 +58,7 @@ async def look(
     serve): the caller looks shard by shard then."""
     flat = [k for each in keys for k in each]
     reply = await _read_only(scope, "look", (len(keys[0]) if keys else 1, *known, *flat))
-    return None if reply is None else int(reply)
+    return None if reply is None else reply_int(reply, 1)  # (no number: it holds some)
 
 
 async def look_each(scope: Scope, keys: Sequence[Sequence[str]]) -> list[bool] | None:
@@ -68,7 +68,9 @@ async def look_each(scope: Scope, keys: Sequence[Sequence[str]]) -> list[bool] |
     on the node at once. None as :func:`look`."""
     flat = [k for each in keys for k in each]
     reply = await _read_only(scope, "look", (-len(keys[0]) if keys else -1, "", "", *flat))
-    return None if reply is None else [bool(int(n)) for n in reply]
+    if reply is None or not isinstance(reply, list):
+        return None
+    return [bool(reply_int(n, 1)) for n in reply]  # (no number: it holds some)
 
 
 async def look_kinds(
@@ -87,7 +89,9 @@ async def look_kinds(
     reply = await _read_only(scope, "look", args)
     if reply is None:
         return None
-    return [int(n) for n in reply] if isinstance(reply, list) else []
+    if not isinstance(reply, list):
+        return []
+    return [reply_int(n, -1) for n in reply]  # (no number: every kind, as if all held some)
 
 
 #: ``lua/run_times.lua`` answers a count as two numbers, ``hi * _SPLIT + lo``.

@@ -31,6 +31,8 @@ from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from rota.protocol.shards import SLOTS
+
 __all__ = ["OWNER_TTL", "SlotMap", "slot_map"]
 
 OWNER_TTL: Final = 1.0  # seconds a map is trusted without asking again
@@ -158,17 +160,32 @@ class SlotMap:
             return None
         finally:
             await conn.disconnect()
-        ranges = []
-        for start, end, primary, *replicas in reply:
-            for entry in (primary, *replicas):
-                where = (_text(entry[0]) or host, int(entry[1]))
-                if where not in self.nodes:
-                    self.nodes.append(where)
-            ranges.append((int(start), int(end), (_text(primary[0]) or host, int(primary[1]))))
+        try:
+            ranges, named = _parsed(reply, host)
+        except (TypeError, ValueError, IndexError) as exc:
+            problems.append(f"{host}:{port}: CLUSTER SLOTS reply unreadable: {exc!r}"[:300])
+            return None
+        self.nodes += [n for n in dict.fromkeys(named) if n not in self.nodes]
         if not ranges:
             problems.append(f"{host}:{port}: no node serves a slot")
             return None
         return node, ranges
+
+
+def _parsed(reply: Any, host: str) -> tuple[list[tuple[int, int, Node]], list[Node]]:
+    """The slot ranges and their primaries of a ``CLUSTER SLOTS`` reply, and every node
+    it names; a TypeError, ValueError or IndexError for a reply that is not one (a proxy
+    or a node gone wrong answers anything): that node cannot say, the others are asked."""
+    ranges: list[tuple[int, int, Node]] = []
+    named: list[Node] = []
+    for start, end, primary, *replicas in reply:
+        for entry in (primary, *replicas):
+            named.append((_text(entry[0]) or host, int(entry[1])))
+        first, last = int(start), int(end)
+        if not 0 <= first <= last < SLOTS:
+            raise ValueError(f"no slot range: {first}-{last}")
+        ranges.append((first, last, (_text(primary[0]) or host, int(primary[1]))))
+    return ranges, named
 
 
 def _text(value: Any) -> str:

@@ -40,6 +40,7 @@ from typing import Any
 from redis import Redis
 from tests.topology_servers import ClusterGroup
 
+from bench import positive_int, positive_seconds
 from bench.redis_server import RedisServer
 from rota import WorkerPool
 from rota.config import Settings
@@ -201,9 +202,9 @@ async def _nothing(ctx: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.idle_cost", description=__doc__)
-    parser.add_argument("--shards", type=int, nargs="+", default=[1, 12])
-    parser.add_argument("--seconds", type=float, default=30.0)
-    parser.add_argument("--pools", type=int, default=1)
+    parser.add_argument("--shards", type=positive_int, nargs="+", default=[1, 12])
+    parser.add_argument("--seconds", type=positive_seconds, default=30.0)
+    parser.add_argument("--pools", type=positive_int, default=1)
     parser.add_argument("--by-command", action="store_true", help="MONITOR's count by command")
     parser.add_argument("--cluster", action="store_true", help="three primaries of a cluster")
     args = parser.parse_args(argv)

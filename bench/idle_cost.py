@@ -35,7 +35,8 @@ import threading
 import time
 import uuid
 from collections import Counter
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from redis import Redis
 from tests.topology_servers import ClusterGroup
@@ -46,6 +47,8 @@ from rota import WorkerPool
 from rota.config import Settings
 
 __all__ = ["Servers", "idle_cost"]
+
+T = TypeVar("T")
 
 
 class Servers:
@@ -64,36 +67,32 @@ class Servers:
         one = stack.enter_context(RedisServer())
         return cls([one], one.url)
 
-    def calls(self) -> dict[str, int]:
-        """Each command's calls so far, every server's added up."""
-        total: Counter[str] = Counter()
+    def _each(self, read: Callable[[Redis], T]) -> list[T]:
+        """``read`` of each server, on a connection of its own closed after."""
+        out = []
         for server in self.servers:
             client = Redis.from_url(server.url)
             try:
-                stats = client.info("commandstats")
+                out.append(read(client))
             finally:
                 client.close()
+        return out
+
+    def calls(self) -> dict[str, int]:
+        """Each command's calls so far, every server's added up."""
+        total: Counter[str] = Counter()
+        for stats in self._each(lambda r: r.info("commandstats")):
             total.update({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()})
         return dict(total)
 
     def ping(self) -> None:
-        for server in self.servers:
-            client = Redis.from_url(server.url)
-            try:
-                client.ping()
-            finally:
-                client.close()
+        self._each(Redis.ping)
 
     def connections(self) -> list[dict[str, int]]:
         """Each server's connections but the bench's own (its MONITORs and this read):
         in all, subscribed to shard channels, to classic channels, blocked in a BLPOP."""
         each = []
-        for server in self.servers:
-            client = Redis.from_url(server.url)
-            try:
-                listed = client.client_list()
-            finally:
-                client.close()
+        for listed in self._each(Redis.client_list):
             pool = [c for c in listed if c.get("cmd") not in ("monitor", "client|list")]
             each.append(
                 {

@@ -95,19 +95,18 @@ class SlotMap:
     async def locate(self, slot: int) -> Node:
         """The primary of ``slot``: from the map while it is fresh, else asked (once for
         every locate waiting at the same time)."""
-        while True:
-            owner = self.owner(slot)
-            if owner is not None and time.monotonic() - self._asked < OWNER_TTL:
-                return owner
-            task = self._asking
-            if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
-                task = self._asking = asyncio.ensure_future(self._ask())
-                task.add_done_callback(lambda t: t.cancelled() or t.exception())
-            await asyncio.shield(task)  # raises when no node answered
-            owner = self.owner(slot)
-            if owner is not None:
-                return owner
-            raise errors.ConnectionError(f"no cluster node names the owner of slot {slot}")
+        owner = self.owner(slot)
+        if owner is not None and time.monotonic() - self._asked < OWNER_TTL:
+            return owner
+        task = self._asking
+        if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
+            task = self._asking = asyncio.ensure_future(self._ask())
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        await asyncio.shield(task)  # raises when no node answered
+        owner = self.owner(slot)
+        if owner is not None:
+            return owner
+        raise errors.ConnectionError(f"no cluster node names the owner of slot {slot}")
 
     async def _ask(self) -> None:
         """Fill the map from the node that answered last, or from every known node."""

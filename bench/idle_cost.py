@@ -35,16 +35,20 @@ import threading
 import time
 import uuid
 from collections import Counter
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from redis import Redis
 from tests.topology_servers import ClusterGroup
 
+from bench import positive_int, positive_seconds
 from bench.redis_server import RedisServer
 from rota import WorkerPool
 from rota.config import Settings
 
 __all__ = ["Servers", "idle_cost"]
+
+T = TypeVar("T")
 
 
 class Servers:
@@ -63,36 +67,32 @@ class Servers:
         one = stack.enter_context(RedisServer())
         return cls([one], one.url)
 
-    def calls(self) -> dict[str, int]:
-        """Each command's calls so far, every server's added up."""
-        total: Counter[str] = Counter()
+    def _each(self, read: Callable[[Redis], T]) -> list[T]:
+        """``read`` of each server, on a connection of its own closed after."""
+        out = []
         for server in self.servers:
             client = Redis.from_url(server.url)
             try:
-                stats = client.info("commandstats")
+                out.append(read(client))
             finally:
                 client.close()
+        return out
+
+    def calls(self) -> dict[str, int]:
+        """Each command's calls so far, every server's added up."""
+        total: Counter[str] = Counter()
+        for stats in self._each(lambda r: r.info("commandstats")):
             total.update({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()})
         return dict(total)
 
     def ping(self) -> None:
-        for server in self.servers:
-            client = Redis.from_url(server.url)
-            try:
-                client.ping()
-            finally:
-                client.close()
+        self._each(Redis.ping)
 
     def connections(self) -> list[dict[str, int]]:
         """Each server's connections but the bench's own (its MONITORs and this read):
         in all, subscribed to shard channels, to classic channels, blocked in a BLPOP."""
         each = []
-        for server in self.servers:
-            client = Redis.from_url(server.url)
-            try:
-                listed = client.client_list()
-            finally:
-                client.close()
+        for listed in self._each(Redis.client_list):
             pool = [c for c in listed if c.get("cmd") not in ("monitor", "client|list")]
             each.append(
                 {
@@ -201,9 +201,9 @@ async def _nothing(ctx: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.idle_cost", description=__doc__)
-    parser.add_argument("--shards", type=int, nargs="+", default=[1, 12])
-    parser.add_argument("--seconds", type=float, default=30.0)
-    parser.add_argument("--pools", type=int, default=1)
+    parser.add_argument("--shards", type=positive_int, nargs="+", default=[1, 12])
+    parser.add_argument("--seconds", type=positive_seconds, default=30.0)
+    parser.add_argument("--pools", type=positive_int, default=1)
     parser.add_argument("--by-command", action="store_true", help="MONITOR's count by command")
     parser.add_argument("--cluster", action="store_true", help="three primaries of a cluster")
     args = parser.parse_args(argv)

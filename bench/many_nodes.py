@@ -40,7 +40,16 @@ from redis.crc import key_slot
 from tests.topology_servers import ClusterGroup
 
 from bench import positive_int
-from bench.scale_model import BATCH, Node, Primaries, each_k, floor, noop_pool, spent
+from bench.scale_model import (
+    BATCH,
+    Node,
+    Primaries,
+    each_k,
+    floor,
+    noop_pool,
+    run_options,
+    spent,
+)
 from rota import Client, JobSpec
 from rota.logging import configure_logging
 from rota.protocol.shards import shard_tags
@@ -204,12 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         "--nodes", type=positive_int, default=48, help="primaries, 3 or more (100: see the docs)"
     )
     parser.add_argument("--per-node", type=positive_int, nargs="+", default=[1, 2])
-    parser.add_argument("--jobs", type=positive_int, default=20_000)
-    parser.add_argument("--reps", type=positive_int, default=2)
-    parser.add_argument("--concurrency", type=positive_int, default=50)
-    parser.add_argument("--settle", type=float, default=10.0, help="seconds after the drain")
-    parser.add_argument("--idle", type=float, default=20.0, help="seconds of the idle count")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    run_options(parser, idle=20.0)
     args = parser.parse_args(argv)
     configure_logging("json", "warning", sys.stderr)
     made = time.monotonic()

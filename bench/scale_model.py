@@ -40,7 +40,7 @@ from redis.crc import key_slot
 from tests.redis_server import RedisServer
 from tests.topology_servers import ClusterGroup
 
-from bench import positive_int
+from bench import positive_int, positive_seconds, seconds
 from rota import Client, JobSpec, WorkerPool
 from rota.config import Settings
 from rota.logging import configure_logging
@@ -327,15 +327,23 @@ def summary(runs: Sequence[Run], alone: list[Node], alone_s: float) -> dict[str,
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.scale_model", description=__doc__)
-    parser.add_argument("--shards", type=positive_int, nargs="+", default=[1, 3, 6, 12])
+def run_options(parser: argparse.ArgumentParser, *, idle: float) -> None:
+    """The options of a run of the model, here and in :mod:`bench.many_nodes`: jobs,
+    repetitions, concurrency, the settle and idle seconds (``idle`` by default), JSON."""
     parser.add_argument("--jobs", type=positive_int, default=20_000)
     parser.add_argument("--reps", type=positive_int, default=2)
     parser.add_argument("--concurrency", type=positive_int, default=50)
-    parser.add_argument("--settle", type=float, default=10.0, help="seconds after the drain")
-    parser.add_argument("--idle", type=float, default=10.0, help="seconds of the idle count")
+    parser.add_argument("--settle", type=seconds, default=10.0, help="seconds after the drain")
+    parser.add_argument(
+        "--idle", type=positive_seconds, default=idle, help="seconds of the idle count"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.scale_model", description=__doc__)
+    parser.add_argument("--shards", type=positive_int, nargs="+", default=[1, 3, 6, 12])
+    run_options(parser, idle=10.0)
     args = parser.parse_args(argv)
     configure_logging("json", "warning", sys.stderr)
     with ClusterGroup(replicas=0) as cluster:

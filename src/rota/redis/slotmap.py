@@ -31,6 +31,8 @@ from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from rota.protocol.shards import SLOTS
+
 __all__ = ["OWNER_TTL", "SlotMap", "slot_map"]
 
 OWNER_TTL: Final = 1.0  # seconds a map is trusted without asking again
@@ -93,19 +95,18 @@ class SlotMap:
     async def locate(self, slot: int) -> Node:
         """The primary of ``slot``: from the map while it is fresh, else asked (once for
         every locate waiting at the same time)."""
-        while True:
-            owner = self.owner(slot)
-            if owner is not None and time.monotonic() - self._asked < OWNER_TTL:
-                return owner
-            task = self._asking
-            if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
-                task = self._asking = asyncio.ensure_future(self._ask())
-                task.add_done_callback(lambda t: t.cancelled() or t.exception())
-            await asyncio.shield(task)  # raises when no node answered
-            owner = self.owner(slot)
-            if owner is not None:
-                return owner
-            raise errors.ConnectionError(f"no cluster node names the owner of slot {slot}")
+        owner = self.owner(slot)
+        if owner is not None and time.monotonic() - self._asked < OWNER_TTL:
+            return owner
+        task = self._asking
+        if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
+            task = self._asking = asyncio.ensure_future(self._ask())
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        await asyncio.shield(task)  # raises when no node answered
+        owner = self.owner(slot)
+        if owner is not None:
+            return owner
+        raise errors.ConnectionError(f"no cluster node names the owner of slot {slot}")
 
     async def _ask(self) -> None:
         """Fill the map from the node that answered last, or from every known node."""
@@ -158,17 +159,32 @@ class SlotMap:
             return None
         finally:
             await conn.disconnect()
-        ranges = []
-        for start, end, primary, *replicas in reply:
-            for entry in (primary, *replicas):
-                where = (_text(entry[0]) or host, int(entry[1]))
-                if where not in self.nodes:
-                    self.nodes.append(where)
-            ranges.append((int(start), int(end), (_text(primary[0]) or host, int(primary[1]))))
+        try:
+            ranges, named = _parsed(reply, host)
+        except (TypeError, ValueError, IndexError) as exc:
+            problems.append(f"{host}:{port}: CLUSTER SLOTS reply unreadable: {exc!r}"[:300])
+            return None
+        self.nodes += [n for n in dict.fromkeys(named) if n not in self.nodes]
         if not ranges:
             problems.append(f"{host}:{port}: no node serves a slot")
             return None
         return node, ranges
+
+
+def _parsed(reply: Any, host: str) -> tuple[list[tuple[int, int, Node]], list[Node]]:
+    """The slot ranges and their primaries of a ``CLUSTER SLOTS`` reply, and every node
+    it names; a TypeError, ValueError or IndexError for a reply that is not one (a proxy
+    or a node gone wrong answers anything): that node cannot say, the others are asked."""
+    ranges: list[tuple[int, int, Node]] = []
+    named: list[Node] = []
+    for start, end, primary, *replicas in reply:
+        for entry in (primary, *replicas):
+            named.append((_text(entry[0]) or host, int(entry[1])))
+        first, last = int(start), int(end)
+        if not 0 <= first <= last < SLOTS:
+            raise ValueError(f"no slot range: {first}-{last}")
+        ranges.append((first, last, (_text(primary[0]) or host, int(primary[1]))))
+    return ranges, named
 
 
 def _text(value: Any) -> str:

@@ -126,15 +126,11 @@ class SlotOwnerPool(ConnectionPool):
         located, or since found moved or lost)."""
         return self._owner
 
-    def forget(self, where: tuple[str, int] | None = None) -> None:
-        """The owner moved (to ``where``, as a ``MOVED`` reply says: the cluster's map
-        places the slot there; else the next connection asks the cluster again, once for
-        every pool over it)."""
+    def forget(self, where: tuple[str, int]) -> None:
+        """The owner moved to ``where``, as a ``MOVED`` reply says: the cluster's map
+        places the slot there, and the next connection goes there without asking."""
         self._owner = None
-        if where is None:
-            self.map.stale()
-        else:
-            self.map.moved(self.slot, where)
+        self.map.moved(self.slot, where)
 
     def lost(self, where: tuple[str, int]) -> None:
         """A connection to ``where`` failed: if it is the owner, the next connection asks

@@ -11,6 +11,8 @@ with its temporary directory, when the context exits.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import os
 import shutil
 import socket
 import subprocess
@@ -51,8 +53,27 @@ def find_redis_server() -> str:
 DEFAULT_PORT = 6379  # the machine's own Redis: never started on, never touched
 
 
+#: Where :func:`free_port` looks first: below Linux's ephemeral range (32768 and up), so
+#: that no outgoing connection's source port takes the port between the check and the
+#: server's bind, in a slice of its own per process (by its id), so that parallel test
+#: processes do not hand out the same one. A port handed out by the kernel (port 0) did
+#: both: a `rota web` of one test found its port taken by another's redis-server.
+_PORTS_FROM, _SLICE, _SLICES = 20000, 192, 64
+_handed = itertools.count()
+
+
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now, never 6379."""
+    """A TCP port free on 127.0.0.1 now, never 6379: the next of this process's slice
+    below the ephemeral range that binds, else one the kernel picks."""
+    first = _PORTS_FROM + (os.getpid() % _SLICES) * _SLICE
+    for _ in range(_SLICE):
+        port = first + next(_handed) % _SLICE
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", 0))

@@ -91,6 +91,17 @@ class Sentinel:
             reply = r.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
         return (reply[0], int(reply[1])) if reply else None
 
+    def events(self) -> list[str]:
+        """What this sentinel logged of the group's roles: its view of failures
+        (``+sdown``, ``+odown``), failovers and the primary it names."""
+        log = Path(self._tmp.name) / "sentinel.log"
+        marks = ("down", "failover", "switch-master", "promoted", "convert", "slave", "tilt")
+        try:
+            lines = log.read_text(errors="replace").splitlines()
+        except OSError:
+            return []
+        return [line for line in lines if any(m in line for m in marks)]
+
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
@@ -156,9 +167,26 @@ class SentinelGroup:
         knows, until a sentinel converts it about ten seconds later; a server that
         replicates from it meanwhile is emptied, durable writes and all. Redis's advice
         for a server without persistence is that it must not come back as a primary by
-        itself: an operator brings it back as a replica of the new primary, as here."""
-        old.extra_args = [*old.extra_args, "--replicaof", "127.0.0.1", str(new.port)]
+        itself: an operator brings it back as a replica of the new primary, as here.
+
+        And with ``replica-priority 0``, so that no failover promotes it: until its first
+        sync it is empty, and a sentinel does not hold a replica's link against it when
+        that link never came up. Were the new primary judged down (one second without
+        an answer, on a loaded host) while ``old`` syncs, ``old`` would be the only
+        replica to promote, and the new primary, converted to its replica, would be
+        emptied by a full sync."""
+        old.extra_args = [
+            *old.extra_args,
+            *("--replicaof", "127.0.0.1", str(new.port)),
+            *("--replica-priority", "0"),
+        ]
         old.start()
+
+    def events(self) -> str:
+        """Each sentinel's log of failures, failovers and roles (for a failure's message)."""
+        return "\n".join(
+            f"--- sentinel {s.port}\n" + "\n".join(s.events()[-40:]) for s in self.sentinels
+        )
 
     def close(self) -> None:
         for s in self.sentinels:

@@ -187,6 +187,9 @@ def test_primary_killed_pools_follow_the_new_primary(
         }
         report("sentinel_failover", figures)
         if durable:
-            assert audit.lost == [], f"{_descent(r, lineage)}\n{audit.explain(audit.lost, fleet)}"
+            assert audit.lost == [], (
+                f"{_descent(r, lineage)}\n{group.events()}\n{audit.explain(audit.lost, fleet)}"
+            )
         else:  # only what the old primary acknowledged while the replica was behind
-            assert set(audit.lost) <= set(ids[accepted_at_stall:accepted_at_kill]), figures
+            window = set(ids[accepted_at_stall:accepted_at_kill])
+            assert set(audit.lost) <= window, f"{figures}\n{group.events()}"

@@ -43,6 +43,7 @@ from redis.backoff import NoBackoff
 from redis.crc import key_slot
 
 from rota.errors import ConfigError
+from rota.protocol.keys import prefix_of
 from rota.redis.outage import condition
 from rota.redis.sentinel import SentinelPool
 from rota.redis.slotmap import slot_map
@@ -242,7 +243,7 @@ def connect_topology(url: str, namespace: str | None, **options: Any) -> Redis:
         raise ConfigError(
             "redis_url: a redis+cluster:// connection serves one namespace: give the namespace"
         )
-    slot = key_slot(("{" + namespace + "}:").encode())
+    slot = key_slot(prefix_of(namespace).encode())
     return Redis.from_pool(SlotOwnerPool(topo.nodes, slot, **options))  # closes with it
 
 

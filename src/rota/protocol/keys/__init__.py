@@ -16,7 +16,7 @@ as ``KEYS[1]``, hand it to ``set_prefix`` and call ``key_queue(name)``,
 
 from __future__ import annotations
 
-from rota.protocol.keys.layout import Keys, key_rest, renamed, tag_of
+from rota.protocol.keys.layout import Keys, key_rest, prefix_of, renamed, tag_of
 from rota.protocol.keys.names import (
     FAIR_MARK,
     LUA_KEYS,
@@ -32,6 +32,7 @@ __all__ = [
     "fixed_key",
     "key_rest",
     "lua_prelude",
+    "prefix_of",
     "renamed",
     "tag_of",
     "validate_namespace",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from rota.protocol.keys.names import PAIR_KEYS, PARAM_KEYS, validate_namespace
 from rota.protocol.shards import shard_tag
 
-__all__ = ["Keys", "key_rest", "renamed", "tag_of"]
+__all__ = ["Keys", "key_rest", "prefix_of", "renamed", "tag_of"]
 
 
 # What reads a key name rather than naming a key: functions, so that every public member
@@ -18,6 +18,12 @@ def tag_of(prefix: str) -> str:
     """The hash tag of a shard's ``prefix`` (``{ns~1}:``), without its braces (``ns~1``):
     how an operator and the retired note (:attr:`Keys.retired`) name a shard."""
     return prefix[1:-2]
+
+
+def prefix_of(tag: str) -> str:
+    """The key prefix of the shard of hash tag ``tag`` (``ns~1`` -> ``{ns~1}:``): the
+    inverse of :func:`tag_of`, and the one place a prefix is spelled."""
+    return "{" + tag + "}:"
 
 
 def key_rest(key: str, prefix: str) -> str:
@@ -44,8 +50,7 @@ class Keys:
     def __init__(self, namespace: str, shard: int = 0, shards: int = 1) -> None:
         self.namespace = validate_namespace(namespace)
         self.shard = shard
-        tag = namespace if shard == 0 else shard_tag(namespace, shard, shards)
-        self.prefix = "{" + tag + "}:"
+        self.prefix = prefix_of(namespace if shard == 0 else shard_tag(namespace, shard, shards))
 
     @classmethod
     def of_tag(cls, namespace: str, tag: str, shard: int) -> Keys:
@@ -54,7 +59,7 @@ class Keys:
         :mod:`rota.protocol.reshard`)."""
         keys = cls(namespace)
         keys.shard = shard
-        keys.prefix = "{" + tag + "}:"
+        keys.prefix = prefix_of(tag)
         return keys
 
     @classmethod

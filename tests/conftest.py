@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from rota import Client
+from rota.testing.embedded import refusing_port
 from tests import servers
 from tests.redis_server import RedisServer
 
@@ -113,3 +114,11 @@ async def client(redis_url: str, namespace: str) -> AsyncIterator[Client]:
         yield c
     finally:
         await c.close()
+
+
+@pytest.fixture
+def nowhere() -> Iterator[int]:
+    """A loopback port that refuses connections for the whole test: where a replica's
+    primary is not (a port merely free could be another test's server by then)."""
+    with refusing_port() as port:
+        yield port

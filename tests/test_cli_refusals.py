@@ -14,7 +14,7 @@ import redis.exceptions
 from rota.redis.outage import MEANING, Condition
 from tests.cli_helpers import rota_env, run_rota
 from tests.helpers import fill_up
-from tests.redis_server import RedisServer, free_port
+from tests.redis_server import RedisServer
 
 NS = "clifull"
 
@@ -62,13 +62,15 @@ def test_enqueue_on_a_full_redis(server: RedisServer, sync: redis.Redis) -> None
     assert shown.returncode == 0, shown.stderr
 
 
-def test_commands_on_a_read_only_replica(server: RedisServer, sync: redis.Redis) -> None:
+def test_commands_on_a_read_only_replica(
+    server: RedisServer, sync: redis.Redis, nowhere: int
+) -> None:
     conn = ("--redis-url", server.url, "--namespace", NS)
     job_id = run_rota("enqueue", "nap", *conn).stdout.strip()
     p = "{" + NS + "}:"
     sync.hset(p + "job:dead1", mapping={"name": "nap", "args": "{}", "state": "dead"})
     sync.zadd(p + "dead", {"dead1": 1000})
-    sync.replicaof("127.0.0.1", free_port())
+    sync.replicaof("127.0.0.1", nowhere)
     with pytest.raises(redis.exceptions.ReadOnlyError, match="read only replica"):
         sync.set("probe", "x")
 

@@ -17,7 +17,7 @@ from rota.redis.outage import MEANING, Condition
 from rota.web import create_app
 from tests.helpers import fill_up as fill_up_helper
 from tests.helpers import pool_settings
-from tests.redis_server import RedisServer, free_port
+from tests.redis_server import RedisServer
 from tests.web.conftest import BASE
 from tests.web.test_api import error_of, snapshot
 
@@ -60,10 +60,10 @@ def fill_up(r: redis.Redis) -> None:
     fill_up_helper(r)
 
 
-def make_replica(r: redis.Redis) -> None:
-    """Make the server a replica of a primary that is not there: it keeps its data and
-    refuses every write with READONLY."""
-    r.replicaof("127.0.0.1", free_port())
+def make_replica(r: redis.Redis, nowhere: int) -> None:
+    """Make the server a replica of a primary that is not there (at ``nowhere``, a port
+    that refuses): it keeps its data and refuses every write with READONLY."""
+    r.replicaof("127.0.0.1", nowhere)
     with pytest.raises(redis.exceptions.ReadOnlyError, match="read only replica"):
         r.set("probe", "x")
 
@@ -129,11 +129,11 @@ async def test_metrics_say_redis_is_full(
 
 
 async def test_a_read_only_replica_refuses_actions_with_503s(
-    web: httpx.AsyncClient, own: Client, sync: redis.Redis
+    web: httpx.AsyncClient, own: Client, sync: redis.Redis, nowhere: int
 ) -> None:
     queued = await own.enqueue("mail", 1)
     plant_dead(sync, "dead1")
-    make_replica(sync)
+    make_replica(sync, nowhere)
     before = snapshot(sync, NS)
     read_only = MEANING[Condition.READ_ONLY]
     for path, body in [

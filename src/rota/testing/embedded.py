@@ -29,6 +29,7 @@ __all__ = [
     "find_redis_server",
     "free_port",
     "last_lines",
+    "refusing_port",
 ]
 
 
@@ -55,31 +56,78 @@ DEFAULT_PORT = 6379  # the machine's own Redis: never started on, never touched
 
 #: Where :func:`free_port` looks first: below Linux's ephemeral range (32768 and up), so
 #: that no outgoing connection's source port takes the port between the check and the
-#: server's bind, in a slice of its own per process (by its id), so that parallel test
-#: processes do not hand out the same one. A port handed out by the kernel (port 0) did
-#: both: a `rota web` of one test found its port taken by another's redis-server.
+#: server's bind, in a slice that this process holds alone (a lock on a file per slice,
+#: held until it exits), so that parallel test processes never hand out the same one. A
+#: port handed out by the kernel (port 0) did both: a `rota web` of one test found its
+#: port taken by another's redis-server; and slices by process id alone were shared by
+#: two of four processes about one run in ten.
 _PORTS_FROM, _SLICE, _SLICES = 20000, 192, 64
 _handed = itertools.count()
+_held: dict[int, int | None] = {}  # process id -> the slice it holds (None: none free)
+
+
+def _slice() -> int | None:
+    """The slice of ports this process holds: claimed at its first call (a forked child
+    claims its own), the first free from one its id picks; None when all are held or
+    the system has no file locks."""
+    pid = os.getpid()
+    if pid in _held:
+        return _held[pid]
+    _held[pid] = None
+    try:
+        import fcntl
+    except ImportError:  # no file locks (Windows): the kernel's pick
+        return None
+    where = Path(tempfile.gettempdir()) / "rota-port-slices"
+    with contextlib.suppress(OSError):
+        where.mkdir(mode=0o777, exist_ok=True)
+    for i in range(_SLICES):
+        n = (pid + i) % _SLICES
+        try:
+            fd = os.open(where / str(n), os.O_CREAT | os.O_RDWR, 0o666)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        _held[pid] = n  # (the descriptor stays open: the lock lasts as long as the process)
+        return n
+    return None
 
 
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now, never 6379: the next of this process's slice
     below the ephemeral range that binds, else one the kernel picks."""
-    first = _PORTS_FROM + (os.getpid() % _SLICES) * _SLICE
-    for _ in range(_SLICE):
-        port = first + next(_handed) % _SLICE
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return port
+    held = _slice()
+    if held is not None:
+        first = _PORTS_FROM + held * _SLICE
+        for _ in range(_SLICE):
+            port = first + next(_handed) % _SLICE
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            return port
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", 0))
             port = int(sock.getsockname()[1])
         if port != DEFAULT_PORT:
             return port
+
+
+@contextlib.contextmanager
+def refusing_port() -> Iterator[int]:
+    """A loopback port that refuses every connection for as long as the context lasts:
+    bound by this process and never listened on, so that no server can take it (what a
+    replica pointed at a primary that is not there needs; a port free a moment ago may
+    be another test's server a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield int(sock.getsockname()[1])
 
 
 class RedisServer:

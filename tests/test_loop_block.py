@@ -37,10 +37,14 @@ async def test_an_async_handler_that_blocks_the_loop_is_named(
     if not warn:  # 0 turns the report off
         assert not [e for e in logs if e["event"].startswith("event loop")]
         return
-    (blocked,) = _events(logs, BLOCKED)
-    assert (blocked["job_id"], blocked["job_name"]) == (job.id, "block")
+    # (a loaded host may stall the loop past 0.1 s elsewhere too, which is reported as
+    # well: the handler's block is the one that names its job and lasts its second)
+    named = [e for e in _events(logs, BLOCKED) if e.get("job_id") == job.id]
+    blocked = max(named, key=lambda e: float(e["blocked_s"]))
+    assert blocked["job_name"] == "block"
     assert blocked["blocked_s"] >= warn
     assert blocked["limit"] == warn
-    (again,) = _events(logs, "event loop turns again")
-    assert (again["job_id"], again["job_name"]) == (job.id, "block")
+    turns = [e for e in _events(logs, "event loop turns again") if e.get("job_id") == job.id]
+    again = max(turns, key=lambda e: float(e["blocked_s"]))
+    assert again["job_name"] == "block"
     assert again["blocked_s"] >= blocked["blocked_s"]

@@ -22,6 +22,23 @@
 -- (The steps in one table: a script's main function holds at most 200 locals.)
 local fast = {}
 
+-- The arrays a name's plans fill (st.q, qk, qs, wa, wg), reused by every call (a
+-- library's locals outlive a call; 64 names at most, then started afresh): what lies
+-- past their counts (st.qn, wn, gn) is left from an earlier call. Arrays made per call
+-- grew, and were rebuilt, at 1, 2, 4, 8, ... entries, and were collected.
+fast.pools, fast.npools = {}, 0
+function fast.pool(name)
+  local p = fast.pools[name]
+  if not p then
+    if fast.npools >= 64 then
+      fast.pools, fast.npools = {}, 0
+    end
+    p = {{}, {}, {}, {}, {}}
+    fast.pools[name], fast.npools = p, fast.npools + 1
+  end
+  return p[1], p[2], p[3], p[4], p[5]
+end
+
 -- The plain list's turn (a name's jobs without a key) when it comes before the lowest
 -- key's time `low` (nil: no key ready): its next id, or nil, and then it takes no more
 -- turns in this call. (Shared with the turns of _fairfetch.lua.)
@@ -41,108 +58,138 @@ end
 -- key -> its turns, and how many. A key found empty in this call takes none; one whose
 -- new time comes before the window's bound goes back into the window (ties after the
 -- keys of the same time), others are written and read again when the window runs out.
--- Stops where the plain list's turn comes.
+-- Stops where the plain list's turn comes. (The turns per key are kept in a table that
+-- every plan reuses, emptied by fast.pop: a library's locals outlive a call.)
+fast.count, fast.got, fast.at, fast.busy = {}, {}, {}, false
 function fast.plan(name, st, want)
-  local fl, sc, wr, qk = st.fl, st.sc, st.wr, st.qk
-  local count, planned = {}, 0
+  if fast.busy then -- (a call that failed between a plan and its pops left them)
+    fast.count, fast.got, fast.at = {}, {}, {}
+  end
+  fast.busy = true
+  local fl, qk, qs, wa, count = st.fl, st.qk, st.qs, st.wa, fast.count
+  local wk, ws, wi, bk, bs = st.wk, st.ws, st.wi, st.bk, st.bs
+  local n, pl, vt, planned, wn = #wk, st.plain, st.vt, 0, st.wn
+  local ls, lt -- (the last time written, and its text: the keys of a window share a few)
   while planned < want do
-    if st.wi > #st.wk then
-      if not st.bk then
+    if wi > n then
+      if not bk then
         break
       end
-      fair_window(name, st, want - planned)
-      wr = st.wr -- (the window's read wrote the changes so far: a new table)
-      if st.wi > #st.wk then
+      st.wn = wn
+      fair_window(name, st, want - planned) -- (which writes the changes so far)
+      wk, ws, wi, bk, bs = st.wk, st.ws, st.wi, st.bk, st.bs
+      n, wn = #wk, st.wn
+      if wi > n then
         break
       end
     end
-    local wk, ws, i = st.wk, st.ws, st.wi
-    local key, s = wk[i], ws[i]
-    if st.plain and st.vt <= s then
+    local key, s = wk[wi], ws[wi]
+    if pl and vt <= s then
       break
     end
-    st.wi = i + 1
+    wi = wi + 1
     if fl[key] ~= 0 then
       count[key] = (count[key] or 0) + 1
       planned = planned + 1
-      qk[planned] = key
       s = s + 1
-      sc[key], wr[key] = s, s
-      if not st.bk or s < st.bs then
-        local at = #wk + 1
-        while at > st.wi and ws[at - 1] > s do
+      qk[planned], qs[planned] = key, s
+      if s ~= ls then
+        ls, lt = s, str(s)
+      end
+      wa[wn + 1], wa[wn + 2] = lt, key
+      wn = wn + 2
+      if not bk or s < bs then -- (back into the window, after the keys of its time)
+        local at = n + 1
+        while at > wi and ws[at - 1] > s do
+          wk[at], ws[at] = wk[at - 1], ws[at - 1]
           at = at - 1
         end
-        table.insert(wk, at, key)
-        table.insert(ws, at, s)
+        wk[at], ws[at] = key, s
+        n = n + 1
       end
     end
   end
+  st.wi, st.wn = wi, wn
   return count, planned
 end
 
 -- A key found with no job left (an RPOP that brought fewer than asked): it leaves the
--- ready keys and its backlog (st.fl: 0), and its time is that of the turns it gave
--- (`short` of them had no job).
-function fast.empty(st, key, short)
-  st.fl[key], st.wr[key] = 0, false
-  st.sc[key] = st.sc[key] - short
+-- ready keys (st.wg, removed after the writes) and its backlog (st.fl: 0).
+function fast.empty(st, key)
+  st.fl[key] = 0
+  local n = st.gn + 1
+  st.wg[n], st.gn = key, n
 end
 
 -- Pop what a plan takes, in the order of its turns (st.q), so that what the call does
 -- not use is its last turns: a key of one turn by one RPOP of one (no table made), one
--- of more by one RPOP of them all at its first turn.
+-- of more by one RPOP of them all at its first turn (kept in fast.got, the next at
+-- fast.at, its turns left as a negative count). Empties the plan's tables.
 function fast.pop(name, st, count, planned)
-  local q, qk, m, got = st.q, st.qk, 0, nil
+  local q, qk, qs, m, got, at = st.q, st.qk, st.qs, 0, fast.got, fast.at
   for i = 1, planned do
     local key = qk[i]
     local k, id = count[key], nil
     if k == 1 then
+      count[key] = nil
       local ok, one = pcall(redis.call, 'RPOP', key_fair_queue(name, key))
       id = ok and one
       if not id then
-        fast.empty(st, key, 1)
+        fast.empty(st, key)
       end
+    elseif k > 1 then
+      local ok, ids = pcall(redis.call, 'RPOP', key_fair_queue(name, key), str(k))
+      local g = ok and ids or false
+      local n = g and #g or 0
+      if n < k then
+        fast.empty(st, key)
+      end
+      id = g and g[1]
+      got[key], at[key], count[key] = g, 2, 1 - k
     else
-      got = got or {}
-      local g = got[key]
-      if not g then
-        local ok, ids = pcall(redis.call, 'RPOP', key_fair_queue(name, key), str(k))
-        g = ok and ids or {}
-        if #g < k then
-          fast.empty(st, key, k - #g)
-        end
-        g.at = 0
-        got[key] = g
+      local j, g = at[key], got[key]
+      id = g and g[j]
+      if k == -1 then
+        got[key], at[key], count[key] = nil, nil, nil
+      else
+        at[key], count[key] = j + 1, k + 1
       end
-      g.at = g.at + 1
-      id = g[g.at]
     end
     if id then
       m = m + 1
-      q[m], qk[m] = id, key
+      q[m], qk[m], qs[m] = id, key, qs[i]
     end
   end
+  fast.busy = false
   st.qi, st.qn = 1, m
   st.taken = st.taken + m
 end
 
 -- The jobs a plan popped that the call did not use go back to the tail of their keys'
--- lists, next again, and their keys get back the turns (st.fl, st.wr).
+-- lists, next again, and their keys get back the turns (st.fl, and the time of each
+-- before its first turn not used: that after its last one, st.qs, less those).
 function fast.back(name, st)
   if st.qi > st.qn then
     return
   end
-  local back = {}
+  local back, last = {}, {}
   for i = st.qn, st.qi, -1 do
-    local ids = table_at(back, st.qk[i])
+    local key = st.qk[i]
+    local ids = back[key]
+    if not ids then
+      ids = {}
+      back[key], last[key] = ids, st.qs[i]
+    end
     ids[#ids + 1] = st.q[i]
   end
+  local wa, wn = st.wa, st.wn
   for key, ids in pairs(back) do
     call_chunked('RPUSH', key_fair_queue(name, key), ids)
     st.fl[key] = nil -- (not empty, whatever an RPOP found)
-    st.wr[key] = st.sc[key] - #ids
+    wa[wn + 1], wa[wn + 2] = str(last[key] - #ids), key
+    wn = wn + 2
   end
+  st.wn = wn
   st.taken = st.taken - (st.qn - st.qi + 1)
   st.qi, st.qn = 1, 0
 end

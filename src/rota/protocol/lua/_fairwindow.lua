@@ -34,9 +34,39 @@ do
 end
 
 -- The window's changes to the set of ready keys (st.wr: key -> its new time, or false
--- when it left them), written at once.
+-- when it left them), written at once. A name without settings (_fairfast.lua) keeps
+-- them as the ZADD's arguments (st.wa, the first st.wn: a time and a key per turn, a
+-- key's last the one that counts) and the keys found empty (st.wg, the first st.gn),
+-- removed, and not written, while they are (st.fl: 0; one given back is not).
 local function fair_flush(name, st)
-  if next(st.wr) ~= nil then
+  local wa = st.wa
+  if wa then
+    local n, ng = st.wn, st.gn
+    if ng > 0 then -- (a key found empty is removed, not written first)
+      local fl, wg, m = st.fl, st.wg, 0
+      for i = 1, n, 2 do
+        if fl[wa[i + 1]] ~= 0 then
+          wa[m + 1], wa[m + 2] = wa[i], wa[i + 1]
+          m = m + 2
+        end
+      end
+      n, m = m, 0
+      for i = 1, ng do
+        if fl[wg[i]] == 0 then
+          m = m + 1
+          wg[m] = wg[i]
+        end
+      end
+      ng = m
+    end
+    if n > 0 then
+      call_chunked('ZADD', key_fair_keys(name), wa, n)
+    end
+    if ng > 0 then
+      call_chunked('ZREM', key_fair_keys(name), st.wg, ng)
+    end
+    st.wn, st.gn = 0, 0
+  elseif next(st.wr) ~= nil then
     local wr = st.wr
     st.wr = {}
     zset_write(key_fair_keys(name), wr, nil, false)

@@ -60,7 +60,7 @@ end
 -- keys of the same time), others are written and read again when the window runs out.
 -- Stops where the plain list's turn comes. (The turns per key are kept in a table that
 -- every plan reuses, emptied by fast.pop: a library's locals outlive a call.)
-fast.count, fast.got, fast.at, fast.busy = {}, {}, {}, false
+fast.count, fast.got, fast.at, fast.busy, fast.lk, fast.args = {}, {}, {}, false, {}, {}
 function fast.plan(name, st, want)
   if fast.busy then -- (a call that failed between a plan and its pops left them)
     fast.count, fast.got, fast.at = {}, {}, {}
@@ -68,7 +68,7 @@ function fast.plan(name, st, want)
   fast.busy = true
   local fl, qk, qs, wa, count = st.fl, st.qk, st.qs, st.wa, fast.count
   local wk, ws, wi, bk, bs = st.wk, st.ws, st.wi, st.bk, st.bs
-  local n, pl, vt, planned, wn = #wk, st.plain, st.vt, 0, st.wn
+  local n, pl, vt, planned, wn, multi = #wk, st.plain, st.vt, 0, st.wn, false
   local ls, lt -- (the last time written, and its text: the keys of a window share a few)
   while planned < want do
     if wi > n then
@@ -89,7 +89,12 @@ function fast.plan(name, st, want)
     end
     wi = wi + 1
     if fl[key] ~= 0 then
-      count[key] = (count[key] or 0) + 1
+      local c = count[key]
+      if c then
+        count[key], multi = c + 1, true
+      else
+        count[key] = 1
+      end
       planned = planned + 1
       s = s + 1
       qk[planned], qs[planned] = key, s
@@ -110,7 +115,7 @@ function fast.plan(name, st, want)
     end
   end
   st.wi, st.wn = wi, wn
-  return count, planned
+  return count, planned, multi
 end
 
 -- A key found with no job left (an RPOP that brought fewer than asked): it leaves the
@@ -121,13 +126,70 @@ function fast.empty(st, key)
   st.wg[n], st.gn = key, n
 end
 
+-- Pop the turns of a plan of one turn a key of which the name's count of keyed jobs
+-- (st.n, less those this call took: `left`) says that most keys have none left: by
+-- LMPOP over the next keys to pop, in the order of their turns, which pops the next job
+-- of the first of them that has one and names it (those before it are empty). A key
+-- whose last job a call took is found empty at its next turn, and when the jobs run
+-- out (a queue that keeps up with its producers) most keys of a plan are: an RPOP each
+-- cost a command per key, an LMPOP costs one and a little per key it names. It names
+-- as many as one job is expected in (the plan's keys over `left`; all of them when the
+-- count says none is left), half as many after one whose first key had a job. (Redis
+-- 7: LMPOP. A count that reads wrong costs commands, never a job nor a turn: Redis
+-- says which keys are empty. An error, a key of another type: one RPOP a key from
+-- there on.) Returns the first turn not popped (planned + 1: all were), and the count
+-- of jobs popped.
+function fast.pop_many(name, st, count, planned, left)
+  local q, qk, qs, lk, args = st.q, st.qk, st.qs, fast.lk, fast.args
+  for i = 1, planned do
+    lk[i] = key_fair_queue(name, qk[i])
+  end
+  local m, i, span = 0, 1, math.floor(planned / math.max(1, left))
+  while i <= planned do
+    local na, first = 0, i
+    for j = i, math.min(i + span - 1, planned) do
+      na = na + 1
+      args[na] = lk[j]
+    end
+    args[na + 1] = 'RIGHT'
+    local r = redis.pcall('LMPOP', na, unpack(args, 1, na + 1))
+    if type(r) == 'table' and r.err then
+      break
+    end
+    local from, id = r and r[1], r and r[2] and r[2][1]
+    local last = first + na - 1
+    while i <= last and lk[i] ~= from do
+      count[qk[i]] = nil
+      fast.empty(st, qk[i])
+      i = i + 1
+    end
+    if i <= last then
+      if i == first then -- (the first key named had a job: name fewer)
+        span = math.max(1, math.floor(span / 2))
+      end
+      count[qk[i]] = nil
+      m = m + 1
+      q[m], qk[m], qs[m] = id, qk[i], qs[i]
+      i = i + 1
+    elseif id then -- (not one of the keys named: never so, but never lose a job)
+      redis.call('RPUSH', from, id)
+    end
+  end
+  return i, m
+end
+
 -- Pop what a plan takes, in the order of its turns (st.q), so that what the call does
 -- not use is its last turns: a key of one turn by one RPOP of one (no table made), one
 -- of more by one RPOP of them all at its first turn (kept in fast.got, the next at
 -- fast.at, its turns left as a negative count). Empties the plan's tables.
-function fast.pop(name, st, count, planned)
+function fast.pop(name, st, count, planned, multi)
   local q, qk, qs, m, got, at = st.q, st.qk, st.qs, 0, fast.got, fast.at
-  for i = 1, planned do
+  local first = 1
+  local left = st.n - st.taken
+  if not multi and left * 2 < planned and planned <= 1000 and redis.REDIS_VERSION_NUM then
+    first, m = fast.pop_many(name, st, count, planned, left)
+  end
+  for i = first, planned do
     local key = qk[i]
     local k, id = count[key], nil
     if k == 1 then
@@ -215,7 +277,7 @@ local function fair_fast(name, st, plain, want)
     if not low then
       return nil, nil
     end
-    local count, planned = fast.plan(name, st, want)
-    fast.pop(name, st, count, planned)
+    local count, planned, multi = fast.plan(name, st, want)
+    fast.pop(name, st, count, planned, multi)
   end
 end

@@ -3,17 +3,20 @@
 -- key of weight 1, none limited, rate-limited nor paused), the usual case. The turns
 -- are the same as _fairfetch.lua's (the lowest key goes next, one job a turn, its time
 -- one on; the plain list one participant more), but planned several at a time over the
--- window's arrays, with no state per key but whether it was found empty (st.fl: 0) and
--- its time after its last turn (st.sc), and popped with one RPOP per key for all its
--- turns: the general path's steps per job (a key's state made, held, dropped, its
--- settings read) cost a keyed job more Lua than the rest of its fetch.
+-- window's arrays, with no state per key but whether it was found empty (st.fl: 0),
+-- each turn's key and its time after it (st.qk, st.qs) and the writes that follow
+-- (st.wa, st.wg: fair_flush), and popped with one RPOP per key for all its turns (or
+-- an LMPOP for several keys, fast.pop_many): the general path's steps per job (a key's
+-- state made, held, dropped, its settings read) cost a keyed job more Lua than the
+-- rest of its fetch.
 --
 -- Nor does a plan read or write the keys' backlogs (fbacklog: the length of a key's
 -- list at its last push; docs/protocol.md): a key is known to have no job left when an
--- RPOP brings fewer than asked, and only then leaves the ready keys and the backlogs. A
--- key whose last job a call took stays among the ready keys until its next turn finds
--- it empty (one RPOP more a key, once). Keeping every backlog exact cost a read and a
--- write of each key taken per call, as much as the rest of a keyed job's turn.
+-- RPOP (or LMPOP) brings fewer than asked, and only then leaves the ready keys and the
+-- backlogs. A key whose last job a call took stays among the ready keys until its next
+-- turn finds it empty (one RPOP more a key, once, or its share of an LMPOP). Keeping
+-- every backlog exact cost a read and a write of each key taken per call, as much as
+-- the rest of a keyed job's turn.
 --
 -- What a plan popped is handed out one job a call (st.q, their keys st.qk, st.qi the
 -- next, st.qn the count); what the call does not use goes back to the tail of its key's
@@ -59,7 +62,8 @@ end
 -- new time comes before the window's bound goes back into the window (ties after the
 -- keys of the same time), others are written and read again when the window runs out.
 -- Stops where the plain list's turn comes. (The turns per key are kept in a table that
--- every plan reuses, emptied by fast.pop: a library's locals outlive a call.)
+-- every plan reuses, emptied by fast.pop: a library's locals outlive a call. `multi`:
+-- some key took more than one.)
 fast.count, fast.got, fast.at, fast.busy, fast.lk, fast.args = {}, {}, {}, false, {}, {}
 function fast.plan(name, st, want)
   if fast.busy then -- (a call that failed between a plan and its pops left them)

@@ -156,7 +156,7 @@ function fast.pop_many(name, st, count, planned, left)
       args[na] = lk[j]
     end
     args[na + 1] = 'RIGHT'
-    local r = redis.pcall('LMPOP', na, unpack(args, 1, na + 1))
+    local r = redis.pcall('LMPOP', str(na), unpack(args, 1, na + 1))
     if type(r) == 'table' and r.err then
       break
     end

@@ -93,7 +93,7 @@ local function fair_window(name, st, want)
   if st.settings or w < 3 then
     -- (Not by pcall: a set of keys of another type fails the fetch, whose pool then
     -- moves it away, repair.lua, and the keys it listed join again.)
-    local top = redis.call('ZRANGE', fk, 0, w, 'WITHSCORES')
+    local top = redis.call('ZRANGE', fk, '0', str(w), 'WITHSCORES')
     n = #top / 2
     for j = 1, n do
       local x = tonumber(top[2 * j]) -- (finite_score, without a call per key)
@@ -103,7 +103,7 @@ local function fair_window(name, st, want)
       wk[j], ws[j] = top[2 * j - 1], x
     end
   else
-    wk = redis.call('ZRANGE', fk, 0, w)
+    wk = redis.call('ZRANGE', fk, '0', str(w))
     n = #wk
     if n > 0 then
       local two = redis.call('ZMSCORE', fk, wk[1], wk[n])

@@ -61,16 +61,13 @@ end
 -- key -> its turns, and how many. A key found empty in this call takes none; one whose
 -- new time comes before the window's bound goes back into the window (ties after the
 -- keys of the same time), others are written and read again when the window runs out.
--- Stops where the plain list's turn comes. (The turns per key are kept in a table that
--- every plan reuses, emptied by fast.pop: a library's locals outlive a call. `multi`:
--- some key took more than one.)
+-- Stops where the plain list's turn comes. Returns how many, and whether a key may have
+-- more than one (`multi`: only a key put back into the window, or one read again in a
+-- window read during the plan, can: the keys of one read are distinct; fast.pop counts
+-- them then, else each has one).
 fast.count, fast.got, fast.at, fast.busy, fast.lk, fast.args = {}, {}, {}, false, {}, {}
 function fast.plan(name, st, want)
-  if fast.busy then -- (a call that failed between a plan and its pops left them)
-    fast.count, fast.got, fast.at = {}, {}, {}
-  end
-  fast.busy = true
-  local fl, qk, qs, wa, count = st.fl, st.qk, st.qs, st.wa, fast.count
+  local fl, qk, qs, wa = st.fl, st.qk, st.qs, st.wa
   local wk, ws, wi, bk, bs = st.wk, st.ws, st.wi, st.bk, st.bs
   local n, pl, vt, planned, wn, multi = #wk, st.plain, st.vt, 0, st.wn, false
   local ls, lt -- (the last time written, and its text: the keys of a window share a few)
@@ -79,7 +76,7 @@ function fast.plan(name, st, want)
       if not bk then
         break
       end
-      st.wn = wn
+      st.wn, multi = wn, multi or planned > 0
       fair_window(name, st, want - planned) -- (which writes the changes so far)
       wk, ws, wi, bk, bs = st.wk, st.ws, st.wi, st.bk, st.bs
       n, wn = #wk, st.wn
@@ -93,12 +90,6 @@ function fast.plan(name, st, want)
     end
     wi = wi + 1
     if fl[key] ~= 0 then
-      local c = count[key]
-      if c then
-        count[key], multi = c + 1, true
-      else
-        count[key] = 1
-      end
       planned = planned + 1
       s = s + 1
       qk[planned], qs[planned] = key, s
@@ -114,12 +105,12 @@ function fast.plan(name, st, want)
           at = at - 1
         end
         wk[at], ws[at] = key, s
-        n = n + 1
+        n, multi = n + 1, true
       end
     end
   end
   st.wi, st.wn = wi, wn
-  return count, planned, multi
+  return planned, multi
 end
 
 -- A key found with no job left (an RPOP that brought fewer than asked): it leaves the
@@ -143,7 +134,7 @@ end
 -- says which keys are empty. An error, a key of another type: one RPOP a key from
 -- there on.) Returns the first turn not popped (planned + 1: all were), and the count
 -- of jobs popped.
-function fast.pop_many(name, st, count, planned, left)
+function fast.pop_many(name, st, planned, left)
   local q, qk, qs, lk, args = st.q, st.qk, st.qs, fast.lk, fast.args
   for i = 1, planned do
     lk[i] = key_fair_queue(name, qk[i])
@@ -163,7 +154,6 @@ function fast.pop_many(name, st, count, planned, left)
     local from, id = r and r[1], r and r[2] and r[2][1]
     local last = first + na - 1
     while i <= last and lk[i] ~= from do
-      count[qk[i]] = nil
       fast.empty(st, qk[i])
       i = i + 1
     end
@@ -171,7 +161,6 @@ function fast.pop_many(name, st, count, planned, left)
       if i == first then -- (the first key named had a job: name fewer)
         span = math.max(1, math.floor(span / 2))
       end
-      count[qk[i]] = nil
       m = m + 1
       q[m], qk[m], qs[m] = id, qk[i], qs[i]
       i = i + 1
@@ -185,19 +174,44 @@ end
 -- Pop what a plan takes, in the order of its turns (st.q), so that what the call does
 -- not use is its last turns: a key of one turn by one RPOP of one (no table made), one
 -- of more by one RPOP of them all at its first turn (kept in fast.got, the next at
--- fast.at, its turns left as a negative count). Empties the plan's tables.
-function fast.pop(name, st, count, planned, multi)
+-- fast.at, its turns left as a negative count; the turns of each key counted first
+-- in fast.count, a table every plan reuses, when a key may have several). Empties the
+-- tables it used.
+function fast.pop(name, st, planned, multi)
   local q, qk, qs, m, got, at = st.q, st.qk, st.qs, 0, fast.got, fast.at
-  local first = 1
+  local first, count = 1, fast.count
   local left = st.n - st.taken
+  if multi then
+    if fast.busy then -- (a call that failed between a count and its pops left it)
+      count, got, at = {}, {}, {}
+      fast.count, fast.got, fast.at = count, got, at
+    end
+    fast.busy = true
+    multi = false
+    for i = 1, planned do
+      local key = qk[i]
+      local c = count[key]
+      count[key], multi = (c or 0) + 1, multi or c ~= nil
+    end
+    if not multi then -- (none had several after all)
+      for i = 1, planned do
+        count[qk[i]] = nil
+      end
+    end
+  end
   if not multi and left * 2 < planned and planned <= 1000 and redis.REDIS_VERSION_NUM then
-    first, m = fast.pop_many(name, st, count, planned, left)
+    first, m = fast.pop_many(name, st, planned, left)
   end
   for i = first, planned do
     local key = qk[i]
-    local k, id = count[key], nil
+    local k, id = 1, nil
+    if multi then
+      k = count[key]
+    end
     if k == 1 then
-      count[key] = nil
+      if multi then
+        count[key] = nil
+      end
       local ok, one = pcall(redis.call, 'RPOP', key_fair_queue(name, key))
       id = ok and one
       if not id then
@@ -223,7 +237,11 @@ function fast.pop(name, st, count, planned, multi)
     end
     if id then
       m = m + 1
-      q[m], qk[m], qs[m] = id, key, qs[i]
+      if m == i then -- (the usual case: no turn before it was found empty)
+        q[m] = id
+      else
+        q[m], qk[m], qs[m] = id, key, qs[i]
+      end
     end
   end
   fast.busy = false
@@ -281,7 +299,7 @@ local function fair_fast(name, st, plain, want)
     if not low then
       return nil, nil
     end
-    local count, planned, multi = fast.plan(name, st, want)
-    fast.pop(name, st, count, planned, multi)
+    local planned, multi = fast.plan(name, st, want)
+    fast.pop(name, st, planned, multi)
   end
 end

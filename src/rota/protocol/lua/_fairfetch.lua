@@ -60,8 +60,8 @@ local function fair_state(ctx, name)
     settings = redis.call('EXISTS', key_fair_set(name)) == 1,
     -- the window (fair_window): the lowest keys read, in order (wk, their times ws;
     -- wi: the first not taken; wb: their backlogs as ZMSCORE replied, false: not read),
-    -- bk and bs: the first key not read and its time (nil: none), wr: key -> its time
-    -- to write, or false to remove it
+    -- bk and bs: the first key not read and its time (nil: none), wr (a name with
+    -- settings): key -> its time to write, or false to remove it
     wk = {}, ws = {}, wi = 1, wb = false, known = false,
     -- the jobs a plan of _fairfast.lua popped (q, their keys qk, the next qi, the count qn)
     qi = 1, qn = 0}

@@ -90,9 +90,9 @@ local function fair_window(name, st, want)
   local fk = key_fair_keys(name)
   local wk, ws = {}, {} -- (two arrays and an index: no table per key, no shift per turn)
   local n
+  -- (Not by pcall: a set of keys of another type fails the fetch, whose pool then moves
+  -- it away, repair.lua, and the keys it listed join again.)
   if st.settings or w < 3 then
-    -- (Not by pcall: a set of keys of another type fails the fetch, whose pool then
-    -- moves it away, repair.lua, and the keys it listed join again.)
     local top = redis.call('ZRANGE', fk, '0', str(w), 'WITHSCORES')
     n = #top / 2
     for j = 1, n do

@@ -60,9 +60,9 @@ local function fair_state(ctx, name)
     settings = redis.call('EXISTS', key_fair_set(name)) == 1,
     -- the window (fair_window): the lowest keys read, in order (wk, their times ws;
     -- wi: the first not taken; wb: their backlogs as ZMSCORE replied, false: not read),
-    -- bk and bs: the first key not read and its time (nil: none), wr: key -> its time
-    -- to write, or false to remove it
-    wk = {}, ws = {}, wi = 1, wb = false, known = false, wr = {},
+    -- bk and bs: the first key not read and its time (nil: none), wr (a name with
+    -- settings): key -> its time to write, or false to remove it
+    wk = {}, ws = {}, wi = 1, wb = false, known = false,
     -- the jobs a plan of _fairfast.lua popped (q, their keys qk, the next qi, the count qn)
     qi = 1, qn = 0}
   if st.settings then
@@ -70,13 +70,15 @@ local function fair_state(ctx, name)
     -- backlogs to write (fl: key -> its jobs left); the held key's (st.cur): the next
     -- participant's time, what its RPOP brought and the first of it not used, whether
     -- that was all its list held; one: the array that holds what an RPOP of one brought
-    st.keys, st.leased, st.fl, st.next, st.buf, st.at, st.drained, st.one =
-      {}, {}, {}, 0, false, 1, false, {false}
+    st.keys, st.leased, st.fl, st.next, st.buf, st.at, st.drained, st.one, st.wr =
+      {}, {}, {}, 0, false, 1, false, {false}, {}
   else
-    -- the keys found empty (fl: key -> 0, their backlogs removed at the end) and each
-    -- key's time after its last turn (sc), _fairfast.lua; (EMPTY: no key state, no
-    -- lease, never written to)
-    st.keys, st.leased, st.fl, st.sc, st.q, st.qk = EMPTY, EMPTY, {}, {}, {}, {}
+    -- the keys found empty (fl: key -> 0, their backlogs removed at the end), each
+    -- planned turn's key's time after it (qs), the writes to the ready keys (wa, wn, wg,
+    -- gn: see fair_flush), _fairfast.lua; (EMPTY: no key state, no lease, never written
+    -- to)
+    st.keys, st.leased, st.fl, st.wn, st.gn = EMPTY, EMPTY, {}, 0, 0
+    st.q, st.qk, st.qs, st.wa, st.wg = fast.pool(name)
   end
   fair_st[name] = st
   -- Keys resting for their rate whose time has come are ready again; the first of the

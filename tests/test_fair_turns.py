@@ -173,3 +173,46 @@ async def test_what_a_call_plans_and_does_not_lease_goes_back_with_its_turns() -
             assert times == [(b"k1", 1.0), (b"k0", 2.0)]  # k1 took one turn, k0 two
             rest = await calls.fetch(shard.scope, lessee, ["a"] * 10, [])
             assert [j.id for j in rest.jobs] == [f"a{i:02d}" for i in range(3, 10)]
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    jobs=st.lists(st.integers(1, 4), min_size=1, max_size=40),
+    sizes=st.lists(st.integers(1, 20), min_size=1, max_size=6),
+    count=st.sampled_from(["0", "x", "nan", "-5", "1"]),
+)
+def test_a_count_of_keyed_jobs_that_reads_wrong_changes_no_turn(
+    redis_url: str, jobs: list[int], sizes: list[int], count: str
+) -> None:
+    """A name without settings pops the keys its count of keyed jobs (``fair:<name>``
+    ``n``) says are mostly empty several a command (``LMPOP``): a count written wrong by
+    hand costs commands, never a job nor a turn. The same jobs leave in the same order
+    as from a name whose count is right."""
+    anyio.run(_wrong_count, redis_url, jobs, sizes, count)
+
+
+async def _wrong_count(redis_url: str, jobs: list[int], sizes: list[int], count: str) -> None:
+    orders: list[list[str]] = []
+    for wrong in (False, True):
+        async with Client.from_url(redis_url, "t" + uuid.uuid4().hex[:12], shards=1) as client:
+            shard = client.admin.shards[0]
+            specs = [
+                JobSpec(name="a", fair_key=f"k{key:02d}", job_id=f"j{key:02d}-{i}")
+                for key, n in enumerate(jobs)
+                for i in range(n)
+            ]
+            await client.enqueue_many(specs)
+            lessee = calls.Lessee(600_000, "turns", 1 << 20)
+            order: list[str] = []
+            for size in [*sizes, *[20] * sum(jobs)]:
+                if wrong:  # written again before every call: the fetch writes it back
+                    await shard.redis.hset(shard.keys.fair("a"), "n", count)
+                reply = await calls.fetch(shard.scope, lessee, ["a"] * size, [])
+                order += [job.id for job in reply.jobs]
+                if not reply.jobs and len(order) == len(specs):
+                    break
+            assert sorted(order) == sorted(s.job_id for s in specs if s.job_id)
+            orders.append(order)
+    assert orders[0] == orders[1]

@@ -157,15 +157,13 @@ function fast.pop_many(name, st, planned, left)
       fast.empty(st, qk[i])
       i = i + 1
     end
-    if i <= last then
+    if i <= last then -- (else none had a job: LMPOP pops from the keys named only)
       if i == first then -- (the first key named had a job: name fewer)
         span = math.max(1, math.floor(span / 2))
       end
       m = m + 1
       q[m], qk[m], qs[m] = id, qk[i], qs[i]
       i = i + 1
-    elseif id then -- (not one of the keys named: never so, but never lose a job)
-      redis.call('RPUSH', from, id)
     end
   end
   return i, m
